@@ -1,0 +1,36 @@
+/**
+ * `npm start`: the GraphQL server on PORT (default 4000) at /graphql, with /health. Without
+ * AZURE_STORAGE_CONNECTION_STRING it starts (or re-attaches to) the embedded Azurite under the data folder, and
+ * stops it on SIGTERM/SIGINT after in-flight requests finish.
+ */
+import { loadConfig } from '../config';
+import { createLogger } from '../log';
+import { openStorage } from '../runtime/open-storage';
+import { startServer } from '../runtime/start-server';
+import { runMain } from './run-main';
+
+runMain('server', async (log) => {
+  const config = loadConfig();
+  log.level = config.logLevel;
+  const storage = await openStorage(config, log);
+  let server;
+  try {
+    server = await startServer(config, storage, log);
+  } catch (e) {
+    await storage.close('ifStartedHere');
+    throw e;
+  }
+  log.info({ url: server.url, storage: storage.target, embedded: Boolean(storage.azurite) }, `tablegraph is serving ${server.url}`);
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down: finishing in-flight requests');
+    await server.close();
+    await storage.close('always');
+    log.info('stopped');
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}, createLogger);

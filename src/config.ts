@@ -1,0 +1,127 @@
+/**
+ * The process configuration, read once from the environment and validated with envalid. Everything else takes a
+ * `Config` (or a part of it) as an argument and never reads `process.env` itself, so tests can pass their own.
+ */
+import path from 'node:path';
+import { cleanEnv, makeValidator, str } from 'envalid';
+import { ErrorCode, TablegraphError } from './errors';
+import type { StorageTarget } from './storage/types';
+
+/** The validated configuration (camelCase; paths absolute). */
+export interface Config {
+  /** HTTP port of the GraphQL server (PORT, default 4000). */
+  port: number;
+  /**
+   * Interface the server binds to (HOST, default '127.0.0.1'). Loopback by default so a developer's machine does
+   * not expose an unauthenticated IDE to its network; containers set HOST=0.0.0.0.
+   */
+  host: string;
+  /** AZURE_STORAGE_CONNECTION_STRING; undefined = start (or attach to) the embedded Azurite under `dataDir`. */
+  connectionString: string | undefined;
+  /** TABLEGRAPH_DATA_DIR resolved against the working directory (default `.data`): the embedded Azurite's files. */
+  dataDir: string;
+  /** TABLEGRAPH_TARGET: forces the target whose limits apply; undefined = derived from the connection string. */
+  target: StorageTarget | undefined;
+  /** LOG_LEVEL: a pino level name (default 'info'). */
+  logLevel: string;
+  /** TABLEGRAPH_CURSOR_SECRET: HMAC key that makes cursors tamper-evident; undefined = a random per-process key. */
+  cursorSecret: string | undefined;
+  /** TABLEGRAPH_SCHEMA_DIR resolved against the working directory (default `schema`): the SDL files. */
+  schemaDir: string;
+  /** TABLEGRAPH_MAX_PAGE_SIZE: the largest `first` a connection accepts, in entities (default 100). */
+  maxPageSize: number;
+  /** TABLEGRAPH_DEFAULT_PAGE_SIZE: `first` when a query omits it, in entities (default 20, at most maxPageSize). */
+  defaultPageSize: number;
+  /** TABLEGRAPH_STORAGE_TIMEOUT_MS: abort a storage call, SDK retries included, after this many ms (default 10000). */
+  storageTimeoutMs: number;
+  /** TABLEGRAPH_READ_CONCURRENCY: storage calls one request's loaders run at once (default 16). */
+  readConcurrency: number;
+  /** TABLEGRAPH_TABLE_PREFIX: put before every table name (letters and digits, default ''), so that several
+   *  deployments or test runs share one storage account without sharing tables. */
+  tablePrefix: string;
+}
+
+const positiveInt = makeValidator<number>((input: string) => {
+  const n = Number(input);
+  if (!/^\s*\d+\s*$/.test(input) || !Number.isSafeInteger(n) || n < 1) {
+    throw new Error(`expected a positive integer, got "${input}"`);
+  }
+  return n;
+});
+
+/** A TCP port; 0 asks the system for a free one (tests, several servers on one machine). */
+const portOrZero = makeValidator<number>((input: string) => {
+  const n = Number(input);
+  if (!/^\s*\d+\s*$/.test(input) || n > 65535) throw new Error(`expected a port number 0-65535, got "${input}"`);
+  return n;
+});
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+const TARGETS = ['azure', 'azurite', 'cosmos'] as const;
+
+const specs = {
+  PORT: portOrZero({ default: 4000, desc: 'HTTP port of the GraphQL server (0: a free port)' }),
+  HOST: str({ default: '127.0.0.1', desc: 'interface to bind; 0.0.0.0 in containers' }),
+  AZURE_STORAGE_CONNECTION_STRING: str({ default: undefined, desc: 'Azure Storage connection string' }),
+  TABLEGRAPH_DATA_DIR: str({ default: '.data', desc: 'folder of the embedded Azurite' }),
+  TABLEGRAPH_TARGET: str<(typeof TARGETS)[number]>({ choices: TARGETS, default: undefined }),
+  LOG_LEVEL: str<(typeof LOG_LEVELS)[number]>({ choices: LOG_LEVELS, default: 'info' }),
+  TABLEGRAPH_CURSOR_SECRET: str({ default: undefined, desc: 'HMAC key for cursors' }),
+  TABLEGRAPH_SCHEMA_DIR: str({ default: 'schema', desc: 'folder of the SDL files' }),
+  TABLEGRAPH_MAX_PAGE_SIZE: positiveInt({ default: 100 }),
+  TABLEGRAPH_DEFAULT_PAGE_SIZE: positiveInt({ default: 20 }),
+  TABLEGRAPH_STORAGE_TIMEOUT_MS: positiveInt({ default: 10000 }),
+  TABLEGRAPH_READ_CONCURRENCY: positiveInt({ default: 16 }),
+  TABLEGRAPH_TABLE_PREFIX: str({ default: '', desc: 'prefix of every table name (letters and digits)' }),
+};
+
+/**
+ * Validates `env` and returns the configuration. Empty values count as unset (compose files often write `X=`).
+ * Throws TablegraphError(CONFIG_INVALID) naming every invalid variable and why (details.errors: name → message);
+ * it never exits the process, unlike envalid's default reporter.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = process.cwd()): Config {
+  const raw: Record<string, string> = {};
+  for (const key of Object.keys(specs)) {
+    const v = env[key];
+    if (v !== undefined && v.trim() !== '') raw[key] = v;
+  }
+  const e = cleanEnv(raw, specs, {
+    reporter: ({ errors }) => {
+      const entries = Object.entries(errors).filter(([, err]) => err !== undefined) as [string, Error][];
+      if (entries.length === 0) return;
+      const lines = entries.map(([name, err]) => `${name}: ${err.message || 'missing'}`);
+      throw new TablegraphError(ErrorCode.CONFIG_INVALID, `Invalid configuration: ${lines.join('; ')}`, {
+        errors: Object.fromEntries(entries.map(([name, err]) => [name, err.message])),
+      });
+    },
+  });
+  if (!/^[A-Za-z0-9]*$/.test(e.TABLEGRAPH_TABLE_PREFIX)) {
+    throw new TablegraphError(ErrorCode.CONFIG_INVALID, 'Invalid configuration: TABLEGRAPH_TABLE_PREFIX may hold letters and digits only.', {
+      errors: { TABLEGRAPH_TABLE_PREFIX: 'letters and digits only' },
+    });
+  }
+  if (e.TABLEGRAPH_DEFAULT_PAGE_SIZE > e.TABLEGRAPH_MAX_PAGE_SIZE) {
+    throw new TablegraphError(
+      ErrorCode.CONFIG_INVALID,
+      `Invalid configuration: TABLEGRAPH_DEFAULT_PAGE_SIZE (${e.TABLEGRAPH_DEFAULT_PAGE_SIZE}) is above ` +
+        `TABLEGRAPH_MAX_PAGE_SIZE (${e.TABLEGRAPH_MAX_PAGE_SIZE}).`,
+      { errors: { TABLEGRAPH_DEFAULT_PAGE_SIZE: 'above TABLEGRAPH_MAX_PAGE_SIZE' } },
+    );
+  }
+  return {
+    port: e.PORT,
+    host: e.HOST,
+    connectionString: e.AZURE_STORAGE_CONNECTION_STRING,
+    dataDir: path.resolve(cwd, e.TABLEGRAPH_DATA_DIR),
+    target: e.TABLEGRAPH_TARGET,
+    logLevel: e.LOG_LEVEL,
+    cursorSecret: e.TABLEGRAPH_CURSOR_SECRET,
+    schemaDir: path.resolve(cwd, e.TABLEGRAPH_SCHEMA_DIR),
+    maxPageSize: e.TABLEGRAPH_MAX_PAGE_SIZE,
+    defaultPageSize: e.TABLEGRAPH_DEFAULT_PAGE_SIZE,
+    storageTimeoutMs: e.TABLEGRAPH_STORAGE_TIMEOUT_MS,
+    readConcurrency: e.TABLEGRAPH_READ_CONCURRENCY,
+    tablePrefix: e.TABLEGRAPH_TABLE_PREFIX,
+  };
+}

@@ -1,0 +1,47 @@
+/**
+ * The project's error type and its stable codes. Every layer throws `TablegraphError`; the server turns it
+ * into a GraphQL error whose `extensions.code` is `code` (see src/server/format-error.ts). The storage layer
+ * never throws a raw SDK error upwards: src/storage/errors.ts maps them here, in one place.
+ */
+
+/** Stable `extensions.code` values. Clients may switch on them; never rename one. */
+export const ErrorCode = {
+  /** The request's arguments are malformed: a bad cursor, a key character, a `first` above the maximum. */
+  BAD_USER_INPUT: 'BAD_USER_INPUT',
+  /** The addressed entity or table does not exist (storage 404). */
+  NOT_FOUND: 'NOT_FOUND',
+  /** The entity already exists (storage 409) or its ETag no longer matches (storage 412). */
+  CONFLICT: 'CONFLICT',
+  /** An entity, a key or a transaction is over a size or count limit of the configured target (storage 413). */
+  LIMIT_EXCEEDED: 'LIMIT_EXCEEDED',
+  /** Storage refused the request as malformed (storage 400) after the project's own checks passed. */
+  STORAGE_BAD_REQUEST: 'STORAGE_BAD_REQUEST',
+  /** Storage did not answer, or answered 5xx after the SDK's retries. */
+  STORAGE_UNAVAILABLE: 'STORAGE_UNAVAILABLE',
+  /** The schema's directives do not describe a servable design; the server refuses to start. */
+  SCHEMA_INVALID: 'SCHEMA_INVALID',
+  /** Configuration (environment variables, connection string) is invalid. */
+  CONFIG_INVALID: 'CONFIG_INVALID',
+  /** An input row (CSV import) is malformed. */
+  INVALID_ROW: 'INVALID_ROW',
+} as const;
+
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+/** An error with a stable code and optional machine-readable details (shown under `extensions`). */
+export class TablegraphError extends Error {
+  readonly code: ErrorCode;
+  readonly details: Record<string, unknown>;
+
+  constructor(code: ErrorCode, message: string, details: Record<string, unknown> = {}, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'TablegraphError';
+    this.code = code;
+    this.details = details;
+  }
+}
+
+/** True when `e` is a TablegraphError, optionally with the given code. */
+export function isTablegraphError(e: unknown, code?: ErrorCode): e is TablegraphError {
+  return e instanceof TablegraphError && (code === undefined || e.code === code);
+}

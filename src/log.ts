@@ -1,0 +1,37 @@
+/**
+ * The project's logger: pino, human-readable (pino-pretty) on a terminal, one JSON object per line otherwise
+ * (so log shippers and `jq` can read it).
+ */
+import pino from 'pino';
+import pretty from 'pino-pretty';
+
+export type Logger = pino.Logger;
+
+/** Options of {@link createLogger}. */
+export interface LoggerOptions {
+  /** pino level name: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'. Default 'info'. */
+  level?: string;
+  /** Added to every line as `name` (e.g. 'server', 'worker', 'import'). */
+  name?: string;
+  /**
+   * Where lines go. Default 'stdout'. CLI commands that print their result on stdout (explain, verify, import
+   * summaries) log to 'stderr' so their output stays pipeable.
+   */
+  destination?: 'stdout' | 'stderr';
+}
+
+/**
+ * Creates a logger writing to `destination`. Pretty output when that stream is a TTY, JSON otherwise.
+ * Throws the Error pino throws for an unknown `level` (callers validate LOG_LEVEL through src/config.ts first).
+ */
+export function createLogger(opts: LoggerOptions = {}): Logger {
+  const fd = opts.destination === 'stderr' ? 2 : 1;
+  const stream = fd === 2 ? process.stderr : process.stdout;
+  const base = { level: opts.level ?? 'info', name: opts.name };
+  if (stream.isTTY) {
+    // The stream form (not a pino transport) keeps pretty printing on this thread: no worker thread to
+    // outlive a short CLI command, and lines are written synchronously in order with the command's output.
+    return pino(base, pretty({ destination: fd, sync: true, colorize: true, translateTime: 'SYS:HH:MM:ss.l' }));
+  }
+  return pino(base, pino.destination({ fd, sync: true }));
+}

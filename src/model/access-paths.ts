@@ -1,0 +1,333 @@
+/**
+ * Resolves every field that reads storage to exactly one access path — a point query or a range query over one
+ * partition — and rejects, with the type, field and SDL location, any field that could only be served by a scan
+ * (the guide's "Design for querying": point queries first, then range queries; never a table scan).
+ */
+import {
+  getNamedType,
+  isListType,
+  isNonNullType,
+  isObjectType,
+  isScalarType,
+  type GraphQLField,
+  type GraphQLObjectType,
+  type GraphQLSchema,
+} from 'graphql';
+import type { KeyTemplate, TemplateSegment } from './key-template';
+import { readPoint, readRange, type PointDirective, type RangeDirective } from './directives';
+import { leadingLiteral, parseTemplate } from './layouts';
+import type { SchemaProblems } from './schema-errors';
+import type { AccessPath, Binding, BoundTemplate, EntityModel, IndexModel, Layout, PointPath, RangePath } from './types';
+
+/** Defaults for `@range` (entities per page). */
+export interface PageDefaults {
+  pageSize: number;
+  maxPageSize: number;
+}
+
+/** The largest page the Table service returns in one response (entities). */
+const SERVICE_PAGE_LIMIT = 1000;
+
+type FieldOf = GraphQLField<unknown, unknown>;
+
+interface FieldContext {
+  parent: GraphQLObjectType;
+  field: FieldOf;
+  coordinate: string;
+  parentEntity?: EntityModel;
+  problems: SchemaProblems;
+}
+
+/**
+ * Finds the Relay connection types: `edges: [Edge]` whose edge has `node` and `cursor`, and `pageInfo`.
+ * Returns connection name → node entity name, and the names of the edge types.
+ */
+export function findConnections(
+  schema: GraphQLSchema,
+  entities: Map<string, EntityModel>,
+  problems: SchemaProblems,
+): { connections: Map<string, string>; edges: Set<string> } {
+  const connections = new Map<string, string>();
+  const edges = new Set<string>();
+  for (const type of Object.values(schema.getTypeMap())) {
+    if (!isObjectType(type)) continue;
+    const fields = type.getFields();
+    if (!fields.edges || !fields.pageInfo) continue;
+    const edgeType = getNamedType(fields.edges.type);
+    const edgeFields = isObjectType(edgeType) ? edgeType.getFields() : undefined;
+    if (!isObjectType(edgeType) || !edgeFields?.node || !edgeFields.cursor || !isListType(unwrapNonNull(fields.edges.type))) {
+      problems.add(type.name, 'a connection needs `edges: [Edge!]!` whose edge type has `node` and `cursor`', type.astNode);
+      continue;
+    }
+    const node = getNamedType(edgeFields.node.type);
+    if (!entities.has(node.name)) {
+      problems.add(type.name, `its nodes are ${node.name}, which has no @entity: a connection lists entities`, type.astNode);
+      continue;
+    }
+    connections.set(type.name, node.name);
+    edges.add(edgeType.name);
+  }
+  return { connections, edges };
+}
+
+function unwrapNonNull<T>(type: T): T {
+  return (isNonNullType(type) ? type.ofType : type) as T;
+}
+
+/** Compiles the access path of every field in the schema; records a problem for each field that has none. */
+export function buildAccessPaths(
+  schema: GraphQLSchema,
+  entities: Map<string, EntityModel>,
+  connections: Map<string, string>,
+  edges: Set<string>,
+  defaults: PageDefaults,
+  problems: SchemaProblems,
+): Map<string, AccessPath> {
+  const paths = new Map<string, AccessPath>();
+  const skipped = new Set([schema.getMutationType()?.name, schema.getSubscriptionType()?.name, 'PageInfo', ...connections.keys(), ...edges]);
+  for (const type of Object.values(schema.getTypeMap())) {
+    if (!isObjectType(type) || type.name.startsWith('__') || skipped.has(type.name)) continue;
+    const parentEntity = entities.get(type.name);
+    const isRoot = type === schema.getQueryType();
+    if (!parentEntity && !isRoot) {
+      problems.add(type.name, 'is neither an @entity, the Query type, a Relay connection nor an edge: tablegraph cannot tell where its data lives', type.astNode);
+      continue;
+    }
+    for (const field of Object.values(type.getFields())) {
+      const ctx: FieldContext = { parent: type, field, coordinate: `${type.name}.${field.name}`, parentEntity, problems };
+      const point = readPoint(schema, field.astNode);
+      const range = readRange(schema, field.astNode);
+      if (point && range) {
+        problems.add(ctx.coordinate, 'has both @point and @range: a field is served by one access path', field.astNode);
+      } else if (point) {
+        const path = compilePoint(ctx, point, entities);
+        if (path) paths.set(ctx.coordinate, path);
+      } else if (range) {
+        const path = compileRange(ctx, range, entities, connections, defaults);
+        if (path) paths.set(ctx.coordinate, path);
+      } else if (isObjectType(getNamedType(field.type)) || isRoot) {
+        problems.add(
+          ctx.coordinate,
+          `returns ${getNamedType(field.type).name} but has no @point or @range: it cannot be served by a point or range query, and tablegraph never scans`,
+          field.astNode,
+        );
+      }
+    }
+  }
+  return paths;
+}
+
+function compilePoint(ctx: FieldContext, d: PointDirective, entities: Map<string, EntityModel>): PointPath | undefined {
+  const returned = unwrapNonNull(ctx.field.type);
+  const target = entities.get(getNamedType(returned).name);
+  if (!target || isListType(returned)) {
+    ctx.problems.add(ctx.coordinate, '@point must return one @entity type (a list needs @range and a connection)', d.node);
+    return undefined;
+  }
+  const layout = layoutOf(ctx, target, d.index, d.node);
+  if (!layout) return undefined;
+  const partitionKey = boundTemplate(ctx, d.partitionKey, layout.layout.partitionKey, 'PartitionKey', 'exact', d.node);
+  const rowKey = boundTemplate(ctx, d.rowKey, layout.layout.rowKey, 'RowKey', 'exact', d.node);
+  if (!partitionKey || !rowKey) return undefined;
+  return {
+    kind: 'point',
+    coordinate: ctx.coordinate,
+    parentType: ctx.parent.name,
+    fieldName: ctx.field.name,
+    target,
+    index: layout.index,
+    table: layout.layout.table,
+    partitionKey,
+    rowKey,
+    node: d.node,
+  };
+}
+
+function compileRange(
+  ctx: FieldContext,
+  d: RangeDirective,
+  entities: Map<string, EntityModel>,
+  connections: Map<string, string>,
+  defaults: PageDefaults,
+): RangePath | undefined {
+  const connectionName = getNamedType(ctx.field.type).name;
+  const nodeName = connections.get(connectionName);
+  const target = nodeName ? entities.get(nodeName) : undefined;
+  if (!target) {
+    ctx.problems.add(ctx.coordinate, `@range must return a Relay connection of an @entity type, not ${connectionName}`, d.node);
+    return undefined;
+  }
+  const first = ctx.field.args.find((a) => a.name === 'first');
+  const after = ctx.field.args.find((a) => a.name === 'after');
+  if (!first || getNamedType(first.type).name !== 'Int' || !after || getNamedType(after.type).name !== 'String') {
+    ctx.problems.add(ctx.coordinate, 'a connection field takes `first: Int` and `after: String`', ctx.field.astNode);
+    return undefined;
+  }
+  const pageSize = d.pageSize ?? defaults.pageSize;
+  const maxPageSize = d.maxPageSize ?? Math.max(defaults.maxPageSize, pageSize);
+  if (!(pageSize >= 1 && pageSize <= maxPageSize && maxPageSize <= SERVICE_PAGE_LIMIT)) {
+    ctx.problems.add(ctx.coordinate, `pageSize ${pageSize} and maxPageSize ${maxPageSize} must satisfy 1 <= pageSize <= maxPageSize <= ${SERVICE_PAGE_LIMIT}`, d.node);
+    return undefined;
+  }
+  const layout = layoutOf(ctx, target, d.index, d.node);
+  if (!layout) return undefined;
+  const partitionKey = boundTemplate(ctx, d.partitionKey, layout.layout.partitionKey, 'PartitionKey', 'exact', d.node);
+  if (!partitionKey) return undefined;
+  const base = {
+    kind: 'range' as const,
+    coordinate: ctx.coordinate,
+    parentType: ctx.parent.name,
+    fieldName: ctx.field.name,
+    target,
+    index: layout.index,
+    table: layout.layout.table,
+    partitionKey,
+    pageSize,
+    maxPageSize,
+    node: d.node,
+  };
+  const rowKeyTemplate = layout.layout.rowKey;
+  if (d.rowKeyPrefix !== undefined && (d.rowKeyFrom !== undefined || d.rowKeyTo !== undefined)) {
+    ctx.problems.add(ctx.coordinate, 'give either rowKeyPrefix or rowKeyFrom/rowKeyTo, not both', d.node);
+    return undefined;
+  }
+  if (d.rowKeyFrom !== undefined || d.rowKeyTo !== undefined) {
+    const literal = leadingLiteral(rowKeyTemplate);
+    const bounds: Partial<Record<'rowKeyFrom' | 'rowKeyTo', BoundTemplate>> = {};
+    for (const which of ['rowKeyFrom', 'rowKeyTo'] as const) {
+      const source = d[which];
+      if (source === undefined) continue;
+      const bound = boundTemplate(ctx, source, undefined, which, 'exact', d.node);
+      if (!bound) return undefined;
+      if (literal === '' || !source.startsWith(literal)) {
+        ctx.problems.add(ctx.coordinate, `${which} "${source}" must start with "${literal}", the literal every RowKey of ${layout.description} starts with, so that the range holds no other type`, d.node);
+        return undefined;
+      }
+      bounds[which] = bound;
+    }
+    return { ...base, ...bounds };
+  }
+  const rowKeyPrefix =
+    d.rowKeyPrefix !== undefined
+      ? boundTemplate(ctx, d.rowKeyPrefix, rowKeyTemplate, 'RowKey', 'prefix', d.node)
+      : boundTemplate(ctx, undefined, derivedPrefix(ctx, rowKeyTemplate), 'RowKey', 'prefix', d.node);
+  if (!rowKeyPrefix) return undefined;
+  const last = rowKeyPrefix.template.segments.at(-1);
+  if (last?.kind === 'placeholder' && last.format.kind === 'string') {
+    ctx.problems.add(ctx.coordinate, `RowKey prefix "${rowKeyPrefix.template.source}" ends in {${last.name}}: follow it with "_" so that "SMITH" does not also match "SMITHSON"`, d.node);
+    return undefined;
+  }
+  return { ...base, rowKeyPrefix };
+}
+
+function layoutOf(
+  ctx: FieldContext,
+  target: EntityModel,
+  indexName: string | undefined,
+  node: PointDirective['node'],
+): { layout: Layout; index?: IndexModel; description: string } | undefined {
+  if (indexName === undefined) return { layout: target.layout, description: target.name };
+  const index = target.indexes.get(indexName);
+  if (!index) {
+    ctx.problems.add(ctx.coordinate, `${target.name} has no @index named "${indexName}"`, node);
+    return undefined;
+  }
+  return { layout: index.layout, index, description: `${target.name}@index(${indexName})` };
+}
+
+/**
+ * The field's own template (or the layout's) with a binding for each placeholder. A field template must have the
+ * layout template's shape (same literals, same formats; placeholder names may differ): `exact`, or the layout's
+ * beginning in `prefix` mode.
+ */
+function boundTemplate(
+  ctx: FieldContext,
+  source: string | undefined,
+  layoutTemplate: KeyTemplate | undefined,
+  what: string,
+  mode: 'exact' | 'prefix',
+  node: PointDirective['node'],
+): BoundTemplate | undefined {
+  let template = layoutTemplate;
+  if (source !== undefined) {
+    template = parseTemplate(source, what, ctx.coordinate, node, ctx.problems);
+    if (!template) return undefined;
+    if (layoutTemplate) {
+      const problem = shapeProblem(template, layoutTemplate, mode);
+      if (problem) {
+        ctx.problems.add(ctx.coordinate, `${what} template "${source}" does not address "${layoutTemplate.source}": ${problem}`, node);
+        return undefined;
+      }
+    }
+  }
+  if (!template) return undefined;
+  const bindings = new Map<string, Binding>();
+  for (const name of template.fields) {
+    const binding = bind(ctx, name);
+    if (!binding) {
+      ctx.problems.add(
+        ctx.coordinate,
+        `${what} template "${template.source}" needs {${name}}: add a non-null argument "${name}"${ctx.parentEntity ? ` or a stored field "${name}" on ${ctx.parent.name}` : ''}`,
+        node,
+      );
+      return undefined;
+    }
+    bindings.set(name, binding);
+  }
+  return { template, bindings };
+}
+
+/** A placeholder's value: the field's non-null argument of that name, else the parent entity's stored field. */
+function bind(ctx: FieldContext, name: string): Binding | undefined {
+  const arg = ctx.field.args.find((a) => a.name === name);
+  if (arg) return isNonNullType(arg.type) && isScalarLike(arg.type) ? { source: 'argument', name } : undefined;
+  const stored = ctx.parentEntity?.fields.get(name);
+  if (stored?.nonNull) return { source: 'parent', name };
+  return undefined;
+}
+
+function isScalarLike(type: FieldOf['args'][number]['type']): boolean {
+  const named = getNamedType(type);
+  return isScalarType(named) || !isObjectType(named);
+}
+
+/** The layout's RowKey template up to its first placeholder that no argument supplies (possibly empty). */
+function derivedPrefix(ctx: FieldContext, layout: KeyTemplate): KeyTemplate {
+  const segments: TemplateSegment[] = [];
+  for (const seg of layout.segments) {
+    if (seg.kind === 'placeholder' && !ctx.field.args.some((a) => a.name === seg.name && isNonNullType(a.type))) break;
+    segments.push(seg);
+  }
+  const fields = segments.flatMap((s) => (s.kind === 'placeholder' ? [s.name] : []));
+  return { source: segments.map(segmentSource).join(''), segments, fields };
+}
+
+/** The template source text of one segment. */
+export function segmentSource(seg: TemplateSegment): string {
+  if (seg.kind === 'literal') return seg.text;
+  if (seg.format.kind === 'padded') return `{${seg.name}:0${seg.format.width}}`;
+  if (seg.format.kind === 'invertedTicks') return `{${seg.name}:invertedTicks}`;
+  return `{${seg.name}}`;
+}
+
+function sameShape(a: TemplateSegment, b: TemplateSegment): boolean {
+  if (a.kind === 'literal' || b.kind === 'literal') return a.kind === 'literal' && b.kind === 'literal' && a.text === b.text;
+  if (a.format.kind !== b.format.kind) return false;
+  return a.format.kind !== 'padded' || a.format.width === (b.format as typeof a.format).width;
+}
+
+/** Why `field` does not address `layout` (undefined when it does). */
+export function shapeProblem(field: KeyTemplate, layout: KeyTemplate, mode: 'exact' | 'prefix'): string | undefined {
+  const f = field.segments;
+  const l = layout.segments;
+  if (mode === 'exact' && f.length !== l.length) return `it has ${f.length} part(s), the layout ${l.length}`;
+  if (f.length > l.length) return 'it is longer than the layout';
+  for (let i = 0; i < f.length; i++) {
+    const a = f[i];
+    const b = l[i];
+    const lastOfPrefix = mode === 'prefix' && i === f.length - 1;
+    if (lastOfPrefix && a.kind === 'literal' && b.kind === 'literal' && b.text.startsWith(a.text)) continue;
+    if (!sameShape(a, b)) return `part ${i + 1} is ${segmentSource(a)} where the layout has ${segmentSource(b)}`;
+  }
+  return undefined;
+}

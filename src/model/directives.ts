@@ -1,0 +1,102 @@
+/**
+ * Reads the storage directives (schema/directives.graphql) off the schema's AST nodes into plain objects.
+ * Validation of what they say happens in layouts.ts and access-paths.ts.
+ */
+import { getDirectiveValues, type GraphQLSchema, type FieldDefinitionNode, type ObjectTypeDefinitionNode, type DirectiveNode } from 'graphql';
+
+export interface EntityDirective {
+  table: string;
+  partitionKey: string;
+  rowKey: string;
+  typeName?: string;
+  node: DirectiveNode;
+}
+
+export interface IndexDirective {
+  name: string;
+  table?: string;
+  partitionKey?: string;
+  rowKey: string;
+  include: string[];
+  unique: boolean;
+  node: DirectiveNode;
+}
+
+export interface PointDirective {
+  index?: string;
+  partitionKey?: string;
+  rowKey?: string;
+  node: DirectiveNode;
+}
+
+export interface RangeDirective {
+  index?: string;
+  partitionKey?: string;
+  rowKeyPrefix?: string;
+  rowKeyFrom?: string;
+  rowKeyTo?: string;
+  pageSize?: number;
+  maxPageSize?: number;
+  node: DirectiveNode;
+}
+
+function directiveNodes(node: { directives?: readonly DirectiveNode[] } | undefined | null, name: string): DirectiveNode[] {
+  return (node?.directives ?? []).filter((d) => d.name.value === name);
+}
+
+function values(schema: GraphQLSchema, name: string, directive: DirectiveNode): Record<string, unknown> {
+  const def = schema.getDirective(name);
+  if (!def) throw new Error(`directive @${name} is not declared (is schema/directives.graphql loaded?)`);
+  // getDirectiveValues reads the first directive of that name on a node; pass a node holding just this one so
+  // that repeatable directives (@index) are read one by one.
+  return getDirectiveValues(def, { directives: [directive] }) ?? {};
+}
+
+/** The `@entity` directive of a type, if any. */
+export function readEntity(schema: GraphQLSchema, node: ObjectTypeDefinitionNode | undefined | null): EntityDirective | undefined {
+  const [d] = directiveNodes(node, 'entity');
+  if (!d) return undefined;
+  const v = values(schema, 'entity', d);
+  return { table: v.table as string, partitionKey: v.partitionKey as string, rowKey: v.rowKey as string, typeName: v.typeName as string | undefined, node: d };
+}
+
+/** Every `@index` directive of a type, in SDL order. */
+export function readIndexes(schema: GraphQLSchema, node: ObjectTypeDefinitionNode | undefined | null): IndexDirective[] {
+  return directiveNodes(node, 'index').map((d) => {
+    const v = values(schema, 'index', d);
+    return {
+      name: v.name as string,
+      table: v.table as string | undefined,
+      partitionKey: v.partitionKey as string | undefined,
+      rowKey: v.rowKey as string,
+      include: (v.include as string[] | undefined) ?? [],
+      unique: (v.unique as boolean | undefined) ?? false,
+      node: d,
+    };
+  });
+}
+
+/** The `@point` directive of a field, if any. */
+export function readPoint(schema: GraphQLSchema, node: FieldDefinitionNode | undefined | null): PointDirective | undefined {
+  const [d] = directiveNodes(node, 'point');
+  if (!d) return undefined;
+  const v = values(schema, 'point', d);
+  return { index: v.index as string | undefined, partitionKey: v.partitionKey as string | undefined, rowKey: v.rowKey as string | undefined, node: d };
+}
+
+/** The `@range` directive of a field, if any. */
+export function readRange(schema: GraphQLSchema, node: FieldDefinitionNode | undefined | null): RangeDirective | undefined {
+  const [d] = directiveNodes(node, 'range');
+  if (!d) return undefined;
+  const v = values(schema, 'range', d);
+  return {
+    index: v.index as string | undefined,
+    partitionKey: v.partitionKey as string | undefined,
+    rowKeyPrefix: v.rowKeyPrefix as string | undefined,
+    rowKeyFrom: v.rowKeyFrom as string | undefined,
+    rowKeyTo: v.rowKeyTo as string | undefined,
+    pageSize: v.pageSize as number | undefined,
+    maxPageSize: v.maxPageSize as number | undefined,
+    node: d,
+  };
+}

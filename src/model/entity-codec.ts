@@ -1,0 +1,105 @@
+/**
+ * Turns a GraphQL-shaped object (field name → value) into the entities that store it: the entity itself and
+ * one index entity per `@index` ("Index Entities Pattern"), every property typed with its EDM type, every key
+ * rendered from its template. The write paths (import, seeding, later mutations) all go through here.
+ */
+import { ErrorCode, TablegraphError } from '../errors';
+import type { EntityToWrite, TypedValue } from '../storage/types';
+import { renderKey } from './key-template';
+import { ENTITY_TYPE_PROPERTY, type EntityModel, type IndexModel, type Layout, type StoredField } from './types';
+
+/** An entity to write, and the table it goes to. */
+export interface TableWrite {
+  table: string;
+  entity: EntityToWrite;
+}
+
+/** The entity's own write plus one write per index. */
+export interface EntityWrites {
+  primary: TableWrite;
+  indexes: Array<TableWrite & { index: IndexModel }>;
+}
+
+const INT32_MIN = -(2 ** 31);
+const INT32_MAX = 2 ** 31 - 1;
+
+/**
+ * The typed property for one field value; null/undefined → null (the property is omitted).
+ * @throws TablegraphError BAD_USER_INPUT when the value does not fit the field's EDM type (an Int outside 32
+ *   bits, a non-finite Float, a Long that is not an integer, an invalid date), with details { field }
+ */
+export function typedValue(field: StoredField, value: unknown): TypedValue | null {
+  if (value === null || value === undefined) return null;
+  const bad = (why: string) =>
+    new TablegraphError(ErrorCode.BAD_USER_INPUT, `${field.name}: ${why} (got ${JSON.stringify(String(value))})`, { field: field.name });
+  switch (field.edm) {
+    case 'Int32': {
+      const n = typeof value === 'string' ? Number(value) : value;
+      if (typeof n !== 'number' || !Number.isInteger(n) || n < INT32_MIN || n > INT32_MAX) throw bad('expected a 32-bit integer');
+      return { type: 'Int32', value: n };
+    }
+    case 'Double': {
+      const n = typeof value === 'string' ? Number(value) : value;
+      if (typeof n !== 'number' || !Number.isFinite(n)) throw bad('expected a finite number');
+      return { type: 'Double', value: n };
+    }
+    case 'Int64': {
+      try {
+        if (typeof value === 'number' && !Number.isSafeInteger(value)) throw new Error();
+        const n = BigInt(value as string | number | bigint);
+        if (n < -(2n ** 63n) || n >= 2n ** 63n) throw new Error();
+        return { type: 'Int64', value: n };
+      } catch {
+        throw bad('expected a 64-bit integer');
+      }
+    }
+    case 'DateTime': {
+      const d = value instanceof Date ? value : new Date(value as string);
+      if (Number.isNaN(d.getTime())) throw bad('expected an ISO 8601 date-time');
+      return { type: 'DateTime', value: d };
+    }
+    case 'Boolean':
+      if (typeof value !== 'boolean') throw bad('expected a boolean');
+      return { type: 'Boolean', value };
+    default:
+      if (typeof value !== 'string' && typeof value !== 'number') throw bad('expected a string');
+      return { type: 'String', value: String(value) };
+  }
+}
+
+function write(layout: Layout, entityType: string, fields: Iterable<StoredField>, values: Record<string, unknown>): TableWrite {
+  const properties: EntityToWrite['properties'] = { [ENTITY_TYPE_PROPERTY]: { type: 'String', value: entityType } };
+  for (const field of fields) {
+    const v = typedValue(field, values[field.name]);
+    if (v === null && field.nonNull) {
+      throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${field.name} is required`, { field: field.name });
+    }
+    properties[field.name] = v;
+  }
+  return {
+    table: layout.table,
+    entity: { partitionKey: renderKey(layout.partitionKey, values), rowKey: renderKey(layout.rowKey, values), properties },
+  };
+}
+
+/**
+ * The entity and its index entities for `values` (field name → value, as GraphQL would give them).
+ * @throws TablegraphError BAD_USER_INPUT when a value is missing, mistyped, or cannot be part of a key
+ */
+export function entityWrites(entity: EntityModel, values: Record<string, unknown>): EntityWrites {
+  const primary = write(entity.layout, entity.entityType, entity.fields.values(), values);
+  const indexes = [...entity.indexes.values()].map((index) => {
+    const projected = [...index.projection].map((name) => entity.fields.get(name)).filter((f): f is StoredField => f !== undefined);
+    return { index, ...write(index.layout, index.entityType, projected, values) };
+  });
+  return { primary, indexes };
+}
+
+/** The address of the entity an entity or index entity's properties describe (its key fields are projected). */
+export function primaryAddress(entity: EntityModel, properties: Record<string, unknown>): { table: string; partitionKey: string; rowKey: string } {
+  return {
+    table: entity.layout.table,
+    partitionKey: renderKey(entity.layout.partitionKey, properties),
+    rowKey: renderKey(entity.layout.rowKey, properties),
+  };
+}

@@ -1,0 +1,185 @@
+/**
+ * Builds the entity and index layouts from `@entity` and `@index` and checks them: templates parse, their
+ * placeholders are stored fields, index projections exist, and types sharing a table keep RowKeys apart
+ * (the guide's "Heterogeneous entity types": a department and its employees in one partition).
+ */
+import { getNamedType, isListType, isNonNullType, isObjectType, type GraphQLObjectType, type GraphQLSchema, type ASTNode } from 'graphql';
+import { KeyTemplateSyntaxError, checkTemplateSeparators, parseKeyTemplate, type KeyTemplate } from './key-template';
+import { readEntity, readIndexes, readPoint, readRange } from './directives';
+import { edmTypeOf } from './edm-mapping';
+import { ENTITY_TYPE_PROPERTY, type EntityModel, type IndexModel, type Layout, type StoredField } from './types';
+import type { SchemaProblems } from './schema-errors';
+
+/** Property names the Table service or tablegraph itself uses. */
+const RESERVED_PROPERTIES = new Set(['PartitionKey', 'RowKey', 'Timestamp', 'etag', ENTITY_TYPE_PROPERTY]);
+
+/** Parses a template, recording a problem (with the directive's location) instead of throwing. */
+export function parseTemplate(
+  source: string,
+  what: string,
+  coordinate: string,
+  node: ASTNode | undefined,
+  problems: SchemaProblems,
+): KeyTemplate | undefined {
+  try {
+    const t = parseKeyTemplate(source);
+    for (const issue of checkTemplateSeparators(t)) problems.add(coordinate, `${what} template "${source}": ${issue}`, node);
+    return t;
+  } catch (e) {
+    if (e instanceof KeyTemplateSyntaxError) {
+      problems.add(coordinate, `${what} template "${source}" is malformed at offset ${e.offset}: ${e.message}`, node);
+      return undefined;
+    }
+    throw e;
+  }
+}
+
+function storedFields(type: GraphQLObjectType, schema: GraphQLSchema, problems: SchemaProblems): Map<string, StoredField> {
+  const fields = new Map<string, StoredField>();
+  for (const field of Object.values(type.getFields())) {
+    const coordinate = `${type.name}.${field.name}`;
+    if (readPoint(schema, field.astNode) || readRange(schema, field.astNode)) continue;
+    const named = getNamedType(field.type);
+    if (isObjectType(named)) continue; // checked by access-paths.ts: an object field needs an access path
+    const edm = edmTypeOf(named);
+    if (!edm) {
+      problems.add(coordinate, `type ${named.name} cannot be stored as a property (use Int, Float, String, ID, Boolean, Long, DateTime or an enum)`, field.astNode);
+      continue;
+    }
+    const inner = isNonNullType(field.type) ? field.type.ofType : field.type;
+    if (isListType(inner)) {
+      problems.add(coordinate, 'list fields cannot be stored as one property', field.astNode);
+      continue;
+    }
+    if (RESERVED_PROPERTIES.has(field.name)) {
+      problems.add(coordinate, `"${field.name}" is a reserved property name`, field.astNode);
+      continue;
+    }
+    if (field.args.length > 0) problems.add(coordinate, 'a stored field takes no arguments', field.astNode);
+    fields.set(field.name, { name: field.name, graphqlType: named.name, edm, nonNull: isNonNullType(field.type) });
+  }
+  return fields;
+}
+
+/** Problems with a template's placeholders against the fields they must name. */
+function checkPlaceholders(t: KeyTemplate, what: string, fields: Map<string, StoredField>, coordinate: string, node: ASTNode | undefined, problems: SchemaProblems): void {
+  for (const seg of t.segments) {
+    if (seg.kind !== 'placeholder') continue;
+    const field = fields.get(seg.name);
+    if (!field) {
+      problems.add(coordinate, `${what} template "${t.source}" names {${seg.name}}, which is not a stored field of the type`, node);
+    } else if (!field.nonNull) {
+      problems.add(coordinate, `${what} template "${t.source}" names {${seg.name}}, which is nullable: a key part must always have a value`, node);
+    } else if (seg.format.kind === 'padded' && !['Int', 'ID', 'Long'].includes(field.graphqlType)) {
+      problems.add(coordinate, `${what} template "${t.source}" pads {${seg.name}}, a ${field.graphqlType}: padding needs an Int, Long or ID holding an integer`, node);
+    } else if (seg.format.kind === 'invertedTicks' && field.graphqlType !== 'DateTime') {
+      problems.add(coordinate, `${what} template "${t.source}" inverts ticks of {${seg.name}}, which is not a DateTime`, node);
+    }
+  }
+}
+
+/** Reads every `@entity` type with its `@index`es into EntityModels. */
+export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, tablePrefix: string): Map<string, EntityModel> {
+  const entities = new Map<string, EntityModel>();
+  for (const type of Object.values(schema.getTypeMap())) {
+    if (!isObjectType(type) || type.name.startsWith('__')) continue;
+    const directive = readEntity(schema, type.astNode);
+    if (!directive) {
+      if (readIndexes(schema, type.astNode).length > 0) problems.add(type.name, '@index needs @entity on the same type', type.astNode);
+      continue;
+    }
+    const fields = storedFields(type, schema, problems);
+    const pk = parseTemplate(directive.partitionKey, 'PartitionKey', type.name, directive.node, problems);
+    const rk = parseTemplate(directive.rowKey, 'RowKey', type.name, directive.node, problems);
+    if (!pk || !rk) continue;
+    checkPlaceholders(pk, 'PartitionKey', fields, type.name, directive.node, problems);
+    checkPlaceholders(rk, 'RowKey', fields, type.name, directive.node, problems);
+    const entity: EntityModel = {
+      name: type.name,
+      entityType: directive.typeName ?? type.name,
+      layout: { table: tablePrefix + directive.table, partitionKey: pk, rowKey: rk },
+      fields,
+      keyFields: [...new Set([...pk.fields, ...rk.fields])],
+      indexes: new Map(),
+      node: directive.node,
+    };
+    checkTableName(tablePrefix + directive.table, type.name, directive.node, problems);
+    for (const d of readIndexes(schema, type.astNode)) {
+      const coordinate = `${type.name}@index(${d.name})`;
+      if (entity.indexes.has(d.name)) {
+        problems.add(coordinate, 'an index of that name is already declared on the type', d.node);
+        continue;
+      }
+      const ipk = d.partitionKey === undefined ? pk : parseTemplate(d.partitionKey, 'PartitionKey', coordinate, d.node, problems);
+      const irk = parseTemplate(d.rowKey, 'RowKey', coordinate, d.node, problems);
+      if (!ipk || !irk) continue;
+      checkPlaceholders(ipk, 'PartitionKey', fields, coordinate, d.node, problems);
+      checkPlaceholders(irk, 'RowKey', fields, coordinate, d.node, problems);
+      for (const name of d.include) {
+        if (!fields.has(name)) problems.add(coordinate, `include names "${name}", which is not a stored field of ${type.name}`, d.node);
+      }
+      const table = tablePrefix + (d.table ?? directive.table);
+      checkTableName(table, coordinate, d.node, problems);
+      const index: IndexModel = {
+        name: d.name,
+        entity,
+        layout: { table, partitionKey: ipk, rowKey: irk },
+        scope: table === entity.layout.table && ipk.source === pk.source ? 'intraPartition' : 'interPartition',
+        projection: new Set([...entity.keyFields, ...ipk.fields, ...irk.fields, ...d.include.filter((f) => fields.has(f))]),
+        unique: d.unique,
+        entityType: `${entity.entityType}.${d.name}`,
+        node: d.node,
+      };
+      entity.indexes.set(d.name, index);
+    }
+    entities.set(type.name, entity);
+  }
+  checkSharedTables(entities, problems);
+  return entities;
+}
+
+/** Azure table names: 3–63 alphanumeric characters, starting with a letter. */
+function checkTableName(table: string, coordinate: string, node: ASTNode | undefined, problems: SchemaProblems): void {
+  if (!/^[A-Za-z][A-Za-z0-9]{2,62}$/.test(table)) {
+    problems.add(coordinate, `"${table}" is not a valid table name (3-63 letters and digits, starting with a letter)`, node);
+  }
+}
+
+/** The literal text a RowKey template starts with ('' when it starts with a placeholder). */
+export function leadingLiteral(t: KeyTemplate): string {
+  const first = t.segments[0];
+  return first && first.kind === 'literal' ? first.text : '';
+}
+
+/**
+ * Layouts sharing a table must never produce the same RowKey: each needs a leading RowKey literal that is not
+ * a prefix of another's, so that a RowKey prefix selects one type only.
+ */
+function checkSharedTables(entities: Map<string, EntityModel>, problems: SchemaProblems): void {
+  const byTable = new Map<string, Array<{ owner: string; layout: Layout; node?: ASTNode }>>();
+  for (const e of entities.values()) {
+    const add = (owner: string, layout: Layout, node?: ASTNode) => {
+      const list = byTable.get(layout.table) ?? [];
+      list.push({ owner, layout, node });
+      byTable.set(layout.table, list);
+    };
+    add(e.name, e.layout, e.node);
+    for (const i of e.indexes.values()) add(`${e.name}@index(${i.name})`, i.layout, i.node);
+  }
+  for (const [table, layouts] of byTable) {
+    if (layouts.length < 2) continue;
+    for (let a = 0; a < layouts.length; a++) {
+      for (let b = a + 1; b < layouts.length; b++) {
+        const la = leadingLiteral(layouts[a].layout.rowKey);
+        const lb = leadingLiteral(layouts[b].layout.rowKey);
+        if (la === '' || lb === '' || la.startsWith(lb) || lb.startsWith(la)) {
+          problems.add(
+            layouts[b].owner,
+            `shares table ${table} with ${layouts[a].owner}, but their RowKey templates ("${layouts[a].layout.rowKey.source}", "${layouts[b].layout.rowKey.source}") can produce the same RowKey: start each with its own literal, e.g. "${layouts[b].owner.toLowerCase()}_"`,
+            layouts[b].node,
+          );
+        }
+      }
+    }
+  }
+}

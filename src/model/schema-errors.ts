@@ -1,0 +1,51 @@
+/**
+ * Start-up errors of the schema compiler. Each problem names the type, the field and the SDL location, the
+ * way graphql-js reports a validation error; all problems of one compile are reported together.
+ */
+import { GraphQLError, type ASTNode } from 'graphql';
+import { ErrorCode, TablegraphError } from '../errors';
+
+/** One problem found in the schema: a GraphQLError whose `locations` point into the SDL file. */
+export interface SchemaProblem {
+  coordinate: string;
+  message: string;
+  error: GraphQLError;
+}
+
+/** Collects problems while the compiler walks the schema. */
+export class SchemaProblems {
+  readonly list: SchemaProblem[] = [];
+
+  /** Records that `coordinate` (`Type` or `Type.field`) is wrong; `node` gives the SDL location. */
+  add(coordinate: string, message: string, node?: ASTNode | null): void {
+    const error = new GraphQLError(`${coordinate}: ${message}`, { nodes: node ?? undefined });
+    this.list.push({ coordinate, message, error });
+  }
+
+  /**
+   * Throws TablegraphError(SCHEMA_INVALID) listing every problem as `Type.field (file:line:column): message`
+   * when there is at least one; `details.problems` holds them as `{ coordinate, message, locations }`.
+   */
+  throwIfAny(): void {
+    if (this.list.length === 0) return;
+    const lines = this.list.map((p) => `  - ${p.coordinate}${where(p.error)}: ${p.message}`);
+    throw new TablegraphError(
+      ErrorCode.SCHEMA_INVALID,
+      `The schema cannot be served without scans or is inconsistent (${this.list.length} problem(s)):\n${lines.join('\n')}`,
+      {
+        problems: this.list.map((p) => ({
+          coordinate: p.coordinate,
+          message: p.message,
+          source: p.error.source?.name,
+          locations: p.error.locations ?? [],
+        })),
+      },
+    );
+  }
+}
+
+function where(error: GraphQLError): string {
+  const loc = error.locations?.[0];
+  if (!loc) return '';
+  return ` (${error.source?.name ?? 'schema'}:${loc.line}:${loc.column})`;
+}

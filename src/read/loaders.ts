@@ -1,0 +1,100 @@
+/**
+ * Per-request DataLoaders over the Table service (DESIGN.md §3). One set per GraphQL request, never shared
+ * between requests or users.
+ *
+ * - Point loader: de-duplicates keys, groups them by table and PartitionKey, sends point queries in parallel
+ *   with bounded concurrency. Never an `or` filter: the guide ("Design for querying") warns that the service
+ *   turns a filter of several RowKeys into a scan.
+ * - Range loader: identical range queries in one request run once; every entity a range returns primes the
+ *   point loader, so a later point query for it costs nothing.
+ */
+import DataLoader from 'dataloader';
+import pLimit from 'p-limit';
+import type { TableStore } from '../storage/table-store';
+import type { RangeQuery, StorageObserver, StoredEntity } from '../storage/types';
+
+/** A point query: one entity by table, PartitionKey and RowKey, with the properties to return. */
+export interface PointKey {
+  table: string;
+  partitionKey: string;
+  rowKey: string;
+  /** $select; within one request all reads of one layout use the same list (see projection.ts). */
+  select?: string[];
+}
+
+/** A range query's result: entities in RowKey order, and whether the range holds more after them. */
+export interface RangeResult {
+  entities: StoredEntity[];
+  more: boolean;
+}
+
+/** The loaders of one request. */
+export interface Loaders {
+  point: DataLoader<PointKey, StoredEntity | null, string>;
+  range: DataLoader<RangeQuery, RangeResult, string>;
+}
+
+export interface LoaderOptions {
+  /** Storage calls in flight at once for this request (calls). */
+  concurrency: number;
+  /** Receives one record per storage call (the request's CostTracker). */
+  observer?: StorageObserver;
+}
+
+const pointCacheKey = (k: PointKey) => `${k.table}\u0000${k.partitionKey}\u0000${k.rowKey}`;
+const rangeCacheKey = (q: RangeQuery) =>
+  JSON.stringify([q.table, q.partitionKey, q.rowKeyFrom ?? null, q.rowKeyAfter ?? null, q.rowKeyTo ?? null, q.limit, q.select ?? null]);
+
+/**
+ * Creates the loaders of one request.
+ * @throws (from load) the TablegraphError the store raised for that key (STORAGE_UNAVAILABLE, …); other keys of
+ *   the same batch still resolve
+ */
+export function createLoaders(store: TableStore, options: LoaderOptions): Loaders {
+  const limit = pLimit(options.concurrency);
+  const callOptions = { observer: options.observer };
+
+  const point = new DataLoader<PointKey, StoredEntity | null, string>(
+    async (keys) => {
+      // Grouping by table and partition keeps each partition's reads together in the queue.
+      const order = keys.map((_, i) => i).sort((a, b) => pointCacheKey(keys[a]).localeCompare(pointCacheKey(keys[b])));
+      const results: Array<StoredEntity | null | Error> = new Array(keys.length);
+      await Promise.all(
+        order.map((i) =>
+          limit(async () => {
+            const k = keys[i];
+            try {
+              results[i] = await store.getEntity({ table: k.table, partitionKey: k.partitionKey, rowKey: k.rowKey }, { ...callOptions, select: k.select });
+            } catch (e) {
+              results[i] = e as Error;
+            }
+          }),
+        ),
+      );
+      return results;
+    },
+    { cacheKeyFn: pointCacheKey },
+  );
+
+  const range = new DataLoader<RangeQuery, RangeResult, string>(
+    async (queries) =>
+      Promise.all(
+        queries.map((q) =>
+          limit(async () => {
+            try {
+              const result = await store.queryRange(q, callOptions);
+              for (const entity of result.entities) {
+                point.prime({ table: q.table, partitionKey: entity.partitionKey, rowKey: entity.rowKey }, entity);
+              }
+              return result;
+            } catch (e) {
+              return e as Error;
+            }
+          }),
+        ),
+      ),
+    { cacheKeyFn: rangeCacheKey },
+  );
+
+  return { point, range };
+}

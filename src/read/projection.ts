@@ -1,0 +1,97 @@
+/**
+ * Projection from the selection set (the guide: "Use projection" in "Optimizing queries for the Table service"):
+ * which properties of each entity type a request needs, so every query sends a `$select` of just those.
+ * Computed once per request over the whole operation, so that all reads of one entity type in a request ask
+ * for the same properties and the point loader's cache (primed by range queries) is always complete.
+ */
+import {
+  getNamedType,
+  isObjectType,
+  Kind,
+  type FragmentDefinitionNode,
+  type GraphQLObjectType,
+  type GraphQLSchema,
+  type OperationDefinitionNode,
+  type SelectionSetNode,
+} from 'graphql';
+import { ENTITY_TYPE_PROPERTY, type EntityModel, type IndexModel, type Model } from '../model/types';
+
+/** Entity type name → the properties the request reads of it. */
+export type Projection = Map<string, Set<string>>;
+
+/**
+ * Walks the operation (fragments included) and lists, per entity type, its selected stored fields plus what
+ * the access paths below them bind from the parent and the type's key fields.
+ */
+export function collectProjection(
+  schema: GraphQLSchema,
+  model: Model,
+  operation: OperationDefinitionNode,
+  fragments: Record<string, FragmentDefinitionNode>,
+): Projection {
+  const projection: Projection = new Map();
+  const seen = new Set<string>();
+
+  const visit = (type: GraphQLObjectType, selectionSet: SelectionSetNode | undefined): void => {
+    if (!selectionSet) return;
+    const entity = model.entities.get(type.name);
+    const props = entity ? projectionFor(projection, entity) : undefined;
+    for (const selection of selectionSet.selections) {
+      if (selection.kind === Kind.FIELD) {
+        const field = type.getFields()[selection.name.value];
+        if (!field) continue;
+        if (props && entity?.fields.has(field.name)) props.add(field.name);
+        const path = model.accessPaths.get(`${type.name}.${field.name}`);
+        if (path && props) {
+          for (const bound of [path.partitionKey, ...('rowKey' in path ? [path.rowKey] : []), ...('rowKeyPrefix' in path && path.rowKeyPrefix ? [path.rowKeyPrefix] : [])]) {
+            for (const b of bound.bindings.values()) if (b.source === 'parent') props.add(b.name);
+          }
+        }
+        const named = getNamedType(field.type);
+        if (isObjectType(named)) visit(named, selection.selectionSet);
+      } else if (selection.kind === Kind.INLINE_FRAGMENT) {
+        const cond = selection.typeCondition ? schema.getType(selection.typeCondition.name.value) : type;
+        if (isObjectType(cond)) visit(cond, selection.selectionSet);
+      } else {
+        const fragment = fragments[selection.name.value];
+        const key = `${type.name}:${selection.name.value}`;
+        if (!fragment || seen.has(key)) continue;
+        seen.add(key);
+        const cond = schema.getType(fragment.typeCondition.name.value);
+        if (isObjectType(cond)) visit(cond, fragment.selectionSet);
+      }
+    }
+  };
+
+  const root = operation.operation === 'query' ? schema.getQueryType() : operation.operation === 'mutation' ? schema.getMutationType() : undefined;
+  if (root) visit(root, operation.selectionSet);
+  return projection;
+}
+
+function projectionFor(projection: Projection, entity: EntityModel): Set<string> {
+  let set = projection.get(entity.name);
+  if (!set) {
+    set = new Set(entity.keyFields);
+    projection.set(entity.name, set);
+  }
+  return set;
+}
+
+/** The `$select` list for reading `entity` itself in this request. */
+export function entitySelect(projection: Projection, entity: EntityModel): string[] {
+  return [...(projection.get(entity.name) ?? entity.keyFields), ENTITY_TYPE_PROPERTY].sort();
+}
+
+/** The `$select` list for reading index entities of `index`: what the request needs that the index holds. */
+export function indexSelect(projection: Projection, index: IndexModel): string[] {
+  const needed = projection.get(index.entity.name) ?? new Set(index.entity.keyFields);
+  return [...[...index.projection].filter((f) => needed.has(f) || index.entity.keyFields.includes(f)), ENTITY_TYPE_PROPERTY].sort();
+}
+
+/** True when the index entities hold every property the request reads of the entity (one wave, no second read). */
+export function indexCovers(projection: Projection, index: IndexModel): boolean {
+  const needed = projection.get(index.entity.name);
+  if (!needed) return true;
+  for (const f of needed) if (!index.projection.has(f)) return false;
+  return true;
+}

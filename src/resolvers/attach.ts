@@ -1,0 +1,34 @@
+/**
+ * Gives the compiled schema its resolvers, generically from the model: every access path gets a point or range
+ * resolver, every stored field of an entity a property reader. Nothing here is specific to the HR schema.
+ */
+import { isObjectType, isScalarType, type GraphQLSchema } from 'graphql';
+import type { Model } from '../model/types';
+import type { RequestContext } from './context';
+import { fieldValue, type EntityNode } from './entity-node';
+import { pointResolver, rangeResolver } from './path-resolvers';
+import { implementScalars } from './scalars';
+
+/**
+ * Sets `resolve` on every field that reads storage or a stored property, and implements the custom scalars.
+ * Mutates and returns `schema` (built by compileSchema from the same SDL as `model`).
+ */
+export function attachResolvers(schema: GraphQLSchema, model: Model): GraphQLSchema {
+  for (const type of Object.values(schema.getTypeMap())) {
+    if (!isObjectType(type)) continue;
+    const entity = model.entities.get(type.name);
+    for (const field of Object.values(type.getFields())) {
+      const path = model.accessPaths.get(`${type.name}.${field.name}`);
+      if (path) {
+        field.resolve = path.kind === 'point' ? pointResolver(path) : rangeResolver(path);
+      } else if (entity?.fields.has(field.name)) {
+        const name = field.name;
+        field.resolve = (node: EntityNode, _args, ctx: RequestContext, info) => fieldValue(node, name, ctx, info);
+      }
+    }
+  }
+  const long = schema.getType('Long');
+  const dateTime = schema.getType('DateTime');
+  implementScalars({ Long: isScalarType(long) ? long : undefined, DateTime: isScalarType(dateTime) ? dateTime : undefined });
+  return schema;
+}

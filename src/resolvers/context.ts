@@ -1,0 +1,45 @@
+/**
+ * The per-request context every resolver receives: the request's DataLoaders, its storage cost, and the
+ * projection of its operation (computed on first use).
+ */
+import type { GraphQLResolveInfo } from 'graphql';
+import type { Model } from '../model/types';
+import { CostTracker } from '../read/cost';
+import type { CursorCodec } from '../read/cursor';
+import { createLoaders, type Loaders } from '../read/loaders';
+import { collectProjection, type Projection } from '../read/projection';
+import type { TableStore } from '../storage/table-store';
+
+export interface RequestContext {
+  model: Model;
+  loaders: Loaders;
+  cost: CostTracker;
+  cursors: CursorCodec;
+  /** The properties this request reads of each entity type (the same for every resolver of the request). */
+  projection(info: GraphQLResolveInfo): Projection;
+}
+
+/** What stays the same across requests. */
+export interface ContextDeps {
+  model: Model;
+  store: TableStore;
+  cursors: CursorCodec;
+  /** Storage calls in flight at once per request (calls). */
+  readConcurrency: number;
+}
+
+/** A fresh context for one request: new loaders (never shared between requests or users) and a new CostTracker. */
+export function createRequestContext(deps: ContextDeps): RequestContext {
+  const cost = new CostTracker();
+  let projection: Projection | undefined;
+  return {
+    model: deps.model,
+    cursors: deps.cursors,
+    cost,
+    loaders: createLoaders(deps.store, { concurrency: deps.readConcurrency, observer: cost }),
+    projection(info) {
+      projection ??= collectProjection(info.schema, deps.model, info.operation, info.fragments);
+      return projection;
+    },
+  };
+}

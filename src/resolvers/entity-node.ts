@@ -1,0 +1,40 @@
+/**
+ * The value resolvers pass down for an entity: the stored entity as read, and whether it was read from an index
+ * entity. Fields an index entity does not hold are read from the entity itself — a second wave, batched by the
+ * point loader ("Index Entities Pattern": index entities hold keys and a projection).
+ */
+import { ErrorCode, TablegraphError } from '../errors';
+import { primaryAddress } from '../model/entity-codec';
+import type { EntityModel, IndexModel } from '../model/types';
+import { entitySelect } from '../read/projection';
+import type { StoredEntity } from '../storage/types';
+import type { RequestContext } from './context';
+import type { GraphQLResolveInfo } from 'graphql';
+
+export interface EntityNode {
+  entity: EntityModel;
+  stored: StoredEntity;
+  /** Set when `stored` is an index entity of this index. */
+  fromIndex?: IndexModel;
+}
+
+/**
+ * The value of stored field `name` of `node`, read from the entity itself when the index entity lacks it.
+ * @throws TablegraphError NOT_FOUND when an index entity points at an entity that does not exist
+ */
+export async function fieldValue(node: EntityNode, name: string, ctx: RequestContext, info: GraphQLResolveInfo): Promise<unknown> {
+  if (!node.fromIndex || node.fromIndex.projection.has(name)) return node.stored.properties[name] ?? null;
+  const primary = await loadPrimary(node, ctx, info);
+  return primary.properties[name] ?? null;
+}
+
+async function loadPrimary(node: EntityNode, ctx: RequestContext, info: GraphQLResolveInfo): Promise<StoredEntity> {
+  const address = primaryAddress(node.entity, node.stored.properties);
+  const stored = await ctx.loaders.point.load({ ...address, select: entitySelect(ctx.projection(info), node.entity) });
+  if (!stored) {
+    throw new TablegraphError(ErrorCode.NOT_FOUND, `${node.entity.name} ${address.partitionKey}/${address.rowKey} is listed by index ${node.fromIndex?.name} but does not exist`, {
+      index: node.fromIndex?.name,
+    });
+  }
+  return stored;
+}

@@ -1,0 +1,99 @@
+/**
+ * The two generic resolvers every storage-reading field gets: one point query, or one range query returned as a
+ * Relay connection. Neither knows which schema it serves; the model's AccessPath says everything.
+ */
+import type { GraphQLFieldResolver } from 'graphql';
+import { ErrorCode, TablegraphError } from '../errors';
+import { prefixUpperBound, renderKey } from '../model/key-template';
+import { ENTITY_TYPE_PROPERTY, type PointPath, type RangePath } from '../model/types';
+import { entitySelect, indexSelect } from '../read/projection';
+import type { StoredEntity } from '../storage/types';
+import { bindingValues } from './bindings';
+import type { RequestContext } from './context';
+import type { EntityNode } from './entity-node';
+
+type Resolver = GraphQLFieldResolver<EntityNode | undefined, RequestContext, Record<string, unknown>>;
+
+/** The stored EntityType a path's entities carry. */
+function expectedType(path: PointPath | RangePath): string {
+  return path.index ? path.index.entityType : path.target.entityType;
+}
+
+function toNode(path: PointPath | RangePath, stored: StoredEntity): EntityNode {
+  return { entity: path.target, stored, fromIndex: path.index };
+}
+
+/**
+ * A point query ("Point Query", the guide's most efficient lookup). Returns null when the entity does not exist.
+ * @throws TablegraphError BAD_USER_INPUT when an argument cannot form a key (e.g. `id: "abc"` for a padded id);
+ *   LIMIT_EXCEEDED when a key is over the target's length limit; STORAGE_UNAVAILABLE from the store
+ */
+export function pointResolver(path: PointPath): Resolver {
+  return async (parent, args, ctx, info) => {
+    const values = await bindingValues([path.partitionKey, path.rowKey], parent, args, ctx, info);
+    const projection = ctx.projection(info);
+    const stored = await ctx.loaders.point.load({
+      table: path.table,
+      partitionKey: renderKey(path.partitionKey.template, values),
+      rowKey: renderKey(path.rowKey.template, values),
+      select: path.index ? indexSelect(projection, path.index) : entitySelect(projection, path.target),
+    });
+    if (!stored || stored.properties[ENTITY_TYPE_PROPERTY] !== expectedType(path)) return null;
+    return toNode(path, stored);
+  };
+}
+
+interface Connection {
+  edges: Array<{ cursor: string; node: EntityNode }>;
+  pageInfo: { hasNextPage: boolean; hasPreviousPage: boolean; startCursor: string | null; endCursor: string | null };
+}
+
+/**
+ * A range query over one partition, as a Relay connection: `first` entities (default `path.pageSize`, at most
+ * `path.maxPageSize`) after the `after` cursor, in RowKey order.
+ * @throws TablegraphError BAD_USER_INPUT when `first` is negative or above the maximum, or the cursor is invalid
+ */
+export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode | undefined, RequestContext, Record<string, unknown>, Promise<Connection>> {
+  return async (parent, args, ctx, info) => {
+    const first = (args.first as number | null | undefined) ?? path.pageSize;
+    if (!Number.isInteger(first) || first < 0 || first > path.maxPageSize) {
+      throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `first must be between 0 and ${path.maxPageSize} (got ${first})`, { argument: 'first', max: path.maxPageSize });
+    }
+    const values = await bindingValues([path.partitionKey, path.rowKeyPrefix, path.rowKeyFrom, path.rowKeyTo], parent, args, ctx, info);
+    const partitionKey = renderKey(path.partitionKey.template, values);
+    let rowKeyFrom: string | undefined;
+    let rowKeyTo: string | undefined;
+    if (path.rowKeyPrefix) {
+      rowKeyFrom = renderKey(path.rowKeyPrefix.template, values);
+      rowKeyTo = prefixUpperBound(rowKeyFrom);
+    } else {
+      rowKeyFrom = path.rowKeyFrom && renderKey(path.rowKeyFrom.template, values);
+      rowKeyTo = path.rowKeyTo && renderKey(path.rowKeyTo.template, values);
+    }
+    const scope = JSON.stringify([path.table, partitionKey, rowKeyFrom ?? '', rowKeyTo ?? null]);
+    const after = typeof args.after === 'string' ? ctx.cursors.decode(scope, args.after) : undefined;
+    const projection = ctx.projection(info);
+    const { entities, more } = await ctx.loaders.range.load({
+      table: path.table,
+      partitionKey,
+      rowKeyFrom: rowKeyFrom || undefined,
+      rowKeyAfter: after,
+      rowKeyTo,
+      limit: first,
+      select: path.index ? indexSelect(projection, path.index) : entitySelect(projection, path.target),
+    });
+    const type = expectedType(path);
+    const edges = entities
+      .filter((e) => e.properties[ENTITY_TYPE_PROPERTY] === type)
+      .map((stored) => ({ cursor: ctx.cursors.encode(scope, stored.rowKey), node: toNode(path, stored) }));
+    return {
+      edges,
+      pageInfo: {
+        hasNextPage: more,
+        hasPreviousPage: false,
+        startCursor: edges[0]?.cursor ?? null,
+        endCursor: edges.at(-1)?.cursor ?? null,
+      },
+    };
+  };
+}

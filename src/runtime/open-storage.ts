@@ -1,0 +1,42 @@
+/**
+ * Opens the storage every command uses: the configured connection string, or the embedded default (an Azurite
+ * kept under the data folder, started or attached to), and a TableStore over it with the target's limits.
+ */
+import type { Config } from '../config';
+import type { Logger } from '../log';
+import { ensureEmbeddedAzurite, type AzuriteHandle } from '../storage/azurite';
+import { resolveTarget } from '../storage/connection';
+import { TableStore } from '../storage/table-store';
+import type { StorageTarget } from '../storage/types';
+
+export interface OpenStorage {
+  store: TableStore;
+  connectionString: string;
+  target: StorageTarget;
+  /** The embedded Azurite, when no connection string is configured. */
+  azurite?: AzuriteHandle & { startedHere: boolean };
+  /**
+   * Releases what this process holds. `stopEmbedded`: 'always' for the server (it owns the Azurite it started or
+   * re-attached to), 'ifStartedHere' for one-shot commands (they leave a server's Azurite running).
+   */
+  close(stopEmbedded: 'always' | 'ifStartedHere'): Promise<void>;
+}
+
+/**
+ * @throws TablegraphError STORAGE_UNAVAILABLE when the embedded Azurite cannot be started
+ */
+export async function openStorage(config: Config, log: Logger): Promise<OpenStorage> {
+  const azurite = config.connectionString ? undefined : await ensureEmbeddedAzurite(config.dataDir, { log });
+  const connectionString = config.connectionString ?? azurite!.connectionString;
+  const target = resolveTarget(connectionString, config.target);
+  const store = new TableStore({ connectionString, target, timeoutMs: config.storageTimeoutMs });
+  return {
+    store,
+    connectionString,
+    target,
+    azurite,
+    async close(stopEmbedded) {
+      if (azurite && (stopEmbedded === 'always' || azurite.startedHere)) await azurite.stop();
+    },
+  };
+}

@@ -1,0 +1,68 @@
+/**
+ * Starts the whole server in this process: compile the schema (refusing to start on a schema that would scan),
+ * create the tables, seed an empty store, serve HTTP; and stop it gracefully.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Config } from '../config';
+import type { Logger } from '../log';
+import { compileSchema } from '../model/compile';
+import { loadSchemaSources } from '../model/load-schema';
+import { seedIfEmpty } from '../import/seed';
+import { CursorCodec } from '../read/cursor';
+import { attachResolvers } from '../resolvers/attach';
+import { createGraphqlApp } from '../server/app';
+import type { OpenStorage } from './open-storage';
+
+export interface RunningServer {
+  /** e.g. `http://127.0.0.1:4000/graphql` */
+  url: string;
+  port: number;
+  /** Stops accepting connections, lets in-flight requests finish (at most `graceMs`, default 10000 ms), stops Apollo. */
+  close(graceMs?: number): Promise<void>;
+}
+
+/**
+ * @param config PORT 0 picks a free port
+ * @throws TablegraphError SCHEMA_INVALID (the schema cannot be served without scans), CONFIG_INVALID,
+ *   STORAGE_UNAVAILABLE (tables cannot be created)
+ */
+export async function startServer(config: Config, storage: OpenStorage, log: Logger): Promise<RunningServer> {
+  const { schema, model } = compileSchema(loadSchemaSources(config.schemaDir), {
+    pageSize: config.defaultPageSize,
+    maxPageSize: config.maxPageSize,
+    tablePrefix: config.tablePrefix,
+  });
+  attachResolvers(schema, model);
+  for (const table of model.tables) await storage.store.ensureTable(table);
+  if (await seedIfEmpty(storage.store, model)) log.info('empty store: loaded the guide\'s example rows (Marketing, Sales)');
+  if (!config.cursorSecret) log.warn('TABLEGRAPH_CURSOR_SECRET is not set: cursors are signed with a random key and expire when the server restarts');
+  const { app, apollo } = await createGraphqlApp({
+    schema,
+    model,
+    store: storage.store,
+    cursors: new CursorCodec(config.cursorSecret),
+    readConcurrency: config.readConcurrency,
+    log,
+    storageTarget: storage.target,
+  });
+  const server: Server = createServer(app);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, config.host, resolve);
+  });
+  const port = (server.address() as AddressInfo).port;
+  const url = `http://${config.host}:${port}/graphql`;
+  return {
+    url,
+    port,
+    async close(graceMs = 10000) {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      const timer = setTimeout(() => server.closeAllConnections(), graceMs);
+      await closed;
+      clearTimeout(timer);
+      await apollo.stop();
+    },
+  };
+}

@@ -1,0 +1,14 @@
+/** An Apollo plugin that puts each request's storage cost into the response's `extensions.cost`. */
+import type { ApolloServerPlugin } from '@apollo/server';
+import type { RequestContext } from '../resolvers/context';
+
+export const costPlugin: ApolloServerPlugin<RequestContext> = {
+  async requestDidStart() {
+    return {
+      async willSendResponse({ response, contextValue }) {
+        if (response.body.kind !== 'single') return;
+        response.body.singleResult.extensions = { ...response.body.singleResult.extensions, cost: contextValue.cost.snapshot() };
+      },
+    };
+  },
+};

@@ -1,0 +1,108 @@
+/**
+ * Reads a standard Azure Storage connection string (the one setting for tables, queues and blobs) and decides
+ * which target it points at, since key, entity and batch limits differ between Azure, Azurite and Cosmos DB.
+ */
+import { ErrorCode, TablegraphError } from '../errors';
+import type { StorageTarget } from './types';
+
+/** The well-known Azurite / storage-emulator development account. */
+export const DEV_ACCOUNT_NAME = 'devstoreaccount1';
+/** The development account's published key (not a secret: every emulator ships it). */
+export const DEV_ACCOUNT_KEY =
+  'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==';
+
+const TARGETS: readonly StorageTarget[] = ['azure', 'azurite', 'cosmos'];
+
+/**
+ * Splits `Key=Value;Key=Value;` into a record whose keys are lower-cased (connection-string keys are
+ * case-insensitive). Values keep everything after the first `=` (account keys end in `==`).
+ * Throws TablegraphError(CONFIG_INVALID) when a segment has no `=` or the string has no segment at all.
+ */
+export function parseConnectionString(cs: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const raw of cs.split(';')) {
+    const part = raw.trim();
+    if (part === '') continue;
+    const eq = part.indexOf('=');
+    if (eq <= 0) {
+      throw new TablegraphError(
+        ErrorCode.CONFIG_INVALID,
+        `The storage connection string has a segment without "Key=Value" form: "${part.slice(0, 40)}".`,
+      );
+    }
+    out[part.slice(0, eq).trim().toLowerCase()] = part.slice(eq + 1).trim();
+  }
+  if (Object.keys(out).length === 0) {
+    throw new TablegraphError(ErrorCode.CONFIG_INVALID, 'The storage connection string is empty.');
+  }
+  return out;
+}
+
+/**
+ * The Table service endpoint a connection string addresses (no trailing slash): `TableEndpoint` when given,
+ * the emulator's default for `UseDevelopmentStorage=true`, else
+ * `{DefaultEndpointsProtocol}://{AccountName}.table.{EndpointSuffix}`.
+ * Throws TablegraphError(CONFIG_INVALID) when none of these can be formed.
+ */
+export function tableEndpoint(cs: string): string {
+  const p = parseConnectionString(cs);
+  if (p.tableendpoint) return p.tableendpoint.replace(/\/+$/, '');
+  if (p.usedevelopmentstorage?.toLowerCase() === 'true') return `http://127.0.0.1:10002/${DEV_ACCOUNT_NAME}`;
+  if (p.accountname) {
+    const protocol = p.defaultendpointsprotocol ?? 'https';
+    const suffix = p.endpointsuffix ?? 'core.windows.net';
+    return `${protocol}://${p.accountname}.table.${suffix}`;
+  }
+  throw new TablegraphError(
+    ErrorCode.CONFIG_INVALID,
+    'The storage connection string names neither a TableEndpoint nor an AccountName.',
+  );
+}
+
+function isLoopback(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
+  return h === 'localhost' || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h);
+}
+
+/**
+ * Which service `connectionString` points at. `override` (TABLEGRAPH_TARGET) wins; otherwise:
+ * 'cosmos' when the table endpoint's host ends with `.cosmos.azure.com` (the Cosmos DB Table API);
+ * 'azurite' for `UseDevelopmentStorage=true`, the `devstoreaccount1` account or a loopback host;
+ * 'azure' otherwise. Throws TablegraphError(CONFIG_INVALID) for an unparsable string or an unknown override.
+ */
+export function resolveTarget(connectionString: string, override?: StorageTarget): StorageTarget {
+  if (override !== undefined) {
+    if (!TARGETS.includes(override)) {
+      throw new TablegraphError(ErrorCode.CONFIG_INVALID, `Unknown storage target "${String(override)}".`, {
+        allowed: TARGETS,
+      });
+    }
+    return override;
+  }
+  const p = parseConnectionString(connectionString);
+  if (p.usedevelopmentstorage?.toLowerCase() === 'true') return 'azurite';
+  const endpoint = tableEndpoint(connectionString);
+  let host: string;
+  try {
+    host = new URL(endpoint).hostname.toLowerCase();
+  } catch (cause) {
+    const message = `The table endpoint "${endpoint}" is not a URL.`;
+    throw new TablegraphError(ErrorCode.CONFIG_INVALID, message, { endpoint }, { cause });
+  }
+  if (host.endsWith('.cosmos.azure.com')) return 'cosmos';
+  if (p.accountname === DEV_ACCOUNT_NAME || isLoopback(host)) return 'azurite';
+  return 'azure';
+}
+
+/** The connection string of the development account on a local Azurite listening on `ports` (loopback, http). */
+export function devConnectionString(ports: { blob: number; queue: number; table: number }, host = '127.0.0.1'): string {
+  return [
+    'DefaultEndpointsProtocol=http',
+    `AccountName=${DEV_ACCOUNT_NAME}`,
+    `AccountKey=${DEV_ACCOUNT_KEY}`,
+    `BlobEndpoint=http://${host}:${ports.blob}/${DEV_ACCOUNT_NAME}`,
+    `QueueEndpoint=http://${host}:${ports.queue}/${DEV_ACCOUNT_NAME}`,
+    `TableEndpoint=http://${host}:${ports.table}/${DEV_ACCOUNT_NAME}`,
+    '',
+  ].join(';');
+}

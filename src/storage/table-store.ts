@@ -1,0 +1,298 @@
+/**
+ * The thin adapter over `@azure/data-tables`: point queries, range queries, EGTs and single-entity writes in
+ * the project's terms (src/storage/types.ts). Every write is checked against the target's limits before it
+ * leaves the process (limits.ts), every value is typed explicitly (edm.ts), every error is mapped in one place
+ * (storage-errors.ts), and every call reports what it cost to the caller's observer.
+ */
+import { odata, TableClient, TableEntity, TableServiceClient } from '@azure/data-tables';
+import { ErrorCode, TablegraphError } from '../errors';
+import { deleteIfMatchPolicy, fromSdkEntity, selectWithKeys as withKeys, toSdkAction, toSdkEntity } from './edm';
+import { checkEntity, checkKey, checkTableName, checkTransaction } from './limits';
+import { isEntityNotFound, StorageErrorContext, toTablegraphError } from './storage-errors';
+import type { CallOptions, EntityAddress, EntityToWrite, RangeQuery, StorageCallRecord } from './types';
+import type { StorageTarget, StoredEntity, TransactionOperation } from './types';
+
+export interface TableStoreOptions {
+  /** A standard Azure Storage connection string (Azure, Azurite or Cosmos DB Table API). */
+  connectionString: string;
+  target: StorageTarget;
+  /** Per-call timeout in ms, SDK retries included (default 10000). */
+  timeoutMs?: number;
+  /** The SDK's exponential retry policy (408, 5xx; never other 4xx). Defaults: 3 retries, 500 ms, max 4000 ms. */
+  retry?: { maxRetries?: number; retryDelayInMs?: number; maxRetryDelayInMs?: number };
+}
+
+/** Options of a conditional single-entity write: `ifMatch` is the ETag the caller read. */
+export type ConditionalOptions = CallOptions & { ifMatch?: string };
+
+/** The service's page size limit (entities per round trip). */
+const MAX_PAGE_SIZE = 1000;
+type RawEntity = Record<string, unknown>;
+type Etags = Array<string | undefined>;
+type WriteMode = 'merge' | 'replace';
+type ScanOptions = CallOptions & { partitionKey?: string; select?: string[]; pageSize?: number };
+type CallCost = { entities: number; roundTrips: number };
+type Send = (client: TableClient, sdk: TableEntity<RawEntity>, signal: AbortSignal) => Promise<{ etag?: string }>;
+
+/**
+ * One store per process and connection: caches one TableClient per table and which tables exist. Methods
+ * throw TablegraphError only (mapping in storage-errors.ts): NOT_FOUND, CONFLICT, LIMIT_EXCEEDED,
+ * BAD_USER_INPUT, STORAGE_BAD_REQUEST, CONFIG_INVALID, STORAGE_UNAVAILABLE (timeout, network, 5xx after retries).
+ */
+export class TableStore {
+  readonly target: StorageTarget;
+  private readonly connectionString: string;
+  private readonly timeoutMs: number;
+  private readonly clientOptions: { allowInsecureConnection: boolean; retryOptions: TableStoreOptions['retry'] };
+  private readonly service: TableServiceClient;
+  private readonly clients = new Map<string, TableClient>();
+  private readonly tables = new Map<string, Promise<void>>();
+  /** EGT deletes with If-Match, keyed by the call's AbortSignal: the one object the batch request carries. */
+  private readonly deleteEtags = new WeakMap<object, Map<number, string>>();
+  private readonly ifMatchPolicy = deleteIfMatchPolicy((signal) => this.deleteEtags.get(signal));
+
+  /** Sends nothing. @throws CONFIG_INVALID for a malformed connection string (a wrong key fails later, 403). */
+  constructor(opts: TableStoreOptions) {
+    this.target = opts.target;
+    this.connectionString = opts.connectionString;
+    this.timeoutMs = opts.timeoutMs ?? 10_000;
+    const retryOptions = { maxRetries: 3, retryDelayInMs: 500, maxRetryDelayInMs: 4000, ...opts.retry };
+    try {
+      // Azurite speaks http; the SDK refuses to send credentials over http unless told.
+      const url = TableServiceClient.fromConnectionString(opts.connectionString).url;
+      this.clientOptions = { allowInsecureConnection: url.startsWith('http:'), retryOptions };
+      this.service = TableServiceClient.fromConnectionString(opts.connectionString, this.clientOptions);
+    } catch (cause) {
+      throw new TablegraphError(ErrorCode.CONFIG_INVALID, 'The storage connection string is invalid.', {}, { cause });
+    }
+  }
+
+  /** Creates `table` if missing (an existing one is fine) and remembers it, so later calls cost nothing. */
+  ensureTable(table: string): Promise<void> {
+    checkTableName(table);
+    let created = this.tables.get(table);
+    if (!created) {
+      const request = this.service.createTable(table, { abortSignal: this.signal() });
+      created = this.mapped(request, { operation: 'ensureTable', table });
+      created.catch(() => this.tables.delete(table)); // a failure is not remembered
+      this.tables.set(table, created);
+    }
+    return created;
+  }
+
+  /** Drops `table` and all its entities (the guide's "High volume delete pattern"); a missing table is fine. */
+  async deleteTable(table: string): Promise<void> {
+    checkTableName(table);
+    this.tables.delete(table);
+    this.clients.delete(table);
+    await this.mapped(this.service.deleteTable(table, { abortSignal: this.signal() }), { operation: 'deleteTable', table });
+  }
+
+  /** For /health: lists one table to prove the service answers; returns the latency in ms. Not observed. */
+  async ping(opts?: CallOptions): Promise<number> {
+    const started = performance.now();
+    const tables = this.service.listTables({ abortSignal: this.signal(opts) }).byPage({ maxPageSize: 1 });
+    await this.mapped(tables.next(), { operation: 'ping', table: '' });
+    return performance.now() - started;
+  }
+
+  /**
+   * Point query, the cheapest read; `select` is a projection. Returns null when the entity does not exist.
+   * Reports 'pointQuery'. @throws BAD_USER_INPUT/LIMIT_EXCEEDED for a bad key, NOT_FOUND for a missing table.
+   */
+  async getEntity(addr: EntityAddress, opts?: CallOptions & { select?: string[] }): Promise<StoredEntity | null> {
+    const client = this.checkedClient(addr);
+    return this.call('pointQuery', opts, { operation: 'getEntity', ...addr }, async (signal, cost) => {
+      try {
+        const options = { disableTypeConversion: true, queryOptions: { select: withKeys(opts?.select) } };
+        const raw = await client.getEntity<RawEntity>(addr.partitionKey, addr.rowKey, {
+          ...options, abortSignal: signal });
+        cost.entities = 1;
+        return fromSdkEntity(raw);
+      } catch (e) {
+        if (isEntityNotFound(e)) return null;
+        throw e;
+      }
+    });
+  }
+
+  /**
+   * Range query within one partition (the guide's "Design for querying"): `PartitionKey eq` and RowKey bounds
+   * only, in RowKey order, following continuation tokens until `q.limit` entities or the range's end. It asks
+   * for one entity more than `limit`, so `more` is exact. Reports 'rangeQuery', roundTrips = pages fetched.
+   * @throws BAD_USER_INPUT for a bad PartitionKey or limit, NOT_FOUND for a missing table.
+   */
+  async queryRange(q: RangeQuery, opts?: CallOptions): Promise<{ entities: StoredEntity[]; more: boolean }> {
+    checkKey('PartitionKey', q.partitionKey, this.target);
+    if (!Number.isSafeInteger(q.limit) || q.limit < 0) {
+      throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `A range query's limit must be an integer ≥ 0, not ${q.limit}.`);
+    }
+    // Conditions are and-ed, never or-ed: the guide warns that `or` turns a range query into a partition scan.
+    const conditions = [odata`PartitionKey eq ${q.partitionKey}`];
+    if (q.rowKeyAfter !== undefined) conditions.push(odata`RowKey gt ${q.rowKeyAfter}`);
+    else if (q.rowKeyFrom) conditions.push(odata`RowKey ge ${q.rowKeyFrom}`);
+    if (q.rowKeyTo !== undefined) conditions.push(odata`RowKey lt ${q.rowKeyTo}`);
+    const client = this.client(q.table);
+    const wanted = q.limit + 1;
+    const ctx = { operation: 'queryRange', table: q.table, partitionKey: q.partitionKey };
+    return this.call('rangeQuery', opts, ctx, async (signal, cost) => {
+      const queryOptions = { filter: conditions.join(' and '), select: withKeys(q.select) };
+      const pages = client
+        .listEntities<RawEntity>({ queryOptions, disableTypeConversion: true, abortSignal: signal })
+        .byPage({ maxPageSize: Math.min(wanted, MAX_PAGE_SIZE) });
+      const found: StoredEntity[] = [];
+      let fetched = 0;
+      while (found.length < wanted) {
+        cost.roundTrips = fetched + 1; // a failing page request still cost a round trip
+        const page = await pages.next();
+        if (page.done) break;
+        fetched++;
+        for (const raw of page.value) found.push(fromSdkEntity(raw));
+        if (!page.value.continuationToken) break;
+      }
+      cost.roundTrips = Math.max(fetched, 1);
+      const entities = found.slice(0, q.limit);
+      cost.entities = entities.length;
+      return { entities, more: found.length > q.limit };
+    });
+  }
+
+  /**
+   * A whole-table read (whole-partition with `partitionKey`), page by page, for maintenance commands only —
+   * never on a request path. Each page is one call with its own timeout, reported as 'tableScan' or
+   * 'partitionScan'. `pageSize`: entities per page, at most and by default 1000.
+   */
+  async *scan(table: string, opts: ScanOptions = {}): AsyncIterable<StoredEntity[]> {
+    const client = this.client(table);
+    const filter = opts.partitionKey === undefined ? undefined : odata`PartitionKey eq ${opts.partitionKey}`;
+    const queryOptions = { filter, select: withKeys(opts.select) };
+    const maxPageSize = Math.min(opts.pageSize ?? MAX_PAGE_SIZE, MAX_PAGE_SIZE);
+    const kind = opts.partitionKey === undefined ? 'tableScan' : 'partitionScan';
+    let continuationToken: string | undefined;
+    do {
+      const page = await this.call(kind, opts, { operation: 'scan', table }, async (signal, cost) => {
+        const pages = client.listEntities<RawEntity>({ queryOptions, disableTypeConversion: true, abortSignal: signal });
+        const next = await pages.byPage({ maxPageSize, continuationToken }).next();
+        const raw = next.done ? [] : next.value;
+        cost.entities = raw.length;
+        return { entities: raw.map(fromSdkEntity), token: next.done ? undefined : next.value.continuationToken };
+      });
+      continuationToken = page.token;
+      if (page.entities.length > 0) yield page.entities;
+    } while (continuationToken);
+  }
+
+  /**
+   * An EGT (the guide's "Entity Group Transactions"): all operations apply or none does. checkTransaction
+   * runs first, so an invalid batch sends nothing. Returns each operation's new ETag (undefined for deletes).
+   * Reports 'transaction'. @throws CONFLICT (reason EntityAlreadyExists, ETagMismatch, …) or NOT_FOUND with
+   * details.operationIndex naming the failing operation; BAD_USER_INPUT/LIMIT_EXCEEDED from checkTransaction.
+   */
+  async submitTransaction(table: string, ops: TransactionOperation[], opts?: CallOptions): Promise<Etags> {
+    checkTransaction(ops, this.target);
+    const actions = ops.map(toSdkAction);
+    const conditionalDeletes = new Map<number, string>();
+    ops.forEach((op, i) => op.kind === 'delete' && op.ifMatch !== undefined && conditionalDeletes.set(i, op.ifMatch));
+    const client = this.client(table);
+    const ctx = { operation: 'submitTransaction', table, batch: ops };
+    return this.call('transaction', opts, ctx, async (signal, cost) => {
+      if (conditionalDeletes.size > 0) this.deleteEtags.set(signal, conditionalDeletes);
+      const result = await client.submitTransaction(actions, { abortSignal: signal });
+      cost.entities = ops.length;
+      return ops.map((op, i) => (op.kind === 'delete' ? undefined : result.subResponses[i]?.etag?.trim()));
+    });
+  }
+
+  /** Inserts a new entity; returns its ETag. Reports 'write'. @throws CONFLICT (EntityAlreadyExists). */
+  async createEntity(table: string, entity: EntityToWrite, opts?: CallOptions): Promise<string> {
+    return this.write('createEntity', table, entity, opts, (client, sdk, abortSignal) =>
+      client.createEntity(sdk, { abortSignal }));
+  }
+
+  /** Insert-or-merge / insert-or-replace, unconditional; returns the new ETag. Reports 'write'. */
+  async upsertEntity(table: string, entity: EntityToWrite, mode: WriteMode, opts?: CallOptions): Promise<string> {
+    return this.write('upsertEntity', table, entity, opts, (client, sdk, abortSignal) =>
+      client.upsertEntity(sdk, mode === 'merge' ? 'Merge' : 'Replace', { abortSignal }));
+  }
+
+  /**
+   * Merges into / replaces an existing entity if its ETag still equals `ifMatch` (any ETag when absent);
+   * returns the new ETag. Reports 'write'. @throws NOT_FOUND when missing, CONFLICT (ETagMismatch) when stale.
+   */
+  async updateEntity(table: string, entity: EntityToWrite, mode: WriteMode, opts?: ConditionalOptions): Promise<string> {
+    return this.write('updateEntity', table, entity, opts, (client, sdk, abortSignal) =>
+      client.updateEntity(sdk, mode === 'merge' ? 'Merge' : 'Replace', { etag: opts?.ifMatch ?? '*', abortSignal }));
+  }
+
+  /**
+   * Deletes an entity if its ETag equals `ifMatch` (any ETag when absent). Returns false when it did not
+   * exist. Reports 'write'. @throws CONFLICT (ETagMismatch) when stale.
+   */
+  async deleteEntity(addr: EntityAddress, opts?: ConditionalOptions): Promise<boolean> {
+    const client = this.checkedClient(addr);
+    return this.call('write', opts, { operation: 'deleteEntity', ...addr }, async (abortSignal, cost) => {
+      const request = client.deleteEntity(addr.partitionKey, addr.rowKey, { etag: opts?.ifMatch ?? '*', abortSignal });
+      const deleted = await request.then(() => true, (e: unknown) => (isEntityNotFound(e) ? false : Promise.reject(e)));
+      cost.entities = deleted ? 1 : 0;
+      return deleted;
+    });
+  }
+
+  /** checkEntity, then one observed single-entity write that must return an ETag. */
+  private write(operation: string, table: string, entity: EntityToWrite, opts: CallOptions | undefined, send: Send) {
+    checkEntity(entity, this.target);
+    const sdk = toSdkEntity(entity);
+    const client = this.client(table);
+    const ctx = { operation, table, partitionKey: entity.partitionKey, rowKey: entity.rowKey };
+    return this.call('write', opts, ctx, async (signal, cost) => {
+      const { etag } = await send(client, sdk, signal);
+      if (etag === undefined) throw new TablegraphError(ErrorCode.STORAGE_BAD_REQUEST, 'No ETag in the answer.', ctx);
+      cost.entities = 1;
+      return etag;
+    });
+  }
+
+  /** One observed storage call: onCallStart, the call under a timeout, onCall (also on failure, 0 entities). */
+  private async call<T>(kind: StorageCallRecord['kind'], opts: CallOptions | undefined, ctx: StorageErrorContext,
+    run: (signal: AbortSignal, cost: CallCost) => Promise<T>): Promise<T> {
+    const cost: CallCost = { entities: 0, roundTrips: 1 };
+    opts?.observer?.onCallStart?.();
+    const started = performance.now();
+    try {
+      return await run(this.signal(opts), cost);
+    } catch (e) {
+      cost.entities = 0;
+      throw toTablegraphError(e, ctx);
+    } finally {
+      const { entities, roundTrips } = cost;
+      opts?.observer?.onCall({ kind, table: ctx.table, entities, roundTrips, ms: performance.now() - started });
+    }
+  }
+
+  /** `request`, its rejection mapped by toTablegraphError. */
+  private mapped<T>(request: Promise<T>, ctx: StorageErrorContext): Promise<T> {
+    return request.catch((e: unknown) => Promise.reject(toTablegraphError(e, ctx)));
+  }
+
+  /** The table's client, after checking the address's keys (BAD_USER_INPUT, LIMIT_EXCEEDED). */
+  private checkedClient(addr: EntityAddress): TableClient {
+    checkKey('PartitionKey', addr.partitionKey, this.target, { ...addr });
+    checkKey('RowKey', addr.rowKey, this.target, { ...addr });
+    return this.client(addr.table);
+  }
+
+  private signal(opts?: CallOptions): AbortSignal {
+    return AbortSignal.timeout(opts?.timeoutMs ?? this.timeoutMs);
+  }
+
+  private client(table: string): TableClient {
+    let client = this.clients.get(table);
+    if (!client) {
+      checkTableName(table);
+      client = TableClient.fromConnectionString(this.connectionString, table, this.clientOptions);
+      client.pipeline.addPolicy(this.ifMatchPolicy);
+      this.clients.set(table, client);
+    }
+    return client;
+  }
+}

@@ -1,0 +1,96 @@
+/**
+ * Shapes that cross the storage boundary. Everything above src/storage speaks in these terms; nothing above
+ * it sees an SDK type, an OData string or a RestError.
+ */
+
+/** Which service the connection string points at: limits differ (see src/storage/limits.ts). */
+export type StorageTarget = 'azure' | 'azurite' | 'cosmos';
+
+/** EDM property types the project writes explicitly (the Table service's data model). */
+export type EdmType = 'String' | 'Int32' | 'Int64' | 'Double' | 'Boolean' | 'DateTime' | 'Guid' | 'Binary';
+
+/** A property value with its EDM type: how the model annotates every non-string value on write. */
+export interface TypedValue {
+  type: EdmType;
+  /** Int32/Double: number; Int64: bigint; DateTime: Date; Boolean: boolean; String/Guid: string; Binary: Uint8Array. */
+  value: number | bigint | string | boolean | Date | Uint8Array;
+}
+
+/** Where one entity lives. Keys are already encoded (escaped, padded) by src/model/key-template.ts. */
+export interface EntityAddress {
+  table: string;
+  partitionKey: string;
+  rowKey: string;
+}
+
+/** An entity to write: its keys and its typed properties (`null` values are omitted, as the service does). */
+export interface EntityToWrite {
+  partitionKey: string;
+  rowKey: string;
+  properties: Record<string, TypedValue | null>;
+}
+
+/**
+ * An entity as read. Properties are decoded to JS values: Int32/Double → number, Int64 → bigint,
+ * DateTime → Date, Boolean → boolean, String/Guid → string, Binary → Uint8Array.
+ */
+export interface StoredEntity {
+  partitionKey: string;
+  rowKey: string;
+  /** The entity's ETag (opaque string), for If-Match on a later write. */
+  etag: string;
+  properties: Record<string, unknown>;
+}
+
+/**
+ * A range query: one PartitionKey, RowKeys in [rowKeyFrom, rowKeyTo) — the guide's "range query".
+ * `rowKeyAfter` (exclusive lower bound) takes precedence over `rowKeyFrom` when both are set: it is how a
+ * cursor resumes.
+ */
+export interface RangeQuery {
+  table: string;
+  partitionKey: string;
+  /** Inclusive lower RowKey bound; '' or absent = from the partition's first RowKey. */
+  rowKeyFrom?: string;
+  /** Exclusive lower RowKey bound (resume after this RowKey). */
+  rowKeyAfter?: string;
+  /** Exclusive upper RowKey bound; absent = to the partition's end. */
+  rowKeyTo?: string;
+  /** Property names to return ($select); absent = all. PartitionKey/RowKey are always returned. */
+  select?: string[];
+  /** Stop after this many entities (entities); continuation tokens are followed until it is reached. */
+  limit: number;
+}
+
+/** What one storage call cost; reported to a request's observer (see src/read/cost.ts). */
+export interface StorageCallRecord {
+  kind: 'pointQuery' | 'rangeQuery' | 'partitionScan' | 'tableScan' | 'transaction' | 'write';
+  table: string;
+  /** Entities read (queries) or written (transactions, writes). */
+  entities: number;
+  /** Round trips to the service (a query that followed 2 continuation tokens made 3). */
+  roundTrips: number;
+  /** Wall time in ms, including SDK retries. */
+  ms: number;
+}
+
+/** Receives one record per storage call; request-scoped, passed in each call's options. */
+export interface StorageObserver {
+  onCallStart?(): void;
+  onCall(record: StorageCallRecord): void;
+}
+
+/** One operation of an entity-group transaction (EGT). */
+export type TransactionOperation =
+  | { kind: 'create'; entity: EntityToWrite }
+  | { kind: 'upsertReplace'; entity: EntityToWrite }
+  | { kind: 'upsertMerge'; entity: EntityToWrite }
+  | { kind: 'update'; entity: EntityToWrite; mode: 'merge' | 'replace'; ifMatch?: string }
+  | { kind: 'delete'; partitionKey: string; rowKey: string; ifMatch?: string };
+
+/** Per-call options every storage method takes. */
+export interface CallOptions {
+  observer?: StorageObserver;
+  /** Abort the call (and its retries) after this many ms; default from the store's options. */
+  timeoutMs?: number;
+}

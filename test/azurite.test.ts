@@ -1,0 +1,242 @@
+/**
+ * The embedded Azurite (src/storage/azurite.ts), connection-string parsing (src/storage/connection.ts) and the
+ * configuration (src/config.ts). The Azurite tests start their own Azurite processes on temp data folders; they
+ * do not use the test run's shared one.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import readline from 'node:readline';
+import { TableClient, TableServiceClient } from '@azure/data-tables';
+import { QueueServiceClient } from '@azure/storage-queue';
+import { BlobServiceClient } from '@azure/storage-blob';
+import { loadConfig } from '../src/config';
+import { ErrorCode, isTablegraphError } from '../src/errors';
+import { ensureEmbeddedAzurite, startAzurite, type AzuriteHandle } from '../src/storage/azurite';
+import { parseConnectionString, resolveTarget, tableEndpoint } from '../src/storage/connection';
+
+const ROOT = path.resolve(__dirname, '..');
+const suffix = Math.random().toString(36).slice(2, 8);
+const handles: AzuriteHandle[] = [];
+const strayPids: number[] = [];
+const dirs: string[] = [];
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  const stat = fs.existsSync(`/proc/${pid}/stat`) ? fs.readFileSync(`/proc/${pid}/stat`, 'utf8') : '';
+  return !/\) Z /.test(stat);
+}
+
+async function tempDataDir(): Promise<string> {
+  const dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablegraph-azurite-'));
+  dirs.push(dir);
+  return dir;
+}
+
+/** The pid of a process that has exited: what a crashed tablegraph process leaves in its lock and state files. */
+async function deadPid(): Promise<number> {
+  const p = spawn(process.execPath, ['-e', '']);
+  await new Promise((resolve) => p.once('exit', resolve));
+  return p.pid as number;
+}
+
+function tableClient(cs: string, table: string): TableClient {
+  return TableClient.fromConnectionString(cs, table, { allowInsecureConnection: true });
+}
+
+afterAll(async () => {
+  await Promise.allSettled(handles.map((h) => h.stop({ force: true })));
+  for (const pid of strayPids) if (alive(pid)) process.kill(pid, 'SIGKILL');
+  await Promise.all(dirs.map((d) => fs.promises.rm(d, { recursive: true, force: true })));
+}, 60_000);
+
+describe('ensureEmbeddedAzurite', () => {
+  test('starts one, then attaches to it; stale lock and state files of a dead process are ignored', async () => {
+    const dataDir = await tempDataDir();
+    const dead = await deadPid();
+    fs.writeFileSync(path.join(dataDir, 'azurite.lock'), JSON.stringify({ pid: dead, token: 'crashed' }));
+    fs.writeFileSync(
+      path.join(dataDir, 'azurite.json'),
+      JSON.stringify({ pid: dead, ports: { blob: 1, queue: 2, table: 3 }, connectionString: 'x', location: 'x' }),
+    );
+
+    const first = await ensureEmbeddedAzurite(dataDir);
+    handles.push(first);
+    expect(first.startedHere).toBe(true);
+    expect(first.owned).toBe(true);
+    expect(first.pid).not.toBe(dead);
+    const state = JSON.parse(fs.readFileSync(path.join(dataDir, 'azurite.json'), 'utf8'));
+    expect(state).toMatchObject({ pid: first.pid, ports: first.ports, connectionString: first.connectionString });
+    expect(fs.existsSync(path.join(dataDir, 'azurite.lock'))).toBe(false);
+
+    const second = await ensureEmbeddedAzurite(dataDir);
+    expect(second.startedHere).toBe(false);
+    expect(second.owned).toBe(true);
+    expect(second.pid).toBe(first.pid);
+    expect(second.connectionString).toBe(first.connectionString);
+
+    await second.stop();
+    expect(alive(first.pid)).toBe(false);
+    expect(fs.existsSync(path.join(dataDir, 'azurite.json'))).toBe(false);
+  }, 60_000);
+
+  test('two concurrent calls on one data folder start a single Azurite', async () => {
+    const dataDir = await tempDataDir();
+    const [a, b] = await Promise.all([ensureEmbeddedAzurite(dataDir), ensureEmbeddedAzurite(dataDir)]);
+    handles.push(a, b);
+    expect(a.pid).toBe(b.pid);
+    expect([a.startedHere, b.startedHere].sort()).toEqual([false, true]);
+    await a.stop();
+  }, 60_000);
+
+  test('an acknowledged write survives kill -9 of the process that started Azurite, and a restart', async () => {
+    const dataDir = await tempDataDir();
+    const table = `durable${suffix}`;
+    const writer: ChildProcess = spawn(
+      process.execPath,
+      ['--import', 'tsx', path.join(ROOT, 'test/fixtures/azurite-writer.ts'), dataDir, table, 'pk1', 'rk1'],
+      { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    strayPids.push(writer.pid as number);
+    let stderr = '';
+    writer.stderr?.on('data', (d: Buffer) => (stderr += d.toString('utf8')));
+    const azuritePid = await new Promise<number>((resolve, reject) => {
+      readline.createInterface({ input: writer.stdout! }).on('line', (line) => {
+        const m = /^ACK (\d+)$/.exec(line);
+        if (m) resolve(Number(m[1]));
+      });
+      writer.once('exit', (code) => reject(new Error(`writer exited (${code}) before ACK:\n${stderr}`)));
+    });
+    strayPids.push(azuritePid);
+    const exited = new Promise((resolve) => writer.once('exit', resolve));
+    writer.kill('SIGKILL');
+    await exited;
+    expect(alive(writer.pid as number)).toBe(false);
+
+    const attached = await ensureEmbeddedAzurite(dataDir);
+    handles.push(attached);
+    expect(attached.startedHere).toBe(false);
+    expect(attached.pid).toBe(azuritePid);
+    const read1 = await tableClient(attached.connectionString, table).getEntity<{ written: string }>('pk1', 'rk1');
+    expect(read1.written).toBe('before kill -9');
+
+    await attached.stop(); // SIGTERM: Azurite flushes its disk store
+    expect(alive(azuritePid)).toBe(false);
+
+    const restarted = await ensureEmbeddedAzurite(dataDir);
+    handles.push(restarted);
+    expect(restarted.startedHere).toBe(true);
+    expect(restarted.pid).not.toBe(azuritePid);
+    const read2 = await tableClient(restarted.connectionString, table).getEntity<{ written: string }>('pk1', 'rk1');
+    expect(read2.written).toBe('before kill -9');
+    await restarted.stop();
+  }, 90_000);
+});
+
+describe('startAzurite', () => {
+  test('in memory: working table, queue and blob endpoints; stop ends the process', async () => {
+    const azurite = await startAzurite({ inMemory: true });
+    handles.push(azurite);
+    const cs = azurite.connectionString;
+    expect(resolveTarget(cs)).toBe('azurite');
+
+    const tables = TableServiceClient.fromConnectionString(cs, { allowInsecureConnection: true });
+    await tables.createTable(`mem${suffix}`);
+    const names: string[] = [];
+    for await (const t of tables.listTables()) names.push(t.name as string);
+    expect(names).toContain(`mem${suffix}`);
+
+    const queue = QueueServiceClient.fromConnectionString(cs).getQueueClient(`mem-${suffix}`);
+    await queue.create();
+    await queue.sendMessage('hello');
+    const received = await queue.receiveMessages();
+    expect(received.receivedMessageItems[0]?.messageText).toBe('hello');
+
+    const container = BlobServiceClient.fromConnectionString(cs).getContainerClient(`mem-${suffix}`);
+    await container.create();
+    await container.getBlockBlobClient('a.txt').upload('abc', 3);
+    expect((await container.getBlobClient('a.txt').getProperties()).contentLength).toBe(3);
+
+    await azurite.stop();
+    expect(alive(azurite.pid)).toBe(false);
+  }, 60_000);
+
+  test('not listening within the start timeout: STORAGE_UNAVAILABLE', async () => {
+    const err = await startAzurite({ inMemory: true, startTimeoutMs: 0 }).catch((e: unknown) => e);
+    expect(isTablegraphError(err, ErrorCode.STORAGE_UNAVAILABLE)).toBe(true);
+    expect((err as Error).message).toMatch(/Azurite did not start: no listening ports after 0 ms/);
+  });
+});
+
+describe('connection strings', () => {
+  const azure = 'DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=a2V5==;EndpointSuffix=core.windows.net';
+
+  test('resolveTarget', () => {
+    expect(resolveTarget(process.env.AZURE_STORAGE_CONNECTION_STRING as string)).toBe('azurite');
+    expect(resolveTarget('UseDevelopmentStorage=true')).toBe('azurite');
+    expect(resolveTarget(azure)).toBe('azure');
+    expect(resolveTarget(`${azure};TableEndpoint=https://acme.table.cosmos.azure.com:443/;`)).toBe('cosmos');
+    expect(resolveTarget('AccountName=acme;AccountKey=a2V5;TableEndpoint=http://localhost:10002/acme')).toBe('azurite');
+    expect(resolveTarget('AccountName=acme;AccountKey=a2V5;TableEndpoint=http://[::1]:10002/acme')).toBe('azurite');
+    expect(resolveTarget('AccountName=devstoreaccount1;AccountKey=a2V5;TableEndpoint=http://azurite:10002/x')).toBe(
+      'azurite',
+    );
+    expect(resolveTarget(azure, 'cosmos')).toBe('cosmos');
+  });
+
+  test('parseConnectionString and tableEndpoint', () => {
+    const parsed = parseConnectionString('ACCOUNTNAME=acme; accountKey=a2V5==;');
+    expect(parsed).toEqual({ accountname: 'acme', accountkey: 'a2V5==' });
+    expect(tableEndpoint(azure)).toBe('https://acme.table.core.windows.net');
+    expect(tableEndpoint('TableEndpoint=http://127.0.0.1:9/devstoreaccount1/;AccountName=x')).toBe(
+      'http://127.0.0.1:9/devstoreaccount1',
+    );
+    expect(() => parseConnectionString('not a connection string')).toThrow(
+      expect.objectContaining({ code: ErrorCode.CONFIG_INVALID }),
+    );
+  });
+});
+
+describe('loadConfig', () => {
+  test('defaults', () => {
+    expect(loadConfig({}, '/srv/app')).toEqual({
+      port: 4000,
+      host: '127.0.0.1',
+      connectionString: undefined,
+      dataDir: '/srv/app/.data',
+      target: undefined,
+      logLevel: 'info',
+      cursorSecret: undefined,
+      schemaDir: '/srv/app/schema',
+      maxPageSize: 100,
+      defaultPageSize: 20,
+      storageTimeoutMs: 10000,
+      readConcurrency: 16,
+      tablePrefix: '',
+    });
+  });
+
+  test('values, and empty values count as unset', () => {
+    const c = loadConfig({ PORT: '8080', TABLEGRAPH_TARGET: 'cosmos', TABLEGRAPH_DATA_DIR: '/d', LOG_LEVEL: '' });
+    expect(c).toMatchObject({ port: 8080, target: 'cosmos', dataDir: '/d', logLevel: 'info' });
+  });
+
+  test('invalid values: CONFIG_INVALID naming each variable', () => {
+    const err = (() => {
+      try {
+        return loadConfig({ PORT: 'abc', TABLEGRAPH_READ_CONCURRENCY: '0' });
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(isTablegraphError(err, ErrorCode.CONFIG_INVALID)).toBe(true);
+    expect((err as Error).message).toMatch(/PORT/);
+    expect((err as Error).message).toMatch(/TABLEGRAPH_READ_CONCURRENCY/);
+    expect(() => loadConfig({ TABLEGRAPH_DEFAULT_PAGE_SIZE: '500' })).toThrow(/TABLEGRAPH_MAX_PAGE_SIZE/);
+  });
+});

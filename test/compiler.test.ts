@@ -1,0 +1,299 @@
+/**
+ * The schema compiler: the shipped schema compiles to the access paths DESIGN.md describes, and every kind of
+ * schema that could not be served by point and range queries is refused at start-up with the type, the field
+ * and the SDL location.
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { compileSchema } from '../src/model/compile';
+import { ErrorCode, isTablegraphError, type TablegraphError } from '../src/errors';
+import { compileHr, SCHEMA_DIR } from './support/harness';
+
+const DIRECTIVES = { name: 'schema/directives.graphql', body: readFileSync(path.join(SCHEMA_DIR, 'directives.graphql'), 'utf8') };
+
+const BASE = `
+type PageInfo { hasNextPage: Boolean! hasPreviousPage: Boolean! startCursor: String endCursor: String }
+type Item @entity(table: "Items", partitionKey: "{group}", rowKey: "item_{id:06}") {
+  group: ID!
+  id: ID!
+  name: String!
+  tags: String
+  owner: Owner! @point(partitionKey: "{group}", rowKey: "owner")
+}
+type Owner @entity(table: "Items", partitionKey: "{group}", rowKey: "owner") { group: ID! name: String! }
+type ItemEdge { cursor: String! node: Item! }
+type ItemConnection { edges: [ItemEdge!]! pageInfo: PageInfo! }
+`;
+
+function compile(sdl: string) {
+  return compileSchema([DIRECTIVES, { name: 'test.graphql', body: sdl }]);
+}
+
+/** The SCHEMA_INVALID error compiling `sdl` gives. */
+function rejection(sdl: string): TablegraphError {
+  try {
+    compile(sdl);
+  } catch (e) {
+    if (isTablegraphError(e, ErrorCode.SCHEMA_INVALID)) return e;
+    throw e;
+  }
+  throw new Error('the schema compiled, but it should have been refused');
+}
+
+/** The 1-based line of the first line of `sdl` that contains `marker`. */
+function lineOf(sdl: string, marker: string): number {
+  return sdl.split('\n').findIndex((l) => l.includes(marker)) + 1;
+}
+
+describe('the shipped HR schema', () => {
+  const { model } = compileHr('');
+
+  test('every root field is a point or range query', () => {
+    const paths = Object.fromEntries([...model.accessPaths].map(([k, p]) => [k, `${p.kind} ${p.table} ${p.index?.name ?? ''}`.trim()]));
+    expect(paths).toEqual({
+      'Query.department': 'point Directory',
+      'Query.departments': 'range Departments all',
+      'Query.employee': 'point Directory',
+      'Department.employees': 'range Directory',
+      'Department.employeesByLastName': 'range Directory byLastNameInDepartment',
+      'Employee.department': 'point Directory',
+    });
+  });
+
+  test('indexes are classified by table and PartitionKey', () => {
+    expect(model.entities.get('Employee')!.indexes.get('byLastNameInDepartment')!.scope).toBe('intraPartition');
+    expect(model.entities.get('Department')!.indexes.get('all')!.scope).toBe('interPartition');
+  });
+
+  test('index projections hold the key fields besides `include`', () => {
+    const index = model.entities.get('Employee')!.indexes.get('byLastNameInDepartment')!;
+    expect([...index.projection].sort()).toEqual(['departmentId', 'firstName', 'id', 'lastName', 'title']);
+  });
+
+  test('placeholders bind to arguments and parent fields', () => {
+    const byLastName = model.accessPaths.get('Department.employeesByLastName')!;
+    expect(byLastName.kind).toBe('range');
+    expect([...byLastName.partitionKey.bindings.values()]).toEqual([{ source: 'parent', name: 'id' }]);
+    const employee = model.accessPaths.get('Query.employee')!;
+    expect(employee.kind === 'point' && [...employee.rowKey.bindings.values()]).toEqual([{ source: 'argument', name: 'id' }]);
+  });
+
+  test('a table prefix applies to every table', () => {
+    expect(compileHr('abc').model.tables).toEqual(['abcDepartments', 'abcDirectory']);
+  });
+});
+
+describe('a valid custom schema', () => {
+  test('a derived RowKey prefix stops at the first placeholder no argument supplies', () => {
+    const { model } = compile(`${BASE}
+      type Query {
+        items(group: ID!, first: Int, after: String): ItemConnection! @range
+        item(group: ID!, id: ID!): Item @point
+      }`);
+    const items = model.accessPaths.get('Query.items')!;
+    expect(items.kind === 'range' && items.rowKeyPrefix!.template.source).toBe('item_');
+  });
+});
+
+describe('rejections name the type, the field and the SDL line', () => {
+  const cases: Array<{ name: string; sdl: string; coordinate: string; message: RegExp; marker: string }> = [
+    {
+      name: 'an entity field without an access path',
+      sdl: `${BASE} type Query { item(group: ID!, id: ID!): Item @point } extend type Owner { favourite: Item }`,
+      coordinate: 'Owner.favourite',
+      message: /has no @point or @range/,
+      marker: 'favourite',
+    },
+    {
+      name: 'a root field without an access path',
+      sdl: `${BASE}\ntype Query {\n  allItems: [Item!]!\n}`,
+      coordinate: 'Query.allItems',
+      message: /tablegraph never scans/,
+      marker: 'allItems',
+    },
+    {
+      name: 'a point query returning a list',
+      sdl: `${BASE}\ntype Query {\n  items(group: ID!, id: ID!): [Item] @point\n}`,
+      coordinate: 'Query.items',
+      message: /must return one @entity type/,
+      marker: 'items(',
+    },
+    {
+      name: 'a point query missing a key part',
+      sdl: `${BASE}\ntype Query {\n  item(id: ID!): Item @point\n}`,
+      coordinate: 'Query.item',
+      message: /needs \{group\}/,
+      marker: 'item(id',
+    },
+    {
+      name: 'a nullable argument as a key part',
+      sdl: `${BASE}\ntype Query {\n  item(group: ID, id: ID!): Item @point\n}`,
+      coordinate: 'Query.item',
+      message: /needs \{group\}: add a non-null argument/,
+      marker: 'item(group',
+    },
+    {
+      name: 'a range query returning no connection',
+      sdl: `${BASE}\ntype Query {\n  items(group: ID!, first: Int, after: String): [Item!]! @range\n}`,
+      coordinate: 'Query.items',
+      message: /must return a Relay connection/,
+      marker: 'items(',
+    },
+    {
+      name: 'a connection without first/after',
+      sdl: `${BASE}\ntype Query {\n  items(group: ID!): ItemConnection! @range\n}`,
+      coordinate: 'Query.items',
+      message: /takes `first: Int` and `after: String`/,
+      marker: 'items(',
+    },
+    {
+      name: 'a range without a PartitionKey',
+      sdl: `${BASE}\ntype Query {\n  items(first: Int, after: String): ItemConnection! @range\n}`,
+      coordinate: 'Query.items',
+      message: /PartitionKey template "\{group\}" needs \{group\}/,
+      marker: 'items(',
+    },
+    {
+      name: 'both a prefix and bounds',
+      sdl: `${BASE}\ntype Query {\n  items(group: ID!, first: Int, after: String): ItemConnection! @range(rowKeyPrefix: "item_", rowKeyTo: "item_9")\n}`,
+      coordinate: 'Query.items',
+      message: /either rowKeyPrefix or rowKeyFrom\/rowKeyTo/,
+      marker: 'items(',
+    },
+    {
+      name: 'a prefix that does not address the layout',
+      sdl: `${BASE}\ntype Query {\n  items(group: ID!, first: Int, after: String): ItemConnection! @range(rowKeyPrefix: "thing_")\n}`,
+      coordinate: 'Query.items',
+      message: /does not address "item_\{id:06\}"/,
+      marker: 'items(',
+    },
+    {
+      name: 'bounds outside the type\'s RowKeys',
+      sdl: `${BASE}\ntype Query {\n  items(group: ID!, first: Int, after: String): ItemConnection! @range(rowKeyFrom: "a", rowKeyTo: "z")\n}`,
+      coordinate: 'Query.items',
+      message: /must start with "item_"/,
+      marker: 'items(',
+    },
+    {
+      name: 'a prefix ending in a string placeholder',
+      sdl: `${BASE.replace('rowKey: "item_{id:06}")', 'rowKey: "item_{name}_{id:06}")')}\ntype Query {\n  items(group: ID!, name: String!, first: Int, after: String): ItemConnection! @range(rowKeyPrefix: "item_{name}")\n}`,
+      coordinate: 'Query.items',
+      message: /ends in \{name\}/,
+      marker: 'items(',
+    },
+    {
+      name: 'an unknown index',
+      sdl: `${BASE}\ntype Query {\n  item(group: ID!, id: ID!): Item @point(index: "byName")\n}`,
+      coordinate: 'Query.item',
+      message: /no @index named "byName"/,
+      marker: 'item(',
+    },
+    {
+      name: 'both @point and @range',
+      sdl: `${BASE}\ntype Query {\n  item(group: ID!, id: ID!, first: Int, after: String): ItemConnection! @point @range\n}`,
+      coordinate: 'Query.item',
+      message: /both @point and @range/,
+      marker: 'item(',
+    },
+    {
+      name: 'a malformed key template',
+      sdl: `${BASE.replace('rowKey: "owner") {', 'rowKey: "owner_{name") {')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+      coordinate: 'Owner',
+      message: /"owner_\{name" is malformed at offset \d+/,
+      marker: 'type Owner',
+    },
+    {
+      name: 'a placeholder that is not a stored field',
+      sdl: `${BASE.replace('rowKey: "owner") {', 'rowKey: "owner_{email}") {')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+      coordinate: 'Owner',
+      message: /\{email\}, which is not a stored field/,
+      marker: 'type Owner',
+    },
+    {
+      name: 'a nullable key field',
+      sdl: `${BASE.replace('rowKey: "item_{id:06}")', 'rowKey: "item_{tags}")')}\ntype Query { item(group: ID!, tags: String!): Item @point }`,
+      coordinate: 'Item',
+      message: /\{tags\}, which is nullable/,
+      marker: 'type Item',
+    },
+    {
+      name: 'padding a string field',
+      sdl: `${BASE.replace('rowKey: "item_{id:06}")', 'rowKey: "item_{name:06}")')}\ntype Query { item(group: ID!, name: String!): Item @point }`,
+      coordinate: 'Item',
+      message: /pads \{name\}, a String/,
+      marker: 'type Item',
+    },
+    {
+      name: 'two string placeholders without a separator',
+      sdl: `${BASE.replace('rowKey: "item_{id:06}")', 'rowKey: "item_{name}{id:06}")')}\ntype Query { item(group: ID!, name: String!, id: ID!): Item @point }`,
+      coordinate: 'Item',
+      message: /RowKey template "item_\{name\}\{id:06\}"/,
+      marker: 'type Item',
+    },
+    {
+      name: 'two types whose RowKeys can collide in one table',
+      sdl: `${BASE.replace('rowKey: "owner") {', 'rowKey: "item_owner") {')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+      coordinate: 'Owner',
+      message: /can produce the same RowKey/,
+      marker: 'type Owner',
+    },
+    {
+      name: 'an object type that is not an entity',
+      sdl: `${BASE}\ntype Address {\n  street: String\n}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+      coordinate: 'Address',
+      message: /neither an @entity/,
+      marker: 'type Address',
+    },
+    {
+      name: 'an invalid table name',
+      sdl: `${BASE.replace('table: "Items", partitionKey: "{group}", rowKey: "owner"', 'table: "my-owners", partitionKey: "{group}", rowKey: "owner"')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+      coordinate: 'Owner',
+      message: /"my-owners" is not a valid table name/,
+      marker: 'type Owner',
+    },
+    {
+      name: 'a list stored as one property',
+      sdl: `${BASE.replace('tags: String', 'tags: [String!]')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+      coordinate: 'Item.tags',
+      message: /list fields cannot be stored/,
+      marker: 'tags:',
+    },
+    {
+      name: 'a reserved property name',
+      sdl: `${BASE.replace('tags: String', 'Timestamp: String')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+      coordinate: 'Item.Timestamp',
+      message: /reserved property name/,
+      marker: 'Timestamp:',
+    },
+    {
+      name: 'a page size above the maximum',
+      sdl: `${BASE}\ntype Query {\n  items(group: ID!, first: Int, after: String): ItemConnection! @range(pageSize: 50, maxPageSize: 10)\n}`,
+      coordinate: 'Query.items',
+      message: /1 <= pageSize <= maxPageSize/,
+      marker: 'items(',
+    },
+    {
+      name: 'an index including an unknown field',
+      sdl: `${BASE.replace('type Item @entity(table: "Items", partitionKey: "{group}", rowKey: "item_{id:06}")', 'type Item @entity(table: "Items", partitionKey: "{group}", rowKey: "item_{id:06}") @index(name: "byName", rowKey: "name_{name}_{id:06}", include: ["colour"])')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+      coordinate: 'Item@index(byName)',
+      message: /include names "colour"/,
+      marker: 'type Item',
+    },
+  ];
+
+  test.each(cases)('$name', ({ sdl, coordinate, message, marker }) => {
+    const error = rejection(sdl);
+    const problems = error.details.problems as Array<{ coordinate: string; message: string; source: string; locations: Array<{ line: number }> }>;
+    const problem = problems.find((p) => p.coordinate === coordinate && message.test(p.message));
+    expect(problem).toBeDefined();
+    expect(problem!.source).toBe('test.graphql');
+    expect(problem!.locations[0]?.line).toBe(lineOf(sdl, marker));
+    // The message a person reads at start-up names the coordinate and file:line:column.
+    expect(error.message).toContain(`${coordinate} (test.graphql:${problem!.locations[0].line}:`);
+  });
+
+  test('all problems of a schema are reported at once', () => {
+    const error = rejection(`${BASE}\ntype Query {\n  a: [Item]\n  b(id: ID!): Item @point\n}`);
+    expect((error.details.problems as Array<{ coordinate: string }>).map((p) => p.coordinate).sort()).toEqual(['Query.a', 'Query.b']);
+  });
+});

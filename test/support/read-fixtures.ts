@@ -1,0 +1,117 @@
+/**
+ * Fixtures for the read-path, pagination and server tests: deterministic HR departments written through the real
+ * write path (entityWrites → planEgtBatches → writeEgtBatches), so every entity, index entity ("Index Entities
+ * Pattern") and summary value is exactly what the importer would store.
+ */
+import fs from 'node:fs';
+import type { Model } from '../../src/model/types';
+import { entityWrites, type TableWrite } from '../../src/model/entity-codec';
+import type { TableStore } from '../../src/storage/table-store';
+import { planEgtBatches, writeEgtBatches } from '../../src/write/egt-batches';
+
+/** One employee as GraphQL sees it (field name → value). */
+export interface EmployeeRow {
+  id: string;
+  departmentId: string;
+  firstName: string;
+  lastName: string;
+  title: string;
+  fullOrPartTime: 'FULL_TIME' | 'PART_TIME';
+  salaryOrHourly: 'SALARY' | 'HOURLY';
+  annualSalary?: number;
+  hourlyRate?: number;
+  typicalHours?: number;
+}
+
+/** A department with its employees; `employeeCount` and `payroll` are derived from them. */
+export interface DepartmentFixture {
+  id: string;
+  name: string;
+  employees: EmployeeRow[];
+}
+
+const LAST_NAMES = ['SMITH', 'JOHNSON', 'NGUYEN', "O'BRIEN", 'GARCIA', 'DE LA CRUZ', 'KOWALSKI', 'WILLIAMSON'];
+const FIRST_NAMES = ['ANA', 'BO', 'CARLOS', 'DIANA', 'EMEKA', 'FATIMA', 'GUS'];
+
+/** Employee `id` of department `departmentId`: every 35th id is a WILLIAMS, every 7th title holds a `/`. */
+export function employeeRow(departmentId: string, id: number): EmployeeRow {
+  const salaried = id % 2 === 0;
+  return {
+    id: String(id),
+    departmentId,
+    firstName: FIRST_NAMES[id % FIRST_NAMES.length],
+    lastName: id % 35 === 0 ? 'WILLIAMS' : LAST_NAMES[id % LAST_NAMES.length],
+    title: id % 7 === 0 ? 'ENGINEER I/II #' + (id % 3) : 'ENGINEER',
+    fullOrPartTime: salaried ? 'FULL_TIME' : 'PART_TIME',
+    salaryOrHourly: salaried ? 'SALARY' : 'HOURLY',
+    ...(salaried ? { annualSalary: 50000 + id * 100 } : { hourlyRate: 20 + (id % 10), typicalHours: 20 }),
+  };
+}
+
+function department(id: string, ids: number[]): DepartmentFixture {
+  return { id, name: id, employees: ids.map((n) => employeeRow(id, n)) };
+}
+
+const range = (from: number, count: number) => Array.from({ length: count }, (_, i) => from + i);
+
+/** ENGINEERING: 250 employees, ids 9..258 (so 9, 10 and 100 sort by number), 7 of them WILLIAMS, some WILLIAMSON. */
+export const ENGINEERING = department('ENGINEERING', range(9, 250));
+/** FINANCE: 40 employees, ids 1001..1040, one WILLIAMS (1015): another partition with the same last name. */
+export const FINANCE = department('FINANCE', range(1001, 40));
+/** A department whose id holds characters keys forbid (`/`, `#`): its keys are escaped. */
+export const SLASHED = department('A/B #1', [2001, 2002, 2003]);
+
+/** The fixture departments, in the order the departments index lists them (RowKey = escaped id). */
+export const FIXTURE_DEPARTMENTS = [SLASHED, ENGINEERING, FINANCE];
+
+/** Yearly payroll in USD as the schema defines it: salaries plus rate × weekly hours × 52. */
+export function payrollOf(d: DepartmentFixture): number {
+  return d.employees.reduce((sum, e) => sum + (e.annualSalary ?? (e.hourlyRate ?? 0) * (e.typicalHours ?? 0) * 52), 0);
+}
+
+/** The employees of `d` named `lastName`, in id order. */
+export function withLastName(d: DepartmentFixture, lastName: string): EmployeeRow[] {
+  return d.employees.filter((e) => e.lastName === lastName).sort((a, b) => Number(a.id) - Number(b.id));
+}
+
+/** Every entity of `departments`: employees, their index entities, departments (summaries) and their index entities. */
+export function fixtureWrites(model: Model, departments: DepartmentFixture[]): TableWrite[] {
+  const employee = model.entities.get('Employee')!;
+  const dept = model.entities.get('Department')!;
+  const writes: TableWrite[] = [];
+  for (const d of departments) {
+    for (const e of d.employees) {
+      const w = entityWrites(employee, { ...e });
+      writes.push(w.primary, ...w.indexes);
+    }
+    const w = entityWrites(dept, { id: d.id, name: d.name, employeeCount: d.employees.length, payroll: payrollOf(d) });
+    writes.push(w.primary, ...w.indexes);
+  }
+  return writes;
+}
+
+/**
+ * Writes `departments` as EGTs (one per table and partition, at most 100 operations each).
+ * @throws TablegraphError from the store (STORAGE_UNAVAILABLE, LIMIT_EXCEEDED, …)
+ */
+export async function writeFixtures(store: TableStore, model: Model, departments: DepartmentFixture[] = FIXTURE_DEPARTMENTS): Promise<void> {
+  await writeEgtBatches(store, planEgtBatches(fixtureWrites(model, departments), store.target), { concurrency: 4 });
+}
+
+/**
+ * True while `pid` runs: signal 0 succeeds and /proc does not show a zombie (an orphaned Azurite that exited
+ * may wait as a zombie until its reaper collects it).
+ */
+export function isProcessAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat[stat.lastIndexOf(')') + 2] !== 'Z';
+  } catch {
+    return true;
+  }
+}

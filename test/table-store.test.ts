@@ -1,0 +1,414 @@
+/**
+ * TableStore against the real Azurite the test run starts: typed round trips, point and range queries,
+ * continuation tokens, EGTs (atomicity, failing operation index, ETags), limits checked before sending,
+ * observer records and error mapping.
+ */
+import { randomBytes } from 'node:crypto';
+import { RestError, TableClient } from '@azure/data-tables';
+import { ErrorCode, isTablegraphError, TablegraphError } from '../src/errors';
+import { toTablegraphError } from '../src/storage/storage-errors';
+import { TableStore } from '../src/storage/table-store';
+import { EntityToWrite, StorageCallRecord, StorageObserver, TransactionOperation, TypedValue } from '../src/storage/types';
+
+const connectionString = process.env.AZURE_STORAGE_CONNECTION_STRING ?? '';
+const suffix = randomBytes(4).toString('hex');
+const T = `tstore${suffix}`;
+const store = new TableStore({ connectionString, target: 'azurite', retry: { maxRetries: 1, retryDelayInMs: 50 } });
+
+const str = (value: string): TypedValue => ({ type: 'String', value });
+const int = (value: number): TypedValue => ({ type: 'Int32', value });
+const entity = (partitionKey: string, rowKey: string, properties: EntityToWrite['properties'] = {}): EntityToWrite => ({
+  partitionKey,
+  rowKey,
+  properties,
+});
+
+async function rejection(p: Promise<unknown>): Promise<TablegraphError> {
+  try {
+    await p;
+  } catch (e) {
+    if (isTablegraphError(e)) return e;
+    throw e;
+  }
+  throw new Error('expected a TablegraphError, the call succeeded');
+}
+
+function recorder(): StorageObserver & { records: StorageCallRecord[]; starts: number } {
+  const r = {
+    records: [] as StorageCallRecord[],
+    starts: 0,
+    onCallStart: () => void r.starts++,
+    onCall: (rec: StorageCallRecord) => void r.records.push(rec),
+  };
+  return r;
+}
+
+/** Writes `n` entities `row00000…` into one partition with EGTs of 100. */
+async function fill(partitionKey: string, n: number, properties = (i: number) => ({ n: int(i) })): Promise<void> {
+  for (let start = 0; start < n; start += 100) {
+    const ops: TransactionOperation[] = [];
+    for (let i = start; i < Math.min(n, start + 100); i++) {
+      ops.push({ kind: 'upsertReplace', entity: entity(partitionKey, `row${String(i).padStart(5, '0')}`, properties(i)) });
+    }
+    await store.submitTransaction(T, ops);
+  }
+}
+
+beforeAll(async () => {
+  expect(connectionString).not.toBe('');
+  await store.ensureTable(T);
+});
+
+afterAll(async () => {
+  await store.deleteTable(T);
+});
+
+describe('typed round trip', () => {
+  const when = new Date(Date.UTC(2012, 4, 17, 9, 30, 15, 250));
+  const bytes = new Uint8Array([0, 1, 2, 250, 255]);
+  const typed = entity('types', 'one', {
+    salaryWhole: { type: 'Double', value: 111444 },
+    salary: { type: 'Double', value: 84054.5 },
+    big: { type: 'Int64', value: 2n ** 40n },
+    small: int(42),
+    hired: { type: 'DateTime', value: when },
+    fullTime: { type: 'Boolean', value: true },
+    title: str('POLICE OFFICER / DETECTIVE'),
+    id: { type: 'Guid', value: 'c9da6455-213d-42c9-9a79-3e9149a57833' },
+    photo: { type: 'Binary', value: bytes },
+    notANumber: { type: 'Double', value: NaN },
+    missing: null,
+  });
+
+  beforeAll(async () => {
+    await store.upsertEntity(T, typed, 'replace');
+  });
+
+  it('reads every EDM type back as its JS type', async () => {
+    const got = await store.getEntity({ table: T, partitionKey: 'types', rowKey: 'one' });
+    expect(got).not.toBeNull();
+    const p = got!.properties;
+    expect(p.salaryWhole).toBe(111444);
+    expect(p.salary).toBe(84054.5);
+    expect(p.big).toBe(2n ** 40n);
+    expect(p.small).toBe(42);
+    expect(p.hired).toEqual(when);
+    expect(p.fullTime).toBe(true);
+    expect(p.title).toBe('POLICE OFFICER / DETECTIVE');
+    expect(p.id).toBe('c9da6455-213d-42c9-9a79-3e9149a57833');
+    expect(p.photo).toEqual(bytes);
+    expect(p.notANumber).toBeNaN();
+    expect('missing' in p).toBe(false);
+    expect(got!.etag).toMatch(/^W\/"datetime'/);
+    expect(Object.keys(p).some((k) => k.includes('odata') || k === 'timestamp')).toBe(false);
+  });
+
+  it('stores a whole Double as Edm.Double, not Int32 (the service writes it back as 111444.0)', async () => {
+    let body = '';
+    const raw = TableClient.fromConnectionString(connectionString, T, { allowInsecureConnection: true });
+    await raw.getEntity('types', 'one', { onResponse: (r) => void (body = r.bodyAsText ?? '') });
+    expect(body).toContain('"salaryWhole":111444.0');
+    expect(body).toContain('"small":42,');
+    expect(body).toMatch(/"big@odata.type":"Edm.Int64"/);
+  });
+});
+
+describe('point and range queries', () => {
+  const pk = "O'Brien's ''team''"; // quotes must survive the odata filter
+  beforeAll(async () => {
+    await fill(pk, 10, (i) => ({ n: int(i), a: str(`a${i}`), b: str(`b${i}`) }));
+  });
+  const rows = (r: { entities: { rowKey: string }[] }) => r.entities.map((e) => Number(e.rowKey.slice(3)));
+
+  it('getEntity returns null for a missing entity, NOT_FOUND for a missing table', async () => {
+    expect(await store.getEntity({ table: T, partitionKey: pk, rowKey: 'nope' })).toBeNull();
+    const e = await rejection(store.getEntity({ table: `missing${suffix}`, partitionKey: 'p', rowKey: 'r' }));
+    expect(e.code).toBe(ErrorCode.NOT_FOUND);
+    expect(e.details.storageCode).toBe('TableNotFound');
+  });
+
+  it('getEntity refuses a forbidden key character before sending', async () => {
+    const obs = recorder();
+    const e = await rejection(store.getEntity({ table: T, partitionKey: 'a#b', rowKey: 'r' }, { observer: obs }));
+    expect(e.code).toBe(ErrorCode.BAD_USER_INPUT);
+    expect(obs.starts).toBe(0);
+  });
+
+  it('honours from (inclusive), after (exclusive, wins over from) and to (exclusive)', async () => {
+    const q = { table: T, partitionKey: pk, limit: 100 };
+    expect(rows(await store.queryRange({ ...q, rowKeyFrom: 'row00003', rowKeyTo: 'row00006' }))).toEqual([3, 4, 5]);
+    expect(rows(await store.queryRange({ ...q, rowKeyAfter: 'row00003', rowKeyTo: 'row00006' }))).toEqual([4, 5]);
+    expect(rows(await store.queryRange({ ...q, rowKeyFrom: 'row00001', rowKeyAfter: 'row00007' }))).toEqual([8, 9]);
+    expect(rows(await store.queryRange({ ...q, rowKeyTo: 'row00002' }))).toEqual([0, 1]);
+    expect(rows(await store.queryRange(q))).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+  });
+
+  it('stops at the limit and says whether more entities follow', async () => {
+    const q = { table: T, partitionKey: pk };
+    const three = await store.queryRange({ ...q, limit: 3 });
+    expect(rows(three)).toEqual([0, 1, 2]);
+    expect(three.more).toBe(true);
+    const exact = await store.queryRange({ ...q, limit: 10 });
+    expect(exact.entities).toHaveLength(10);
+    expect(exact.more).toBe(false);
+    const tail = await store.queryRange({ ...q, rowKeyAfter: 'row00007', limit: 2 });
+    expect(rows(tail)).toEqual([8, 9]);
+    expect(tail.more).toBe(false);
+  });
+
+  it('$select returns only the selected properties, with the keys and the ETag', async () => {
+    const { entities } = await store.queryRange({ table: T, partitionKey: pk, select: ['a'], limit: 1 });
+    expect(entities[0]).toMatchObject({ partitionKey: pk, rowKey: 'row00000', properties: { a: 'a0' } });
+    expect(Object.keys(entities[0].properties)).toEqual(['a']);
+    expect(entities[0].etag).not.toBe('');
+    const point = await store.getEntity({ table: T, partitionKey: pk, rowKey: 'row00004' }, { select: ['b', 'n'] });
+    expect(point!.properties).toEqual({ b: 'b4', n: 4 });
+  });
+});
+
+describe('continuation tokens', () => {
+  beforeAll(async () => {
+    await fill('many', 1200);
+  }, 60_000);
+
+  it('follows them across pages of 1000 until the limit, and reports the round trips', async () => {
+    const obs = recorder();
+    const r = await store.queryRange({ table: T, partitionKey: 'many', limit: 1100 }, { observer: obs });
+    expect(r.entities).toHaveLength(1100);
+    expect(r.entities[1099].rowKey).toBe('row01099');
+    expect(r.more).toBe(true);
+    expect(obs.records).toHaveLength(1);
+    expect(obs.records[0]).toMatchObject({ kind: 'rangeQuery', table: T, entities: 1100 });
+    expect(obs.records[0].roundTrips).toBeGreaterThanOrEqual(2);
+    const all = await store.queryRange({ table: T, partitionKey: 'many', limit: 5000 });
+    expect(all.entities).toHaveLength(1200);
+    expect(all.more).toBe(false);
+  });
+
+  it('scan pages through a partition for maintenance, reporting partitionScan', async () => {
+    const obs = recorder();
+    let total = 0;
+    for await (const page of store.scan(T, { partitionKey: 'many', pageSize: 500, observer: obs })) {
+      expect(page.length).toBeLessThanOrEqual(500);
+      total += page.length;
+    }
+    expect(total).toBe(1200);
+    expect(obs.records.every((r) => r.kind === 'partitionScan')).toBe(true);
+    expect(obs.records.length).toBeGreaterThanOrEqual(3);
+  });
+});
+
+describe('entity-group transactions', () => {
+  it('applies all operations and returns each new ETag (none for deletes)', async () => {
+    await store.upsertEntity(T, entity('egt', 'old'), 'replace');
+    const obs = recorder();
+    const etags = await store.submitTransaction(
+      T,
+      [
+        { kind: 'create', entity: entity('egt', 'a', { n: int(1) }) },
+        { kind: 'upsertMerge', entity: entity('egt', 'b', { n: int(2) }) },
+        { kind: 'delete', partitionKey: 'egt', rowKey: 'old' },
+      ],
+      { observer: obs },
+    );
+    expect(etags[0]).toMatch(/^W\/"datetime'/);
+    expect(etags[1]).toMatch(/^W\/"datetime'/);
+    expect(etags[2]).toBeUndefined();
+    const a = await store.getEntity({ table: T, partitionKey: 'egt', rowKey: 'a' });
+    expect(a!.etag).toBe(etags[0]);
+    expect(await store.getEntity({ table: T, partitionKey: 'egt', rowKey: 'old' })).toBeNull();
+    expect(obs.records).toEqual([expect.objectContaining({ kind: 'transaction', entities: 3, roundTrips: 1 })]);
+  });
+
+  it('rolls back as a whole and names the failing operation', async () => {
+    await store.upsertEntity(T, entity('egt2', 'exists'), 'replace');
+    const obs = recorder();
+    const e = await rejection(
+      store.submitTransaction(
+        T,
+        [
+          { kind: 'create', entity: entity('egt2', 'fresh') },
+          { kind: 'create', entity: entity('egt2', 'exists') },
+        ],
+        { observer: obs },
+      ),
+    );
+    expect(e.code).toBe(ErrorCode.CONFLICT);
+    expect(e.details).toMatchObject({ operationIndex: 1, reason: 'EntityAlreadyExists', partitionKey: 'egt2', rowKey: 'exists' });
+    expect(await store.getEntity({ table: T, partitionKey: 'egt2', rowKey: 'fresh' })).toBeNull();
+    expect(obs.records).toEqual([expect.objectContaining({ kind: 'transaction', entities: 0 })]);
+  });
+
+  it('a stale ETag on an update inside a batch is a CONFLICT (ETagMismatch)', async () => {
+    const first = await store.upsertEntity(T, entity('egt3', 'x', { n: int(1) }), 'replace');
+    await store.upsertEntity(T, entity('egt3', 'x', { n: int(2) }), 'replace');
+    const e = await rejection(
+      store.submitTransaction(T, [
+        { kind: 'create', entity: entity('egt3', 'y') },
+        { kind: 'update', entity: entity('egt3', 'x', { n: int(3) }), mode: 'merge', ifMatch: first },
+      ]),
+    );
+    expect(e.code).toBe(ErrorCode.CONFLICT);
+    expect(e.details).toMatchObject({ reason: 'ETagMismatch', operationIndex: 1, rowKey: 'x' });
+    expect((await store.getEntity({ table: T, partitionKey: 'egt3', rowKey: 'x' }))!.properties.n).toBe(2);
+  });
+
+  it('a delete inside a batch honours If-Match (stale → CONFLICT, current → deleted)', async () => {
+    const stale = await store.upsertEntity(T, entity('egt4', 'd', { n: int(1) }), 'replace');
+    const current = await store.upsertEntity(T, entity('egt4', 'd', { n: int(2) }), 'replace');
+    const e = await rejection(
+      store.submitTransaction(T, [{ kind: 'delete', partitionKey: 'egt4', rowKey: 'd', ifMatch: stale }]),
+    );
+    expect(e.details).toMatchObject({ reason: 'ETagMismatch', operationIndex: 0 });
+    expect(await store.getEntity({ table: T, partitionKey: 'egt4', rowKey: 'd' })).not.toBeNull();
+    await store.submitTransaction(T, [{ kind: 'delete', partitionKey: 'egt4', rowKey: 'd', ifMatch: current }]);
+    expect(await store.getEntity({ table: T, partitionKey: 'egt4', rowKey: 'd' })).toBeNull();
+  });
+
+  it('101 operations fail with LIMIT_EXCEEDED before anything is sent', async () => {
+    const obs = recorder();
+    const ops = Array.from({ length: 101 }, (_, i): TransactionOperation => ({ kind: 'create', entity: entity('egt5', `r${i}`) }));
+    const e = await rejection(store.submitTransaction(T, ops, { observer: obs }));
+    expect(e.code).toBe(ErrorCode.LIMIT_EXCEEDED);
+    expect(obs.starts).toBe(0);
+    expect(obs.records).toHaveLength(0);
+    expect((await store.queryRange({ table: T, partitionKey: 'egt5', limit: 1 })).entities).toHaveLength(0);
+  });
+
+  it('two partitions in one batch are BAD_USER_INPUT, nothing sent', async () => {
+    const obs = recorder();
+    const e = await rejection(
+      store.submitTransaction(
+        T,
+        [
+          { kind: 'create', entity: entity('egt6', 'a') },
+          { kind: 'create', entity: entity('egt7', 'b') },
+        ],
+        { observer: obs },
+      ),
+    );
+    expect(e.code).toBe(ErrorCode.BAD_USER_INPUT);
+    expect(e.details.operationIndex).toBe(1);
+    expect(obs.starts).toBe(0);
+    expect(await store.getEntity({ table: T, partitionKey: 'egt6', rowKey: 'a' })).toBeNull();
+  });
+});
+
+describe('single-entity writes', () => {
+  it('create twice → CONFLICT EntityAlreadyExists, observed as a failed write', async () => {
+    await store.createEntity(T, entity('w', 'c', { n: int(1) }));
+    const obs = recorder();
+    const e = await rejection(store.createEntity(T, entity('w', 'c'), { observer: obs }));
+    expect(e.code).toBe(ErrorCode.CONFLICT);
+    expect(e.details).toMatchObject({ reason: 'EntityAlreadyExists', storageCode: 'EntityAlreadyExists', partitionKey: 'w', rowKey: 'c' });
+    expect(obs.starts).toBe(1);
+    expect(obs.records).toEqual([expect.objectContaining({ kind: 'write', table: T, entities: 0, roundTrips: 1 })]);
+  });
+
+  it('upsert merge keeps other properties, replace drops them', async () => {
+    await store.upsertEntity(T, entity('w', 'u', { a: str('1'), b: str('2') }), 'replace');
+    await store.upsertEntity(T, entity('w', 'u', { b: str('3') }), 'merge');
+    expect((await store.getEntity({ table: T, partitionKey: 'w', rowKey: 'u' }))!.properties).toEqual({ a: '1', b: '3' });
+    await store.upsertEntity(T, entity('w', 'u', { c: str('4') }), 'replace');
+    expect((await store.getEntity({ table: T, partitionKey: 'w', rowKey: 'u' }))!.properties).toEqual({ c: '4' });
+  });
+
+  it('update with a stale ETag → CONFLICT ETagMismatch; with the current one it succeeds', async () => {
+    const v1 = await store.upsertEntity(T, entity('w', 'e', { n: int(1) }), 'replace');
+    const v2 = await store.updateEntity(T, entity('w', 'e', { n: int(2) }), 'merge', { ifMatch: v1 });
+    expect(v2).not.toBe(v1);
+    const e = await rejection(store.updateEntity(T, entity('w', 'e', { n: int(3) }), 'replace', { ifMatch: v1 }));
+    expect(e.code).toBe(ErrorCode.CONFLICT);
+    expect(e.details.reason).toBe('ETagMismatch');
+    expect((await store.getEntity({ table: T, partitionKey: 'w', rowKey: 'e' }))!.properties.n).toBe(2);
+  });
+
+  it('update of a missing entity → NOT_FOUND', async () => {
+    const e = await rejection(store.updateEntity(T, entity('w', 'ghost'), 'merge'));
+    expect(e.code).toBe(ErrorCode.NOT_FOUND);
+  });
+
+  it('delete returns true, then false when already gone; a stale ETag is a CONFLICT', async () => {
+    const v1 = await store.upsertEntity(T, entity('w', 'd', { n: int(1) }), 'replace');
+    await store.upsertEntity(T, entity('w', 'd', { n: int(2) }), 'replace');
+    const stale = await rejection(store.deleteEntity({ table: T, partitionKey: 'w', rowKey: 'd' }, { ifMatch: v1 }));
+    expect(stale.details.reason).toBe('ETagMismatch');
+    expect(await store.deleteEntity({ table: T, partitionKey: 'w', rowKey: 'd' })).toBe(true);
+    expect(await store.deleteEntity({ table: T, partitionKey: 'w', rowKey: 'd' })).toBe(false);
+  });
+
+  it('an entity over 1 MiB is refused before sending (Azurite alone would store it)', async () => {
+    const obs = recorder();
+    const props = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`c${i}`, str('x'.repeat(30_000))]));
+    const e = await rejection(store.upsertEntity(T, entity('w', 'huge', props), 'replace', { observer: obs }));
+    expect(e.code).toBe(ErrorCode.LIMIT_EXCEEDED);
+    expect(obs.starts).toBe(0);
+    expect(await store.getEntity({ table: T, partitionKey: 'w', rowKey: 'huge' })).toBeNull();
+  });
+});
+
+describe('observer records and service health', () => {
+  it('a point query reports one pointQuery round trip with its entity count and a duration', async () => {
+    await store.upsertEntity(T, entity('obs', 'x'), 'replace');
+    const obs = recorder();
+    await store.getEntity({ table: T, partitionKey: 'obs', rowKey: 'x' }, { observer: obs });
+    await store.getEntity({ table: T, partitionKey: 'obs', rowKey: 'missing' }, { observer: obs });
+    expect(obs.starts).toBe(2);
+    expect(obs.records).toEqual([
+      expect.objectContaining({ kind: 'pointQuery', table: T, entities: 1, roundTrips: 1 }),
+      expect.objectContaining({ kind: 'pointQuery', table: T, entities: 0, roundTrips: 1 }),
+    ]);
+    expect(obs.records[0].ms).toBeGreaterThanOrEqual(0);
+  });
+
+  it('ping answers with a latency; an unreachable service is STORAGE_UNAVAILABLE', async () => {
+    expect(await store.ping()).toBeGreaterThanOrEqual(0);
+    const dead = new TableStore({
+      connectionString: connectionString.replace(/TableEndpoint=http:\/\/[^/;]+/, 'TableEndpoint=http://127.0.0.1:1'),
+      target: 'azurite',
+      retry: { maxRetries: 0 },
+    });
+    const obs = recorder();
+    const e = await rejection(dead.getEntity({ table: T, partitionKey: 'p', rowKey: 'r' }, { observer: obs }));
+    expect(e.code).toBe(ErrorCode.STORAGE_UNAVAILABLE);
+    expect(obs.records).toEqual([expect.objectContaining({ kind: 'pointQuery', entities: 0 })]);
+    expect((await rejection(dead.ping())).code).toBe(ErrorCode.STORAGE_UNAVAILABLE);
+  });
+
+  it('ensureTable is idempotent; a malformed connection string is CONFIG_INVALID', async () => {
+    await store.ensureTable(T);
+    const other = new TableStore({ connectionString, target: 'azurite' });
+    await other.ensureTable(T); // the table already exists: fine
+    expect(() => new TableStore({ connectionString: 'not a connection string', target: 'azure' })).toThrow(
+      expect.objectContaining({ code: ErrorCode.CONFIG_INVALID }),
+    );
+  });
+});
+
+describe('toTablegraphError', () => {
+  const ctx = { operation: 'op', table: 'Tbl', partitionKey: 'p', rowKey: 'r' };
+  const rest = (statusCode: number) => new RestError('boom', { statusCode }) as RestError & { details: unknown };
+
+  it.each<[number, string | undefined, ErrorCode]>([
+    [413, 'RequestBodyTooLarge', ErrorCode.LIMIT_EXCEEDED],
+    [400, 'EntityTooLarge', ErrorCode.LIMIT_EXCEEDED],
+    [400, 'InvalidInput', ErrorCode.STORAGE_BAD_REQUEST],
+    [403, 'AuthenticationFailed', ErrorCode.CONFIG_INVALID],
+    [503, 'ServerBusy', ErrorCode.STORAGE_UNAVAILABLE],
+    [500, undefined, ErrorCode.STORAGE_UNAVAILABLE],
+  ])('maps %i %s to %s, keeping the storage code', (status, code, expected) => {
+    const e = rest(status);
+    e.details = code ? { errorCode: code } : undefined;
+    const mapped = toTablegraphError(e, ctx);
+    expect(mapped.code).toBe(expected);
+    expect(mapped.details).toMatchObject({ operation: 'op', table: 'Tbl', status, ...(code ? { storageCode: code } : {}) });
+    expect(mapped.cause).toBe(e);
+  });
+
+  it('maps an abort to STORAGE_UNAVAILABLE and passes a TablegraphError through', () => {
+    const abort = Object.assign(new Error('The operation was aborted.'), { name: 'AbortError' });
+    expect(toTablegraphError(abort, ctx).details.reason).toBe('aborted');
+    const own = new TablegraphError(ErrorCode.NOT_FOUND, 'mine');
+    expect(toTablegraphError(own, ctx)).toBe(own);
+  });
+});
