@@ -1,7 +1,7 @@
 /**
  * The project's error type and its stable codes. Every layer throws `TablegraphError`; the server turns it
  * into a GraphQL error whose `extensions.code` is `code` (see src/server/format-error.ts). The storage layer
- * never throws a raw SDK error upwards: src/storage/errors.ts maps them here, in one place.
+ * never throws a raw SDK error upwards: src/storage/storage-errors.ts maps them here, in one place.
  */
 
 /** Stable `extensions.code` values. Clients may switch on them; never rename one. */

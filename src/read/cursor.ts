@@ -38,8 +38,10 @@ export class CursorCodec {
     const dot = cursor.indexOf('.');
     if (dot <= 0) throw invalid();
     const payload = cursor.slice(0, dot);
-    const given = Buffer.from(cursor.slice(dot + 1), 'base64url');
-    const expected = Buffer.from(this.sign(scope, payload), 'base64url');
+    // Compare the signature's text, not its decoded bytes: 22 base64url chars decode to 16 bytes, dropping the
+    // last char's low 4 bits, so a byte comparison would accept 16 different spellings of one signature.
+    const given = Buffer.from(cursor.slice(dot + 1), 'utf8');
+    const expected = Buffer.from(this.sign(scope, payload), 'utf8');
     if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw invalid();
     try {
       const parsed: unknown = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'));

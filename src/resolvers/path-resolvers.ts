@@ -2,7 +2,7 @@
  * The two generic resolvers every storage-reading field gets: one point query, or one range query returned as a
  * Relay connection. Neither knows which schema it serves; the model's AccessPath says everything.
  */
-import type { GraphQLFieldResolver } from 'graphql';
+import { isNonNullType, type GraphQLFieldResolver } from 'graphql';
 import { ErrorCode, TablegraphError } from '../errors';
 import { prefixUpperBound, renderKey } from '../model/key-template';
 import { ENTITY_TYPE_PROPERTY, type PointPath, type RangePath } from '../model/types';
@@ -24,9 +24,11 @@ function toNode(path: PointPath | RangePath, stored: StoredEntity): EntityNode {
 }
 
 /**
- * A point query ("Point Query", the guide's most efficient lookup). Returns null when the entity does not exist.
+ * A point query ("Point Query", the guide's most efficient lookup). Returns null when the entity does not exist
+ * and the field is nullable.
  * @throws TablegraphError BAD_USER_INPUT when an argument cannot form a key (e.g. `id: "abc"` for a padded id);
- *   LIMIT_EXCEEDED when a key is over the target's length limit; STORAGE_UNAVAILABLE from the store
+ *   NOT_FOUND when a non-null field's entity does not exist (a dangling reference); LIMIT_EXCEEDED when a key is
+ *   over the target's length limit; STORAGE_UNAVAILABLE from the store
  */
 export function pointResolver(path: PointPath): Resolver {
   return async (parent, args, ctx, info) => {
@@ -38,8 +40,14 @@ export function pointResolver(path: PointPath): Resolver {
       rowKey: renderKey(path.rowKey.template, values),
       select: path.index ? indexSelect(projection, path.index) : entitySelect(projection, path.target),
     });
-    if (!stored || stored.properties[ENTITY_TYPE_PROPERTY] !== expectedType(path)) return null;
-    return toNode(path, stored);
+    if (stored && stored.properties[ENTITY_TYPE_PROPERTY] === expectedType(path)) return toNode(path, stored);
+    if (isNonNullType(info.returnType)) {
+      throw new TablegraphError(ErrorCode.NOT_FOUND, `${path.coordinate}: the ${path.target.name} it refers to does not exist`, {
+        partitionKey: renderKey(path.partitionKey.template, values),
+        rowKey: renderKey(path.rowKey.template, values),
+      });
+    }
+    return null;
   };
 }
 

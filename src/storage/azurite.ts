@@ -268,7 +268,7 @@ export async function ensureEmbeddedAzurite(
   const attach = async (): Promise<(AzuriteHandle & { startedHere: boolean }) | undefined> => {
     const s = await readState(statePath);
     if (!s || !isProcessAlive(s.pid) || !(await tableServiceAnswers(s.ports.table))) return undefined;
-    opts.log?.info({ pid: s.pid, ports: s.ports }, 'attached to the running embedded Azurite');
+    opts.log?.info({ azuritePid: s.pid, ports: s.ports }, 'attached to the running embedded Azurite');
     const h = makeHandle(s.pid, s.ports, true, undefined, () => removeStateIfOurs(statePath, s.pid));
     return { ...h, startedHere: false };
   };
@@ -287,7 +287,7 @@ export async function ensureEmbeddedAzurite(
     const tmp = `${statePath}.${process.pid}.tmp`;
     await fs.promises.writeFile(tmp, JSON.stringify(state, null, 2));
     await fs.promises.rename(tmp, statePath); // atomic: a reader never sees half a state file
-    opts.log?.info({ pid: h.pid, ports: h.ports, location }, 'started the embedded Azurite');
+    opts.log?.info({ azuritePid: h.pid, ports: h.ports, location }, 'started the embedded Azurite');
     const stop: AzuriteHandle['stop'] = async (o) => {
       await h.stop(o);
       await removeStateIfOurs(statePath, h.pid);

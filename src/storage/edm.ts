@@ -1,7 +1,7 @@
 /**
  * EDM typing at the storage boundary: project entities (every value carries its EDM type) and EGT operations
- * to and from the `@azure/data-tables` wire shapes. The SDK guesses types from JS values (an integer number becomes Int32, so
- * a Double that happens to be whole, 111444, would silently turn into Int32); this module never lets it guess.
+ * to and from the `@azure/data-tables` wire shapes. The SDK guesses types from JS values (an integer number
+ * becomes Int32, so a whole Double such as 111444 would silently turn Int32); this module never lets it guess.
  */
 import { TableClient, TableEntity, TransactionAction } from '@azure/data-tables';
 import { ErrorCode, TablegraphError } from '../errors';
@@ -214,7 +214,8 @@ export function selectWithKeys(select: string[] | undefined): string[] | undefin
 
 /**
  * A pipeline policy for a TableClient that applies applyDeleteIfMatch to an EGT request when `etagsFor` knows
- * its AbortSignal (each call has its own signal, so the signal identifies the call's request).
+ * its AbortSignal (each call has its own signal, so the signal identifies the call's request). Add it in the
+ * 'Serialize' phase: the shared-key credential policy computes Content-Length from the body after it.
  */
 export function deleteIfMatchPolicy(
   etagsFor: (signal: object) => Map<number, string> | undefined,

@@ -91,7 +91,7 @@ export function checkKey(
     const code = bad[0].charCodeAt(0).toString(16).padStart(4, '0');
     throw new TablegraphError(
       ErrorCode.BAD_USER_INPUT,
-      `${kind} contains the character U+${code} at position ${bad.index}; keys may not contain / \\ # ? or control characters.`,
+      `${kind} contains U+${code} at position ${bad.index}; keys may not contain / \\ # ? or control characters.`,
       { ...extra, key: kind, position: bad.index },
     );
   }
@@ -176,7 +176,8 @@ export function checkEntity(e: EntityToWrite, target: StorageTarget): void {
     if (!PROPERTY_NAME.test(property) || property.length > MAX_PROPERTY_NAME_CHARS) {
       throw new TablegraphError(
         ErrorCode.BAD_USER_INPUT,
-        `'${property.slice(0, 80)}' is not a valid property name: use at most ${MAX_PROPERTY_NAME_CHARS} letters, digits and underscores, not starting with a digit.`,
+        `'${property.slice(0, 80)}' is not a valid property name: use 1 to ${MAX_PROPERTY_NAME_CHARS} letters, ` +
+          'digits and underscores, not starting with a digit.',
         { ...where, property },
       );
     }
@@ -192,7 +193,7 @@ export function checkEntity(e: EntityToWrite, target: StorageTarget): void {
     if ((v.type === 'String' || v.type === 'Binary') && valueBytes(v) - 4 > limits.maxValueBytes) {
       throw new TablegraphError(
         ErrorCode.LIMIT_EXCEEDED,
-        `Property '${property}' is ${valueBytes(v) - 4} bytes; a value may be at most ${limits.maxValueBytes} bytes (32K characters).`,
+        `Property '${property}' is ${valueBytes(v) - 4} bytes; a value may be at most ${limits.maxValueBytes}.`,
         { ...where, property, length: valueBytes(v) - 4, limit: limits.maxValueBytes },
       );
     }
@@ -209,7 +210,7 @@ export function checkEntity(e: EntityToWrite, target: StorageTarget): void {
   if (bytes > limits.maxEntityBytes) {
     throw new TablegraphError(
       ErrorCode.LIMIT_EXCEEDED,
-      `The entity is about ${bytes} bytes; the limit is ${limits.maxEntityBytes}. Consider the "Large entities pattern".`,
+      `The entity is about ${bytes} bytes; the limit is ${limits.maxEntityBytes} (see "Large entities pattern").`,
       { ...where, bytes, limit: limits.maxEntityBytes },
     );
   }
@@ -252,7 +253,8 @@ export function checkTransaction(ops: TransactionOperation[], target: StorageTar
     if (keys.partitionKey !== partitionKey) {
       throw new TablegraphError(
         ErrorCode.BAD_USER_INPUT,
-        `Operation ${operationIndex} targets PartitionKey '${keys.partitionKey}' but the transaction's is '${partitionKey}'; an EGT covers one partition.`,
+        `Operation ${operationIndex} targets PartitionKey '${keys.partitionKey}', not '${partitionKey}': ` +
+          'an EGT covers one partition.',
         where,
       );
     }
@@ -281,7 +283,7 @@ export function checkTransaction(ops: TransactionOperation[], target: StorageTar
   if (bytes > limits.maxTransactionBytes) {
     throw new TablegraphError(
       ErrorCode.LIMIT_EXCEEDED,
-      `The entity-group transaction is about ${bytes} bytes; the ${target} target allows at most ${limits.maxTransactionBytes}. Split it.`,
+      `The EGT is about ${bytes} bytes; the ${target} target allows at most ${limits.maxTransactionBytes}. Split it.`,
       { bytes, limit: limits.maxTransactionBytes, partitionKey },
     );
   }

@@ -145,7 +145,7 @@ export function toTablegraphError(e: unknown, ctx: StorageErrorContext): Tablegr
       return make(ErrorCode.LIMIT_EXCEEDED, `${what}: the request is too large${inOp}.`, storageCode);
     case 401:
     case 403:
-      return make(ErrorCode.CONFIG_INVALID, `${what}: the Table service refused the credentials: ${message}`, storageCode);
+      return make(ErrorCode.CONFIG_INVALID, `${what}: the service refused the credentials: ${message}`, storageCode);
     case 408:
     case 429:
       return make(ErrorCode.STORAGE_UNAVAILABLE, `${what}: the Table service is busy (${status}).`, storageCode);

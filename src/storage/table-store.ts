@@ -1,8 +1,8 @@
 /**
- * The thin adapter over `@azure/data-tables`: point queries, range queries, EGTs and single-entity writes in
- * the project's terms (src/storage/types.ts). Every write is checked against the target's limits before it
- * leaves the process (limits.ts), every value is typed explicitly (edm.ts), every error is mapped in one place
- * (storage-errors.ts), and every call reports what it cost to the caller's observer.
+ * The thin adapter over `@azure/data-tables`: point queries, range queries, EGTs and single-entity writes in the
+ * project's terms (types.ts). Writes are checked against the target's limits before they leave the process
+ * (limits.ts), values are typed explicitly (edm.ts), errors mapped in one place (storage-errors.ts), and every
+ * call reports its cost to the caller's observer.
  */
 import { odata, TableClient, TableEntity, TableServiceClient } from '@azure/data-tables';
 import { ErrorCode, TablegraphError } from '../errors';
@@ -25,11 +25,10 @@ export interface TableStoreOptions {
 /** Options of a conditional single-entity write: `ifMatch` is the ETag the caller read. */
 export type ConditionalOptions = CallOptions & { ifMatch?: string };
 
-/** The service's page size limit (entities per round trip). */
-const MAX_PAGE_SIZE = 1000;
+const MAX_PAGE_SIZE = 1000; // entities per round trip: the service's maximum
 type RawEntity = Record<string, unknown>;
-type Etags = Array<string | undefined>;
 type WriteMode = 'merge' | 'replace';
+type Etag = string | undefined;
 type ScanOptions = CallOptions & { partitionKey?: string; select?: string[]; pageSize?: number };
 type CallCost = { entities: number; roundTrips: number };
 type Send = (client: TableClient, sdk: TableEntity<RawEntity>, signal: AbortSignal) => Promise<{ etag?: string }>;
@@ -67,7 +66,10 @@ export class TableStore {
     }
   }
 
-  /** Creates `table` if missing (an existing one is fine) and remembers it, so later calls cost nothing. */
+  /**
+   * Creates `table` if missing (an existing one is fine) and remembers it, so later calls cost nothing.
+   * @throws BAD_USER_INPUT for an invalid name; CONFLICT (TableBeingDeleted) right after deleteTable on Azure.
+   */
   ensureTable(table: string): Promise<void> {
     checkTableName(table);
     let created = this.tables.get(table);
@@ -85,7 +87,8 @@ export class TableStore {
     checkTableName(table);
     this.tables.delete(table);
     this.clients.delete(table);
-    await this.mapped(this.service.deleteTable(table, { abortSignal: this.signal() }), { operation: 'deleteTable', table });
+    const request = this.service.deleteTable(table, { abortSignal: this.signal() });
+    await this.mapped(request, { operation: 'deleteTable', table });
   }
 
   /** For /health: lists one table to prove the service answers; returns the latency in ms. Not observed. */
@@ -97,22 +100,18 @@ export class TableStore {
   }
 
   /**
-   * Point query, the cheapest read; `select` is a projection. Returns null when the entity does not exist.
-   * Reports 'pointQuery'. @throws BAD_USER_INPUT/LIMIT_EXCEEDED for a bad key, NOT_FOUND for a missing table.
+   * Point query, the cheapest read; `select` is a projection. Null when the entity does not exist. Reports
+   * 'pointQuery'. @throws BAD_USER_INPUT/LIMIT_EXCEEDED for a bad key, NOT_FOUND for a missing table.
    */
   async getEntity(addr: EntityAddress, opts?: CallOptions & { select?: string[] }): Promise<StoredEntity | null> {
     const client = this.checkedClient(addr);
     return this.call('pointQuery', opts, { operation: 'getEntity', ...addr }, async (signal, cost) => {
-      try {
-        const options = { disableTypeConversion: true, queryOptions: { select: withKeys(opts?.select) } };
-        const raw = await client.getEntity<RawEntity>(addr.partitionKey, addr.rowKey, {
-          ...options, abortSignal: signal });
-        cost.entities = 1;
-        return fromSdkEntity(raw);
-      } catch (e) {
-        if (isEntityNotFound(e)) return null;
-        throw e;
-      }
+      const queryOptions = { select: withKeys(opts?.select) };
+      const options = { disableTypeConversion: true, queryOptions, abortSignal: signal };
+      const request = client.getEntity<RawEntity>(addr.partitionKey, addr.rowKey, options);
+      const raw = await request.catch((e: unknown) => (isEntityNotFound(e) ? null : Promise.reject(e)));
+      cost.entities = raw ? 1 : 0;
+      return raw && fromSdkEntity(raw);
     });
   }
 
@@ -125,7 +124,7 @@ export class TableStore {
   async queryRange(q: RangeQuery, opts?: CallOptions): Promise<{ entities: StoredEntity[]; more: boolean }> {
     checkKey('PartitionKey', q.partitionKey, this.target);
     if (!Number.isSafeInteger(q.limit) || q.limit < 0) {
-      throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `A range query's limit must be an integer ≥ 0, not ${q.limit}.`);
+      throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `A range limit must be an integer ≥ 0, not ${q.limit}.`);
     }
     // Conditions are and-ed, never or-ed: the guide warns that `or` turns a range query into a partition scan.
     const conditions = [odata`PartitionKey eq ${q.partitionKey}`];
@@ -171,8 +170,8 @@ export class TableStore {
     let continuationToken: string | undefined;
     do {
       const page = await this.call(kind, opts, { operation: 'scan', table }, async (signal, cost) => {
-        const pages = client.listEntities<RawEntity>({ queryOptions, disableTypeConversion: true, abortSignal: signal });
-        const next = await pages.byPage({ maxPageSize, continuationToken }).next();
+        const list = client.listEntities<RawEntity>({ queryOptions, disableTypeConversion: true, abortSignal: signal });
+        const next = await list.byPage({ maxPageSize, continuationToken }).next();
         const raw = next.done ? [] : next.value;
         cost.entities = raw.length;
         return { entities: raw.map(fromSdkEntity), token: next.done ? undefined : next.value.continuationToken };
@@ -188,7 +187,7 @@ export class TableStore {
    * Reports 'transaction'. @throws CONFLICT (reason EntityAlreadyExists, ETagMismatch, …) or NOT_FOUND with
    * details.operationIndex naming the failing operation; BAD_USER_INPUT/LIMIT_EXCEEDED from checkTransaction.
    */
-  async submitTransaction(table: string, ops: TransactionOperation[], opts?: CallOptions): Promise<Etags> {
+  async submitTransaction(table: string, ops: TransactionOperation[], opts?: CallOptions): Promise<Etag[]> {
     checkTransaction(ops, this.target);
     const actions = ops.map(toSdkAction);
     const conditionalDeletes = new Map<number, string>();
@@ -217,9 +216,10 @@ export class TableStore {
 
   /**
    * Merges into / replaces an existing entity if its ETag still equals `ifMatch` (any ETag when absent);
-   * returns the new ETag. Reports 'write'. @throws NOT_FOUND when missing, CONFLICT (ETagMismatch) when stale.
+   * returns the new ETag (Promise<string>). Reports 'write'. @throws NOT_FOUND when missing, CONFLICT
+   * (ETagMismatch) when stale.
    */
-  async updateEntity(table: string, entity: EntityToWrite, mode: WriteMode, opts?: ConditionalOptions): Promise<string> {
+  async updateEntity(table: string, entity: EntityToWrite, mode: WriteMode, opts?: ConditionalOptions) {
     return this.write('updateEntity', table, entity, opts, (client, sdk, abortSignal) =>
       client.updateEntity(sdk, mode === 'merge' ? 'Merge' : 'Replace', { etag: opts?.ifMatch ?? '*', abortSignal }));
   }
@@ -290,7 +290,8 @@ export class TableStore {
     if (!client) {
       checkTableName(table);
       client = TableClient.fromConnectionString(this.connectionString, table, this.clientOptions);
-      client.pipeline.addPolicy(this.ifMatchPolicy);
+      // Serialize phase: before the credential policy computes Content-Length from the body.
+      client.pipeline.addPolicy(this.ifMatchPolicy, { phase: 'Serialize' });
       this.clients.set(table, client);
     }
     return client;

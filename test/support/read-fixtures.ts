@@ -115,3 +115,27 @@ export function isProcessAlive(pid: number): boolean {
     return true;
   }
 }
+
+/** The exactly determined numbers of a response's `extensions.cost` (storageMs is wall time, never asserted). */
+export interface ExpectedCost {
+  pointQueries: number;
+  rangeQueries: number;
+  entitiesRead: number;
+  waves: number;
+}
+
+/**
+ * Asserts a GraphQL response's `extensions.cost`: the given counts exactly, no scan and no write (a read never
+ * scans, "Design for querying"), one round trip per query (no page here needs a continuation token).
+ */
+export function expectCost(response: { extensions?: { cost?: Record<string, number> } }, expected: ExpectedCost): void {
+  const cost = response.extensions?.cost;
+  expect(cost).toEqual({
+    ...expected,
+    partitionScans: 0,
+    tableScans: 0,
+    writes: 0,
+    roundTrips: expected.pointQueries + expected.rangeQueries,
+    storageMs: expect.any(Number),
+  });
+}

@@ -1,0 +1,183 @@
+/**
+ * The server as a whole: /health against live and dead storage, seeding an empty store once, refusing a schema
+ * that cannot be served, and refusing bad queries before any storage call.
+ */
+import fs from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import net, { type AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { loadConfig } from '../src/config';
+import { ErrorCode, TablegraphError } from '../src/errors';
+import { createLogger } from '../src/log';
+import { entityWrites } from '../src/model/entity-codec';
+import { CursorCodec } from '../src/read/cursor';
+import { attachResolvers } from '../src/resolvers/attach';
+import { startServer } from '../src/runtime/start-server';
+import { createGraphqlApp, MAX_QUERY_DEPTH } from '../src/server/app';
+import { devConnectionString } from '../src/storage/connection';
+import { TableStore } from '../src/storage/table-store';
+import { planEgtBatches, writeEgtBatches } from '../src/write/egt-batches';
+import { compileHr, ROOT, SCHEMA_DIR, startTestServer, testStore, uniquePrefix, type TestServer } from './support/harness';
+
+const silent = createLogger({ level: 'silent' });
+const baseUrl = (graphqlUrl: string) => graphqlUrl.replace(/\/graphql$/, '');
+
+/** A loopback port nothing listens on (taken from the system, then released). */
+async function deadPort(): Promise<number> {
+  const probe = net.createServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const { port } = probe.address() as AddressInfo;
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  return port;
+}
+
+describe('/health', () => {
+  test('200 when storage answers', async () => {
+    const server = await startTestServer();
+    try {
+      const res = await fetch(`${baseUrl(server.url)}/health`);
+      expect(res.status).toBe(200);
+      expect(await res.json()).toMatchObject({ status: 'ok', storage: { target: 'azurite', answers: true, latencyMs: expect.any(Number) } });
+    } finally {
+      await server.close();
+    }
+  });
+
+  test('503 when storage does not answer, and queries fail with STORAGE_UNAVAILABLE', async () => {
+    const port = await deadPort();
+    const store = new TableStore({ connectionString: devConnectionString({ blob: port, queue: port, table: port }), target: 'azurite', timeoutMs: 2000 });
+    const { schema, model } = compileHr(uniquePrefix());
+    attachResolvers(schema, model);
+    const { app, apollo } = await createGraphqlApp({
+      schema, model, store, cursors: new CursorCodec('x'), readConcurrency: 4, log: silent, storageTarget: 'azurite',
+    });
+    const http: Server = createServer(app);
+    await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+    const base = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
+    try {
+      const res = await fetch(`${base}/health`);
+      expect(res.status).toBe(503);
+      expect(await res.json()).toMatchObject({ status: 'unavailable', storage: { answers: false, error: expect.any(String) } });
+
+      const q = await fetch(`${base}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ query: '{ department(id: "Sales") { name } }' }),
+      });
+      const body = (await q.json()) as any;
+      expect(body.data).toEqual({ department: null });
+      expect(body.errors[0].extensions.code).toBe('STORAGE_UNAVAILABLE');
+      expect(body.extensions.cost).toMatchObject({ pointQueries: 1, entitiesRead: 0, waves: 1 });
+    } finally {
+      await new Promise<void>((resolve) => http.close(() => resolve()));
+      await apollo.stop();
+    }
+  });
+});
+
+describe('seeding an empty store', () => {
+  const SEED_QUERY = `{ departments { edges { node { id name employeeCount } } }
+    marketing: department(id: "Marketing") { employees { edges { node { id firstName lastName } } } }
+    sales: department(id: "Sales") { employees { edges { node { id firstName lastName } } } } }`;
+
+  test('the first start writes the guide\'s rows; a second start on the same tables neither duplicates nor overwrites', async () => {
+    const first = await startTestServer();
+    const prefix = first.config.tablePrefix;
+    let firstOpen = true;
+    let second: TestServer | undefined;
+    try {
+      const r = await first.query(SEED_QUERY);
+      expect(r.errors).toBeUndefined();
+      expect(r.data).toEqual({
+        departments: { edges: [{ node: { id: 'Marketing', name: 'Marketing', employeeCount: 2 } }, { node: { id: 'Sales', name: 'Sales', employeeCount: 1 } }] },
+        marketing: { employees: { edges: [{ node: { id: '1', firstName: 'Don', lastName: 'Hall' } }, { node: { id: '2', firstName: 'Jun', lastName: 'Cao' } }] } },
+        sales: { employees: { edges: [{ node: { id: '10', firstName: 'Ken', lastName: 'Kwok' } }] } },
+      });
+
+      // Change a seeded row, and remember the ETag of one left alone: a re-seed would undo or rewrite them.
+      const { model } = compileHr(prefix);
+      const renamed = entityWrites(model.entities.get('Department')!, { id: 'Marketing', name: 'Marketing & Comms', employeeCount: 2, payroll: 5 });
+      await writeEgtBatches(first.store, planEgtBatches([renamed.primary, ...renamed.indexes], first.store.target), { concurrency: 1 });
+      const directory = model.entities.get('Employee')!.layout.table;
+      const donBefore = await first.store.getEntity({ table: directory, partitionKey: 'Marketing', rowKey: 'empid_00000001' });
+      await first.close();
+      firstOpen = false;
+
+      second = await startTestServer({ TABLEGRAPH_TABLE_PREFIX: prefix });
+      const again = await second.query(SEED_QUERY);
+      expect(again.data.departments.edges.map((e: any) => e.node)).toEqual([
+        { id: 'Marketing', name: 'Marketing & Comms', employeeCount: 2 },
+        { id: 'Sales', name: 'Sales', employeeCount: 1 },
+      ]);
+      expect(again.data.marketing).toEqual(r.data.marketing);
+      expect(again.data.sales).toEqual(r.data.sales);
+      const donAfter = await second.store.getEntity({ table: directory, partitionKey: 'Marketing', rowKey: 'empid_00000001' });
+      expect(donAfter?.etag).toBe(donBefore?.etag);
+    } finally {
+      if (firstOpen) await first.close();
+      await second?.close();
+    }
+  });
+});
+
+describe('refusing to start', () => {
+  test('a schema with a field no point or range query serves throws SCHEMA_INVALID naming it', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tablegraph-schema-'));
+    try {
+      for (const f of fs.readdirSync(SCHEMA_DIR)) fs.copyFileSync(path.join(SCHEMA_DIR, f), path.join(dir, f));
+      fs.writeFileSync(path.join(dir, 'zz-bad.graphql'), '# would need a scan\nextend type Query {\n  x: [Employee!]!\n}\n');
+      const config = loadConfig({ PORT: '0', AZURE_STORAGE_CONNECTION_STRING: 'UseDevelopmentStorage=true', TABLEGRAPH_SCHEMA_DIR: dir, TABLEGRAPH_TABLE_PREFIX: uniquePrefix() }, ROOT);
+      const store = testStore();
+      const ensure = jest.spyOn(store, 'ensureTable');
+      const storage = { store, connectionString: 'unused', target: 'azurite' as const, close: async () => {} };
+      const error = await startServer(config, storage, silent).then(() => undefined, (e: unknown) => e);
+      expect(error).toBeInstanceOf(TablegraphError);
+      const e = error as TablegraphError;
+      expect(e.code).toBe(ErrorCode.SCHEMA_INVALID);
+      expect(e.message).toMatch(/Query\.x \(.*zz-bad\.graphql:3:3\)/);
+      expect(e.details.problems).toEqual([expect.objectContaining({ coordinate: 'Query.x' })]);
+      expect(ensure).not.toHaveBeenCalled();
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('refusing bad queries before storage', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer();
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+  afterEach(() => jest.restoreAllMocks());
+
+  function spyStorage() {
+    return [jest.spyOn(server.store, 'getEntity'), jest.spyOn(server.store, 'queryRange')];
+  }
+
+  test(`a query deeper than ${MAX_QUERY_DEPTH} levels is refused without a storage call`, async () => {
+    let inner = 'id';
+    for (let i = 0; i < 4; i++) inner = `department { employees { edges { node { ${inner} } } } }`;
+    const deep = `{ employee(departmentId: "Sales", id: "10") { ${inner} } }`;
+    const spies = spyStorage();
+    const r = await server.query(deep);
+    expect(r.data).toBeUndefined();
+    expect(r.errors![0].extensions.code).toBe('GRAPHQL_VALIDATION_FAILED');
+    expect(r.errors![0].message).toContain(`exceeds maximum operation depth of ${MAX_QUERY_DEPTH}`);
+    for (const spy of spies) expect(spy).not.toHaveBeenCalled();
+
+    // The same shape within the limit is served.
+    const shallow = await server.query(`{ employee(departmentId: "Sales", id: "10") { department { employees { edges { node { id } } } } } }`);
+    expect(shallow.data.employee.department.employees.edges).toEqual([{ node: { id: '10' } }]);
+  });
+
+  test('a malformed query is GRAPHQL_PARSE_FAILED without a storage call', async () => {
+    const spies = spyStorage();
+    const r = await server.query('{ department(id: "Sales" { name }');
+    expect(r.errors![0].extensions.code).toBe('GRAPHQL_PARSE_FAILED');
+    for (const spy of spies) expect(spy).not.toHaveBeenCalled();
+  });
+});
