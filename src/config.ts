@@ -39,6 +39,14 @@ export interface Config {
   /** TABLEGRAPH_TABLE_PREFIX: put before every table name (letters and digits, default ''), so that several
    *  deployments or test runs share one storage account without sharing tables. */
   tablePrefix: string;
+  /** TABLEGRAPH_WORKER: 'inline' (default) runs the fan-out worker inside the server; 'off' leaves it to `npm run worker`. */
+  worker: 'inline' | 'off';
+  /** TABLEGRAPH_WORKER_CONCURRENCY: fan-out messages one worker handles at once (default 8). */
+  workerConcurrency: number;
+  /** TABLEGRAPH_MAX_DEQUEUE_COUNT: receives before a failing fan-out message goes to the poison queue (default 5). */
+  maxDequeueCount: number;
+  /** TABLEGRAPH_SETTLE_MS: how long a fan-out message waits for its write to become visible (ms, default 30000). */
+  settleMs: number;
 }
 
 const positiveInt = makeValidator<number>((input: string) => {
@@ -73,6 +81,10 @@ const specs = {
   TABLEGRAPH_STORAGE_TIMEOUT_MS: positiveInt({ default: 10000 }),
   TABLEGRAPH_READ_CONCURRENCY: positiveInt({ default: 16 }),
   TABLEGRAPH_TABLE_PREFIX: str({ default: '', desc: 'prefix of every table name (letters and digits)' }),
+  TABLEGRAPH_WORKER: str<'inline' | 'off'>({ choices: ['inline', 'off'], default: 'inline' }),
+  TABLEGRAPH_WORKER_CONCURRENCY: positiveInt({ default: 8 }),
+  TABLEGRAPH_MAX_DEQUEUE_COUNT: positiveInt({ default: 5 }),
+  TABLEGRAPH_SETTLE_MS: positiveInt({ default: 30000 }),
 };
 
 /**
@@ -123,5 +135,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     storageTimeoutMs: e.TABLEGRAPH_STORAGE_TIMEOUT_MS,
     readConcurrency: e.TABLEGRAPH_READ_CONCURRENCY,
     tablePrefix: e.TABLEGRAPH_TABLE_PREFIX,
+    worker: e.TABLEGRAPH_WORKER,
+    workerConcurrency: e.TABLEGRAPH_WORKER_CONCURRENCY,
+    maxDequeueCount: e.TABLEGRAPH_MAX_DEQUEUE_COUNT,
+    settleMs: e.TABLEGRAPH_SETTLE_MS,
   };
 }

@@ -218,6 +218,10 @@ describe('loadConfig', () => {
       storageTimeoutMs: 10000,
       readConcurrency: 16,
       tablePrefix: '',
+      worker: 'inline',
+      workerConcurrency: 8,
+      maxDequeueCount: 5,
+      settleMs: 30000,
     });
   });
 

@@ -54,6 +54,9 @@ describe('the shipped HR schema', () => {
       'Query.department': 'point Directory',
       'Query.departments': 'range Departments all',
       'Query.employee': 'point Directory',
+      'Query.employeeByEmail': 'point EmployeesByEmail byEmail',
+      'Query.employeesByLastName': 'range EmployeesByLastName byLastName',
+      'Query.employeesByTitle': 'range EmployeesByTitle byTitle',
       'Department.employees': 'range Directory',
       'Department.employeesByLastName': 'range Directory byLastNameInDepartment',
       'Employee.department': 'point Directory',
@@ -61,8 +64,35 @@ describe('the shipped HR schema', () => {
   });
 
   test('indexes are classified by table and PartitionKey', () => {
-    expect(model.entities.get('Employee')!.indexes.get('byLastNameInDepartment')!.scope).toBe('intraPartition');
+    const employee = model.entities.get('Employee')!;
+    expect(employee.indexes.get('byLastNameInDepartment')!.scope).toBe('intraPartition');
+    for (const name of ['byEmail', 'byLastName', 'byTitle']) expect(employee.indexes.get(name)!.scope).toBe('interPartition');
+    expect(employee.indexes.get('byEmail')!.unique).toBe(true);
     expect(model.entities.get('Department')!.indexes.get('all')!.scope).toBe('interPartition');
+  });
+
+  test('summaries are kept by the writes of the entities they summarise, in their partition', () => {
+    const count = model.summaries.get('Department.employeeCount')!;
+    const payroll = model.summaries.get('Department.payroll')!;
+    expect(count.of.name).toBe('Employee');
+    expect(count.count).toBe(true);
+    expect(payroll.terms).toEqual([[{ field: 'annualSalary' }], [{ field: 'hourlyRate' }, { field: 'typicalHours' }, { constant: 52 }]]);
+    expect([...model.entities.get('Department')!.summaryFields].sort()).toEqual(['employeeCount', 'payroll']);
+  });
+
+  test('every mutation names its entity, action and the payload field it returns', () => {
+    const writes = Object.fromEntries([...model.writes].map(([k, w]) => [k, `${w.action} ${w.entity.name}.${w.payloadField}`]));
+    expect(writes).toEqual({
+      'Mutation.createEmployee': 'CREATE Employee.employee',
+      'Mutation.updateEmployee': 'UPDATE Employee.employee',
+      'Mutation.replaceEmployee': 'REPLACE Employee.employee',
+      'Mutation.deleteEmployee': 'DELETE Employee.employee',
+      'Mutation.createDepartment': 'CREATE Department.department',
+      'Mutation.updateDepartment': 'UPDATE Department.department',
+      'Mutation.replaceDepartment': 'REPLACE Department.department',
+      'Mutation.deleteDepartment': 'DELETE Department.department',
+    });
+    expect(model.writes.get('Mutation.createDepartment')!.inputFields.has('employeeCount')).toBe(false);
   });
 
   test('index projections hold the key fields besides `include`', () => {
@@ -79,7 +109,7 @@ describe('the shipped HR schema', () => {
   });
 
   test('a table prefix applies to every table', () => {
-    expect(compileHr('abc').model.tables).toEqual(['abcDepartments', 'abcDirectory']);
+    expect(compileHr('abc').model.tables).toEqual(['abcDepartments', 'abcDirectory', 'abcEmployeesByEmail', 'abcEmployeesByLastName', 'abcEmployeesByTitle']);
   });
 });
 
@@ -277,6 +307,55 @@ describe('rejections name the type, the field and the SDL line', () => {
       sdl: `${BASE.replace('type Item @entity(table: "Items", partitionKey: "{group}", rowKey: "item_{id:06}")', 'type Item @entity(table: "Items", partitionKey: "{group}", rowKey: "item_{id:06}") @index(name: "byName", rowKey: "name_{name}_{id:06}", include: ["colour"])')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
       coordinate: 'Item@index(byName)',
       message: /include names "colour"/,
+      marker: 'type Item',
+    },
+    {
+      name: 'a summary whose holder lives in another partition',
+      sdl: `${BASE.replace('name: String! }', 'name: String! total: Int! @summary(of: "Item", via: "owner", count: true) }').replace('owner: Owner! @point(partitionKey: "{group}", rowKey: "owner")', 'owner: Owner! @point(partitionKey: "{name}", rowKey: "owner")')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+      coordinate: 'Owner.total',
+      message: /must share Item's table and PartitionKey/,
+      marker: 'type Owner',
+    },
+    {
+      name: 'a summed term naming a non-numeric field',
+      sdl: `${BASE.replace('name: String! }', 'name: String! total: Float! @summary(of: "Item", via: "owner", sum: ["name * 2"]) }')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+      coordinate: 'Owner.total',
+      message: /"name" is neither a number nor an Int or Float field/,
+      marker: 'type Owner',
+    },
+    {
+      name: 'a mutation without @write',
+      sdl: `${BASE}\ntype Query { item(group: ID!, id: ID!): Item @point }\ninput ItemInput { group: ID! id: ID! name: String! }\ntype ItemPayload { item: Item! }\ntype Mutation {\n  saveItem(input: ItemInput!): ItemPayload!\n}`,
+      coordinate: 'Mutation.saveItem',
+      message: /has no @write/,
+      marker: 'saveItem',
+    },
+    {
+      name: 'a create input missing a required field',
+      sdl: `${BASE}\ntype Query { item(group: ID!, id: ID!): Item @point }\ninput ItemInput { group: ID! id: ID! }\ntype ItemPayload { item: Item! }\ntype Mutation {\n  createItem(input: ItemInput!): ItemPayload! @write(entity: "Item", action: CREATE)\n}`,
+      coordinate: 'Mutation.createItem',
+      message: /needs `name` as non-null/,
+      marker: 'createItem',
+    },
+    {
+      name: 'an update input that makes a field required',
+      sdl: `${BASE}\ntype Query { item(group: ID!, id: ID!): Item @point }\ninput ItemInput { group: ID! id: ID! ifMatch: String name: String! }\ntype ItemPayload { item: Item! }\ntype Mutation {\n  updateItem(input: ItemInput!): ItemPayload! @write(entity: "Item", action: UPDATE)\n}`,
+      coordinate: 'Mutation.updateItem',
+      message: /must be nullable: UPDATE changes only the fields given/,
+      marker: 'updateItem',
+    },
+    {
+      name: 'an input field the entity does not store',
+      sdl: `${BASE}\ntype Query { item(group: ID!, id: ID!): Item @point }\ninput ItemInput { group: ID! id: ID! name: String! colour: String }\ntype ItemPayload { item: Item! }\ntype Mutation {\n  createItem(input: ItemInput!): ItemPayload! @write(entity: "Item", action: CREATE)\n}`,
+      coordinate: 'Mutation.createItem',
+      message: /colour is not a stored field of Item/,
+      marker: 'createItem',
+    },
+    {
+      name: 'a hash bucket count out of range',
+      sdl: `${BASE.replace('partitionKey: "{group}", rowKey: "item_{id:06}")', 'partitionKey: "{group:hash1}", rowKey: "item_{id:06}")')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+      coordinate: 'Item',
+      message: /hash buckets must be 2\.\.10000/,
       marker: 'type Item',
     },
   ];

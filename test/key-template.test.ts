@@ -292,3 +292,33 @@ describe('renderKeyPrefix and prefixUpperBound', () => {
     );
   });
 });
+
+describe('hash-bucket placeholders ({field:hashN})', () => {
+  // Imported here so the block stays self-contained at the end of this file.
+  const { fnv1a32, hashBucket } = jest.requireActual('../src/model/hash-bucket') as typeof import('../src/model/hash-bucket');
+  const { parseKeyTemplate: parse, renderKey: render, parseKey: parseBack } = jest.requireActual('../src/model/key-template') as typeof import('../src/model/key-template');
+
+  test('FNV-1a 32 matches the published test vectors', () => {
+    expect(fnv1a32('')).toBe(0x811c9dc5);
+    expect(fnv1a32('a')).toBe(0xe40c292c);
+    expect(fnv1a32('foobar')).toBe(0xbf9cf968);
+  });
+
+  test('a bucket is stable, zero-padded and within range', () => {
+    const t = parse('lastname_{lastName:hash64}');
+    const key = render(t, { lastName: 'WILLIAMS' });
+    expect(key).toBe(`lastname_${String(fnv1a32('WILLIAMS') % 64).padStart(2, '0')}`);
+    expect(render(t, { lastName: 'WILLIAMS' })).toBe(key);
+    for (const name of ['A', 'SMITH', 'O\'BRIEN', 'MÜLLER', 'JONES']) {
+      expect(Number(hashBucket(name, 64))).toBeLessThan(64);
+      expect(hashBucket(name, 64)).toHaveLength(2);
+    }
+    expect(hashBucket('x', 1000)).toHaveLength(3);
+  });
+
+  test('parseKey accepts the bucket digits but gives no value back for them', () => {
+    const t = parse('email_{email:hash16}');
+    expect(parseBack(t, render(t, { email: 'a@b.c' }))).toEqual({});
+    expect(parseBack(t, 'email_x1')).toBeNull();
+  });
+});

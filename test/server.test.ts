@@ -18,7 +18,7 @@ import { createGraphqlApp, MAX_QUERY_DEPTH } from '../src/server/app';
 import { devConnectionString } from '../src/storage/connection';
 import { TableStore } from '../src/storage/table-store';
 import { planEgtBatches, writeEgtBatches } from '../src/write/egt-batches';
-import { compileHr, ROOT, SCHEMA_DIR, startTestServer, testStore, uniquePrefix, type TestServer } from './support/harness';
+import { compileHr, ROOT, SCHEMA_DIR, startTestServer, testStore, uniquePrefix, type TestServer, testQueues } from './support/harness';
 
 const silent = createLogger({ level: 'silent' });
 const baseUrl = (graphqlUrl: string) => graphqlUrl.replace(/\/graphql$/, '');
@@ -130,7 +130,7 @@ describe('refusing to start', () => {
       const config = loadConfig({ PORT: '0', AZURE_STORAGE_CONNECTION_STRING: 'UseDevelopmentStorage=true', TABLEGRAPH_SCHEMA_DIR: dir, TABLEGRAPH_TABLE_PREFIX: uniquePrefix() }, ROOT);
       const store = testStore();
       const ensure = jest.spyOn(store, 'ensureTable');
-      const storage = { store, connectionString: 'unused', target: 'azurite' as const, close: async () => {} };
+      const storage = { store, queues: testQueues(), connectionString: 'unused', target: 'azurite' as const, close: async () => {} };
       const error = await startServer(config, storage, silent).then(() => undefined, (e: unknown) => e);
       expect(error).toBeInstanceOf(TablegraphError);
       const e = error as TablegraphError;

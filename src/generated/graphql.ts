@@ -14,10 +14,42 @@ export type Scalars = {
   Long: { input: string; output: string; }
 };
 
+export type CreateDepartmentInput = {
+  id: Scalars['ID']['input'];
+  name: Scalars['String']['input'];
+};
+
+export type CreateEmployeeInput = {
+  annualSalary?: InputMaybe<Scalars['Float']['input']>;
+  departmentId: Scalars['ID']['input'];
+  email: Scalars['String']['input'];
+  firstName: Scalars['String']['input'];
+  fullOrPartTime?: InputMaybe<EmploymentType>;
+  hourlyRate?: InputMaybe<Scalars['Float']['input']>;
+  id: Scalars['ID']['input'];
+  lastName: Scalars['String']['input'];
+  middleInitial?: InputMaybe<Scalars['String']['input']>;
+  salaryOrHourly?: InputMaybe<PayBasis>;
+  title?: InputMaybe<Scalars['String']['input']>;
+  typicalHours?: InputMaybe<Scalars['Float']['input']>;
+};
+
+/** Refused with CONFLICT while the department has employees. */
+export type DeleteDepartmentInput = {
+  id: Scalars['ID']['input'];
+  ifMatch?: InputMaybe<Scalars['String']['input']>;
+};
+
+export type DeleteEmployeeInput = {
+  departmentId: Scalars['ID']['input'];
+  id: Scalars['ID']['input'];
+  ifMatch?: InputMaybe<Scalars['String']['input']>;
+};
+
 /**
- * A department. Its `employeeCount` and `payroll` are summary values kept by the writers (import, mutations),
- * never counted at read time. The `all` index lists every department in one partition of its own table, so
- * `departments` is a range query, not a scan.
+ * A department. Its `employeeCount` and `payroll` are summary values kept in the same EGT as every write of one of
+ * its employees, never counted at read time. The `all` index lists every department in one partition of its own
+ * table, so `departments` is a range query, not a scan.
  */
 export type Department = {
   __typename?: 'Department';
@@ -27,6 +59,8 @@ export type Department = {
   employees: EmployeeConnection;
   /** The department's employees with this last name, in id order, through the intra-partition index. */
   employeesByLastName: EmployeeConnection;
+  /** The entity's ETag: pass it as `ifMatch` to write only if nobody wrote since. */
+  etag: Scalars['String']['output'];
   /** The department's name as the source spells it, e.g. `POLICE`, `STREETS & SAN`. */
   id: Scalars['ID']['output'];
   name: Scalars['String']['output'];
@@ -36,9 +70,9 @@ export type Department = {
 
 
 /**
- * A department. Its `employeeCount` and `payroll` are summary values kept by the writers (import, mutations),
- * never counted at read time. The `all` index lists every department in one partition of its own table, so
- * `departments` is a range query, not a scan.
+ * A department. Its `employeeCount` and `payroll` are summary values kept in the same EGT as every write of one of
+ * its employees, never counted at read time. The `all` index lists every department in one partition of its own
+ * table, so `departments` is a range query, not a scan.
  */
 export type DepartmentEmployeesArgs = {
   after?: InputMaybe<Scalars['String']['input']>;
@@ -47,9 +81,9 @@ export type DepartmentEmployeesArgs = {
 
 
 /**
- * A department. Its `employeeCount` and `payroll` are summary values kept by the writers (import, mutations),
- * never counted at read time. The `all` index lists every department in one partition of its own table, so
- * `departments` is a range query, not a scan.
+ * A department. Its `employeeCount` and `payroll` are summary values kept in the same EGT as every write of one of
+ * its employees, never counted at read time. The `all` index lists every department in one partition of its own
+ * table, so `departments` is a range query, not a scan.
  */
 export type DepartmentEmployeesByLastNameArgs = {
   after?: InputMaybe<Scalars['String']['input']>;
@@ -69,13 +103,31 @@ export type DepartmentEdge = {
   node: Department;
 };
 
-/** An employee. `id` is a positive integer, unique across the organisation. */
+/** The department as written (for a delete: as it was). */
+export type DepartmentPayload = {
+  __typename?: 'DepartmentPayload';
+  department: Department;
+};
+
+/**
+ * An employee. `id` is a positive integer, unique within its department (the import numbers the whole file, so
+ * imported ids are unique across the organisation). Indexes: by last name within the department, in the same
+ * partition (kept in the employee's EGT); by e-mail (unique), by last name and by title across the organisation,
+ * in tables of their own (kept eventually, by the worker). The organisation-wide indexes spread their index
+ * entities over a fixed number of hash-bucket partitions (`{field:hashN}`, the guide's remedy in the
+ * "Prepend/append anti-pattern"): no hot partition, no swarm of one-entity partitions, and the partition is still
+ * known from the value alone.
+ */
 export type Employee = {
   __typename?: 'Employee';
   /** Annual salary in USD (salaried staff only). */
   annualSalary: Maybe<Scalars['Float']['output']>;
   department: Department;
   departmentId: Scalars['ID']['output'];
+  /** Unique across the organisation (compared exactly, case included). */
+  email: Scalars['String']['output'];
+  /** The entity's ETag: pass it as `ifMatch` to write only if nobody wrote since. */
+  etag: Scalars['String']['output'];
   firstName: Scalars['String']['output'];
   fullOrPartTime: Maybe<EmploymentType>;
   /** Hourly rate in USD (hourly staff only). */
@@ -102,9 +154,67 @@ export type EmployeeEdge = {
   node: Employee;
 };
 
+/** The employee as written (for a delete: as it was). */
+export type EmployeePayload = {
+  __typename?: 'EmployeePayload';
+  employee: Employee;
+};
+
 export type EmploymentType =
   | 'FULL_TIME'
   | 'PART_TIME';
+
+export type Mutation = {
+  __typename?: 'Mutation';
+  createDepartment: DepartmentPayload;
+  createEmployee: EmployeePayload;
+  deleteDepartment: DepartmentPayload;
+  deleteEmployee: EmployeePayload;
+  replaceDepartment: DepartmentPayload;
+  replaceEmployee: EmployeePayload;
+  updateDepartment: DepartmentPayload;
+  updateEmployee: EmployeePayload;
+};
+
+
+export type MutationCreateDepartmentArgs = {
+  input: CreateDepartmentInput;
+};
+
+
+export type MutationCreateEmployeeArgs = {
+  input: CreateEmployeeInput;
+};
+
+
+export type MutationDeleteDepartmentArgs = {
+  input: DeleteDepartmentInput;
+};
+
+
+export type MutationDeleteEmployeeArgs = {
+  input: DeleteEmployeeInput;
+};
+
+
+export type MutationReplaceDepartmentArgs = {
+  input: ReplaceDepartmentInput;
+};
+
+
+export type MutationReplaceEmployeeArgs = {
+  input: ReplaceEmployeeInput;
+};
+
+
+export type MutationUpdateDepartmentArgs = {
+  input: UpdateDepartmentInput;
+};
+
+
+export type MutationUpdateEmployeeArgs = {
+  input: UpdateEmployeeInput;
+};
 
 export type PageInfo = {
   __typename?: 'PageInfo';
@@ -123,6 +233,12 @@ export type Query = {
   department: Maybe<Department>;
   departments: DepartmentConnection;
   employee: Maybe<Employee>;
+  /** Through the unique inter-partition index: eventually consistent. */
+  employeeByEmail: Maybe<Employee>;
+  /** Across all departments, in department and id order, through an inter-partition index: eventually consistent. */
+  employeesByLastName: EmployeeConnection;
+  /** Across all departments, in department and id order, through an inter-partition index: eventually consistent. */
+  employeesByTitle: EmployeeConnection;
 };
 
 
@@ -141,3 +257,80 @@ export type QueryEmployeeArgs = {
   departmentId: Scalars['ID']['input'];
   id: Scalars['ID']['input'];
 };
+
+
+export type QueryEmployeeByEmailArgs = {
+  email: Scalars['String']['input'];
+};
+
+
+export type QueryEmployeesByLastNameArgs = {
+  after?: InputMaybe<Scalars['String']['input']>;
+  first?: InputMaybe<Scalars['Int']['input']>;
+  lastName: Scalars['String']['input'];
+};
+
+
+export type QueryEmployeesByTitleArgs = {
+  after?: InputMaybe<Scalars['String']['input']>;
+  first?: InputMaybe<Scalars['Int']['input']>;
+  title: Scalars['String']['input'];
+};
+
+export type ReplaceDepartmentInput = {
+  id: Scalars['ID']['input'];
+  ifMatch?: InputMaybe<Scalars['String']['input']>;
+  name: Scalars['String']['input'];
+};
+
+/** Replace: fields not given become null. */
+export type ReplaceEmployeeInput = {
+  annualSalary?: InputMaybe<Scalars['Float']['input']>;
+  departmentId: Scalars['ID']['input'];
+  email: Scalars['String']['input'];
+  firstName: Scalars['String']['input'];
+  fullOrPartTime?: InputMaybe<EmploymentType>;
+  hourlyRate?: InputMaybe<Scalars['Float']['input']>;
+  id: Scalars['ID']['input'];
+  ifMatch?: InputMaybe<Scalars['String']['input']>;
+  lastName: Scalars['String']['input'];
+  middleInitial?: InputMaybe<Scalars['String']['input']>;
+  salaryOrHourly?: InputMaybe<PayBasis>;
+  title?: InputMaybe<Scalars['String']['input']>;
+  typicalHours?: InputMaybe<Scalars['Float']['input']>;
+};
+
+export type UpdateDepartmentInput = {
+  id: Scalars['ID']['input'];
+  ifMatch?: InputMaybe<Scalars['String']['input']>;
+  name?: InputMaybe<Scalars['String']['input']>;
+};
+
+/** Merge: only the fields given change; a field given as null is cleared. */
+export type UpdateEmployeeInput = {
+  annualSalary?: InputMaybe<Scalars['Float']['input']>;
+  departmentId: Scalars['ID']['input'];
+  email?: InputMaybe<Scalars['String']['input']>;
+  firstName?: InputMaybe<Scalars['String']['input']>;
+  fullOrPartTime?: InputMaybe<EmploymentType>;
+  hourlyRate?: InputMaybe<Scalars['Float']['input']>;
+  id: Scalars['ID']['input'];
+  /** The ETag read; the write fails with CONFLICT if the employee changed since. Omitted: unconditional. */
+  ifMatch?: InputMaybe<Scalars['String']['input']>;
+  lastName?: InputMaybe<Scalars['String']['input']>;
+  middleInitial?: InputMaybe<Scalars['String']['input']>;
+  salaryOrHourly?: InputMaybe<PayBasis>;
+  title?: InputMaybe<Scalars['String']['input']>;
+  typicalHours?: InputMaybe<Scalars['Float']['input']>;
+};
+
+/** The kinds of write a mutation field performs (the guide's "Merge or replace"). */
+export type WriteAction =
+  /** Insert a new entity; CONFLICT when it exists. */
+  | 'CREATE'
+  /** Delete the entity. */
+  | 'DELETE'
+  /** Replace: fields not given become null. */
+  | 'REPLACE'
+  /** Merge: only the given fields change. */
+  | 'UPDATE';

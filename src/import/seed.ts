@@ -9,13 +9,13 @@ import type { Department, Employee } from '../generated/graphql';
 import type { TableStore } from '../storage/table-store';
 import { planEgtBatches, writeEgtBatches } from '../write/egt-batches';
 
-type SeedEmployee = Pick<Employee, 'departmentId' | 'id' | 'firstName' | 'lastName'>;
+type SeedEmployee = Pick<Employee, 'departmentId' | 'id' | 'email' | 'firstName' | 'lastName'>;
 type DepartmentSummary = Pick<Department, 'id' | 'name' | 'employeeCount' | 'payroll'>;
 
 const SEED_EMPLOYEES: SeedEmployee[] = [
-  { departmentId: 'Marketing', id: '1', firstName: 'Don', lastName: 'Hall' },
-  { departmentId: 'Marketing', id: '2', firstName: 'Jun', lastName: 'Cao' },
-  { departmentId: 'Sales', id: '10', firstName: 'Ken', lastName: 'Kwok' },
+  { departmentId: 'Marketing', id: '1', email: 'donh@contoso.com', firstName: 'Don', lastName: 'Hall' },
+  { departmentId: 'Marketing', id: '2', email: 'junc@contoso.com', firstName: 'Jun', lastName: 'Cao' },
+  { departmentId: 'Sales', id: '10', email: 'kenk@contoso.com', firstName: 'Ken', lastName: 'Kwok' },
 ];
 
 /** The entities of the seed rows: employees, their departments with summary values, and all index entities. */

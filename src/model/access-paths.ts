@@ -74,6 +74,12 @@ function unwrapNonNull<T>(type: T): T {
   return (isNonNullType(type) ? type.ofType : type) as T;
 }
 
+/** The types the Mutation type's fields return: payloads, resolved from a write's result (see writes.ts). */
+function payloadTypes(schema: GraphQLSchema): string[] {
+  const mutation = schema.getMutationType();
+  return mutation ? Object.values(mutation.getFields()).map((f) => getNamedType(f.type).name) : [];
+}
+
 /** Compiles the access path of every field in the schema; records a problem for each field that has none. */
 export function buildAccessPaths(
   schema: GraphQLSchema,
@@ -84,7 +90,7 @@ export function buildAccessPaths(
   problems: SchemaProblems,
 ): Map<string, AccessPath> {
   const paths = new Map<string, AccessPath>();
-  const skipped = new Set([schema.getMutationType()?.name, schema.getSubscriptionType()?.name, 'PageInfo', ...connections.keys(), ...edges]);
+  const skipped = new Set([schema.getMutationType()?.name, schema.getSubscriptionType()?.name, 'PageInfo', ...connections.keys(), ...edges, ...payloadTypes(schema)]);
   for (const type of Object.values(schema.getTypeMap())) {
     if (!isObjectType(type) || type.name.startsWith('__') || skipped.has(type.name)) continue;
     const parentEntity = entities.get(type.name);
@@ -307,13 +313,13 @@ export function segmentSource(seg: TemplateSegment): string {
   if (seg.kind === 'literal') return seg.text;
   if (seg.format.kind === 'padded') return `{${seg.name}:0${seg.format.width}}`;
   if (seg.format.kind === 'invertedTicks') return `{${seg.name}:invertedTicks}`;
+  if (seg.format.kind === 'hashBucket') return `{${seg.name}:hash${seg.format.buckets}}`;
   return `{${seg.name}}`;
 }
 
 function sameShape(a: TemplateSegment, b: TemplateSegment): boolean {
   if (a.kind === 'literal' || b.kind === 'literal') return a.kind === 'literal' && b.kind === 'literal' && a.text === b.text;
-  if (a.format.kind !== b.format.kind) return false;
-  return a.format.kind !== 'padded' || a.format.width === (b.format as typeof a.format).width;
+  return JSON.stringify(a.format) === JSON.stringify(b.format);
 }
 
 /** Why `field` does not address `layout` (undefined when it does). */

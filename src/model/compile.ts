@@ -5,6 +5,8 @@
 import { buildASTSchema, concatAST, parse, Source, type GraphQLSchema } from 'graphql';
 import { buildAccessPaths, findConnections, type PageDefaults } from './access-paths';
 import { buildEntities } from './layouts';
+import { buildSummaries } from './summaries';
+import { buildWrites } from './writes';
 import { SchemaProblems } from './schema-errors';
 import type { Model } from './types';
 
@@ -44,11 +46,14 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
   const entities = buildEntities(schema, problems, options.tablePrefix ?? '');
   const { connections, edges } = findConnections(schema, entities, problems);
   const accessPaths = buildAccessPaths(schema, entities, connections, edges, defaults, problems);
+  // Summaries first: they mark the fields a mutation input may not set.
+  const summaries = buildSummaries(schema, entities, accessPaths, problems);
+  const { writes } = buildWrites(schema, entities, problems);
   problems.throwIfAny();
   const tables = new Set<string>();
   for (const e of entities.values()) {
     tables.add(e.layout.table);
     for (const i of e.indexes.values()) tables.add(i.layout.table);
   }
-  return { schema, model: { entities, accessPaths, connections, tables: [...tables].sort() } };
+  return { schema, model: { entities, accessPaths, connections, summaries, writes, tables: [...tables].sort() } };
 }

@@ -100,3 +100,33 @@ export function readRange(schema: GraphQLSchema, node: FieldDefinitionNode | und
     node: d,
   };
 }
+
+export interface SummaryDirective {
+  of: string;
+  via: string;
+  count: boolean;
+  sum: string[];
+  node: DirectiveNode;
+}
+
+/** The `@summary` directive of a field, if any. */
+export function readSummary(schema: GraphQLSchema, node: FieldDefinitionNode | undefined | null): SummaryDirective | undefined {
+  const [d] = directiveNodes(node, 'summary');
+  if (!d) return undefined;
+  const v = values(schema, 'summary', d);
+  return { of: v.of as string, via: v.via as string, count: (v.count as boolean | undefined) ?? false, sum: (v.sum as string[] | undefined) ?? [], node: d };
+}
+
+export interface WriteDirective {
+  entity: string;
+  action: 'CREATE' | 'UPDATE' | 'REPLACE' | 'DELETE';
+  node: DirectiveNode;
+}
+
+/** The `@write` directive of a field, if any. */
+export function readWrite(schema: GraphQLSchema, node: FieldDefinitionNode | undefined | null): WriteDirective | undefined {
+  const [d] = directiveNodes(node, 'write');
+  if (!d) return undefined;
+  const v = values(schema, 'write', d);
+  return { entity: v.entity as string, action: v.action as WriteDirective['action'], node: d };
+}

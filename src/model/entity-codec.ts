@@ -6,7 +6,7 @@
 import { ErrorCode, TablegraphError } from '../errors';
 import type { EntityToWrite, TypedValue } from '../storage/types';
 import { renderKey } from './key-template';
-import { ENTITY_TYPE_PROPERTY, type EntityModel, type IndexModel, type Layout, type StoredField } from './types';
+import { ENTITY_TYPE_PROPERTY, VERSION_PROPERTY, type EntityModel, type IndexModel, type Layout, type StoredField } from './types';
 
 /** An entity to write, and the table it goes to. */
 export interface TableWrite {
@@ -83,16 +83,45 @@ function write(layout: Layout, entityType: string, fields: Iterable<StoredField>
 }
 
 /**
- * The entity and its index entities for `values` (field name → value, as GraphQL would give them).
+ * The index entity of `index` for an entity with `values`, or undefined when a key field of the index is null:
+ * the index is sparse, and such an entity has no index entity ("Index Entities Pattern").
+ * @throws TablegraphError BAD_USER_INPUT when a value cannot be part of a key
+ */
+export function indexWrite(index: IndexModel, values: Record<string, unknown>): (TableWrite & { index: IndexModel }) | undefined {
+  const keyFields = [...index.layout.partitionKey.fields, ...index.layout.rowKey.fields];
+  if (keyFields.some((f) => values[f] === null || values[f] === undefined)) return undefined;
+  const projected = [...index.projection].map((name) => index.entity.fields.get(name)).filter((f): f is StoredField => f !== undefined);
+  return { index, ...write(index.layout, index.entityType, projected, values) };
+}
+
+/**
+ * The entity and all its index entities for `values` (field name → value, as GraphQL would give them): the
+ * intra-partition ones, then what `derive` gives. Bulk writers (import, seed) write them all directly.
+ * @param version stored as the Int32 `Version` property of the entity (the write path's counter; default 1)
  * @throws TablegraphError BAD_USER_INPUT when a value is missing, mistyped, or cannot be part of a key
  */
-export function entityWrites(entity: EntityModel, values: Record<string, unknown>): EntityWrites {
+export function entityWrites(entity: EntityModel, values: Record<string, unknown>, version = 1): EntityWrites {
   const primary = write(entity.layout, entity.entityType, entity.fields.values(), values);
-  const indexes = [...entity.indexes.values()].map((index) => {
-    const projected = [...index.projection].map((name) => entity.fields.get(name)).filter((f): f is StoredField => f !== undefined);
-    return { index, ...write(index.layout, index.entityType, projected, values) };
-  });
-  return { primary, indexes };
+  primary.entity.properties[VERSION_PROPERTY] = { type: 'Int32', value: version };
+  const intraPartition = [...entity.indexes.values()].flatMap((index) => (index.scope === 'intraPartition' ? (indexWrite(index, values) ?? []) : []));
+  return { primary, indexes: [...intraPartition, ...derive(entity, values)] };
+}
+
+/**
+ * What an entity derives across partitions: its inter-partition index entities (DESIGN.md §4.2,
+ * "Inter-partition secondary index pattern"). A pure function of the entity's values; null (no entity) derives
+ * nothing. The worker, the import and the maintenance commands all derive through here.
+ */
+export function derive(entity: EntityModel, values: Record<string, unknown> | null): Array<TableWrite & { index: IndexModel }> {
+  if (!values) return [];
+  return [...entity.indexes.values()].flatMap((index) => (index.scope === 'interPartition' ? (indexWrite(index, values) ?? []) : []));
+}
+
+/** The field values a stored entity holds (its stored fields only; missing properties are null). */
+export function valuesOf(entity: EntityModel, properties: Record<string, unknown>): Record<string, unknown> {
+  const values: Record<string, unknown> = {};
+  for (const name of entity.fields.keys()) values[name] = properties[name] ?? null;
+  return values;
 }
 
 /** The address of the entity an entity or index entity's properties describe (its key fields are projected). */

@@ -4,15 +4,21 @@
  *
  * Grammar: literal text and placeholders `{name}` (a string, escaped by src/storage/key-escape.ts),
  * `{name:0N}` (a non-negative integer zero-padded to N digits, 1 ≤ N ≤ 19, so numbers sort as strings do) and
- * `{name:invertedTicks}` (the guide's "Log tail pattern": newest first). `{{`/`}}` are not supported; literal text
+ * `{name:invertedTicks}` (the guide's "Log tail pattern": newest first) and `{name:hashN}` (the value's hash
+ * bucket among N, 2 ≤ N ≤ 10000, zero-padded: see hash-bucket.ts). `{{`/`}}` are not supported; literal text
  * is written unescaped, so it may not contain `{`, `}` or a character keys forbid. Separators follow the guide's
  * "Compound key pattern" (`empid_000123_2012`): a variable-width string is always followed by `_` or the end.
  * Keys sort by ordinal comparison (UTF-16 code units, as JS `<` does): "Sorting data in the Table service".
  */
 import { ErrorCode, TablegraphError } from '../errors';
 import { FORBIDDEN_KEY_CHARS, escapeKeyValue, unescapeKeyValue } from '../storage/key-escape';
+import { bucketWidth, hashBucket } from './hash-bucket';
 
-export type PlaceholderFormat = { kind: 'string' } | { kind: 'padded'; width: number } | { kind: 'invertedTicks' };
+export type PlaceholderFormat =
+  | { kind: 'string' }
+  | { kind: 'padded'; width: number }
+  | { kind: 'invertedTicks' }
+  | { kind: 'hashBucket'; buckets: number };
 export type TemplateSegment =
   | { kind: 'literal'; text: string }
   | { kind: 'placeholder'; name: string; format: PlaceholderFormat };
@@ -90,10 +96,16 @@ export function parseKeyTemplate(source: string): KeyTemplate {
 
 function parseFormat(source: string, spec: string, at: number): PlaceholderFormat {
   if (spec === 'invertedTicks') return { kind: 'invertedTicks' };
+  const hash = /^hash(\d+)$/.exec(spec);
+  if (hash) {
+    const buckets = Number(hash[1]);
+    if (buckets >= 2 && buckets <= 10000) return { kind: 'hashBucket', buckets };
+    throw new KeyTemplateSyntaxError(source, at, `hash buckets must be 2..10000, got ${JSON.stringify(spec)}`);
+  }
   const width = /^0\d+$/.test(spec) ? Number(spec) : NaN;
   if (width >= 1 && width <= MAX_WIDTH) return { kind: 'padded', width };
   if (!Number.isNaN(width)) throw new KeyTemplateSyntaxError(source, at, `padding width must be 1..${MAX_WIDTH}, got ${JSON.stringify(spec)}`);
-  throw new KeyTemplateSyntaxError(source, at, `unknown format ${JSON.stringify(spec)}; use 0N (e.g. 08) or invertedTicks`);
+  throw new KeyTemplateSyntaxError(source, at, `unknown format ${JSON.stringify(spec)}; use 0N (e.g. 08), invertedTicks or hashN (e.g. hash64)`);
 }
 
 /**
@@ -145,6 +157,7 @@ export function renderKeyPrefix(t: KeyTemplate, values: Record<string, unknown>)
 function renderPlaceholder(field: string, format: PlaceholderFormat, value: unknown): string {
   if (value === undefined || value === null) throw badValue(field, `a value for ${field} is required to build the key`);
   if (format.kind === 'padded') return paddedValue(field, value, format.width);
+  if (format.kind === 'hashBucket') return hashBucket(stringValue(field, value), format.buckets);
   return format.kind === 'string' ? escapeKeyValue(stringValue(field, value)) : invertedTicksValue(field, value);
 }
 
@@ -210,6 +223,7 @@ function keyPattern(t: KeyTemplate): RegExp {
   const parts = t.segments.map((seg) => {
     if (seg.kind === 'literal') return seg.text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
     if (seg.format.kind === 'padded') return `(\\d{${seg.format.width}})`;
+    if (seg.format.kind === 'hashBucket') return `(\\d{${bucketWidth(seg.format.buckets)}})`;
     return seg.format.kind === 'invertedTicks' ? '(\\d{19})' : '([^_]*)';
   });
   const re = new RegExp(`^${parts.join('')}$`);
@@ -232,6 +246,7 @@ export function parseKey(t: KeyTemplate, key: string): Record<string, string> | 
     for (const seg of t.segments) {
       if (seg.kind === 'literal') continue;
       const raw = m[group++];
+      if (seg.format.kind === 'hashBucket') continue; // a hash does not give its value back
       if (seg.format.kind === 'string') out[seg.name] = unescapeKeyValue(raw);
       else if (seg.format.kind === 'padded') out[seg.name] = BigInt(raw).toString();
       else out[seg.name] = fromInvertedTicks(raw).toISOString();

@@ -7,11 +7,14 @@ import { getNamedType, isListType, isNonNullType, isObjectType, type GraphQLObje
 import { KeyTemplateSyntaxError, checkTemplateSeparators, parseKeyTemplate, type KeyTemplate } from './key-template';
 import { readEntity, readIndexes, readPoint, readRange } from './directives';
 import { edmTypeOf } from './edm-mapping';
-import { ENTITY_TYPE_PROPERTY, type EntityModel, type IndexModel, type Layout, type StoredField } from './types';
+import { ENTITY_TYPE_PROPERTY, VERSION_PROPERTY, type EntityModel, type IndexModel, type Layout, type StoredField } from './types';
 import type { SchemaProblems } from './schema-errors';
 
 /** Property names the Table service or tablegraph itself uses. */
-const RESERVED_PROPERTIES = new Set(['PartitionKey', 'RowKey', 'Timestamp', 'etag', ENTITY_TYPE_PROPERTY]);
+const RESERVED_PROPERTIES = new Set(['PartitionKey', 'RowKey', 'Timestamp', 'etag', ENTITY_TYPE_PROPERTY, VERSION_PROPERTY]);
+
+/** The field that exposes the entity's ETag; not stored. */
+export const ETAG_FIELD = 'etag';
 
 /** Parses a template, recording a problem (with the directive's location) instead of throwing. */
 export function parseTemplate(
@@ -34,6 +37,10 @@ export function parseTemplate(
   }
 }
 
+function unwrap<T>(type: T): T {
+  return (isNonNullType(type) ? type.ofType : type) as T;
+}
+
 function storedFields(type: GraphQLObjectType, schema: GraphQLSchema, problems: SchemaProblems): Map<string, StoredField> {
   const fields = new Map<string, StoredField>();
   for (const field of Object.values(type.getFields())) {
@@ -41,6 +48,7 @@ function storedFields(type: GraphQLObjectType, schema: GraphQLSchema, problems: 
     if (readPoint(schema, field.astNode) || readRange(schema, field.astNode)) continue;
     const named = getNamedType(field.type);
     if (isObjectType(named)) continue; // checked by access-paths.ts: an object field needs an access path
+    if (field.name === ETAG_FIELD && named.name === 'String' && !isListType(unwrap(field.type))) continue;
     const edm = edmTypeOf(named);
     if (!edm) {
       problems.add(coordinate, `type ${named.name} cannot be stored as a property (use Int, Float, String, ID, Boolean, Long, DateTime or an enum)`, field.astNode);
@@ -61,14 +69,25 @@ function storedFields(type: GraphQLObjectType, schema: GraphQLSchema, problems: 
   return fields;
 }
 
-/** Problems with a template's placeholders against the fields they must name. */
-function checkPlaceholders(t: KeyTemplate, what: string, fields: Map<string, StoredField>, coordinate: string, node: ASTNode | undefined, problems: SchemaProblems): void {
+/**
+ * Problems with a template's placeholders against the fields they must name. An index may name nullable fields:
+ * it is then sparse (an entity without a value has no index entity), as a DynamoDB sparse index.
+ */
+function checkPlaceholders(
+  t: KeyTemplate,
+  what: string,
+  fields: Map<string, StoredField>,
+  coordinate: string,
+  node: ASTNode | undefined,
+  problems: SchemaProblems,
+  allowNullable = false,
+): void {
   for (const seg of t.segments) {
     if (seg.kind !== 'placeholder') continue;
     const field = fields.get(seg.name);
     if (!field) {
       problems.add(coordinate, `${what} template "${t.source}" names {${seg.name}}, which is not a stored field of the type`, node);
-    } else if (!field.nonNull) {
+    } else if (!field.nonNull && !allowNullable) {
       problems.add(coordinate, `${what} template "${t.source}" names {${seg.name}}, which is nullable: a key part must always have a value`, node);
     } else if (seg.format.kind === 'padded' && !['Int', 'ID', 'Long'].includes(field.graphqlType)) {
       problems.add(coordinate, `${what} template "${t.source}" pads {${seg.name}}, a ${field.graphqlType}: padding needs an Int, Long or ID holding an integer`, node);
@@ -101,6 +120,8 @@ export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, t
       fields,
       keyFields: [...new Set([...pk.fields, ...rk.fields])],
       indexes: new Map(),
+      exposesEtag: Boolean(type.getFields()[ETAG_FIELD]) && !fields.has(ETAG_FIELD),
+      summaryFields: new Set(),
       node: directive.node,
     };
     checkTableName(tablePrefix + directive.table, type.name, directive.node, problems);
@@ -113,8 +134,8 @@ export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, t
       const ipk = d.partitionKey === undefined ? pk : parseTemplate(d.partitionKey, 'PartitionKey', coordinate, d.node, problems);
       const irk = parseTemplate(d.rowKey, 'RowKey', coordinate, d.node, problems);
       if (!ipk || !irk) continue;
-      checkPlaceholders(ipk, 'PartitionKey', fields, coordinate, d.node, problems);
-      checkPlaceholders(irk, 'RowKey', fields, coordinate, d.node, problems);
+      checkPlaceholders(ipk, 'PartitionKey', fields, coordinate, d.node, problems, true);
+      checkPlaceholders(irk, 'RowKey', fields, coordinate, d.node, problems, true);
       for (const name of d.include) {
         if (!fields.has(name)) problems.add(coordinate, `include names "${name}", which is not a stored field of ${type.name}`, d.node);
       }

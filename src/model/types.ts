@@ -34,6 +34,10 @@ export interface EntityModel {
   /** Fields of the PartitionKey and RowKey templates: what identifies one entity. */
   keyFields: string[];
   indexes: Map<string, IndexModel>;
+  /** Whether the type has an `etag: String` field: the entity's ETag, for `ifMatch` on a later write. */
+  exposesEtag: boolean;
+  /** Stored fields that summaries maintain (`@summary`): written by the write path, never by a client. */
+  summaryFields: Set<string>;
   /** The `@entity` directive, for error locations. */
   node?: ASTNode;
 }
@@ -103,9 +107,45 @@ export interface RangePath extends AccessPathBase {
 
 export type AccessPath = PointPath | RangePath;
 
+/** One term of a summed summary: a product of numeric fields and constants. */
+export type SummaryFactor = { field: string } | { constant: number };
+
+/**
+ * A summary value (`@summary`) on a holder entity, kept by every write of an `of` entity in the same EGT
+ * ("Entity Group Transactions"). Each `of` entity contributes 1 (count) or the sum of its terms.
+ */
+export interface SummaryModel {
+  holder: EntityModel;
+  /** The holder's stored field that holds the value. */
+  field: string;
+  of: EntityModel;
+  /** The `of` entity's point path to its holder (same table and partition). */
+  via: PointPath;
+  count: boolean;
+  /** Terms added up when not a count; each term is a product of factors. */
+  terms: SummaryFactor[][];
+}
+
+export type WriteAction = 'CREATE' | 'UPDATE' | 'REPLACE' | 'DELETE';
+
+/** A mutation field (`@write`): one write of one entity and what it fans out to. */
+export interface WriteModel {
+  coordinate: string;
+  entity: EntityModel;
+  action: WriteAction;
+  /** Stored fields the input may set. */
+  inputFields: Set<string>;
+  /** The payload type's field that returns the written entity. */
+  payloadField: string;
+}
+
 /** The compiled schema's storage design. */
 export interface Model {
   entities: Map<string, EntityModel>;
+  /** Every summary value, by `Holder.field`. */
+  summaries: Map<string, SummaryModel>;
+  /** Every mutation field, by `Mutation.field`. */
+  writes: Map<string, WriteModel>;
   /** Every field that reads storage, by `Type.field`. */
   accessPaths: Map<string, AccessPath>;
   /** Connection types (name → node entity name), recognised by their Relay shape. */
@@ -116,3 +156,9 @@ export interface Model {
 
 /** Name of the property that tells the types in a shared partition apart. */
 export const ENTITY_TYPE_PROPERTY = 'EntityType';
+
+/**
+ * Name of the Int32 property the write path increments on every write of an entity: fan-out messages name the
+ * version a write creates, so the worker can tell whether that write is visible yet (DESIGN.md §4.2).
+ */
+export const VERSION_PROPERTY = 'Version';

@@ -5,8 +5,10 @@
 import { isObjectType, isScalarType, type GraphQLSchema } from 'graphql';
 import type { Model } from '../model/types';
 import type { RequestContext } from './context';
-import { fieldValue, type EntityNode } from './entity-node';
+import { ETAG_FIELD } from '../model/layouts';
+import { etagOf, fieldValue, type EntityNode } from './entity-node';
 import { pointResolver, rangeResolver } from './path-resolvers';
+import { writeResolver } from './write-resolvers';
 import { implementScalars } from './scalars';
 
 /**
@@ -19,8 +21,13 @@ export function attachResolvers(schema: GraphQLSchema, model: Model): GraphQLSch
     const entity = model.entities.get(type.name);
     for (const field of Object.values(type.getFields())) {
       const path = model.accessPaths.get(`${type.name}.${field.name}`);
-      if (path) {
+      const write = model.writes.get(`${type.name}.${field.name}`);
+      if (write) {
+        field.resolve = writeResolver(write);
+      } else if (path) {
         field.resolve = path.kind === 'point' ? pointResolver(path) : rangeResolver(path);
+      } else if (entity?.exposesEtag && field.name === ETAG_FIELD) {
+        field.resolve = (node: EntityNode, _args, ctx: RequestContext, info) => etagOf(node, ctx, info);
       } else if (entity?.fields.has(field.name)) {
         const name = field.name;
         field.resolve = (node: EntityNode, _args, ctx: RequestContext, info) => fieldValue(node, name, ctx, info);

@@ -9,12 +9,17 @@ import type { CursorCodec } from '../read/cursor';
 import { createLoaders, type Loaders } from '../read/loaders';
 import { collectProjection, type Projection } from '../read/projection';
 import type { TableStore } from '../storage/table-store';
+import type { WriteExecutor } from '../write/write-executor';
 
 export interface RequestContext {
   model: Model;
   loaders: Loaders;
   cost: CostTracker;
   cursors: CursorCodec;
+  /** Runs mutations; absent on a read-only server. */
+  writer?: WriteExecutor;
+  /** Inter-partition indexes this request read (`Type.index`): their answers are eventually consistent. */
+  eventuallyConsistent: Set<string>;
   /** The properties this request reads of each entity type (the same for every resolver of the request). */
   projection(info: GraphQLResolveInfo): Projection;
 }
@@ -26,6 +31,7 @@ export interface ContextDeps {
   cursors: CursorCodec;
   /** Storage calls in flight at once per request (calls). */
   readConcurrency: number;
+  writer?: WriteExecutor;
 }
 
 /** A fresh context for one request: new loaders (never shared between requests or users) and a new CostTracker. */
@@ -35,6 +41,8 @@ export function createRequestContext(deps: ContextDeps): RequestContext {
   return {
     model: deps.model,
     cursors: deps.cursors,
+    writer: deps.writer,
+    eventuallyConsistent: new Set(),
     cost,
     loaders: createLoaders(deps.store, { concurrency: deps.readConcurrency, observer: cost }),
     projection(info) {

@@ -28,6 +28,11 @@ export async function fieldValue(node: EntityNode, name: string, ctx: RequestCon
   return primary.properties[name] ?? null;
 }
 
+/** The entity's ETag (an index entity's own ETag is not the entity's: the entity is read for it). */
+export async function etagOf(node: EntityNode, ctx: RequestContext, info: GraphQLResolveInfo): Promise<string> {
+  return node.fromIndex ? (await loadPrimary(node, ctx, info)).etag : node.stored.etag;
+}
+
 async function loadPrimary(node: EntityNode, ctx: RequestContext, info: GraphQLResolveInfo): Promise<StoredEntity> {
   const address = primaryAddress(node.entity, node.stored.properties);
   const stored = await ctx.loaders.point.load({ ...address, select: entitySelect(ctx.projection(info), node.entity) });

@@ -19,6 +19,11 @@ function expectedType(path: PointPath | RangePath): string {
   return path.index ? path.index.entityType : path.target.entityType;
 }
 
+/** Notes, for the response's extensions, that the request read an eventually consistent index. */
+function noteConsistency(path: PointPath | RangePath, ctx: RequestContext): void {
+  if (path.index?.scope === 'interPartition') ctx.eventuallyConsistent.add(`${path.target.name}.${path.index.name}`);
+}
+
 function toNode(path: PointPath | RangePath, stored: StoredEntity): EntityNode {
   return { entity: path.target, stored, fromIndex: path.index };
 }
@@ -33,6 +38,7 @@ function toNode(path: PointPath | RangePath, stored: StoredEntity): EntityNode {
 export function pointResolver(path: PointPath): Resolver {
   return async (parent, args, ctx, info) => {
     const values = await bindingValues([path.partitionKey, path.rowKey], parent, args, ctx, info);
+    noteConsistency(path, ctx);
     const projection = ctx.projection(info);
     const stored = await ctx.loaders.point.load({
       table: path.table,
@@ -68,6 +74,7 @@ export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode 
       throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `first must be between 0 and ${path.maxPageSize} (got ${first})`, { argument: 'first', max: path.maxPageSize });
     }
     const values = await bindingValues([path.partitionKey, path.rowKeyPrefix, path.rowKeyFrom, path.rowKeyTo], parent, args, ctx, info);
+    noteConsistency(path, ctx);
     const partitionKey = renderKey(path.partitionKey.template, values);
     let rowKeyFrom: string | undefined;
     let rowKeyTo: string | undefined;

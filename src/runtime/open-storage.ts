@@ -6,11 +6,14 @@ import type { Config } from '../config';
 import type { Logger } from '../log';
 import { ensureEmbeddedAzurite, type AzuriteHandle } from '../storage/azurite';
 import { resolveTarget } from '../storage/connection';
+import { QueueStore } from '../storage/queue-store';
 import { TableStore } from '../storage/table-store';
 import type { StorageTarget } from '../storage/types';
 
 export interface OpenStorage {
   store: TableStore;
+  /** The queues of the same account (fan-out messages). */
+  queues: QueueStore;
   connectionString: string;
   target: StorageTarget;
   /** The embedded Azurite, when no connection string is configured. */
@@ -32,6 +35,7 @@ export async function openStorage(config: Config, log: Logger): Promise<OpenStor
   const store = new TableStore({ connectionString, target, timeoutMs: config.storageTimeoutMs });
   return {
     store,
+    queues: new QueueStore({ connectionString, timeoutMs: config.storageTimeoutMs }),
     connectionString,
     target,
     azurite,

@@ -12,12 +12,17 @@ import { seedIfEmpty } from '../import/seed';
 import { CursorCodec } from '../read/cursor';
 import { attachResolvers } from '../resolvers/attach';
 import { createGraphqlApp } from '../server/app';
+import { createFanoutWorker, ensureFanoutQueues, fanoutQueueNames, queueSender } from '../worker/fanout-worker';
+import type { QueueWorker } from '../worker/queue-worker';
+import { WriteExecutor } from '../write/write-executor';
 import type { OpenStorage } from './open-storage';
 
 export interface RunningServer {
   /** e.g. `http://127.0.0.1:4000/graphql` */
   url: string;
   port: number;
+  /** The fan-out worker running inside the server (TABLEGRAPH_WORKER=inline), if any. */
+  worker?: QueueWorker;
   /** Stops accepting connections, lets in-flight requests finish (at most `graceMs`, default 10000 ms), stops Apollo. */
   close(graceMs?: number): Promise<void>;
 }
@@ -35,6 +40,9 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
   });
   attachResolvers(schema, model);
   for (const table of model.tables) await storage.store.ensureTable(table);
+  await ensureFanoutQueues(storage.queues, config.tablePrefix);
+  const queues = fanoutQueueNames(config.tablePrefix);
+  const writer = new WriteExecutor({ model, store: storage.store, fanout: queueSender(storage.queues, queues.queue) });
   if (await seedIfEmpty(storage.store, model)) log.info('empty store: loaded the guide\'s example rows (Marketing, Sales)');
   if (!config.cursorSecret) log.warn('TABLEGRAPH_CURSOR_SECRET is not set: cursors are signed with a random key and expire when the server restarts');
   const { app, apollo } = await createGraphqlApp({
@@ -43,9 +51,26 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     store: storage.store,
     cursors: new CursorCodec(config.cursorSecret),
     readConcurrency: config.readConcurrency,
+    writer,
     log,
     storageTarget: storage.target,
+    queues: storage.queues,
+    queueNames: queues,
+    worker: () => worker,
   });
+  const worker =
+    config.worker === 'inline'
+      ? createFanoutWorker({
+          model,
+          store: storage.store,
+          queues: storage.queues,
+          tablePrefix: config.tablePrefix,
+          log: log.child({ component: 'worker' }),
+          concurrency: config.workerConcurrency,
+          maxDequeueCount: config.maxDequeueCount,
+          settleMs: config.settleMs,
+        })
+      : undefined;
   const server: Server = createServer(app);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -53,10 +78,14 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
   });
   const port = (server.address() as AddressInfo).port;
   const url = `http://${config.host}:${port}/graphql`;
+  worker?.start();
   return {
     url,
     port,
+    worker,
     async close(graceMs = 10000) {
+      // The worker first: it finishes the messages in hand (never half-applied) and takes no new one.
+      await worker?.stop();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
       const timer = setTimeout(() => server.closeAllConnections(), graceMs);

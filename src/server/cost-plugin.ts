@@ -1,4 +1,7 @@
-/** An Apollo plugin that puts each request's storage cost into the response's `extensions.cost`. */
+/**
+ * An Apollo plugin that puts each request's storage cost into the response's `extensions.cost`, and says in
+ * `extensions.consistency` whether it read an eventually consistent (inter-partition) index.
+ */
 import type { ApolloServerPlugin } from '@apollo/server';
 import type { RequestContext } from '../resolvers/context';
 
@@ -7,7 +10,12 @@ export const costPlugin: ApolloServerPlugin<RequestContext> = {
     return {
       async willSendResponse({ response, contextValue }) {
         if (response.body.kind !== 'single') return;
-        response.body.singleResult.extensions = { ...response.body.singleResult.extensions, cost: contextValue.cost.snapshot() };
+        const eventual = [...contextValue.eventuallyConsistent].sort();
+        response.body.singleResult.extensions = {
+          ...response.body.singleResult.extensions,
+          cost: contextValue.cost.snapshot(),
+          consistency: { eventual: eventual.length > 0, indexes: eventual },
+        };
       },
     };
   },

@@ -9,6 +9,7 @@ import { compileSchema, type CompiledSchema } from '../../src/model/compile';
 import { loadSchemaSources } from '../../src/model/load-schema';
 import type { OpenStorage } from '../../src/runtime/open-storage';
 import { startServer, type RunningServer } from '../../src/runtime/start-server';
+import { QueueStore } from '../../src/storage/queue-store';
 import { TableStore } from '../../src/storage/table-store';
 
 export const ROOT = path.resolve(__dirname, '../..');
@@ -29,6 +30,10 @@ export function uniquePrefix(): string {
 
 export function testStore(): TableStore {
   return new TableStore({ connectionString: connectionString(), target: 'azurite' });
+}
+
+export function testQueues(): QueueStore {
+  return new QueueStore({ connectionString: connectionString() });
 }
 
 /** The shipped schema (schema/), its tables prefixed. */
@@ -57,7 +62,7 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
     ROOT,
   );
   const store = new TableStore({ connectionString: connectionString(), target: 'azurite' });
-  const storage: OpenStorage = { store, connectionString: connectionString(), target: 'azurite', close: async () => {} };
+  const storage: OpenStorage = { store, queues: testQueues(), connectionString: connectionString(), target: 'azurite', close: async () => {} };
   const server = await startServer(config, storage, createLogger({ level: 'silent' }));
   return {
     ...server,

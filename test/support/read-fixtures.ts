@@ -13,6 +13,7 @@ import { planEgtBatches, writeEgtBatches } from '../../src/write/egt-batches';
 export interface EmployeeRow {
   id: string;
   departmentId: string;
+  email: string;
   firstName: string;
   lastName: string;
   title: string;
@@ -39,6 +40,7 @@ export function employeeRow(departmentId: string, id: number): EmployeeRow {
   return {
     id: String(id),
     departmentId,
+    email: `employee${id}@${departmentId.toLowerCase().replace(/[^a-z0-9]/g, '')}.example`,
     firstName: FIRST_NAMES[id % FIRST_NAMES.length],
     lastName: id % 35 === 0 ? 'WILLIAMS' : LAST_NAMES[id % LAST_NAMES.length],
     title: id % 7 === 0 ? 'ENGINEER I/II #' + (id % 3) : 'ENGINEER',

@@ -1,0 +1,47 @@
+/**
+ * `npm run worker`: the fan-out worker alone, for scaling out (several workers on one queue are competing
+ * consumers). Start the server with TABLEGRAPH_WORKER=off to leave all fan-out to such workers. Stops gracefully
+ * on SIGTERM/SIGINT: messages in hand are finished, none is half-applied.
+ */
+import { loadConfig } from '../config';
+import { createLogger } from '../log';
+import { compileSchema } from '../model/compile';
+import { loadSchemaSources } from '../model/load-schema';
+import { openStorage } from '../runtime/open-storage';
+import { createFanoutWorker, ensureFanoutQueues, fanoutQueueNames } from '../worker/fanout-worker';
+import { runMain } from './run-main';
+
+runMain('worker', async (log) => {
+  const config = loadConfig();
+  log.level = config.logLevel;
+  const { model } = compileSchema(loadSchemaSources(config.schemaDir), { tablePrefix: config.tablePrefix });
+  const storage = await openStorage(config, log);
+  for (const table of model.tables) await storage.store.ensureTable(table);
+  await ensureFanoutQueues(storage.queues, config.tablePrefix);
+  const worker = createFanoutWorker({
+    model,
+    store: storage.store,
+    queues: storage.queues,
+    tablePrefix: config.tablePrefix,
+    log,
+    concurrency: config.workerConcurrency,
+    maxDequeueCount: config.maxDequeueCount,
+    settleMs: config.settleMs,
+  });
+  worker.start();
+  log.info({ queue: fanoutQueueNames(config.tablePrefix).queue, concurrency: config.workerConcurrency }, 'fan-out worker started');
+  const report = setInterval(() => log.info(worker.stats(), 'fan-out worker'), 60000);
+  report.unref();
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'stopping: finishing the messages in hand');
+    await worker.stop();
+    await storage.close('ifStartedHere');
+    log.info(worker.stats(), 'stopped');
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}, createLogger);

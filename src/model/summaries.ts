@@ -1,0 +1,124 @@
+/**
+ * Compiles `@summary` fields: summary values (a department's employee count and payroll) that every write of the
+ * summarised entities keeps in the same EGT, because holder and summarised entities share a partition (the guide:
+ * "Entity Group Transactions", and its advice to keep aggregates beside the data they count).
+ */
+import { isObjectType, type GraphQLSchema } from 'graphql';
+import { readSummary } from './directives';
+import type { SchemaProblems } from './schema-errors';
+import type { AccessPath, EntityModel, SummaryFactor, SummaryModel } from './types';
+
+const NUMERIC = new Set(['Int', 'Float']);
+
+/** Parses `"hourlyRate * typicalHours * 52"` into factors; undefined (with a problem) when malformed. */
+function parseTerm(term: string, of: EntityModel, coordinate: string, problems: SchemaProblems, node: SummaryModelNode): SummaryFactor[] | undefined {
+  const factors: SummaryFactor[] = [];
+  for (const raw of term.split('*').map((f) => f.trim())) {
+    if (/^-?\d+(\.\d+)?$/.test(raw)) {
+      factors.push({ constant: Number(raw) });
+    } else if (NUMERIC.has(of.fields.get(raw)?.graphqlType ?? '')) {
+      factors.push({ field: raw });
+    } else {
+      problems.add(coordinate, `sum term "${term}": "${raw}" is neither a number nor an Int or Float field of ${of.name}`, node);
+      return undefined;
+    }
+  }
+  return factors;
+}
+
+type SummaryModelNode = Parameters<SchemaProblems['add']>[2];
+
+/**
+ * Reads every `@summary` field. Marks them in the holder's `summaryFields` (clients never write them).
+ * @param accessPaths the compiled access paths (the `via` field's path is looked up there)
+ */
+export function buildSummaries(
+  schema: GraphQLSchema,
+  entities: Map<string, EntityModel>,
+  accessPaths: Map<string, AccessPath>,
+  problems: SchemaProblems,
+): Map<string, SummaryModel> {
+  const summaries = new Map<string, SummaryModel>();
+  for (const type of Object.values(schema.getTypeMap())) {
+    if (!isObjectType(type) || type.name.startsWith('__')) continue;
+    for (const field of Object.values(type.getFields())) {
+      const d = readSummary(schema, field.astNode);
+      if (!d) continue;
+      const coordinate = `${type.name}.${field.name}`;
+      const holder = entities.get(type.name);
+      const stored = holder?.fields.get(field.name);
+      if (!holder || !stored) {
+        problems.add(coordinate, '@summary goes on a stored field of an @entity type', d.node);
+        continue;
+      }
+      const of = entities.get(d.of);
+      if (!of) {
+        problems.add(coordinate, `@summary(of: "${d.of}"): no @entity type of that name`, d.node);
+        continue;
+      }
+      if (d.count === (d.sum.length > 0)) {
+        problems.add(coordinate, '@summary needs either count: true or a sum, not both', d.node);
+        continue;
+      }
+      if (!NUMERIC.has(stored.graphqlType) || (d.count && stored.graphqlType !== 'Int') || !stored.nonNull) {
+        problems.add(coordinate, `a ${d.count ? 'count' : 'sum'} is held in a non-null ${d.count ? 'Int' : 'Int or Float'} field`, d.node);
+        continue;
+      }
+      const via = accessPaths.get(`${of.name}.${d.via}`);
+      if (!via || via.kind !== 'point' || via.target !== holder || via.index) {
+        problems.add(coordinate, `@summary(via: "${d.via}"): ${of.name}.${d.via} must be a @point field reaching ${holder.name} itself`, d.node);
+        continue;
+      }
+      if (!samePartition(via, of)) {
+        problems.add(
+          coordinate,
+          `${holder.name} must share ${of.name}'s table and PartitionKey ("${of.layout.partitionKey.source}") so the summary is kept in the same EGT`,
+          d.node,
+        );
+        continue;
+      }
+      const terms = d.sum.map((t) => parseTerm(t, of, coordinate, problems, d.node));
+      if (terms.some((t) => t === undefined)) continue;
+      holder.summaryFields.add(field.name);
+      summaries.set(coordinate, { holder, field: field.name, of, via, count: d.count, terms: terms as SummaryFactor[][] });
+    }
+  }
+  return summaries;
+}
+
+/** The `via` path's PartitionKey is the `of` entity's own: same template, each placeholder from the same field. */
+function samePartition(via: AccessPath, of: EntityModel): boolean {
+  if (via.table !== of.layout.table) return false;
+  const a = via.partitionKey.template.segments;
+  const b = of.layout.partitionKey.segments;
+  if (a.length !== b.length) return false;
+  return a.every((seg, i) => {
+    const other = b[i];
+    if (seg.kind === 'literal' || other.kind === 'literal') return seg.kind === 'literal' && other.kind === 'literal' && seg.text === other.text;
+    const binding = via.partitionKey.bindings.get(seg.name);
+    return binding?.source === 'parent' && binding.name === other.name && seg.format.kind === other.format.kind;
+  });
+}
+
+/**
+ * The contribution of one entity's values to a summary: 1 for a count, else the sum of the products of its
+ * terms (a term with a null factor adds 0). Values in the summary's own unit (entities, or e.g. USD).
+ */
+export function summaryContribution(summary: SummaryModel, values: Record<string, unknown> | null): number {
+  if (!values) return 0;
+  if (summary.count) return 1;
+  let total = 0;
+  for (const term of summary.terms) {
+    let product = 1;
+    for (const f of term) {
+      const v = 'constant' in f ? f.constant : values[f.field];
+      if (typeof v !== 'number') {
+        product = 0;
+        break;
+      }
+      product *= v;
+    }
+    total += product;
+  }
+  return total;
+}

@@ -1,0 +1,122 @@
+/**
+ * Compiles the Mutation type's `@write` fields: which entity each writes, how (the guide's "Merge or replace"),
+ * and which of its fields the input may set. Summary fields are never input: the write path keeps them.
+ */
+import {
+  getNamedType,
+  isInputObjectType,
+  isNonNullType,
+  isObjectType,
+  type GraphQLField,
+  type GraphQLSchema,
+} from 'graphql';
+import { readWrite } from './directives';
+import type { SchemaProblems } from './schema-errors';
+import type { EntityModel, WriteModel } from './types';
+
+/** The input field that carries the ETag a client read (UPDATE, REPLACE, DELETE). */
+export const IF_MATCH_FIELD = 'ifMatch';
+
+/**
+ * @returns the write models by `Mutation.field`, and the names of the payload types they return (object types
+ *   that are neither entities nor connections, resolved from the write's result)
+ */
+export function buildWrites(
+  schema: GraphQLSchema,
+  entities: Map<string, EntityModel>,
+  problems: SchemaProblems,
+): { writes: Map<string, WriteModel>; payloads: Set<string> } {
+  const writes = new Map<string, WriteModel>();
+  const payloads = new Set<string>();
+  const mutation = schema.getMutationType();
+  if (!mutation) return { writes, payloads };
+  for (const field of Object.values(mutation.getFields())) {
+    const coordinate = `${mutation.name}.${field.name}`;
+    const d = readWrite(schema, field.astNode);
+    if (!d) {
+      problems.add(coordinate, 'has no @write: tablegraph does not know what it writes', field.astNode);
+      continue;
+    }
+    const entity = entities.get(d.entity);
+    if (!entity) {
+      problems.add(coordinate, `@write(entity: "${d.entity}"): no @entity type of that name`, d.node);
+      continue;
+    }
+    const inputFields = checkInput(field, entity, d.action, coordinate, problems);
+    const payloadField = checkPayload(field, entity, coordinate, problems);
+    if (!inputFields || !payloadField) continue;
+    payloads.add(getNamedType(field.type).name);
+    writes.set(coordinate, { coordinate, entity, action: d.action, inputFields, payloadField });
+  }
+  return { writes, payloads };
+}
+
+function checkInput(
+  field: GraphQLField<unknown, unknown>,
+  entity: EntityModel,
+  action: WriteModel['action'],
+  coordinate: string,
+  problems: SchemaProblems,
+): Set<string> | undefined {
+  const arg = field.args.length === 1 ? field.args[0] : undefined;
+  const input = arg && isNonNullType(arg.type) ? arg.type.ofType : undefined;
+  if (!arg || arg.name !== 'input' || !isInputObjectType(input)) {
+    problems.add(coordinate, 'a @write field takes exactly one argument, `input: <InputObject>!`', field.astNode);
+    return undefined;
+  }
+  const given = input.getFields();
+  const names = new Set<string>();
+  let ok = true;
+  const fail = (message: string) => {
+    problems.add(coordinate, message, field.astNode);
+    ok = false;
+  };
+  for (const f of Object.values(given)) {
+    if (f.name === IF_MATCH_FIELD) {
+      if (action === 'CREATE' || getNamedType(f.type).name !== 'String' || isNonNullType(f.type)) {
+        fail(`${input.name}.${IF_MATCH_FIELD}: a nullable String, on UPDATE, REPLACE and DELETE inputs only`);
+      }
+      continue;
+    }
+    const stored = entity.fields.get(f.name);
+    if (!stored) {
+      fail(`${input.name}.${f.name} is not a stored field of ${entity.name}`);
+    } else if (entity.summaryFields.has(f.name)) {
+      fail(`${input.name}.${f.name} is a summary value: the write path keeps it, clients do not set it`);
+    } else if (getNamedType(f.type).name !== stored.graphqlType) {
+      fail(`${input.name}.${f.name} is a ${getNamedType(f.type).name}, but ${entity.name}.${f.name} is a ${stored.graphqlType}`);
+    } else {
+      names.add(f.name);
+    }
+  }
+  for (const key of entity.keyFields) {
+    if (!given[key] || !isNonNullType(given[key].type)) fail(`${input.name} needs the key field \`${key}\` as non-null`);
+  }
+  if (action === 'CREATE' || action === 'REPLACE') {
+    for (const stored of entity.fields.values()) {
+      if (stored.nonNull && !entity.summaryFields.has(stored.name) && !(given[stored.name] && isNonNullType(given[stored.name].type))) {
+        fail(`${input.name} needs \`${stored.name}\` as non-null: ${entity.name}.${stored.name} is non-null`);
+      }
+    }
+  }
+  if (action === 'DELETE') {
+    for (const name of names) if (!entity.keyFields.includes(name)) fail(`${input.name}.${name}: a DELETE input holds key fields and ifMatch only`);
+  }
+  if (action === 'UPDATE') {
+    for (const name of names) {
+      if (!entity.keyFields.includes(name) && isNonNullType(given[name].type)) fail(`${input.name}.${name} must be nullable: UPDATE changes only the fields given`);
+    }
+  }
+  return ok ? names : undefined;
+}
+
+function checkPayload(field: GraphQLField<unknown, unknown>, entity: EntityModel, coordinate: string, problems: SchemaProblems): string | undefined {
+  const payload = getNamedType(field.type);
+  const fields = isObjectType(payload) ? Object.values(payload.getFields()) : [];
+  const entityFields = fields.filter((f) => getNamedType(f.type).name === entity.name);
+  if (!isObjectType(payload) || entityFields.length !== 1 || fields.length !== 1) {
+    problems.add(coordinate, `returns ${payload.name}, which must be an object type with exactly one field, of type ${entity.name}`, field.astNode);
+    return undefined;
+  }
+  return entityFields[0].name;
+}

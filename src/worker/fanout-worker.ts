@@ -1,0 +1,81 @@
+/**
+ * The fan-out worker: a QueueWorker whose handler decodes fan-out messages and reconciles the derived entities
+ * they name (reconciler.ts). Runs inside the server by default and alone as `npm run worker`; several workers on
+ * one queue are competing consumers ("Eventually consistent transactions pattern").
+ */
+import type { Logger } from '../log';
+import type { Model } from '../model/types';
+import { queueName, type QueueStore } from '../storage/queue-store';
+import type { TableStore } from '../storage/table-store';
+import { decodeFanout } from '../write/fanout-message';
+import type { FanoutSender } from '../write/write-executor';
+import { QueueWorker } from './queue-worker';
+import { reconcile, type ReconcileOptions } from './reconciler';
+
+/** The fan-out queue and its poison queue, for a table prefix. */
+export function fanoutQueueNames(tablePrefix: string): { queue: string; poison: string } {
+  return { queue: queueName(tablePrefix, 'fanout'), poison: queueName(tablePrefix, 'fanout-poison') };
+}
+
+/** Sends fan-out messages to the queue (what the WriteExecutor needs). */
+export function queueSender(queues: QueueStore, queue: string): FanoutSender {
+  return { send: (text) => queues.send(queue, text) };
+}
+
+export interface FanoutWorkerOptions {
+  model: Model;
+  store: TableStore;
+  queues: QueueStore;
+  tablePrefix: string;
+  log?: Logger;
+  /** Messages handled at once (messages, default 8). */
+  concurrency?: number;
+  /** Receives before a message goes to the poison queue (default 5). */
+  maxDequeueCount?: number;
+  /** How long a message waits for its write to become visible (ms, default 30000); see reconciler.ts. */
+  settleMs?: number;
+  /** Seconds a received message stays invisible to other workers (default 30). */
+  visibilityTimeoutSeconds?: number;
+  /** Test hook, see ReconcileOptions.afterUpserts. */
+  afterUpserts?: ReconcileOptions['afterUpserts'];
+}
+
+/** Creates (without starting) the fan-out worker; call ensureFanoutQueues first. */
+export function createFanoutWorker(opts: FanoutWorkerOptions): QueueWorker {
+  const names = fanoutQueueNames(opts.tablePrefix);
+  return new QueueWorker({
+    queues: opts.queues,
+    queue: names.queue,
+    poisonQueue: names.poison,
+    maxDequeueCount: opts.maxDequeueCount,
+    concurrency: opts.concurrency,
+    visibilityTimeoutSeconds: opts.visibilityTimeoutSeconds,
+    log: opts.log,
+    enqueuedAt(text) {
+      try {
+        return decodeFanout(text).enqueuedAt;
+      } catch {
+        return undefined;
+      }
+    },
+    async handle(text) {
+      const message = decodeFanout(text);
+      const result = await reconcile(message, {
+        model: opts.model,
+        store: opts.store,
+        settleMs: opts.settleMs,
+        afterUpserts: opts.afterUpserts,
+        onUniqueConflict: (address) =>
+          opts.log?.warn({ messageId: message.id, table: address.table, key: address.partitionKey }, 'a unique index entity belongs to another entity; left as it is'),
+      });
+      return result.kind === 'done' ? { kind: 'done' } : { kind: 'retryLater', afterMs: result.afterMs };
+    },
+  });
+}
+
+/** Creates the fan-out queue and its poison queue if missing. */
+export async function ensureFanoutQueues(queues: QueueStore, tablePrefix: string): Promise<void> {
+  const names = fanoutQueueNames(tablePrefix);
+  await queues.ensureQueue(names.queue);
+  await queues.ensureQueue(names.poison);
+}

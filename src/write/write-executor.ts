@@ -1,0 +1,161 @@
+/**
+ * Carries out a write plan (DESIGN.md §4): read the entity and its summary holders with their ETags, plan, put
+ * the fan-out message on the queue, reserve unique keys, then commit the EGT. A concurrent write that changes
+ * what was read makes the EGT fail with 412; the executor then reads again and re-plans, a bounded number of
+ * times. A client that named the ETag it read (`ifMatch`) gets CONFLICT when the entity itself changed (the
+ * re-plan finds its ETag stale), not when only a summary holder did (another employee of the department).
+ *
+ * Order matters: the message is on the queue before the EGT commits, so a crash between the two loses nothing
+ * (the worker reconciles against whatever is there); a reservation is made before the EGT, so two writers can
+ * never both own a unique key ("Eventually consistent transactions pattern", "Inter-partition secondary index
+ * pattern").
+ */
+import { randomUUID } from 'node:crypto';
+import { ErrorCode, TablegraphError, isTablegraphError } from '../errors';
+import { valuesOf, type TableWrite } from '../model/entity-codec';
+import type { IndexModel, Model, WriteModel } from '../model/types';
+import type { TableStore } from '../storage/table-store';
+import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
+import { addressKey, encodeFanout } from './fanout-message';
+import { addressOf, checkPlan, holderAddress, nextValues, planWrite, summariesOf, type Values } from './write-plan';
+
+/** Where fan-out messages go (the queue adapter, or anything with the same method). */
+export interface FanoutSender {
+  send(text: string): Promise<void>;
+}
+
+export interface WriteExecutorOptions {
+  model: Model;
+  store: TableStore;
+  fanout: FanoutSender;
+  /** Attempts when a concurrent write changed what was read (attempts; default 8). */
+  maxAttempts?: number;
+}
+
+/** The outcome of a write: the entity as it now is (or was, for a delete). */
+export interface WriteResult {
+  address: EntityAddress;
+  /** Values after the write; for a delete, the values it had. */
+  values: Values;
+  /** The entity's new ETag; for a delete, the ETag it had. */
+  etag: string;
+  deleted: boolean;
+}
+
+/** Runs mutations. One instance serves every request. */
+export class WriteExecutor {
+  private readonly maxAttempts: number;
+
+  constructor(private readonly opts: WriteExecutorOptions) {
+    this.maxAttempts = opts.maxAttempts ?? 8;
+  }
+
+  /**
+   * @param input the mutation's input (field name → value, plus `ifMatch`)
+   * @throws TablegraphError CONFLICT (exists, stale ETag, unique key taken, still has dependents), NOT_FOUND,
+   *   BAD_USER_INPUT, LIMIT_EXCEEDED (checked before sending), STORAGE_UNAVAILABLE
+   */
+  async execute(write: WriteModel, input: Values, observer?: StorageObserver): Promise<WriteResult> {
+    const { store } = this.opts;
+    const call = { observer };
+    for (let attempt = 1; ; attempt++) {
+      const address = addressOf(write, input);
+      const current = await store.getEntity(address, call);
+      const holders = await this.readHolders(write, input, current, observer);
+      const plan = planWrite(this.opts.model, write, input, { current, holders });
+      checkPlan(write.entity, plan, store.target); // nothing is sent for a write that cannot succeed
+      if (plan.fanout) await this.opts.fanout.send(encodeFanout({ ...plan.fanout, id: randomUUID(), enqueuedAt: Date.now() }));
+      const reserved = await this.reserve(write, plan.reservations, address, observer);
+      try {
+        const etags = await store.submitTransaction(plan.table, plan.operations, call);
+        return plan.values
+          ? { address, values: plan.values, etag: etags[0]!, deleted: false }
+          : { address, values: plan.previous!, etag: current!.etag, deleted: true };
+      } catch (e) {
+        await this.release(reserved, observer);
+        const stale = isTablegraphError(e, ErrorCode.CONFLICT) && e.details.reason === 'ETagMismatch';
+        if (!stale || attempt >= this.maxAttempts) throw e;
+        // Someone wrote the entity or a summary holder since it was read: read again and re-plan, with jitter so
+        // that writers contending for one department do not retry in lockstep. A client's `ifMatch` is checked
+        // against the entity read again (nextValues), so it still gets CONFLICT when the entity itself changed,
+        // but not when only a summary holder did (another employee of the same department was written).
+        await new Promise((r) => setTimeout(r, Math.random() * 10 * attempt));
+      }
+    }
+  }
+
+  private async readHolders(write: WriteModel, input: Values, current: StoredEntity | null, observer?: StorageObserver): Promise<Map<string, StoredEntity | null>> {
+    const holders = new Map<string, StoredEntity | null>();
+    const summaries = summariesOf(this.opts.model, write);
+    if (summaries.length === 0) return holders;
+    let next: Values | null = null;
+    try {
+      next = nextValues(write, input, current);
+    } catch {
+      return holders; // planWrite raises the same error with the whole picture
+    }
+    const addresses = new Map<string, EntityAddress>();
+    for (const vals of [current ? valuesOf(write.entity, current.properties) : null, next]) {
+      if (!vals) continue;
+      for (const s of summaries) {
+        const a = holderAddress(s, vals);
+        addresses.set(addressKey(a), a);
+      }
+    }
+    await Promise.all([...addresses].map(async ([key, a]) => holders.set(key, await this.opts.store.getEntity(a, { observer }))));
+    return holders;
+  }
+
+  /**
+   * Conditional inserts of unique index entities. An entity already there that points at this same entity (a
+   * retry, or a write that only re-saves) is ours; one that points elsewhere means the key is taken.
+   * @returns the reservations made by this call (to release if the EGT fails)
+   */
+  private async reserve(
+    write: WriteModel,
+    reservations: Array<TableWrite & { index: IndexModel }>,
+    address: EntityAddress,
+    observer?: StorageObserver,
+  ): Promise<TableWrite[]> {
+    const made: TableWrite[] = [];
+    for (const r of reservations) {
+      try {
+        await this.opts.store.createEntity(r.table, r.entity, { observer });
+        made.push(r);
+      } catch (e) {
+        if (!isTablegraphError(e, ErrorCode.CONFLICT)) throw e;
+        const existing = await this.opts.store.getEntity({ table: r.table, partitionKey: r.entity.partitionKey, rowKey: r.entity.rowKey }, { observer });
+        if (existing && pointsAt(write, existing, address)) continue;
+        await this.release(made, observer);
+        const fields = [...new Set([...r.index.layout.partitionKey.fields, ...r.index.layout.rowKey.fields])];
+        throw new TablegraphError(ErrorCode.CONFLICT, `${write.entity.name}: ${fields.join(', ')} "${r.entity.partitionKey}" is already taken (unique index ${r.index.name})`, {
+          reason: 'UniqueKeyTaken',
+          index: r.index.name,
+          fields,
+        });
+      }
+    }
+    return made;
+  }
+
+  /** Best-effort removal of reservations this write made; the worker removes any this misses. */
+  private async release(made: TableWrite[], observer?: StorageObserver): Promise<void> {
+    for (const r of made) {
+      try {
+        await this.opts.store.deleteEntity({ table: r.table, partitionKey: r.entity.partitionKey, rowKey: r.entity.rowKey }, { observer });
+      } catch {
+        // The fan-out message names this key: the worker deletes it if it still points at this entity.
+      }
+    }
+  }
+}
+
+/** Whether a derived entity's key fields name the entity at `address`. */
+export function pointsAt(write: Pick<WriteModel, 'entity'>, derived: StoredEntity, address: EntityAddress): boolean {
+  try {
+    const { table, partitionKey, rowKey } = addressOf(write as WriteModel, derived.properties);
+    return table === address.table && partitionKey === address.partitionKey && rowKey === address.rowKey;
+  } catch {
+    return false;
+  }
+}
