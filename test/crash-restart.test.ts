@@ -141,7 +141,7 @@ test('kill -9, restart, graceful stop, cold start: every acknowledged write is s
   // One more write, straight through the SDK on Azurite's connection string: acknowledged once the EGT returns.
   const { model } = compileHr('');
   const ada = entityWrites(model.entities.get('Employee')!, {
-    departmentId: 'Sales', id: '11', firstName: 'Ada', lastName: 'Lovelace', title: 'ANALYST/PROGRAMMER',
+    departmentId: 'Sales', id: '11', email: 'ada@contoso.com', firstName: 'Ada', lastName: 'Lovelace', title: 'ANALYST/PROGRAMMER',
   });
   const store = new TableStore({ connectionString: state1.connectionString, target: 'azurite' });
   await writeEgtBatches(store, planEgtBatches([ada.primary, ...ada.indexes], 'azurite'), { concurrency: 1 });

@@ -156,8 +156,10 @@ describe('importEmployees on a small file', () => {
     writeFileSync(file, SMALL_LINES.join('\n'));
     const progress: number[] = [];
     const summary = await importEmployees({ store, model, file, concurrency: 2, onProgress: (p) => progress.push(p.entitiesWritten) });
-    expect(summary).toMatchObject({ rows: 10, imported: 5, skipped: SMALL_SKIPPED, departments: 3, entities: 5 * 2 + 3 * 2 });
-    expect(progress[progress.length - 1]).toBe(16);
+    // Per employee: the entity, its index entity in the department, and by e-mail, last name and title across the
+    // organisation (every row here has a title); per department: the entity and its departments-index entity.
+    expect(summary).toMatchObject({ rows: 10, imported: 5, skipped: SMALL_SKIPPED, departments: 3, entities: 5 * 5 + 3 * 2 });
+    expect(progress[progress.length - 1]).toBe(31);
 
     const directory = await scanAll(employee.layout.table);
     const employeeKeys = directory.filter((e) => e.properties.EntityType === 'Employee').map((e) => `${e.partitionKey}/${e.rowKey}`);
@@ -180,7 +182,7 @@ describe('importEmployees on a small file', () => {
     expect((await scanAll(departmentsTable)).map((e) => e.rowKey).sort()).toEqual(['FIRE', 'POLICE', 'STREETS & SAN']);
 
     const again = await importEmployees({ store, model, file });
-    expect(again).toMatchObject({ rows: 10, imported: 5, entities: 16 });
+    expect(again).toMatchObject({ rows: 10, imported: 5, entities: 31 });
     const directoryAgain = await scanAll(employee.layout.table);
     expect(directoryAgain.map(content)).toEqual(directory.map(content));
     // Rewritten (new ETags), with the same values: upsert-replace, summaries recomputed rather than incremented.
@@ -226,10 +228,18 @@ describe('importEmployees on the whole Chicago file', () => {
     const summary = await importEmployees({ store, model, file: CHICAGO_CSV, concurrency: 8 });
     expect(facts.rows).toBe(32928);
     expect(summary).toMatchObject({ rows: 32928, imported: 32928, skipped: [], departments: facts.departments });
-    expect(summary.entities).toBe(32928 * 2 + facts.departments * 2);
+    // Every Chicago employee has a title, so every one has all five entities (see the small-file test).
+    expect(summary.entities).toBe(32928 * 5 + facts.departments * 2);
 
     const first = await store.getEntity(employeeAddress('POLICE', 1));
-    expect(first?.properties).toMatchObject({ lastName: 'AARON', firstName: 'JEFFERY', middleInitial: 'M', departmentId: 'POLICE', annualSalary: 111444 });
+    expect(first?.properties).toMatchObject({
+      lastName: 'AARON',
+      firstName: 'JEFFERY',
+      middleInitial: 'M',
+      departmentId: 'POLICE',
+      annualSalary: 111444,
+      email: 'jeffery.aaron@cityofchicago.example',
+    });
     expect(typeof first?.properties.annualSalary).toBe('number');
     // Stored as Edm.Double: the service writes a Double as 111444.0 and an Int32 as 111444.
     let body = '';
@@ -266,7 +276,12 @@ describe('importEmployees on the whole Chicago file', () => {
     const counts = async () => Promise.all(model.tables.map(async (t) => (await scanAll(t)).length));
     const before = await sample();
     const countsBefore = await counts();
-    expect(countsBefore).toEqual(model.tables.map((t) => (t === departmentsTable ? facts.departments : 32928 * 2 + facts.departments)));
+    expect(countsBefore).toEqual(
+      model.tables.map((t) => (t === departmentsTable ? facts.departments : t === employee.layout.table ? 32928 * 2 + facts.departments : 32928)),
+    );
+    // One e-mail index entity per employee: the derived addresses are unique across the file.
+    const emails = await scanAll(employee.indexes.get('byEmail')!.layout.table);
+    expect(new Set(emails.map((e) => e.properties.email)).size).toBe(32928);
     const firstSeconds = (Date.now() - started) / 1000;
 
     const again = await importEmployees({ store, model, file: CHICAGO_CSV, concurrency: 8 });

@@ -1,8 +1,10 @@
 /**
- * Imports the Chicago employee file into the HR schema: every valid row becomes an Employee entity plus its
- * index entities (entity-codec), written as EGTs of upsert-replace per table and partition (egt-batches: the
- * guide's "Entity Group Transactions"), then one Department summary entity per department (the guide's
- * summary entities: employeeCount and payroll, recomputed from the file on every run, never incremented).
+ * Imports the Chicago employee file into the HR schema: every valid row becomes an Employee entity (with a derived,
+ * stable, unique e-mail address) plus its index entities — the intra-partition ones and what `derive` gives, the
+ * organisation-wide ones — written as EGTs of upsert-replace per table and partition (egt-batches: the guide's
+ * "Entity Group Transactions"), not through the fan-out queue: Azurite's queue slows with depth, and the import
+ * knows every entity it writes. Then one Department entity per department with its summary values (employeeCount
+ * and payroll, computed with the schema's `@summary` definitions from the file on every run, never incremented).
  *
  * Streaming: rows are read one at a time and each partition's pending writes are handed to planEgtBatches as
  * soon as they fill an EGT, so memory holds at most an EGT's worth of writes per partition plus the EGTs in

@@ -70,7 +70,9 @@ export function nextValues(write: WriteModel, input: Values, current: StoredEnti
   const old = current ? valuesOf(entity, current.properties) : null;
   const next: Values = {};
   for (const name of entity.fields.keys()) {
-    if (entity.summaryFields.has(name)) next[name] = old ? old[name] : 0;
+    // Key fields keep their stored spelling: `id: "012"` addresses the entity stored as "12" (same padded RowKey).
+    if (old && entity.keyFields.includes(name)) next[name] = old[name];
+    else if (entity.summaryFields.has(name)) next[name] = old ? old[name] : 0;
     else if (action === 'UPDATE' && input[name] === undefined) next[name] = old![name];
     else next[name] = input[name] ?? null;
   }

@@ -1,0 +1,138 @@
+/**
+ * `verify`: checks that every index entity equals what its primary entity derives (DESIGN.md §4 item 3) — the
+ * intra-partition indexes kept in the entity's EGT and the inter-partition ones the fan-out worker keeps
+ * ("Index Entities Pattern", "Eventually consistent transactions pattern"). It reads whole tables on purpose
+ * (derived-state.ts): a maintenance command, never a request path.
+ *
+ * Inter-partition indexes lag behind their primaries by the fan-out queue during normal operation, and verify
+ * reports the state at the moment it reads each table: run it after the queue drained (no writes in flight),
+ * or expect recent writes to show up as missing, different or orphaned.
+ */
+import { SingleBar } from 'cli-progress';
+import type { Model } from '../model/types';
+import type { StorageObserver } from '../storage/types';
+import type { TableStore } from '../storage/table-store';
+import { problemCount, readDerivedState, resolveEntity, type IndexDiff, type ScanProgress } from './derived-state';
+
+export interface VerifyOptions {
+  store: TableStore;
+  model: Model;
+  /** Entity types to check (default: all of the model's); each with all its indexes. */
+  types?: string[];
+  onProgress?(p: ScanProgress): void;
+  observer?: StorageObserver;
+}
+
+export interface VerifyReport {
+  /** True when no index shows any problem. */
+  ok: boolean;
+  /** Problems in all indexes (entities): see problemCount. */
+  problems: number;
+  /** Entities read by the scans, all tables (entities). */
+  scanned: number;
+  /** Wall time (seconds). */
+  seconds: number;
+  /** One entry per index, in schema order. */
+  indexes: IndexDiff[];
+}
+
+/**
+ * Compares every index of `types` (all entity types by default) with what the primary entities derive.
+ * @throws TablegraphError BAD_USER_INPUT for an unknown type (the message lists the known ones); storage
+ *   errors from the scans (STORAGE_UNAVAILABLE, CONFIG_INVALID, …). A table that does not exist reads as empty.
+ */
+export async function verifyDerived(opts: VerifyOptions): Promise<VerifyReport> {
+  const started = performance.now();
+  const entities = (opts.types ?? [...opts.model.entities.keys()]).map((t) => resolveEntity(opts.model, t));
+  const indexes = entities.flatMap((e) => [...e.indexes.values()]);
+  let scanned = 0;
+  const states = await readDerivedState({
+    store: opts.store,
+    indexes,
+    observer: opts.observer,
+    onProgress: (p) => {
+      scanned = p.scanned;
+      opts.onProgress?.(p);
+    },
+  });
+  const diffs = states.map((s) => s.diff);
+  const problems = diffs.reduce((n, d) => n + problemCount(d), 0);
+  return { ok: problems === 0, problems, scanned, seconds: (performance.now() - started) / 1000, indexes: diffs };
+}
+
+/** `PartitionKey 'x' RowKey 'y'`, quoted as JSON so spaces and escapes stay visible. */
+function keys(a: { partitionKey: string; rowKey: string }): string {
+  return `PartitionKey ${JSON.stringify(a.partitionKey)} RowKey ${JSON.stringify(a.rowKey)}`;
+}
+
+/**
+ * A readable report: one line of counts per index, then each problem entity's address and what differs, at most
+ * `limit` per index (default 50) followed by how many more there are, then an overall line.
+ */
+export function formatVerifyReport(report: VerifyReport, limit = 50): string {
+  const lines: string[] = [];
+  for (const d of report.indexes) {
+    const problems = problemCount(d);
+    lines.push(
+      `${problems === 0 ? 'ok  ' : 'FAIL'} ${d.type}.${d.index} (${d.scope}, table ${d.table}): ` +
+        `${d.primaries} primaries, ${d.expected} expected, ${d.found} found; ` +
+        `${d.missing.length} missing, ${d.different.length} different, ${d.orphaned.length} orphaned` +
+        (d.duplicates.length ? `, ${d.duplicates.length} duplicate` : '') +
+        (d.underivable.length ? `, ${d.underivable.length} underivable` : ''),
+    );
+    const details = [
+      ...d.missing.map((a) => `missing    ${keys(a)}`),
+      ...d.different.map((a) => `different  ${keys(a)}: ${a.properties.join(', ')}`),
+      ...d.orphaned.map((a) => `orphaned   ${keys(a)}`),
+      ...d.duplicates.map((a) => `duplicate  ${keys(a)}: derived by ${a.primaries.map(keys).join('; ')}`),
+      ...d.underivable.map((u) => `underivable primary ${keys(u.primary)}: ${u.message}`),
+    ];
+    for (const line of details.slice(0, limit)) lines.push(`       ${line}`);
+    if (details.length > limit) lines.push(`       … and ${details.length - limit} more`);
+  }
+  lines.push(
+    report.ok
+      ? `verify: ok — ${report.indexes.length} ${report.indexes.length === 1 ? 'index matches its' : 'indexes match their'} primaries (${report.scanned} entities read in ${report.seconds.toFixed(1)} s)`
+      : `verify: ${report.problems} problems in ${report.indexes.filter((d) => problemCount(d) > 0).length} of ${report.indexes.length} indexes (${report.scanned} entities read in ${report.seconds.toFixed(1)} s)`,
+  );
+  return lines.join('\n');
+}
+
+/** Shows the progress of a maintenance scan; `stop` ends the bar (or logs the last line). */
+export interface ScanReporter {
+  update(p: ScanProgress & { upserted?: number; deleted?: number }): void;
+  stop(): void;
+}
+
+/**
+ * Progress of `verify` and `rebuild-index` on stderr: a cli-progress line when stderr is a terminal (a count, not
+ * a bar: a table's size is unknown until it was read), otherwise a log line every `intervalMs` (default 2000).
+ * @param opts.log where lines go when stderr is not a TTY; @param opts.tty force one or the other
+ */
+export function createScanReporter(opts: { label: string; log: { info(obj: object, msg: string): void }; intervalMs?: number; tty?: boolean }): ScanReporter {
+  let latest: ScanProgress & { upserted?: number; deleted?: number } = { table: '', scanned: 0 };
+  const writes = () => (latest.upserted === undefined ? '' : ` | ${latest.upserted} upserted, ${latest.deleted ?? 0} deleted`);
+  if (opts.tty ?? Boolean(process.stderr.isTTY)) {
+    const bar = new SingleBar({ stream: process.stderr, format: `${opts.label} | {value} entities read | {table}{writes}`, hideCursor: true });
+    bar.start(0, 0, { table: '', writes: '' });
+    return {
+      update(p) {
+        latest = p;
+        bar.update(p.scanned, { table: p.table, writes: writes() });
+      },
+      stop: () => bar.stop(),
+    };
+  }
+  const intervalMs = opts.intervalMs ?? 2000;
+  let lastLogged = performance.now();
+  const line = () => opts.log.info({ ...latest }, `${opts.label}: ${latest.scanned} entities read (table ${latest.table})${writes()}`);
+  return {
+    update(p) {
+      latest = p;
+      if (performance.now() - lastLogged < intervalMs) return;
+      lastLogged = performance.now();
+      line();
+    },
+    stop: line,
+  };
+}

@@ -1,0 +1,216 @@
+/**
+ * The write planner, pure (no storage): for each mutation of Employee and Department, the exact EGT it plans
+ * (operation kinds, RowKeys, If-Match ETags, summary values), the fan-out message it announces and the unique
+ * keys it reserves ("Entity Group Transactions", "Intra-partition secondary index pattern", "Inter-partition
+ * secondary index pattern", "Eventually consistent transactions pattern", "Merge or replace").
+ */
+import { ErrorCode, isTablegraphError, type TablegraphError } from '../src/errors';
+import type { Model, WriteModel } from '../src/model/types';
+import type { EntityAddress, StoredEntity, TransactionOperation } from '../src/storage/types';
+import { addressKey } from '../src/write/fanout-message';
+import { planWrite, type ReadState, type WritePlan } from '../src/write/write-plan';
+import { compileHr } from './support/harness';
+import { employeeInput, indexAddress, storedEntity } from './support/write-fixtures';
+
+const PREFIX = 'wp';
+const DIRECTORY = `${PREFIX}Directory`;
+const { model }: { model: Model } = compileHr(PREFIX);
+
+const DEPT_ETAG = 'W/"datetime\'dept-1\'"';
+const EMP_ETAG = 'W/"datetime\'emp-1\'"';
+const EMAIL = 'e12.eng@example.test';
+
+const write = (field: string): WriteModel => model.writes.get(`Mutation.${field}`)!;
+const departmentAddress = (id = 'ENG'): EntityAddress => ({ table: DIRECTORY, partitionKey: id, rowKey: 'department' });
+
+/** The ENG department as read: `count` employees, `payroll` USD. */
+function department(count: number, payroll: number, etag = DEPT_ETAG): StoredEntity {
+  return storedEntity(model, 'Department', { id: 'ENG', name: 'Engineering', employeeCount: count, payroll }, etag, 3);
+}
+
+/** Employee 12 of ENG as read (version 1 unless given). */
+function employee(overrides: Record<string, unknown> = {}, version = 1): StoredEntity {
+  return storedEntity(model, 'Employee', employeeInput('ENG', 12, overrides), EMP_ETAG, version);
+}
+
+function state(current: StoredEntity | null, holder: StoredEntity | null = department(5, 300000)): ReadState {
+  return { current, holders: new Map([[addressKey(departmentAddress()), holder]]) };
+}
+
+/** `kind rowKey` of each operation, e.g. `create empid_00000012`. */
+const shape = (ops: TransactionOperation[]) =>
+  ops.map((op) => `${op.kind}${op.kind === 'update' ? `-${op.mode}` : ''} ${op.kind === 'delete' ? op.rowKey : op.entity.rowKey}`);
+const ifMatches = (ops: TransactionOperation[]) => ops.map((op) => ('ifMatch' in op ? op.ifMatch : undefined));
+const show = (a: EntityAddress) => `${a.table.slice(PREFIX.length)} ${a.partitionKey} ${a.rowKey}`;
+const candidates = (plan: WritePlan) => (plan.fanout?.candidates ?? []).map(show).sort();
+/** The index entity key of an Employee index for these values (rendered by the model's key templates), shown. */
+const at = (index: string, values: Record<string, unknown>) => show(indexAddress(model, 'Employee', index, { departmentId: 'ENG', id: '12', ...values }));
+const EMAIL_KEY = at('byEmail', { email: EMAIL });
+const SMITH_KEY = at('byLastName', { lastName: 'SMITH' });
+const ENGINEER_KEY = at('byTitle', { title: 'ENGINEER' });
+const summaryOf = (op: TransactionOperation) => (op.kind === 'update' && op.mode === 'merge' ? op.entity.properties : undefined);
+
+function plannedError(run: () => unknown): TablegraphError {
+  try {
+    run();
+  } catch (e) {
+    if (isTablegraphError(e)) return e;
+    throw e;
+  }
+  throw new Error('expected the planner to refuse');
+}
+
+describe('Employee', () => {
+  test('create: the entity, its intra-partition index entity and the department summary in one EGT', () => {
+    const plan = planWrite(model, write('createEmployee'), employeeInput('ENG', 12), state(null));
+    expect(plan.table).toBe(DIRECTORY);
+    expect(plan.partitionKey).toBe('ENG');
+    expect(shape(plan.operations)).toEqual(['create empid_00000012', 'upsertReplace lastname_SMITH_00000012', 'update-merge department']);
+    expect(ifMatches(plan.operations)).toEqual([undefined, undefined, DEPT_ETAG]);
+    expect(summaryOf(plan.operations[2])).toEqual({ employeeCount: { type: 'Int32', value: 6 }, payroll: { type: 'Double', value: 350000 } });
+    const created = plan.operations[0].kind === 'create' ? plan.operations[0].entity.properties : {};
+    expect(created).toMatchObject({ EntityType: { type: 'String', value: 'Employee' }, Version: { type: 'Int32', value: 1 }, annualSalary: { type: 'Double', value: 50000 } });
+    expect(plan.version).toBe(1);
+    expect(plan.previous).toBeNull();
+    expect(plan.fanout).toMatchObject({ entity: 'Employee', version: 1, deleted: false, primary: { table: DIRECTORY, partitionKey: 'ENG', rowKey: 'empid_00000012' } });
+    expect(candidates(plan)).toEqual([EMAIL_KEY, SMITH_KEY, ENGINEER_KEY].sort());
+    expect(plan.fanout!.candidates.map((c) => c.table).sort()).toEqual(['EmployeesByEmail', 'EmployeesByLastName', 'EmployeesByTitle'].map((t) => PREFIX + t));
+    expect(plan.reservations.map((r) => [r.index.name, show({ table: r.table, ...r.entity })])).toEqual([['byEmail', EMAIL_KEY]]);
+  });
+
+  test('create of an hourly employee adds rate × weekly hours × 52 to the payroll', () => {
+    const input = employeeInput('ENG', 12, { salaryOrHourly: 'HOURLY', annualSalary: null, hourlyRate: 20.5, typicalHours: 20 });
+    const plan = planWrite(model, write('createEmployee'), input, state(null));
+    expect(summaryOf(plan.operations[2])).toEqual({ employeeCount: { type: 'Int32', value: 6 }, payroll: { type: 'Double', value: 300000 + 20.5 * 20 * 52 } });
+  });
+
+  test('a sparse index: no title, no byTitle index entity and no byTitle candidate', () => {
+    const plan = planWrite(model, write('createEmployee'), employeeInput('ENG', 12, { title: null }), state(null));
+    expect(candidates(plan)).toEqual([EMAIL_KEY, SMITH_KEY].sort());
+  });
+
+  test('create of an existing employee: CONFLICT (EntityAlreadyExists)', () => {
+    const e = plannedError(() => planWrite(model, write('createEmployee'), employeeInput('ENG', 12), state(employee())));
+    expect([e.code, e.details.reason]).toEqual([ErrorCode.CONFLICT, 'EntityAlreadyExists']);
+  });
+
+  test('create in a missing department: NOT_FOUND (SummaryHolderMissing)', () => {
+    const e = plannedError(() => planWrite(model, write('createEmployee'), employeeInput('ENG', 12), state(null, null)));
+    expect([e.code, e.details.reason]).toEqual([ErrorCode.NOT_FOUND, 'SummaryHolderMissing']);
+  });
+
+  test('an id that is not a non-negative integer, or a null in a non-null field: BAD_USER_INPUT', () => {
+    const badId = plannedError(() => planWrite(model, write('createEmployee'), employeeInput('ENG', 'abc'), state(null)));
+    expect(badId.code).toBe(ErrorCode.BAD_USER_INPUT);
+    const noFirstName = plannedError(() => planWrite(model, write('updateEmployee'), { departmentId: 'ENG', id: '12', firstName: null }, state(employee())));
+    expect([noFirstName.code, noFirstName.details.field]).toEqual([ErrorCode.BAD_USER_INPUT, 'firstName']);
+    const noLastName = plannedError(() => planWrite(model, write('replaceEmployee'), employeeInput('ENG', 12, { lastName: null }), state(employee())));
+    expect([noLastName.code, noLastName.details.field]).toEqual([ErrorCode.BAD_USER_INPUT, 'lastName']);
+  });
+
+  test('update changing lastName: the new intra-partition index entity upserted, the old deleted, in the same EGT', () => {
+    const plan = planWrite(model, write('updateEmployee'), { departmentId: 'ENG', id: '12', lastName: 'JONES' }, state(employee({}, 4)));
+    // No summary operation: neither the count nor the payroll changes.
+    expect(shape(plan.operations)).toEqual(['update-replace empid_00000012', 'upsertReplace lastname_JONES_00000012', 'delete lastname_SMITH_00000012']);
+    expect(ifMatches(plan.operations)).toEqual([EMP_ETAG, undefined, undefined]);
+    expect(plan.version).toBe(5);
+    expect(plan.values).toMatchObject({ lastName: 'JONES', firstName: 'ANA', annualSalary: 50000 });
+    expect(plan.fanout).toMatchObject({ version: 5, deleted: false });
+    expect(candidates(plan)).toEqual([EMAIL_KEY, at('byLastName', { lastName: 'JONES' }), SMITH_KEY, ENGINEER_KEY].sort());
+    expect(plan.reservations).toEqual([]);
+  });
+
+  test('update changing only annualSalary: a payroll delta, no fan-out message', () => {
+    const plan = planWrite(model, write('updateEmployee'), { departmentId: 'ENG', id: '12', annualSalary: 62000.25 }, state(employee()));
+    expect(shape(plan.operations)).toEqual(['update-replace empid_00000012', 'upsertReplace lastname_SMITH_00000012', 'update-merge department']);
+    expect(ifMatches(plan.operations)).toEqual([EMP_ETAG, undefined, DEPT_ETAG]);
+    expect(summaryOf(plan.operations[2])).toEqual({ employeeCount: { type: 'Int32', value: 5 }, payroll: { type: 'Double', value: 312000.25 } });
+    expect(plan.fanout).toBeUndefined();
+    expect(plan.reservations).toEqual([]);
+  });
+
+  test('update changing email: old and new byEmail keys among the candidates, only the new one reserved', () => {
+    const plan = planWrite(model, write('updateEmployee'), { departmentId: 'ENG', id: '12', email: 'new@example.test' }, state(employee()));
+    expect(shape(plan.operations)).toEqual(['update-replace empid_00000012', 'upsertReplace lastname_SMITH_00000012']);
+    expect(candidates(plan)).toEqual([EMAIL_KEY, at('byEmail', { email: 'new@example.test' }), SMITH_KEY, ENGINEER_KEY].sort());
+    expect(plan.reservations.map((r) => show({ table: r.table, ...r.entity }))).toEqual([at('byEmail', { email: 'new@example.test' })]);
+    // The reservation is the whole index entity: it points back at the employee through its key fields.
+    expect(plan.reservations[0].entity.properties).toMatchObject({ departmentId: { value: 'ENG' }, id: { value: '12' }, email: { value: 'new@example.test' } });
+  });
+
+  test('update with the current ETag passes; with a stale one: CONFLICT (ETagMismatch) naming the current ETag', () => {
+    const ok = planWrite(model, write('updateEmployee'), { departmentId: 'ENG', id: '12', ifMatch: EMP_ETAG, firstName: 'BO' }, state(employee()));
+    expect(ifMatches(ok.operations)[0]).toBe(EMP_ETAG);
+    const e = plannedError(() => planWrite(model, write('updateEmployee'), { departmentId: 'ENG', id: '12', ifMatch: 'W/"stale"', firstName: 'BO' }, state(employee())));
+    expect([e.code, e.details.reason, e.details.currentEtag]).toEqual([ErrorCode.CONFLICT, 'ETagMismatch', EMP_ETAG]);
+  });
+
+  test('update or delete of a missing employee: NOT_FOUND', () => {
+    for (const field of ['updateEmployee', 'replaceEmployee', 'deleteEmployee']) {
+      const e = plannedError(() => planWrite(model, write(field), employeeInput('ENG', 12), state(null)));
+      expect(e.code).toBe(ErrorCode.NOT_FOUND);
+    }
+  });
+
+  test('replace: fields not given become null (the sparse byTitle entity goes away), the summary follows', () => {
+    const input = employeeInput('ENG', 12, { title: undefined, annualSalary: undefined, fullOrPartTime: undefined, salaryOrHourly: undefined });
+    const plan = planWrite(model, write('replaceEmployee'), input, state(employee()));
+    expect(shape(plan.operations)).toEqual(['update-replace empid_00000012', 'upsertReplace lastname_SMITH_00000012', 'update-merge department']);
+    expect(plan.values).toMatchObject({ title: null, annualSalary: null, lastName: 'SMITH' });
+    expect(summaryOf(plan.operations[2])).toEqual({ employeeCount: { type: 'Int32', value: 5 }, payroll: { type: 'Double', value: 250000 } });
+    // The old byTitle key is a candidate (the worker deletes it); the new version derives none.
+    expect(candidates(plan)).toContain(ENGINEER_KEY);
+    expect(plan.reservations).toEqual([]);
+  });
+
+  test('delete: the entity and its index entity deleted, the summary decremented, a fan-out message deleted:true', () => {
+    const plan = planWrite(model, write('deleteEmployee'), { departmentId: 'ENG', id: '12', ifMatch: EMP_ETAG }, state(employee({}, 7)));
+    expect(shape(plan.operations)).toEqual(['delete empid_00000012', 'delete lastname_SMITH_00000012', 'update-merge department']);
+    expect(ifMatches(plan.operations)).toEqual([EMP_ETAG, undefined, DEPT_ETAG]);
+    expect(summaryOf(plan.operations[2])).toEqual({ employeeCount: { type: 'Int32', value: 4 }, payroll: { type: 'Double', value: 250000 } });
+    expect(plan.values).toBeNull();
+    expect(plan.previous).toMatchObject({ id: '12', lastName: 'SMITH' });
+    expect(plan.fanout).toMatchObject({ deleted: true, version: 8 });
+    expect(candidates(plan)).toEqual([EMAIL_KEY, SMITH_KEY, ENGINEER_KEY].sort());
+    expect(plan.reservations).toEqual([]);
+  });
+});
+
+describe('Department', () => {
+  const deptWrite = (action: string, input: Record<string, unknown>, current: StoredEntity | null) =>
+    planWrite(model, write(`${action}Department`), input, { current, holders: new Map() });
+
+  test('create: the department with zero summaries, its `all` index entity announced', () => {
+    const plan = deptWrite('create', { id: 'ENG', name: 'Engineering' }, null);
+    expect(shape(plan.operations)).toEqual(['create department']);
+    const props = plan.operations[0].kind === 'create' ? plan.operations[0].entity.properties : {};
+    expect(props).toMatchObject({ employeeCount: { type: 'Int32', value: 0 }, payroll: { type: 'Double', value: 0 }, name: { value: 'Engineering' } });
+    expect(candidates(plan)).toEqual(['Departments departments ENG']);
+    expect(plan.reservations).toEqual([]);
+  });
+
+  test('update and replace keep the summary values the clients never write', () => {
+    for (const action of ['update', 'replace']) {
+      const plan = deptWrite(action, { id: 'ENG', name: 'ENGINEERING', ifMatch: DEPT_ETAG }, department(5, 300000));
+      expect(shape(plan.operations)).toEqual(['update-replace department']);
+      expect(ifMatches(plan.operations)).toEqual([DEPT_ETAG]);
+      expect(plan.values).toMatchObject({ name: 'ENGINEERING', employeeCount: 5, payroll: 300000 });
+      expect(candidates(plan)).toEqual(['Departments departments ENG']); // the name is projected onto `all`
+    }
+  });
+
+  test('delete with employees: CONFLICT (HasDependents); an empty one is deleted with its ETag', () => {
+    const e = plannedError(() => deptWrite('delete', { id: 'ENG' }, department(5, 300000)));
+    expect([e.code, e.details.reason]).toEqual([ErrorCode.CONFLICT, 'HasDependents']);
+    const plan = deptWrite('delete', { id: 'ENG' }, department(0, 0));
+    expect(shape(plan.operations)).toEqual(['delete department']);
+    expect(ifMatches(plan.operations)).toEqual([DEPT_ETAG]);
+    expect(plan.fanout).toMatchObject({ deleted: true, version: 4 });
+  });
+
+  test('a department id with forbidden key characters is escaped in every key', () => {
+    const plan = deptWrite('create', { id: 'R&D/#1?', name: 'x' }, null);
+    expect(plan.partitionKey).toBe('R&D%2F%231%3F');
+    expect(candidates(plan)).toEqual(['Departments departments R&D%2F%231%3F']);
+  });
+});
