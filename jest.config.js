@@ -6,5 +6,6 @@ module.exports = {
   transform: { '^.+\\.ts$': ['ts-jest', {}] },
   globalSetup: '<rootDir>/test/setup/global-setup.ts',
   globalTeardown: '<rootDir>/test/setup/global-teardown.ts',
-  testTimeout: 30000,
+  // Generous: a test's storage calls may meet one of Azurite's queue clean-up pauses (test/support/harness.ts).
+  testTimeout: 60000,
 };

@@ -14,7 +14,7 @@ import { entityWrites } from '../src/model/entity-codec';
 import { TableStore } from '../src/storage/table-store';
 import { planEgtBatches, writeEgtBatches } from '../src/write/egt-batches';
 import { compileHr, ROOT } from './support/harness';
-import { isProcessAlive } from './support/read-fixtures';
+import { isProcessAlive } from '../src/storage/azurite';
 
 jest.setTimeout(120_000);
 

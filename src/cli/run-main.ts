@@ -24,3 +24,24 @@ export function runMain(
     setTimeout(() => process.exit(1), 50).unref();
   });
 }
+
+/**
+ * Calls `stop` once on the first SIGTERM or SIGINT, then exits 0 (1 if `stop` failed): the graceful shutdown of a
+ * long-running command (server, worker).
+ */
+export function onShutdownSignal(log: Logger, stop: (signal: string) => Promise<void>): void {
+  let stopping = false;
+  const handler = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    stop(signal).then(
+      () => process.exit(0),
+      (e: unknown) => {
+        log.error({ err: e }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => handler('SIGTERM'));
+  process.on('SIGINT', () => handler('SIGINT'));
+}

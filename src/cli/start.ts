@@ -7,7 +7,7 @@ import { loadConfig } from '../config';
 import { createLogger } from '../log';
 import { openStorage } from '../runtime/open-storage';
 import { startServer } from '../runtime/start-server';
-import { runMain } from './run-main';
+import { onShutdownSignal, runMain } from './run-main';
 
 runMain('server', async (log) => {
   const config = loadConfig();
@@ -21,16 +21,10 @@ runMain('server', async (log) => {
     throw e;
   }
   log.info({ url: server.url, storage: storage.target, embedded: Boolean(storage.azurite) }, `tablegraph is serving ${server.url}`);
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    log.info({ signal }, 'shutting down: finishing in-flight requests');
+  onShutdownSignal(log, async (signal) => {
+    log.info({ signal }, 'shutting down: finishing in-flight requests and fan-out messages in hand');
     await server.close();
     await storage.close('always');
     log.info('stopped');
-    process.exit(0);
-  };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
+  });
 }, createLogger);

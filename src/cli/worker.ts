@@ -9,7 +9,7 @@ import { compileSchema } from '../model/compile';
 import { loadSchemaSources } from '../model/load-schema';
 import { openStorage } from '../runtime/open-storage';
 import { createFanoutWorker, ensureFanoutQueues, fanoutQueueNames } from '../worker/fanout-worker';
-import { runMain } from './run-main';
+import { onShutdownSignal, runMain } from './run-main';
 
 runMain('worker', async (log) => {
   const config = loadConfig();
@@ -32,16 +32,10 @@ runMain('worker', async (log) => {
   log.info({ queue: fanoutQueueNames(config.tablePrefix).queue, concurrency: config.workerConcurrency }, 'fan-out worker started');
   const report = setInterval(() => log.info(worker.stats(), 'fan-out worker'), 60000);
   report.unref();
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
+  onShutdownSignal(log, async (signal) => {
     log.info({ signal }, 'stopping: finishing the messages in hand');
     await worker.stop();
     await storage.close('ifStartedHere');
     log.info(worker.stats(), 'stopped');
-    process.exit(0);
-  };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
+  });
 }, createLogger);

@@ -4,7 +4,7 @@
  */
 import type { GraphQLFieldResolver } from 'graphql';
 import { ErrorCode, TablegraphError } from '../errors';
-import { ENTITY_TYPE_PROPERTY, VERSION_PROPERTY, type WriteModel } from '../model/types';
+import { ENTITY_TYPE_PROPERTY, type WriteModel } from '../model/types';
 import type { RequestContext } from './context';
 import type { EntityNode } from './entity-node';
 
@@ -22,7 +22,7 @@ export function writeResolver(write: WriteModel): GraphQLFieldResolver<unknown, 
         partitionKey: result.address.partitionKey,
         rowKey: result.address.rowKey,
         etag: result.etag,
-        properties: { ...result.values, [ENTITY_TYPE_PROPERTY]: write.entity.entityType, [VERSION_PROPERTY]: undefined },
+        properties: { ...result.values, [ENTITY_TYPE_PROPERTY]: write.entity.entityType },
       },
     };
     return { [write.payloadField]: node };

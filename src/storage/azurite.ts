@@ -53,7 +53,7 @@ function parsePorts(output: string): Ports | undefined {
 }
 
 /** Alive = signal 0 succeeds and it is not a zombie (an orphan whose reaper has not collected it yet). */
-function isProcessAlive(pid: number): boolean {
+export function isProcessAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
   } catch (e) {

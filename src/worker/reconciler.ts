@@ -7,7 +7,7 @@
  * "Inter-partition secondary index pattern").
  */
 import { ErrorCode, TablegraphError, isTablegraphError } from '../errors';
-import { derive, primaryAddress, valuesOf } from '../model/entity-codec';
+import { derive, primaryAddress, valuesOf, type TableWrite } from '../model/entity-codec';
 import { ENTITY_TYPE_PROPERTY, VERSION_PROPERTY, type EntityModel, type Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
@@ -79,6 +79,7 @@ export async function reconcile(message: FanoutMessage, opts: ReconcileOptions):
     current = await store.getEntity(message.primary, call);
   }
   const waited = now() - message.enqueuedAt;
+  const settled = () => now() - message.enqueuedAt >= settleMs;
   // One deferral, to the settle deadline: each redelivery counts towards the poison threshold.
   if (!isVisible(current) && waited < settleMs) return { kind: 'retryLater', afterMs: settleMs - waited };
 
@@ -88,22 +89,19 @@ export async function reconcile(message: FanoutMessage, opts: ReconcileOptions):
     for (const w of want) {
       const address = { table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey };
       wanted.add(addressKey(address));
-      if (w.index.unique) {
-        const existing = await store.getEntity(address, call);
-        if (existing && !pointsAt(entity, existing, message.primary)) {
-          opts.onUniqueConflict?.(address, message);
-          continue;
-        }
-      }
       await store.ensureTable(w.table);
-      await store.upsertEntity(w.table, w.entity, 'replace', call);
+      if (!w.index.unique) await store.upsertEntity(w.table, w.entity, 'replace', call);
+      else if (!(await claimUnique(store, entity, w, message.primary, call))) {
+        opts.onUniqueConflict?.(address, message);
+        continue;
+      }
       upserted += 1;
       old.set(addressKey(address), address);
     }
     await opts.afterUpserts?.(message);
     for (const [key, address] of old) {
       if (wanted.has(key)) continue;
-      if (await deleteIfPointsAt(store, entity, indexTypes, address, message.primary, call)) deleted += 1;
+      if (await deleteIfPointsAt(store, entity, indexTypes, address, message.primary, call, (e) => isPendingReservation(e, current, message, settled()))) deleted += 1;
     }
     const again = await store.getEntity(message.primary, call);
     if ((again?.etag ?? null) === (current?.etag ?? null)) return { kind: 'done', passes: pass, upserted, deleted };
@@ -114,7 +112,52 @@ export async function reconcile(message: FanoutMessage, opts: ReconcileOptions):
   });
 }
 
-/** Deletes a derived entity if it still is an index entity of this entity type pointing at this entity. */
+/**
+ * Writes a unique index entity only if it is free or already this entity's: an insert when absent, a replace
+ * with If-Match on the ETag read when it points here. A check followed by an unconditional upsert could overwrite
+ * a reservation another writer made in between (its conditional insert, write-executor.ts) and hand its key to
+ * this entity — and a later pass would then delete it, leaving that writer's key unreserved.
+ * @returns false when the key belongs to another entity
+ * @throws TablegraphError STORAGE_UNAVAILABLE when the entity kept changing under the claim
+ */
+async function claimUnique(
+  store: TableStore,
+  entity: EntityModel,
+  w: TableWrite,
+  primary: EntityAddress,
+  call: { observer?: StorageObserver },
+): Promise<boolean> {
+  const address = { table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey };
+  for (let attempt = 1; attempt <= 5; attempt++) {
+    const existing = await store.getEntity(address, call);
+    if (existing && !pointsAt(entity, existing, primary)) return false;
+    try {
+      if (existing) await store.updateEntity(w.table, w.entity, 'replace', { ...call, ifMatch: existing.etag });
+      else await store.createEntity(w.table, w.entity, call);
+      return true;
+    } catch (e) {
+      // Created, changed or deleted since it was read: look again.
+      if (!isTablegraphError(e, ErrorCode.CONFLICT) && !isTablegraphError(e, ErrorCode.NOT_FOUND)) throw e;
+    }
+  }
+  throw new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, `unique index entity ${w.table} ${w.entity.partitionKey}/${w.entity.rowKey} kept changing`);
+}
+
+/**
+ * A unique-index reservation made by a write the entity has not reached yet (its Version is above the entity's):
+ * that write may still commit, so the reservation is not this reconciliation's to delete — unless it is this
+ * message's own write, past the settle time (the write failed).
+ */
+function isPendingReservation(existing: StoredEntity, current: StoredEntity | null, message: FanoutMessage, settled: boolean): boolean {
+  const reservedFor = Number(existing.properties[VERSION_PROPERTY] ?? 0);
+  if (reservedFor <= versionOf(current)) return false;
+  return !(settled && reservedFor === message.version);
+}
+
+/**
+ * Deletes a derived entity if it still is an index entity of this entity type pointing at this entity and `keep`
+ * does not hold it back.
+ */
 async function deleteIfPointsAt(
   store: TableStore,
   entity: EntityModel,
@@ -122,6 +165,7 @@ async function deleteIfPointsAt(
   address: EntityAddress,
   primary: EntityAddress,
   call: { observer?: StorageObserver },
+  keep: (existing: StoredEntity) => boolean,
 ): Promise<boolean> {
   let existing: StoredEntity | null;
   try {
@@ -130,7 +174,7 @@ async function deleteIfPointsAt(
     if (isTablegraphError(e, ErrorCode.NOT_FOUND)) return false; // its table does not exist yet: nothing to delete
     throw e;
   }
-  if (!existing || !indexTypes.has(String(existing.properties[ENTITY_TYPE_PROPERTY])) || !pointsAt(entity, existing, primary)) return false;
+  if (!existing || !indexTypes.has(String(existing.properties[ENTITY_TYPE_PROPERTY])) || !pointsAt(entity, existing, primary) || keep(existing)) return false;
   try {
     return await store.deleteEntity(address, { ...call, ifMatch: existing.etag });
   } catch (e) {

@@ -13,9 +13,9 @@
 import { randomUUID } from 'node:crypto';
 import { ErrorCode, TablegraphError, isTablegraphError } from '../errors';
 import { valuesOf, type TableWrite } from '../model/entity-codec';
-import type { IndexModel, Model, WriteModel } from '../model/types';
+import { VERSION_PROPERTY, type IndexModel, type Model, type WriteModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
-import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
+import type { EntityAddress, EntityToWrite, StorageObserver, StoredEntity } from '../storage/types';
 import { addressKey, encodeFanout } from './fanout-message';
 import { addressOf, checkPlan, holderAddress, nextValues, planWrite, summariesOf, type Values } from './write-plan';
 
@@ -42,6 +42,9 @@ export interface WriteResult {
   deleted: boolean;
 }
 
+/** A reservation this write inserted, with the ETag its insert returned. */
+type Reservation = TableWrite & { etag: string };
+
 /** Runs mutations. One instance serves every request. */
 export class WriteExecutor {
   private readonly maxAttempts: number;
@@ -65,7 +68,7 @@ export class WriteExecutor {
       const plan = planWrite(this.opts.model, write, input, { current, holders });
       checkPlan(write.entity, plan, store.target); // nothing is sent for a write that cannot succeed
       if (plan.fanout) await this.opts.fanout.send(encodeFanout({ ...plan.fanout, id: randomUUID(), enqueuedAt: Date.now() }));
-      const reserved = await this.reserve(write, plan.reservations, address, observer);
+      const reserved = await this.reserve(write, plan.reservations, address, plan.version, observer);
       try {
         const etags = await store.submitTransaction(plan.table, plan.operations, call);
         return plan.values
@@ -108,27 +111,49 @@ export class WriteExecutor {
 
   /**
    * Conditional inserts of unique index entities. An entity already there that points at this same entity (a
-   * retry, or a write that only re-saves) is ours; one that points elsewhere means the key is taken.
-   * @returns the reservations made by this call (to release if the EGT fails)
+   * retry, or a concurrent write of the same entity) is ours: it is rewritten with If-Match on the ETag read, so
+   * that a concurrent writer's release of it (a delete conditional on the ETag its insert returned) fails and the
+   * key stays reserved for the write that commits. One that points elsewhere means the key is taken.
+   * @returns the reservations made by this call, with the ETag of each insert (to release if the EGT fails)
    */
   private async reserve(
     write: WriteModel,
-    reservations: Array<TableWrite & { index: IndexModel }>,
+    derived: Array<TableWrite & { index: IndexModel }>,
     address: EntityAddress,
+    version: number,
     observer?: StorageObserver,
-  ): Promise<TableWrite[]> {
-    const made: TableWrite[] = [];
+  ): Promise<Reservation[]> {
+    const made: Reservation[] = [];
+    // A reservation carries the version of the write it is for: until the entity reaches that version, the worker
+    // treats it as pending and leaves it alone (reconciler.ts), however stale its own read of the entity.
+    const reservations = derived.map((r) => {
+      const properties: EntityToWrite['properties'] = { ...r.entity.properties, [VERSION_PROPERTY]: { type: 'Int32', value: version } };
+      return { ...r, entity: { ...r.entity, properties } };
+    });
     for (const r of reservations) {
-      try {
-        await this.opts.store.createEntity(r.table, r.entity, { observer });
-        made.push(r);
-      } catch (e) {
-        if (!isTablegraphError(e, ErrorCode.CONFLICT)) throw e;
-        const existing = await this.opts.store.getEntity({ table: r.table, partitionKey: r.entity.partitionKey, rowKey: r.entity.rowKey }, { observer });
-        if (existing && pointsAt(write, existing, address)) continue;
+      const at = { table: r.table, partitionKey: r.entity.partitionKey, rowKey: r.entity.rowKey };
+      for (let attempt = 1; ; attempt++) {
+        try {
+          made.push({ ...r, etag: await this.opts.store.createEntity(r.table, r.entity, { observer }) });
+          break;
+        } catch (e) {
+          if (!isTablegraphError(e, ErrorCode.CONFLICT)) throw e;
+        }
+        const existing = await this.opts.store.getEntity(at, { observer });
+        const ours = existing && pointsAt(write, existing, address);
+        if (ours) {
+          const touched = await this.opts.store.updateEntity(r.table, r.entity, 'replace', { observer, ifMatch: existing.etag }).then(
+            () => true,
+            (e: unknown) => (isTablegraphError(e, ErrorCode.CONFLICT) || isTablegraphError(e, ErrorCode.NOT_FOUND) ? false : Promise.reject(e)),
+          );
+          if (touched) break;
+        }
+        // Released or rewritten since it was read: look again, a bounded number of times.
+        if ((ours || !existing) && attempt < 5) continue;
         await this.release(made, observer);
         const fields = [...new Set([...r.index.layout.partitionKey.fields, ...r.index.layout.rowKey.fields])];
-        throw new TablegraphError(ErrorCode.CONFLICT, `${write.entity.name}: ${fields.join(', ')} "${r.entity.partitionKey}" is already taken (unique index ${r.index.name})`, {
+        const taken = fields.map((f) => `${f} ${JSON.stringify(String(r.entity.properties[f]?.value))}`).join(', ');
+        throw new TablegraphError(ErrorCode.CONFLICT, `${write.entity.name}: ${taken} is already taken (unique index ${r.index.name})`, {
           reason: 'UniqueKeyTaken',
           index: r.index.name,
           fields,
@@ -138,13 +163,17 @@ export class WriteExecutor {
     return made;
   }
 
-  /** Best-effort removal of reservations this write made; the worker removes any this misses. */
-  private async release(made: TableWrite[], observer?: StorageObserver): Promise<void> {
+  /**
+   * Best-effort removal of reservations this write made, each only if unchanged since its insert: one rewritten
+   * since belongs to a concurrent write of the same entity that relies on it. The worker removes any this misses.
+   */
+  private async release(made: Reservation[], observer?: StorageObserver): Promise<void> {
     for (const r of made) {
       try {
-        await this.opts.store.deleteEntity({ table: r.table, partitionKey: r.entity.partitionKey, rowKey: r.entity.rowKey }, { observer });
+        await this.opts.store.deleteEntity({ table: r.table, partitionKey: r.entity.partitionKey, rowKey: r.entity.rowKey }, { observer, ifMatch: r.etag });
       } catch {
-        // The fan-out message names this key: the worker deletes it if it still points at this entity.
+        // Rewritten since (kept on purpose), or not deleted: the fan-out message names this key, and the worker
+        // deletes it if it still points at this entity without being derived from it.
       }
     }
   }

@@ -30,8 +30,11 @@ export class EmployeeScenario {
   private free = new Set<string>();
   private fresh = 0;
 
-  /** @param slots `[departmentId, id]` pairs the scenario may use (the same id in two departments is allowed) */
-  constructor(private readonly rng: Rng, readonly slots: Array<[string, string]>) {}
+  /**
+   * @param slots `[departmentId, id]` pairs the scenario may use (the same id in two departments is allowed)
+   * @param domain of the fresh e-mail addresses: scenarios running side by side need domains of their own
+   */
+  constructor(private readonly rng: Rng, readonly slots: Array<[string, string]>, private readonly domain = 'conv.example') {}
 
   /** A random operation that must succeed against the expected state. */
   next(): ScenarioOp {
@@ -117,6 +120,6 @@ export class EmployeeScenario {
     const roll = this.rng.int(100);
     if (roll < 30 && own.length > 0) return this.rng.pick(own);
     if (roll < 55 && free.length > 0) return this.rng.pick(free);
-    return `p${++this.fresh}@conv.example`;
+    return `p${++this.fresh}@${this.domain}`;
   }
 }

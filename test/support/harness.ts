@@ -28,12 +28,18 @@ export function uniquePrefix(): string {
   return `t${Math.random().toString(36).slice(2, 9)}`;
 }
 
+/**
+ * Storage calls in tests may wait this long (ms): Azurite's queue clean-up stops the whole process for 5-10 s
+ * about once a minute once thousands of messages have passed through, and the test run shares one Azurite.
+ */
+export const TEST_STORAGE_TIMEOUT_MS = 30000;
+
 export function testStore(): TableStore {
-  return new TableStore({ connectionString: connectionString(), target: 'azurite' });
+  return new TableStore({ connectionString: connectionString(), target: 'azurite', timeoutMs: TEST_STORAGE_TIMEOUT_MS });
 }
 
 export function testQueues(): QueueStore {
-  return new QueueStore({ connectionString: connectionString() });
+  return new QueueStore({ connectionString: connectionString(), timeoutMs: TEST_STORAGE_TIMEOUT_MS });
 }
 
 /** The shipped schema (schema/), its tables prefixed. */
@@ -57,11 +63,12 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
       TABLEGRAPH_SCHEMA_DIR: SCHEMA_DIR,
       TABLEGRAPH_TABLE_PREFIX: uniquePrefix(),
       TABLEGRAPH_CURSOR_SECRET: 'test-secret',
+      TABLEGRAPH_STORAGE_TIMEOUT_MS: String(TEST_STORAGE_TIMEOUT_MS),
       ...env,
     },
     ROOT,
   );
-  const store = new TableStore({ connectionString: connectionString(), target: 'azurite' });
+  const store = testStore();
   const storage: OpenStorage = { store, queues: testQueues(), connectionString: connectionString(), target: 'azurite', close: async () => {} };
   const server = await startServer(config, storage, createLogger({ level: 'silent' }));
   return {

@@ -3,7 +3,6 @@
  * write path (entityWrites → planEgtBatches → writeEgtBatches), so every entity, index entity ("Index Entities
  * Pattern") and summary value is exactly what the importer would store.
  */
-import fs from 'node:fs';
 import type { Model } from '../../src/model/types';
 import { entityWrites, type TableWrite } from '../../src/model/entity-codec';
 import type { TableStore } from '../../src/storage/table-store';
@@ -100,23 +99,6 @@ export async function writeFixtures(store: TableStore, model: Model, departments
   await writeEgtBatches(store, planEgtBatches(fixtureWrites(model, departments), store.target), { concurrency: 4 });
 }
 
-/**
- * True while `pid` runs: signal 0 succeeds and /proc does not show a zombie (an orphaned Azurite that exited
- * may wait as a zombie until its reaper collects it).
- */
-export function isProcessAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat[stat.lastIndexOf(')') + 2] !== 'Z';
-  } catch {
-    return true;
-  }
-}
 
 /** The exactly determined numbers of a response's `extensions.cost` (storageMs is wall time, never asserted). */
 export interface ExpectedCost {

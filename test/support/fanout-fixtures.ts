@@ -1,0 +1,217 @@
+/**
+ * Helpers for the fan-out tests (convergence, poison, the worker process): a seeded random source, a fan-out
+ * sender that records every message (so a test can deliver it as often, as late and as concurrently as it likes),
+ * a delivery loop over `reconcile`, a store with hooks between the steps of a writer or a worker (to make a race
+ * happen exactly), an HR world with its own tables, and the check that every inter-partition index entity equals what its primary
+ * derives — the "Done when" of the guide's "Eventually consistent transactions pattern" and "Inter-partition
+ * secondary index pattern" (DESIGN.md §4.2).
+ */
+import fc from 'fast-check';
+import pLimit from 'p-limit';
+import { formatVerifyReport, verifyDerived, type VerifyReport } from '../../src/maintenance/verify';
+import type { Model } from '../../src/model/types';
+import type { TableStore } from '../../src/storage/table-store';
+import { reconcile, type ReconcileOptions, type ReconcileResult } from '../../src/worker/reconciler';
+import { decodeFanout, type FanoutMessage } from '../../src/write/fanout-message';
+import type { FanoutSender } from '../../src/write/write-executor';
+import { WriteExecutor } from '../../src/write/write-executor';
+import { compileHr, testStore } from './harness';
+
+/** A reproducible random source: the same seed gives the same sequence of choices. */
+export interface Rng {
+  readonly seed: number;
+  /** An integer in [0, n). */
+  int(n: number): number;
+  /** True with probability p (0..1). */
+  chance(p: number): boolean;
+  pick<T>(items: readonly T[]): T;
+  /** A shuffled copy (Fisher–Yates). */
+  shuffle<T>(items: readonly T[]): T[];
+}
+
+/**
+ * A random source drawn from fast-check's seeded generator (unbiased 31-bit integers).
+ * @param seed e.g. `Number(process.env.SEED) || Date.now() % 2 ** 31`; print it so a failure can be replayed
+ */
+export function seededRng(seed: number): Rng {
+  const stream = fc.sample(fc.infiniteStream(fc.noBias(fc.integer({ min: 0, max: 0x7fffffff }))), { seed, numRuns: 1 })[0];
+  const it = stream[Symbol.iterator]();
+  const next = (): number => it.next().value as number;
+  const rng: Rng = {
+    seed,
+    int: (n) => next() % n,
+    chance: (p) => next() / 0x80000000 < p,
+    pick: (items) => items[rng.int(items.length)],
+    shuffle(items) {
+      const out = [...items];
+      for (let i = out.length - 1; i > 0; i--) {
+        const j = rng.int(i + 1);
+        [out[i], out[j]] = [out[j], out[i]];
+      }
+      return out;
+    },
+  };
+  return rng;
+}
+
+/**
+ * A FanoutSender that keeps every message it is given (decoded, in send order) instead of queueing it, and lets
+ * the test act at the moment of sending — which is before the write's reservations and EGT (write-executor.ts).
+ */
+export class RecordingSender implements FanoutSender {
+  readonly messages: FanoutMessage[] = [];
+  /** Called with each message after it is recorded; the write waits for it. */
+  onSend?: (m: FanoutMessage) => void | Promise<void>;
+
+  async send(text: string): Promise<void> {
+    const m = decodeFanout(text);
+    this.messages.push(m);
+    await this.onSend?.(m);
+  }
+}
+
+/** The HR schema with tables of its own, a store, and a write executor over a recording sender. */
+export interface HrWorld {
+  prefix: string;
+  model: Model;
+  store: TableStore;
+  sender: RecordingSender;
+  executor: WriteExecutor;
+  /** Creates every table of the model. */
+  ensureTables(): Promise<void>;
+  /** Deletes every table of the model (afterAll). */
+  dropTables(): Promise<void>;
+}
+
+/** @param prefix a table prefix of the test file's own (harness.uniquePrefix()) */
+export function hrWorld(prefix: string): HrWorld {
+  const { model } = compileHr(prefix);
+  const store = testStore();
+  const sender = new RecordingSender();
+  return {
+    prefix,
+    model,
+    store,
+    sender,
+    executor: new WriteExecutor({ model, store, fanout: sender }),
+    ensureTables: async () => {
+      for (const t of model.tables) await store.ensureTable(t);
+    },
+    dropTables: async () => {
+      await Promise.all(model.tables.map((t) => store.deleteTable(t).catch(() => undefined)));
+    },
+  };
+}
+
+/** Runs one mutation (`Mutation.<name>`) through the executor. @throws what WriteExecutor.execute throws */
+export function run(world: Pick<HrWorld, 'model' | 'executor'>, mutation: string, input: Record<string, unknown>) {
+  const write = world.model.writes.get(`Mutation.${mutation}`);
+  if (!write) throw new Error(`no mutation ${mutation}`);
+  return world.executor.execute(write, input);
+}
+
+/**
+ * Reads every primary and index entity (verifyDerived, a maintenance scan) and throws with the readable report
+ * unless every derived entity equals `derive(primary)` and no index entity is an orphan or a duplicate.
+ * @returns the report (to assert on counts)
+ */
+export async function expectConverged(store: TableStore, model: Model): Promise<VerifyReport> {
+  const report = await verifyDerived({ store, model });
+  if (!report.ok) throw new Error(`derived entities do not match their primaries:\n${formatVerifyReport(report, 20)}`);
+  return report;
+}
+
+/** Index entities (all indexes) that verify found: a count to show a test was not vacuous. */
+export function foundIndexEntities(report: VerifyReport, scope: 'interPartition' | 'intraPartition' = 'interPartition'): number {
+  return report.indexes.filter((d) => d.scope === scope).reduce((n, d) => n + d.found, 0);
+}
+
+/** What one delivery did: the reconcile's result, or the error it ended with. */
+export type Delivery = { message: FanoutMessage; result?: ReconcileResult; error?: unknown };
+
+/**
+ * Delivers messages through `reconcile`, `concurrency` at a time, the way a worker would: a `retryLater` answer
+ * is delivered again as if its settle deadline had passed (`now` moved past `settleMs`) — the message stays on the
+ * queue until then. A thrown error is recorded, not rethrown (the message would come back).
+ * @param opts.hooks per-delivery options (e.g. an afterUpserts that throws: a worker dying mid-message)
+ * @returns every delivery in completion order, and the peak number of reconciles running at once
+ */
+export async function deliverAll(
+  messages: FanoutMessage[],
+  opts: Omit<ReconcileOptions, 'now'> & { concurrency: number; hooks?: Array<Partial<ReconcileOptions> | undefined> },
+): Promise<{ deliveries: Delivery[]; peak: number; deferred: number }> {
+  const limit = pLimit(opts.concurrency);
+  const deliveries: Delivery[] = [];
+  let running = 0;
+  let peak = 0;
+  let deferred = 0;
+  const settleMs = opts.settleMs ?? 30_000;
+  await Promise.all(
+    messages.map((message, i) =>
+      limit(async () => {
+        running++;
+        peak = Math.max(peak, running);
+        try {
+          let result = await reconcile(message, { ...opts, ...opts.hooks?.[i] });
+          if (result.kind === 'retryLater') {
+            deferred++;
+            result = await reconcile(message, { ...opts, ...opts.hooks?.[i], now: () => Date.now() + settleMs + 1 });
+          }
+          deliveries.push({ message, result });
+        } catch (error) {
+          deliveries.push({ message, error });
+        } finally {
+          running--;
+        }
+      }),
+    ),
+  );
+  return { deliveries, peak, deferred };
+}
+
+type Hooked = 'getEntity' | 'createEntity' | 'deleteEntity' | 'submitTransaction' | 'upsertEntity' | 'updateEntity';
+/** A hook on one TableStore method: `args` of the call, its `result` (after-hooks), `n` = 1 for the first call. */
+type StoreHook = (args: unknown[], result: unknown, n: number) => void | Promise<void>;
+
+/**
+ * The real store with hooks around some methods, so a test can make the world change exactly between two steps
+ * of a writer or a worker: a `before` hook runs first (a throw stands for a process that died before the call —
+ * the call is never sent); an `after` hook runs once the call answered and before the caller sees the answer.
+ * Every other method goes straight through.
+ */
+export function hookedStore(store: TableStore, hooks: { before?: Partial<Record<Hooked, StoreHook>>; after?: Partial<Record<Hooked, StoreHook>> }): TableStore {
+  const calls = new Map<string, number>();
+  return new Proxy(store, {
+    get(target, prop) {
+      const value = Reflect.get(target, prop, target) as unknown;
+      if (typeof value !== 'function') return value;
+      const before = hooks.before?.[prop as Hooked];
+      const after = hooks.after?.[prop as Hooked];
+      if (!before && !after) return value.bind(target);
+      return async (...args: unknown[]) => {
+        const n = (calls.get(String(prop)) ?? 0) + 1;
+        calls.set(String(prop), n);
+        await before?.(args, undefined, n);
+        const result = await (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+        await after?.(args, result, n);
+        return result;
+      };
+    },
+  });
+}
+
+/**
+ * The store as seen by a worker that pauses between its first read and everything after it (a long GC pause, a
+ * slow network): the first point query reads at once but answers only when `wait` resolves, so what the worker
+ * then writes rests on a read that may be long out of date.
+ */
+export function pausedAfterFirstRead(store: TableStore, wait: Promise<void>): TableStore {
+  return hookedStore(store, { after: { getEntity: (_a, _r, n) => (n === 1 ? wait : undefined) } });
+}
+
+/** A promise with its resolve function: a gate a test opens when it chooses. */
+export function gate(): { wait: Promise<void>; open(): void } {
+  let open!: () => void;
+  const wait = new Promise<void>((r) => (open = r));
+  return { wait, open };
+}
