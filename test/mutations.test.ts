@@ -236,6 +236,15 @@ describe('validation before anything is sent', () => {
   });
 });
 
+test('an update that changes no org-wide index: the entity and its department read in one wave, then one EGT', async () => {
+  const d = await newDepartment();
+  await ok(CREATE_EMPLOYEE, employeeInput(d, 1));
+  const r = await server.query(UPDATE_EMPLOYEE, { input: { departmentId: d, id: '1', annualSalary: 12345 } });
+  expect(r.errors).toBeUndefined();
+  // The department (the summary holder) follows from the key field departmentId, so it is read beside the employee.
+  expect(r.extensions.cost).toMatchObject({ pointQueries: 2, rangeQueries: 0, writes: 1, waves: 2, partitionScans: 0, tableScans: 0 });
+});
+
 test('10 concurrent creates in one department (no ifMatch) all succeed, and the count is exactly +10', async () => {
   const d = await newDepartment();
   await ok(CREATE_EMPLOYEE, employeeInput(d, 100));

@@ -63,8 +63,11 @@ export class WriteExecutor {
     const call = { observer };
     for (let attempt = 1; ; attempt++) {
       const address = addressOf(write, input);
-      const current = await store.getEntity(address, call);
-      const holders = await this.readHolders(write, input, current, observer);
+      // When the summary holders follow from the key fields alone (a department from an employee's departmentId),
+      // they are read beside the entity, in one wave; otherwise after it, from its current values.
+      const early = this.holdersFromKeys(write, input);
+      const [current, earlyHolders] = await Promise.all([store.getEntity(address, call), early && this.readAll(early, observer)]);
+      const holders = earlyHolders ?? (await this.readHolders(write, input, current, observer));
       const plan = planWrite(this.opts.model, write, input, { current, holders });
       checkPlan(write.entity, plan, store.target); // nothing is sent for a write that cannot succeed
       if (plan.fanout) await this.opts.fanout.send(encodeFanout({ ...plan.fanout, id: randomUUID(), enqueuedAt: Date.now() }));
@@ -105,6 +108,28 @@ export class WriteExecutor {
         addresses.set(addressKey(a), a);
       }
     }
+    return this.readAll(addresses, observer);
+  }
+
+  /**
+   * The holder addresses when every summary's `via` binds only key fields of the entity: keys never change, so
+   * the input alone gives them. Undefined otherwise (or when the input cannot form them: planWrite reports that).
+   */
+  private holdersFromKeys(write: WriteModel, input: Values): Map<string, EntityAddress> | undefined {
+    const summaries = summariesOf(this.opts.model, write);
+    const keyed = summaries.every((s) =>
+      [...s.via.partitionKey.bindings.values(), ...s.via.rowKey.bindings.values()].every((b) => write.entity.keyFields.includes(b.name)),
+    );
+    if (!keyed) return undefined;
+    try {
+      return new Map(summaries.map((s) => holderAddress(s, input)).map((a) => [addressKey(a), a]));
+    } catch {
+      return undefined;
+    }
+  }
+
+  private async readAll(addresses: Map<string, EntityAddress>, observer?: StorageObserver): Promise<Map<string, StoredEntity | null>> {
+    const holders = new Map<string, StoredEntity | null>();
     await Promise.all([...addresses].map(async ([key, a]) => holders.set(key, await this.opts.store.getEntity(a, { observer }))));
     return holders;
   }
