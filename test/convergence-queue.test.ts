@@ -82,7 +82,8 @@ it(`concurrent writes converge through the real queue with two competing workers
   expect(failures.filter((e) => !(isTablegraphError(e, ErrorCode.CONFLICT) && e.details.reason === 'ETagMismatch'))).toEqual([]);
   expect(writes).toBeGreaterThan(80);
 
-  const drained = await Promise.all([dying, steady].map((w) => w.drain({ timeoutMs: 40_000, settleMs: 3000 })));
+  // settleMs above the visibility timeout (5 s): a message whose handler died is back-off-deferred by up to that.
+  const drained = await Promise.all([dying, steady].map((w) => w.drain({ timeoutMs: 40_000, settleMs: 6000 })));
   await Promise.all([dying.stop(), steady.stop()]);
   expect(await queues.approximateDepth(names.queue)).toBe(0);
   expect(await queues.approximateDepth(names.poison)).toBe(0);
