@@ -5,9 +5,8 @@
 import { Command } from 'commander';
 import { loadConfig } from '../config';
 import { createLogger } from '../log';
-import { compileSchema } from '../model/compile';
 import { explainModel, formatPlan } from '../model/explain';
-import { loadSchemaSources } from '../model/load-schema';
+import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { runMain } from './run-main';
 
 runMain(
@@ -19,11 +18,7 @@ runMain(
       .parse()
       .opts<{ json?: boolean }>();
     const config = loadConfig();
-    const { model } = compileSchema(loadSchemaSources(config.schemaDir), {
-      pageSize: config.defaultPageSize,
-      maxPageSize: config.maxPageSize,
-      tablePrefix: config.tablePrefix,
-    });
+    const { model } = compileConfiguredSchema(config);
     const plans = explainModel(model);
     process.stdout.write(options.json ? `${JSON.stringify(plans, null, 2)}\n` : `${formatPlan(plans)}\n`);
   },

@@ -6,25 +6,19 @@
  * Running it again with the same file changes no entity's properties.
  */
 import path from 'node:path';
-import { Command, InvalidArgumentError } from 'commander';
+import { Command } from 'commander';
 import { loadConfig } from '../config';
 import { ErrorCode, TablegraphError } from '../errors';
 import { importEmployees, type ImportSummary } from '../import/import-employees';
 import { createImportProgress, estimateDataRows } from '../import/progress';
 import { createLogger } from '../log';
-import { compileSchema } from '../model/compile';
-import { loadSchemaSources } from '../model/load-schema';
+import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { openStorage } from '../runtime/open-storage';
-import { runMain } from './run-main';
+import { positiveIntArgument, runMain } from './run-main';
 
 /** Skipped rows listed one by one; the rest are counted. */
 const SKIPPED_SHOWN = 20;
 
-function positiveInt(value: string): number {
-  const n = Number(value);
-  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError('expected a positive integer');
-  return n;
-}
 
 function formatSummary(s: ImportSummary): string {
   return [
@@ -45,13 +39,13 @@ runMain(
     const options = new Command('import')
       .description('import the City of Chicago employee CSV into the HR schema (idempotent)')
       .requiredOption('--file <path>', 'the CSV file, e.g. ../shared/data/chicago-employees.csv')
-      .option('--concurrency <n>', 'EGTs in flight at once', positiveInt, 8)
+      .option('--concurrency <n>', 'EGTs in flight at once', positiveIntArgument, 8)
       .parse()
       .opts<{ file: string; concurrency: number }>();
     const config = loadConfig();
     log.level = config.logLevel;
     const file = path.resolve(options.file);
-    const { model } = compileSchema(loadSchemaSources(config.schemaDir), { tablePrefix: config.tablePrefix });
+    const { model } = compileConfiguredSchema(config);
     // Read once before storage starts: an unreadable file fails fast, and the bar gets its total.
     const totalRows = await estimateDataRows(file).catch((e: Error) => {
       throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `Cannot read ${file}: ${e.message}`, { file });

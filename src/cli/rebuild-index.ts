@@ -6,22 +6,16 @@
  * Progress on stderr (a counter on a terminal, log lines otherwise); the summary on stdout. Exit code 0 when
  * done, 1 on an error (an unknown type or index lists the known ones).
  */
-import { Command, InvalidArgumentError } from 'commander';
+import { Command } from 'commander';
 import { loadConfig } from '../config';
 import { createLogger } from '../log';
 import { rebuildIndex, type RebuildResult } from '../maintenance/rebuild-index';
 import { createScanReporter } from '../maintenance/verify';
 import { resolveIndex } from '../maintenance/derived-state';
-import { compileSchema } from '../model/compile';
-import { loadSchemaSources } from '../model/load-schema';
+import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { openStorage } from '../runtime/open-storage';
-import { runMain } from './run-main';
+import { positiveIntArgument, runMain } from './run-main';
 
-function positiveInt(value: string): number {
-  const n = Number(value);
-  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError('expected a positive integer');
-  return n;
-}
 
 function formatSummary(r: RebuildResult): string {
   return [
@@ -44,13 +38,13 @@ runMain(
       .description('rebuild one index from its primary entities; reads whole tables on purpose')
       .argument('<type>', 'the entity type, e.g. Employee')
       .argument('<index>', 'one of its indexes, e.g. byLastName')
-      .option('--concurrency <n>', 'EGTs and deletes in flight at once', positiveInt, 8)
+      .option('--concurrency <n>', 'EGTs and deletes in flight at once', positiveIntArgument, 8)
       .parse();
     const [type, index] = command.args;
     const { concurrency } = command.opts<{ concurrency: number }>();
     const config = loadConfig();
     log.level = config.logLevel;
-    const { model } = compileSchema(loadSchemaSources(config.schemaDir), { tablePrefix: config.tablePrefix });
+    const { model } = compileConfiguredSchema(config);
     const target = resolveIndex(model, type, index); // an unknown name fails before storage starts
     const storage = await openStorage(config, log);
     try {

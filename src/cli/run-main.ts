@@ -2,6 +2,7 @@
  * Runs a command's main function: a logger, and on failure one readable line (with the error's code) and exit
  * code 1 instead of a stack trace — unless LOG_LEVEL=debug.
  */
+import { InvalidArgumentError } from 'commander';
 import { isTablegraphError } from '../errors';
 import type { Logger, LoggerOptions } from '../log';
 
@@ -44,4 +45,11 @@ export function onShutdownSignal(log: Logger, stop: (signal: string) => Promise<
   };
   process.on('SIGTERM', () => handler('SIGTERM'));
   process.on('SIGINT', () => handler('SIGINT'));
+}
+
+/** A commander argument parser for a positive integer (e.g. `--concurrency 8`); commander reports the error. */
+export function positiveIntArgument(value: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError('expected a positive integer');
+  return n;
 }

@@ -5,21 +5,15 @@
  * Progress on stderr (a counter on a terminal, log lines otherwise); the report on stdout (text, or JSON with
  * --json). Exit code 0 when everything matches, 1 when anything differs or on an error — usable in CI and ops.
  */
-import { Command, InvalidArgumentError } from 'commander';
+import { Command } from 'commander';
 import { loadConfig } from '../config';
 import { createLogger } from '../log';
 import { createScanReporter, formatVerifyReport, verifyDerived, type VerifyReport } from '../maintenance/verify';
 import { resolveEntity } from '../maintenance/derived-state';
-import { compileSchema } from '../model/compile';
-import { loadSchemaSources } from '../model/load-schema';
+import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { openStorage } from '../runtime/open-storage';
-import { runMain } from './run-main';
+import { positiveIntArgument, runMain } from './run-main';
 
-function positiveInt(value: string): number {
-  const n = Number(value);
-  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError('expected a positive integer');
-  return n;
-}
 
 const collect = (value: string, previous: string[]) => [...previous, value];
 
@@ -30,12 +24,12 @@ runMain(
       .description('check every index against its primary entities; reads whole tables on purpose')
       .option('--type <name>', 'check only this entity type (repeatable)', collect, [] as string[])
       .option('--json', 'print the report as JSON')
-      .option('--limit <n>', 'problem entities listed per index', positiveInt, 50)
+      .option('--limit <n>', 'problem entities listed per index', positiveIntArgument, 50)
       .parse()
       .opts<{ type: string[]; json?: boolean; limit: number }>();
     const config = loadConfig();
     log.level = config.logLevel;
-    const { model } = compileSchema(loadSchemaSources(config.schemaDir), { tablePrefix: config.tablePrefix });
+    const { model } = compileConfiguredSchema(config);
     const types = options.type.length > 0 ? options.type : undefined;
     types?.forEach((t) => resolveEntity(model, t)); // an unknown name fails before storage starts
     const storage = await openStorage(config, log);

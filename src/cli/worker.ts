@@ -5,8 +5,7 @@
  */
 import { loadConfig } from '../config';
 import { createLogger } from '../log';
-import { compileSchema } from '../model/compile';
-import { loadSchemaSources } from '../model/load-schema';
+import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { openStorage } from '../runtime/open-storage';
 import { createFanoutWorker, ensureFanoutQueues, fanoutQueueNames } from '../worker/fanout-worker';
 import { onShutdownSignal, runMain } from './run-main';
@@ -14,7 +13,7 @@ import { onShutdownSignal, runMain } from './run-main';
 runMain('worker', async (log) => {
   const config = loadConfig();
   log.level = config.logLevel;
-  const { model } = compileSchema(loadSchemaSources(config.schemaDir), { tablePrefix: config.tablePrefix });
+  const { model } = compileConfiguredSchema(config);
   const storage = await openStorage(config, log);
   for (const table of model.tables) await storage.store.ensureTable(table);
   await ensureFanoutQueues(storage.queues, config.tablePrefix);

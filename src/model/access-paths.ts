@@ -309,7 +309,7 @@ function derivedPrefix(ctx: FieldContext, layout: KeyTemplate): KeyTemplate {
 }
 
 /** The template source text of one segment. */
-export function segmentSource(seg: TemplateSegment): string {
+function segmentSource(seg: TemplateSegment): string {
   if (seg.kind === 'literal') return seg.text;
   if (seg.format.kind === 'padded') return `{${seg.name}:0${seg.format.width}}`;
   if (seg.format.kind === 'invertedTicks') return `{${seg.name}:invertedTicks}`;
@@ -323,7 +323,7 @@ function sameShape(a: TemplateSegment, b: TemplateSegment): boolean {
 }
 
 /** Why `field` does not address `layout` (undefined when it does). */
-export function shapeProblem(field: KeyTemplate, layout: KeyTemplate, mode: 'exact' | 'prefix'): string | undefined {
+function shapeProblem(field: KeyTemplate, layout: KeyTemplate, mode: 'exact' | 'prefix'): string | undefined {
   const f = field.segments;
   const l = layout.segments;
   if (mode === 'exact' && f.length !== l.length) return `it has ${f.length} part(s), the layout ${l.length}`;

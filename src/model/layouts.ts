@@ -4,6 +4,7 @@
  * (the guide's "Heterogeneous entity types": a department and its employees in one partition).
  */
 import { getNamedType, isListType, isNonNullType, isObjectType, type GraphQLObjectType, type GraphQLSchema, type ASTNode } from 'graphql';
+import { checkTableName } from '../storage/limits';
 import { KeyTemplateSyntaxError, checkTemplateSeparators, parseKeyTemplate, type KeyTemplate } from './key-template';
 import { readEntity, readIndexes, readPoint, readRange } from './directives';
 import { edmTypeOf } from './edm-mapping';
@@ -124,7 +125,7 @@ export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, t
       summaryFields: new Set(),
       node: directive.node,
     };
-    checkTableName(tablePrefix + directive.table, type.name, directive.node, problems);
+    checkTable(tablePrefix + directive.table, type.name, directive.node, problems);
     for (const d of readIndexes(schema, type.astNode)) {
       const coordinate = `${type.name}@index(${d.name})`;
       if (entity.indexes.has(d.name)) {
@@ -140,7 +141,7 @@ export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, t
         if (!fields.has(name)) problems.add(coordinate, `include names "${name}", which is not a stored field of ${type.name}`, d.node);
       }
       const table = tablePrefix + (d.table ?? directive.table);
-      checkTableName(table, coordinate, d.node, problems);
+      checkTable(table, coordinate, d.node, problems);
       const index: IndexModel = {
         name: d.name,
         entity,
@@ -160,8 +161,10 @@ export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, t
 }
 
 /** Azure table names: 3–63 alphanumeric characters, starting with a letter. */
-function checkTableName(table: string, coordinate: string, node: ASTNode | undefined, problems: SchemaProblems): void {
-  if (!/^[A-Za-z][A-Za-z0-9]{2,62}$/.test(table)) {
+function checkTable(table: string, coordinate: string, node: ASTNode | undefined, problems: SchemaProblems): void {
+  try {
+    checkTableName(table); // the storage's own rule, reported as a schema problem with its SDL location
+  } catch {
     problems.add(coordinate, `"${table}" is not a valid table name (3-63 letters and digits, starting with a letter)`, node);
   }
 }

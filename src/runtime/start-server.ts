@@ -6,8 +6,6 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Config } from '../config';
 import type { Logger } from '../log';
-import { compileSchema } from '../model/compile';
-import { loadSchemaSources } from '../model/load-schema';
 import { seedIfEmpty } from '../import/seed';
 import { CursorCodec } from '../read/cursor';
 import { attachResolvers } from '../resolvers/attach';
@@ -15,6 +13,7 @@ import { createGraphqlApp } from '../server/app';
 import { createFanoutWorker, ensureFanoutQueues, fanoutQueueNames, queueSender } from '../worker/fanout-worker';
 import type { QueueWorker } from '../worker/queue-worker';
 import { WriteExecutor } from '../write/write-executor';
+import { compileConfiguredSchema } from './configured-schema';
 import type { OpenStorage } from './open-storage';
 
 export interface RunningServer {
@@ -33,11 +32,7 @@ export interface RunningServer {
  *   STORAGE_UNAVAILABLE (tables cannot be created)
  */
 export async function startServer(config: Config, storage: OpenStorage, log: Logger): Promise<RunningServer> {
-  const { schema, model } = compileSchema(loadSchemaSources(config.schemaDir), {
-    pageSize: config.defaultPageSize,
-    maxPageSize: config.maxPageSize,
-    tablePrefix: config.tablePrefix,
-  });
+  const { schema, model } = compileConfiguredSchema(config);
   attachResolvers(schema, model);
   for (const table of model.tables) await storage.store.ensureTable(table);
   await ensureFanoutQueues(storage.queues, config.tablePrefix);
