@@ -178,6 +178,15 @@ describe('fan-out convergence', () => {
     expect(new Set(emails).size).toBe(emails.length);
     const byEmail = report.indexes.find((d) => d.index === 'byEmail')!;
     expect(byEmail.found).toBe(scenario.live.size);
+
+    // Late redelivery: every message once more, long past its settle time, shuffled — messages of earlier lives of
+    // re-created employees among them (the scenario deletes and re-creates slots). Nothing changes.
+    const recreated = messages.filter((m) => m.basedOn === null).map((m) => `${m.primary.partitionKey}/${m.primary.rowKey}`);
+    expect(recreated.length).toBeGreaterThan(new Set(recreated).size);
+    const lateOnes = rng.shuffle(messages);
+    const late = await deliverAll(lateOnes, { ...base, holdMs: 0, concurrency: 4, hooks: lateOnes.map(() => ({ now: () => Date.now() + 30_001 })) });
+    expect(late.deliveries.filter((d) => d.error || d.result?.kind !== 'done')).toEqual([]);
+    await expectConverged(store, model);
     console.log(
       `seed ${SEED}: ${messages.length} messages, ${deliveries.length} deliveries (${died.length} died mid-message, ` +
         `${deferred} deferred to their settle deadline, peak ${peak} at once); early: ${early.before.length} before the EGT, ` +
@@ -202,8 +211,14 @@ describe('fan-out convergence', () => {
     expect(early).toEqual({ kind: 'retryLater', afterMs: expect.any(Number) });
     expect((early as { afterMs: number }).afterMs).toBeGreaterThan(20_000);
     expect(await store.getEntity(reservation)).not.toBeNull();
-    // Past it, the message is reconciled against what is there: no employee, so nothing derived remains.
-    const late = await reconcile(m, { model, store, holdMs: 0, now: () => m.enqueuedAt + 30_001 });
+    // Past it, the message is reconciled against what is there (no employee), but the reservation's lease still
+    // runs — a slow writer could still commit — so it stays, and the message comes back when the lease ends.
+    const leaseEnd = ((await store.getEntity(reservation))!.properties.ReservedUntil as Date).getTime();
+    const settled = await reconcile(m, { model, store, holdMs: 0, now: () => m.enqueuedAt + 30_001 });
+    expect(settled).toEqual({ kind: 'retryLater', afterMs: expect.any(Number) });
+    expect(await store.getEntity(reservation)).not.toBeNull();
+    // After the lease, nothing derived remains.
+    const late = await reconcile(m, { model, store, holdMs: 0, now: () => leaseEnd + 1 });
     expect(late).toMatchObject({ kind: 'done', upserted: 0, deleted: 1 });
     expect(await store.getEntity(reservation)).toBeNull();
 
@@ -212,7 +227,8 @@ describe('fan-out convergence', () => {
     await expect(run(dying, 'updateEmployee', { departmentId: 'NEVER', id: '2', email: 'ghost2@conv.example', lastName: 'GONE' })).rejects.toThrow('process died');
     expect(await store.getEntity(emailAddress(model, 'ghost2@conv.example'))).not.toBeNull();
     await deliverPending();
-    expect(await reconcile(died.messages[1], { model, store, holdMs: 0, now: () => Date.now() + 30_001 })).toMatchObject({ kind: 'done', deleted: 1 });
+    const leaseEnd2 = ((await store.getEntity(emailAddress(model, 'ghost2@conv.example')))!.properties.ReservedUntil as Date).getTime();
+    expect(await reconcile(died.messages[1], { model, store, holdMs: 0, now: () => leaseEnd2 + 1 })).toMatchObject({ kind: 'done', deleted: 1 });
     expect(await store.getEntity(emailAddress(model, 'ghost2@conv.example'))).toBeNull();
     expect(await store.getEntity(emailAddress(model, ghost.email))).toMatchObject({ properties: { id: '2' } });
     await expectConverged(store, model);
@@ -247,17 +263,28 @@ describe('fan-out convergence', () => {
     await expectConverged(store, model);
   });
 
-  it('two writes of one employee racing to the same new e-mail leave it reserved when the loser retries', async () => {
+  it('two writes of one employee racing to the same new e-mail: the second waits for the first, the e-mail stays reserved', async () => {
     await run(world, 'createDepartment', { id: 'TWIN', name: 'TWIN' });
     await run(world, 'createEmployee', { departmentId: 'TWIN', id: '1', email: 'twin-a@conv.example', lastName: 'TWIN', firstName: 'A' });
     const b = 'twin-b@conv.example';
-    // Writer 1 reserves b; before its EGT, writer 2 (same employee, same new address) finds b its own and commits.
-    // Writer 1's EGT then fails on the stale ETag, it releases what it reserved, and retries.
+    // Writer 1 (one process) reserves b; before its EGT, writer 2 (another process: its own executor) wants b for
+    // the same employee. Both read the same state, so at most one can commit: writer 2 must not take b over from
+    // a write that may still commit (if it then failed and released b, writer 1 would commit without it). It waits.
+    let second: Promise<unknown> | undefined;
     const racing = hookedStore(store, {
-      after: { createEntity: (_a, _r, n) => (n === 1 ? run(world, 'updateEmployee', { departmentId: 'TWIN', id: '1', email: b }).then(() => undefined) : undefined) },
+      after: {
+        createEntity: async (_a, _r, n) => {
+          if (n !== 1) return;
+          second = run(world, 'updateEmployee', { departmentId: 'TWIN', id: '1', email: b, lastName: 'W2' });
+          await new Promise((r) => setTimeout(r, 50));
+        },
+      },
     });
     const writer1 = { model, executor: new WriteExecutor({ model, store: racing, fanout: sender }) };
     await run(writer1, 'updateEmployee', { departmentId: 'TWIN', id: '1', email: b, firstName: 'W1' });
+    await second;
+    const employee = await store.getEntity({ table: `${world.prefix}Directory`, partitionKey: 'TWIN', rowKey: 'empid_00000001' });
+    expect(employee?.properties).toMatchObject({ email: b, firstName: 'W1', lastName: 'W2' });
     expect(await store.getEntity(emailAddress(model, b))).toMatchObject({ properties: { departmentId: 'TWIN', id: '1' } });
     const other = await run(world, 'createEmployee', { departmentId: 'TWIN', id: '2', email: b, lastName: 'OTHER', firstName: 'B' }).catch((e: unknown) => e);
     expect(isTablegraphError(other, ErrorCode.CONFLICT) && other.details.reason).toBe('UniqueKeyTaken');

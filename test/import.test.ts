@@ -1,18 +1,24 @@
 /**
- * The Chicago import: the row parser (names, enums, malformed rows and their line numbers), importEmployees on
- * a small file, and the whole real file against the test run's Azurite, imported twice.
+ * The Chicago import: the row parser (names, enums, malformed rows and their line numbers, a quote never closed),
+ * importEmployees on a small file (re-imported after a rename, with verify clean; EGTs that time out sent again,
+ * or given up on and reported), and the whole real file against the test run's Azurite, imported twice.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { TableClient } from '@azure/data-tables';
 import { parse } from 'csv-parse/sync';
+import { Decimal } from 'decimal.js';
 import { parseChicagoFields, readChicagoCsv, splitName, type ChicagoRow } from '../src/import/chicago-csv';
 import { importEmployees } from '../src/import/import-employees';
 import { prefixUpperBound, renderKey, renderKeyPrefix } from '../src/model/key-template';
 import type { EntityModel, Model } from '../src/model/types';
 import type { StoredEntity } from '../src/storage/types';
+import { ErrorCode, TablegraphError } from '../src/errors';
+import { reconcile } from '../src/worker/reconciler';
+import { expectConverged, hookedStore, hrWorld, run } from './support/fanout-fixtures';
 import { CHICAGO_CSV, compileHr, connectionString, testStore, uniquePrefix } from './support/harness';
+import { employeeInput } from './support/write-fixtures';
 
 const store = testStore();
 const tmp = mkdtempSync(path.join(tmpdir(), 'tablegraph-import-'));
@@ -28,9 +34,11 @@ async function scanAll(table: string): Promise<StoredEntity[]> {
   return all;
 }
 
-/** Keys and properties (no ETag): what "the same entity" means across two imports. */
+/** Keys and properties (no ETag, no WriteId — each write has its own): what "the same entity" means across two imports. */
 function content(e: StoredEntity | null): unknown {
-  return e && { partitionKey: e.partitionKey, rowKey: e.rowKey, properties: e.properties };
+  if (!e) return e;
+  const { WriteId: _w, ...properties } = e.properties;
+  return { partitionKey: e.partitionKey, rowKey: e.rowKey, properties };
 }
 
 async function collect(file: string): Promise<ChicagoRow[]> {
@@ -135,6 +143,23 @@ describe('readChicagoCsv', () => {
     expect(rows[6].employee?.title).toBe(`TITLE${eol}SECOND`);
   });
 
+  it('a quote opened and never closed costs its own row, reported at its line; the next row is read as it is', async () => {
+    const file = path.join(tmp, 'stray-quote.csv');
+    writeFileSync(file, [
+      SMALL_LINES[0],
+      '"AARON,  JEFFERY M",SERGEANT,POLICE,F,Salary,,111444.00,', // 2
+      '"DOE,  JANE",CLERK,FIRE,F,Salary,,1,', // 3
+      '"SMITH,  JOHN,CLERK,POLICE,F,Salary,,50000,', // 4: the quote before SMITH is never closed
+      '"BROWN,  BOB",CLERK,POLICE,F,Salary,,2,', // 5: must not vanish
+      '"LAST,  ONE",CLERK,POLICE,F,"Salary,,3,', // 6: never closed, at the end of the file
+    ].join('\n'));
+    const rows = await collect(file);
+    expect(rows.map((r) => [r.id, r.line, r.employee ? r.employee.lastName : r.reason])).toEqual([
+      [1, 2, 'AARON'], [2, 3, 'DOE'], [3, 4, 'a quote opened on this line is never closed'], [4, 5, 'BROWN'],
+      [5, 6, 'a quote opened on this line is never closed'],
+    ]);
+  });
+
   it('refuses a file whose header is not the Chicago one, naming line 1', async () => {
     const file = path.join(tmp, 'bad-header.csv');
     writeFileSync(file, 'Name,Title,Department\n"A,  B",T,D\n');
@@ -170,19 +195,19 @@ describe('importEmployees on a small file', () => {
     const jane = directory.find((e) => e.rowKey === 'empid_00000002')!;
     expect(jane.properties).toMatchObject({
       EntityType: 'Employee', id: '2', departmentId: 'FIRE', lastName: 'DOE', firstName: 'JANE', title: 'FIREFIGHTER/PARAMEDIC',
-      fullOrPartTime: 'PART_TIME', salaryOrHourly: 'HOURLY', typicalHours: 20, hourlyRate: 35.5,
+      fullOrPartTime: 'PART_TIME', salaryOrHourly: 'HOURLY', typicalHours: 20, hourlyRate: '35.5',
     });
     // Empty cells are null fields: no property at all.
     expect(jane.properties).not.toHaveProperty('annualSalary');
     expect(jane.properties).not.toHaveProperty('middleInitial');
     const police = directory.find((e) => e.partitionKey === 'POLICE' && e.rowKey === 'department')!;
-    expect(police.properties).toMatchObject({ employeeCount: 3, payroll: 111444 + 60000.5 + 1000 });
+    expect(police.properties).toMatchObject({ employeeCount: 3, payroll: '172444.5' });
     const fire = directory.find((e) => e.partitionKey === 'FIRE' && e.rowKey === 'department')!;
-    expect(fire.properties).toMatchObject({ employeeCount: 1, payroll: 35.5 * 20 * 52 });
+    expect(fire.properties).toMatchObject({ employeeCount: 1, payroll: '36920' });
     expect((await scanAll(departmentsTable)).map((e) => e.rowKey).sort()).toEqual(['FIRE', 'POLICE', 'STREETS & SAN']);
 
     const again = await importEmployees({ store, model, file });
-    expect(again).toMatchObject({ rows: 10, imported: 5, entities: 31 });
+    expect(again).toMatchObject({ rows: 10, imported: 5, entities: 31, failed: [], staleDeleted: 0 });
     const directoryAgain = await scanAll(employee.layout.table);
     expect(directoryAgain.map(content)).toEqual(directory.map(content));
     // Rewritten (new ETags), with the same values: upsert-replace, summaries recomputed rather than incremented.
@@ -190,17 +215,87 @@ describe('importEmployees on a small file', () => {
   });
 });
 
+describe('re-import after writes through the API', () => {
+  const world = hrWorld(uniquePrefix());
+  const file = path.join(tmp, 'reimport.csv');
+  beforeAll(() => world.ensureTables());
+  afterAll(() => world.dropTables());
+
+  it('an employee renamed by a mutation and re-imported leaves no stale index entity; summaries count everyone', async () => {
+    const { model, store: s, sender } = world;
+    writeFileSync(file, SMALL_LINES.join('\n'));
+    await importEmployees({ store: s, model, file });
+    // AARON (POLICE, id 1) renamed by a mutation, reconciled; one more POLICE employee created through the API.
+    await run(world, 'updateEmployee', { departmentId: 'POLICE', id: '1', lastName: 'AARON-SMITH' });
+    await run(world, 'createEmployee', employeeInput('POLICE', 99, { annualSalary: '0.5' }));
+    for (const m of sender.messages) await reconcile(m, { model, store: s, settleMs: 0, holdMs: 0 });
+    await expectConverged(s, model);
+
+    const again = await importEmployees({ store: s, model, file });
+    // The file's AARON again: his AARON-SMITH index entities (in the department, and across the organisation) go.
+    expect(again.staleDeleted).toBe(2);
+    const report = await expectConverged(s, model);
+    expect(report.summaries.map((d) => [d.summary, d.holders, d.different.length])).toEqual([
+      ['Department.employeeCount', 3, 0], ['Department.payroll', 3, 0],
+    ]);
+    const police = await s.getEntity({ table: `${world.prefix}Directory`, partitionKey: 'POLICE', rowKey: 'department' });
+    expect(police?.properties).toMatchObject({ employeeCount: 4, payroll: '172445' });
+  });
+});
+
+describe('EGTs that fail for want of an answer', () => {
+  const { model } = compileHr(uniquePrefix());
+  const file = path.join(tmp, 'retry.csv');
+  const unavailable = () => new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, 'submitTransaction timed out (simulated)');
+  beforeAll(async () => {
+    writeFileSync(file, SMALL_LINES.join('\n'));
+    for (const t of model.tables) await store.ensureTable(t);
+  });
+
+  it('are sent again with back-off, and the import completes', async () => {
+    let failures = 0;
+    const flaky = hookedStore(store, { before: { submitTransaction: () => void (failures++ < 2 && fail(unavailable())) } });
+    const summary = await importEmployees({ store: flaky, model, file, backoffMs: 10 });
+    expect(summary).toMatchObject({ imported: 5, failed: [], retries: 2, entities: 31 });
+  });
+
+  it('are given up on after their attempts: their rows are reported, the others imported, the summaries recounted', async () => {
+    const directory = `${model.entities.get('Employee')!.layout.table}`;
+    const down = hookedStore(store, {
+      before: {
+        submitTransaction: (args) => {
+          const [table, ops] = args as [string, Array<{ entity?: { partitionKey: string } }>];
+          if (table === directory && ops[0].entity?.partitionKey === 'FIRE' && ops.length > 1) fail(unavailable());
+        },
+      },
+    });
+    await store.deleteEntity({ table: directory, partitionKey: 'FIRE', rowKey: 'empid_00000002' }).catch(() => undefined);
+    const summary = await importEmployees({ store: down, model, file, attempts: 3, backoffMs: 5 });
+    expect(summary.failed).toEqual([{ lines: [3], table: directory, partitionKey: 'FIRE', error: expect.stringMatching(/timed out/) }]);
+    expect(summary.retries).toBe(2);
+    expect(await store.getEntity({ table: directory, partitionKey: 'FIRE', rowKey: 'empid_00000002' })).toBeNull();
+    expect((await store.getEntity({ table: directory, partitionKey: 'POLICE', rowKey: 'empid_00000001' }))?.properties.lastName).toBe('AARON');
+    // FIRE's employee never arrived: its department counts what is stored, not what the file held.
+    expect((await store.getEntity({ table: directory, partitionKey: 'FIRE', rowKey: 'department' }))?.properties).toMatchObject({ employeeCount: 0, payroll: '0' });
+  });
+});
+
+function fail(e: Error): never {
+  throw e;
+}
+
 /** What the test expects of the real file, computed here without the importer's code. */
 function chicagoFacts() {
   const rows = parse(readFileSync(CHICAGO_CSV), { from_line: 2 }) as string[][];
   const police = rows.filter((r) => r[2] === 'POLICE');
-  const pay = (r: string[]) => (r[4] === 'Salary' ? Number(r[6]) : Number(r[7]) * Number(r[5]) * 52);
+  // Exact, in decimal.js directly (not the importer's arithmetic): rate × hours × 52 for hourly staff.
+  const pay = (r: string[]) => (r[4] === 'Salary' ? new Decimal(r[6]) : new Decimal(r[7]).times(r[5]).times(52));
   const slashAt = rows.findIndex((r) => r[1].includes('/'));
   return {
     rows: rows.length,
     departments: new Set(rows.map((r) => r[2])).size,
     policeCount: police.length,
-    policePayroll: Math.round(police.reduce((s, r) => s + pay(r), 0) * 100) / 100,
+    policePayroll: police.reduce((s, r) => s.plus(pay(r)), new Decimal(0)).toFixed(),
     williamsInPolice: police.filter((r) => r[0].startsWith('WILLIAMS,')).length,
     slash: { id: slashAt + 1, department: rows[slashAt][2], title: rows[slashAt][1] },
     /** The department of employee id, at index id - 1. */
@@ -237,15 +332,14 @@ describe('importEmployees on the whole Chicago file', () => {
       firstName: 'JEFFERY',
       middleInitial: 'M',
       departmentId: 'POLICE',
-      annualSalary: 111444,
+      annualSalary: '111444',
       email: 'jeffery.aaron@cityofchicago.example',
     });
-    expect(typeof first?.properties.annualSalary).toBe('number');
-    // Stored as Edm.Double: the service writes a Double as 111444.0 and an Int32 as 111444.
+    // Money is a Decimal: exact decimal text (Edm.String), never a Double that cannot hold 0.1.
     let body = '';
     const raw = TableClient.fromConnectionString(connectionString(), employee.layout.table, { allowInsecureConnection: true });
     await raw.getEntity('POLICE', 'empid_00000001', { disableTypeConversion: true, onResponse: (r) => void (body = r.bodyAsText ?? '') });
-    expect(body).toContain('"annualSalary":111444.0');
+    expect(body).toContain('"annualSalary":"111444"');
 
     const slash = await store.getEntity(employeeAddress(facts.slash.department, facts.slash.id));
     expect(slash?.properties.title).toBe(facts.slash.title);

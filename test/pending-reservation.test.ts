@@ -1,7 +1,8 @@
 /**
  * A stale fan-out message must not free a unique key that a write still in flight has reserved: the reservation
- * carries the version of its write, and the reconciler leaves a reservation alone while the entity has not
- * reached that version (DESIGN.md §4.2, "Eventually consistent transactions pattern").
+ * carries its write's id and the state that write read, and the reconciler — reading the entity again after the
+ * reservation — leaves it alone while the entity is still in that state (DESIGN.md §4.2, "Eventually consistent
+ * transactions pattern").
  */
 import { ErrorCode, isTablegraphError } from '../src/errors';
 import { reconcile } from '../src/worker/reconciler';
@@ -30,12 +31,15 @@ test('a stale message reconciled while a write re-reserves an address leaves the
   const writer = new WriteExecutor({ model, store: paused, fanout: sender });
   const back = writer.execute(model.writes.get('Mutation.updateEmployee')!, { departmentId: 'PEND', id: '1', email: 'x@pend.example' });
   for (let i = 0; i < 200 && !(await store.getEntity(x)); i++) await new Promise((r) => setTimeout(r, 10));
-  expect((await store.getEntity(x))?.properties).toMatchObject({ id: '1', Version: 3 });
+  const employee = await store.getEntity({ table: `${world.prefix}Directory`, partitionKey: 'PEND', rowKey: 'empid_00000001' });
+  const pending = sender.messages.at(-1)!;
+  expect((await store.getEntity(x))?.properties).toMatchObject({ id: '1', WriteId: pending.writeId, BasedOn: employee?.properties.WriteId });
 
-  // The stale message, redelivered now, reads the employee at version 2 (email y@): x@ is not derived from it,
-  // points at this employee — and is the pending reservation of version 3, so it stays.
+  // The stale message, redelivered now (as if past its settle time), reads the employee with y@: x@ is not derived
+  // from it, points at this employee — and is the reservation of a write based on the state the employee is in.
+  // The message comes back once the reservation's lease has ended, in case its write never commits.
   const result = await reconcile(stale, { model, store, settleMs: 0 });
-  expect(result.kind).toBe('done');
+  expect(result).toMatchObject({ kind: 'retryLater', afterMs: expect.any(Number) });
   expect(await store.getEntity(x)).not.toBeNull();
 
   // So nobody else can take x@ meanwhile.
@@ -49,8 +53,8 @@ test('a stale message reconciled while a write re-reserves an address leaves the
   egt.open();
   await back;
   for (const m of sender.messages) await reconcile(m, { model, store, settleMs: 0 });
-  // Reconciled from the committed state: the reservation became the plain index entity (no pending version).
+  // Reconciled from the committed state: the reservation became the plain index entity (no lease, no write id).
   const confirmed = await store.getEntity(x);
   expect(confirmed?.properties).toMatchObject({ id: '1', departmentId: 'PEND' });
-  expect(confirmed?.properties.Version).toBeUndefined();
+  expect([confirmed?.properties.WriteId, confirmed?.properties.BasedOn, confirmed?.properties.ReservedUntil]).toEqual([undefined, undefined, undefined]);
 });

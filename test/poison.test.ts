@@ -52,11 +52,14 @@ describe('poison messages through the server', () => {
     expect((await health()).fanout).toMatchObject({ poisonCount: 0, queueDepth: 0 });
     const employee = compileHr(server.config.tablePrefix).model.entities.get('Employee')!;
     const unknownType: FanoutMessage = {
-      v: 1, id: 'unknown-type', entity: 'Nope', primary: primaryAddress(employee, { departmentId: 'Marketing', id: '1' }),
-      version: 1, deleted: false, candidates: [], enqueuedAt: Date.now(),
+      v: 2, id: 'unknown-type', entity: 'Nope', primary: primaryAddress(employee, { departmentId: 'Marketing', id: '1' }),
+      writeId: 'w-unknown', basedOn: null, deleted: false, candidates: [], enqueuedAt: Date.now(),
     };
-    // A message whose write never shows (version 99): not poison — after the settle time it is reconciled.
-    const neverVisible: FanoutMessage = { ...unknownType, id: 'never-visible', entity: 'Employee', version: 99 };
+    // A message whose write never shows (a create of an employee that never appears): not poison — after the
+    // settle time it is reconciled.
+    const neverVisible: FanoutMessage = {
+      ...unknownType, id: 'never-visible', entity: 'Employee', writeId: 'w-never', primary: primaryAddress(employee, { departmentId: 'Marketing', id: '999' }),
+    };
     await queues.send(names.queue, 'not json {');
     await queues.send(names.queue, encodeFanout(unknownType));
     await queues.send(names.queue, encodeFanout(neverVisible));

@@ -91,8 +91,8 @@ describe('departments: one range query on the Departments index', () => {
     { id: SLASHED.id, employeeCount: 3, payroll: payrollOf(SLASHED) },
     { id: 'ENGINEERING', employeeCount: 250, payroll: payrollOf(ENGINEERING) },
     { id: 'FINANCE', employeeCount: 40, payroll: payrollOf(FINANCE) },
-    { id: 'Marketing', employeeCount: 2, payroll: 0 },
-    { id: 'Sales', employeeCount: 1, payroll: 0 },
+    { id: 'Marketing', employeeCount: 2, payroll: '0' },
+    { id: 'Sales', employeeCount: 1, payroll: '0' },
   ];
 
   test('id and name are covered by the index entities: one wave, no point query', async () => {

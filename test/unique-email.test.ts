@@ -77,7 +77,9 @@ test("an e-mail another employee holds is refused; a free one is taken, and the 
   await create(employeeInput(d, 2, { email: b }));
   const taken = await server.query(UPDATE_EMPLOYEE, { input: { departmentId: d, id: '1', email: b } });
   expect(firstError(taken)).toMatchObject({ code: 'CONFLICT', extensions: { reason: 'UniqueKeyTaken' } });
-  expect(taken.extensions.cost.writes).toBe(1); // the refused conditional insert, and nothing after it
+  // Refused on a read of the reservation: nothing written, no fan-out message.
+  expect(taken.extensions.cost.writes).toBe(0);
+  expect((await drainFanout({ queues: testQueues(), store: server.store, model, tablePrefix: server.config.tablePrefix })).filter((h) => h.message.primary.rowKey === 'empid_00000001' && h.message.candidates.some((c) => c.rowKey === b))).toEqual([]);
   expect((await rawEntity(server.store, reservation(server, b)))?.properties).toMatchObject({ departmentId: d, id: '2' });
 
   const moved = `a${seq}.moved@example.test`;
@@ -107,10 +109,12 @@ test('a reservation whose EGT failed is released by the executor at once', async
 
 describe('with the inline worker', () => {
   let live: TestServer;
-  beforeAll(async () => void (live = await startTestServer({ TABLEGRAPH_SETTLE_MS: '500' })));
+  // A short storage timeout makes a short reservation lease (2 × 2 s + 5 s): the worker may remove a reservation
+  // whose write can no longer commit only once its lease has ended.
+  beforeAll(async () => void (live = await startTestServer({ TABLEGRAPH_SETTLE_MS: '500', TABLEGRAPH_STORAGE_TIMEOUT_MS: '2000' })));
   afterAll(() => live?.close());
 
-  test('a reservation the executor could not release is removed by the worker once the settle time has passed', async () => {
+  test('a reservation the executor could not release is removed by the worker once its lease has ended', async () => {
     const d = await department(live);
     const email = `orphan${seq}@example.test`;
     failNextEgt(live);
@@ -124,7 +128,12 @@ describe('with the inline worker', () => {
     expect(refused).toBe(1);
     // The orphan reservation points at an employee that does not exist, until the worker reconciles.
     expect((await rawEntity(live.store, reservation(live, email)))?.properties).toMatchObject({ departmentId: d, id: '1' });
-    await pollUntil('the orphan reservation removed', async () => ((await rawEntity(live.store, reservation(live, email))) ? undefined : true));
+    const until = (await rawEntity(live.store, reservation(live, email)))?.properties.ReservedUntil as Date;
+    expect(until.getTime() - Date.now()).toBeGreaterThan(5000);
+    // Another employee cannot take it while the lease runs; the worker removes it after.
+    expect(firstError(await live.query(CREATE_EMPLOYEE, { input: employeeInput(d, 3, { email }) })).extensions.reason).toBe('UniqueKeyTaken');
+    await pollUntil('the orphan reservation removed', async () => ((await rawEntity(live.store, reservation(live, email))) ? undefined : true), 30_000, 200);
+    expect(Date.now()).toBeGreaterThanOrEqual(until.getTime());
     await create(employeeInput(d, 2, { email }), live);
     expect((await rawEntity(live.store, reservation(live, email)))?.properties).toMatchObject({ departmentId: d, id: '2' });
   });

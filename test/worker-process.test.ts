@@ -80,7 +80,7 @@ it('reconciles what a server without a worker writes; on SIGTERM finishes the me
   await writeEgtBatches(server.store, planEgtBatches(stale, server.store.target), { concurrency: 2 });
   const remaining = async () => (await server.store.queryRange({ table: lastNameIndex.layout.table, partitionKey: 'lastname_stale', limit: 1000 })).entities.length;
   const candidates: EntityAddress[] = stale.map((w) => ({ table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey }));
-  await queues.send(names.queue, encodeFanout({ v: 1, id: 'busy', entity: 'Employee', primary: e502.address, version: 1, deleted: false, candidates, enqueuedAt: Date.now() }));
+  await queues.send(names.queue, encodeFanout({ v: 2, id: 'busy', entity: 'Employee', primary: e502.address, writeId: 'w-busy', basedOn: null, deleted: false, candidates, enqueuedAt: Date.now() }));
 
   // SIGTERM while the worker is deleting them: it must finish that message before it exits.
   await pollUntil('the worker to start deleting the stale index entities', async () => ((await remaining()) < STALE ? true : undefined), 20_000, 10);

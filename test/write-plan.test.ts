@@ -2,13 +2,16 @@
  * The write planner, pure (no storage): for each mutation of Employee and Department, the exact EGT it plans
  * (operation kinds, RowKeys, If-Match ETags, summary values), the fan-out message it announces and the unique
  * keys it reserves ("Entity Group Transactions", "Intra-partition secondary index pattern", "Inter-partition
- * secondary index pattern", "Eventually consistent transactions pattern", "Merge or replace").
+ * secondary index pattern", "Eventually consistent transactions pattern", "Merge or replace"). Each write is
+ * planned as a group of one (group-plan.ts), which adds the summary holders' merges after its own operations.
  */
 import { ErrorCode, isTablegraphError, type TablegraphError } from '../src/errors';
 import type { Model, WriteModel } from '../src/model/types';
 import type { EntityAddress, StoredEntity, TransactionOperation } from '../src/storage/types';
 import { addressKey } from '../src/write/fanout-message';
-import { planWrite, type ReadState, type WritePlan } from '../src/write/write-plan';
+import { planGroup } from '../src/write/group-plan';
+import type { ReadState, Values, WritePlan } from '../src/write/write-plan';
+import { renderKey } from '../src/model/key-template';
 import { compileHr } from './support/harness';
 import { employeeInput, indexAddress, storedEntity } from './support/write-fixtures';
 
@@ -23,14 +26,33 @@ const EMAIL = 'e12.eng@example.test';
 const write = (field: string): WriteModel => model.writes.get(`Mutation.${field}`)!;
 const departmentAddress = (id = 'ENG'): EntityAddress => ({ table: DIRECTORY, partitionKey: id, rowKey: 'department' });
 
+const WRITE_ID = '00000000-0000-4000-8000-000000000001';
+
 /** The ENG department as read: `count` employees, `payroll` USD. */
 function department(count: number, payroll: number, etag = DEPT_ETAG): StoredEntity {
-  return storedEntity(model, 'Department', { id: 'ENG', name: 'Engineering', employeeCount: count, payroll }, etag, 3);
+  return storedEntity(model, 'Department', { id: 'ENG', name: 'Engineering', employeeCount: count, payroll }, etag, 'dept-write');
 }
 
-/** Employee 12 of ENG as read (version 1 unless given). */
-function employee(overrides: Record<string, unknown> = {}, version = 1): StoredEntity {
-  return storedEntity(model, 'Employee', employeeInput('ENG', 12, overrides), EMP_ETAG, version);
+/** Employee 12 of ENG as read, written by `writeId`. */
+function employee(overrides: Record<string, unknown> = {}, writeId = 'earlier-write'): StoredEntity {
+  return storedEntity(model, 'Employee', employeeInput('ENG', 12, overrides), EMP_ETAG, writeId);
+}
+
+/**
+ * Plans one write as a group of one: its plan, with `operations` the whole EGT (its own, then summary merges).
+ * @throws the TablegraphError that refused it
+ */
+function planWrite(_model: Model, w: WriteModel, input: Values, read: ReadState): WritePlan {
+  const entities = new Map<string, StoredEntity | null>();
+  try {
+    const { layout } = w.entity;
+    entities.set(addressKey({ table: layout.table, partitionKey: renderKey(layout.partitionKey, input), rowKey: renderKey(layout.rowKey, input) }), read.current);
+  } catch {
+    // a key that cannot be rendered: the planner refuses the write with BAD_USER_INPUT
+  }
+  const group = planGroup(model, [{ write: w, input, writeId: WRITE_ID }], { entities, holders: read.holders }, 'azurite', DIRECTORY);
+  if (group.refused.length > 0) throw group.refused[0].error;
+  return { ...group.planned[0].plan, operations: group.operations };
 }
 
 function state(current: StoredEntity | null, holder: StoredEntity | null = department(5, 300000)): ReadState {
@@ -63,25 +85,26 @@ function plannedError(run: () => unknown): TablegraphError {
 describe('Employee', () => {
   test('create: the entity, its intra-partition index entity and the department summary in one EGT', () => {
     const plan = planWrite(model, write('createEmployee'), employeeInput('ENG', 12), state(null));
-    expect(plan.table).toBe(DIRECTORY);
-    expect(plan.partitionKey).toBe('ENG');
+    expect(plan.address).toEqual({ table: DIRECTORY, partitionKey: 'ENG', rowKey: 'empid_00000012' });
     expect(shape(plan.operations)).toEqual(['create empid_00000012', 'upsertReplace lastname_SMITH_00000012', 'update-merge department']);
     expect(ifMatches(plan.operations)).toEqual([undefined, undefined, DEPT_ETAG]);
-    expect(summaryOf(plan.operations[2])).toEqual({ employeeCount: { type: 'Int32', value: 6 }, payroll: { type: 'Double', value: 350000 } });
+    expect(summaryOf(plan.operations[2])).toEqual({ employeeCount: { type: 'Int32', value: 6 }, payroll: { type: 'String', value: '350000' } });
     const created = plan.operations[0].kind === 'create' ? plan.operations[0].entity.properties : {};
-    expect(created).toMatchObject({ EntityType: { type: 'String', value: 'Employee' }, Version: { type: 'Int32', value: 1 }, annualSalary: { type: 'Double', value: 50000 } });
-    expect(plan.version).toBe(1);
+    expect(created).toMatchObject({ EntityType: { type: 'String', value: 'Employee' }, WriteId: { type: 'String', value: WRITE_ID }, annualSalary: { type: 'String', value: '50000' } });
+    expect(plan.writeId).toBe(WRITE_ID);
     expect(plan.previous).toBeNull();
-    expect(plan.fanout).toMatchObject({ entity: 'Employee', version: 1, deleted: false, primary: { table: DIRECTORY, partitionKey: 'ENG', rowKey: 'empid_00000012' } });
+    // A create is based on the entity's absence.
+    expect(plan.fanout).toMatchObject({ entity: 'Employee', writeId: WRITE_ID, basedOn: null, deleted: false, primary: { table: DIRECTORY, partitionKey: 'ENG', rowKey: 'empid_00000012' } });
     expect(candidates(plan)).toEqual([EMAIL_KEY, SMITH_KEY, ENGINEER_KEY].sort());
     expect(plan.fanout!.candidates.map((c) => c.table).sort()).toEqual(['EmployeesByEmail', 'EmployeesByLastName', 'EmployeesByTitle'].map((t) => PREFIX + t));
     expect(plan.reservations.map((r) => [r.index.name, show({ table: r.table, ...r.entity })])).toEqual([['byEmail', EMAIL_KEY]]);
   });
 
   test('create of an hourly employee adds rate × weekly hours × 52 to the payroll', () => {
-    const input = employeeInput('ENG', 12, { salaryOrHourly: 'HOURLY', annualSalary: null, hourlyRate: 20.5, typicalHours: 20 });
+    const input = employeeInput('ENG', 12, { salaryOrHourly: 'HOURLY', annualSalary: null, hourlyRate: '20.51', typicalHours: 20.5 });
     const plan = planWrite(model, write('createEmployee'), input, state(null));
-    expect(summaryOf(plan.operations[2])).toEqual({ employeeCount: { type: 'Int32', value: 6 }, payroll: { type: 'Double', value: 300000 + 20.5 * 20 * 52 } });
+    // 300000 + 20.51 × 20.5 × 52, exactly (a double would give 321863.66000000003).
+    expect(summaryOf(plan.operations[2])).toEqual({ employeeCount: { type: 'Int32', value: 6 }, payroll: { type: 'String', value: '321863.66' } });
   });
 
   test('a sparse index: no title, no byTitle index entity and no byTitle candidate', () => {
@@ -109,13 +132,14 @@ describe('Employee', () => {
   });
 
   test('update changing lastName: the new intra-partition index entity upserted, the old deleted, in the same EGT', () => {
-    const plan = planWrite(model, write('updateEmployee'), { departmentId: 'ENG', id: '12', lastName: 'JONES' }, state(employee({}, 4)));
+    const plan = planWrite(model, write('updateEmployee'), { departmentId: 'ENG', id: '12', lastName: 'JONES' }, state(employee({}, 'write-4')));
     // No summary operation: neither the count nor the payroll changes.
     expect(shape(plan.operations)).toEqual(['update-replace empid_00000012', 'upsertReplace lastname_JONES_00000012', 'delete lastname_SMITH_00000012']);
     expect(ifMatches(plan.operations)).toEqual([EMP_ETAG, undefined, undefined]);
-    expect(plan.version).toBe(5);
-    expect(plan.values).toMatchObject({ lastName: 'JONES', firstName: 'ANA', annualSalary: 50000 });
-    expect(plan.fanout).toMatchObject({ version: 5, deleted: false });
+    expect(plan.writeId).toBe(WRITE_ID);
+    expect(plan.values).toMatchObject({ lastName: 'JONES', firstName: 'ANA', annualSalary: '50000' });
+    // Based on the state it read: the WriteId of the write that produced it.
+    expect(plan.fanout).toMatchObject({ writeId: WRITE_ID, basedOn: 'write-4', deleted: false });
     expect(candidates(plan)).toEqual([EMAIL_KEY, at('byLastName', { lastName: 'JONES' }), SMITH_KEY, ENGINEER_KEY].sort());
     expect(plan.reservations).toEqual([]);
   });
@@ -124,7 +148,8 @@ describe('Employee', () => {
     const plan = planWrite(model, write('updateEmployee'), { departmentId: 'ENG', id: '12', annualSalary: 62000.25 }, state(employee()));
     expect(shape(plan.operations)).toEqual(['update-replace empid_00000012', 'upsertReplace lastname_SMITH_00000012', 'update-merge department']);
     expect(ifMatches(plan.operations)).toEqual([EMP_ETAG, undefined, DEPT_ETAG]);
-    expect(summaryOf(plan.operations[2])).toEqual({ employeeCount: { type: 'Int32', value: 5 }, payroll: { type: 'Double', value: 312000.25 } });
+    // The count does not change, so only the payroll is merged.
+    expect(summaryOf(plan.operations[2])).toEqual({ payroll: { type: 'String', value: '312000.25' } });
     expect(plan.fanout).toBeUndefined();
     expect(plan.reservations).toEqual([]);
   });
@@ -145,11 +170,21 @@ describe('Employee', () => {
     expect([e.code, e.details.reason, e.details.currentEtag]).toEqual([ErrorCode.CONFLICT, 'ETagMismatch', EMP_ETAG]);
   });
 
-  test('update or delete of a missing employee: NOT_FOUND', () => {
+  test('update or delete of a missing employee: NOT_FOUND; with an ifMatch (it existed when read): CONFLICT', () => {
     for (const field of ['updateEmployee', 'replaceEmployee', 'deleteEmployee']) {
-      const e = plannedError(() => planWrite(model, write(field), employeeInput('ENG', 12), state(null)));
+      const input = field === 'deleteEmployee' ? { departmentId: 'ENG', id: '12' } : employeeInput('ENG', 12);
+      const e = plannedError(() => planWrite(model, write(field), input, state(null)));
       expect(e.code).toBe(ErrorCode.NOT_FOUND);
+      const stale = plannedError(() => planWrite(model, write(field), { ...input, ifMatch: EMP_ETAG }, state(null)));
+      expect([stale.code, stale.details.reason]).toEqual([ErrorCode.CONFLICT, 'ETagMismatch']);
     }
+  });
+
+  test('a negative salary or more than 168 hours a week: BAD_USER_INPUT naming the field and the @constraint', () => {
+    const salary = plannedError(() => planWrite(model, write('createEmployee'), employeeInput('ENG', 12, { annualSalary: '-0.01' }), state(null)));
+    expect([salary.code, salary.details.field, salary.details.constraint]).toEqual([ErrorCode.BAD_USER_INPUT, 'annualSalary', 'min']);
+    const hours = plannedError(() => planWrite(model, write('updateEmployee'), { departmentId: 'ENG', id: '12', typicalHours: 169 }, state(employee())));
+    expect([hours.code, hours.details.field, hours.details.constraint]).toEqual([ErrorCode.BAD_USER_INPUT, 'typicalHours', 'max']);
   });
 
   test('replace: fields not given become null (the sparse byTitle entity goes away), the summary follows', () => {
@@ -157,20 +192,20 @@ describe('Employee', () => {
     const plan = planWrite(model, write('replaceEmployee'), input, state(employee()));
     expect(shape(plan.operations)).toEqual(['update-replace empid_00000012', 'upsertReplace lastname_SMITH_00000012', 'update-merge department']);
     expect(plan.values).toMatchObject({ title: null, annualSalary: null, lastName: 'SMITH' });
-    expect(summaryOf(plan.operations[2])).toEqual({ employeeCount: { type: 'Int32', value: 5 }, payroll: { type: 'Double', value: 250000 } });
+    expect(summaryOf(plan.operations[2])).toEqual({ payroll: { type: 'String', value: '250000' } });
     // The old byTitle key is a candidate (the worker deletes it); the new version derives none.
     expect(candidates(plan)).toContain(ENGINEER_KEY);
     expect(plan.reservations).toEqual([]);
   });
 
   test('delete: the entity and its index entity deleted, the summary decremented, a fan-out message deleted:true', () => {
-    const plan = planWrite(model, write('deleteEmployee'), { departmentId: 'ENG', id: '12', ifMatch: EMP_ETAG }, state(employee({}, 7)));
+    const plan = planWrite(model, write('deleteEmployee'), { departmentId: 'ENG', id: '12', ifMatch: EMP_ETAG }, state(employee({}, 'write-7')));
     expect(shape(plan.operations)).toEqual(['delete empid_00000012', 'delete lastname_SMITH_00000012', 'update-merge department']);
     expect(ifMatches(plan.operations)).toEqual([EMP_ETAG, undefined, DEPT_ETAG]);
-    expect(summaryOf(plan.operations[2])).toEqual({ employeeCount: { type: 'Int32', value: 4 }, payroll: { type: 'Double', value: 250000 } });
+    expect(summaryOf(plan.operations[2])).toEqual({ employeeCount: { type: 'Int32', value: 4 }, payroll: { type: 'String', value: '250000' } });
     expect(plan.values).toBeNull();
     expect(plan.previous).toMatchObject({ id: '12', lastName: 'SMITH' });
-    expect(plan.fanout).toMatchObject({ deleted: true, version: 8 });
+    expect(plan.fanout).toMatchObject({ deleted: true, writeId: WRITE_ID, basedOn: 'write-7' });
     expect(candidates(plan)).toEqual([EMAIL_KEY, SMITH_KEY, ENGINEER_KEY].sort());
     expect(plan.reservations).toEqual([]);
   });
@@ -184,7 +219,7 @@ describe('Department', () => {
     const plan = deptWrite('create', { id: 'ENG', name: 'Engineering' }, null);
     expect(shape(plan.operations)).toEqual(['create department']);
     const props = plan.operations[0].kind === 'create' ? plan.operations[0].entity.properties : {};
-    expect(props).toMatchObject({ employeeCount: { type: 'Int32', value: 0 }, payroll: { type: 'Double', value: 0 }, name: { value: 'Engineering' } });
+    expect(props).toMatchObject({ employeeCount: { type: 'Int32', value: 0 }, payroll: { type: 'String', value: '0' }, name: { value: 'Engineering' } });
     expect(candidates(plan)).toEqual(['Departments departments ENG']);
     expect(plan.reservations).toEqual([]);
   });
@@ -194,7 +229,7 @@ describe('Department', () => {
       const plan = deptWrite(action, { id: 'ENG', name: 'ENGINEERING', ifMatch: DEPT_ETAG }, department(5, 300000));
       expect(shape(plan.operations)).toEqual(['update-replace department']);
       expect(ifMatches(plan.operations)).toEqual([DEPT_ETAG]);
-      expect(plan.values).toMatchObject({ name: 'ENGINEERING', employeeCount: 5, payroll: 300000 });
+      expect(plan.values).toMatchObject({ name: 'ENGINEERING', employeeCount: 5, payroll: '300000' });
       expect(candidates(plan)).toEqual(['Departments departments ENG']); // the name is projected onto `all`
     }
   });
@@ -205,12 +240,12 @@ describe('Department', () => {
     const plan = deptWrite('delete', { id: 'ENG' }, department(0, 0));
     expect(shape(plan.operations)).toEqual(['delete department']);
     expect(ifMatches(plan.operations)).toEqual([DEPT_ETAG]);
-    expect(plan.fanout).toMatchObject({ deleted: true, version: 4 });
+    expect(plan.fanout).toMatchObject({ deleted: true, basedOn: 'dept-write' });
   });
 
   test('a department id with forbidden key characters is escaped in every key', () => {
     const plan = deptWrite('create', { id: 'R&D/#1?', name: 'x' }, null);
-    expect(plan.partitionKey).toBe('R&D%2F%231%3F');
+    expect(plan.address.partitionKey).toBe('R&D%2F%231%3F');
     expect(candidates(plan)).toEqual(['Departments departments R&D%2F%231%3F']);
   });
 });

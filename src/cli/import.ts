@@ -2,8 +2,9 @@
  * `npm run import -- --file ../shared/data/chicago-employees.csv [--concurrency 8]`: loads the Chicago employee
  * file into the HR schema's tables (see src/import/import-employees.ts) on the configured storage, or the
  * embedded Azurite. Progress on stderr (a bar on a terminal, log lines otherwise); the summary on stdout.
- * Exit code 0 even when rows were skipped (they are listed with their line numbers), 1 on a fatal error.
- * Running it again with the same file changes no entity's properties.
+ * Exit code 0 even when rows were skipped (they are listed with their line numbers); 1 when an EGT was given up on
+ * after its retries (its rows are listed: run it again) or on a fatal error. Running it again with the same file
+ * changes no entity's properties, and removes the index entities of employees renamed since.
  */
 import path from 'node:path';
 import { Command } from 'commander';
@@ -25,6 +26,8 @@ function formatSummary(s: ImportSummary): string {
     `rows             ${s.rows}`,
     `imported         ${s.imported}`,
     `skipped          ${s.skipped.length}`,
+    `failed EGTs      ${s.failed.length}   (${s.failed.reduce((n, f) => n + f.lines.length, 0)} rows; sent again ${s.retries} times in all)`,
+    `stale deleted    ${s.staleDeleted}   (index entities of rewritten employees' earlier states)`,
     `departments      ${s.departments}`,
     `entities         ${s.entities}`,
     `transactions     ${s.transactions}`,
@@ -57,7 +60,14 @@ runMain(
       const progress = createImportProgress({ totalRows, log });
       let summary: ImportSummary;
       try {
-        summary = await importEmployees({ store: storage.store, model, file, concurrency: options.concurrency, onProgress: progress.update });
+        summary = await importEmployees({
+          store: storage.store,
+          model,
+          file,
+          concurrency: options.concurrency,
+          onProgress: progress.update,
+          onRetry: (e, attempt) => log.warn({ attempt }, `an EGT failed (${(e as Error).message}); sending it again`),
+        });
       } finally {
         progress.stop();
       }
@@ -65,7 +75,11 @@ runMain(
       if (summary.skipped.length > SKIPPED_SHOWN) {
         log.warn(`… and ${summary.skipped.length - SKIPPED_SHOWN} more skipped rows (${summary.skipped.length} in all)`);
       }
+      for (const f of summary.failed) {
+        log.error({ table: f.table, partitionKey: f.partitionKey }, `an EGT was given up on after its retries: lines ${f.lines.join(', ')} not (fully) imported: ${f.error}`);
+      }
       process.stdout.write(`${formatSummary(summary)}\n`);
+      if (summary.failed.length > 0) process.exitCode = 1;
     } finally {
       await storage.close('ifStartedHere');
     }

@@ -10,6 +10,11 @@ export type Scalars = {
   Float: { input: number; output: number; }
   /** An instant, stored as Edm.DateTime and written in JSON as an ISO 8601 string in UTC. */
   DateTime: { input: string; output: string; }
+  /**
+   * An exact decimal number (money), at most 34 significant digits, stored as its canonical text (Edm.String) and
+   * written in JSON as a string, e.g. `"111444.5"`; input as a string or a JSON number. Sums of Decimals are exact.
+   */
+  Decimal: { input: string | number; output: string; }
   /** A 64-bit integer, stored as Edm.Int64 and written in JSON as a decimal string. */
   Long: { input: string; output: string; }
 };
@@ -20,12 +25,12 @@ export type CreateDepartmentInput = {
 };
 
 export type CreateEmployeeInput = {
-  annualSalary?: InputMaybe<Scalars['Float']['input']>;
+  annualSalary?: InputMaybe<Scalars['Decimal']['input']>;
   departmentId: Scalars['ID']['input'];
   email: Scalars['String']['input'];
   firstName: Scalars['String']['input'];
   fullOrPartTime?: InputMaybe<EmploymentType>;
-  hourlyRate?: InputMaybe<Scalars['Float']['input']>;
+  hourlyRate?: InputMaybe<Scalars['Decimal']['input']>;
   id: Scalars['ID']['input'];
   lastName: Scalars['String']['input'];
   middleInitial?: InputMaybe<Scalars['String']['input']>;
@@ -64,8 +69,8 @@ export type Department = {
   /** The department's name as the source spells it, e.g. `POLICE`, `STREETS & SAN`. */
   id: Scalars['ID']['output'];
   name: Scalars['String']['output'];
-  /** Yearly payroll in USD: annual salaries plus hourly rate × typical weekly hours × 52 for hourly staff. */
-  payroll: Scalars['Float']['output'];
+  /** Yearly payroll in USD, exact: annual salaries plus hourly rate × typical weekly hours × 52 for hourly staff. */
+  payroll: Scalars['Decimal']['output'];
 };
 
 
@@ -121,7 +126,7 @@ export type DepartmentPayload = {
 export type Employee = {
   __typename?: 'Employee';
   /** Annual salary in USD (salaried staff only). */
-  annualSalary: Maybe<Scalars['Float']['output']>;
+  annualSalary: Maybe<Scalars['Decimal']['output']>;
   department: Department;
   departmentId: Scalars['ID']['output'];
   /** Unique across the organisation (compared exactly, case included). */
@@ -131,7 +136,7 @@ export type Employee = {
   firstName: Scalars['String']['output'];
   fullOrPartTime: Maybe<EmploymentType>;
   /** Hourly rate in USD (hourly staff only). */
-  hourlyRate: Maybe<Scalars['Float']['output']>;
+  hourlyRate: Maybe<Scalars['Decimal']['output']>;
   id: Scalars['ID']['output'];
   /** The text before the comma of the source's name, trimmed. */
   lastName: Scalars['String']['output'];
@@ -285,12 +290,12 @@ export type ReplaceDepartmentInput = {
 
 /** Replace: fields not given become null. */
 export type ReplaceEmployeeInput = {
-  annualSalary?: InputMaybe<Scalars['Float']['input']>;
+  annualSalary?: InputMaybe<Scalars['Decimal']['input']>;
   departmentId: Scalars['ID']['input'];
   email: Scalars['String']['input'];
   firstName: Scalars['String']['input'];
   fullOrPartTime?: InputMaybe<EmploymentType>;
-  hourlyRate?: InputMaybe<Scalars['Float']['input']>;
+  hourlyRate?: InputMaybe<Scalars['Decimal']['input']>;
   id: Scalars['ID']['input'];
   ifMatch?: InputMaybe<Scalars['String']['input']>;
   lastName: Scalars['String']['input'];
@@ -308,12 +313,12 @@ export type UpdateDepartmentInput = {
 
 /** Merge: only the fields given change; a field given as null is cleared. */
 export type UpdateEmployeeInput = {
-  annualSalary?: InputMaybe<Scalars['Float']['input']>;
+  annualSalary?: InputMaybe<Scalars['Decimal']['input']>;
   departmentId: Scalars['ID']['input'];
   email?: InputMaybe<Scalars['String']['input']>;
   firstName?: InputMaybe<Scalars['String']['input']>;
   fullOrPartTime?: InputMaybe<EmploymentType>;
-  hourlyRate?: InputMaybe<Scalars['Float']['input']>;
+  hourlyRate?: InputMaybe<Scalars['Decimal']['input']>;
   id: Scalars['ID']['input'];
   /** The ETag read; the write fails with CONFLICT if the employee changed since. Omitted: unconditional. */
   ifMatch?: InputMaybe<Scalars['String']['input']>;

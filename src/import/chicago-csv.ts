@@ -20,11 +20,9 @@
  * letter: that letter is the middle initial (`COLEMAN,  D NIQUEA L` → `D NIQUEA` + `L`). A lone letter stays the
  * first name (`WOMBLES,  J` → `J`, no initial).
  */
-import { createReadStream } from 'node:fs';
 import { access } from 'node:fs/promises';
-import { pipeline } from 'node:stream';
-import { parse } from 'csv-parse';
 import { ErrorCode, TablegraphError } from '../errors';
+import { readCsvRecords } from './csv-records';
 
 /** The header, in the file's order. Matched trimmed and case-insensitively. */
 export const CHICAGO_COLUMNS = [
@@ -132,13 +130,6 @@ export function parseChicagoFields(fields: readonly string[], id: number): { emp
   };
 }
 
-/** Physical line breaks inside a record's (quoted) fields; CRLF counts once. */
-function lineBreaks(record: readonly string[]): number {
-  let n = 0;
-  for (const field of record) n += field.match(/\r\n|\r|\n/g)?.length ?? 0;
-  return n;
-}
-
 function checkHeader(header: readonly string[], file: string): void {
   const got = header.map((h) => h.trim().toLowerCase());
   const want = CHICAGO_COLUMNS.map((c) => c.toLowerCase());
@@ -153,43 +144,31 @@ function checkHeader(header: readonly string[], file: string): void {
 
 /**
  * Streams `file`'s data rows in file order: each with its id and line, parsed or with its malformed reason.
- * Lines are counted here rather than taken from csv-parse's `info.lines`, which counts a CRLF inside a quoted
- * field as two lines.
+ * Records come from csv-records.ts, so a quote opened and never closed costs its own row only, reported at its
+ * line, and never swallows the rows after it.
  * @throws TablegraphError BAD_USER_INPUT when the file cannot be read; INVALID_ROW when the header is not the
- *   Chicago header, or the CSV cannot be parsed at all (a quote never closed), with details { line }
+ *   Chicago header (details { line: 1 }) or the file is empty
  */
 export async function* readChicagoCsv(file: string): AsyncGenerator<ChicagoRow> {
   await access(file).catch((e: Error) => {
     throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `Cannot read ${file}: ${e.message}`, { file });
   });
-  // Empty lines come through as [''] so that every physical line is accounted for; relaxed column counts and
-  // quotes so a bad row is reported, not fatal.
-  const parser = parse({ bom: true, relax_column_count: true, relax_quotes: true, skip_empty_lines: false });
-  pipeline(createReadStream(file), parser, () => undefined); // errors surface through the parser's iterator
-  let line = 1;
   let id = 0;
   let header: string[] | undefined;
-  try {
-    for await (const record of parser as AsyncIterable<string[]>) {
-      const at = line;
-      line += 1 + lineBreaks(record);
-      if (record.length === 1 && record[0].trim() === '') continue;
-      if (!header) {
-        checkHeader((header = record), file);
-        continue;
-      }
-      id++;
-      const parsed = parseChicagoFields(record, id);
-      yield 'employee' in parsed ? { line: at, id, employee: parsed.employee } : { line: at, id, reason: parsed.reason };
+  for await (const record of readCsvRecords(file)) {
+    if (record.fields && record.fields.length === 1 && record.fields[0].trim() === '') continue;
+    if (!header) {
+      if (!record.fields) throw new TablegraphError(ErrorCode.INVALID_ROW, `${file}:1: the header ${record.error}.`, { line: 1 });
+      checkHeader((header = record.fields), file);
+      continue;
     }
-  } catch (e) {
-    if (e instanceof TablegraphError) throw e;
-    const csvLine = (e as { lines?: number }).lines;
-    throw new TablegraphError(ErrorCode.INVALID_ROW, `${file}: the CSV cannot be parsed: ${(e as Error).message}`, {
-      line: csvLine ?? line,
-    });
-  } finally {
-    parser.destroy();
+    id++;
+    if (!record.fields) {
+      yield { line: record.line, id, reason: record.error };
+      continue;
+    }
+    const parsed = parseChicagoFields(record.fields, id);
+    yield 'employee' in parsed ? { line: record.line, id, employee: parsed.employee } : { line: record.line, id, reason: parsed.reason };
   }
   if (!header) throw new TablegraphError(ErrorCode.INVALID_ROW, `${file} is empty: no header line.`, { line: 1 });
 }

@@ -32,7 +32,7 @@ export function seedWrites(model: Model): TableWrite[] {
   }
   for (const id of new Set(SEED_EMPLOYEES.map((e) => e.departmentId))) {
     const count = SEED_EMPLOYEES.filter((e) => e.departmentId === id).length;
-    const summary: DepartmentSummary = { id, name: id, employeeCount: count, payroll: 0 };
+    const summary: DepartmentSummary = { id, name: id, employeeCount: count, payroll: '0' };
     const w = entityWrites(department, summary);
     writes.push(w.primary, ...w.indexes);
   }

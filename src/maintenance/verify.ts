@@ -1,8 +1,9 @@
 /**
  * `verify`: checks that every index entity equals what its primary entity derives (DESIGN.md §4 item 3) — the
  * intra-partition indexes kept in the entity's EGT and the inter-partition ones the fan-out worker keeps
- * ("Index Entities Pattern", "Eventually consistent transactions pattern"). It reads whole tables on purpose
- * (derived-state.ts): a maintenance command, never a request path.
+ * ("Index Entities Pattern", "Eventually consistent transactions pattern") — and that every summary value equals
+ * a recount of what it summarises (summary-state.ts). It reads whole tables on purpose (derived-state.ts): a
+ * maintenance command, never a request path.
  *
  * Inter-partition indexes lag behind their primaries by the fan-out queue during normal operation, and verify
  * reports the state at the moment it reads each table: run it after the queue drained (no writes in flight),
@@ -13,6 +14,7 @@ import type { Model } from '../model/types';
 import type { StorageObserver } from '../storage/types';
 import type { TableStore } from '../storage/table-store';
 import { problemCount, readDerivedState, resolveEntity, type IndexDiff, type ScanProgress } from './derived-state';
+import { readSummaryState, summaryProblems, type SummaryDiff } from './summary-state';
 
 export interface VerifyOptions {
   store: TableStore;
@@ -24,9 +26,9 @@ export interface VerifyOptions {
 }
 
 export interface VerifyReport {
-  /** True when no index shows any problem. */
+  /** True when no index and no summary shows any problem. */
   ok: boolean;
-  /** Problems in all indexes (entities): see problemCount. */
+  /** Problems in all indexes and summaries (entities): see problemCount and summaryProblems. */
   problems: number;
   /** Entities read by the scans, all tables (entities). */
   scanned: number;
@@ -34,10 +36,13 @@ export interface VerifyReport {
   seconds: number;
   /** One entry per index, in schema order. */
   indexes: IndexDiff[];
+  /** One entry per summary of the types checked (holder or summarised type), in schema order. */
+  summaries: SummaryDiff[];
 }
 
 /**
- * Compares every index of `types` (all entity types by default) with what the primary entities derive.
+ * Compares every index of `types` (all entity types by default) with what the primary entities derive, and every
+ * summary held by or summarising one of them with a recount.
  * @throws TablegraphError BAD_USER_INPUT for an unknown type (the message lists the known ones); storage
  *   errors from the scans (STORAGE_UNAVAILABLE, CONFIG_INVALID, …). A table that does not exist reads as empty.
  */
@@ -56,8 +61,21 @@ export async function verifyDerived(opts: VerifyOptions): Promise<VerifyReport> 
     },
   });
   const diffs = states.map((s) => s.diff);
-  const problems = diffs.reduce((n, d) => n + problemCount(d), 0);
-  return { ok: problems === 0, problems, scanned, seconds: (performance.now() - started) / 1000, indexes: diffs };
+  const checked = new Set(entities);
+  const names = [...opts.model.summaries].filter(([, s]) => checked.has(s.holder) || checked.has(s.of)).map(([name]) => name);
+  const before = scanned;
+  const summaries = names.length === 0 ? [] : await readSummaryState({
+    store: opts.store,
+    model: opts.model,
+    summaries: names,
+    observer: opts.observer,
+    onProgress: (p) => {
+      scanned = before + p.scanned;
+      opts.onProgress?.({ ...p, scanned });
+    },
+  });
+  const problems = diffs.reduce((n, d) => n + problemCount(d), 0) + summaries.reduce((n, d) => n + summaryProblems(d), 0);
+  return { ok: problems === 0, problems, scanned, seconds: (performance.now() - started) / 1000, indexes: diffs, summaries };
 }
 
 /** `PartitionKey 'x' RowKey 'y'`, quoted as JSON so spaces and escapes stay visible. */
@@ -90,10 +108,24 @@ export function formatVerifyReport(report: VerifyReport, limit = 50): string {
     for (const line of details.slice(0, limit)) lines.push(`       ${line}`);
     if (details.length > limit) lines.push(`       … and ${details.length - limit} more`);
   }
+  for (const d of report.summaries) {
+    lines.push(
+      `${summaryProblems(d) === 0 ? 'ok  ' : 'FAIL'} ${d.summary} (summary, table ${d.table}): ${d.holders} holders, ${d.counted} counted; ` +
+        `${d.different.length} different, ${d.orphaned.length} without a holder`,
+    );
+    const details = [
+      ...d.different.map((a) => `different  ${keys(a)}: stored ${a.stored}, recount ${a.expected}`),
+      ...d.orphaned.map((a) => `no holder  ${keys(a)}`),
+    ];
+    for (const line of details.slice(0, limit)) lines.push(`       ${line}`);
+    if (details.length > limit) lines.push(`       … and ${details.length - limit} more`);
+  }
+  const failing = report.indexes.filter((d) => problemCount(d) > 0).length + report.summaries.filter((d) => summaryProblems(d) > 0).length;
+  const what = `${report.indexes.length} ${report.indexes.length === 1 ? 'index' : 'indexes'} and ${report.summaries.length} ${report.summaries.length === 1 ? 'summary' : 'summaries'}`;
   lines.push(
     report.ok
-      ? `verify: ok — ${report.indexes.length} ${report.indexes.length === 1 ? 'index matches its' : 'indexes match their'} primaries (${report.scanned} entities read in ${report.seconds.toFixed(1)} s)`
-      : `verify: ${report.problems} problems in ${report.indexes.filter((d) => problemCount(d) > 0).length} of ${report.indexes.length} indexes (${report.scanned} entities read in ${report.seconds.toFixed(1)} s)`,
+      ? `verify: ok — ${what} match their primaries (${report.scanned} entities read in ${report.seconds.toFixed(1)} s)`
+      : `verify: ${report.problems} problems in ${failing} of ${what} (${report.scanned} entities read in ${report.seconds.toFixed(1)} s); repair with rebuild-index and repair-summaries`,
   );
   return lines.join('\n');
 }

@@ -14,6 +14,8 @@ const SCALAR_EDM: Record<string, EdmType> = {
   Boolean: 'Boolean',
   Long: 'Int64',
   DateTime: 'DateTime',
+  // Exact decimal text (src/model/decimal.ts): Edm.Double cannot hold 0.1, and Edm has no decimal type.
+  Decimal: 'String',
 };
 
 /** The EDM type that stores values of `type`, or undefined when the type cannot be a property. Enums: String. */

@@ -3,10 +3,13 @@
  * one index entity per `@index` ("Index Entities Pattern"), every property typed with its EDM type, every key
  * rendered from its template. The write paths (import, seeding, later mutations) all go through here.
  */
+import { randomUUID } from 'node:crypto';
 import { ErrorCode, TablegraphError } from '../errors';
 import type { EntityToWrite, TypedValue } from '../storage/types';
+import { checkConstraint } from './constraints';
+import { decimalText, toDecimal } from './decimal';
 import { renderKey } from './key-template';
-import { ENTITY_TYPE_PROPERTY, VERSION_PROPERTY, type EntityModel, type IndexModel, type Layout, type StoredField } from './types';
+import { ENTITY_TYPE_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type IndexModel, type Layout, type StoredField } from './types';
 
 /** An entity to write, and the table it goes to. */
 export interface TableWrite {
@@ -24,12 +27,16 @@ const INT32_MIN = -(2 ** 31);
 const INT32_MAX = 2 ** 31 - 1;
 
 /**
- * The typed property for one field value; null/undefined → null (the property is omitted).
+ * The typed property for one field value; null/undefined → null (the property is omitted). A Decimal is stored
+ * as its canonical text (src/model/decimal.ts).
  * @throws TablegraphError BAD_USER_INPUT when the value does not fit the field's EDM type (an Int outside 32
- *   bits, a non-finite Float, a Long that is not an integer, an invalid date), with details { field }
+ *   bits, a non-finite Float, a Long that is not an integer, an invalid date, a malformed Decimal) or breaks
+ *   its `@constraint`, with details { field }
  */
 export function typedValue(field: StoredField, value: unknown): TypedValue | null {
   if (value === null || value === undefined) return null;
+  checkConstraint(field, value);
+  if (field.graphqlType === 'Decimal') return { type: 'String', value: decimalText(toDecimal(value, field.name)) };
   const bad = (why: string) =>
     new TablegraphError(ErrorCode.BAD_USER_INPUT, `${field.name}: ${why} (got ${JSON.stringify(String(value))})`, { field: field.name });
   switch (field.edm) {
@@ -97,12 +104,13 @@ export function indexWrite(index: IndexModel, values: Record<string, unknown>): 
 /**
  * The entity and all its index entities for `values` (field name → value, as GraphQL would give them): the
  * intra-partition ones, then what `derive` gives. Bulk writers (import, seed) write them all directly.
- * @param version stored as the Int32 `Version` property of the entity (the write path's counter; default 1)
+ * @param writeId stored as the entity's `WriteId` (types.ts: the id of the write that produced this state);
+ *   default a fresh UUID — a bulk write (import, seed) is a write too
  * @throws TablegraphError BAD_USER_INPUT when a value is missing, mistyped, or cannot be part of a key
  */
-export function entityWrites(entity: EntityModel, values: Record<string, unknown>, version = 1): EntityWrites {
+export function entityWrites(entity: EntityModel, values: Record<string, unknown>, writeId: string = randomUUID()): EntityWrites {
   const primary = write(entity.layout, entity.entityType, entity.fields.values(), values);
-  primary.entity.properties[VERSION_PROPERTY] = { type: 'Int32', value: version };
+  primary.entity.properties[WRITE_ID_PROPERTY] = { type: 'String', value: writeId };
   const intraPartition = [...entity.indexes.values()].flatMap((index) => (index.scope === 'intraPartition' ? (indexWrite(index, values) ?? []) : []));
   return { primary, indexes: [...intraPartition, ...derive(entity, values)] };
 }

@@ -8,11 +8,12 @@ import { checkTableName } from '../storage/limits';
 import { KeyTemplateSyntaxError, checkTemplateSeparators, parseKeyTemplate, type KeyTemplate } from './key-template';
 import { readEntity, readIndexes, readPoint, readRange } from './directives';
 import { edmTypeOf } from './edm-mapping';
-import { ENTITY_TYPE_PROPERTY, VERSION_PROPERTY, type EntityModel, type IndexModel, type Layout, type StoredField } from './types';
+import { readConstraint } from './constraints';
+import { BASED_ON_PROPERTY, ENTITY_TYPE_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type IndexModel, type Layout, type StoredField } from './types';
 import type { SchemaProblems } from './schema-errors';
 
 /** Property names the Table service or tablegraph itself uses. */
-const RESERVED_PROPERTIES = new Set(['PartitionKey', 'RowKey', 'Timestamp', 'etag', ENTITY_TYPE_PROPERTY, VERSION_PROPERTY]);
+const RESERVED_PROPERTIES = new Set(['PartitionKey', 'RowKey', 'Timestamp', 'etag', ENTITY_TYPE_PROPERTY, WRITE_ID_PROPERTY, BASED_ON_PROPERTY, RESERVED_UNTIL_PROPERTY]);
 
 /** The field that exposes the entity's ETag; not stored. */
 export const ETAG_FIELD = 'etag';
@@ -52,7 +53,7 @@ function storedFields(type: GraphQLObjectType, schema: GraphQLSchema, problems: 
     if (field.name === ETAG_FIELD && named.name === 'String' && !isListType(unwrap(field.type))) continue;
     const edm = edmTypeOf(named);
     if (!edm) {
-      problems.add(coordinate, `type ${named.name} cannot be stored as a property (use Int, Float, String, ID, Boolean, Long, DateTime or an enum)`, field.astNode);
+      problems.add(coordinate, `type ${named.name} cannot be stored as a property (use Int, Float, Decimal, String, ID, Boolean, Long, DateTime or an enum)`, field.astNode);
       continue;
     }
     const inner = isNonNullType(field.type) ? field.type.ofType : field.type;
@@ -65,7 +66,8 @@ function storedFields(type: GraphQLObjectType, schema: GraphQLSchema, problems: 
       continue;
     }
     if (field.args.length > 0) problems.add(coordinate, 'a stored field takes no arguments', field.astNode);
-    fields.set(field.name, { name: field.name, graphqlType: named.name, edm, nonNull: isNonNullType(field.type) });
+    const constraint = readConstraint(schema, field.astNode, named.name, coordinate, problems);
+    fields.set(field.name, { name: field.name, graphqlType: named.name, edm, nonNull: isNonNullType(field.type), ...(constraint && { constraint }) });
   }
   return fields;
 }

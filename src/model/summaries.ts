@@ -4,11 +4,12 @@
  * "Entity Group Transactions", and its advice to keep aggregates beside the data they count).
  */
 import { isObjectType, type GraphQLSchema } from 'graphql';
+import { Decimal, storedDecimal } from './decimal';
 import { readSummary } from './directives';
 import type { SchemaProblems } from './schema-errors';
 import type { AccessPath, EntityModel, SummaryFactor, SummaryModel } from './types';
 
-const NUMERIC = new Set(['Int', 'Float']);
+const NUMERIC = new Set(['Int', 'Float', 'Decimal']);
 
 /** Parses `"hourlyRate * typicalHours * 52"` into factors; undefined (with a problem) when malformed. */
 function parseTerm(term: string, of: EntityModel, coordinate: string, problems: SchemaProblems, node: SummaryModelNode): SummaryFactor[] | undefined {
@@ -19,7 +20,7 @@ function parseTerm(term: string, of: EntityModel, coordinate: string, problems: 
     } else if (NUMERIC.has(of.fields.get(raw)?.graphqlType ?? '')) {
       factors.push({ field: raw });
     } else {
-      problems.add(coordinate, `sum term "${term}": "${raw}" is neither a number nor an Int or Float field of ${of.name}`, node);
+      problems.add(coordinate, `sum term "${term}": "${raw}" is neither a number nor an Int, Float or Decimal field of ${of.name}`, node);
       return undefined;
     }
   }
@@ -60,8 +61,11 @@ export function buildSummaries(
         problems.add(coordinate, '@summary needs either count: true or a sum, not both', d.node);
         continue;
       }
-      if (!NUMERIC.has(stored.graphqlType) || (d.count && stored.graphqlType !== 'Int') || !stored.nonNull) {
-        problems.add(coordinate, `a ${d.count ? 'count' : 'sum'} is held in a non-null ${d.count ? 'Int' : 'Int or Float'} field`, d.node);
+      // A running sum must be exact, so that a write and its inverse cancel out: Decimal, or Int over Int terms.
+      // A Float would drift (1e20 added and taken away leaves 112).
+      const holds = d.count ? ['Int'] : ['Int', 'Decimal'];
+      if (!holds.includes(stored.graphqlType) || !stored.nonNull) {
+        problems.add(coordinate, `a ${d.count ? 'count' : 'sum'} is held in a non-null ${d.count ? 'Int' : 'Decimal (or Int)'} field, so that it stays exact`, d.node);
         continue;
       }
       const via = accessPaths.get(`${of.name}.${d.via}`);
@@ -79,6 +83,11 @@ export function buildSummaries(
       }
       const terms = d.sum.map((t) => parseTerm(t, of, coordinate, problems, d.node));
       if (terms.some((t) => t === undefined)) continue;
+      const inexact = (terms as SummaryFactor[][]).flat().find((f) => ('field' in f ? of.fields.get(f.field)!.graphqlType !== 'Int' : !Number.isInteger(f.constant)));
+      if (stored.graphqlType === 'Int' && inexact) {
+        problems.add(coordinate, `an Int sum adds up Int fields and whole constants only; hold it in a Decimal field to add ${'field' in inexact ? inexact.field : inexact.constant}`, d.node);
+        continue;
+      }
       holder.summaryFields.add(field.name);
       summaries.set(coordinate, { holder, field: field.name, of, via, count: d.count, terms: terms as SummaryFactor[][] });
     }
@@ -101,24 +110,30 @@ function samePartition(via: AccessPath, of: EntityModel): boolean {
 }
 
 /**
- * The contribution of one entity's values to a summary: 1 for a count, else the sum of the products of its
- * terms (a term with a null factor adds 0). Values in the summary's own unit (entities, or e.g. USD).
+ * The contribution of one entity's values to a summary, exactly: 1 for a count, else the sum of the products of
+ * its terms (a term with a null factor adds 0), in decimal arithmetic — a Float factor counts as the shortest
+ * decimal that reads back as it. In the summary's own unit (entities, or e.g. USD).
  */
-export function summaryContribution(summary: SummaryModel, values: Record<string, unknown> | null): number {
-  if (!values) return 0;
-  if (summary.count) return 1;
-  let total = 0;
+export function summaryContribution(summary: SummaryModel, values: Record<string, unknown> | null): Decimal {
+  if (!values) return new Decimal(0);
+  if (summary.count) return new Decimal(1);
+  let total = new Decimal(0);
   for (const term of summary.terms) {
-    let product = 1;
+    let product = new Decimal(1);
     for (const f of term) {
       const v = 'constant' in f ? f.constant : values[f.field];
-      if (typeof v !== 'number') {
-        product = 0;
+      if (v === null || v === undefined) {
+        product = new Decimal(0);
         break;
       }
-      product *= v;
+      product = product.times(storedDecimal(typeof v === 'bigint' ? v.toString() : v));
     }
-    total += product;
+    total = total.plus(product);
   }
   return total;
+}
+
+/** A summary value as the holder's property holds it (absent: 0). */
+export function summaryValue(stored: unknown): Decimal {
+  return storedDecimal(typeof stored === 'bigint' ? stored.toString() : stored);
 }

@@ -4,15 +4,18 @@
  */
 import type { ASTNode } from 'graphql';
 import type { EdmType } from '../storage/types';
+import type { FieldConstraint } from './constraints';
 import type { KeyTemplate } from './key-template';
 
 /** A scalar or enum field stored as one property of the same name. */
 export interface StoredField {
   name: string;
-  /** The GraphQL named type: Int, Float, String, ID, Boolean, Long, DateTime or an enum's name. */
+  /** The GraphQL named type: Int, Float, Decimal, String, ID, Boolean, Long, DateTime or an enum's name. */
   graphqlType: string;
   edm: EdmType;
   nonNull: boolean;
+  /** `@constraint`: what every write checks before anything is sent. */
+  constraint?: FieldConstraint;
 }
 
 /** Where an entity, or an index entity, lives: one table, a PartitionKey and a RowKey template. */
@@ -158,7 +161,18 @@ export interface Model {
 export const ENTITY_TYPE_PROPERTY = 'EntityType';
 
 /**
- * Name of the Int32 property the write path increments on every write of an entity: fan-out messages name the
- * version a write creates, so the worker can tell whether that write is visible yet (DESIGN.md §4.2).
+ * Name of the String property that identifies the write which produced an entity's current state: a fresh UUID
+ * for every write attempt, never reused — not after a delete, not after a failed attempt (DESIGN.md §4.2). A
+ * fan-out message names the write it announces and the state that write was based on, so the worker can tell
+ * whether that write is still pending, committed, or superseded.
  */
-export const VERSION_PROPERTY = 'Version';
+export const WRITE_ID_PROPERTY = 'WriteId';
+
+/**
+ * Properties of a unique index entity while it is a reservation (DESIGN.md §4.2): `BasedOn`, the state id the
+ * reserving write read (absent: a create, which needs no entity); `ReservedUntil`, the end of its lease, after
+ * which the reserving write can no longer commit (it sends its EGT only well before). The reserving write's own
+ * id is in WRITE_ID_PROPERTY. A reconciled index entity carries none of them.
+ */
+export const BASED_ON_PROPERTY = 'BasedOn';
+export const RESERVED_UNTIL_PROPERTY = 'ReservedUntil';

@@ -1,11 +1,20 @@
 /**
- * Opaque, tamper-evident Relay cursors. A cursor holds the RowKey a page ended at and is bound to the range it
- * came from (table, PartitionKey, RowKey range), signed with HMAC-SHA256; any change, or its use on another list,
- * is refused with BAD_USER_INPUT. Resuming after a RowKey, rather than keeping a continuation token, keeps a
- * cursor valid for as long as the secret is.
+ * Opaque, tamper-evident Relay cursors. A cursor holds the position a page ended at (a RangePosition: the RowKey,
+ * or where the service does not return ranges sorted, the service page and the offset in it) and is bound to the
+ * range it came from (table, PartitionKey, RowKey range), signed with HMAC-SHA256; any change, or its use on
+ * another list, is refused with BAD_USER_INPUT. A RowKey position keeps a cursor valid for as long as the secret
+ * is; a page position for as long as the service honours its continuation token.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { ErrorCode, TablegraphError } from '../errors';
+import type { RangePosition } from '../storage/types';
+
+function isPosition(p: unknown): p is RangePosition {
+  if (typeof p !== 'object' || p === null) return false;
+  const x = p as Record<string, unknown>;
+  if (Object.keys(x).length === 1 && typeof x.rowKey === 'string') return true;
+  return Object.keys(x).length === 3 && typeof x.token === 'string' && Number.isSafeInteger(x.pageSize) && Number.isSafeInteger(x.skip);
+}
 
 /** Signs and checks cursors with one secret. */
 export class CursorCodec {
@@ -18,19 +27,19 @@ export class CursorCodec {
 
   /**
    * @param scope identifies the range (table, PartitionKey, bounds): a cursor only resumes the range it came from
-   * @param rowKey the RowKey of the entity the cursor points at
+   * @param position where to resume: right after the entity the cursor points at
    * @returns a URL-safe string
    */
-  encode(scope: string, rowKey: string): string {
-    const payload = Buffer.from(JSON.stringify([1, rowKey]), 'utf8').toString('base64url');
+  encode(scope: string, position: RangePosition): string {
+    const payload = Buffer.from(JSON.stringify([2, position]), 'utf8').toString('base64url');
     return `${payload}.${this.sign(scope, payload)}`;
   }
 
   /**
-   * @returns the RowKey the cursor holds
+   * @returns the position the cursor holds
    * @throws TablegraphError BAD_USER_INPUT when the cursor is malformed, altered or from another list
    */
-  decode(scope: string, cursor: string): string {
+  decode(scope: string, cursor: string): RangePosition {
     const invalid = () =>
       new TablegraphError(ErrorCode.BAD_USER_INPUT, 'The cursor is not valid for this list: pass an endCursor or edge cursor this list returned, unchanged.', {
         argument: 'after',
@@ -45,7 +54,7 @@ export class CursorCodec {
     if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw invalid();
     try {
       const parsed: unknown = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'));
-      if (Array.isArray(parsed) && parsed[0] === 1 && typeof parsed[1] === 'string') return parsed[1];
+      if (Array.isArray(parsed) && parsed[0] === 2 && isPosition(parsed[1])) return parsed[1];
     } catch {
       // fall through: a signed but unreadable payload is as invalid as an unsigned one
     }

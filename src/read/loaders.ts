@@ -11,7 +11,7 @@
 import DataLoader from 'dataloader';
 import pLimit from 'p-limit';
 import type { TableStore } from '../storage/table-store';
-import type { RangeQuery, StorageObserver, StoredEntity } from '../storage/types';
+import type { RangePosition, RangeQuery, StorageObserver, StoredEntity } from '../storage/types';
 
 /** A point query: one entity by table, PartitionKey and RowKey, with the properties to return. */
 export interface PointKey {
@@ -22,10 +22,14 @@ export interface PointKey {
   select?: string[];
 }
 
-/** A range query's result: entities in RowKey order, and whether the range holds more after them. */
+/**
+ * A range query's result: entities in RowKey order (within each service page, where the service does not sort:
+ * TableStore.queryRange), whether the range holds more after them, and where to resume after each.
+ */
 export interface RangeResult {
   entities: StoredEntity[];
   more: boolean;
+  positions: RangePosition[];
 }
 
 /** The loaders of one request. */
@@ -43,7 +47,7 @@ export interface LoaderOptions {
 
 const pointCacheKey = (k: PointKey) => `${k.table}\u0000${k.partitionKey}\u0000${k.rowKey}`;
 const rangeCacheKey = (q: RangeQuery) =>
-  JSON.stringify([q.table, q.partitionKey, q.rowKeyFrom ?? null, q.rowKeyAfter ?? null, q.rowKeyTo ?? null, q.limit, q.select ?? null]);
+  JSON.stringify([q.table, q.partitionKey, q.rowKeyFrom ?? null, q.rowKeyAfter ?? null, q.after ?? null, q.rowKeyTo ?? null, q.limit, q.select ?? null]);
 
 /**
  * Creates the loaders of one request.

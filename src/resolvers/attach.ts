@@ -34,8 +34,10 @@ export function attachResolvers(schema: GraphQLSchema, model: Model): GraphQLSch
       }
     }
   }
-  const long = schema.getType('Long');
-  const dateTime = schema.getType('DateTime');
-  implementScalars({ Long: isScalarType(long) ? long : undefined, DateTime: isScalarType(dateTime) ? dateTime : undefined });
+  const scalar = (name: string) => {
+    const t = schema.getType(name);
+    return isScalarType(t) ? t : undefined;
+  };
+  implementScalars({ Long: scalar('Long'), DateTime: scalar('DateTime'), Decimal: scalar('Decimal') });
   return schema;
 }

@@ -64,7 +64,8 @@ interface Connection {
 
 /**
  * A range query over one partition, as a Relay connection: `first` entities (default `path.pageSize`, at most
- * `path.maxPageSize`) after the `after` cursor, in RowKey order.
+ * `path.maxPageSize`) after the `after` cursor, in RowKey order — on a service that does not sort range results
+ * (Cosmos DB), in RowKey order within each service page and every entity exactly once (TableStore.queryRange).
  * @throws TablegraphError BAD_USER_INPUT when `first` is negative or above the maximum, or the cursor is invalid
  */
 export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode | undefined, RequestContext, Record<string, unknown>, Promise<Connection>> {
@@ -88,19 +89,20 @@ export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode 
     const scope = JSON.stringify([path.table, partitionKey, rowKeyFrom ?? '', rowKeyTo ?? null]);
     const after = typeof args.after === 'string' ? ctx.cursors.decode(scope, args.after) : undefined;
     const projection = ctx.projection(info);
-    const { entities, more } = await ctx.loaders.range.load({
+    const { entities, more, positions } = await ctx.loaders.range.load({
       table: path.table,
       partitionKey,
       rowKeyFrom: rowKeyFrom || undefined,
-      rowKeyAfter: after,
+      after,
       rowKeyTo,
       limit: first,
       select: path.index ? indexSelect(projection, path.index) : entitySelect(projection, path.target),
     });
     const type = expectedType(path);
     const edges = entities
-      .filter((e) => e.properties[ENTITY_TYPE_PROPERTY] === type)
-      .map((stored) => ({ cursor: ctx.cursors.encode(scope, stored.rowKey), node: toNode(path, stored) }));
+      .map((stored, i) => ({ stored, position: positions[i] }))
+      .filter(({ stored }) => stored.properties[ENTITY_TYPE_PROPERTY] === type)
+      .map(({ stored, position }) => ({ cursor: ctx.cursors.encode(scope, position), node: toNode(path, stored) }));
     return {
       edges,
       pageInfo: {

@@ -1,8 +1,11 @@
 /**
  * The custom scalars of schema/directives.graphql: Long (Edm.Int64, a decimal string in JSON, since a JSON
- * number loses precision past 2^53) and DateTime (Edm.DateTime, an ISO 8601 string in UTC).
+ * number loses precision past 2^53), DateTime (Edm.DateTime, an ISO 8601 string in UTC) and Decimal (exact
+ * decimal text, src/model/decimal.ts).
  */
 import { GraphQLError, Kind, type GraphQLScalarType, type ValueNode } from 'graphql';
+import { isTablegraphError } from '../errors';
+import { decimalText, storedDecimal, toDecimal } from '../model/decimal';
 
 function longFrom(value: unknown): bigint {
   if (typeof value === 'bigint') return value;
@@ -18,12 +21,28 @@ function dateFrom(value: unknown): Date {
   return d;
 }
 
+/** An input Decimal's canonical text. */
+function decimalFrom(value: unknown): string {
+  try {
+    return decimalText(toDecimal(value));
+  } catch (e) {
+    if (!isTablegraphError(e)) throw e;
+    throw new GraphQLError(`Decimal cannot represent ${JSON.stringify(value)}: ${e.message.replace(/ \(got .*\)$/, '')}`, { extensions: { code: 'BAD_USER_INPUT' } });
+  }
+}
+
 function literal(node: ValueNode): unknown {
   return node.kind === Kind.STRING || node.kind === Kind.INT ? node.value : undefined;
 }
 
-/** Gives the schema's `Long` and `DateTime` scalars (built from SDL, so without behaviour) their coercion. */
-export function implementScalars(scalars: { Long?: GraphQLScalarType; DateTime?: GraphQLScalarType }): void {
+/** Gives the schema's `Long`, `DateTime` and `Decimal` scalars (built from SDL, so without behaviour) their coercion. */
+export function implementScalars(scalars: { Long?: GraphQLScalarType; DateTime?: GraphQLScalarType; Decimal?: GraphQLScalarType }): void {
+  if (scalars.Decimal) {
+    // Output: a stored value (canonical text, or a Double an older version wrote) as canonical text.
+    scalars.Decimal.serialize = (v) => decimalText(storedDecimal(v));
+    scalars.Decimal.parseValue = (v) => decimalFrom(v);
+    scalars.Decimal.parseLiteral = (node) => decimalFrom(node.kind === Kind.FLOAT || node.kind === Kind.INT || node.kind === Kind.STRING ? node.value : undefined);
+  }
   if (scalars.Long) {
     scalars.Long.serialize = (v) => longFrom(v).toString();
     scalars.Long.parseValue = (v) => longFrom(v);

@@ -35,7 +35,8 @@ export interface ReceivedMessage {
   insertedOn?: Date;
 }
 
-type MessageRef = { id: string; popReceipt: string };
+/** A message as sent or received: its id and the popReceipt that lets its holder delete or hide it. */
+export type MessageRef = { id: string; popReceipt: string };
 /** A renewing hold on a message; `release()` resolves with the popReceipt valid now. */
 export type Lease = { release(): Promise<string> };
 
@@ -105,15 +106,17 @@ export class QueueStore {
   /**
    * Appends a message, hidden for `visibilityDelaySeconds` (default 0) and never expiring: a fan-out message
    * that expired would leave derived entities stale for good.
+   * @returns the message's id and popReceipt: enough to delete it again before anyone received it
    * @throws LIMIT_EXCEEDED (before sending) when `text` is over 64 KiB of UTF-8; NOT_FOUND for a missing queue.
    */
-  async send(name: string, text: string, opts?: { visibilityDelaySeconds?: number }): Promise<void> {
+  async send(name: string, text: string, opts?: { visibilityDelaySeconds?: number }): Promise<MessageRef> {
     checkText(name, text);
     const visibilityTimeout = opts?.visibilityDelaySeconds ?? 0;
     checkSeconds('visibilityDelaySeconds', visibilityTimeout, 0);
     const client = this.client(name);
-    await this.call('send', name, (abortSignal) =>
+    const sent = await this.call('send', name, (abortSignal) =>
       client.sendMessage(text, { visibilityTimeout, messageTimeToLive: -1, abortSignal }));
+    return { id: sent.messageId, popReceipt: sent.popReceipt };
   }
 
   /**

@@ -9,7 +9,7 @@ import { ErrorCode, TablegraphError } from '../errors';
 import { deleteIfMatchPolicy, fromSdkEntity, selectWithKeys as withKeys, toSdkAction, toSdkEntity } from './edm';
 import { checkEntity, checkKey, checkTableName, checkTransaction } from './limits';
 import { isEntityNotFound, StorageErrorContext, toTablegraphError } from './storage-errors';
-import type { CallOptions, EntityAddress, EntityToWrite, RangeQuery, StorageCallRecord } from './types';
+import type { CallOptions, EntityAddress, EntityToWrite, RangePosition, RangeQuery, StorageCallRecord } from './types';
 import type { StorageTarget, StoredEntity, TransactionOperation } from './types';
 
 export interface TableStoreOptions {
@@ -18,6 +18,8 @@ export interface TableStoreOptions {
   target: StorageTarget;
   /** Per-call timeout in ms, SDK retries included (default 10000). */
   timeoutMs?: number;
+  /** Whether range results come back in RowKey order (default: not on the `cosmos` target). */
+  sortedRanges?: boolean;
   /** The SDK's exponential retry policy (408, 5xx; never other 4xx). Defaults: 3 retries, 500 ms, max 4000 ms. */
   retry?: { maxRetries?: number; retryDelayInMs?: number; maxRetryDelayInMs?: number };
 }
@@ -40,8 +42,14 @@ type Send = (client: TableClient, sdk: TableEntity<RawEntity>, signal: AbortSign
  */
 export class TableStore {
   readonly target: StorageTarget;
+  /** A call's timeout, SDK retries included (ms). */
+  readonly timeoutMs: number;
+  /**
+   * Whether the service returns a range query's entities in RowKey order: Azure Table storage and Azurite do; the
+   * Cosmos DB Table API does not (its FAQ), so range positions there name service pages (queryRange).
+   */
+  readonly sortedRanges: boolean;
   private readonly connectionString: string;
-  private readonly timeoutMs: number;
   private readonly clientOptions: { allowInsecureConnection: boolean; retryOptions: TableStoreOptions['retry'] };
   private readonly service: TableServiceClient;
   private readonly clients = new Map<string, TableClient>();
@@ -53,6 +61,7 @@ export class TableStore {
   /** Sends nothing. @throws CONFIG_INVALID for a malformed connection string (a wrong key fails later, 403). */
   constructor(opts: TableStoreOptions) {
     this.target = opts.target;
+    this.sortedRanges = opts.sortedRanges ?? opts.target !== 'cosmos';
     this.connectionString = opts.connectionString;
     this.timeoutMs = opts.timeoutMs ?? 10_000;
     const retryOptions = { maxRetries: 3, retryDelayInMs: 500, maxRetryDelayInMs: 4000, ...opts.retry };
@@ -117,42 +126,42 @@ export class TableStore {
 
   /**
    * Range query within one partition (the guide's "Design for querying"): `PartitionKey eq` and RowKey bounds
-   * only, in RowKey order, following continuation tokens until `q.limit` entities or the range's end. It asks
-   * for one entity more than `limit`, so `more` is exact. Reports 'rangeQuery', roundTrips = pages fetched.
-   * @throws BAD_USER_INPUT for a bad PartitionKey or limit, NOT_FOUND for a missing table.
+   * only, following continuation tokens until `q.limit` entities or the range's end. Each entity comes with the
+   * position to resume right after it (RangePosition); `more` says whether the range holds more after them.
+   *
+   * Where the service returns ranges in RowKey order, so are the entities, a position is a RowKey, and the query
+   * asks for one entity more than `limit`, so `more` is exact. Where it need not (`sortedRanges` false: the Cosmos
+   * DB Table API), each service page is put in RowKey order and a position names the page by its continuation
+   * token: every entity of the range comes exactly once, in RowKey order within a service page and in the
+   * service's order across pages; `more` is the presence of a continuation token (the service may give one that
+   * leads to an empty page). Reports 'rangeQuery', roundTrips = pages fetched.
+   * @throws BAD_USER_INPUT for a bad PartitionKey, limit or position, NOT_FOUND for a missing table.
    */
-  async queryRange(q: RangeQuery, opts?: CallOptions): Promise<{ entities: StoredEntity[]; more: boolean }> {
+  async queryRange(q: RangeQuery, opts?: CallOptions): Promise<RangePage> {
     checkKey('PartitionKey', q.partitionKey, this.target);
     if (!Number.isSafeInteger(q.limit) || q.limit < 0) {
       throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `A range limit must be an integer ≥ 0, not ${q.limit}.`);
     }
+    const after = q.after && 'rowKey' in q.after ? q.after.rowKey : q.rowKeyAfter;
+    const resume = q.after && 'token' in q.after ? q.after : undefined;
+    if (resume && (this.sortedRanges || !Number.isSafeInteger(resume.pageSize) || resume.pageSize < 1 || resume.pageSize > MAX_PAGE_SIZE || !Number.isSafeInteger(resume.skip) || resume.skip < 0)) {
+      throw new TablegraphError(ErrorCode.BAD_USER_INPUT, 'The range position is not one this store gave.');
+    }
     // Conditions are and-ed, never or-ed: the guide warns that `or` turns a range query into a partition scan.
     const conditions = [odata`PartitionKey eq ${q.partitionKey}`];
-    if (q.rowKeyAfter !== undefined) conditions.push(odata`RowKey gt ${q.rowKeyAfter}`);
+    if (after !== undefined && this.sortedRanges) conditions.push(odata`RowKey gt ${after}`);
     else if (q.rowKeyFrom) conditions.push(odata`RowKey ge ${q.rowKeyFrom}`);
     if (q.rowKeyTo !== undefined) conditions.push(odata`RowKey lt ${q.rowKeyTo}`);
     const client = this.client(q.table);
-    const wanted = q.limit + 1;
+    const queryOptions = { filter: conditions.join(' and '), select: withKeys(q.select) };
     const ctx = { operation: 'queryRange', table: q.table, partitionKey: q.partitionKey };
     return this.call('rangeQuery', opts, ctx, async (signal, cost) => {
-      const queryOptions = { filter: conditions.join(' and '), select: withKeys(q.select) };
-      const pages = client
-        .listEntities<RawEntity>({ queryOptions, disableTypeConversion: true, abortSignal: signal })
-        .byPage({ maxPageSize: Math.min(wanted, MAX_PAGE_SIZE) });
-      const found: StoredEntity[] = [];
-      let fetched = 0;
-      while (found.length < wanted) {
-        cost.roundTrips = fetched + 1; // a failing page request still cost a round trip
-        const page = await pages.next();
-        if (page.done) break;
-        fetched++;
-        for (const raw of page.value) found.push(fromSdkEntity(raw));
-        if (!page.value.continuationToken) break;
-      }
-      cost.roundTrips = Math.max(fetched, 1);
-      const entities = found.slice(0, q.limit);
-      cost.entities = entities.length;
-      return { entities, more: found.length > q.limit };
+      const page = (maxPageSize: number, continuationToken?: string) =>
+        client.listEntities<RawEntity>({ queryOptions, disableTypeConversion: true, abortSignal: signal }).byPage({ maxPageSize, continuationToken }).next();
+      const read = this.sortedRanges ? sortedRange(q.limit, page, cost) : pagedRange(q.limit, resume, page, cost);
+      const result = await read;
+      cost.entities = result.entities.length;
+      return result;
     });
   }
 
@@ -296,4 +305,70 @@ export class TableStore {
     }
     return client;
   }
+}
+
+/** What a range query returns: entities, whether more follow, and where to resume after each entity. */
+export interface RangePage {
+  entities: StoredEntity[];
+  more: boolean;
+  positions: RangePosition[];
+}
+
+type PageRead = (maxPageSize: number, continuationToken?: string) => Promise<IteratorResult<RawEntity[] & { continuationToken?: string }>>;
+
+/** A range from a service that sorts it: one entity more than `limit` read, so `more` is exact. */
+async function sortedRange(limit: number, page: PageRead, cost: CallCost): Promise<RangePage> {
+  const wanted = limit + 1;
+  const found: StoredEntity[] = [];
+  let token: string | undefined;
+  let fetched = 0;
+  do {
+    cost.roundTrips = fetched + 1; // a failing page request still cost a round trip
+    const next = await page(Math.min(wanted - found.length, MAX_PAGE_SIZE), token);
+    fetched++;
+    if (next.done) break;
+    for (const raw of next.value) found.push(fromSdkEntity(raw));
+    token = next.value.continuationToken;
+  } while (found.length < wanted && token);
+  cost.roundTrips = Math.max(fetched, 1);
+  const entities = found.slice(0, limit);
+  return { entities, more: found.length > limit, positions: entities.map((e) => ({ rowKey: e.rowKey })) };
+}
+
+/**
+ * A range from a service that need not sort it: service pages of `limit` entities (at most 1000), each put in
+ * RowKey order; a position inside a page is its continuation token, its size and an offset (the page is read
+ * again, at that size, to resume), the one after a page's last entity the next page's token.
+ */
+async function pagedRange(limit: number, resume: { token: string; pageSize: number; skip: number } | undefined, page: PageRead, cost: CallCost): Promise<RangePage> {
+  const size = (n: number) => Math.min(Math.max(n, 1), MAX_PAGE_SIZE);
+  const entities: StoredEntity[] = [];
+  const positions: RangePosition[] = [];
+  let token = resume?.token || undefined;
+  let skip = resume?.skip ?? 0;
+  let pageSize = skip > 0 ? resume!.pageSize : size(limit);
+  let fetched = 0;
+  for (;;) {
+    cost.roundTrips = fetched + 1;
+    const next = await page(pageSize, token);
+    fetched++;
+    const got = next.done ? [] : next.value.map(fromSdkEntity).sort((a, b) => (a.rowKey < b.rowKey ? -1 : a.rowKey > b.rowKey ? 1 : 0));
+    const nextToken = next.done ? undefined : next.value.continuationToken;
+    let i = skip;
+    for (; i < got.length && entities.length < limit; i++) {
+      entities.push(got[i]);
+      const last = i + 1 === got.length;
+      positions.push(last && nextToken ? { token: nextToken, pageSize, skip: 0 } : { token: token ?? '', pageSize, skip: i + 1 });
+    }
+    if (entities.length >= limit) {
+      cost.roundTrips = fetched;
+      return { entities, more: i < got.length || Boolean(nextToken), positions };
+    }
+    if (!nextToken) break;
+    token = nextToken;
+    skip = 0;
+    pageSize = size(limit - entities.length);
+  }
+  cost.roundTrips = fetched;
+  return { entities, more: false, positions };
 }

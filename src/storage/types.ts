@@ -43,6 +43,15 @@ export interface StoredEntity {
 }
 
 /**
+ * Where a range read stopped, to resume right after an entity. Where the service returns a range in RowKey order
+ * (Azure Table storage, Azurite), the entity's RowKey. Where it need not (the Cosmos DB Table API: its results are
+ * not sorted), the service page the entity lies in — that page's continuation token ('' for the range's first
+ * page) and the page size it was read with, so the service gives the same page again — and how many of the page's
+ * entities, in RowKey order, come before the resume point.
+ */
+export type RangePosition = { rowKey: string } | { token: string; pageSize: number; skip: number };
+
+/**
  * A range query: one PartitionKey, RowKeys in [rowKeyFrom, rowKeyTo) — the guide's "range query".
  * `rowKeyAfter` (exclusive lower bound) takes precedence over `rowKeyFrom` when both are set: it is how a
  * cursor resumes.
@@ -54,6 +63,8 @@ export interface RangeQuery {
   rowKeyFrom?: string;
   /** Exclusive lower RowKey bound (resume after this RowKey). */
   rowKeyAfter?: string;
+  /** Resume where an earlier read of this same range stopped (a position it returned); overrides rowKeyAfter. */
+  after?: RangePosition;
   /** Exclusive upper RowKey bound; absent = to the partition's end. */
   rowKeyTo?: string;
   /** Property names to return ($select); absent = all. PartitionKey/RowKey are always returned. */

@@ -17,9 +17,15 @@ export function fanoutQueueNames(tablePrefix: string): { queue: string; poison: 
   return { queue: queueName(tablePrefix, 'fanout'), poison: queueName(tablePrefix, 'fanout-poison') };
 }
 
-/** Sends fan-out messages to the queue (what the WriteExecutor needs). */
+/**
+ * Sends fan-out messages to the queue (what the WriteExecutor needs), and withdraws one whose write failed
+ * before anyone received it (a receive changes the popReceipt: then it stays, and the worker finds nothing to do).
+ */
 export function queueSender(queues: QueueStore, queue: string): FanoutSender {
-  return { send: (text) => queues.send(queue, text) };
+  return {
+    send: (text) => queues.send(queue, text),
+    withdraw: (sent) => queues.delete(queue, sent),
+  };
 }
 
 export interface FanoutWorkerOptions {

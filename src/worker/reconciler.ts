@@ -7,18 +7,20 @@
  * "Inter-partition secondary index pattern").
  */
 import { ErrorCode, TablegraphError, isTablegraphError } from '../errors';
-import { derive, primaryAddress, valuesOf, type TableWrite } from '../model/entity-codec';
-import { ENTITY_TYPE_PROPERTY, VERSION_PROPERTY, type EntityModel, type Model } from '../model/types';
+import { derive, indexWrite, valuesOf, type TableWrite } from '../model/entity-codec';
+import { ENTITY_TYPE_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
-import { addressKey, type FanoutMessage } from '../write/fanout-message';
+import { addressKey, stateId, type FanoutMessage } from '../write/fanout-message';
+import { isPendingReservation, pointsAt } from '../write/reservations';
 
 export interface ReconcileOptions {
   model: Model;
   store: TableStore;
   /**
-   * How long after enqueueing a message waits for the write it announces to become visible (ms, default 30000).
-   * Past it, the message is reconciled against whatever is there: its write failed or never happened.
+   * How long after enqueueing a message waits for the write it announces while the entity is still in the state
+   * that write was based on (ms, default 30000). Past it, the message is reconciled against whatever is there:
+   * its write failed or never happened. (Reservations are guarded by their own lease, not by this.)
    */
   settleMs?: number;
   /**
@@ -40,19 +42,6 @@ export type ReconcileResult =
   | { kind: 'done'; passes: number; upserted: number; deleted: number }
   | { kind: 'retryLater'; afterMs: number };
 
-function versionOf(e: StoredEntity | null): number {
-  return e ? Number(e.properties[VERSION_PROPERTY] ?? 0) : 0;
-}
-
-function pointsAt(entity: EntityModel, derived: StoredEntity, primary: EntityAddress): boolean {
-  try {
-    const a = primaryAddress(entity, derived.properties);
-    return a.table === primary.table && a.partitionKey === primary.partitionKey && a.rowKey === primary.rowKey;
-  } catch {
-    return false;
-  }
-}
-
 /**
  * Reconciles the derived entities of the entity a message names.
  * @returns done, or retryLater when the announced write is not visible yet and the settle time has not passed
@@ -65,13 +54,14 @@ export async function reconcile(message: FanoutMessage, opts: ReconcileOptions):
   const { store } = opts;
   const call = { observer: opts.observer };
   const now = opts.now ?? Date.now;
-  const indexTypes = new Set([...entity.indexes.values()].map((i) => i.entityType));
   const old = new Map(message.candidates.map((a) => [addressKey(a), a]));
   let upserted = 0;
   let deleted = 0;
 
   const settleMs = opts.settleMs ?? 30000;
-  const isVisible = (e: StoredEntity | null) => (message.deleted ? !e || versionOf(e) >= message.version : versionOf(e) >= message.version);
+  // The write may still commit while the entity is in the state it read (write ids are never reused, so that
+  // state never comes back — absence excepted). Any other state: it committed, or was superseded, or failed.
+  const isVisible = (e: StoredEntity | null) => stateId(e) !== message.basedOn;
   let current = await store.getEntity(message.primary, call);
   const holdUntil = now() + (opts.holdMs ?? 500);
   while (!isVisible(current) && now() < holdUntil && now() - message.enqueuedAt < settleMs) {
@@ -79,7 +69,6 @@ export async function reconcile(message: FanoutMessage, opts: ReconcileOptions):
     current = await store.getEntity(message.primary, call);
   }
   const waited = now() - message.enqueuedAt;
-  const settled = () => now() - message.enqueuedAt >= settleMs;
   // One deferral, to the settle deadline: each redelivery counts towards the poison threshold.
   if (!isVisible(current) && waited < settleMs) return { kind: 'retryLater', afterMs: settleMs - waited };
 
@@ -91,7 +80,7 @@ export async function reconcile(message: FanoutMessage, opts: ReconcileOptions):
       wanted.add(addressKey(address));
       await store.ensureTable(w.table);
       if (!w.index.unique) await store.upsertEntity(w.table, w.entity, 'replace', call);
-      else if (!(await claimUnique(store, entity, w, message.primary, call))) {
+      else if (!(await claimUnique(store, entity, w, message.primary, call, now))) {
         opts.onUniqueConflict?.(address, message);
         continue;
       }
@@ -99,12 +88,20 @@ export async function reconcile(message: FanoutMessage, opts: ReconcileOptions):
       old.set(addressKey(address), address);
     }
     await opts.afterUpserts?.(message);
+    let leaseEnds = 0;
     for (const [key, address] of old) {
       if (wanted.has(key)) continue;
-      if (await deleteIfPointsAt(store, entity, indexTypes, address, message.primary, call, (e) => isPendingReservation(e, current, message, settled()))) deleted += 1;
+      const outcome = await deleteIfPointsAt(store, entity, address, message.primary, call, now);
+      if (outcome === 'deleted') deleted += 1;
+      else if (outcome instanceof Date) leaseEnds = Math.max(leaseEnds, outcome.getTime());
     }
     const again = await store.getEntity(message.primary, call);
-    if ((again?.etag ?? null) === (current?.etag ?? null)) return { kind: 'done', passes: pass, upserted, deleted };
+    if ((again?.etag ?? null) === (current?.etag ?? null)) {
+      // A pending reservation was kept: its write may still commit. If it does not, nobody but a later delivery of
+      // this message would remove it, so come back when its lease has ended.
+      if (leaseEnds > 0) return { kind: 'retryLater', afterMs: Math.max(leaseEnds - now(), 0) + 1000 };
+      return { kind: 'done', passes: pass, upserted, deleted };
+    }
     current = again;
   }
   throw new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, `${message.entity} ${message.primary.partitionKey}/${message.primary.rowKey} kept changing while its derived entities were reconciled`, {
@@ -115,8 +112,10 @@ export async function reconcile(message: FanoutMessage, opts: ReconcileOptions):
 /**
  * Writes a unique index entity only if it is free or already this entity's: an insert when absent, a replace
  * with If-Match on the ETag read when it points here. A check followed by an unconditional upsert could overwrite
- * a reservation another writer made in between (its conditional insert, write-executor.ts) and hand its key to
- * this entity — and a later pass would then delete it, leaving that writer's key unreserved.
+ * a reservation another writer made in between (its conditional insert, reservations.ts) and hand its key to
+ * this entity — and a later pass would then delete it, leaving that writer's key unreserved. A pending
+ * reservation of this same entity is left as it is: it already holds the key for this entity, and rewriting it
+ * as a plain index entity would erase what keeps it from being deleted while its write may still commit.
  * @returns false when the key belongs to another entity
  * @throws TablegraphError STORAGE_UNAVAILABLE when the entity kept changing under the claim
  */
@@ -126,11 +125,13 @@ async function claimUnique(
   w: TableWrite,
   primary: EntityAddress,
   call: { observer?: StorageObserver },
+  now: () => number,
 ): Promise<boolean> {
   const address = { table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey };
   for (let attempt = 1; attempt <= 5; attempt++) {
     const existing = await store.getEntity(address, call);
     if (existing && !pointsAt(entity, existing, primary)) return false;
+    if (existing && typeof existing.properties[WRITE_ID_PROPERTY] === 'string' && isPendingReservation(existing, await store.getEntity(primary, call), now())) return true;
     try {
       if (existing) await store.updateEntity(w.table, w.entity, 'replace', { ...call, ifMatch: existing.etag });
       else await store.createEntity(w.table, w.entity, call);
@@ -144,42 +145,43 @@ async function claimUnique(
 }
 
 /**
- * A unique-index reservation made by a write the entity has not reached yet (its Version is above the entity's):
- * that write may still commit, so the reservation is not this reconciliation's to delete — unless it is this
- * message's own write, past the settle time (the write failed).
+ * Deletes a derived entity if it still is an index entity of this entity type pointing at this entity. For a
+ * unique index, what decides is the entity read *after* the index entity, never the pass's earlier read: the
+ * index entity stays when that fresh state derives it (the entity took the value back meanwhile) or when it is a
+ * pending reservation (reservations.ts) — deleting it would hand the value to anyone for a moment. The delete is
+ * conditional on the ETag the index entity was read with.
+ * @returns 'deleted'; the end of the lease of a pending reservation kept; or 'left' (gone, not this entity's,
+ *   derived again, or rewritten meanwhile)
  */
-function isPendingReservation(existing: StoredEntity, current: StoredEntity | null, message: FanoutMessage, settled: boolean): boolean {
-  const reservedFor = Number(existing.properties[VERSION_PROPERTY] ?? 0);
-  if (reservedFor <= versionOf(current)) return false;
-  return !(settled && reservedFor === message.version);
-}
-
-/**
- * Deletes a derived entity if it still is an index entity of this entity type pointing at this entity and `keep`
- * does not hold it back.
- */
-async function deleteIfPointsAt(
+export async function deleteIfPointsAt(
   store: TableStore,
   entity: EntityModel,
-  indexTypes: Set<string>,
   address: EntityAddress,
   primary: EntityAddress,
   call: { observer?: StorageObserver },
-  keep: (existing: StoredEntity) => boolean,
-): Promise<boolean> {
+  now: () => number,
+): Promise<'deleted' | 'left' | Date> {
   let existing: StoredEntity | null;
   try {
     existing = await store.getEntity(address, call);
   } catch (e) {
-    if (isTablegraphError(e, ErrorCode.NOT_FOUND)) return false; // its table does not exist yet: nothing to delete
+    if (isTablegraphError(e, ErrorCode.NOT_FOUND)) return 'left'; // its table does not exist yet: nothing to delete
     throw e;
   }
-  if (!existing || !indexTypes.has(String(existing.properties[ENTITY_TYPE_PROPERTY])) || !pointsAt(entity, existing, primary) || keep(existing)) return false;
+  const type = existing?.properties[ENTITY_TYPE_PROPERTY];
+  const index = [...entity.indexes.values()].find((i) => i.entityType === type);
+  if (!existing || !index || !pointsAt(entity, existing, primary)) return 'left';
+  if (index.unique) {
+    const fresh = await store.getEntity(primary, call);
+    if (isPendingReservation(existing, fresh, now())) return existing.properties[RESERVED_UNTIL_PROPERTY] as Date;
+    const derived = fresh && indexWrite(index, valuesOf(entity, fresh.properties));
+    if (derived && derived.entity.partitionKey === address.partitionKey && derived.entity.rowKey === address.rowKey) return 'left';
+  }
   try {
-    return await store.deleteEntity(address, { ...call, ifMatch: existing.etag });
+    return (await store.deleteEntity(address, { ...call, ifMatch: existing.etag })) ? 'deleted' : 'left';
   } catch (e) {
     // Rewritten since it was read: by a reconciliation of a newer state of this entity, or for another entity.
-    if (isTablegraphError(e, ErrorCode.CONFLICT)) return false;
+    if (isTablegraphError(e, ErrorCode.CONFLICT)) return 'left';
     throw e;
   }
 }

@@ -1,28 +1,45 @@
 /**
  * The fan-out message (DESIGN.md §4.2, the guide's "Eventually consistent transactions pattern"): put on the
- * queue before the EGT of a write commits, it names the entity, the version the write creates, and every derived
- * entity (inter-partition index entity) the old and the new version derive. The worker reconciles from the truth,
- * so the message carries no values, only addresses.
+ * queue before the EGT of a write commits, it names the entity, the write (its WriteId, a UUID never reused) and
+ * the state that write was based on, and every derived entity (inter-partition index entity) the old and the new
+ * state derive. The worker reconciles from the truth, so the message carries no values, only addresses.
  */
 import { ErrorCode, TablegraphError } from '../errors';
-import type { EntityAddress } from '../storage/types';
+import { WRITE_ID_PROPERTY } from '../model/types';
+import type { EntityAddress, StoredEntity } from '../storage/types';
 
 export interface FanoutMessage {
-  v: 1;
+  v: 2;
   /** Unique per message (UUID), for logs and the poison queue. */
   id: string;
   /** The @entity type name, e.g. `Employee`. */
   entity: string;
   /** The entity written. */
   primary: EntityAddress;
-  /** The `Version` the write creates (for a delete: the version after the last write, plus one). */
-  version: number;
+  /** The write's id: the `WriteId` the entity carries once the write has committed (for a delete: none). */
+  writeId: string;
+  /**
+   * The state id (see stateId) of the entity the write read and is conditional on; null for a create, which is
+   * conditional on the entity's absence. While the entity is still in this state, the write may yet commit.
+   */
+  basedOn: string | null;
   /** Whether the write deletes the entity. */
   deleted: boolean;
-  /** Addresses of the derived entities of the old and the new version. */
+  /** Addresses of the derived entities of the old and the new state. */
   candidates: EntityAddress[];
   /** When the message was enqueued (ms since the epoch): the start of the fan-out lag. */
   enqueuedAt: number;
+}
+
+/**
+ * What identifies an entity's state: the WriteId of the write that produced it, or, for an entity written
+ * without one (by an older version), its ETag; null when the entity does not exist. Write ids are never reused,
+ * so a state, once left, never comes back — except absence.
+ */
+export function stateId(e: StoredEntity | null): string | null {
+  if (!e) return null;
+  const id = e.properties[WRITE_ID_PROPERTY];
+  return typeof id === 'string' ? id : `etag:${e.etag}`;
 }
 
 /** The message as queue text (JSON). */
@@ -48,11 +65,12 @@ export function decodeFanout(text: string): FanoutMessage {
     throw new TablegraphError(ErrorCode.BAD_USER_INPUT, 'fan-out message is not JSON');
   }
   const valid =
-    m?.v === 1 &&
+    m?.v === 2 &&
     typeof m.id === 'string' &&
     typeof m.entity === 'string' &&
     isAddress(m.primary) &&
-    Number.isInteger(m.version) &&
+    typeof m.writeId === 'string' &&
+    (m.basedOn === null || typeof m.basedOn === 'string') &&
     typeof m.deleted === 'boolean' &&
     Array.isArray(m.candidates) &&
     m.candidates.every(isAddress) &&

@@ -1,70 +1,88 @@
 /**
- * The write planner (DESIGN.md §4): a mutation and the state it read become a write plan. Same-partition
- * effects — the entity, its intra-partition index entities, the summary values it contributes to — form one
- * entity-group transaction; cross-partition effects — inter-partition index entities — become a fan-out message
- * and, for unique indexes, reservations made before the EGT. Pure: no I/O, so every plan can be tested.
+ * The write planner (DESIGN.md §4): one mutation and the state it read become a write plan. Same-partition
+ * effects — the entity, its intra-partition index entities — are EGT operations; the summary values it
+ * contributes to are deltas per holder, which group-plan.ts adds up over every write sharing an EGT;
+ * cross-partition effects — inter-partition index entities — become a fan-out message and, for unique indexes,
+ * reservations made before the EGT. Pure: no I/O, so every plan can be tested.
  *
  * Guide sections: "Entity Group Transactions", "Intra-partition secondary index pattern", "Inter-partition
  * secondary index pattern", "Eventually consistent transactions pattern", "Merge or replace".
  */
 import { ErrorCode, TablegraphError } from '../errors';
-import { derive, entityWrites, indexWrite, primaryAddress, typedValue, valuesOf, type TableWrite } from '../model/entity-codec';
+import type { Decimal } from '../model/decimal';
+import { derive, entityWrites, indexWrite, primaryAddress, valuesOf, type TableWrite } from '../model/entity-codec';
 import { renderKey } from '../model/key-template';
 import { summaryContribution } from '../model/summaries';
-import { VERSION_PROPERTY, type Model, type SummaryModel, type WriteModel } from '../model/types';
+import type { IndexModel, Model, SummaryModel, WriteModel } from '../model/types';
 import { checkEntity, checkTransaction } from '../storage/limits';
 import type { EntityAddress, StorageTarget, StoredEntity, TransactionOperation } from '../storage/types';
-import { addressKey, type FanoutMessage } from './fanout-message';
+import { addressKey, stateId, type FanoutMessage } from './fanout-message';
 
 /** Field values of an entity (field name → value). */
 export type Values = Record<string, unknown>;
 
-/** What the planner needs that the executor read: the entity and its summary holders, with their ETags. */
+/** What the planner needs that was read: the entity and its summary holders, with their ETags. */
 export interface ReadState {
   current: StoredEntity | null;
   /** Holder entities by addressKey (null: the holder does not exist). */
   holders: Map<string, StoredEntity | null>;
 }
 
+/** What one write adds to the summaries of one holder: summary → delta, in the summary's unit. */
+export interface HolderDelta {
+  address: EntityAddress;
+  deltas: Map<SummaryModel, Decimal>;
+}
+
 export interface WritePlan {
-  table: string;
-  partitionKey: string;
-  /** The EGT: the entity first, then its intra-partition index entities, then summary holders. */
+  address: EntityAddress;
+  /** This write's EGT operations: the entity first, then its intra-partition index entities. */
   operations: TransactionOperation[];
+  /** Summary deltas by holder addressKey; holders whose deltas are all 0 are left out. */
+  holderDeltas: Map<string, HolderDelta>;
   /** The entity's values after the write (null after a delete). */
   values: Values | null;
   /** The entity's values before the write (null before a create). */
   previous: Values | null;
-  version: number;
-  /** Unique inter-partition index entities to reserve with a conditional insert before the EGT. */
-  reservations: ReturnType<typeof derive>;
+  /** This attempt's id: the entity's `WriteId` once it commits (fanout-message.ts). */
+  writeId: string;
+  /** The state id the write read and is conditional on (null: the entity was absent). */
+  basedOn: string | null;
+  /** Unique inter-partition index entities to reserve before the EGT (the new state's, not the old one's). */
+  reservations: Array<TableWrite & { index: IndexModel }>;
   /** The fan-out message (without id and enqueuedAt), when what the entity derives changes. */
   fanout?: Omit<FanoutMessage, 'id' | 'enqueuedAt'>;
 }
 
-/** The address of the entity a mutation input names (its key fields). */
+/** The address of the entity a mutation input names (its key fields). @throws BAD_USER_INPUT for a bad key value */
 export function addressOf(write: WriteModel, input: Values): EntityAddress {
   return primaryAddress(write.entity, input);
 }
 
 /**
  * The entity's values after the write, from the input and the current values ("Merge or replace").
- * @throws TablegraphError CONFLICT when creating an existing entity; NOT_FOUND when changing a missing one;
- *   CONFLICT (reason ETagMismatch) when `input.ifMatch` is not the current ETag
+ * @throws TablegraphError CONFLICT (reason EntityAlreadyExists) when creating an existing entity; NOT_FOUND when
+ *   changing a missing one without `ifMatch`; CONFLICT (reason ETagMismatch) when `input.ifMatch` is not the
+ *   current ETag, or names an entity deleted since it was read
  */
 export function nextValues(write: WriteModel, input: Values, current: StoredEntity | null): Values | null {
   const { entity, action } = write;
+  const ifMatch = input.ifMatch;
   if (action === 'CREATE') {
     if (current) throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name} ${describeKeys(write, input)} already exists`, { reason: 'EntityAlreadyExists' });
-  } else {
-    if (!current) throw new TablegraphError(ErrorCode.NOT_FOUND, `${entity.name} ${describeKeys(write, input)} does not exist`);
-    const ifMatch = input.ifMatch;
-    if (typeof ifMatch === 'string' && ifMatch !== current.etag) {
-      throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name} ${describeKeys(write, input)} changed since it was read (stale ifMatch ETag)`, {
+  } else if (!current) {
+    // The client read an ETag, so the entity existed: someone deleted it since — its ETag no longer matches.
+    if (typeof ifMatch === 'string') {
+      throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name} ${describeKeys(write, input)} was deleted since it was read (stale ifMatch ETag)`, {
         reason: 'ETagMismatch',
-        currentEtag: current.etag,
       });
     }
+    throw new TablegraphError(ErrorCode.NOT_FOUND, `${entity.name} ${describeKeys(write, input)} does not exist`);
+  } else if (typeof ifMatch === 'string' && ifMatch !== current.etag) {
+    throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name} ${describeKeys(write, input)} changed since it was read (stale ifMatch ETag)`, {
+      reason: 'ETagMismatch',
+      currentEtag: current.etag,
+    });
   }
   if (action === 'DELETE') return null;
   const old = current ? valuesOf(entity, current.properties) : null;
@@ -103,22 +121,17 @@ function bindingValues(summary: SummaryModel, values: Values, which: 'partitionK
   return out;
 }
 
-/** Rounds away binary noise from sums of money (6 decimal places). */
-function roundSum(n: number): number {
-  return Math.round(n * 1e6) / 1e6;
-}
-
 /**
- * Plans one mutation against the state read.
- * @throws TablegraphError from nextValues; BAD_USER_INPUT for invalid values; NOT_FOUND when a summary holder
- *   (e.g. the department of a new employee) does not exist; CONFLICT when deleting a holder whose counts are not 0
+ * Plans one mutation against the state read, as write attempt `writeId`.
+ * @throws TablegraphError from nextValues; BAD_USER_INPUT for invalid values (type, `@constraint`); NOT_FOUND
+ *   (reason SummaryHolderMissing) when a summary holder (e.g. the department of a new employee) does not exist;
+ *   CONFLICT (reason HasDependents) when deleting a holder whose counts are not 0
  */
-export function planWrite(model: Model, write: WriteModel, input: Values, state: ReadState): WritePlan {
+export function planWrite(model: Model, write: WriteModel, input: Values, state: ReadState, writeId: string): WritePlan {
   const { entity } = write;
   const address = addressOf(write, input);
   const values = nextValues(write, input, state.current);
   const previous = state.current ? valuesOf(entity, state.current.properties) : null;
-  const version = Number(state.current?.properties[VERSION_PROPERTY] ?? 0) + 1;
 
   if (write.action === 'DELETE') {
     for (const s of model.summaries.values()) {
@@ -131,7 +144,7 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
   }
 
   const operations: TransactionOperation[] = [];
-  const next = values ? entityWrites(entity, values, version) : undefined;
+  const next = values ? entityWrites(entity, values, writeId) : undefined;
   if (write.action === 'CREATE') operations.push({ kind: 'create', entity: next!.primary.entity });
   else if (next) operations.push({ kind: 'update', mode: 'replace', entity: next.primary.entity, ifMatch: state.current!.etag });
   else operations.push({ kind: 'delete', partitionKey: address.partitionKey, rowKey: address.rowKey, ifMatch: state.current!.etag });
@@ -146,30 +159,30 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
     }
   }
 
-  operations.push(...summaryOperations(model, write, previous, values, state));
-
+  const holderDeltas = summaryDeltas(model, write, previous, values, state);
   const derivedBefore = derive(entity, previous);
   const derivedAfter = derive(entity, values);
   const beforeKeys = new Set(derivedBefore.map((w) => addressKey({ table: w.table, ...w.entity })));
   const reservations = derivedAfter.filter((w) => w.index.unique && !beforeKeys.has(addressKey({ table: w.table, ...w.entity })));
-  const plan: WritePlan = { table: address.table, partitionKey: address.partitionKey, operations, values, previous, version, reservations };
+  const basedOn = stateId(state.current);
+  const plan: WritePlan = { address, operations, holderDeltas, values, previous, writeId, basedOn, reservations };
   if (!sameDerived(derivedBefore, derivedAfter)) {
     const candidates = new Map<string, EntityAddress>();
     for (const w of [...derivedBefore, ...derivedAfter]) {
       const a = { table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey };
       candidates.set(addressKey(a), a);
     }
-    plan.fanout = { v: 1, entity: entity.name, primary: address, version, deleted: values === null, candidates: [...candidates.values()] };
+    plan.fanout = { v: 2, entity: entity.name, primary: address, writeId, basedOn, deleted: values === null, candidates: [...candidates.values()] };
   }
   return plan;
 }
 
 /**
- * Checks a plan against the target's limits before anything is sent — the fan-out message, the reservations,
- * the EGT (DESIGN.md §4.1: "the plan checks those limits before sending"): the EGT as a whole (operations,
- * bytes, each entity), and every inter-partition index entity the write derives, so that a write whose index
- * entities the worker could never store (a key over the target's limit, say) is refused now rather than
- * poisoning the queue later ("Entity Group Transactions", "Inter-partition secondary index pattern").
+ * Checks one write's own operations and derived entities against the target's limits before anything is sent
+ * (DESIGN.md §4.1): its EGT operations as a transaction of their own (operations, bytes, each entity), and every
+ * inter-partition index entity it derives, so that a write whose index entities the worker could never store (a
+ * key over the target's limit, say) is refused now rather than poisoning the queue later ("Entity Group
+ * Transactions", "Inter-partition secondary index pattern").
  * @throws TablegraphError LIMIT_EXCEEDED (a value over 64 KiB, an entity over 1 MiB, a key too long, an EGT too
  *   large) or BAD_USER_INPUT (a key character or property the service refuses), from checkTransaction/checkEntity
  */
@@ -178,36 +191,37 @@ export function checkPlan(entity: WriteModel['entity'], plan: WritePlan, target:
   for (const w of derive(entity, plan.values)) checkEntity(w.entity, target);
 }
 
-/** One merge per summary holder, with If-Match on the holder's ETag; deltas of old and new contributions. */
-function summaryOperations(model: Model, write: WriteModel, previous: Values | null, values: Values | null, state: ReadState): TransactionOperation[] {
-  const byHolder = new Map<string, { address: EntityAddress; holder: StoredEntity | null; fields: Map<SummaryModel, number> }>();
+/**
+ * What the write changes in each summary holder: the new contribution minus the old, per summary, exactly.
+ * @throws TablegraphError NOT_FOUND (reason SummaryHolderMissing) when a holder it changes does not exist
+ */
+function summaryDeltas(model: Model, write: WriteModel, previous: Values | null, values: Values | null, state: ReadState): Map<string, HolderDelta> {
+  const byHolder = new Map<string, HolderDelta>();
   for (const s of summariesOf(model, write)) {
     for (const [vals, sign] of [[previous, -1], [values, 1]] as const) {
       if (!vals) continue;
       const address = holderAddress(s, vals);
       const key = addressKey(address);
       let entry = byHolder.get(key);
-      if (!entry) byHolder.set(key, (entry = { address, holder: state.holders.get(key) ?? null, fields: new Map() }));
-      entry.fields.set(s, (entry.fields.get(s) ?? 0) + sign * summaryContribution(s, vals));
+      if (!entry) byHolder.set(key, (entry = { address, deltas: new Map() }));
+      const contribution = summaryContribution(s, vals).times(sign);
+      const sum = entry.deltas.get(s);
+      entry.deltas.set(s, sum ? sum.plus(contribution) : contribution);
     }
   }
-  const operations: TransactionOperation[] = [];
-  for (const { address, holder, fields } of byHolder.values()) {
-    if ([...fields.values()].every((d) => d === 0)) continue;
-    if (!holder) {
-      const [s] = fields.keys();
-      throw new TablegraphError(ErrorCode.NOT_FOUND, `${s.holder.name} ${address.partitionKey} does not exist: create it before its ${s.of.name} entities`, {
+  for (const [key, entry] of byHolder) {
+    if ([...entry.deltas.values()].every((d) => d.isZero())) {
+      byHolder.delete(key);
+      continue;
+    }
+    if (!state.holders.get(key)) {
+      const [s] = entry.deltas.keys();
+      throw new TablegraphError(ErrorCode.NOT_FOUND, `${s.holder.name} ${entry.address.partitionKey} does not exist: create it before its ${s.of.name} entities`, {
         reason: 'SummaryHolderMissing',
       });
     }
-    const properties: Record<string, ReturnType<typeof typedValue>> = {};
-    for (const [s, delta] of fields) {
-      const stored = s.holder.fields.get(s.field)!;
-      properties[s.field] = typedValue(stored, roundSum(Number(holder.properties[s.field] ?? 0) + delta));
-    }
-    operations.push({ kind: 'update', mode: 'merge', ifMatch: holder.etag, entity: { partitionKey: address.partitionKey, rowKey: address.rowKey, properties } });
   }
-  return operations;
+  return byHolder;
 }
 
 function sameDerived(a: TableWrite[], b: TableWrite[]): boolean {

@@ -11,6 +11,7 @@ import type { OpenStorage } from '../../src/runtime/open-storage';
 import { startServer, type RunningServer } from '../../src/runtime/start-server';
 import { QueueStore } from '../../src/storage/queue-store';
 import { TableStore } from '../../src/storage/table-store';
+import { startShufflingProxy } from './shuffling-proxy';
 
 export const ROOT = path.resolve(__dirname, '../..');
 export const SCHEMA_DIR = path.join(ROOT, 'schema');
@@ -54,12 +55,27 @@ export interface TestServer extends RunningServer {
   query<T = any>(query: string, variables?: Record<string, unknown>): Promise<{ data?: T; errors?: any[]; extensions?: any }>;
 }
 
-/** A real server (Apollo + Express on a free port) over the test Azurite with its own tables. */
+/**
+ * How the test Table service returns range results: `sorted` (Azurite as it is) or, with
+ * TABLEGRAPH_TEST_RANGES=shuffled, `shuffled` — every query answer's entities in a random order, as the Cosmos DB
+ * Table API may return them (test/support/shuffling-proxy.ts), with the `cosmos` target.
+ */
+export function rangeMode(): 'sorted' | 'shuffled' {
+  return process.env.TABLEGRAPH_TEST_RANGES === 'shuffled' ? 'shuffled' : 'sorted';
+}
+
+/**
+ * A real server (Apollo + Express on a free port) over the test Azurite with its own tables — through a proxy
+ * that shuffles range results, with the `cosmos` target, in the `shuffled` range mode.
+ */
 export async function startTestServer(env: Record<string, string> = {}): Promise<TestServer> {
+  const proxy = rangeMode() === 'shuffled' ? await startShufflingProxy(connectionString(), Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31) : undefined;
+  const target = proxy ? 'cosmos' : 'azurite';
   const config = loadConfig(
     {
       PORT: '0',
-      AZURE_STORAGE_CONNECTION_STRING: connectionString(),
+      AZURE_STORAGE_CONNECTION_STRING: proxy?.connectionString ?? connectionString(),
+      TABLEGRAPH_TARGET: target,
       TABLEGRAPH_SCHEMA_DIR: SCHEMA_DIR,
       TABLEGRAPH_TABLE_PREFIX: uniquePrefix(),
       TABLEGRAPH_CURSOR_SECRET: 'test-secret',
@@ -68,11 +84,17 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
     },
     ROOT,
   );
-  const store = testStore();
-  const storage: OpenStorage = { store, queues: testQueues(), connectionString: connectionString(), target: 'azurite', close: async () => {} };
+  const store = new TableStore({ connectionString: config.connectionString!, target, timeoutMs: config.storageTimeoutMs });
+  const storage: OpenStorage = { store, queues: testQueues(), connectionString: config.connectionString!, target, close: async () => {} };
   const server = await startServer(config, storage, createLogger({ level: 'silent' }));
   return {
     ...server,
+    async close(graceMs?: number) {
+      await server.close(graceMs);
+      await proxy?.close();
+      // A shuffled mode in which nothing was shuffled would prove nothing.
+      if (proxy && proxy.shuffled() === 0) throw new Error('the shuffling proxy shuffled no query answer');
+    },
     store,
     config,
     async query(query, variables) {

@@ -18,8 +18,10 @@ export interface EmployeeRow {
   title: string;
   fullOrPartTime: 'FULL_TIME' | 'PART_TIME';
   salaryOrHourly: 'SALARY' | 'HOURLY';
-  annualSalary?: number;
-  hourlyRate?: number;
+  /** USD, as the Decimal scalar writes it (canonical decimal text). */
+  annualSalary?: string;
+  /** USD per hour, as the Decimal scalar writes it. */
+  hourlyRate?: string;
   typicalHours?: number;
 }
 
@@ -45,7 +47,7 @@ export function employeeRow(departmentId: string, id: number): EmployeeRow {
     title: id % 7 === 0 ? 'ENGINEER I/II #' + (id % 3) : 'ENGINEER',
     fullOrPartTime: salaried ? 'FULL_TIME' : 'PART_TIME',
     salaryOrHourly: salaried ? 'SALARY' : 'HOURLY',
-    ...(salaried ? { annualSalary: 50000 + id * 100 } : { hourlyRate: 20 + (id % 10), typicalHours: 20 }),
+    ...(salaried ? { annualSalary: String(50000 + id * 100) } : { hourlyRate: `${20 + (id % 10)}.25`, typicalHours: 20 }),
   };
 }
 
@@ -65,9 +67,14 @@ export const SLASHED = department('A/B #1', [2001, 2002, 2003]);
 /** The fixture departments, in the order the departments index lists them (RowKey = escaped id). */
 export const FIXTURE_DEPARTMENTS = [SLASHED, ENGINEERING, FINANCE];
 
-/** Yearly payroll in USD as the schema defines it: salaries plus rate × weekly hours × 52. */
-export function payrollOf(d: DepartmentFixture): number {
-  return d.employees.reduce((sum, e) => sum + (e.annualSalary ?? (e.hourlyRate ?? 0) * (e.typicalHours ?? 0) * 52), 0);
+/** Yearly payroll in USD as the schema defines it — salaries plus rate × weekly hours × 52 — as decimal text. */
+export function payrollOf(d: DepartmentFixture): string {
+  // In cents, as integers: exact, and independent of the decimal arithmetic under test.
+  const cents = (text: string | undefined) => (text === undefined ? 0n : BigInt(Math.round(Number(text) * 100)));
+  const total = d.employees.reduce((sum, e) => sum + (e.annualSalary !== undefined ? cents(e.annualSalary) : cents(e.hourlyRate) * BigInt(e.typicalHours ?? 0) * 52n), 0n);
+  const whole = total / 100n;
+  const rest = total % 100n;
+  return rest === 0n ? String(whole) : `${whole}.${String(rest).padStart(2, '0').replace(/0$/, '')}`;
 }
 
 /** The employees of `d` named `lastName`, in id order. */

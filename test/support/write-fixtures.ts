@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { entityWrites, type TableWrite } from '../../src/model/entity-codec';
 import { renderKey } from '../../src/model/key-template';
-import { ENTITY_TYPE_PROPERTY, VERSION_PROPERTY, type Model } from '../../src/model/types';
+import { BASED_ON_PROPERTY, ENTITY_TYPE_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE_ID_PROPERTY, type Model } from '../../src/model/types';
 import type { QueueStore } from '../../src/storage/queue-store';
 import type { TableStore } from '../../src/storage/table-store';
 import type { EntityAddress, StoredEntity, TypedValue } from '../../src/storage/types';
@@ -64,11 +64,11 @@ export function storedFrom(write: TableWrite, etag: string): StoredEntity {
   return { partitionKey: write.entity.partitionKey, rowKey: write.entity.rowKey, etag, properties };
 }
 
-/** An entity of type `entityName` with `values` (and `Version` = version) as the store would return it. */
-export function storedEntity(model: Model, entityName: string, values: Record<string, unknown>, etag: string, version = 1): StoredEntity {
+/** An entity of type `entityName` with `values` (and `WriteId` = writeId) as the store would return it. */
+export function storedEntity(model: Model, entityName: string, values: Record<string, unknown>, etag: string, writeId = 'write-1'): StoredEntity {
   const entity = model.entities.get(entityName);
   if (!entity) throw new Error(`no entity ${entityName}`);
-  return storedFrom(entityWrites(entity, values, version).primary, etag);
+  return storedFrom(entityWrites(entity, values, writeId).primary, etag);
 }
 
 /**
@@ -163,10 +163,10 @@ export function firstError(res: { errors?: any[] }): { message: string; code?: s
   return { message: e.message, code: e.extensions?.code, extensions: e.extensions ?? {} };
 }
 
-/** Properties of a stored entity without the bookkeeping ones (EntityType, Version). */
+/** Properties of a stored entity without the bookkeeping ones (EntityType, WriteId, BasedOn, ReservedUntil). */
 export function userProperties(e: StoredEntity | null): Record<string, unknown> | null {
   if (!e) return null;
-  const { [ENTITY_TYPE_PROPERTY]: _t, [VERSION_PROPERTY]: _v, ...rest } = e.properties;
+  const { [ENTITY_TYPE_PROPERTY]: _t, [WRITE_ID_PROPERTY]: _w, [BASED_ON_PROPERTY]: _b, [RESERVED_UNTIL_PROPERTY]: _r, ...rest } = e.properties;
   return rest;
 }
 

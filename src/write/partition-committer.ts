@@ -1,0 +1,428 @@
+/**
+ * Group commit, the doing half (DESIGN.md §4.3): one committer per table and PartitionKey with writes waiting.
+ * It takes every write that arrived while the previous EGT was in flight, reads what they need in one wave, plans
+ * them as one EGT (group-plan.ts), puts each write's fan-out message on the queue, reserves unique keys, and
+ * commits. One EGT of a partition is in flight at a time, so writes of one partition keep their arrival order and
+ * never fail on each other's summary updates ("Entity Group Transactions"; the guide's advice on a hot partition:
+ * batch its writes).
+ *
+ * An EGT fails whole. The operation it names blames one write, which fails alone when the failure is its own (it
+ * already exists, its `ifMatch` no longer matches, a limit); its batch-mates are read again and retried in the
+ * next EGT. A failure that blames a summary holder (changed by another process) retries them all. A failure with
+ * no answer (a timeout) is checked by reading each entity: a write whose WriteId shows there has committed.
+ *
+ * Side effects of attempts that cannot commit are undone: their messages withdrawn, their reservations released
+ * ("Eventually consistent transactions pattern": one fan-out message per committed write).
+ */
+import { randomUUID } from 'node:crypto';
+import { setTimeout as delay } from 'node:timers/promises';
+import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
+import { valuesOf } from '../model/entity-codec';
+import type { Model } from '../model/types';
+import type { TableStore } from '../storage/table-store';
+import type { EntityAddress, StorageCallRecord, StorageObserver, StoredEntity } from '../storage/types';
+import { addressKey, encodeFanout, stateId } from './fanout-message';
+import { planGroup, type GroupMember, type GroupPlan, type GroupState } from './group-plan';
+import { classifyKey, leaseMs, pointsAt, releaseReservations, reservationEntity, reserveKey, uniqueKeyTaken, type HeldReservation, type KeyState } from './reservations';
+import { holderAddress, nextValues, summariesOf, type Values, type WritePlan } from './write-plan';
+
+/** A reference to a sent fan-out message, by which it can be withdrawn. */
+export type SentMessage = { id: string; popReceipt: string };
+
+/** Where fan-out messages go (the queue adapter, or anything with the same methods). */
+export interface FanoutSender {
+  /** Sends one message; may return a reference to withdraw it by. */
+  send(text: string): Promise<SentMessage | void>;
+  /** Deletes a message sent for a write that then failed (best effort). */
+  withdraw?(sent: SentMessage): Promise<void>;
+}
+
+/** The outcome of a write: the entity as it now is (or was, for a delete). */
+export interface WriteResult {
+  address: EntityAddress;
+  /** Values after the write; for a delete, the values it had. */
+  values: Values;
+  /** The entity's new ETag; for a delete, the ETag it had. */
+  etag: string;
+  deleted: boolean;
+}
+
+/** A write waiting in a committer's queue. */
+export interface PendingWrite extends GroupMember {
+  address: EntityAddress;
+  observer?: StorageObserver;
+  /** Attempts made so far (attempts). */
+  attempts: number;
+  /** Arrival order in its committer. */
+  seq: number;
+  /** Ids of this write's attempts: reservations they made are this write's own. */
+  ownAttempts: Set<string>;
+  resolve(result: WriteResult): void;
+  reject(error: unknown): void;
+}
+
+export interface CommitContext {
+  model: Model;
+  store: TableStore;
+  fanout: FanoutSender;
+  /** Attempts before a write that keeps meeting concurrent writers of other processes fails (default 8). */
+  maxAttempts: number;
+}
+
+/** Writes one EGT holds at most (writes); the EGT's own limits (100 operations, 4 MiB) may cut it shorter. */
+const MAX_GROUP = 100;
+
+/** One write's side effects made so far in an attempt, and the error that stopped it, if any. */
+interface Effects {
+  sent?: SentMessage | void;
+  held: HeldReservation[];
+  error?: unknown;
+}
+
+/** Room kept between the last moment an EGT may be sent and the end of its reservations' lease (ms). */
+const CLOCK_MARGIN_MS = 1000;
+
+/** Reports each storage call of a group to the observer of every write in it: the group's cost is each one's. */
+function sharedObserver(members: PendingWrite[]): StorageObserver | undefined {
+  const observers = [...new Set(members.map((m) => m.observer).filter((o): o is StorageObserver => o !== undefined))];
+  if (observers.length === 0) return undefined;
+  if (observers.length === 1) return observers[0];
+  return {
+    onCallStart: () => observers.forEach((o) => o.onCallStart?.()),
+    onCall: (r: StorageCallRecord) => observers.forEach((o) => o.onCall(r)),
+  };
+}
+
+/** Commits the writes of one table and PartitionKey, one EGT at a time. */
+export class PartitionCommitter {
+  private readonly queue: PendingWrite[] = [];
+  private arrivals = 0;
+  private running = false;
+  /** Summary holders as this committer last wrote them: the next EGT needs not read them again. */
+  private readonly holders = new Map<string, StoredEntity | null>();
+
+  constructor(
+    private readonly ctx: CommitContext,
+    private readonly table: string,
+    private readonly onIdle: () => void,
+  ) {}
+
+  /** Queues a write; it is committed with whatever else waits when the EGT in flight is done. */
+  enqueue(write: Omit<PendingWrite, 'seq'>): void {
+    this.queue.push({ ...write, seq: this.arrivals++ });
+    if (!this.running) void this.run();
+  }
+
+  private async run(): Promise<void> {
+    this.running = true;
+    try {
+      while (this.queue.length > 0) {
+        const members = this.queue.splice(0, MAX_GROUP);
+        let again: PendingWrite[];
+        try {
+          again = await this.commitGroup(members);
+        } catch (e) {
+          // A bug or a storage failure outside any one write's doing: every write of the group learns of it.
+          members.forEach((m) => m.reject(e));
+          this.holders.clear();
+          continue;
+        }
+        const retried = again.filter((m) => m.attempts > 0);
+        // Back in front of what arrived meanwhile, in arrival order: writes of a partition keep their order.
+        this.queue.unshift(...again.sort((a, b) => a.seq - b.seq));
+        // Writers of other processes in this partition: back off, exponentially with jitter, before trying again.
+        if (retried.length > 0) await delay(Math.random() * Math.min(1000, 10 * 2 ** Math.max(...retried.map((m) => m.attempts))));
+      }
+    } finally {
+      this.running = false;
+      this.onIdle();
+    }
+  }
+
+  /** One EGT for as many of `members` as fit. @returns the writes to try again, in order */
+  private async commitGroup(members: PendingWrite[]): Promise<PendingWrite[]> {
+    const { model, store } = this.ctx;
+    for (const m of members) {
+      m.writeId = randomUUID();
+      m.ownAttempts.add(m.writeId);
+    }
+    const observer = sharedObserver(members);
+    const state = await this.read(members, observer);
+    let group = planGroup(model, members, state, store.target, this.table);
+    const deferred = group.deferred;
+    group.refused.forEach(({ member, error }) => member.reject(error));
+    const retry: PendingWrite[] = [];
+
+    // Unique keys: who holds them now, read before anything is sent, so a write whose value is taken sends nothing.
+    const keys = await this.readKeys(group, observer);
+    group = this.without(group, state, ({ member, plan }) => {
+      const states = plan.reservations.map((r) => keys.get(addressKey({ table: r.table, ...r.entity }))!);
+      const taken = states.findIndex((k) => k.kind === 'taken');
+      if (taken >= 0) return this.fail(member, uniqueKeyTaken(member.write.entity.name, plan.reservations[taken]));
+      return states.some((k) => k.kind === 'busy') && this.again(member, retry);
+    });
+
+    // Messages first, then reservations: a crash after either leaves a message that names what to clean up.
+    const effects = new Map<PendingWrite, Effects>();
+    const reservedUntil = new Date(Date.now() + leaseMs(store.timeoutMs));
+    await Promise.all(group.planned.map(({ member, plan }) => this.prepare(member, plan, keys, reservedUntil, effects)));
+    const failed = group.planned.filter(({ member }) => effects.get(member)!.error !== undefined);
+    await Promise.all(failed.map(({ member }) => this.undo(member, effects.get(member)!)));
+    group = this.without(group, state, ({ member }) => {
+      const error = effects.get(member)!.error;
+      if (error === undefined) return false;
+      return isTablegraphError(error, ErrorCode.CONFLICT) && error.details.reason === 'ReservationBusy' ? this.again(member, retry) : this.fail(member, error);
+    });
+    if (group.planned.length === 0) return [...retry, ...deferred];
+
+    // The lease: an EGT sent later than this could still be applied after its reservations' lease has ended.
+    if (Date.now() + store.timeoutMs > reservedUntil.getTime() - CLOCK_MARGIN_MS) {
+      await Promise.all(group.planned.map(({ member }) => this.undo(member, effects.get(member)!)));
+      group.planned.forEach(({ member }) => this.again(member, retry));
+      return [...retry, ...deferred];
+    }
+
+    let etags: Array<string | undefined>;
+    try {
+      etags = await store.submitTransaction(this.table, group.operations, { observer });
+    } catch (e) {
+      const again = await this.failedEgt(group, state, effects, e, observer);
+      return [...again, ...retry, ...deferred];
+    }
+    this.committed(group, state, etags);
+    await this.confirm(group, effects, observer);
+    return [...retry, ...deferred];
+  }
+
+  /**
+   * Turns the reservations of committed writes into plain index entities (If-Match: still theirs). Until then a
+   * reservation of a create looks pending whenever its entity is absent — also after a later delete — and would
+   * hold its value for its whole lease. Done before the next EGT of the partition, so this process's next write
+   * of the entity finds it confirmed; one that fails is the worker's to confirm.
+   */
+  private async confirm(group: GroupPlan<PendingWrite>, effects: Map<PendingWrite, Effects>, observer?: StorageObserver): Promise<void> {
+    await Promise.all(
+      group.planned.flatMap(({ member, plan }) =>
+        effects.get(member)!.held.map((held, i) =>
+          this.ctx.store.updateEntity(plan.reservations[i].table, plan.reservations[i].entity, 'replace', { observer, ifMatch: held.etag }).catch(() => undefined),
+        ),
+      ),
+    );
+  }
+
+  /**
+   * An EGT failed, and nothing of it was applied — or, with no answer, maybe all of it. Blames the write or holder
+   * the failing operation belongs to; every write not failed is undone and tried again.
+   * @returns the writes to try again
+   */
+  private async failedEgt(
+    group: GroupPlan<PendingWrite>,
+    state: GroupState,
+    effects: Map<PendingWrite, Effects>,
+    error: unknown,
+    observer?: StorageObserver,
+  ): Promise<PendingWrite[]> {
+    const retry: PendingWrite[] = [];
+    const index = isTablegraphError(error) ? error.details.operationIndex : undefined;
+    if (typeof index !== 'number') {
+      // No operation named: a timeout or an outage. The EGT may have been applied: each entity's WriteId tells.
+      this.holders.clear();
+      const now = await Promise.all(group.planned.map(({ member }) => this.ctx.store.getEntity(member.address, { observer }).catch(() => undefined)));
+      const applied = group.planned.every(({ plan }, i) => now[i] !== undefined && (plan.values ? stateId(now[i]!) === plan.writeId : now[i] === null));
+      if (applied) {
+        // Every write shows: the EGT was applied (it is all or nothing). Its ETags are the ones read now.
+        this.committed(group, state, group.owners.map((o) => ('write' in o ? now[o.write]?.etag : undefined)));
+        return retry;
+      }
+      // Not applied, or not known: each write fails with the error; messages and reservations stay for the worker,
+      // since a late answer could still apply the EGT.
+      group.planned.forEach(({ member }) => member.reject(error));
+      return retry;
+    }
+    const owner = group.owners[index];
+    if (!owner) {
+      // An operation nobody planned (a bug, or a store that changed the EGT): nothing to retry with any sense.
+      for (const { member } of group.planned) {
+        await this.undo(member, effects.get(member)!);
+        member.reject(error);
+      }
+      return retry;
+    }
+    const blamed = 'write' in owner ? owner.write : -1;
+    // Whether the failing operation is the blamed write's own entity (its first operation), not an index entity.
+    const onEntity = blamed >= 0 && group.owners.findIndex((o) => 'write' in o && o.write === blamed) === index;
+    if (blamed < 0) this.holders.clear(); // a holder changed or vanished in another process: read it again
+    for (const [i, { member, plan }] of group.planned.entries()) {
+      await this.undo(member, effects.get(member)!);
+      if (i !== blamed) {
+        this.again(member, retry, error);
+        continue;
+      }
+      const stale = onEntity && isTablegraphError(error, ErrorCode.CONFLICT) && error.details.reason === 'ETagMismatch';
+      const vanished = onEntity && isTablegraphError(error, ErrorCode.NOT_FOUND) && plan.operations[0].kind !== 'create';
+      // Its entity changed or vanished since it was read: with `ifMatch` that is the client's conflict; without,
+      // read it again (a vanished entity then fails NOT_FOUND, a concurrent create CONFLICT, from the planner).
+      if ((stale || vanished) && typeof member.input.ifMatch !== 'string') this.again(member, retry, error);
+      else this.fail(member, stale || vanished ? staleIfMatch(member) : error);
+    }
+    return retry;
+  }
+
+  /** Reads every write's entity, and the summary holders the cache lacks, in as few waves as the keys allow. */
+  private async read(members: PendingWrite[], observer?: StorageObserver): Promise<GroupState> {
+    const { model, store } = this.ctx;
+    const entities = new Map<string, StoredEntity | null>();
+    const holders = new Map(this.holders);
+    const wanted = new Map<string, EntityAddress>();
+    const fromKeys = new Map<string, EntityAddress>();
+    for (const m of members) {
+      for (const s of summariesOf(model, m.write)) {
+        const keyed = [...s.via.partitionKey.bindings.values(), ...s.via.rowKey.bindings.values()].every((b) => m.write.entity.keyFields.includes(b.name));
+        if (!keyed) continue;
+        const a = holderAddress(s, m.input);
+        if (!holders.has(addressKey(a))) fromKeys.set(addressKey(a), a);
+      }
+    }
+    const addresses = new Map(members.map((m) => [addressKey(m.address), m.address]));
+    await Promise.all([
+      ...[...addresses].map(async ([key, a]) => entities.set(key, await store.getEntity(a, { observer }))),
+      ...[...fromKeys].map(async ([key, a]) => holders.set(key, await store.getEntity(a, { observer }))),
+    ]);
+    // Holders that only the entity's current or next values name: a second wave.
+    for (const m of members) {
+      const current = entities.get(addressKey(m.address)) ?? null;
+      let next: Values | null = null;
+      try {
+        next = nextValues(m.write, m.input, current);
+      } catch {
+        continue; // planGroup refuses it with the same error
+      }
+      for (const vals of [current ? valuesOf(m.write.entity, current.properties) : null, next]) {
+        if (!vals) continue;
+        for (const s of summariesOf(model, m.write)) {
+          try {
+            const a = holderAddress(s, vals);
+            if (!holders.has(addressKey(a))) wanted.set(addressKey(a), a);
+          } catch {
+            // a value that cannot form the holder's key: planGroup refuses the write
+          }
+        }
+      }
+    }
+    await Promise.all([...wanted].map(async ([key, a]) => holders.set(key, await store.getEntity(a, { observer }))));
+    return { entities, holders };
+  }
+
+  /** What is stored at every unique key a planned write wants, classified for that write. */
+  private async readKeys(group: GroupPlan<PendingWrite>, observer?: StorageObserver): Promise<Map<string, KeyState>> {
+    const { store } = this.ctx;
+    const states = new Map<string, KeyState>();
+    await Promise.all(
+      group.planned.flatMap(({ member, plan }) =>
+        plan.reservations.map(async (r) => {
+          const address = { table: r.table, partitionKey: r.entity.partitionKey, rowKey: r.entity.rowKey };
+          await store.ensureTable(r.table);
+          const existing = await store.getEntity(address, { observer });
+          // Whether a reservation of this entity is still pending depends on the entity's state read after it.
+          const entity = member.write.entity;
+          const primaryNow = existing && pointsAt(entity, existing, member.address) ? await store.getEntity(member.address, { observer }) : null;
+          states.set(addressKey(address), classifyKey(entity, existing, member.address, primaryNow, member.ownAttempts, Date.now()));
+        }),
+      ),
+    );
+    return states;
+  }
+
+  /** Sends a planned write's fan-out message, then makes its reservations; records what it did in `effects`. */
+  private async prepare(member: PendingWrite, plan: WritePlan, keys: Map<string, KeyState>, reservedUntil: Date, effects: Map<PendingWrite, Effects>): Promise<void> {
+    const { store, fanout } = this.ctx;
+    const done: Effects = { held: [] };
+    effects.set(member, done);
+    try {
+      if (plan.fanout) done.sent = await fanout.send(encodeFanout({ ...plan.fanout, id: randomUUID(), enqueuedAt: Date.now() }));
+      for (const r of plan.reservations) {
+        const reservation = reservationEntity(r, plan, reservedUntil);
+        const key = keys.get(addressKey({ table: r.table, ...r.entity }))!;
+        done.held.push(await reserveKey(store, member.write.entity, r, reservation, member.address, key, member.ownAttempts, member.observer));
+      }
+    } catch (error) {
+      done.error = error;
+    }
+  }
+
+  /** Withdraws an attempt's message and releases its reservations: for an attempt that can no longer commit. */
+  private async undo(member: PendingWrite, done: Effects): Promise<void> {
+    const released = await releaseReservations(this.ctx.store, done.held, member.observer).catch(() => false);
+    // A reservation left behind is the worker's to clear, and the message names it: keep the message then.
+    if (released && done.sent && this.ctx.fanout.withdraw) await this.ctx.fanout.withdraw(done.sent).catch(() => undefined);
+    done.held = [];
+    done.sent = undefined;
+  }
+
+  /** Re-plans the group without the writes `drop` returns true for (they failed or wait for the next EGT). */
+  private without(
+    group: GroupPlan<PendingWrite>,
+    state: GroupState,
+    drop: (p: GroupPlan<PendingWrite>['planned'][number]) => boolean,
+  ): GroupPlan<PendingWrite> {
+    const kept = group.planned.filter((p) => !drop(p));
+    if (kept.length === group.planned.length) return group;
+    // Same state, fewer writes: each plan stays as it was; only the holders' sums change.
+    const again = planGroup(this.ctx.model, kept.map((p) => p.member), state, this.ctx.store.target, this.table);
+    again.refused.forEach(({ member, error }) => member.reject(error));
+    return { ...again, deferred: [...again.deferred, ...group.deferred] };
+  }
+
+  private fail(member: PendingWrite, error: unknown): true {
+    member.reject(error);
+    return true;
+  }
+
+  /** Puts a write back for another attempt, or fails it with `error` once it has had its attempts. */
+  private again(member: PendingWrite, retry: PendingWrite[], error?: unknown): true {
+    member.attempts++;
+    if (member.attempts < this.ctx.maxAttempts) {
+      retry.push(member);
+      return true;
+    }
+    member.reject(
+      error ??
+        new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, `${member.write.entity.name}: gave up after ${member.attempts} attempts against concurrent writers`, {
+          reason: 'Contention',
+        }),
+    );
+    return true;
+  }
+
+  /** After a commit: every write learns its result; the holders' new ETags and values are kept for the next EGT. */
+  private committed(group: GroupPlan<PendingWrite>, state: GroupState, etags: Array<string | undefined>): void {
+    group.planned.forEach(({ member, plan }, i) => {
+      const first = group.owners.findIndex((o) => 'write' in o && o.write === i);
+      // A write of a holder itself (a department's name) leaves its cached copy stale.
+      this.holders.delete(addressKey(member.address));
+      const before = state.entities.get(addressKey(member.address));
+      member.resolve(
+        plan.values
+          ? { address: member.address, values: plan.values, etag: etags[first] ?? '', deleted: false }
+          : { address: member.address, values: plan.previous!, etag: before?.etag ?? '', deleted: true },
+      );
+    });
+    const firstHolder = group.operations.length - group.holders.length;
+    group.holders.forEach((h, j) => {
+      const before = state.holders.get(h.key);
+      const etag = etags[firstHolder + j];
+      if (before && etag && !group.planned.some(({ member }) => addressKey(member.address) === h.key)) {
+        this.holders.set(h.key, { ...before, etag, properties: { ...before.properties, ...h.fields } });
+      } else {
+        this.holders.delete(h.key);
+      }
+    });
+  }
+}
+
+/** The CONFLICT of a write whose `ifMatch` was current when read, but not by the time its EGT arrived. */
+function staleIfMatch(member: PendingWrite): TablegraphError {
+  return new TablegraphError(ErrorCode.CONFLICT, `${member.write.entity.name} ${member.address.partitionKey}/${member.address.rowKey} changed since it was read (stale ifMatch ETag)`, {
+    reason: 'ETagMismatch',
+  });
+}

@@ -1,0 +1,177 @@
+/**
+ * Reservations of unique inter-partition keys (an e-mail address): the "Inter-partition secondary index pattern"
+ * with a uniqueness rule, kept with the guide's "Eventually consistent transactions pattern" (DESIGN.md §4.2).
+ *
+ * A write that gives its entity a unique value first inserts the index entity conditionally — the reservation —
+ * then commits its EGT. The reservation carries the write's id (WriteId), the state the write read (BasedOn) and
+ * a lease (ReservedUntil). The rules that keep two entities from ever owning one value:
+ * - A reservation is *pending* while its write may still commit: the entity is still in the state the write read
+ *   (or still absent, for a create) and the lease has not ended. The writer sends its EGT only while a whole
+ *   storage timeout remains of the lease, so after the lease it can no longer commit.
+ * - Nobody deletes a pending reservation; a reservation that is not pending may be deleted only after the entity
+ *   was read *after* the reservation (never on a stale read), when that fresh state does not derive it, and only
+ *   with If-Match on the ETag the reservation was read with.
+ * - A writer releases only reservations its own attempt made and still holds (their ETag unchanged), once that
+ *   attempt can no longer commit.
+ */
+import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
+import { primaryAddress, type TableWrite } from '../model/entity-codec';
+import { BASED_ON_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type IndexModel } from '../model/types';
+import type { TableStore } from '../storage/table-store';
+import type { EntityAddress, EntityToWrite, StorageObserver, StoredEntity } from '../storage/types';
+import { stateId } from './fanout-message';
+
+/** A reservation an attempt holds: where, and the ETag its insert or rewrite returned (to release it). */
+export interface HeldReservation {
+  address: EntityAddress;
+  etag: string;
+}
+
+/** Margin for clocks of different processes that disagree (ms), added to every lease. */
+const CLOCK_SKEW_MS = 5000;
+
+/**
+ * How long a reservation's lease lasts (ms): two storage timeouts — one for the EGT, sent at the latest when
+ * one timeout is left, one for everything before it — plus a margin for clock skew between processes.
+ */
+export function leaseMs(storageTimeoutMs: number): number {
+  return 2 * storageTimeoutMs + CLOCK_SKEW_MS;
+}
+
+/** Whether a stored derived entity's key fields name the entity at `primary`. */
+export function pointsAt(entity: EntityModel, derived: StoredEntity, primary: EntityAddress): boolean {
+  try {
+    const a = primaryAddress(entity, derived.properties);
+    return a.table === primary.table && a.partitionKey === primary.partitionKey && a.rowKey === primary.rowKey;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Whether `reservation` belongs to a write that may still commit, given the state of its entity read *after*
+ * the reservation was read (see the module comment). A plain index entity (no WriteId) is never pending.
+ * @param nowMs the reader's clock (ms since the epoch)
+ */
+export function isPendingReservation(reservation: StoredEntity, primaryNow: StoredEntity | null, nowMs: number): boolean {
+  const writeId = reservation.properties[WRITE_ID_PROPERTY];
+  const until = reservation.properties[RESERVED_UNTIL_PROPERTY];
+  if (typeof writeId !== 'string' || !(until instanceof Date)) return false;
+  if (nowMs >= until.getTime()) return false;
+  const now = stateId(primaryNow);
+  if (now === writeId) return false; // committed: the entity derives it
+  const basedOn = reservation.properties[BASED_ON_PROPERTY];
+  return now === (typeof basedOn === 'string' ? basedOn : null);
+}
+
+/** The reservation entity: the index entity with the attempt's id, the state it read and its lease. */
+export function reservationEntity(w: TableWrite, attempt: { writeId: string; basedOn: string | null }, reservedUntil: Date): EntityToWrite {
+  return {
+    ...w.entity,
+    properties: {
+      ...w.entity.properties,
+      [WRITE_ID_PROPERTY]: { type: 'String', value: attempt.writeId },
+      [BASED_ON_PROPERTY]: attempt.basedOn === null ? null : { type: 'String', value: attempt.basedOn },
+      [RESERVED_UNTIL_PROPERTY]: { type: 'DateTime', value: reservedUntil },
+    },
+  };
+}
+
+/** What a write finds at a unique key it wants. */
+export type KeyState =
+  | { kind: 'free' }
+  /** Held for this same entity and not by a pending write: this attempt may take it over (If-Match etag). */
+  | { kind: 'ours'; etag: string }
+  /** Held by another attempt of this same entity that may still commit: try again once it has resolved. */
+  | { kind: 'busy' }
+  | { kind: 'taken' };
+
+/**
+ * Classifies what is stored at a unique key for the write of `entity` at `primary`. `ownAttempts` are the ids of
+ * this write's earlier attempts (their reservations are its own). `primaryNow` must be read after `existing`.
+ */
+export function classifyKey(
+  entity: EntityModel,
+  existing: StoredEntity | null,
+  primary: EntityAddress,
+  primaryNow: StoredEntity | null,
+  ownAttempts: ReadonlySet<string>,
+  nowMs: number,
+): KeyState {
+  if (!existing) return { kind: 'free' };
+  if (!pointsAt(entity, existing, primary)) return { kind: 'taken' };
+  const holder = existing.properties[WRITE_ID_PROPERTY];
+  if (typeof holder === 'string' && !ownAttempts.has(holder) && isPendingReservation(existing, primaryNow, nowMs)) return { kind: 'busy' };
+  return { kind: 'ours', etag: existing.etag };
+}
+
+/** The CONFLICT a write gets when a unique value it wants belongs to another entity. */
+export function uniqueKeyTaken(entityName: string, w: TableWrite & { index: IndexModel }): TablegraphError {
+  const fields = [...new Set([...w.index.layout.partitionKey.fields, ...w.index.layout.rowKey.fields])];
+  const taken = fields.map((f) => `${f} ${JSON.stringify(String(w.entity.properties[f]?.value))}`).join(', ');
+  return new TablegraphError(ErrorCode.CONFLICT, `${entityName}: ${taken} is already taken (unique index ${w.index.name})`, {
+    reason: 'UniqueKeyTaken',
+    index: w.index.name,
+    fields,
+  });
+}
+
+/**
+ * Makes one reservation: a conditional insert when the key was free, a rewrite with If-Match when it was ours.
+ * Someone else's insert, rewrite or delete in between (409, 412, 404) is answered by reading again and deciding
+ * again, a bounded number of times.
+ * @returns the reservation held, with the ETag to release it by
+ * @throws TablegraphError CONFLICT (reason UniqueKeyTaken) when the key belongs to another entity; CONFLICT
+ *   (reason ReservationBusy) when another attempt of this entity still holds it; storage errors
+ */
+export async function reserveKey(
+  store: TableStore,
+  entity: EntityModel,
+  w: TableWrite & { index: IndexModel },
+  reservation: EntityToWrite,
+  primary: EntityAddress,
+  first: KeyState,
+  ownAttempts: ReadonlySet<string>,
+  observer?: StorageObserver,
+): Promise<HeldReservation> {
+  const address = { table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey };
+  let state = first;
+  for (let attempt = 1; ; attempt++) {
+    if (state.kind === 'taken') throw uniqueKeyTaken(entity.name, w);
+    if (state.kind === 'busy' || attempt > 5) {
+      throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name}: another write of this entity holds ${w.index.name} ${address.rowKey} meanwhile`, {
+        reason: 'ReservationBusy',
+      });
+    }
+    try {
+      const etag =
+        state.kind === 'free'
+          ? await store.createEntity(w.table, reservation, { observer })
+          : await store.updateEntity(w.table, reservation, 'replace', { observer, ifMatch: state.etag });
+      return { address, etag };
+    } catch (e) {
+      if (!isTablegraphError(e, ErrorCode.CONFLICT) && !isTablegraphError(e, ErrorCode.NOT_FOUND)) throw e;
+    }
+    const existing = await store.getEntity(address, { observer });
+    const primaryNow = existing && pointsAt(entity, existing, primary) ? await store.getEntity(primary, { observer }) : null;
+    state = classifyKey(entity, existing, primary, primaryNow, ownAttempts, Date.now());
+  }
+}
+
+/**
+ * Deletes reservations an attempt made and still holds (If-Match on the ETag it got): only for an attempt that
+ * can no longer commit. Best effort: one rewritten since belongs to another attempt, and one that could not be
+ * deleted is left to the worker (the attempt's fan-out message names it).
+ * @returns whether every one was released (or already gone)
+ */
+export async function releaseReservations(store: TableStore, held: HeldReservation[], observer?: StorageObserver): Promise<boolean> {
+  const results = await Promise.all(
+    held.map((r) =>
+      store.deleteEntity(r.address, { observer, ifMatch: r.etag }).then(
+        () => true,
+        (e: unknown) => isTablegraphError(e, ErrorCode.CONFLICT), // rewritten since: not ours any more
+      ),
+    ),
+  );
+  return results.every(Boolean);
+}

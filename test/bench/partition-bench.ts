@@ -1,0 +1,148 @@
+/**
+ * Hot-partition benchmark: `npx tsx test/bench/partition-bench.ts [writesPerRun]` (not part of `npm test`).
+ *
+ * On its own in-memory Azurite, creates of employees into ONE department — every one of them changing the
+ * department's employeeCount and payroll, the summaries kept in the same EGT — through the real write path
+ * (WriteExecutor: group commit, reservations of the unique e-mail, fan-out messages on a real queue), at 8, 32 and
+ * 128 writes in flight. Next to each, in the same run and the same partition layout, the EGT-only baseline: raw SDK
+ * `submitTransaction` of each write's own entities (the employee and its index entity in the department's
+ * partition, one EGT per write, no summary, nothing else), at the same concurrency — what the partition takes when
+ * nobody keeps a summary. Prints writes/s, latency p50/p99, EGTs and storage round trips per write, fan-out messages
+ * sent per acknowledged write (target 1.0), failures, and the ratio to the baseline. The department's summaries are
+ * checked against the writes at the end of each run.
+ */
+import { TableClient, type TransactionAction } from '@azure/data-tables';
+import pLimit from 'p-limit';
+import { entityWrites } from '../../src/model/entity-codec';
+import { startAzurite } from '../../src/storage/azurite';
+import { toSdkEntity } from '../../src/storage/edm';
+import { QueueStore, queueName } from '../../src/storage/queue-store';
+import { TableStore } from '../../src/storage/table-store';
+import type { StorageObserver } from '../../src/storage/types';
+import { WriteExecutor, type FanoutSender } from '../../src/write/write-executor';
+import { compileHr } from '../support/harness';
+
+const WRITES = Number(process.argv[2] ?? 1000);
+const CONCURRENCY = [8, 32, 128];
+
+interface Result {
+  name: string;
+  writes: number;
+  failed: number;
+  seconds: number;
+  p50: number;
+  p99: number;
+  egts: number;
+  roundTrips: number;
+  messages?: number;
+}
+
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted.length === 0 ? 0 : sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)];
+}
+
+/** Runs `n` writes, `concurrency` at a time; each write's latency in ms. */
+async function timed(n: number, concurrency: number, write: (i: number) => Promise<void>): Promise<{ seconds: number; latencies: number[]; failed: number }> {
+  const limit = pLimit(concurrency);
+  const latencies: number[] = [];
+  let failed = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: n }, (_, i) =>
+      limit(async () => {
+        const t = performance.now();
+        try {
+          await write(i);
+          latencies.push(performance.now() - t);
+        } catch (e) {
+          failed++;
+          if (failed <= 3) console.error(`write ${i} failed:`, (e as Error).message);
+        }
+      }),
+    ),
+  );
+  return { seconds: (performance.now() - started) / 1000, latencies, failed };
+}
+
+function row(r: Result, baseline?: Result): string {
+  const rate = (r.writes - r.failed) / r.seconds;
+  const cells = [
+    r.name.padEnd(44),
+    rate.toFixed(0).padStart(8),
+    `${r.p50.toFixed(1)} / ${r.p99.toFixed(1)}`.padStart(16),
+    (r.egts / r.writes).toFixed(3).padStart(8),
+    (r.roundTrips / r.writes).toFixed(2).padStart(10),
+    (r.messages === undefined ? '—' : (r.messages / (r.writes - r.failed)).toFixed(2)).padStart(9),
+    String(r.failed).padStart(7),
+    (baseline ? `${(rate / ((baseline.writes - baseline.failed) / baseline.seconds)).toFixed(2)}x` : '').padStart(7),
+  ];
+  return cells.join(' ');
+}
+
+async function main(): Promise<void> {
+  const azurite = await startAzurite({ inMemory: true });
+  try {
+    const store = new TableStore({ connectionString: azurite.connectionString, target: 'azurite', timeoutMs: 60_000 });
+    const queues = new QueueStore({ connectionString: azurite.connectionString, timeoutMs: 60_000 });
+    console.log(`one department, ${WRITES} creates per run, in-memory Azurite 3.37, Node ${process.version}`);
+    console.log(
+      `${'run'.padEnd(44)} ${'writes/s'.padStart(8)} ${'p50 / p99 ms'.padStart(16)} ${'EGTs/w'.padStart(8)} ${'trips/w'.padStart(10)} ${'msgs/ack'.padStart(9)} ${'failed'.padStart(7)} ${'ratio'.padStart(7)}`,
+    );
+    for (const concurrency of CONCURRENCY) {
+      const prefix = `pb${concurrency}`;
+      const { model } = compileHr(prefix);
+      for (const t of model.tables) await store.ensureTable(t);
+      const queue = queueName(prefix, 'fanout');
+      await queues.ensureQueue(queue);
+
+      // tablegraph: group commit, summaries, reservations, fan-out messages.
+      let messages = 0;
+      const sender: FanoutSender = { send: (text) => ((messages += 1), queues.send(queue, text)), withdraw: (sent) => queues.delete(queue, sent) };
+      let egts = 0;
+      let roundTrips = 0;
+      const observer: StorageObserver = { onCall: (r) => void ((roundTrips += r.roundTrips), r.kind === 'transaction' && egts++) };
+      const executor = new WriteExecutor({ model, store, fanout: sender });
+      const create = model.writes.get('Mutation.createEmployee')!;
+      await executor.execute(model.writes.get('Mutation.createDepartment')!, { id: 'HOT', name: 'HOT' });
+      messages = 0;
+      const input = (i: number) => ({
+        departmentId: 'HOT', id: String(i + 1), email: `e${i + 1}@hot.example`, lastName: 'SMITH', firstName: 'ANA',
+        fullOrPartTime: 'FULL_TIME', salaryOrHourly: 'SALARY', annualSalary: `${50000 + i}.25`,
+      });
+      const ours = await timed(WRITES, concurrency, async (i) => void (await executor.execute(create, input(i), observer)));
+      const hot = await store.getEntity({ table: `${prefix}Directory`, partitionKey: 'HOT', rowKey: 'department' });
+      const done = WRITES - ours.failed;
+      if (hot?.properties.employeeCount !== done) console.error(`employeeCount ${String(hot?.properties.employeeCount)} after ${done} creates`);
+      const tablegraph: Result = {
+        name: `tablegraph createEmployee, ${concurrency} in flight`, writes: WRITES, failed: ours.failed, seconds: ours.seconds,
+        p50: percentile(ours.latencies, 50), p99: percentile(ours.latencies, 99), egts, roundTrips, messages,
+      };
+
+      // Baseline: each write's own entities as one EGT of upserts, raw SDK, no summary, nothing else.
+      const baseModel = compileHr(`${prefix}b`).model;
+      const employee = baseModel.entities.get('Employee')!;
+      const directory = TableClient.fromConnectionString(azurite.connectionString, employee.layout.table, { allowInsecureConnection: true });
+      await store.ensureTable(employee.layout.table);
+      const base = await timed(WRITES, concurrency, async (i) => {
+        const w = entityWrites(employee, input(i));
+        const own = [w.primary, ...w.indexes.filter((x) => x.table === employee.layout.table)];
+        const actions: TransactionAction[] = own.map((x) => ['upsert', toSdkEntity(x.entity), 'Replace']);
+        await directory.submitTransaction(actions);
+      });
+      const baseline: Result = {
+        name: `baseline: raw EGT per write, ${concurrency} in flight`, writes: WRITES, failed: base.failed, seconds: base.seconds,
+        p50: percentile(base.latencies, 50), p99: percentile(base.latencies, 99), egts: WRITES, roundTrips: WRITES,
+      };
+      console.log(row(baseline));
+      console.log(row(tablegraph, baseline));
+    }
+  } finally {
+    await azurite.stop();
+  }
+}
+
+main().catch((e: unknown) => {
+  console.error(e);
+  process.exit(1);
+});
