@@ -224,6 +224,16 @@ function operationKeys(op: TransactionOperation): { partitionKey: string; rowKey
 }
 
 /**
+ * The estimated payload of one EGT operation in bytes: 512 bytes of framing, 3 × the keys' UTF-8 bytes (URL-encoded
+ * keys), and estimateEntityBytes of the entity it writes. What checkTransaction adds up against the target's limit.
+ */
+export function operationBytes(op: TransactionOperation): number {
+  const keys = operationKeys(op);
+  const framing = OPERATION_OVERHEAD_BYTES + 3 * Buffer.byteLength(keys.partitionKey + keys.rowKey, 'utf8');
+  return op.kind === 'delete' ? framing : framing + estimateEntityBytes(op.entity);
+}
+
+/**
  * Throws unless `ops` form a valid EGT on `target` (the guide's "Entity Group Transactions"): 1 to 100
  * operations, one PartitionKey, one operation per entity (no repeated RowKey), every entity valid
  * (checkEntity; delete keys by checkKey), and an estimated payload within the target's limit — per operation
@@ -277,8 +287,7 @@ export function checkTransaction(ops: TransactionOperation[], target: StorageTar
       if (e instanceof TablegraphError) e.details.operationIndex = operationIndex;
       throw e;
     }
-    bytes += OPERATION_OVERHEAD_BYTES + 3 * Buffer.byteLength(keys.partitionKey + keys.rowKey, 'utf8');
-    if (op.kind !== 'delete') bytes += estimateEntityBytes(op.entity);
+    bytes += operationBytes(op);
   });
   if (bytes > limits.maxTransactionBytes) {
     throw new TablegraphError(

@@ -11,7 +11,7 @@ import { decimalText, type Decimal } from '../model/decimal';
 import { typedValue } from '../model/entity-codec';
 import { summaryValue } from '../model/summaries';
 import type { Model, SummaryModel, WriteModel } from '../model/types';
-import { checkTransaction } from '../storage/limits';
+import { checkTransaction, limitsFor, operationBytes } from '../storage/limits';
 import type { EntityAddress, StorageTarget, StoredEntity, TransactionOperation } from '../storage/types';
 import { addressKey } from './fanout-message';
 import { addressOf, checkPlan, planWrite, type HolderDelta, type Values, type WritePlan } from './write-plan';
@@ -66,9 +66,10 @@ export function planGroup<M extends GroupMember>(model: Model, members: M[], sta
   const touched = new Set<string>(); // addresses of entity operations in the EGT
   const reserved = new Set<string>();
   const deltas = new Map<string, HolderDelta>();
-  let operations: TransactionOperation[] = [];
-  let owners: OperationOwner[] = [];
-  let holders: GroupPlan<M>['holders'] = [];
+  const operations: TransactionOperation[] = [];
+  const owners: OperationOwner[] = [];
+  const limits = limitsFor(target);
+  let bytes = 0; // of `operations` (operationBytes)
   for (let i = 0; i < members.length; i++) {
     const member = members[i];
     let plan: WritePlan;
@@ -88,11 +89,13 @@ export function planGroup<M extends GroupMember>(model: Model, members: M[], sta
       keys.some((k) => touched.has(k) || deltas.has(k)) ||
       [...plan.holderDeltas.keys()].some((k) => touched.has(k)) ||
       reservations.some((k) => reserved.has(k));
+    // Each write's own operations passed checkTransaction above; the group adds only count and bytes.
     const nextDeltas = mergeDeltas(new Map(deltas), plan.holderDeltas);
-    const nextOps = [...operations, ...plan.operations];
-    const nextOwners = [...owners, ...plan.operations.map(() => ({ write: planned.length }))];
     const withHolders = holderOperations(nextDeltas, state);
-    if (collides || !fits([...nextOps, ...withHolders.operations], target)) {
+    const ownBytes = plan.operations.reduce((n, op) => n + operationBytes(op), 0);
+    const count = operations.length + plan.operations.length + withHolders.operations.length;
+    const size = bytes + ownBytes + withHolders.operations.reduce((n, op) => n + operationBytes(op), 0);
+    if (collides || count > limits.maxTransactionOperations || size > limits.maxTransactionBytes) {
       return finish(members.slice(i));
     }
     planned.push({ member, plan });
@@ -100,9 +103,9 @@ export function planGroup<M extends GroupMember>(model: Model, members: M[], sta
     reservations.forEach((k) => reserved.add(k));
     deltas.clear();
     nextDeltas.forEach((v, k) => deltas.set(k, v));
-    operations = nextOps;
-    owners = nextOwners;
-    holders = withHolders.holders;
+    operations.push(...plan.operations);
+    owners.push(...plan.operations.map(() => ({ write: planned.length - 1 })));
+    bytes += ownBytes;
   }
   return finish([]);
 
@@ -114,17 +117,8 @@ export function planGroup<M extends GroupMember>(model: Model, members: M[], sta
       deferred,
       operations: [...operations, ...h.operations],
       owners: [...owners, ...h.holders.map((x) => ({ holder: x.key }))],
-      holders,
+      holders: h.holders,
     };
-  }
-}
-
-function fits(ops: TransactionOperation[], target: StorageTarget): boolean {
-  try {
-    checkTransaction(ops, target);
-    return true;
-  } catch {
-    return false;
   }
 }
 
