@@ -3,7 +3,7 @@
  * `Config` (or a part of it) as an argument and never reads `process.env` itself, so tests can pass their own.
  */
 import path from 'node:path';
-import { cleanEnv, makeValidator, str } from 'envalid';
+import { bool, cleanEnv, makeValidator, str } from 'envalid';
 import { ErrorCode, TablegraphError } from './errors';
 import type { StorageTarget } from './storage/types';
 
@@ -47,6 +47,22 @@ export interface Config {
   maxDequeueCount: number;
   /** TABLEGRAPH_SETTLE_MS: how long a fan-out message waits for its write to become visible (ms, default 30000). */
   settleMs: number;
+  /**
+   * TABLEGRAPH_CORS_ORIGINS: the origins (`https://app.example.com`, comma-separated) a browser may call /graphql
+   * from; empty (the default): none — a browser page of another origin cannot read the API's answers.
+   */
+  corsOrigins: string[];
+  /**
+   * TABLEGRAPH_INTROSPECTION: whether the schema can be introspected and the IDE page is served (default true, for
+   * the quick start); false for a public deployment, which also blocks field suggestions in error messages.
+   */
+  introspection: boolean;
+  /** TABLEGRAPH_MAX_BODY_BYTES: the largest request body accepted (bytes, default 262144); larger: 413. */
+  maxBodyBytes: number;
+  /** TABLEGRAPH_MAX_STORAGE_CALLS: the worst-case storage calls an operation may have (calls, default 1000). */
+  maxStorageCalls: number;
+  /** TABLEGRAPH_MAX_NODES: the worst-case response nodes an operation may have (objects, default 10000). */
+  maxNodes: number;
 }
 
 const positiveInt = makeValidator<number>((input: string) => {
@@ -62,6 +78,21 @@ const portOrZero = makeValidator<number>((input: string) => {
   const n = Number(input);
   if (!/^\s*\d+\s*$/.test(input) || n > 65535) throw new Error(`expected a port number 0-65535, got "${input}"`);
   return n;
+});
+
+/** Comma-separated origins, each `scheme://host[:port]` with no path. */
+const originList = makeValidator<string[]>((input: string) => {
+  const origins = input.split(',').map((o) => o.trim()).filter(Boolean);
+  for (const o of origins) {
+    let url: URL;
+    try {
+      url = new URL(o);
+    } catch {
+      throw new Error(`"${o}" is not an origin (scheme://host[:port])`);
+    }
+    if (url.origin !== o) throw new Error(`"${o}" is not an origin: write it as ${url.origin}`);
+  }
+  return origins;
 });
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -85,6 +116,11 @@ const specs = {
   TABLEGRAPH_WORKER_CONCURRENCY: positiveInt({ default: 8 }),
   TABLEGRAPH_MAX_DEQUEUE_COUNT: positiveInt({ default: 5 }),
   TABLEGRAPH_SETTLE_MS: positiveInt({ default: 30000 }),
+  TABLEGRAPH_INTROSPECTION: bool({ default: true, desc: 'schema introspection and the IDE page' }),
+  TABLEGRAPH_MAX_BODY_BYTES: positiveInt({ default: 262144 }),
+  TABLEGRAPH_MAX_STORAGE_CALLS: positiveInt({ default: 1000 }),
+  TABLEGRAPH_MAX_NODES: positiveInt({ default: 10000 }),
+  TABLEGRAPH_CORS_ORIGINS: originList({ default: [], desc: 'origins allowed to call /graphql from a browser, comma-separated' }),
 };
 
 /**
@@ -139,5 +175,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     workerConcurrency: e.TABLEGRAPH_WORKER_CONCURRENCY,
     maxDequeueCount: e.TABLEGRAPH_MAX_DEQUEUE_COUNT,
     settleMs: e.TABLEGRAPH_SETTLE_MS,
+    corsOrigins: e.TABLEGRAPH_CORS_ORIGINS,
+    introspection: e.TABLEGRAPH_INTROSPECTION,
+    maxBodyBytes: e.TABLEGRAPH_MAX_BODY_BYTES,
+    maxStorageCalls: e.TABLEGRAPH_MAX_STORAGE_CALLS,
+    maxNodes: e.TABLEGRAPH_MAX_NODES,
   };
 }

@@ -222,6 +222,11 @@ describe('loadConfig', () => {
       workerConcurrency: 8,
       maxDequeueCount: 5,
       settleMs: 30000,
+      corsOrigins: [],
+      introspection: true,
+      maxBodyBytes: 262144,
+      maxStorageCalls: 1000,
+      maxNodes: 10000,
     });
   });
 

@@ -58,7 +58,10 @@ describe('/health', () => {
     try {
       const res = await fetch(`${base}/health`);
       expect(res.status).toBe(503);
-      expect(await res.json()).toMatchObject({ status: 'unavailable', storage: { answers: false, error: expect.any(String) } });
+      const health = await res.json();
+      expect(health).toMatchObject({ status: 'unavailable', storage: { answers: false }, requestId: expect.any(String) });
+      // What storage said (host, port, SDK text) stays in the log: /health answers anyone.
+      expect(JSON.stringify(health)).not.toMatch(/127\.0\.0\.1|ECONNREFUSED|error/i);
 
       const q = await fetch(`${base}/graphql`, {
         method: 'POST',
@@ -67,7 +70,8 @@ describe('/health', () => {
       });
       const body = (await q.json()) as any;
       expect(body.data).toEqual({ department: null });
-      expect(body.errors[0].extensions.code).toBe('STORAGE_UNAVAILABLE');
+      expect(body.errors[0].extensions).toEqual({ code: 'STORAGE_UNAVAILABLE', reason: expect.any(String), requestId: q.headers.get('x-request-id') });
+      expect(body.errors[0].message).not.toMatch(/127\.0\.0\.1|Directory|PartitionKey|ECONNREFUSED/);
       expect(body.extensions.cost).toMatchObject({ pointQueries: 1, entitiesRead: 0, waves: 1 });
     } finally {
       await new Promise<void>((resolve) => http.close(() => resolve()));
@@ -166,7 +170,7 @@ describe('refusing bad queries before storage', () => {
     const r = await server.query(deep);
     expect(r.data).toBeUndefined();
     expect(r.errors![0].extensions.code).toBe('GRAPHQL_VALIDATION_FAILED');
-    expect(r.errors![0].message).toContain(`exceeds maximum operation depth of ${MAX_QUERY_DEPTH}`);
+    expect(r.errors![0].message).toContain(`Query depth limit of ${MAX_QUERY_DEPTH} exceeded`);
     for (const spy of spies) expect(spy).not.toHaveBeenCalled();
 
     // The same shape within the limit is served.
@@ -174,10 +178,124 @@ describe('refusing bad queries before storage', () => {
     expect(shallow.data.employee.department.employees.edges).toEqual([{ node: { id: '10' } }]);
   });
 
+  test.each([
+    ['a fragment cycle', '{ ...A } fragment A on Query { ...B } fragment B on Query { ...A }'],
+    ['a fragment that spreads itself', '{ ...A } fragment A on Query { department(id: "Sales") { id } ...A }'],
+    ['an unknown fragment', '{ ...Nowhere }'],
+    ['31 aliases', `{ ${Array.from({ length: 31 }, (_, i) => `d${i}: department(id: "D${i}") { id }`).join(' ')} }`],
+    ['1,000 aliases of distinct departments', `{ ${Array.from({ length: 1000 }, (_, i) => `d${i}: department(id: "D${i}") { id }`).join(' ')} }`],
+    ['20,000 fields (over 5,000 tokens)', `{ ${'__typename '.repeat(20_000)}}`],
+    ['51 directives', `{ ${Array.from({ length: 51 }, () => '__typename @include(if: true)').join(' ')} }`],
+  ])('%s: refused with a code, no storage call, no 500', async (_name, query) => {
+    const spies = spyStorage();
+    const res = await fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) });
+    expect(res.status).toBeLessThan(500);
+    const r = (await res.json()) as any;
+    expect(r.data).toBeUndefined();
+    expect(['GRAPHQL_VALIDATION_FAILED', 'GRAPHQL_PARSE_FAILED']).toContain(r.errors[0].extensions.code);
+    for (const spy of spies) expect(spy).not.toHaveBeenCalled();
+  });
+
+  test('a 1 MB comment or a 150,000-field document: refused by size (413) before it is parsed', async () => {
+    for (const query of [`# ${'x'.repeat(1024 * 1024)}\n{ __typename }`, `{ ${'__typename '.repeat(150_000)}}`]) {
+      const res = await fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) });
+      expect(res.status).toBe(413);
+      expect(((await res.json()) as any).errors[0].extensions.code).toBe('PAYLOAD_TOO_LARGE');
+    }
+    // A cheap query answers meanwhile.
+    expect((await server.query('{ department(id: "Sales") { name } }')).data).toEqual({ department: { name: 'Sales' } });
+  });
+
   test('a malformed query is GRAPHQL_PARSE_FAILED without a storage call', async () => {
     const spies = spyStorage();
     const r = await server.query('{ department(id: "Sales" { name }');
     expect(r.errors![0].extensions.code).toBe('GRAPHQL_PARSE_FAILED');
     for (const spy of spies) expect(spy).not.toHaveBeenCalled();
+  });
+});
+
+describe('HTTP hardening', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer({ TABLEGRAPH_CORS_ORIGINS: 'https://app.example' });
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+  afterEach(() => jest.restoreAllMocks());
+
+  const post = (body: string | Buffer, headers: Record<string, string> = {}) =>
+    fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+
+  /** A JSON GraphQL error answer: status, code, the request id; no HTML, no stack, no path of this machine. */
+  async function expectJsonError(res: Response, status: number, code: string) {
+    expect(res.status).toBe(status);
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+    const text = await res.text();
+    expect(text).not.toMatch(/<html|<pre|\bat [\w.]+ \(|node_modules/i);
+    expect(text).not.toContain(ROOT);
+    const body = JSON.parse(text);
+    expect(body.errors[0].extensions).toEqual({ code, requestId: res.headers.get('x-request-id') });
+  }
+
+  test('a body that is not JSON, too large, or in an unknown charset: JSON errors with a code, never HTML', async () => {
+    await expectJsonError(await post('{"query": '), 400, 'BAD_REQUEST');
+    await expectJsonError(await post(JSON.stringify({ query: `# ${'x'.repeat(1100 * 1024)}\n{ __typename }` })), 413, 'PAYLOAD_TOO_LARGE');
+    await expectJsonError(await post('{}', { 'content-type': 'application/json; charset=klingon' }), 415, 'UNSUPPORTED_MEDIA_TYPE');
+    await expectJsonError(await fetch(`${baseUrl(server.url)}/nothing-here`), 404, 'NOT_FOUND');
+  });
+
+  test('the request id: a plain one given is kept, anything else replaced; every error carries it', async () => {
+    const kept = await post(JSON.stringify({ query: '{ nope }' }), { 'x-request-id': 'abc-123' });
+    expect(kept.headers.get('x-request-id')).toBe('abc-123');
+    expect(((await kept.json()) as any).errors[0].extensions).toMatchObject({ code: 'GRAPHQL_VALIDATION_FAILED', requestId: 'abc-123' });
+    const replaced = await post(JSON.stringify({ query: '{ __typename }' }), { 'x-request-id': 'bad id <script>' });
+    expect(replaced.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  test('what storage said stays in the log: the client gets the code, a plain message and the request id', async () => {
+    jest.spyOn(server.store, 'getEntity').mockRejectedValue(
+      new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, "getEntity on entity (PartitionKey 'Sales', RowKey 'department') in table 'tX1Directory' got no answer: connect ECONNREFUSED 10.1.2.3:10002", {
+        operation: 'getEntity', table: 'tX1Directory', partitionKey: 'Sales', rowKey: 'department', storageMessage: 'connect ECONNREFUSED 10.1.2.3:10002', reason: 'network',
+      }),
+    );
+    const r = await server.query('{ department(id: "Sales") { name } }');
+    expect(r.errors![0].extensions).toEqual({ code: 'STORAGE_UNAVAILABLE', reason: 'network', requestId: expect.any(String) });
+    expect(JSON.stringify(r.errors)).not.toMatch(/tX1Directory|ECONNREFUSED|10\.1\.2\.3|PartitionKey/);
+  });
+
+  test('CORS: the allowed origin only; a server without TABLEGRAPH_CORS_ORIGINS allows none', async () => {
+    const preflight = (url: string, origin: string) =>
+      fetch(url, { method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type' } });
+    expect((await preflight(server.url, 'https://app.example')).headers.get('access-control-allow-origin')).toBe('https://app.example');
+    expect((await preflight(server.url, 'https://evil.example')).headers.get('access-control-allow-origin')).toBeNull();
+    const closed = await startTestServer();
+    try {
+      expect((await preflight(closed.url, 'https://app.example')).headers.get('access-control-allow-origin')).toBeNull();
+    } finally {
+      await closed.close();
+    }
+    expect(() => loadConfig({ TABLEGRAPH_CORS_ORIGINS: 'https://app.example/path' }, ROOT)).toThrow(/TABLEGRAPH_CORS_ORIGINS.*not an origin/);
+  });
+});
+
+describe('TABLEGRAPH_INTROSPECTION=false', () => {
+  test('no introspection, no IDE page, and no field suggestions that would spell the schema out', async () => {
+    const server = await startTestServer({ TABLEGRAPH_INTROSPECTION: 'false' });
+    const open = await startTestServer();
+    try {
+      const schema = await server.query('{ __schema { types { name } } }');
+      expect(schema.errors?.[0].extensions.code).toBe('GRAPHQL_VALIDATION_FAILED');
+      const typo = await server.query('{ departmnt(id: "Sales") { id } }');
+      expect(typo.errors?.[0].message).not.toMatch(/Did you mean|department/);
+      const page = await fetch(server.url, { headers: { accept: 'text/html' } });
+      expect(await page.text()).not.toMatch(/<html/i);
+      // With it on (the default): both answer, and the typo is explained.
+      expect((await open.query('{ __schema { queryType { name } } }')).data).toEqual({ __schema: { queryType: { name: 'Query' } } });
+      expect((await open.query('{ departmnt(id: "Sales") { id } }')).errors?.[0].message).toMatch(/Did you mean "department"/);
+    } finally {
+      await server.close();
+      await open.close();
+    }
   });
 });

@@ -1,11 +1,16 @@
 /**
  * `npm run explain [-- --json]`: compiles the schema (failing as the server would on a schema that needs a scan)
- * and prints each storage-reading field's access path and wave count. Touches no storage.
+ * and prints each storage-reading field's access path and wave count. `--query '…'` (with `--variables '{…}'`)
+ * prints instead the worst case of that operation — storage calls, entities read, response nodes — and whether the
+ * configured budgets let it run (src/read/demand.ts). Touches no storage.
  */
 import { Command } from 'commander';
+import { parse, validate, type FragmentDefinitionNode, type OperationDefinitionNode } from 'graphql';
 import { loadConfig } from '../config';
+import { ErrorCode, TablegraphError } from '../errors';
 import { createLogger } from '../log';
 import { explainModel, formatPlan } from '../model/explain';
+import { estimateDemand } from '../read/demand';
 import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { runMain } from './run-main';
 
@@ -15,10 +20,29 @@ runMain(
     const options = new Command('explain')
       .description('print the access path and wave count of every field that reads storage')
       .option('--json', 'print the plan as JSON')
+      .option('--query <document>', 'print the worst case of this operation instead')
+      .option('--variables <json>', "the operation's variables, as JSON", '{}')
       .parse()
-      .opts<{ json?: boolean }>();
+      .opts<{ json?: boolean; query?: string; variables: string }>();
     const config = loadConfig();
-    const { model } = compileConfiguredSchema(config);
+    const { schema, model } = compileConfiguredSchema(config);
+    if (options.query !== undefined) {
+      const document = parse(options.query);
+      const errors = validate(schema, document);
+      if (errors.length > 0) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `The query is not valid against the schema: ${errors.map((e) => e.message).join('; ')}`);
+      const operation = document.definitions.find((d): d is OperationDefinitionNode => d.kind === 'OperationDefinition')!;
+      const fragments = Object.fromEntries(document.definitions.flatMap((d) => (d.kind === 'FragmentDefinition' ? [[d.name.value, d as FragmentDefinitionNode]] : [])));
+      const estimate = estimateDemand(schema, model, operation, fragments, JSON.parse(options.variables) as Record<string, unknown>);
+      const budget = { maxStorageCalls: config.maxStorageCalls, maxNodes: config.maxNodes };
+      const allowed = estimate.storageCalls <= budget.maxStorageCalls && estimate.nodes <= budget.maxNodes;
+      process.stdout.write(
+        options.json
+          ? `${JSON.stringify({ estimate, budget, allowed }, null, 2)}\n`
+          : `worst case: ${estimate.storageCalls} storage calls (budget ${budget.maxStorageCalls}), ${estimate.entitiesRead} entities read, ` +
+              `${estimate.nodes} response nodes (budget ${budget.maxNodes}): ${allowed ? 'allowed' : 'refused with QUERY_TOO_COSTLY'}\n`,
+      );
+      return;
+    }
     const plans = explainModel(model);
     process.stdout.write(options.json ? `${JSON.stringify(plans, null, 2)}\n` : `${formatPlan(plans)}\n`);
   },

@@ -8,7 +8,7 @@ import { ErrorCode, TablegraphError } from '../errors';
 import type { EntityToWrite, TypedValue } from '../storage/types';
 import { checkConstraint } from './constraints';
 import { decimalText, toDecimal } from './decimal';
-import { renderKey } from './key-template';
+import { isWellFormedText, renderKey } from './key-template';
 import { ENTITY_TYPE_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type IndexModel, type Layout, type StoredField } from './types';
 
 /** An entity to write, and the table it goes to. */
@@ -70,6 +70,7 @@ export function typedValue(field: StoredField, value: unknown): TypedValue | nul
       return { type: 'Boolean', value };
     default:
       if (typeof value !== 'string' && typeof value !== 'number') throw bad('expected a string');
+      if (typeof value === 'string' && !isWellFormedText(value)) throw bad('expected well-formed Unicode text (no lone surrogate)');
       return { type: 'String', value: String(value) };
   }
 }

@@ -161,8 +161,19 @@ function renderPlaceholder(field: string, format: PlaceholderFormat, value: unkn
   return format.kind === 'string' ? escapeKeyValue(stringValue(field, value)) : invertedTicksValue(field, value);
 }
 
+/** A UTF-16 surrogate without its pair: not a character, and no service can store it. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** Whether `s` is well-formed Unicode (no lone surrogate). */
+export function isWellFormedText(s: string): boolean {
+  return !LONE_SURROGATE.test(s);
+}
+
 function stringValue(field: string, value: unknown): string {
-  if (typeof value === 'string') return value;
+  if (typeof value === 'string') {
+    if (!isWellFormedText(value)) throw badValue(field, `${field} is not well-formed Unicode (it holds a lone surrogate)`);
+    return value;
+  }
   const scalar = typeof value === 'bigint' || typeof value === 'boolean' || (typeof value === 'number' && Number.isFinite(value));
   if (scalar) return String(value);
   if (value instanceof Date && !Number.isNaN(value.getTime())) return value.toISOString();

@@ -1,11 +1,15 @@
 /** Values for a path's key placeholders, from the field's arguments and the parent entity. */
 import type { GraphQLResolveInfo } from 'graphql';
-import type { BoundTemplate } from '../model/types';
+import { checkConstraint } from '../model/constraints';
+import type { BoundTemplate, EntityModel } from '../model/types';
 import type { RequestContext } from './context';
 import { fieldValue, type EntityNode } from './entity-node';
 
 /**
+ * @param target the entity the templates address: an argument bound to a placeholder named after one of its
+ *   fields must keep that field's `@constraint`, checked here, before any storage call
  * @returns placeholder name → value for every placeholder of `templates`
+ * @throws TablegraphError BAD_USER_INPUT when an argument breaks its field's `@constraint`
  */
 export async function bindingValues(
   templates: Array<BoundTemplate | undefined>,
@@ -13,12 +17,19 @@ export async function bindingValues(
   args: Record<string, unknown>,
   ctx: RequestContext,
   info: GraphQLResolveInfo,
+  target?: EntityModel,
 ): Promise<Record<string, unknown>> {
   const values: Record<string, unknown> = {};
   for (const bound of templates) {
     if (!bound) continue;
     for (const [placeholder, binding] of bound.bindings) {
-      values[placeholder] = binding.source === 'argument' ? args[binding.name] : parent ? await fieldValue(parent, binding.name, ctx, info) : undefined;
+      if (binding.source === 'argument') {
+        const field = target?.fields.get(placeholder);
+        if (field) checkConstraint(field, args[binding.name]);
+        values[placeholder] = args[binding.name];
+      } else {
+        values[placeholder] = parent ? await fieldValue(parent, binding.name, ctx, info) : undefined;
+      }
     }
   }
   return values;

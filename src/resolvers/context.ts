@@ -2,9 +2,11 @@
  * The per-request context every resolver receives: the request's DataLoaders, its storage cost, and the
  * projection of its operation (computed on first use).
  */
+import { randomUUID } from 'node:crypto';
 import type { GraphQLResolveInfo } from 'graphql';
 import type { Model } from '../model/types';
 import { CostTracker } from '../read/cost';
+import type { DemandEstimate } from '../read/demand';
 import type { CursorCodec } from '../read/cursor';
 import { createLoaders, type Loaders } from '../read/loaders';
 import { collectProjection, type Projection } from '../read/projection';
@@ -12,6 +14,10 @@ import type { TableStore } from '../storage/table-store';
 import type { WriteExecutor } from '../write/write-executor';
 
 export interface RequestContext {
+  /** The request's id: in every log line of the request, in the `x-request-id` header and in every error. */
+  requestId: string;
+  /** The operation's worst case, computed before it runs (src/read/demand.ts). */
+  demand?: DemandEstimate;
   model: Model;
   loaders: Loaders;
   cost: CostTracker;
@@ -34,11 +40,15 @@ export interface ContextDeps {
   writer?: WriteExecutor;
 }
 
-/** A fresh context for one request: new loaders (never shared between requests or users) and a new CostTracker. */
-export function createRequestContext(deps: ContextDeps): RequestContext {
+/**
+ * A fresh context for one request: new loaders (never shared between requests or users) and a new CostTracker.
+ * @param requestId the request's id (request-log.ts); a new UUID when absent
+ */
+export function createRequestContext(deps: ContextDeps, requestId: string = randomUUID()): RequestContext {
   const cost = new CostTracker();
   let projection: Projection | undefined;
   return {
+    requestId,
     model: deps.model,
     cursors: deps.cursors,
     writer: deps.writer,

@@ -37,7 +37,7 @@ function toNode(path: PointPath | RangePath, stored: StoredEntity): EntityNode {
  */
 export function pointResolver(path: PointPath): Resolver {
   return async (parent, args, ctx, info) => {
-    const values = await bindingValues([path.partitionKey, path.rowKey], parent, args, ctx, info);
+    const values = await bindingValues([path.partitionKey, path.rowKey], parent, args, ctx, info, path.target);
     noteConsistency(path, ctx);
     const projection = ctx.projection(info);
     const stored = await ctx.loaders.point.load({
@@ -74,7 +74,7 @@ export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode 
     if (!Number.isInteger(first) || first < 0 || first > path.maxPageSize) {
       throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `first must be between 0 and ${path.maxPageSize} (got ${first})`, { argument: 'first', max: path.maxPageSize });
     }
-    const values = await bindingValues([path.partitionKey, path.rowKeyPrefix, path.rowKeyFrom, path.rowKeyTo], parent, args, ctx, info);
+    const values = await bindingValues([path.partitionKey, path.rowKeyPrefix, path.rowKeyFrom, path.rowKeyTo], parent, args, ctx, info, path.target);
     noteConsistency(path, ctx);
     const partitionKey = renderKey(path.partitionKey.template, values);
     let rowKeyFrom: string | undefined;

@@ -52,6 +52,10 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     queues: storage.queues,
     queueNames: queues,
     worker: () => worker,
+    corsOrigins: config.corsOrigins,
+    introspection: config.introspection,
+    maxBodyBytes: config.maxBodyBytes,
+    budget: { maxStorageCalls: config.maxStorageCalls, maxNodes: config.maxNodes },
   });
   const worker =
     config.worker === 'inline'

@@ -1,21 +1,29 @@
 /**
- * The HTTP application: Apollo Server on `/graphql` (with the storage cost plugin, error formatting and a
- * query depth limit) and `/health`, which says whether storage answers.
+ * The HTTP application: Apollo Server on `/graphql` (with the storage cost plugin, error formatting, request ids
+ * and the mutation audit, and a query depth limit), CORS for the origins allowed and none by default, and
+ * `/health`, which says whether storage answers (never what it said: that is logged). Every failure is answered as
+ * GraphQL-over-HTTP JSON with a code and the request id (http-errors.ts).
  */
-import { ApolloServer } from '@apollo/server';
+import { ApolloServer, type ApolloServerPlugin } from '@apollo/server';
 import { expressMiddleware } from '@as-integrations/express5';
+import cors from 'cors';
 import express from 'express';
-import depthLimit from 'graphql-depth-limit';
+import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
+import { ApolloServerPluginLandingPageLocalDefault } from '@apollo/server/plugin/landingPage/default';
 import type { GraphQLSchema } from 'graphql';
 import type { Logger } from '../log';
 import { createRequestContext, type ContextDeps, type RequestContext } from '../resolvers/context';
 import type { QueueStore } from '../storage/queue-store';
 import type { QueueWorker } from '../worker/queue-worker';
 import { costPlugin } from './cost-plugin';
-import { createFormatError } from './format-error';
+import { DEFAULT_DEMAND_BUDGET, demandPlugin, type DemandBudget } from './demand-plugin';
+import { formatError } from './format-error';
+import { DEFAULT_QUERY_LIMITS, queryLimits, type QueryLimits } from './query-limits';
+import { httpErrorHandler, notFoundHandler } from './http-errors';
+import { requestIdMiddleware, requestIdOf, requestLogPlugin } from './request-log';
 
 /** Deepest query accepted (selection-set nesting levels); deeper ones fail validation before any storage call. */
-export const MAX_QUERY_DEPTH = 12;
+export const MAX_QUERY_DEPTH = DEFAULT_QUERY_LIMITS.maxDepth;
 
 export interface AppDeps extends ContextDeps {
   /** The compiled schema with resolvers attached. */
@@ -28,6 +36,16 @@ export interface AppDeps extends ContextDeps {
   queueNames?: { queue: string; poison: string };
   /** For /health: the worker running in this process, if any (a function: it is created after the app). */
   worker?: () => QueueWorker | undefined;
+  /** Origins a browser may call /graphql from (CORS); none when empty or absent. */
+  corsOrigins?: string[];
+  /** Whether the schema can be introspected and the IDE is served (default true); off also blocks suggestions. */
+  introspection?: boolean;
+  /** Document limits (default DEFAULT_QUERY_LIMITS). */
+  limits?: QueryLimits;
+  /** Largest request body accepted (bytes, default 262144). */
+  maxBodyBytes?: number;
+  /** The worst case an operation may have (default DEFAULT_DEMAND_BUDGET). */
+  budget?: DemandBudget;
 }
 
 export interface GraphqlApp {
@@ -37,17 +55,28 @@ export interface GraphqlApp {
 
 /** Builds and starts (in the Apollo sense) the application; the caller listens and stops. */
 export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
+  const introspection = deps.introspection ?? true;
+  const limits = queryLimits(deps.limits ?? DEFAULT_QUERY_LIMITS, introspection);
   const apollo = new ApolloServer<RequestContext>({
     schema: deps.schema,
-    plugins: [costPlugin],
-    formatError: createFormatError(deps.log),
-    validationRules: [depthLimit(MAX_QUERY_DEPTH)],
+    plugins: [
+      costPlugin,
+      requestLogPlugin(deps.log, deps.model),
+      demandPlugin(deps.model, deps.budget ?? DEFAULT_DEMAND_BUDGET),
+      ...(limits.plugins as Array<ApolloServerPlugin<RequestContext>>),
+      introspection ? ApolloServerPluginLandingPageLocalDefault() : ApolloServerPluginLandingPageDisabled(),
+    ],
+    formatError,
+    validationRules: limits.validationRules,
+    parseOptions: limits.parseOptions,
+    introspection,
     includeStacktraceInErrorResponses: false,
   });
   await apollo.start();
   const app = express();
   app.disable('x-powered-by');
-  app.get('/health', async (_req, res) => {
+  app.use(requestIdMiddleware);
+  app.get('/health', async (req, res) => {
     try {
       const latencyMs = await deps.store.ping({ timeoutMs: 3000 });
       res.json({
@@ -56,10 +85,20 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
         fanout: await fanoutHealth(deps),
       });
     } catch (e) {
-      res.status(503).json({ status: 'unavailable', storage: { target: deps.storageTarget, answers: false, error: (e as Error).message } });
+      // What storage said (hosts, ports, SDK text) goes to the log, not to an unauthenticated endpoint.
+      deps.log.warn({ requestId: requestIdOf(req), err: e }, '/health: storage does not answer');
+      res.status(503).json({ status: 'unavailable', storage: { target: deps.storageTarget, answers: false }, requestId: requestIdOf(req) });
     }
   });
-  app.use('/graphql', express.json({ limit: '1mb' }), expressMiddleware(apollo, { context: async () => createRequestContext(deps) }));
+  const origins = deps.corsOrigins ?? [];
+  app.use(
+    '/graphql',
+    cors({ origin: origins.length > 0 ? origins : false }),
+    express.json({ limit: deps.maxBodyBytes ?? 262_144 }),
+    expressMiddleware(apollo, { context: async ({ req }) => createRequestContext(deps, requestIdOf(req)) }),
+  );
+  app.use(notFoundHandler);
+  app.use(httpErrorHandler(deps.log));
   return { app, apollo };
 }
 

@@ -1,6 +1,7 @@
 /**
- * An Apollo plugin that puts each request's storage cost into the response's `extensions.cost`, and says in
- * `extensions.consistency` whether it read an eventually consistent (inter-partition) index.
+ * An Apollo plugin that puts each request's storage cost into the response's `extensions.cost` — the worst case
+ * estimated before it ran beside it, as `cost.estimate` — and says in `extensions.consistency` whether it read an
+ * eventually consistent (inter-partition) index.
  */
 import type { ApolloServerPlugin } from '@apollo/server';
 import type { RequestContext } from '../resolvers/context';
@@ -13,7 +14,7 @@ export const costPlugin: ApolloServerPlugin<RequestContext> = {
         const eventual = [...contextValue.eventuallyConsistent].sort();
         response.body.singleResult.extensions = {
           ...response.body.singleResult.extensions,
-          cost: contextValue.cost.snapshot(),
+          cost: { ...contextValue.cost.snapshot(), ...(contextValue.demand && { estimate: contextValue.demand }) },
           consistency: { eventual: eventual.length > 0, indexes: eventual },
         };
       },

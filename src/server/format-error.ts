@@ -1,22 +1,53 @@
 /**
- * Turns any error a resolver threw into the GraphQL error the client sees: a TablegraphError keeps its message
- * and gets its stable code in `extensions.code` with its details beside it; anything unexpected is logged and
- * shown as INTERNAL_SERVER_ERROR without internals.
+ * Turns any error a resolver threw into the GraphQL error the client sees: a stable code in `extensions.code`, a
+ * message a person can act on, and only the details meant for clients (the field, the rule, the reason). What
+ * storage said — table names, keys, the SDK's text, hosts and ports — never leaves the server: errors from storage
+ * get a plain message, and the whole error is logged with the request id the response carries (request-log.ts).
+ * Anything unexpected is shown as INTERNAL_SERVER_ERROR without internals.
  */
 import type { GraphQLFormattedError } from 'graphql';
 import { unwrapResolverError } from '@apollo/server/errors';
-import { TablegraphError } from '../errors';
-import type { Logger } from '../log';
+import { ErrorCode, TablegraphError } from '../errors';
+
+/** Details a client may see in `extensions` (everything else stays in the server's log). */
+const CLIENT_DETAILS = new Set([
+  'reason', 'field', 'constraint', 'argument', 'max', 'limit', 'index', 'fields', 'currentEtag', 'operationIndex', 'property', 'bytes', 'operations',
+]);
+
+/** Plain messages for errors whose own message names storage internals. */
+const STORAGE_MESSAGES: Partial<Record<ErrorCode, string>> = {
+  [ErrorCode.STORAGE_UNAVAILABLE]: 'The storage service did not answer in time. Try again; if it persists, tell the operator the request id.',
+  [ErrorCode.STORAGE_BAD_REQUEST]: 'The storage service refused the request. Tell the operator the request id.',
+  [ErrorCode.CONFIG_INVALID]: 'The server is misconfigured. Tell the operator the request id.',
+  [ErrorCode.NOT_FOUND]: 'An entity the request needs does not exist.',
+  [ErrorCode.CONFLICT]: 'The entity changed since it was read, or already exists. Read it again and retry.',
+  [ErrorCode.LIMIT_EXCEEDED]: 'The request is over a size limit of the storage service.',
+};
+
+/** Whether the error was mapped from what storage answered (its message then names tables and keys). */
+function fromStorage(e: TablegraphError): boolean {
+  return typeof e.details.operation === 'string' || e.code === ErrorCode.STORAGE_UNAVAILABLE || e.code === ErrorCode.STORAGE_BAD_REQUEST || e.code === ErrorCode.CONFIG_INVALID;
+}
+
+/** The client's view of a TablegraphError: its code, a message, and the details meant for clients. */
+export function clientError(e: TablegraphError): { message: string; extensions: Record<string, unknown> } {
+  const extensions: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(e.details)) if (CLIENT_DETAILS.has(k)) extensions[k] = v;
+  const message = fromStorage(e) ? (STORAGE_MESSAGES[e.code] ?? 'The storage service refused the request.') : e.message;
+  return { message, extensions: { ...extensions, code: e.code } };
+}
 
 /** An Apollo `formatError` hook. */
-export function createFormatError(log: Logger): (formatted: GraphQLFormattedError, error: unknown) => GraphQLFormattedError {
-  return (formatted, error) => {
-    const original = unwrapResolverError(error);
-    if (original instanceof TablegraphError) {
-      return { ...formatted, message: original.message, extensions: { ...original.details, code: original.code } };
-    }
-    if (formatted.extensions?.code && formatted.extensions.code !== 'INTERNAL_SERVER_ERROR') return formatted;
-    log.error({ err: original, path: formatted.path }, 'unexpected error in a resolver');
-    return { message: 'Internal server error', locations: formatted.locations, path: formatted.path, extensions: { code: 'INTERNAL_SERVER_ERROR' } };
-  };
+export function formatError(formatted: GraphQLFormattedError, error: unknown): GraphQLFormattedError {
+  const original = unwrapResolverError(error);
+  if (original instanceof TablegraphError) {
+    const { message, extensions } = clientError(original);
+    return { ...formatted, message, extensions };
+  }
+  if (formatted.extensions?.code && formatted.extensions.code !== 'INTERNAL_SERVER_ERROR') {
+    // GraphQL's and the server's own refusals (parse, validation, limits, demand): their figures are for clients.
+    const { stacktrace: _s, http: _h, ...extensions } = formatted.extensions;
+    return { ...formatted, extensions };
+  }
+  return { message: 'Internal server error', locations: formatted.locations, path: formatted.path, extensions: { code: 'INTERNAL_SERVER_ERROR' } };
 }

@@ -195,7 +195,8 @@ type NotePayload { note: Note! }
 type Mutation { createNote(input: CreateNoteInput!): NotePayload! @write(entity: "Note", action: CREATE) }
 `,
   );
-  const server = await startTestServer({ TABLEGRAPH_SCHEMA_DIR: dir, TABLEGRAPH_WORKER: 'off' });
+  // A body large enough to carry an entity over 1 MiB: the storage limit is what is under test.
+  const server = await startTestServer({ TABLEGRAPH_SCHEMA_DIR: dir, TABLEGRAPH_WORKER: 'off', TABLEGRAPH_MAX_BODY_BYTES: String(2 * 1024 * 1024) });
   const close = server.close;
   return {
     ...server,

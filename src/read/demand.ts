@@ -1,0 +1,136 @@
+/**
+ * Demand control from the access paths: the worst case of an operation, computed before it runs, from the model,
+ * the document and its variables. Every field that reads storage is one known point or range query, and every
+ * list is a connection with a bounded `first`, so the worst case is exact arithmetic: each field's storage calls
+ * and entities, multiplied by how many parents it can be resolved under (a connection's `first`, multiplied down
+ * the tree). DataLoader batching may make the actual cost lower (one department read for a hundred employees),
+ * never higher. Over a budget, the request is refused before its first storage call.
+ *
+ * Counted per field, times its multiplicity:
+ * - a point query (`@point`): 1 storage call, 1 entity, 1 response node;
+ * - a range query (`@range`, a Relay connection): 1 storage call and `first` + 1 entities; `first` nodes below;
+ *   when read through an index whose projection lacks a selected field (or the ETag), 1 more point query per node;
+ * - a mutation field: WRITE_CALLS storage calls (the entity, its holders, the reservation, the EGT, the message).
+ */
+import {
+  getNamedType,
+  isObjectType,
+  Kind,
+  valueFromAST,
+  type FieldNode,
+  type FragmentDefinitionNode,
+  type GraphQLField,
+  type GraphQLObjectType,
+  type GraphQLSchema,
+  type OperationDefinitionNode,
+  type SelectionSetNode,
+} from 'graphql';
+import type { AccessPath, Model } from '../model/types';
+
+/** The worst case of an operation: storage calls (calls), entities read (entities), response nodes (objects). */
+export interface DemandEstimate {
+  storageCalls: number;
+  entitiesRead: number;
+  nodes: number;
+}
+
+/** Storage calls one mutation field may make at most: entity and holder reads, the unique value's read, insert and
+ *  confirmation, the fan-out message, the EGT. */
+export const WRITE_CALLS = 8;
+
+/** Multiplicities beyond this are counted as this: the estimate only has to be over the budget, not exact. */
+const CAP = 1e12;
+
+/**
+ * @param variables the request's variables (coerced or raw: `first` is read as a number either way)
+ * @returns the worst case; a field that names no known type or field counts nothing (validation refuses it)
+ */
+export function estimateDemand(
+  schema: GraphQLSchema,
+  model: Model,
+  operation: OperationDefinitionNode,
+  fragments: Record<string, FragmentDefinitionNode>,
+  variables: Record<string, unknown> = {},
+): DemandEstimate {
+  const total: DemandEstimate = { storageCalls: 0, entitiesRead: 0, nodes: 0 };
+  const add = (k: keyof DemandEstimate, n: number) => void (total[k] = Math.min(CAP, total[k] + n));
+  const root = operation.operation === 'mutation' ? schema.getMutationType() : operation.operation === 'query' ? schema.getQueryType() : schema.getSubscriptionType();
+  if (!root) return total;
+
+  /**
+   * The fields a selection set selects on `type`, fragments inlined, each with the fragments spread on its way
+   * (`seen`): a fragment is never expanded inside itself, so a cycle (which validation refuses anyway) ends.
+   */
+  const fieldsOf = (type: GraphQLObjectType, set: SelectionSetNode | undefined, seen: Set<string>) => {
+    const out: Array<{ field: GraphQLField<unknown, unknown>; node: FieldNode; seen: Set<string> }> = [];
+    for (const s of set?.selections ?? []) {
+      if (s.kind === Kind.FIELD) {
+        const field = type.getFields()[s.name.value];
+        if (field) out.push({ field, node: s, seen });
+      } else if (s.kind === Kind.INLINE_FRAGMENT) {
+        if (!s.typeCondition || s.typeCondition.name.value === type.name) out.push(...fieldsOf(type, s.selectionSet, seen));
+      } else if (!seen.has(s.name.value)) {
+        const f = fragments[s.name.value];
+        if (f && f.typeCondition.name.value === type.name) out.push(...fieldsOf(type, f.selectionSet, new Set([...seen, s.name.value])));
+      }
+    }
+    return out;
+  };
+
+  const firstOf = (path: AccessPath, node: FieldNode, field: GraphQLField<unknown, unknown>): number => {
+    if (path.kind !== 'range') return 1;
+    const arg = node.arguments?.find((a) => a.name.value === 'first');
+    const def = field.args.find((a) => a.name === 'first');
+    const value = arg && def ? valueFromAST(arg.value, def.type, variables) : undefined;
+    const first = typeof value === 'number' && Number.isFinite(value) ? value : path.pageSize;
+    return Math.max(0, Math.min(first, path.maxPageSize)); // above the maximum the resolver refuses: nothing read
+  };
+
+  const visit = (type: GraphQLObjectType, set: SelectionSetNode | undefined, times: number, seen: Set<string>, covered?: Set<string>) => {
+    for (const { field, node, seen: inner } of fieldsOf(type, set, seen)) {
+      const named = getNamedType(field.type);
+      const path = model.accessPaths.get(`${type.name}.${field.name}`);
+      const write = model.writes.get(`${type.name}.${field.name}`);
+      if (write) add('storageCalls', WRITE_CALLS * times);
+      if (covered && !covered.has(field.name) && (model.entities.get(type.name)?.fields.has(field.name) || field.name === 'etag')) {
+        // A field the index entity lacks: its entity is read, once per node (counted once per selection set).
+        add('storageCalls', times);
+        add('entitiesRead', times);
+        covered = undefined;
+      }
+      if (!isObjectType(named)) continue;
+      add('nodes', times);
+      if (path) {
+        const first = firstOf(path, node, field);
+        add('storageCalls', times);
+        add('entitiesRead', times * (path.kind === 'range' ? first + 1 : 1));
+        const projection = path.index ? path.index.projection : undefined;
+        if (path.kind === 'range') visitConnection(named, node.selectionSet, Math.min(CAP, times * first), inner, projection);
+        else visit(named, node.selectionSet, times, inner, projection);
+      } else {
+        visit(named, node.selectionSet, times, inner);
+      }
+    }
+  };
+
+  /** A connection's selection: `edges { node }` (and `nodes`, if a schema has it) `first` times; pageInfo once. */
+  const visitConnection = (type: GraphQLObjectType, set: SelectionSetNode | undefined, first: number, seen: Set<string>, covered?: Set<string>) => {
+    for (const { field, node, seen: inner } of fieldsOf(type, set, seen)) {
+      const named = getNamedType(field.type);
+      if (!isObjectType(named)) continue;
+      if (model.entities.has(named.name)) {
+        add('nodes', first);
+        visit(named, node.selectionSet, first, inner, covered);
+      } else if (field.name === 'edges') {
+        add('nodes', first);
+        visitConnection(named, node.selectionSet, first, inner, covered);
+      } else {
+        add('nodes', 1);
+        visit(named, node.selectionSet, 1, inner);
+      }
+    }
+  };
+
+  visit(root, operation.selectionSet, 1, new Set());
+  return total;
+}

@@ -1,0 +1,41 @@
+/**
+ * Errors that happen before GraphQL sees a request — a body that is not JSON (400), too large (413), in an encoding
+ * the server does not read (415) — and routes that do not exist (404), answered as GraphQL-over-HTTP JSON with a
+ * stable `extensions.code` and the request id, never Express's HTML page with a stack trace and paths.
+ */
+import type { NextFunction, Request, Response } from 'express';
+import type { Logger } from '../log';
+import { requestIdOf } from './request-log';
+
+/** Codes by HTTP status, for failures of the body parser. */
+const CODES: Record<number, { code: string; message: string }> = {
+  400: { code: 'BAD_REQUEST', message: 'The request body is not valid JSON.' },
+  413: { code: 'PAYLOAD_TOO_LARGE', message: 'The request body is larger than the server accepts.' },
+  415: { code: 'UNSUPPORTED_MEDIA_TYPE', message: 'The request body is in an encoding or charset the server does not read.' },
+};
+
+function send(res: Response, status: number, code: string, message: string, requestId: string): void {
+  res.status(status).type('application/json').send(JSON.stringify({ errors: [{ message, extensions: { code, requestId } }] }));
+}
+
+/** Express error handler (the last middleware): body-parser failures and anything thrown before GraphQL. */
+export function httpErrorHandler(log: Logger) {
+  return (err: unknown, req: Request, res: Response, next: NextFunction): void => {
+    if (res.headersSent) return next(err);
+    const status = typeof (err as { status?: unknown }).status === 'number' ? (err as { status: number }).status : 500;
+    const requestId = requestIdOf(req);
+    const known = CODES[status];
+    if (known) {
+      log.info({ requestId, status, code: known.code, type: (err as { type?: string }).type }, `client error: ${known.message}`);
+      send(res, status, known.code, known.message, requestId);
+      return;
+    }
+    log.error({ requestId, err }, 'unexpected error before GraphQL');
+    send(res, 500, 'INTERNAL_SERVER_ERROR', 'Internal server error', requestId);
+  };
+}
+
+/** Express handler for any route not served: 404 as JSON. */
+export function notFoundHandler(req: Request, res: Response): void {
+  send(res, 404, 'NOT_FOUND', `Nothing is served at ${req.method} ${req.path}: the API is at /graphql.`, requestIdOf(req));
+}

@@ -1,0 +1,85 @@
+/**
+ * Every request has an id: the client's `x-request-id` when it is a plain token (a proxy's, say), else a new UUID.
+ * It is answered in the `x-request-id` header and in `extensions.requestId` of every error, and every log line of
+ * the request carries it — so a client that quotes it lets an operator find what storage said, which the client
+ * never sees (format-error.ts). An Apollo plugin logs each error (a client's at info with its code; storage
+ * failures and the unexpected at warn or error, with their details) and audits each mutation field: request id,
+ * field, the keys it names, and its outcome.
+ */
+import { randomUUID } from 'node:crypto';
+import type { ApolloServerPlugin } from '@apollo/server';
+import { unwrapResolverError } from '@apollo/server/errors';
+import type { Request, Response, NextFunction } from 'express';
+import { ErrorCode, isTablegraphError } from '../errors';
+import type { Logger } from '../log';
+import type { Model } from '../model/types';
+import type { RequestContext } from '../resolvers/context';
+
+/** The header that carries a request's id, both ways. */
+export const REQUEST_ID_HEADER = 'x-request-id';
+const TOKEN = /^[A-Za-z0-9._:-]{1,100}$/;
+
+/** The id of the request (set by requestIdMiddleware). */
+export function requestIdOf(req: Request): string {
+  return (req as Request & { requestId?: string }).requestId ?? randomUUID();
+}
+
+/** Express middleware: gives the request its id and answers it in the response header. */
+export function requestIdMiddleware(req: Request, res: Response, next: NextFunction): void {
+  const given = req.get(REQUEST_ID_HEADER);
+  const id = given && TOKEN.test(given) ? given : randomUUID();
+  (req as Request & { requestId?: string }).requestId = id;
+  res.setHeader(REQUEST_ID_HEADER, id);
+  next();
+}
+
+/** Codes of failures that are not the client's doing: logged at warn, with their details. */
+const SERVER_SIDE = new Set<string>([ErrorCode.STORAGE_UNAVAILABLE, ErrorCode.STORAGE_BAD_REQUEST, ErrorCode.CONFIG_INVALID]);
+
+/** The plugin: request ids in errors, error logs, the mutation audit. */
+export function requestLogPlugin(log: Logger, model: Model): ApolloServerPlugin<RequestContext> {
+  return {
+    async requestDidStart() {
+      return {
+        async didEncounterErrors({ errors, contextValue, operationName }) {
+          for (const error of errors) {
+            const original = unwrapResolverError(error);
+            const where = { requestId: contextValue.requestId, operationName, path: error.path };
+            if (isTablegraphError(original)) {
+              if (SERVER_SIDE.has(original.code) || typeof original.details.operation === 'string') {
+                log.warn({ ...where, code: original.code, details: original.details, err: original.cause ?? original }, original.message);
+              } else {
+                log.info({ ...where, code: original.code }, `client error: ${original.message}`);
+              }
+            } else if (typeof error.extensions?.code === 'string' && error.extensions.code !== 'INTERNAL_SERVER_ERROR') {
+              log.info({ ...where, code: error.extensions.code }, `client error: ${error.message}`);
+            } else {
+              log.error({ ...where, err: original }, 'unexpected error');
+            }
+          }
+        },
+        async executionDidStart() {
+          return {
+            willResolveField({ info, args, contextValue }) {
+              if (info.parentType.name !== info.schema.getMutationType()?.name) return;
+              const write = model.writes.get(`${info.parentType.name}.${info.fieldName}`);
+              const input = (args as { input?: Record<string, unknown> }).input ?? {};
+              const keys = Object.fromEntries((write?.entity.keyFields ?? []).map((k) => [k, input[k]]));
+              return (error) => {
+                const outcome = error ? (isTablegraphError(unwrapResolverError(error)) ? (unwrapResolverError(error) as { code: string }).code : 'ERROR') : 'OK';
+                log.info({ audit: true, requestId: contextValue.requestId, field: info.fieldName, keys, outcome }, `mutation ${info.fieldName}: ${outcome}`);
+              };
+            },
+          };
+        },
+        async willSendResponse({ response, contextValue }) {
+          if (response.body.kind !== 'single') return;
+          const errors = response.body.singleResult.errors;
+          if (errors) {
+            response.body.singleResult.errors = errors.map((e) => ({ ...e, extensions: { ...e.extensions, requestId: contextValue.requestId } }));
+          }
+        },
+      };
+    },
+  };
+}

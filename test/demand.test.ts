@@ -1,0 +1,122 @@
+/**
+ * Demand control from the access paths (src/read/demand.ts, src/server/demand-plugin.ts): an operation's worst case
+ * — storage calls, entities read, response nodes — is computed before it runs; over a budget it is refused with
+ * QUERY_TOO_COSTLY and no storage call. The estimate never undercounts what a query then costs.
+ */
+import { parse, type FragmentDefinitionNode, type OperationDefinitionNode } from 'graphql';
+import { estimateDemand } from '../src/read/demand';
+import { compileHr, startTestServer, type TestServer } from './support/harness';
+import { writeFixtures } from './support/read-fixtures';
+
+const { schema, model } = compileHr('dm');
+
+function estimate(query: string, variables: Record<string, unknown> = {}) {
+  const doc = parse(query);
+  const operation = doc.definitions.find((d): d is OperationDefinitionNode => d.kind === 'OperationDefinition')!;
+  const fragments = Object.fromEntries(doc.definitions.flatMap((d) => (d.kind === 'FragmentDefinition' ? [[d.name.value, d as FragmentDefinitionNode]] : [])));
+  return estimateDemand(schema, model, operation, fragments, variables);
+}
+
+/** Three nested lists of 100 with a department between them: a million nodes from a 200-byte query. */
+const OOM = `{ departments(first: 100) { edges { node { employees(first: 100) { edges { node {
+  department { employees(first: 100) { edges { node { id firstName } } } } } } } } } } }`;
+
+describe('the estimate', () => {
+  test('a point query and a page of 5: 2 calls, the page and the one after it read, 13 nodes', () => {
+    const q = '{ department(id: "POLICE") { employeeCount employees(first: 5) { edges { node { id lastName title } } pageInfo { hasNextPage endCursor } } } }';
+    expect(estimate(q)).toEqual({ storageCalls: 2, entitiesRead: 7, nodes: 13 });
+  });
+
+  test('`first` from a variable, the default page size when absent, the maximum when above it', () => {
+    const q = 'query($n: Int) { department(id: "X") { employees(first: $n) { edges { node { id } } } } }';
+    expect(estimate(q, { n: 50 }).nodes).toBe(1 + 1 + 50 + 50);
+    expect(estimate(q, {}).nodes).toBe(1 + 1 + 20 + 20);
+    expect(estimate(q, { n: 5000 }).nodes).toBe(1 + 1 + 100 + 100);
+  });
+
+  test('reading through an index: one more point query per node only when a selected field is not projected', () => {
+    const covered = '{ employeesByLastName(lastName: "WILLIAMS", first: 10) { edges { node { id firstName title } } } }';
+    const uncovered = '{ employeesByLastName(lastName: "WILLIAMS", first: 10) { edges { node { id annualSalary } } } }';
+    expect(estimate(covered).storageCalls).toBe(1);
+    expect(estimate(uncovered).storageCalls).toBe(11);
+  });
+
+  test('fragments count as written, a fragment cycle does not loop', () => {
+    const q = '{ department(id: "A") { ...D } } fragment D on Department { employees(first: 3) { edges { node { department { ...D } } } } }';
+    expect(estimate(q).storageCalls).toBeGreaterThan(1);
+  });
+
+  test('a mutation counts its writes', () => {
+    const q = 'mutation { a: deleteEmployee(input: { departmentId: "A", id: "1" }) { employee { id } } b: deleteEmployee(input: { departmentId: "A", id: "2" }) { employee { id } } }';
+    expect(estimate(q).storageCalls).toBeGreaterThanOrEqual(16);
+  });
+
+  test('the query that once exhausted the heap: about a million nodes', () => {
+    expect(estimate(OOM).nodes).toBeGreaterThan(1_000_000);
+  });
+});
+
+describe('the server', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer();
+    await writeFixtures(server.store, compileHr(server.config.tablePrefix).model);
+  }, 60_000);
+  afterAll(() => server?.close());
+  afterEach(() => jest.restoreAllMocks());
+
+  test('refuses the costly query with QUERY_TOO_COSTLY and the figures, before any storage call; HTTP 400', async () => {
+    const spies = [jest.spyOn(server.store, 'getEntity'), jest.spyOn(server.store, 'queryRange')];
+    const res = await fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: OOM }) });
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as any;
+    expect(body.errors[0].extensions).toMatchObject({
+      code: 'QUERY_TOO_COSTLY',
+      estimate: { nodes: expect.any(Number), storageCalls: expect.any(Number) },
+      budget: { maxStorageCalls: 1000, maxNodes: 10_000 },
+    });
+    expect(body.errors[0].extensions.estimate.nodes).toBeGreaterThan(1_000_000);
+    for (const spy of spies) expect(spy).not.toHaveBeenCalled();
+    // A cheap query answers meanwhile.
+    expect((await server.query('{ department(id: "FINANCE") { employeeCount } }')).data).toEqual({ department: { employeeCount: 40 } });
+  });
+
+  test.each([
+    ['a department and a page of 5', '{ department(id: "ENGINEERING") { employeeCount employees(first: 5) { edges { node { id lastName title } } pageInfo { hasNextPage endCursor } } } }'],
+    ['WILLIAMS with a field the index lacks and the department', '{ department(id: "ENGINEERING") { employeesByLastName(lastName: "WILLIAMS", first: 50) { edges { node { id annualSalary department { id employeeCount } } } } } }'],
+    ['every department with 10 employees and their department', '{ departments(first: 36) { edges { node { id employees(first: 10) { edges { node { id department { name } } } } } } } }'],
+    ['WILLIAMS across the organisation', '{ employeesByLastName(lastName: "WILLIAMS", first: 100) { edges { node { id firstName title } } } }'],
+  ])('%s: served, and the estimate beside the cost is never below it', async (_name, query) => {
+    const r = await server.query(query);
+    expect(r.errors).toBeUndefined();
+    const { estimate: est, ...actual } = r.extensions.cost;
+    expect(est.storageCalls).toBeGreaterThanOrEqual(actual.pointQueries + actual.rangeQueries);
+    expect(est.entitiesRead).toBeGreaterThanOrEqual(actual.entitiesRead);
+    expect(est.storageCalls).toBeLessThanOrEqual(1000);
+  });
+
+  test('the budgets are settings: TABLEGRAPH_MAX_STORAGE_CALLS=1 refuses a query of two', async () => {
+    const tight = await startTestServer({ TABLEGRAPH_MAX_STORAGE_CALLS: '1' });
+    try {
+      const r = await tight.query('{ department(id: "X") { employees(first: 1) { edges { node { id } } } } }');
+      expect(r.errors?.[0].extensions).toMatchObject({ code: 'QUERY_TOO_COSTLY', estimate: { storageCalls: 2 }, budget: { maxStorageCalls: 1 } });
+      expect(r.extensions?.cost?.roundTrips ?? 0).toBe(0);
+    } finally {
+      await tight.close();
+    }
+  });
+});
+
+test('npm run explain -- --query prints the worst case and whether the budgets allow it', async () => {
+  const { execFileSync } = await import('node:child_process');
+  const path = await import('node:path');
+  const { ROOT } = await import('./support/harness');
+  const run = (query: string) =>
+    JSON.parse(execFileSync(process.execPath, [path.join(ROOT, 'node_modules/tsx/dist/cli.mjs'), 'src/cli/explain.ts', '--json', '--query', query], { cwd: ROOT, encoding: 'utf8' }));
+  expect(run('{ department(id: "POLICE") { employees(first: 5) { edges { node { id } } } } }')).toEqual({
+    estimate: { storageCalls: 2, entitiesRead: 7, nodes: 12 },
+    budget: { maxStorageCalls: 1000, maxNodes: 10_000 },
+    allowed: true,
+  });
+  expect(run(OOM).allowed).toBe(false);
+}, 60_000);
