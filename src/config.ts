@@ -3,7 +3,7 @@
  * `Config` (or a part of it) as an argument and never reads `process.env` itself, so tests can pass their own.
  */
 import path from 'node:path';
-import { bool, cleanEnv, makeValidator, str } from 'envalid';
+import { bool, cleanEnv, makeValidator, str, url } from 'envalid';
 import { ErrorCode, TablegraphError } from './errors';
 import type { StorageTarget } from './storage/types';
 
@@ -63,6 +63,23 @@ export interface Config {
   maxStorageCalls: number;
   /** TABLEGRAPH_MAX_NODES: the worst-case response nodes an operation may have (objects, default 10000). */
   maxNodes: number;
+  /**
+   * Authentication (src/server/auth.ts): TABLEGRAPH_JWKS_URL with TABLEGRAPH_JWT_ISSUER and TABLEGRAPH_JWT_AUDIENCE
+   * (production), or TABLEGRAPH_JWT_SECRET (HS256, at least 32 characters: development and tests);
+   * TABLEGRAPH_JWT_ROLES_CLAIM (default `roles`). `off` (TABLEGRAPH_AUTH=off) says on purpose that there is none.
+   */
+  auth: { off: boolean; jwksUrl?: string; issuer?: string; audience?: string; secret?: string; rolesClaim: string };
+  /** TABLEGRAPH_REQUEST_TIMEOUT_MS: a request's time; after it no further storage read of it is sent (ms, default 30000). */
+  requestTimeoutMs: number;
+  /**
+   * TABLEGRAPH_MAX_STORAGE_INFLIGHT: storage reads in flight at once, all requests together (calls, default 8:
+   * what single-threaded Azurite serves without a queue of its own; raise it for Azure Table storage).
+   */
+  maxStorageInFlight: number;
+  /** TABLEGRAPH_MAX_STORAGE_QUEUE: storage reads waiting, all requests together, before OVERLOADED (calls, default 2000). */
+  maxStorageQueue: number;
+  /** TABLEGRAPH_RATE_LIMIT: requests a caller (subject, or IP address) may make per minute (requests, default 1200). */
+  rateLimit: number;
 }
 
 const positiveInt = makeValidator<number>((input: string) => {
@@ -119,6 +136,16 @@ const specs = {
   TABLEGRAPH_INTROSPECTION: bool({ default: true, desc: 'schema introspection and the IDE page' }),
   TABLEGRAPH_MAX_BODY_BYTES: positiveInt({ default: 262144 }),
   TABLEGRAPH_MAX_STORAGE_CALLS: positiveInt({ default: 1000 }),
+  TABLEGRAPH_REQUEST_TIMEOUT_MS: positiveInt({ default: 30000 }),
+  TABLEGRAPH_MAX_STORAGE_INFLIGHT: positiveInt({ default: 8 }),
+  TABLEGRAPH_MAX_STORAGE_QUEUE: positiveInt({ default: 2000 }),
+  TABLEGRAPH_RATE_LIMIT: positiveInt({ default: 1200 }),
+  TABLEGRAPH_AUTH: str<'off'>({ choices: ['off'], default: undefined, desc: 'off: serve without authentication, on purpose' }),
+  TABLEGRAPH_JWKS_URL: url({ default: undefined, desc: "the OpenID provider's JWKS" }),
+  TABLEGRAPH_JWT_ISSUER: str({ default: undefined }),
+  TABLEGRAPH_JWT_AUDIENCE: str({ default: undefined }),
+  TABLEGRAPH_JWT_SECRET: str({ default: undefined, desc: 'HS256 key, development and tests' }),
+  TABLEGRAPH_JWT_ROLES_CLAIM: str({ default: 'roles' }),
   TABLEGRAPH_MAX_NODES: positiveInt({ default: 10000 }),
   TABLEGRAPH_CORS_ORIGINS: originList({ default: [], desc: 'origins allowed to call /graphql from a browser, comma-separated' }),
 };
@@ -157,6 +184,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
       { errors: { TABLEGRAPH_DEFAULT_PAGE_SIZE: 'above TABLEGRAPH_MAX_PAGE_SIZE' } },
     );
   }
+  const authProblem =
+    (e.TABLEGRAPH_JWKS_URL && (!e.TABLEGRAPH_JWT_ISSUER || !e.TABLEGRAPH_JWT_AUDIENCE) && ['TABLEGRAPH_JWKS_URL', 'needs TABLEGRAPH_JWT_ISSUER and TABLEGRAPH_JWT_AUDIENCE']) ||
+    (e.TABLEGRAPH_JWT_SECRET !== undefined && e.TABLEGRAPH_JWT_SECRET.length < 32 && ['TABLEGRAPH_JWT_SECRET', 'must be at least 32 characters (an HS256 key)']) ||
+    (e.TABLEGRAPH_AUTH === 'off' && (e.TABLEGRAPH_JWKS_URL || e.TABLEGRAPH_JWT_SECRET) && ['TABLEGRAPH_AUTH', 'is off, but TABLEGRAPH_JWKS_URL or TABLEGRAPH_JWT_SECRET is set']);
+  if (authProblem) {
+    throw new TablegraphError(ErrorCode.CONFIG_INVALID, `Invalid configuration: ${authProblem[0]} ${authProblem[1]}.`, { errors: { [authProblem[0]]: authProblem[1] } });
+  }
   return {
     port: e.PORT,
     host: e.HOST,
@@ -180,5 +214,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     maxBodyBytes: e.TABLEGRAPH_MAX_BODY_BYTES,
     maxStorageCalls: e.TABLEGRAPH_MAX_STORAGE_CALLS,
     maxNodes: e.TABLEGRAPH_MAX_NODES,
+    auth: {
+      off: e.TABLEGRAPH_AUTH === 'off',
+      jwksUrl: e.TABLEGRAPH_JWKS_URL,
+      issuer: e.TABLEGRAPH_JWT_ISSUER,
+      audience: e.TABLEGRAPH_JWT_AUDIENCE,
+      secret: e.TABLEGRAPH_JWT_SECRET,
+      rolesClaim: e.TABLEGRAPH_JWT_ROLES_CLAIM,
+    },
+    requestTimeoutMs: e.TABLEGRAPH_REQUEST_TIMEOUT_MS,
+    maxStorageInFlight: e.TABLEGRAPH_MAX_STORAGE_INFLIGHT,
+    maxStorageQueue: e.TABLEGRAPH_MAX_STORAGE_QUEUE,
+    rateLimit: e.TABLEGRAPH_RATE_LIMIT,
   };
 }

@@ -227,6 +227,11 @@ describe('loadConfig', () => {
       maxBodyBytes: 262144,
       maxStorageCalls: 1000,
       maxNodes: 10000,
+      auth: { off: false, jwksUrl: undefined, issuer: undefined, audience: undefined, secret: undefined, rolesClaim: 'roles' },
+      requestTimeoutMs: 30000,
+      maxStorageInFlight: 8,
+      maxStorageQueue: 2000,
+      rateLimit: 1200,
     });
   });
 

@@ -293,6 +293,38 @@ describe('fan-out convergence', () => {
   });
 });
 
+describe('a taken-over index entity', () => {
+  it('is never deleted by the attempt that took it over and then failed: the state that committed meanwhile needs it', async () => {
+    await run(world, 'createDepartment', { id: 'TAKE', name: 'TAKE' });
+    await run(world, 'createEmployee', { departmentId: 'TAKE', id: '1', email: 'take-a@conv.example', lastName: 'T', firstName: 'A' });
+    const b = 'take-b@conv.example';
+    const primary = { table: `${world.prefix}Directory`, partitionKey: 'TAKE', rowKey: 'empid_00000001' };
+    // Writer 2 reads the employee (e-mail a); before it reads who holds b, writer 1 (another process) moves the
+    // employee to b and commits — its reservation of b is now the plain index entity. Writer 2 finds b held for this
+    // same employee, takes it over, and its EGT fails (the employee changed): it must not delete b on the way out.
+    let once = true;
+    const racing = hookedStore(store, {
+      after: {
+        getEntity: async (args) => {
+          const a = args[0] as { rowKey: string; partitionKey: string };
+          if (once && a.partitionKey === 'TAKE' && a.rowKey === 'empid_00000001') {
+            once = false;
+            await run(world, 'updateEmployee', { departmentId: 'TAKE', id: '1', email: b, firstName: 'W1' });
+          }
+        },
+      },
+    });
+    const writer2 = { model, executor: new WriteExecutor({ model, store: racing, fanout: sender }) };
+    await run(writer2, 'updateEmployee', { departmentId: 'TAKE', id: '1', email: b, lastName: 'W2' });
+    expect((await store.getEntity(primary))?.properties).toMatchObject({ email: b, firstName: 'W1', lastName: 'W2' });
+    expect(await store.getEntity(emailAddress(model, b))).toMatchObject({ properties: { departmentId: 'TAKE', id: '1' } });
+    const other = await run(world, 'createEmployee', { departmentId: 'TAKE', id: '2', email: b, lastName: 'O', firstName: 'B' }).catch((e: unknown) => e);
+    expect(isTablegraphError(other, ErrorCode.CONFLICT) && other.details.reason).toBe('UniqueKeyTaken');
+    await deliverPending();
+    await expectConverged(store, model);
+  });
+});
+
 /** A before-hook standing for a process that died before the call was sent. */
 function fail(): never {
   throw new Error('process died');

@@ -7,9 +7,13 @@
  *   turns a filter of several RowKeys into a scan.
  * - Range loader: identical range queries in one request run once; every entity a range returns primes the
  *   point loader, so a later point query for it costs nothing.
+ * - Every call goes through the server-wide admission (admission.ts), in the request's lane, and none is sent
+ *   after the request's deadline.
  */
 import DataLoader from 'dataloader';
 import pLimit from 'p-limit';
+import { ErrorCode, TablegraphError } from '../errors';
+import type { StorageAdmission } from './admission';
 import type { TableStore } from '../storage/table-store';
 import type { RangePosition, RangeQuery, StorageObserver, StoredEntity } from '../storage/types';
 
@@ -43,6 +47,10 @@ export interface LoaderOptions {
   concurrency: number;
   /** Receives one record per storage call (the request's CostTracker). */
   observer?: StorageObserver;
+  /** The server-wide admission every call of the request goes through, in the request's own lane. */
+  admission?: { gate: StorageAdmission; lane: string };
+  /** After this instant (ms since the epoch) no further call is sent: REQUEST_TIMEOUT. */
+  deadline?: number;
 }
 
 const pointCacheKey = (k: PointKey) => `${k.table}\u0000${k.partitionKey}\u0000${k.rowKey}`;
@@ -55,8 +63,19 @@ const rangeCacheKey = (q: RangeQuery) =>
  *   the same batch still resolve
  */
 export function createLoaders(store: TableStore, options: LoaderOptions): Loaders {
-  const limit = pLimit(options.concurrency);
+  const perRequest = pLimit(options.concurrency);
   const callOptions = { observer: options.observer };
+  /** A call of this request: within its own parallelism, through the server's admission, never after its deadline. */
+  const limit = <T>(call: () => Promise<T>): Promise<T> =>
+    perRequest(() => {
+      const send = () => {
+        if (options.deadline !== undefined && Date.now() >= options.deadline) {
+          throw new TablegraphError(ErrorCode.REQUEST_TIMEOUT, 'The request used up its time; no further storage call was sent.', { reason: 'Deadline' });
+        }
+        return call();
+      };
+      return options.admission ? options.admission.gate.run(options.admission.lane, send) : send();
+    });
 
   const point = new DataLoader<PointKey, StoredEntity | null, string>(
     async (keys) => {

@@ -5,8 +5,10 @@
 import { randomUUID } from 'node:crypto';
 import type { GraphQLResolveInfo } from 'graphql';
 import type { Model } from '../model/types';
+import type { StorageAdmission } from '../read/admission';
 import { CostTracker } from '../read/cost';
 import type { DemandEstimate } from '../read/demand';
+import type { Principal } from '../server/auth';
 import type { CursorCodec } from '../read/cursor';
 import { createLoaders, type Loaders } from '../read/loaders';
 import { collectProjection, type Projection } from '../read/projection';
@@ -18,6 +20,8 @@ export interface RequestContext {
   requestId: string;
   /** The operation's worst case, computed before it runs (src/read/demand.ts). */
   demand?: DemandEstimate;
+  /** Who the request acts for (a verified token); absent when the server runs without authentication. */
+  principal?: Principal;
   model: Model;
   loaders: Loaders;
   cost: CostTracker;
@@ -38,23 +42,34 @@ export interface ContextDeps {
   /** Storage calls in flight at once per request (calls). */
   readConcurrency: number;
   writer?: WriteExecutor;
+  /** The server-wide admission of storage reads (absent: none). */
+  admission?: StorageAdmission;
+  /** A request's time (ms): after it, no further storage read of it is sent (absent: no deadline). */
+  requestTimeoutMs?: number;
 }
 
 /**
  * A fresh context for one request: new loaders (never shared between requests or users) and a new CostTracker.
  * @param requestId the request's id (request-log.ts); a new UUID when absent
+ * @param principal who the request acts for (auth.ts)
  */
-export function createRequestContext(deps: ContextDeps, requestId: string = randomUUID()): RequestContext {
+export function createRequestContext(deps: ContextDeps, requestId: string = randomUUID(), principal?: Principal): RequestContext {
   const cost = new CostTracker();
   let projection: Projection | undefined;
   return {
     requestId,
+    principal,
     model: deps.model,
     cursors: deps.cursors,
     writer: deps.writer,
     eventuallyConsistent: new Set(),
     cost,
-    loaders: createLoaders(deps.store, { concurrency: deps.readConcurrency, observer: cost }),
+    loaders: createLoaders(deps.store, {
+      concurrency: deps.readConcurrency,
+      observer: cost,
+      admission: deps.admission && { gate: deps.admission, lane: requestId },
+      deadline: deps.requestTimeoutMs === undefined ? undefined : Date.now() + deps.requestTimeoutMs,
+    }),
     projection(info) {
       projection ??= collectProjection(info.schema, deps.model, info.operation, info.fragments);
       return projection;

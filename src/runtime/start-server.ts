@@ -12,6 +12,10 @@ import { attachResolvers } from '../resolvers/attach';
 import { createGraphqlApp } from '../server/app';
 import { createFanoutWorker, ensureFanoutQueues, fanoutQueueNames, queueSender } from '../worker/fanout-worker';
 import type { QueueWorker } from '../worker/queue-worker';
+import { ErrorCode, TablegraphError } from '../errors';
+import { StorageAdmission } from '../read/admission';
+import { authConfigured, createAuthenticator, isLoopback, type Authenticator } from '../server/auth';
+import { createRateLimit } from '../server/rate-limit';
 import { WriteExecutor } from '../write/write-executor';
 import { compileConfiguredSchema } from './configured-schema';
 import type { OpenStorage } from './open-storage';
@@ -27,11 +31,35 @@ export interface RunningServer {
 }
 
 /**
+ * The server's authentication, or none — on purpose (TABLEGRAPH_AUTH=off), or on a loopback interface (with a
+ * warning: the quick start). A server reachable from other machines with no authentication does not start.
+ * @throws TablegraphError CONFIG_INVALID for a non-loopback HOST with no authentication configured
+ */
+function authenticatorFor(config: Config, log: Logger): Authenticator | undefined {
+  if (authConfigured(config.auth)) return createAuthenticator(config.auth);
+  if (config.auth.off) {
+    log.warn({ host: config.host }, 'TABLEGRAPH_AUTH=off: no authentication; anyone who reaches the port can read and write everything');
+    return undefined;
+  }
+  if (!isLoopback(config.host)) {
+    throw new TablegraphError(
+      ErrorCode.CONFIG_INVALID,
+      `Refusing to serve on ${config.host} without authentication: set TABLEGRAPH_JWKS_URL (with TABLEGRAPH_JWT_ISSUER and TABLEGRAPH_JWT_AUDIENCE) or TABLEGRAPH_JWT_SECRET, or TABLEGRAPH_AUTH=off to serve without it on purpose.`,
+      { errors: { HOST: 'not loopback, and no authentication configured' } },
+    );
+  }
+  log.warn({ host: config.host }, 'no authentication configured: serving on loopback only; anyone on this machine can read and write everything');
+  return undefined;
+}
+
+/**
  * @param config PORT 0 picks a free port
- * @throws TablegraphError SCHEMA_INVALID (the schema cannot be served without scans), CONFIG_INVALID,
+ * @throws TablegraphError SCHEMA_INVALID (the schema cannot be served without scans), CONFIG_INVALID (among
+ *   others: a non-loopback HOST with no authentication),
  *   STORAGE_UNAVAILABLE (tables cannot be created)
  */
 export async function startServer(config: Config, storage: OpenStorage, log: Logger): Promise<RunningServer> {
+  const authenticate = authenticatorFor(config, log);
   const { schema, model } = compileConfiguredSchema(config);
   attachResolvers(schema, model);
   for (const table of model.tables) await storage.store.ensureTable(table);
@@ -56,6 +84,10 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     introspection: config.introspection,
     maxBodyBytes: config.maxBodyBytes,
     budget: { maxStorageCalls: config.maxStorageCalls, maxNodes: config.maxNodes },
+    authenticate,
+    rateLimit: createRateLimit(config.rateLimit),
+    admission: new StorageAdmission({ maxInFlight: config.maxStorageInFlight, maxQueued: config.maxStorageQueue }),
+    requestTimeoutMs: config.requestTimeoutMs,
   });
   const worker =
     config.worker === 'inline'

@@ -15,6 +15,10 @@ import type { Logger } from '../log';
 import { createRequestContext, type ContextDeps, type RequestContext } from '../resolvers/context';
 import type { QueueStore } from '../storage/queue-store';
 import type { QueueWorker } from '../worker/queue-worker';
+import { GraphQLError } from 'graphql';
+import { ErrorCode } from '../errors';
+import type { Authenticator } from './auth';
+import type { RateLimit } from './rate-limit';
 import { costPlugin } from './cost-plugin';
 import { DEFAULT_DEMAND_BUDGET, demandPlugin, type DemandBudget } from './demand-plugin';
 import { formatError } from './format-error';
@@ -46,6 +50,10 @@ export interface AppDeps extends ContextDeps {
   maxBodyBytes?: number;
   /** The worst case an operation may have (default DEFAULT_DEMAND_BUDGET). */
   budget?: DemandBudget;
+  /** Verifies each request's bearer token; absent: no authentication. */
+  authenticate?: Authenticator;
+  /** Counts each request against its caller's rate (subject, or IP address); absent: no limit. */
+  rateLimit?: RateLimit;
 }
 
 export interface GraphqlApp {
@@ -95,7 +103,20 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
     '/graphql',
     cors({ origin: origins.length > 0 ? origins : false }),
     express.json({ limit: deps.maxBodyBytes ?? 262_144 }),
-    expressMiddleware(apollo, { context: async ({ req }) => createRequestContext(deps, requestIdOf(req)) }),
+    expressMiddleware(apollo, {
+      // Refusals at the door, before anything of the request runs: no valid token (UNAUTHENTICATED, 401), over
+      // its caller's rate (RATE_LIMITED, 429), storage calls of other requests queued to the limit (OVERLOADED, 503).
+      context: async ({ req }) => {
+        const principal = deps.authenticate && (await deps.authenticate(req.headers.authorization));
+        await deps.rateLimit?.(principal ? `sub:${principal.subject}` : `ip:${req.ip ?? 'unknown'}`);
+        if (deps.admission?.saturated()) {
+          throw new GraphQLError('The server is overloaded; try again shortly.', {
+            extensions: { code: ErrorCode.OVERLOADED, http: { status: 503, headers: new Map([['retry-after', '1']]) } },
+          });
+        }
+        return createRequestContext(deps, requestIdOf(req), principal);
+      },
+    }),
   );
   app.use(notFoundHandler);
   app.use(httpErrorHandler(deps.log));

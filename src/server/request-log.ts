@@ -4,7 +4,7 @@
  * the request carries it — so a client that quotes it lets an operator find what storage said, which the client
  * never sees (format-error.ts). An Apollo plugin logs each error (a client's at info with its code; storage
  * failures and the unexpected at warn or error, with their details) and audits each mutation field: request id,
- * field, the keys it names, and its outcome.
+ * subject (the token's), field, the keys it names, and its outcome.
  */
 import { randomUUID } from 'node:crypto';
 import type { ApolloServerPlugin } from '@apollo/server';
@@ -67,7 +67,8 @@ export function requestLogPlugin(log: Logger, model: Model): ApolloServerPlugin<
               const keys = Object.fromEntries((write?.entity.keyFields ?? []).map((k) => [k, input[k]]));
               return (error) => {
                 const outcome = error ? (isTablegraphError(unwrapResolverError(error)) ? (unwrapResolverError(error) as { code: string }).code : 'ERROR') : 'OK';
-                log.info({ audit: true, requestId: contextValue.requestId, field: info.fieldName, keys, outcome }, `mutation ${info.fieldName}: ${outcome}`);
+                const subject = contextValue.principal?.subject ?? null;
+                log.info({ audit: true, requestId: contextValue.requestId, subject, field: info.fieldName, keys, outcome }, `mutation ${info.fieldName}: ${outcome}`);
               };
             },
           };

@@ -21,10 +21,16 @@ import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, EntityToWrite, StorageObserver, StoredEntity } from '../storage/types';
 import { stateId } from './fanout-message';
 
-/** A reservation an attempt holds: where, and the ETag its insert or rewrite returned (to release it). */
+/** A reservation an attempt holds: where, the ETag its insert or rewrite returned, and whether it was inserted. */
 export interface HeldReservation {
   address: EntityAddress;
   etag: string;
+  /**
+   * True when this attempt inserted it; false when it took over an index entity of the same entity (from an
+   * earlier state, or an attempt that can no longer commit) — that one may be what a committed state needs, so
+   * the attempt never deletes it: the worker, reading the entity, decides.
+   */
+  inserted: boolean;
 }
 
 /** Margin for clocks of different processes that disagree (ms), added to every lease. */
@@ -148,7 +154,7 @@ export async function reserveKey(
         state.kind === 'free'
           ? await store.createEntity(w.table, reservation, { observer })
           : await store.updateEntity(w.table, reservation, 'replace', { observer, ifMatch: state.etag });
-      return { address, etag };
+      return { address, etag, inserted: state.kind === 'free' };
     } catch (e) {
       if (!isTablegraphError(e, ErrorCode.CONFLICT) && !isTablegraphError(e, ErrorCode.NOT_FOUND)) throw e;
     }
@@ -159,15 +165,15 @@ export async function reserveKey(
 }
 
 /**
- * Deletes reservations an attempt made and still holds (If-Match on the ETag it got): only for an attempt that
- * can no longer commit. Best effort: one rewritten since belongs to another attempt, and one that could not be
- * deleted is left to the worker (the attempt's fan-out message names it).
- * @returns whether every one was released (or already gone)
+ * Deletes reservations an attempt inserted and still holds (If-Match on the ETag it got): only for an attempt that
+ * can no longer commit. One it took over is left to the worker (see HeldReservation.inserted), and so is one that
+ * could not be deleted; one rewritten since belongs to another attempt. The attempt's fan-out message names them.
+ * @returns whether every one was released (or already gone): false means the message must stay
  */
 export async function releaseReservations(store: TableStore, held: HeldReservation[], observer?: StorageObserver): Promise<boolean> {
   const results = await Promise.all(
     held.map((r) =>
-      store.deleteEntity(r.address, { observer, ifMatch: r.etag }).then(
+      !r.inserted ? Promise.resolve(false) : store.deleteEntity(r.address, { observer, ifMatch: r.etag }).then(
         () => true,
         (e: unknown) => isTablegraphError(e, ErrorCode.CONFLICT), // rewritten since: not ours any more
       ),

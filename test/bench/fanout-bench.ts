@@ -164,7 +164,7 @@ async function main(): Promise<void> {
   const queues = new QueueStore({ connectionString: azurite.connectionString });
   const { model } = compileHr(PREFIX);
   const queue = fanoutQueueNames(PREFIX).queue;
-  const env = { PORT: '0', AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString, TABLEGRAPH_TABLE_PREFIX: PREFIX, TABLEGRAPH_WORKER: 'off', TABLEGRAPH_CURSOR_SECRET: 'b' };
+  const env = { PORT: '0', AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString, TABLEGRAPH_TABLE_PREFIX: PREFIX, TABLEGRAPH_WORKER: 'off', TABLEGRAPH_CURSOR_SECRET: 'b', TABLEGRAPH_RATE_LIMIT: '100000000' };
   server = await startServer(loadConfig(env, ROOT), { store, queues, connectionString: azurite.connectionString, target: 'azurite', close: async () => {} }, log);
   const worker = (concurrency = 8): QueueWorker => createFanoutWorker({ model, store, queues, tablePrefix: PREFIX, log, concurrency });
   const depth = () => queues.approximateDepth(queue);

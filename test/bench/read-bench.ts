@@ -129,7 +129,7 @@ async function main(): Promise<void> {
     const summary = await importEmployees({ store, model, file: CSV });
     process.stderr.write(`imported ${summary.imported} employees, ${summary.entities} entities in ${summary.seconds.toFixed(1)} s\n`);
     const config = loadConfig(
-      { PORT: '0', AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString, TABLEGRAPH_TABLE_PREFIX: PREFIX, TABLEGRAPH_WORKER: 'off', TABLEGRAPH_CURSOR_SECRET: 'bench' },
+      { PORT: '0', AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString, TABLEGRAPH_TABLE_PREFIX: PREFIX, TABLEGRAPH_WORKER: 'off', TABLEGRAPH_CURSOR_SECRET: 'bench', TABLEGRAPH_RATE_LIMIT: '100000000' },
       ROOT,
     );
     const queues = new QueueStore({ connectionString: azurite.connectionString });

@@ -1,0 +1,117 @@
+/**
+ * Authorization declared in the schema (`@auth`): who may read an entity type, a field, and who may run a mutation —
+ * by role (the token's roles claim), and by scope: an entity field bound to a claim (a reader's `department`
+ * claim to a department's id), so that a caller reaches only entities whose field equals its claim. Rules are
+ * OR-ed; the roles, scopes and fields of one rule are AND-ed, as written.
+ *
+ * A scope is decided from keys where it can be — before any storage call, from a point query's or a range query's
+ * keys — and otherwise on every entity a read returns. Without a principal (a server running without
+ * authentication) nothing is enforced: authorization needs authentication.
+ */
+import { getDirectiveValues, type ASTNode, type DirectiveNode, type GraphQLSchema } from 'graphql';
+import { ErrorCode, TablegraphError } from '../errors';
+import type { SchemaProblems } from './schema-errors';
+import type { EntityModel } from './types';
+
+/** Who a request acts for, from its verified token. */
+export interface Principal {
+  /** The token's `sub`. */
+  subject: string;
+  roles: string[];
+  /** Every claim of the token (`sub` included). */
+  claims: Record<string, unknown>;
+}
+
+/** One rule: every condition holds. */
+export interface AuthRule {
+  /** Any of these roles; absent: any authenticated caller. */
+  roles?: string[];
+  /** Each entity field equals the claim's value. */
+  scope: Array<{ field: string; claim: string }>;
+  /** On a mutation: the only input fields (besides keys and ifMatch) the rule lets the caller give; absent: all. */
+  fields?: string[];
+}
+
+/** Any of its rules (OR). */
+export interface AuthPolicy {
+  rules: AuthRule[];
+  /** The directive, for error locations. */
+  node?: ASTNode;
+}
+
+/** What is known of a decision: allowed, denied, or depending on fields not known yet (read them, then decide). */
+export type Decision = 'allow' | 'deny' | 'unknown';
+
+/** A claim's value as text, or undefined when the token does not carry it as a string or number. */
+function claimText(principal: Principal, claim: string): string | undefined {
+  const v = claim === 'sub' ? principal.subject : principal.claims[claim];
+  return typeof v === 'string' || typeof v === 'number' ? String(v) : undefined;
+}
+
+/**
+ * Decides `policy` for `principal` on an entity whose field values `value` gives (undefined: not known yet).
+ * @param given on a mutation: the input fields the caller gives (checked against each rule's `fields`)
+ */
+export function decide(policy: AuthPolicy | undefined, principal: Principal | undefined, value: (field: string) => unknown, given?: string[]): Decision {
+  if (!policy || !principal) return 'allow';
+  let unknown = false;
+  for (const rule of policy.rules) {
+    if (rule.roles && !rule.roles.some((r) => principal.roles.includes(r))) continue;
+    if (rule.fields && given && given.some((f) => !rule.fields!.includes(f))) continue;
+    let outcome: Decision = 'allow';
+    for (const { field, claim } of rule.scope) {
+      const want = claimText(principal, claim);
+      const have = value(field);
+      if (want === undefined || have === null) outcome = 'deny';
+      else if (have === undefined) outcome = outcome === 'deny' ? 'deny' : 'unknown';
+      else if (String(have) !== want) outcome = 'deny';
+      if (outcome === 'deny') break;
+    }
+    if (outcome === 'allow') return 'allow';
+    if (outcome === 'unknown') unknown = true;
+  }
+  return unknown ? 'unknown' : 'deny';
+}
+
+/** The FORBIDDEN a denied caller gets. */
+export function forbidden(what: string, principal: Principal): TablegraphError {
+  return new TablegraphError(ErrorCode.FORBIDDEN, `${principal.subject} may not ${what}.`);
+}
+
+/** Roles and claims are plain tokens: letters, digits and `-_.:/@`. */
+const TOKEN = /^[A-Za-z0-9_.:/@-]+$/;
+
+/**
+ * Reads an `@auth` directive (on a type or a field) and checks it: scope fields are stored fields of `entity`,
+ * `fields` (mutations only, `inputFields` given) are input fields, roles and claims are plain tokens.
+ * @returns the policy, or undefined when there is none or it is invalid (a problem is recorded then)
+ */
+export function readAuth(
+  schema: GraphQLSchema,
+  node: { directives?: readonly DirectiveNode[] } | undefined | null,
+  entity: EntityModel | undefined,
+  coordinate: string,
+  problems: SchemaProblems,
+  inputFields?: Set<string>,
+): AuthPolicy | undefined {
+  const d = node?.directives?.find((x) => x.name.value === 'auth');
+  const def = schema.getDirective('auth');
+  if (!d || !def) return undefined;
+  const v = getDirectiveValues(def, { directives: [d] }) as { rules: Array<{ roles?: string[]; scope?: Array<{ field: string; claim: string }>; fields?: string[] }> };
+  const fail = (message: string) => void problems.add(coordinate, `@auth: ${message}`, d);
+  const rules: AuthRule[] = [];
+  if (v.rules.length === 0) fail('give at least one rule (an empty list would let nobody in)');
+  for (const [i, r] of v.rules.entries()) {
+    const rule: AuthRule = { scope: r.scope ?? [], ...(r.roles && { roles: r.roles }), ...(r.fields && { fields: r.fields }) };
+    if (rule.roles?.length === 0) fail(`rule ${i + 1}: roles: [] lets nobody in; leave roles out to allow any role`);
+    for (const role of rule.roles ?? []) if (!TOKEN.test(role)) fail(`rule ${i + 1}: role "${role}" is not a plain token`);
+    for (const s of rule.scope) {
+      if (!entity?.fields.has(s.field)) fail(`rule ${i + 1}: scope field "${s.field}" is not a stored field of ${entity?.name ?? 'the entity'}`);
+      if (!TOKEN.test(s.claim)) fail(`rule ${i + 1}: claim "${s.claim}" is not a plain token`);
+    }
+    if (rule.fields && !inputFields) fail(`rule ${i + 1}: fields restricts a mutation's input; this is not a mutation`);
+    for (const f of rule.fields ?? []) if (inputFields && !inputFields.has(f)) fail(`rule ${i + 1}: "${f}" is not a field of the mutation's input`);
+    rules.push(rule);
+  }
+  return { rules, node: d };
+}

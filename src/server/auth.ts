@@ -1,0 +1,84 @@
+/**
+ * Authentication: bearer JWTs, verified with `jose`. In production, against an OpenID Connect provider's keys
+ * (Microsoft Entra ID or any other): `TABLEGRAPH_JWKS_URL` with `TABLEGRAPH_JWT_ISSUER` and
+ * `TABLEGRAPH_JWT_AUDIENCE`, every one of them checked. For development and tests, a shared secret (HS256,
+ * `TABLEGRAPH_JWT_SECRET`). A request without a valid token is refused with UNAUTHENTICATED (HTTP 401) before
+ * anything runs. The verified token becomes the request's Principal: its subject, its roles (the `roles` claim, or
+ * the one TABLEGRAPH_JWT_ROLES_CLAIM names) and all its claims.
+ */
+import { GraphQLError } from 'graphql';
+import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { ErrorCode, TablegraphError } from '../errors';
+
+/** Who a request acts for, from its verified token. */
+export interface Principal {
+  /** The token's `sub`. */
+  subject: string;
+  roles: string[];
+  claims: JWTPayload;
+}
+
+/** How tokens are verified (from the configuration). */
+export interface AuthSettings {
+  jwksUrl?: string;
+  issuer?: string;
+  audience?: string;
+  /** HS256 key (development and tests). */
+  secret?: string;
+  /** The claim holding the roles (default `roles`). */
+  rolesClaim?: string;
+}
+
+/** Verifies a request's `Authorization` header; resolves to its Principal. */
+export type Authenticator = (authorization: string | undefined) => Promise<Principal>;
+
+/** The stable code of a request without a valid token. */
+export const UNAUTHENTICATED = 'UNAUTHENTICATED';
+
+/** Whether `host` is a loopback interface: a server bound there is reachable from this machine only. */
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+/** Whether `settings` name a way to verify tokens. */
+export function authConfigured(settings: AuthSettings): boolean {
+  return Boolean(settings.jwksUrl || settings.secret);
+}
+
+function unauthenticated(why: string): GraphQLError {
+  return new GraphQLError(`Authentication required: ${why}. Send "Authorization: Bearer <token>".`, {
+    extensions: { code: UNAUTHENTICATED, http: { status: 401, headers: new Map([['www-authenticate', 'Bearer']]) } },
+  });
+}
+
+/**
+ * @throws TablegraphError CONFIG_INVALID when neither a JWKS URL nor a secret is given, or a JWKS URL without
+ *   issuer and audience
+ */
+export function createAuthenticator(settings: AuthSettings): Authenticator {
+  if (!authConfigured(settings)) throw new TablegraphError(ErrorCode.CONFIG_INVALID, 'Authentication needs TABLEGRAPH_JWKS_URL or TABLEGRAPH_JWT_SECRET.');
+  if (settings.jwksUrl && (!settings.issuer || !settings.audience)) {
+    throw new TablegraphError(ErrorCode.CONFIG_INVALID, 'TABLEGRAPH_JWKS_URL needs TABLEGRAPH_JWT_ISSUER and TABLEGRAPH_JWT_AUDIENCE: a token from any issuer or for any audience would pass.');
+  }
+  const key: JWTVerifyGetKey | Uint8Array = settings.jwksUrl ? createRemoteJWKSet(new URL(settings.jwksUrl)) : new TextEncoder().encode(settings.secret);
+  const options = {
+    issuer: settings.issuer,
+    audience: settings.audience,
+    algorithms: settings.jwksUrl ? ['RS256', 'RS384', 'RS512', 'PS256', 'ES256', 'ES384', 'EdDSA'] : ['HS256'],
+  };
+  const rolesClaim = settings.rolesClaim ?? 'roles';
+  return async (authorization) => {
+    const match = /^Bearer\s+([A-Za-z0-9._~+/-]+=*)$/i.exec(authorization ?? '');
+    if (!match) throw unauthenticated(authorization ? 'the Authorization header is not a bearer token' : 'no token');
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await (typeof key === 'function' ? jwtVerify(match[1], key, options) : jwtVerify(match[1], key, options)));
+    } catch (e) {
+      const why = e instanceof joseErrors.JWTExpired ? 'the token has expired' : e instanceof joseErrors.JWTClaimValidationFailed ? `the token's ${e.claim} is not accepted` : 'the token is not valid';
+      throw unauthenticated(why);
+    }
+    if (typeof payload.sub !== 'string' || payload.sub === '') throw unauthenticated('the token has no subject');
+    const roles = payload[rolesClaim];
+    return { subject: payload.sub, roles: Array.isArray(roles) ? roles.filter((r): r is string => typeof r === 'string') : typeof roles === 'string' ? [roles] : [], claims: payload };
+  };
+}

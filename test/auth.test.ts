@@ -1,0 +1,123 @@
+/**
+ * Authentication (src/server/auth.ts): bearer JWTs signed in the test — HS256 with a shared secret, and RS256 with a
+ * key whose JWKS a local HTTP server serves, as an OpenID provider would. A request without a valid token is
+ * refused with UNAUTHENTICATED (HTTP 401) before any storage call; a server reachable from other machines refuses
+ * to start without authentication unless TABLEGRAPH_AUTH=off says so.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { exportJWK, generateKeyPair, SignJWT, type KeyLike } from 'jose';
+import { loadConfig } from '../src/config';
+import { createLogger } from '../src/log';
+import { startServer } from '../src/runtime/start-server';
+import { ROOT, SCHEMA_DIR, startTestServer, testQueues, testStore, uniquePrefix, type TestServer } from './support/harness';
+
+const SECRET = 'a-test-secret-of-at-least-32-characters';
+const QUERY = JSON.stringify({ query: '{ department(id: "Sales") { name } }' });
+
+async function ask(server: TestServer, token?: string): Promise<{ status: number; body: any; headers: Headers }> {
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (token !== undefined) headers.authorization = token.startsWith('Bearer') || token === '' ? token : `Bearer ${token}`;
+  const res = await fetch(server.url, { method: 'POST', headers, body: QUERY });
+  return { status: res.status, body: await res.json(), headers: res.headers };
+}
+
+function hs256(claims: Record<string, unknown>, expiresIn = '5m'): Promise<string> {
+  return new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime(expiresIn).sign(new TextEncoder().encode(SECRET));
+}
+
+describe('HS256 (development and tests)', () => {
+  let server: TestServer;
+  beforeAll(async () => void (server = await startTestServer({ TABLEGRAPH_JWT_SECRET: SECRET })));
+  afterAll(() => server?.close());
+  afterEach(() => jest.restoreAllMocks());
+
+  test('no token, a malformed one, a forged one, an expired one, one without subject: 401 UNAUTHENTICATED, nothing read', async () => {
+    const spies = [jest.spyOn(server.store, 'getEntity'), jest.spyOn(server.store, 'queryRange')];
+    const forged = await new SignJWT({ sub: 'x' }).setProtectedHeader({ alg: 'HS256' }).setExpirationTime('5m').sign(new TextEncoder().encode('another-secret-of-at-least-32-chars!!'));
+    const cases: Array<[string | undefined, RegExp]> = [
+      [undefined, /no token/],
+      ['Basic dXNlcjpwYXNz', /not a bearer token/],
+      [forged, /not valid/],
+      [await hs256({ sub: 'ana@example.test' }, '-1m'), /expired/],
+      [await hs256({}), /no subject/],
+    ];
+    for (const [token, why] of cases) {
+      const r = await ask(server, token);
+      expect(r.status).toBe(401);
+      expect(r.headers.get('www-authenticate')).toBe('Bearer');
+      expect(r.body.errors[0].extensions.code).toBe('UNAUTHENTICATED');
+      expect(r.body.errors[0].message).toMatch(why);
+    }
+    for (const spy of spies) expect(spy).not.toHaveBeenCalled();
+  });
+
+  test('a valid token is served', async () => {
+    const r = await ask(server, await hs256({ sub: 'ana@example.test', roles: ['hr-admin'] }));
+    expect(r.status).toBe(200);
+    expect(r.body.data).toEqual({ department: { name: 'Sales' } });
+  });
+});
+
+describe('RS256 against a JWKS (an OpenID provider)', () => {
+  let jwks: Server;
+  let server: TestServer;
+  let privateKey: KeyLike;
+  const issuer = 'https://login.example.test/tenant/v2.0';
+  const audience = 'api://tablegraph';
+  const rs256 = (claims: Record<string, unknown>, key: KeyLike = privateKey) =>
+    new SignJWT(claims).setProtectedHeader({ alg: 'RS256', kid: 'k1' }).setIssuer(issuer).setAudience(audience).setExpirationTime('5m').sign(key);
+
+  beforeAll(async () => {
+    const pair = await generateKeyPair('RS256');
+    privateKey = pair.privateKey;
+    const jwk = { ...(await exportJWK(pair.publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };
+    jwks = createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [jwk] })));
+    await new Promise<void>((resolve) => jwks.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/keys`;
+    server = await startTestServer({ TABLEGRAPH_JWKS_URL: url, TABLEGRAPH_JWT_ISSUER: issuer, TABLEGRAPH_JWT_AUDIENCE: audience });
+  });
+  afterAll(async () => {
+    await server?.close();
+    await new Promise<void>((resolve) => jwks.close(() => resolve()));
+  });
+
+  test('a token the provider signed, for this audience, from this issuer: served', async () => {
+    const r = await ask(server, await rs256({ sub: 'ana@example.test' }));
+    expect(r.body.data).toEqual({ department: { name: 'Sales' } });
+  });
+
+  test('another audience, another issuer, another key, or an HS256 token made with the public key: UNAUTHENTICATED', async () => {
+    const other = await generateKeyPair('RS256');
+    const wrongAudience = await new SignJWT({ sub: 'a' }).setProtectedHeader({ alg: 'RS256', kid: 'k1' }).setIssuer(issuer).setAudience('api://other').setExpirationTime('5m').sign(privateKey);
+    const wrongIssuer = await new SignJWT({ sub: 'a' }).setProtectedHeader({ alg: 'RS256', kid: 'k1' }).setIssuer('https://evil.example').setAudience(audience).setExpirationTime('5m').sign(privateKey);
+    const hs = await new SignJWT({ sub: 'a' }).setProtectedHeader({ alg: 'HS256', kid: 'k1' }).setIssuer(issuer).setAudience(audience).setExpirationTime('5m').sign(new TextEncoder().encode(SECRET));
+    for (const [token, why] of [[wrongAudience, /aud/], [wrongIssuer, /iss/], [await rs256({ sub: 'a' }, other.privateKey), /not valid/], [hs, /not valid/]] as const) {
+      const r = await ask(server, token);
+      expect([r.status, r.body.errors[0].extensions.code]).toEqual([401, 'UNAUTHENTICATED']);
+      expect(r.body.errors[0].message).toMatch(why);
+    }
+  });
+});
+
+describe('secure defaults', () => {
+  const env = (extra: Record<string, string>) => ({
+    PORT: '0', AZURE_STORAGE_CONNECTION_STRING: 'UseDevelopmentStorage=true', TABLEGRAPH_SCHEMA_DIR: SCHEMA_DIR, TABLEGRAPH_TABLE_PREFIX: uniquePrefix(), ...extra,
+  });
+
+  test('a non-loopback HOST without authentication: the server refuses to start, before binding or touching storage', async () => {
+    const store = testStore();
+    const ensure = jest.spyOn(store, 'ensureTable');
+    const config = loadConfig(env({ HOST: '0.0.0.0' }), ROOT);
+    const storage = { store, queues: testQueues(), connectionString: 'unused', target: 'azurite' as const, close: async () => {} };
+    await expect(startServer(config, storage, createLogger({ level: 'silent' }))).rejects.toMatchObject({ code: 'CONFIG_INVALID', message: expect.stringMatching(/TABLEGRAPH_AUTH=off/) });
+    expect(ensure).not.toHaveBeenCalled();
+  });
+
+  test('contradictory or weak settings are CONFIG_INVALID', () => {
+    expect(() => loadConfig(env({ TABLEGRAPH_JWKS_URL: 'https://login.example.test/keys' }), ROOT)).toThrow(/needs TABLEGRAPH_JWT_ISSUER and TABLEGRAPH_JWT_AUDIENCE/);
+    expect(() => loadConfig(env({ TABLEGRAPH_JWT_SECRET: 'short' }), ROOT)).toThrow(/at least 32 characters/);
+    expect(() => loadConfig(env({ TABLEGRAPH_AUTH: 'off', TABLEGRAPH_JWT_SECRET: SECRET }), ROOT)).toThrow(/TABLEGRAPH_AUTH is off/);
+    expect(loadConfig(env({ TABLEGRAPH_AUTH: 'off', HOST: '0.0.0.0' }), ROOT).auth.off).toBe(true);
+  });
+});

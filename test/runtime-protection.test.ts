@@ -1,0 +1,104 @@
+/**
+ * Run-time protection: the server-wide admission of storage reads (round-robin between requests, OVERLOADED when
+ * its queue is full), a request's deadline (no storage call after it), and rate limits per caller.
+ */
+import { SignJWT } from 'jose';
+import { StorageAdmission } from '../src/read/admission';
+import { gate } from './support/fanout-fixtures';
+import { startTestServer, type TestServer } from './support/harness';
+
+describe('StorageAdmission', () => {
+  test('lanes are served round-robin: one call of a light request is not queued behind a heavy request', async () => {
+    const admission = new StorageAdmission({ maxInFlight: 1, maxQueued: 100 });
+    const order: string[] = [];
+    const held = gate();
+    const first = admission.run('heavy', async () => {
+      order.push('heavy-0');
+      await held.wait;
+    });
+    const heavy = Array.from({ length: 10 }, (_, i) => admission.run('heavy', async () => void order.push(`heavy-${i + 1}`)));
+    const light = admission.run('light', async () => void order.push('light'));
+    expect(admission.load()).toEqual({ inFlight: 1, queued: 11 });
+    held.open();
+    await Promise.all([first, ...heavy, light]);
+    expect(order.indexOf('light')).toBe(2); // right after the heavy call that was waiting first
+    expect(admission.load()).toEqual({ inFlight: 0, queued: 0 });
+  });
+
+  test('a call beyond the queue is refused with OVERLOADED; the queue drains', async () => {
+    const admission = new StorageAdmission({ maxInFlight: 1, maxQueued: 2 });
+    const held = gate();
+    const running = [admission.run('a', () => held.wait), admission.run('b', async () => 1), admission.run('c', async () => 2)];
+    expect(admission.saturated()).toBe(true);
+    await expect(admission.run('d', async () => 3)).rejects.toMatchObject({ code: 'OVERLOADED' });
+    held.open();
+    await Promise.all(running);
+    expect(admission.saturated()).toBe(false);
+  });
+});
+
+describe('the server', () => {
+  afterEach(() => jest.restoreAllMocks());
+
+  test('a request past its deadline sends no further storage call: REQUEST_TIMEOUT', async () => {
+    const server = await startTestServer({ TABLEGRAPH_REQUEST_TIMEOUT_MS: '100' });
+    try {
+      const get = server.store.getEntity.bind(server.store);
+      jest.spyOn(server.store, 'getEntity').mockImplementation(async (a, o) => {
+        await new Promise((r) => setTimeout(r, 150));
+        return get(a, o);
+      });
+      const range = jest.spyOn(server.store, 'queryRange');
+      // Wave 1: the department (slow, past the deadline); wave 2 — its employees — must not be sent.
+      const r = await server.query('{ department(id: "Sales") { name employees { edges { node { id } } } } }');
+      expect(r.errors?.[0].extensions).toMatchObject({ code: 'REQUEST_TIMEOUT' });
+      expect(range).not.toHaveBeenCalled();
+    } finally {
+      await server.close();
+    }
+  });
+
+  test('storage reads queued to the limit: a new request is turned away at the door, 503 OVERLOADED', async () => {
+    const server = await startTestServer({ TABLEGRAPH_MAX_STORAGE_INFLIGHT: '1', TABLEGRAPH_MAX_STORAGE_QUEUE: '1' });
+    try {
+      const held = gate();
+      const get = server.store.getEntity.bind(server.store);
+      jest.spyOn(server.store, 'getEntity').mockImplementation(async (a, o) => {
+        await held.wait;
+        return get(a, o);
+      });
+      const first = server.query('{ department(id: "Sales") { name } }');
+      const second = server.query('{ department(id: "Marketing") { name } }');
+      await new Promise((r) => setTimeout(r, 200)); // both in: one call in flight, one waiting
+      const res = await fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ __typename }' }) });
+      expect(res.status).toBe(503);
+      expect(res.headers.get('retry-after')).toBe('1');
+      expect(((await res.json()) as any).errors[0].extensions.code).toBe('OVERLOADED');
+      held.open();
+      expect((await first).data).toEqual({ department: { name: 'Sales' } });
+      expect((await second).data).toEqual({ department: { name: 'Marketing' } });
+    } finally {
+      await server.close();
+    }
+  });
+
+  test('rate limits per caller: each subject has a budget of its own; over it, 429 RATE_LIMITED with Retry-After', async () => {
+    const secret = 'a-test-secret-of-at-least-32-characters';
+    const server: TestServer = await startTestServer({ TABLEGRAPH_RATE_LIMIT: '3', TABLEGRAPH_JWT_SECRET: secret });
+    const token = (sub: string) => new SignJWT({ sub }).setProtectedHeader({ alg: 'HS256' }).setExpirationTime('5m').sign(new TextEncoder().encode(secret));
+    const ask = async (t: string) =>
+      fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${t}` }, body: JSON.stringify({ query: '{ __typename }' }) });
+    try {
+      const ana = await token('ana@example.test');
+      for (let i = 0; i < 3; i++) expect((await ask(ana)).status).toBe(200);
+      const refused = await ask(ana);
+      expect(refused.status).toBe(429);
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+      expect(((await refused.json()) as any).errors[0].extensions).toMatchObject({ code: 'RATE_LIMITED' });
+      // Another subject has a budget of its own.
+      expect((await ask(await token('bo@example.test'))).status).toBe(200);
+    } finally {
+      await server.close();
+    }
+  });
+});
