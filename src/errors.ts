@@ -24,6 +24,8 @@ export const ErrorCode = {
   CONFIG_INVALID: 'CONFIG_INVALID',
   /** An input row (CSV import) is malformed. */
   INVALID_ROW: 'INVALID_ROW',
+  /** The caller is authenticated but `@auth` does not let it read or write this (nothing was read or written). */
+  FORBIDDEN: 'FORBIDDEN',
   /** The server has too many storage calls waiting (server-wide admission); try again shortly (HTTP 503). */
   OVERLOADED: 'OVERLOADED',
   /** The request used up its time (TABLEGRAPH_REQUEST_TIMEOUT_MS): no further storage call of it was sent. */

@@ -83,7 +83,7 @@ describe('RS256 against a JWKS (an OpenID provider)', () => {
   });
 
   test('a token the provider signed, for this audience, from this issuer: served', async () => {
-    const r = await ask(server, await rs256({ sub: 'ana@example.test' }));
+    const r = await ask(server, await rs256({ sub: 'ana@example.test', roles: ['hr-admin'] }));
     expect(r.body.data).toEqual({ department: { name: 'Sales' } });
   });
 

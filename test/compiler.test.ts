@@ -97,7 +97,7 @@ describe('the shipped HR schema', () => {
 
   test('index projections hold the key fields besides `include`', () => {
     const index = model.entities.get('Employee')!.indexes.get('byLastNameInDepartment')!;
-    expect([...index.projection].sort()).toEqual(['departmentId', 'firstName', 'id', 'lastName', 'title']);
+    expect([...index.projection].sort()).toEqual(['departmentId', 'email', 'firstName', 'id', 'lastName', 'title']);
   });
 
   test('placeholders bind to arguments and parent fields', () => {

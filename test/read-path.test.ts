@@ -152,24 +152,25 @@ describe('projection: each query selects what the operation reads', () => {
     const r = await server.query('{ department(id: "ENGINEERING") { employees(first: 5) { edges { node { id firstName } } } } }');
     expect(ids(r.data.department.employees.edges)).toEqual([9, 10, 11, 12, 13]);
     expect(point.mock.calls[0][1]?.select).toEqual(['EntityType', 'id']);
-    expect(spy.mock.calls[0][0].select).toEqual(['EntityType', 'departmentId', 'firstName', 'id']);
+    // The keys, what is selected, and what the type's @auth decides on (the e-mail: an employee reads its own).
+    expect(spy.mock.calls[0][0].select).toEqual(['EntityType', 'departmentId', 'email', 'firstName', 'id']);
     const { entities } = await (spy.mock.results[0].value as Promise<{ entities: StoredEntity[] }>);
     // What came over the wire: no title, no salary, no rate — only the $select.
-    for (const e of entities) expect(Object.keys(e.properties).sort()).toEqual(['EntityType', 'departmentId', 'firstName', 'id']);
+    for (const e of entities) expect(Object.keys(e.properties).sort()).toEqual(['EntityType', 'departmentId', 'email', 'firstName', 'id']);
   });
 
   test('reads through an index select the index projection, then the entity\'s missing fields', async () => {
     const range = jest.spyOn(server.store, 'queryRange');
     const point = jest.spyOn(server.store, 'getEntity');
     await server.query('{ department(id: "ENGINEERING") { employeesByLastName(lastName: "WILLIAMS") { edges { node { id annualSalary } } } } }');
-    expect(range.mock.calls[0][0].select).toEqual(['EntityType', 'departmentId', 'id']);
+    expect(range.mock.calls[0][0].select).toEqual(['EntityType', 'departmentId', 'email', 'id']);
     const employeeReads = point.mock.calls.filter(([addr]) => addr.rowKey.startsWith('empid_'));
     expect(employeeReads).toHaveLength(7);
-    for (const [, opts] of employeeReads) expect(opts?.select).toEqual(['EntityType', 'annualSalary', 'departmentId', 'id']);
+    for (const [, opts] of employeeReads) expect(opts?.select).toEqual(['EntityType', 'annualSalary', 'departmentId', 'email', 'id']);
     // Employee 70 is salaried: what came back is the $select, without title, names or rates.
     const at = point.mock.calls.findIndex(([addr]) => addr.rowKey === 'empid_00000070');
     const read = await (point.mock.results[at].value as Promise<StoredEntity>);
-    expect(Object.keys(read.properties).sort()).toEqual(['EntityType', 'annualSalary', 'departmentId', 'id']);
+    expect(Object.keys(read.properties).sort()).toEqual(['EntityType', 'annualSalary', 'departmentId', 'email', 'id']);
   });
 
   test('collectProjection follows fragments, inline fragments and the fields access paths bind', () => {
@@ -186,13 +187,14 @@ describe('projection: each query selects what the operation reads', () => {
     expect([...projection.keys()].sort()).toEqual(['Department', 'Employee']);
     // Department: its key field, the fragment's name and payroll (from E); never employeeCount.
     expect([...projection.get('Department')!].sort()).toEqual(['id', 'name', 'payroll']);
-    // Employee: keys, title (inline fragment), annualSalary (named fragment), departmentId (bound by `department`).
-    expect([...projection.get('Employee')!].sort()).toEqual(['annualSalary', 'departmentId', 'id', 'title']);
+    // Employee: keys, title (inline fragment), annualSalary (named fragment), departmentId (bound by `department`),
+    // email (what @auth decides on).
+    expect([...projection.get('Employee')!].sort()).toEqual(['annualSalary', 'departmentId', 'email', 'id', 'title']);
 
     const employee = m.entities.get('Employee')!;
     const byLastName = employee.indexes.get('byLastNameInDepartment')!;
-    expect(entitySelect(projection, employee)).toEqual(['EntityType', 'annualSalary', 'departmentId', 'id', 'title']);
-    expect(indexSelect(projection, byLastName)).toEqual(['EntityType', 'departmentId', 'id', 'title']);
+    expect(entitySelect(projection, employee)).toEqual(['EntityType', 'annualSalary', 'departmentId', 'email', 'id', 'title']);
+    expect(indexSelect(projection, byLastName)).toEqual(['EntityType', 'departmentId', 'email', 'id', 'title']);
     expect(indexCovers(projection, byLastName)).toBe(false);
     const covered = collectProjection(schema, m, parse('{ department(id: "X") { employeesByLastName(lastName: "A") { edges { node { firstName title } } } } }')
       .definitions[0] as OperationDefinitionNode, {});

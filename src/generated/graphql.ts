@@ -19,6 +19,22 @@ export type Scalars = {
   Long: { input: string; output: string; }
 };
 
+/** One rule of @auth: every condition given must hold. */
+export type AuthRule = {
+  /** On a mutation: the only input fields, besides key fields and ifMatch, the caller may give. */
+  fields?: InputMaybe<Array<Scalars['String']['input']>>;
+  /** The caller holds any of these roles (the token's roles claim). Absent: any authenticated caller. */
+  roles?: InputMaybe<Array<Scalars['String']['input']>>;
+  /** Each of these entity fields equals the value of the token's claim of the same entry (`sub` is the subject). */
+  scope?: InputMaybe<Array<ClaimScope>>;
+};
+
+/** Binds an entity field to a token claim: the caller reaches only entities whose field equals its claim. */
+export type ClaimScope = {
+  claim: Scalars['String']['input'];
+  field: Scalars['String']['input'];
+};
+
 export type CreateDepartmentInput = {
   id: Scalars['ID']['input'];
   name: Scalars['String']['input'];
@@ -34,6 +50,7 @@ export type CreateEmployeeInput = {
   id: Scalars['ID']['input'];
   lastName: Scalars['String']['input'];
   middleInitial?: InputMaybe<Scalars['String']['input']>;
+  phone?: InputMaybe<Scalars['String']['input']>;
   salaryOrHourly?: InputMaybe<PayBasis>;
   title?: InputMaybe<Scalars['String']['input']>;
   typicalHours?: InputMaybe<Scalars['Float']['input']>;
@@ -66,7 +83,7 @@ export type Department = {
   employeesByLastName: EmployeeConnection;
   /** The entity's ETag: pass it as `ifMatch` to write only if nobody wrote since. */
   etag: Scalars['String']['output'];
-  /** The department's name as the source spells it, e.g. `POLICE`, `STREETS & SAN`. */
+  /** The department's name as the source spells it, e.g. `POLICE`, `STREETS & SAN`: not blank, no control characters. */
   id: Scalars['ID']['output'];
   name: Scalars['String']['output'];
   /** Yearly payroll in USD, exact: annual salaries plus hourly rate × typical weekly hours × 52 for hourly staff. */
@@ -129,7 +146,7 @@ export type Employee = {
   annualSalary: Maybe<Scalars['Decimal']['output']>;
   department: Department;
   departmentId: Scalars['ID']['output'];
-  /** Unique across the organisation (compared exactly, case included). */
+  /** Unique across the organisation (compared exactly, case included): `local@domain.tld`, at most 254 characters. */
   email: Scalars['String']['output'];
   /** The entity's ETag: pass it as `ifMatch` to write only if nobody wrote since. */
   etag: Scalars['String']['output'];
@@ -141,6 +158,8 @@ export type Employee = {
   /** The text before the comma of the source's name, trimmed. */
   lastName: Scalars['String']['output'];
   middleInitial: Maybe<Scalars['String']['output']>;
+  /** A telephone number, e.g. `+1 312 555 0100`: the contact field an employee may change on its own entity. */
+  phone: Maybe<Scalars['String']['output']>;
   salaryOrHourly: Maybe<PayBasis>;
   title: Maybe<Scalars['String']['output']>;
   /** Typical hours per week (hourly staff only). */
@@ -178,6 +197,7 @@ export type Mutation = {
   replaceDepartment: DepartmentPayload;
   replaceEmployee: EmployeePayload;
   updateDepartment: DepartmentPayload;
+  /** HR admins change anything; an employee changes only its own phone. */
   updateEmployee: EmployeePayload;
 };
 
@@ -300,6 +320,7 @@ export type ReplaceEmployeeInput = {
   ifMatch?: InputMaybe<Scalars['String']['input']>;
   lastName: Scalars['String']['input'];
   middleInitial?: InputMaybe<Scalars['String']['input']>;
+  phone?: InputMaybe<Scalars['String']['input']>;
   salaryOrHourly?: InputMaybe<PayBasis>;
   title?: InputMaybe<Scalars['String']['input']>;
   typicalHours?: InputMaybe<Scalars['Float']['input']>;
@@ -324,6 +345,7 @@ export type UpdateEmployeeInput = {
   ifMatch?: InputMaybe<Scalars['String']['input']>;
   lastName?: InputMaybe<Scalars['String']['input']>;
   middleInitial?: InputMaybe<Scalars['String']['input']>;
+  phone?: InputMaybe<Scalars['String']['input']>;
   salaryOrHourly?: InputMaybe<PayBasis>;
   title?: InputMaybe<Scalars['String']['input']>;
   typicalHours?: InputMaybe<Scalars['Float']['input']>;

@@ -8,10 +8,10 @@
  * keys — and otherwise on every entity a read returns. Without a principal (a server running without
  * authentication) nothing is enforced: authorization needs authentication.
  */
-import { getDirectiveValues, type ASTNode, type DirectiveNode, type GraphQLSchema } from 'graphql';
+import { getDirectiveValues, isObjectType, type ASTNode, type DirectiveNode, type GraphQLObjectType, type GraphQLSchema } from 'graphql';
 import { ErrorCode, TablegraphError } from '../errors';
 import type { SchemaProblems } from './schema-errors';
-import type { EntityModel } from './types';
+import type { EntityModel, Model } from './types';
 
 /** Who a request acts for, from its verified token. */
 export interface Principal {
@@ -62,10 +62,11 @@ export function decide(policy: AuthPolicy | undefined, principal: Principal | un
     for (const { field, claim } of rule.scope) {
       const want = claimText(principal, claim);
       const have = value(field);
-      if (want === undefined || have === null) outcome = 'deny';
-      else if (have === undefined) outcome = outcome === 'deny' ? 'deny' : 'unknown';
-      else if (String(have) !== want) outcome = 'deny';
-      if (outcome === 'deny') break;
+      if (want === undefined || have === null || (have !== undefined && String(have) !== want)) {
+        outcome = 'deny';
+        break;
+      }
+      if (have === undefined) outcome = 'unknown';
     }
     if (outcome === 'allow') return 'allow';
     if (outcome === 'unknown') unknown = true;
@@ -114,4 +115,57 @@ export function readAuth(
     rules.push(rule);
   }
   return { rules, node: d };
+}
+
+/**
+ * Reads every `@auth` of the schema into the model: on entity types, on fields that read storage, on stored fields
+ * and on mutations. Secure by default: once a schema uses `@auth`, every entity type and every mutation must say
+ * who may (a problem otherwise). A type's scope fields must be projected onto each of its indexes, so a list read
+ * through an index is filtered from its index entities, with no read more.
+ */
+export function buildAuthorization(schema: GraphQLSchema, model: Model, problems: SchemaProblems): void {
+  let used = false;
+  for (const entity of model.entities.values()) {
+    const type = schema.getType(entity.name);
+    if (!isObjectType(type)) continue;
+    entity.auth = readAuth(schema, type.astNode, entity, entity.name, problems);
+    for (const field of entity.fields.values()) {
+      const auth = readAuth(schema, type.getFields()[field.name]?.astNode, entity, `${entity.name}.${field.name}`, problems);
+      if (auth) field.auth = auth;
+    }
+    used ||= Boolean(entity.auth) || [...entity.fields.values()].some((f) => f.auth);
+    for (const rule of entity.auth?.rules ?? []) {
+      for (const { field } of rule.scope) {
+        for (const index of entity.indexes.values()) {
+          if (!index.projection.has(field)) {
+            problems.add(`${entity.name}@index(${index.name})`, `projects no "${field}", which ${entity.name}'s @auth scopes by: add it to include, so a list read through the index is filtered without reading each entity`, index.node);
+          }
+        }
+      }
+    }
+  }
+  for (const path of model.accessPaths.values()) {
+    const field = (schema.getType(path.parentType) as GraphQLObjectType | undefined)?.getFields()[path.fieldName];
+    const auth = readAuth(schema, field?.astNode, path.target, path.coordinate, problems);
+    if (auth) path.auth = auth;
+    used ||= Boolean(auth);
+  }
+  const mutation = schema.getMutationType();
+  for (const write of model.writes.values()) {
+    const field = mutation?.getFields()[write.coordinate.split('.')[1]];
+    const auth = readAuth(schema, field?.astNode, write.entity, write.coordinate, problems, write.inputFields);
+    if (auth) write.auth = auth;
+    used ||= Boolean(auth);
+  }
+  for (const entity of model.entities.values()) {
+    const policies = [entity.auth, ...[...model.accessPaths.values()].filter((p) => p.target === entity).map((p) => p.auth)];
+    for (const policy of policies) for (const rule of policy?.rules ?? []) for (const { field } of rule.scope) entity.authFields.add(field);
+  }
+  if (!used) return;
+  for (const entity of model.entities.values()) {
+    if (!entity.auth) problems.add(entity.name, 'the schema uses @auth, so every entity type says who may read it: add @auth to the type', entity.node);
+  }
+  for (const write of model.writes.values()) {
+    if (!write.auth) problems.add(write.coordinate, 'the schema uses @auth, so every mutation says who may run it: add @auth to the field', mutation?.getFields()[write.coordinate.split('.')[1]]?.astNode);
+  }
 }

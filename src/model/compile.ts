@@ -4,6 +4,7 @@
  */
 import { buildASTSchema, concatAST, parse, Source, type GraphQLSchema } from 'graphql';
 import { buildAccessPaths, findConnections, type PageDefaults } from './access-paths';
+import { buildAuthorization } from './authorization';
 import { buildEntities } from './layouts';
 import { buildSummaries } from './summaries';
 import { buildWrites } from './writes';
@@ -49,11 +50,13 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
   // Summaries first: they mark the fields a mutation input may not set.
   const summaries = buildSummaries(schema, entities, accessPaths, problems);
   const { writes } = buildWrites(schema, entities, problems);
-  problems.throwIfAny();
   const tables = new Set<string>();
   for (const e of entities.values()) {
     tables.add(e.layout.table);
     for (const i of e.indexes.values()) tables.add(i.layout.table);
   }
-  return { schema, model: { entities, accessPaths, connections, summaries, writes, tables: [...tables].sort() } };
+  const model: Model = { entities, accessPaths, connections, summaries, writes, tables: [...tables].sort() };
+  buildAuthorization(schema, model, problems);
+  problems.throwIfAny();
+  return { schema, model };
 }

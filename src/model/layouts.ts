@@ -125,6 +125,7 @@ export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, t
       indexes: new Map(),
       exposesEtag: Boolean(type.getFields()[ETAG_FIELD]) && !fields.has(ETAG_FIELD),
       summaryFields: new Set(),
+      authFields: new Set(),
       node: directive.node,
     };
     checkTable(tablePrefix + directive.table, type.name, directive.node, problems);

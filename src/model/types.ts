@@ -4,6 +4,7 @@
  */
 import type { ASTNode } from 'graphql';
 import type { EdmType } from '../storage/types';
+import type { AuthPolicy } from './authorization';
 import type { FieldConstraint } from './constraints';
 import type { KeyTemplate } from './key-template';
 
@@ -16,6 +17,8 @@ export interface StoredField {
   nonNull: boolean;
   /** `@constraint`: what every write checks before anything is sent. */
   constraint?: FieldConstraint;
+  /** `@auth` on the field: who may read it (beside the type's own rules). */
+  auth?: AuthPolicy;
 }
 
 /** Where an entity, or an index entity, lives: one table, a PartitionKey and a RowKey template. */
@@ -41,6 +44,10 @@ export interface EntityModel {
   exposesEtag: boolean;
   /** Stored fields that summaries maintain (`@summary`): written by the write path, never by a client. */
   summaryFields: Set<string>;
+  /** `@auth` on the type: who may read its entities, wherever a read reaches them. */
+  auth?: AuthPolicy;
+  /** Fields any `@auth` scope of a read of this type names: every read selects them, to decide on each entity. */
+  authFields: Set<string>;
   /** The `@entity` directive, for error locations. */
   node?: ASTNode;
 }
@@ -86,6 +93,8 @@ interface AccessPathBase {
   partitionKey: BoundTemplate;
   /** The field's directive, for error locations. */
   node?: ASTNode;
+  /** `@auth` on the field: who may read through it (beside the target type's own rules). */
+  auth?: AuthPolicy;
 }
 
 /** A point query: both keys known ("Point Query" in the guide's "Design for querying"). */
@@ -140,6 +149,8 @@ export interface WriteModel {
   inputFields: Set<string>;
   /** The payload type's field that returns the written entity. */
   payloadField: string;
+  /** `@auth` on the mutation: who may run it, on which entities, giving which fields. */
+  auth?: AuthPolicy;
 }
 
 /** The compiled schema's storage design. */

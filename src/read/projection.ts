@@ -71,7 +71,8 @@ export function collectProjection(
 function projectionFor(projection: Projection, entity: EntityModel): Set<string> {
   let set = projection.get(entity.name);
   if (!set) {
-    set = new Set(entity.keyFields);
+    // Keys, and what `@auth` decides on: every entity read can be checked as it arrives.
+    set = new Set([...entity.keyFields, ...entity.authFields]);
     projection.set(entity.name, set);
   }
   return set;
@@ -79,13 +80,13 @@ function projectionFor(projection: Projection, entity: EntityModel): Set<string>
 
 /** The `$select` list for reading `entity` itself in this request. */
 export function entitySelect(projection: Projection, entity: EntityModel): string[] {
-  return [...(projection.get(entity.name) ?? entity.keyFields), ENTITY_TYPE_PROPERTY].sort();
+  return [...(projection.get(entity.name) ?? new Set([...entity.keyFields, ...entity.authFields])), ENTITY_TYPE_PROPERTY].sort();
 }
 
 /** The `$select` list for reading index entities of `index`: what the request needs that the index holds. */
 export function indexSelect(projection: Projection, index: IndexModel): string[] {
-  const needed = projection.get(index.entity.name) ?? new Set(index.entity.keyFields);
-  return [...[...index.projection].filter((f) => needed.has(f) || index.entity.keyFields.includes(f)), ENTITY_TYPE_PROPERTY].sort();
+  const needed = projection.get(index.entity.name) ?? new Set([...index.entity.keyFields, ...index.entity.authFields]);
+  return [...[...index.projection].filter((f) => needed.has(f) || index.entity.keyFields.includes(f) || index.entity.authFields.has(f)), ENTITY_TYPE_PROPERTY].sort();
 }
 
 /** True when the index entities hold every property the request reads of the entity (one wave, no second read). */

@@ -3,6 +3,7 @@
  * resolver, every stored field of an entity a property reader. Nothing here is specific to the HR schema.
  */
 import { isObjectType, isScalarType, type GraphQLSchema } from 'graphql';
+import { decide, forbidden } from '../model/authorization';
 import type { Model } from '../model/types';
 import type { RequestContext } from './context';
 import { ETAG_FIELD } from '../model/layouts';
@@ -30,7 +31,16 @@ export function attachResolvers(schema: GraphQLSchema, model: Model): GraphQLSch
         field.resolve = (node: EntityNode, _args, ctx: RequestContext, info) => etagOf(node, ctx, info);
       } else if (entity?.fields.has(field.name)) {
         const name = field.name;
-        field.resolve = (node: EntityNode, _args, ctx: RequestContext, info) => fieldValue(node, name, ctx, info);
+        const auth = entity.fields.get(name)!.auth;
+        field.resolve = async (node: EntityNode, _args, ctx: RequestContext, info) => {
+          if (auth && ctx.principal) {
+            // A field guarded beside its type (a payroll for some roles only): decided on the entity it belongs to.
+            const scope = [...new Set(auth.rules.flatMap((r) => r.scope.map((s) => s.field)))];
+            const values = Object.fromEntries(await Promise.all(scope.map(async (f) => [f, await fieldValue(node, f, ctx, info)] as const)));
+            if (decide(auth, ctx.principal, (f) => values[f] ?? null) !== 'allow') throw forbidden(`read ${type.name}.${name}`, ctx.principal);
+          }
+          return fieldValue(node, name, ctx, info);
+        };
       }
     }
   }

@@ -8,6 +8,8 @@ import { prefixUpperBound, renderKey } from '../model/key-template';
 import { ENTITY_TYPE_PROPERTY, type PointPath, type RangePath } from '../model/types';
 import { entitySelect, indexSelect } from '../read/projection';
 import type { StoredEntity } from '../storage/types';
+import { forbidden } from '../model/authorization';
+import { allowsEntity, authorizeBefore, keyValues } from './authorize';
 import { bindingValues } from './bindings';
 import type { RequestContext } from './context';
 import type { EntityNode } from './entity-node';
@@ -33,20 +35,30 @@ function toNode(path: PointPath | RangePath, stored: StoredEntity): EntityNode {
  * and the field is nullable.
  * @throws TablegraphError BAD_USER_INPUT when an argument cannot form a key (e.g. `id: "abc"` for a padded id);
  *   NOT_FOUND when a non-null field's entity does not exist (a dangling reference); LIMIT_EXCEEDED when a key is
- *   over the target's length limit; STORAGE_UNAVAILABLE from the store
+ *   over the target's length limit; FORBIDDEN when `@auth` does not let the caller read it (from its keys, before
+ *   the read, where they tell); STORAGE_UNAVAILABLE from the store
  */
 export function pointResolver(path: PointPath): Resolver {
   return async (parent, args, ctx, info) => {
     const values = await bindingValues([path.partitionKey, path.rowKey], parent, args, ctx, info, path.target);
     noteConsistency(path, ctx);
     const projection = ctx.projection(info);
+    const partitionKey = renderKey(path.partitionKey.template, values);
+    const rowKey = renderKey(path.rowKey.template, values);
+    // Authorization from the keys first: an entity the keys show out of scope is never read.
+    const policies = [path.auth, path.target.auth];
+    const what = `read ${path.coordinate} at ${JSON.stringify(values)}`;
+    authorizeBefore(policies, ctx.principal, keyValues(path.index?.layout ?? path.target.layout, partitionKey, rowKey), what);
     const stored = await ctx.loaders.point.load({
       table: path.table,
-      partitionKey: renderKey(path.partitionKey.template, values),
-      rowKey: renderKey(path.rowKey.template, values),
+      partitionKey,
+      rowKey,
       select: path.index ? indexSelect(projection, path.index) : entitySelect(projection, path.target),
     });
-    if (stored && stored.properties[ENTITY_TYPE_PROPERTY] === expectedType(path)) return toNode(path, stored);
+    if (stored && stored.properties[ENTITY_TYPE_PROPERTY] === expectedType(path)) {
+      if (!allowsEntity(policies, ctx.principal, stored.properties)) throw forbidden(what, ctx.principal!);
+      return toNode(path, stored);
+    }
     if (isNonNullType(info.returnType)) {
       throw new TablegraphError(ErrorCode.NOT_FOUND, `${path.coordinate}: the ${path.target.name} it refers to does not exist`, {
         partitionKey: renderKey(path.partitionKey.template, values),
@@ -86,6 +98,9 @@ export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode 
       rowKeyFrom = path.rowKeyFrom && renderKey(path.rowKeyFrom.template, values);
       rowKeyTo = path.rowKeyTo && renderKey(path.rowKeyTo.template, values);
     }
+    // Authorization from the partition first: a list wholly out of scope is never read.
+    const policies = [path.auth, path.target.auth];
+    authorizeBefore(policies, ctx.principal, keyValues(path.index?.layout ?? path.target.layout, partitionKey), `read ${path.coordinate} in partition ${JSON.stringify(partitionKey)}`);
     const scope = JSON.stringify([path.table, partitionKey, rowKeyFrom ?? '', rowKeyTo ?? null]);
     const after = typeof args.after === 'string' ? ctx.cursors.decode(scope, args.after) : undefined;
     const projection = ctx.projection(info);
@@ -101,7 +116,7 @@ export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode 
     const type = expectedType(path);
     const edges = entities
       .map((stored, i) => ({ stored, position: positions[i] }))
-      .filter(({ stored }) => stored.properties[ENTITY_TYPE_PROPERTY] === type)
+      .filter(({ stored }) => stored.properties[ENTITY_TYPE_PROPERTY] === type && allowsEntity(policies, ctx.principal, stored.properties))
       .map(({ stored, position }) => ({ cursor: ctx.cursors.encode(scope, position), node: toNode(path, stored) }));
     return {
       edges,

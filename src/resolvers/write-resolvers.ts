@@ -4,18 +4,36 @@
  */
 import type { GraphQLFieldResolver } from 'graphql';
 import { ErrorCode, TablegraphError } from '../errors';
+import { decide, forbidden } from '../model/authorization';
 import { ENTITY_TYPE_PROPERTY, type WriteModel } from '../model/types';
+import { IF_MATCH_FIELD } from '../model/writes';
 import type { RequestContext } from './context';
 import type { EntityNode } from './entity-node';
 
 /**
- * @throws TablegraphError from WriteExecutor.execute (CONFLICT, NOT_FOUND, BAD_USER_INPUT, LIMIT_EXCEEDED, …);
+ * @throws TablegraphError FORBIDDEN when `@auth` does not let the caller make this write (from the input before
+ *   anything is read, or on the entity as read and as it would be written); from WriteExecutor.execute (CONFLICT,
+ *   NOT_FOUND, BAD_USER_INPUT, LIMIT_EXCEEDED, …);
  *   STORAGE_UNAVAILABLE when the server runs without a write path
  */
 export function writeResolver(write: WriteModel): GraphQLFieldResolver<unknown, RequestContext, { input: Record<string, unknown> }> {
   return async (_root, args, ctx) => {
     if (!ctx.writer) throw new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, 'This server has no write path configured');
-    const result = await ctx.writer.execute(write, { ...args.input }, ctx.cost);
+    const input = { ...args.input };
+    const principal = ctx.principal;
+    const given = Object.keys(input).filter((k) => k !== IF_MATCH_FIELD && input[k] !== undefined && !write.entity.keyFields.includes(k));
+    const what = `${write.coordinate.split('.')[1]} ${write.entity.keyFields.map((k) => `${k}=${JSON.stringify(input[k])}`).join(', ')}`;
+    // From the input alone, before anything is read: the keys and the fields given may already decide.
+    if (decide(write.auth, principal, (f) => input[f], given) === 'deny') throw forbidden(what, principal!);
+    // Then on the entity as read and as it would be written: neither may be out of the caller's scope.
+    const check = write.auth && principal
+      ? (previous: Record<string, unknown> | null, next: Record<string, unknown> | null) => {
+          for (const values of [previous, next]) {
+            if (values && decide(write.auth, principal, (f) => values[f] ?? null, given) !== 'allow') throw forbidden(what, principal);
+          }
+        }
+      : undefined;
+    const result = await ctx.writer.execute(write, input, ctx.cost, check);
     const node: EntityNode = {
       entity: write.entity,
       stored: {

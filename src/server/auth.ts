@@ -9,14 +9,9 @@
 import { GraphQLError } from 'graphql';
 import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { ErrorCode, TablegraphError } from '../errors';
+import type { Principal } from '../model/authorization';
 
-/** Who a request acts for, from its verified token. */
-export interface Principal {
-  /** The token's `sub`. */
-  subject: string;
-  roles: string[];
-  claims: JWTPayload;
-}
+export type { Principal } from '../model/authorization';
 
 /** How tokens are verified (from the configuration). */
 export interface AuthSettings {

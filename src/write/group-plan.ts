@@ -22,6 +22,11 @@ export interface GroupMember {
   input: Values;
   /** A fresh UUID per attempt (fanout-message.ts: never reused). */
   writeId: string;
+  /**
+   * Decides, on the entity as read and as it would be written, whether the caller may make this write (`@auth`).
+   * @throws TablegraphError FORBIDDEN: the write is refused alone, nothing of it sent
+   */
+  check?(previous: Values | null, next: Values | null): void;
 }
 
 /** What was read for the group: entities and summary holders by addressKey (null: absent). */
@@ -77,6 +82,7 @@ export function planGroup<M extends GroupMember>(model: Model, members: M[], sta
       const address = addressKey(addressOf(member.write, member.input));
       plan = planWrite(model, member.write, member.input, { current: state.entities.get(address) ?? null, holders: state.holders }, member.writeId);
       checkPlan(member.write.entity, plan, target);
+      member.check?.(plan.previous, plan.values);
       checkTransaction([...plan.operations, ...holderOperations(mergeDeltas(new Map(), plan.holderDeltas), state).operations], target);
     } catch (e) {
       if (!isTablegraphError(e)) throw e;

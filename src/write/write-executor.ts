@@ -16,6 +16,7 @@ import { checkEntity, checkKey } from '../storage/limits';
 import type { TableStore } from '../storage/table-store';
 import type { EntityToWrite, StorageObserver } from '../storage/types';
 import { PartitionCommitter, type FanoutSender, type WriteResult } from './partition-committer';
+import type { GroupMember } from './group-plan';
 import { addressOf, type Values } from './write-plan';
 
 export type { FanoutSender, SentMessage, WriteResult } from './partition-committer';
@@ -38,10 +39,12 @@ export class WriteExecutor {
    * @param input the mutation's input (field name → value, plus `ifMatch`)
    * @param observer told of every storage call made for this write (calls shared with other writes of the same
    *   EGT are told to each of them)
-   * @throws TablegraphError CONFLICT (reason EntityAlreadyExists, ETagMismatch, UniqueKeyTaken, HasDependents),
+   * @param check decides on the entity as read and as it would be written whether the caller may (`@auth`);
+   *   throwing refuses the write alone, before anything of it is sent
+   * @throws TablegraphError CONFLICT (reason EntityAlreadyExists, ETagMismatch, UniqueKeyTaken, HasDependents), FORBIDDEN,
    *   NOT_FOUND, BAD_USER_INPUT and LIMIT_EXCEEDED (before anything is read or sent), STORAGE_UNAVAILABLE
    */
-  execute(write: WriteModel, input: Values, observer?: StorageObserver): Promise<WriteResult> {
+  execute(write: WriteModel, input: Values, observer?: StorageObserver, check?: GroupMember['check']): Promise<WriteResult> {
     const address = addressOf(write, input);
     checkInput(write, input, address, this.opts.store);
     const key = `${address.table}\u0000${address.partitionKey}`;
@@ -53,7 +56,7 @@ export class WriteExecutor {
     }
     const queued = committer;
     return new Promise<WriteResult>((resolve, reject) =>
-      queued.enqueue({ write, input, writeId: '', address, observer, attempts: 0, ownAttempts: new Set(), resolve, reject }),
+      queued.enqueue({ write, input, writeId: '', address, observer, attempts: 0, ownAttempts: new Set(), resolve, reject, check }),
     );
   }
 }

@@ -1,0 +1,182 @@
+/**
+ * Authorization declared in the schema (`@auth`, src/model/authorization.ts) over the HR fixtures, with HS256
+ * tokens signed in the test: `hr-admin` reads and writes everything; a `reader` reads only the department its
+ * `department` claim names and writes nothing; an `employee` (subject = its e-mail) reads its own entity and may
+ * change only its phone. A point query whose keys show it out of scope is refused before it is sent; a list never
+ * shows an out-of-scope entity and never scans. Then a property: random tokens × random queries, never an entity
+ * outside the token's scope.
+ */
+import fc from 'fast-check';
+import { SignJWT } from 'jose';
+import { compileSchema } from '../src/model/compile';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { compileHr, SCHEMA_DIR, startTestServer, type TestServer } from './support/harness';
+import { employeeRow, writeFixtures } from './support/read-fixtures';
+
+const SECRET = 'a-test-secret-of-at-least-32-characters';
+let server: TestServer;
+
+function token(claims: Record<string, unknown>): Promise<string> {
+  return new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).setExpirationTime('10m').sign(new TextEncoder().encode(SECRET));
+}
+const ADMIN = () => token({ sub: 'admin@example.test', roles: ['hr-admin'] });
+const READER = (department: string) => token({ sub: 'r@example.test', roles: ['reader'], department });
+const ME = employeeRow('ENGINEERING', 12); // an employee of the fixtures
+const EMPLOYEE = (email = ME.email) => token({ sub: email, roles: ['employee'] });
+
+async function as(t: string, query: string, variables?: Record<string, unknown>) {
+  const res = await fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${t}` }, body: JSON.stringify({ query, variables }) });
+  return (await res.json()) as { data?: any; errors?: any[]; extensions?: any };
+}
+
+beforeAll(async () => {
+  server = await startTestServer({ TABLEGRAPH_JWT_SECRET: SECRET, TABLEGRAPH_RATE_LIMIT: '100000' });
+  await writeFixtures(server.store, compileHr(server.config.tablePrefix).model);
+}, 60_000);
+afterAll(() => server?.close());
+afterEach(() => jest.restoreAllMocks());
+
+function spyStorage() {
+  return [jest.spyOn(server.store, 'getEntity'), jest.spyOn(server.store, 'queryRange')];
+}
+
+describe('a reader of ENGINEERING', () => {
+  test('another department, or an employee of it, by key: FORBIDDEN before any storage call', async () => {
+    const t = await READER('ENGINEERING');
+    for (const q of ['{ department(id: "FINANCE") { name } }', '{ employee(departmentId: "FINANCE", id: "1001") { id } }']) {
+      const spies = spyStorage();
+      const r = await as(t, q);
+      expect(r.errors?.[0].extensions.code).toBe('FORBIDDEN');
+      for (const spy of spies) expect(spy).not.toHaveBeenCalled();
+      jest.restoreAllMocks();
+    }
+  });
+
+  test('its own department and its employees; lists across departments show only its own, without a scan', async () => {
+    const t = await READER('ENGINEERING');
+    const own = await as(t, '{ department(id: "ENGINEERING") { employeeCount employees(first: 3) { edges { node { id departmentId } } } } }');
+    expect(own.data.department.employeeCount).toBe(250);
+    expect(own.data.department.employees.edges.map((e: any) => e.node.departmentId)).toEqual(['ENGINEERING', 'ENGINEERING', 'ENGINEERING']);
+    const lists = await as(t, '{ departments(first: 10) { edges { node { id } } } employeesByLastName(lastName: "WILLIAMS", first: 100) { edges { node { id departmentId } } } }');
+    expect(lists.data.departments.edges.map((e: any) => e.node.id)).toEqual(['ENGINEERING']);
+    const williams = lists.data.employeesByLastName.edges.map((e: any) => e.node.departmentId);
+    expect(williams.length).toBeGreaterThan(0);
+    expect(new Set(williams)).toEqual(new Set(['ENGINEERING'])); // FINANCE's WILLIAMS is left out
+    expect(lists.extensions.cost).toMatchObject({ partitionScans: 0, tableScans: 0 });
+  });
+
+  test('an employee of another department found through the e-mail index: FORBIDDEN once its department is seen', async () => {
+    const r = await as(await READER('ENGINEERING'), '{ employeeByEmail(email: "employee1001@finance.example") { id } }');
+    expect(r.errors?.[0].extensions.code).toBe('FORBIDDEN');
+  });
+
+  test('writes nothing', async () => {
+    const spies = spyStorage();
+    const r = await as(await READER('ENGINEERING'), 'mutation { updateEmployee(input: { departmentId: "ENGINEERING", id: "12", phone: "555 0100" }) { employee { id } } }');
+    expect(r.errors?.[0].extensions.code).toBe('FORBIDDEN');
+    for (const spy of spies) expect(spy).not.toHaveBeenCalled();
+  });
+});
+
+describe('an employee', () => {
+  const UPDATE = 'mutation($input: UpdateEmployeeInput!) { updateEmployee(input: $input) { employee { id phone } } }';
+
+  test('reads its own entity, not another one', async () => {
+    const t = await EMPLOYEE();
+    expect((await as(t, `{ employee(departmentId: "ENGINEERING", id: "12") { id email } }`)).data.employee).toEqual({ id: '12', email: ME.email });
+    expect((await as(t, `{ employee(departmentId: "ENGINEERING", id: "13") { id } }`)).errors?.[0].extensions.code).toBe('FORBIDDEN');
+    // A list shows it alone, whoever else shares its partition.
+    const list = await as(t, '{ department(id: "ENGINEERING") { employees(first: 100) { edges { node { id } } } } }');
+    expect(list.errors?.[0].extensions.code).toBe('FORBIDDEN'); // the department itself is not the employee's to read
+  });
+
+  test('changes its own phone, and nothing else; not another employee\'s', async () => {
+    const t = await EMPLOYEE();
+    const ok = await as(t, UPDATE, { input: { departmentId: 'ENGINEERING', id: '12', phone: '+1 312 555 0100' } });
+    expect(ok.data.updateEmployee.employee).toEqual({ id: '12', phone: '+1 312 555 0100' });
+    const name = await as(t, UPDATE, { input: { departmentId: 'ENGINEERING', id: '12', firstName: 'MALLORY' } });
+    expect(name.errors?.[0].extensions.code).toBe('FORBIDDEN');
+    const other = await as(t, UPDATE, { input: { departmentId: 'ENGINEERING', id: '13', phone: '555 0199' } });
+    expect(other.errors?.[0].extensions.code).toBe('FORBIDDEN');
+    const stored = await server.store.getEntity({ table: `${server.config.tablePrefix}Directory`, partitionKey: 'ENGINEERING', rowKey: 'empid_00000013' });
+    expect(stored?.properties.phone).toBeUndefined();
+    expect((await as(await ADMIN(), '{ employee(departmentId: "ENGINEERING", id: "12") { firstName } }')).data.employee.firstName).toBe(ME.firstName);
+  });
+});
+
+test('hr-admin reads and writes everything; a token with no role reads nothing', async () => {
+  const admin = await ADMIN();
+  const r = await as(admin, '{ a: department(id: "FINANCE") { name } b: department(id: "ENGINEERING") { name } }');
+  expect(r.data).toEqual({ a: { name: 'FINANCE' }, b: { name: 'ENGINEERING' } });
+  const w = await as(admin, 'mutation { updateDepartment(input: { id: "FINANCE", name: "FINANCE" }) { department { id } } }');
+  expect(w.errors).toBeUndefined();
+  const nobody = await as(await token({ sub: 'x@example.test' }), '{ department(id: "FINANCE") { name } }');
+  expect(nobody.errors?.[0].extensions.code).toBe('FORBIDDEN');
+});
+
+test('property: random tokens × random queries never return an entity outside the token\'s scope', async () => {
+  const departments = ['ENGINEERING', 'FINANCE', 'A/B #1', 'Marketing', 'NOPE'];
+  const emails = [ME.email, employeeRow('FINANCE', 1015).email, 'nobody@example.test'];
+  const principal = fc.record({
+    roles: fc.subarray(['hr-admin', 'reader', 'employee']),
+    department: fc.constantFrom(...departments),
+    sub: fc.constantFrom(...emails),
+  });
+  const E = 'id departmentId email';
+  const query = fc.oneof(
+    fc.constantFrom(...departments).map((d) => `{ department(id: ${JSON.stringify(d)}) { id employees(first: 20) { edges { node { ${E} } } } } }`),
+    fc.tuple(fc.constantFrom(...departments), fc.constantFrom('1', '12', '35', '1001', '1015', '2001')).map(([d, id]) => `{ employee(departmentId: ${JSON.stringify(d)}, id: "${id}") { ${E} department { id } } }`),
+    fc.constantFrom('WILLIAMS', 'SMITH', 'GARCIA').map((n) => `{ employeesByLastName(lastName: "${n}", first: 50) { edges { node { ${E} } } } }`),
+    fc.constantFrom(...emails).map((e) => `{ employeeByEmail(email: "${e}") { ${E} } }`),
+    fc.constant('{ departments(first: 20) { edges { node { id } } } }'),
+    fc.constantFrom('ENGINEERING', 'FINANCE').map((d) => `{ department(id: "${d}") { employeesByLastName(lastName: "WILLIAMS") { edges { node { ${E} } } } } }`),
+  );
+  let entitiesSeen = 0;
+  await fc.assert(
+    fc.asyncProperty(principal, query, async (p, q) => {
+      const r = await as(await token({ sub: p.sub, roles: p.roles, department: p.department }), q);
+      expect(r.extensions?.cost).toMatchObject({ partitionScans: 0, tableScans: 0 });
+      const admin = p.roles.includes('hr-admin');
+      const inScope = (type: 'Employee' | 'Department', node: any) =>
+        admin ||
+        (type === 'Department' ? p.roles.includes('reader') && node.id === p.department : (p.roles.includes('reader') && node.departmentId === p.department) || (p.roles.includes('employee') && node.email === p.sub));
+      // Every Employee selected carries departmentId; every Department selected carries id and no departmentId.
+      const walk = (value: any): void => {
+        if (Array.isArray(value)) return value.forEach(walk);
+        if (!value || typeof value !== 'object') return;
+        const type = 'departmentId' in value ? 'Employee' : 'id' in value ? 'Department' : undefined;
+        if (type) {
+          entitiesSeen++;
+          if (!inScope(type, value)) throw new Error(`${JSON.stringify(p)} saw ${type} ${JSON.stringify(value)} with ${q}`);
+        }
+        Object.values(value).forEach(walk);
+      };
+      walk(r.data ?? {});
+    }),
+    { numRuns: 150, seed: Number(process.env.AUTH_SEED) || undefined },
+  );
+  expect(entitiesSeen).toBeGreaterThan(50);
+}, 120_000);
+
+describe('the compiler', () => {
+  const directives = { name: 'schema/directives.graphql', body: readFileSync(path.join(SCHEMA_DIR, 'directives.graphql'), 'utf8') };
+  const compile = (body: string) => () => compileSchema([directives, { name: 'auth.graphql', body }]);
+  const BASE = `
+type Thing @entity(table: "Things", partitionKey: "{owner}", rowKey: "thing_{id}") AUTH { owner: ID! id: ID! secret: String }
+type Other @entity(table: "Others", partitionKey: "{id}", rowKey: "other") { id: ID! }
+type Query { thing(owner: ID!, id: ID!): Thing @point other(id: ID!): Other @point }`;
+
+  test('once @auth is used, every entity type must say who may read it', () => {
+    expect(compile(BASE.replace('AUTH', '@auth(rules: [{ roles: ["admin"] }])'))).toThrow(/Other .*every entity type says who may read it/);
+  });
+
+  test('a scope field that is not a stored field, and an index that does not project a scope field, are refused', () => {
+    const other = (sdl: string) => sdl.replace('type Other @entity(table: "Others", partitionKey: "{id}", rowKey: "other")', 'type Other @entity(table: "Others", partitionKey: "{id}", rowKey: "other") @auth(rules: [{ roles: ["admin"] }])');
+    expect(compile(other(BASE.replace('AUTH', '@auth(rules: [{ scope: [{ field: "tenant", claim: "tid" }] }])')))).toThrow(/scope field "tenant" is not a stored field of Thing/);
+    const index = '@index(name: "byId", table: "ById", partitionKey: "{id}", rowKey: "t_{owner}")';
+    expect(compile(other(BASE.replace('AUTH', `${index} @auth(rules: [{ scope: [{ field: "secret", claim: "s" }] }])`)))).toThrow(/Thing@index\(byId\).*projects no "secret"/);
+    // Key fields are always projected: a scope on one needs nothing more.
+    expect(compile(other(BASE.replace('AUTH', `${index} @auth(rules: [{ scope: [{ field: "owner", claim: "sub" }] }])`)))).not.toThrow();
+  });
+});
