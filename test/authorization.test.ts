@@ -6,6 +6,7 @@
  * shows an out-of-scope entity and never scans. Then a property: random tokens × random queries, never an entity
  * outside the token's scope.
  */
+import { AzureSASCredential, odata, TableClient } from '@azure/data-tables';
 import fc from 'fast-check';
 import { SignJWT } from 'jose';
 import { compileSchema } from '../src/model/compile';
@@ -167,6 +168,12 @@ type Thing @entity(table: "Things", partitionKey: "{owner}", rowKey: "thing_{id}
 type Other @entity(table: "Others", partitionKey: "{id}", rowKey: "other") { id: ID! }
 type Query { thing(owner: ID!, id: ID!): Thing @point other(id: ID!): Other @point }`;
 
+  test('@sas only on a String field of an entity type, for 60 s to 7 days', () => {
+    expect(compile(BASE.replace('AUTH', '').replace('secret: String }', 'secret: String sas: Int @sas }'))).toThrow(/Thing.sas.*@sas goes on a String field/);
+    expect(compile(BASE.replace('AUTH', '').replace('secret: String }', 'secret: String sas: String @sas(expiresInSeconds: 10) }'))).toThrow(/between 60 and 604800/);
+    expect(compile(BASE.replace('AUTH', '').replace('secret: String }', 'secret: String sas: String @sas }'))).not.toThrow();
+  });
+
   test('once @auth is used, every entity type must say who may read it', () => {
     expect(compile(BASE.replace('AUTH', '@auth(rules: [{ roles: ["admin"] }])'))).toThrow(/Other .*every entity type says who may read it/);
   });
@@ -178,5 +185,35 @@ type Query { thing(owner: ID!, id: ID!): Thing @point other(id: ID!): Other @poi
     expect(compile(other(BASE.replace('AUTH', `${index} @auth(rules: [{ scope: [{ field: "secret", claim: "s" }] }])`)))).toThrow(/Thing@index\(byId\).*projects no "secret"/);
     // Key fields are always projected: a scope on one needs nothing more.
     expect(compile(other(BASE.replace('AUTH', `${index} @auth(rules: [{ scope: [{ field: "owner", claim: "sub" }] }])`)))).not.toThrow();
+  });
+});
+
+describe('a shared access signature for a department partition (@sas)', () => {
+  test('read-only, that partition, 15 minutes: a Table client reads the department with it; it writes nothing', async () => {
+    const r = await as(await READER('ENGINEERING'), '{ department(id: "ENGINEERING") { directorySas } }');
+    expect(r.extensions?.cost.roundTrips).toBe(1); // the department's point query; signing costs no call
+    const url = new URL(r.data.department.directorySas);
+    const table = `${server.config.tablePrefix}Directory`;
+    expect(url.pathname.endsWith(`/${table}`)).toBe(true);
+    const sas = url.searchParams;
+    expect([sas.get('sp'), sas.get('spk'), sas.get('epk'), sas.get('tn')]).toEqual(['r', 'ENGINEERING', 'ENGINEERING', table]);
+    const expiresIn = new Date(sas.get('se')!).getTime() - Date.now();
+    expect(expiresIn).toBeGreaterThan(14 * 60_000);
+    expect(expiresIn).toBeLessThanOrEqual(15 * 60_000);
+
+    const endpoint = `${url.origin}${url.pathname.slice(0, -table.length - 1)}`;
+    const client = new TableClient(endpoint, table, new AzureSASCredential(url.search.slice(1)), { allowInsecureConnection: true });
+    const rows: string[] = [];
+    for await (const e of client.listEntities({ queryOptions: { filter: odata`PartitionKey eq ${'ENGINEERING'}` } })) rows.push(e.rowKey!);
+    expect(rows).toContain('department');
+    expect(rows.filter((k) => k.startsWith('empid_'))).toHaveLength(250);
+    await expect(client.createEntity({ partitionKey: 'ENGINEERING', rowKey: 'intruder' })).rejects.toMatchObject({ statusCode: 403 });
+    // Azure refuses the signature for any other partition (spk = epk above); Azurite 3.37 does not check the range
+    // (Azure/Azurite#726), so that refusal cannot be shown here.
+  });
+
+  test('only for a caller who may read the department', async () => {
+    const r = await as(await READER('FINANCE'), '{ department(id: "ENGINEERING") { directorySas } }');
+    expect(r.errors?.[0].extensions.code).toBe('FORBIDDEN');
   });
 });

@@ -75,6 +75,11 @@ export type DeleteEmployeeInput = {
  */
 export type Department = {
   __typename?: 'Department';
+  /**
+   * A read-only shared access signature URL for this department's partition of the Directory table (the department
+   * and its employees), valid for 15 minutes: any Table client reads the partition with it, without this API.
+   */
+  directorySas: Maybe<Scalars['String']['output']>;
   /** Number of employees (entities). */
   employeeCount: Scalars['Int']['output'];
   /** The department's employees in id order. */

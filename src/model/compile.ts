@@ -5,6 +5,7 @@
 import { buildASTSchema, concatAST, parse, Source, type GraphQLSchema } from 'graphql';
 import { buildAccessPaths, findConnections, type PageDefaults } from './access-paths';
 import { buildAuthorization } from './authorization';
+import { buildSasFields } from './sas-fields';
 import { buildEntities } from './layouts';
 import { buildSummaries } from './summaries';
 import { buildWrites } from './writes';
@@ -55,7 +56,8 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
     tables.add(e.layout.table);
     for (const i of e.indexes.values()) tables.add(i.layout.table);
   }
-  const model: Model = { entities, accessPaths, connections, summaries, writes, tables: [...tables].sort() };
+  const sasFields = buildSasFields(schema, entities, problems);
+  const model: Model = { entities, accessPaths, connections, summaries, writes, tables: [...tables].sort(), sasFields };
   buildAuthorization(schema, model, problems);
   problems.throwIfAny();
   return { schema, model };

@@ -9,6 +9,7 @@ import { KeyTemplateSyntaxError, checkTemplateSeparators, parseKeyTemplate, type
 import { readEntity, readIndexes, readPoint, readRange } from './directives';
 import { edmTypeOf } from './edm-mapping';
 import { readConstraint } from './constraints';
+import { hasSas } from './sas-fields';
 import { BASED_ON_PROPERTY, ENTITY_TYPE_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type IndexModel, type Layout, type StoredField } from './types';
 import type { SchemaProblems } from './schema-errors';
 
@@ -47,7 +48,7 @@ function storedFields(type: GraphQLObjectType, schema: GraphQLSchema, problems: 
   const fields = new Map<string, StoredField>();
   for (const field of Object.values(type.getFields())) {
     const coordinate = `${type.name}.${field.name}`;
-    if (readPoint(schema, field.astNode) || readRange(schema, field.astNode)) continue;
+    if (readPoint(schema, field.astNode) || readRange(schema, field.astNode) || hasSas(field.astNode)) continue;
     const named = getNamedType(field.type);
     if (isObjectType(named)) continue; // checked by access-paths.ts: an object field needs an access path
     if (field.name === ETAG_FIELD && named.name === 'String' && !isListType(unwrap(field.type))) continue;

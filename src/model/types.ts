@@ -7,6 +7,7 @@ import type { EdmType } from '../storage/types';
 import type { AuthPolicy } from './authorization';
 import type { FieldConstraint } from './constraints';
 import type { KeyTemplate } from './key-template';
+import type { SasField } from './sas-fields';
 
 /** A scalar or enum field stored as one property of the same name. */
 export interface StoredField {
@@ -166,6 +167,8 @@ export interface Model {
   connections: Map<string, string>;
   /** Every table the design uses. */
   tables: string[];
+  /** `@sas` fields (shared access signature URLs for an entity's partition), by `Type.field`. */
+  sasFields: Map<string, SasField>;
 }
 
 /** Name of the property that tells the types in a shared partition apart. */

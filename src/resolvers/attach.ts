@@ -3,7 +3,9 @@
  * resolver, every stored field of an entity a property reader. Nothing here is specific to the HR schema.
  */
 import { isObjectType, isScalarType, type GraphQLSchema } from 'graphql';
+import { ErrorCode, TablegraphError } from '../errors';
 import { decide, forbidden } from '../model/authorization';
+import { primaryAddress } from '../model/entity-codec';
 import type { Model } from '../model/types';
 import type { RequestContext } from './context';
 import { ETAG_FIELD } from '../model/layouts';
@@ -23,7 +25,15 @@ export function attachResolvers(schema: GraphQLSchema, model: Model): GraphQLSch
     for (const field of Object.values(type.getFields())) {
       const path = model.accessPaths.get(`${type.name}.${field.name}`);
       const write = model.writes.get(`${type.name}.${field.name}`);
-      if (write) {
+      const sas = model.sasFields.get(`${type.name}.${field.name}`);
+      if (sas) {
+        // No storage call: the entity was read (and its @auth decided) by the field that returned it.
+        field.resolve = (node: EntityNode, _args, ctx: RequestContext) => {
+          if (!ctx.signSas) throw new TablegraphError(ErrorCode.CONFIG_INVALID, 'This server cannot sign shared access signatures.');
+          const { table, partitionKey } = primaryAddress(sas.entity, node.stored.properties);
+          return ctx.signSas(table, partitionKey, sas.expiresInSeconds).url;
+        };
+      } else if (write) {
         field.resolve = writeResolver(write);
       } else if (path) {
         field.resolve = path.kind === 'point' ? pointResolver(path) : rangeResolver(path);

@@ -9,6 +9,7 @@ import type { StorageAdmission } from '../read/admission';
 import { CostTracker } from '../read/cost';
 import type { DemandEstimate } from '../read/demand';
 import type { Principal } from '../server/auth';
+import type { PartitionSasSigner } from '../storage/sas';
 import type { CursorCodec } from '../read/cursor';
 import { createLoaders, type Loaders } from '../read/loaders';
 import { collectProjection, type Projection } from '../read/projection';
@@ -22,6 +23,8 @@ export interface RequestContext {
   demand?: DemandEstimate;
   /** Who the request acts for (a verified token); absent when the server runs without authentication. */
   principal?: Principal;
+  /** Signs shared access signature URLs for `@sas` fields; absent: none can be signed. */
+  signSas?: PartitionSasSigner;
   model: Model;
   loaders: Loaders;
   cost: CostTracker;
@@ -46,6 +49,8 @@ export interface ContextDeps {
   admission?: StorageAdmission;
   /** A request's time (ms): after it, no further storage read of it is sent (absent: no deadline). */
   requestTimeoutMs?: number;
+  /** Signs `@sas` URLs (src/storage/sas.ts). */
+  signSas?: PartitionSasSigner;
 }
 
 /**
@@ -59,6 +64,7 @@ export function createRequestContext(deps: ContextDeps, requestId: string = rand
   return {
     requestId,
     principal,
+    signSas: deps.signSas,
     model: deps.model,
     cursors: deps.cursors,
     writer: deps.writer,

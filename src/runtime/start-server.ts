@@ -16,6 +16,7 @@ import { ErrorCode, TablegraphError } from '../errors';
 import { StorageAdmission } from '../read/admission';
 import { authConfigured, createAuthenticator, isLoopback, type Authenticator } from '../server/auth';
 import { createRateLimit } from '../server/rate-limit';
+import { partitionSasSigner } from '../storage/sas';
 import { WriteExecutor } from '../write/write-executor';
 import { compileConfiguredSchema } from './configured-schema';
 import type { OpenStorage } from './open-storage';
@@ -88,6 +89,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     rateLimit: createRateLimit(config.rateLimit),
     admission: new StorageAdmission({ maxInFlight: config.maxStorageInFlight, maxQueued: config.maxStorageQueue }),
     requestTimeoutMs: config.requestTimeoutMs,
+    signSas: partitionSasSigner(storage.connectionString),
   });
   const worker =
     config.worker === 'inline'
