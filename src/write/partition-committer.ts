@@ -17,14 +17,14 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
-import { valuesOf } from '../model/entity-codec';
 import type { Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageCallRecord, StorageObserver, StoredEntity } from '../storage/types';
 import { addressKey, encodeFanout, stateId } from './fanout-message';
 import { planGroup, type GroupMember, type GroupPlan, type GroupState } from './group-plan';
-import { classifyKey, leaseMs, pointsAt, releaseReservations, reservationEntity, reserveKey, uniqueKeyTaken, type HeldReservation, type KeyState } from './reservations';
-import { holderAddress, nextValues, summariesOf, type Values, type WritePlan } from './write-plan';
+import { readGroupState, readUniqueKeys } from './group-read';
+import { leaseMs, releaseReservations, reservationEntity, reserveKey, uniqueKeyTaken, type HeldReservation, type KeyState } from './reservations';
+import type { Values, WritePlan } from './write-plan';
 
 /** A reference to a sent fan-out message, by which it can be withdrawn. */
 export type SentMessage = { id: string; popReceipt: string };
@@ -147,14 +147,14 @@ export class PartitionCommitter {
       m.ownAttempts.add(m.writeId);
     }
     const observer = sharedObserver(members);
-    const state = await this.read(members, observer);
+    const state = await readGroupState(model, store, members, this.holders, observer);
     let group = planGroup(model, members, state, store.target, this.table);
     const deferred = group.deferred;
     group.refused.forEach(({ member, error }) => member.reject(error));
     const retry: PendingWrite[] = [];
 
     // Unique keys: who holds them now, read before anything is sent, so a write whose value is taken sends nothing.
-    const keys = await this.readKeys(group, observer);
+    const keys = await readUniqueKeys(store, group.planned, observer);
     group = this.without(group, state, ({ member, plan }) => {
       const states = plan.reservations.map((r) => keys.get(addressKey({ table: r.table, ...r.entity }))!);
       const taken = states.findIndex((k) => k.kind === 'taken');
@@ -266,71 +266,6 @@ export class PartitionCommitter {
       else this.fail(member, stale || vanished ? staleIfMatch(member) : error);
     }
     return retry;
-  }
-
-  /** Reads every write's entity, and the summary holders the cache lacks, in as few waves as the keys allow. */
-  private async read(members: PendingWrite[], observer?: StorageObserver): Promise<GroupState> {
-    const { model, store } = this.ctx;
-    const entities = new Map<string, StoredEntity | null>();
-    const holders = new Map(this.holders);
-    const wanted = new Map<string, EntityAddress>();
-    const fromKeys = new Map<string, EntityAddress>();
-    for (const m of members) {
-      for (const s of summariesOf(model, m.write)) {
-        const keyed = [...s.via.partitionKey.bindings.values(), ...s.via.rowKey.bindings.values()].every((b) => m.write.entity.keyFields.includes(b.name));
-        if (!keyed) continue;
-        const a = holderAddress(s, m.input);
-        if (!holders.has(addressKey(a))) fromKeys.set(addressKey(a), a);
-      }
-    }
-    const addresses = new Map(members.map((m) => [addressKey(m.address), m.address]));
-    await Promise.all([
-      ...[...addresses].map(async ([key, a]) => entities.set(key, await store.getEntity(a, { observer }))),
-      ...[...fromKeys].map(async ([key, a]) => holders.set(key, await store.getEntity(a, { observer }))),
-    ]);
-    // Holders that only the entity's current or next values name: a second wave.
-    for (const m of members) {
-      const current = entities.get(addressKey(m.address)) ?? null;
-      let next: Values | null = null;
-      try {
-        next = nextValues(m.write, m.input, current);
-      } catch {
-        continue; // planGroup refuses it with the same error
-      }
-      for (const vals of [current ? valuesOf(m.write.entity, current.properties) : null, next]) {
-        if (!vals) continue;
-        for (const s of summariesOf(model, m.write)) {
-          try {
-            const a = holderAddress(s, vals);
-            if (!holders.has(addressKey(a))) wanted.set(addressKey(a), a);
-          } catch {
-            // a value that cannot form the holder's key: planGroup refuses the write
-          }
-        }
-      }
-    }
-    await Promise.all([...wanted].map(async ([key, a]) => holders.set(key, await store.getEntity(a, { observer }))));
-    return { entities, holders };
-  }
-
-  /** What is stored at every unique key a planned write wants, classified for that write. */
-  private async readKeys(group: GroupPlan<PendingWrite>, observer?: StorageObserver): Promise<Map<string, KeyState>> {
-    const { store } = this.ctx;
-    const states = new Map<string, KeyState>();
-    await Promise.all(
-      group.planned.flatMap(({ member, plan }) =>
-        plan.reservations.map(async (r) => {
-          const address = { table: r.table, partitionKey: r.entity.partitionKey, rowKey: r.entity.rowKey };
-          await store.ensureTable(r.table);
-          const existing = await store.getEntity(address, { observer });
-          // Whether a reservation of this entity is still pending depends on the entity's state read after it.
-          const entity = member.write.entity;
-          const primaryNow = existing && pointsAt(entity, existing, member.address) ? await store.getEntity(member.address, { observer }) : null;
-          states.set(addressKey(address), classifyKey(entity, existing, member.address, primaryNow, member.ownAttempts, Date.now()));
-        }),
-      ),
-    );
-    return states;
   }
 
   /** Sends a planned write's fan-out message, then makes its reservations; records what it did in `effects`. */

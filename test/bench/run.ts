@@ -1,0 +1,30 @@
+/**
+ * `npm run bench [-- <name> …]`: runs the benchmarks one after another (each on its own in-memory Azurite) and
+ * prints their tables — all of them by default (about 10 minutes on a 2-core machine), or the ones named:
+ * import, read, fanout, partition, attack. Not part of `npm test`: benchmarks print numbers, they assert nothing.
+ */
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+
+const BENCHMARKS: Record<string, string> = {
+  import: 'import-bench.ts',
+  read: 'read-bench.ts',
+  fanout: 'fanout-bench.ts',
+  partition: 'partition-bench.ts',
+  attack: 'attack-bench.ts',
+};
+
+const names = process.argv.slice(2);
+const unknown = names.filter((n) => !BENCHMARKS[n]);
+if (unknown.length > 0) {
+  console.error(`Unknown benchmark ${unknown.join(', ')}. Benchmarks: ${Object.keys(BENCHMARKS).join(', ')}.`);
+  process.exit(2);
+}
+let failed = 0;
+for (const name of names.length > 0 ? names : Object.keys(BENCHMARKS)) {
+  console.log(`\n== ${name} ==`);
+  const tsx = path.join(__dirname, '../../node_modules/tsx/dist/cli.mjs');
+  const run = spawnSync(process.execPath, [tsx, path.join(__dirname, BENCHMARKS[name])], { stdio: 'inherit' });
+  if (run.status !== 0) failed++;
+}
+process.exitCode = failed > 0 ? 1 : 0;
