@@ -324,6 +324,27 @@ describe('rejections name the type, the field and the SDL line', () => {
       marker: 'type Owner',
     },
     {
+      name: 'a syntax error: SCHEMA_INVALID with its file and line, not a stack trace',
+      sdl: `${BASE}\ntype Query {\n  item(group: ID!, id: ID! Item @point\n}`,
+      coordinate: 'SDL',
+      message: /Syntax Error/,
+      marker: 'Item @point',
+    },
+    {
+      name: 'a misspelled directive argument',
+      sdl: `${BASE.replace('type Item @entity(table: "Items", partitionKey: "{group}"', 'type Item @entity(table: "Items", partitionKy: "{group}"')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+      coordinate: 'SDL',
+      message: /Unknown argument "partitionKy"/,
+      marker: 'type Item',
+    },
+    {
+      name: 'a summary value in an index projection, which would never be kept there',
+      sdl: `${BASE.replace('name: String! }', 'name: String! total: Int! @summary(of: "Item", via: "owner", count: true) }').replace('type Owner @entity(table: "Items", partitionKey: "{group}", rowKey: "owner")', 'type Owner @entity(table: "Items", partitionKey: "{group}", rowKey: "owner") @index(name: "all", table: "Owners", partitionKey: "owners", rowKey: "{group}", include: ["total"])')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+      coordinate: 'Owner@index(all)',
+      message: /includes "total", a summary value kept on the entity only/,
+      marker: 'type Owner',
+    },
+    {
       name: 'a sum held in a Float, which would drift',
       sdl: `${BASE.replace('tags: String', 'tags: String price: Float').replace('name: String! }', 'name: String! total: Float! @summary(of: "Item", via: "owner", sum: ["price"]) }')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
       coordinate: 'Owner.total',

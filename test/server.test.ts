@@ -2,6 +2,7 @@
  * The server as a whole: /health against live and dead storage, seeding an empty store once, refusing a schema
  * that cannot be served, and refusing bad queries before any storage call.
  */
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import net, { type AddressInfo } from 'node:net';
@@ -126,6 +127,26 @@ describe('seeding an empty store', () => {
 });
 
 describe('refusing to start', () => {
+  test('npm start with a schema that is not valid GraphQL: SCHEMA_INVALID with file:line, before any Azurite is started', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tablegraph-badsdl-'));
+    try {
+      fs.copyFileSync(path.join(SCHEMA_DIR, 'directives.graphql'), path.join(dir, 'directives.graphql'));
+      fs.writeFileSync(path.join(dir, 'bad.graphql'), 'type Query {\n  x(id: ID! String\n}\n');
+      const run = spawnSync(process.execPath, [path.join(ROOT, 'node_modules/tsx/dist/cli.mjs'), 'src/cli/start.ts'], {
+        cwd: ROOT,
+        encoding: 'utf8',
+        env: { ...process.env, AZURE_STORAGE_CONNECTION_STRING: '', TABLEGRAPH_SCHEMA_DIR: dir, TABLEGRAPH_DATA_DIR: path.join(dir, 'data'), PORT: '0' },
+        timeout: 30_000,
+      });
+      expect(run.status).toBe(1);
+      expect(`${run.stdout}${run.stderr}`).toMatch(/SCHEMA_INVALID/);
+      expect(`${run.stdout}${run.stderr}`).toMatch(/bad\.graphql:3:1\): Syntax Error/); // where the parser found `}`
+      expect(fs.existsSync(path.join(dir, 'data'))).toBe(false); // no Azurite was started for it
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test('a schema with a field no point or range query serves throws SCHEMA_INVALID naming it', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tablegraph-schema-'));
     try {

@@ -5,6 +5,7 @@
  */
 import { loadConfig } from '../config';
 import { createLogger } from '../log';
+import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { openStorage } from '../runtime/open-storage';
 import { startServer } from '../runtime/start-server';
 import { onShutdownSignal, runMain } from './run-main';
@@ -12,6 +13,7 @@ import { onShutdownSignal, runMain } from './run-main';
 runMain('server', async (log) => {
   const config = loadConfig();
   log.level = config.logLevel;
+  compileConfiguredSchema(config); // a schema that cannot be served stops the start before Azurite is started
   const storage = await openStorage(config, log);
   let server;
   try {

@@ -2,7 +2,8 @@
  * The schema compiler: SDL with storage directives → an executable schema's type system plus the Model that
  * says how every field is served. Runs once at start-up; any field that would need a scan stops the start.
  */
-import { buildASTSchema, concatAST, parse, Source, type GraphQLSchema } from 'graphql';
+import { buildASTSchema, concatAST, GraphQLError, parse, Source, type GraphQLSchema } from 'graphql';
+import { validateSDL } from 'graphql/validation/validate';
 import { buildAccessPaths, findConnections, type PageDefaults } from './access-paths';
 import { buildAuthorization } from './authorization';
 import { buildSasFields } from './sas-fields';
@@ -37,14 +38,28 @@ export interface CompiledSchema {
  * Compiles SDL sources into a schema and its model.
  * @param sources the SDL files, directives included (schema/directives.graphql)
  * @param options page sizes (entities) for `@range` fields that do not set their own; a table name prefix
- * @throws TablegraphError SCHEMA_INVALID listing every problem with `Type.field (file:line:column)`; a GraphQL
- *   syntax or type error (GraphQLError, with locations) when the SDL itself is not valid GraphQL
+ * @throws TablegraphError SCHEMA_INVALID listing every problem with `Type.field (file:line:column)` — graphql-js's
+ *   own (syntax, unknown types or directive arguments) with `SDL (file:line:column)`
  */
 export function compileSchema(sources: SdlSource[], options: CompileOptions = {}): CompiledSchema {
   const defaults = { pageSize: options.pageSize ?? 20, maxPageSize: options.maxPageSize ?? 100 };
-  const document = concatAST(sources.map((s) => parse(new Source(s.body, s.name))));
-  const schema = buildASTSchema(document);
   const problems = new SchemaProblems();
+  // graphql-js's own errors — syntax, unknown types, directive arguments misspelled or of the wrong type — are
+  // reported like the compiler's: SCHEMA_INVALID with file:line:column, every one of them, no stack trace.
+  const documents = sources.flatMap((s) => {
+    try {
+      return [parse(new Source(s.body, s.name))];
+    } catch (e) {
+      if (!(e instanceof GraphQLError)) throw e;
+      problems.addGraphQLError(e);
+      return [];
+    }
+  });
+  problems.throwIfAny();
+  const document = concatAST(documents);
+  for (const e of validateSDL(document)) problems.addGraphQLError(e);
+  problems.throwIfAny();
+  const schema = buildASTSchema(document, { assumeValidSDL: true });
   const entities = buildEntities(schema, problems, options.tablePrefix ?? '');
   const { connections, edges } = findConnections(schema, entities, problems);
   const accessPaths = buildAccessPaths(schema, entities, connections, edges, defaults, problems);

@@ -22,6 +22,11 @@ export class SchemaProblems {
     this.list.push({ coordinate, message, error });
   }
 
+  /** Records an error graphql-js found in the SDL itself (syntax, an unknown directive argument…), with its location. */
+  addGraphQLError(error: GraphQLError): void {
+    this.list.push({ coordinate: 'SDL', message: error.message, error });
+  }
+
   /**
    * Throws TablegraphError(SCHEMA_INVALID) listing every problem as `Type.field (file:line:column): message`
    * when there is at least one; `details.problems` holds them as `{ coordinate, message, locations }`.

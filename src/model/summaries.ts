@@ -89,6 +89,11 @@ export function buildSummaries(
         continue;
       }
       holder.summaryFields.add(field.name);
+      for (const index of holder.indexes.values()) {
+        if (index.projection.has(field.name)) {
+          problems.add(`${holder.name}@index(${index.name})`, `includes "${field.name}", a summary value kept on the entity only: its copy on the index entities would never change; remove it from include`, index.node);
+        }
+      }
       summaries.set(coordinate, { holder, field: field.name, of, via, count: d.count, terms: terms as SummaryFactor[][] });
     }
   }

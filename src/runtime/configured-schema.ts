@@ -4,8 +4,8 @@ import { compileSchema, type CompiledSchema } from '../model/compile';
 import { loadSchemaSources } from '../model/load-schema';
 
 /**
- * @throws TablegraphError SCHEMA_INVALID (a field no point or range query serves) or CONFIG_INVALID (no schema
- *   folder); a GraphQLError for SDL that is not valid GraphQL
+ * @throws TablegraphError SCHEMA_INVALID (SDL that is not valid GraphQL, a field no point or range query serves…,
+ *   each with file:line:column) or CONFIG_INVALID (no schema folder)
  */
 export function compileConfiguredSchema(config: Config): CompiledSchema {
   return compileSchema(loadSchemaSources(config.schemaDir), {
