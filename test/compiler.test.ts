@@ -338,6 +338,13 @@ describe('rejections name the type, the field and the SDL line', () => {
       marker: 'type Item',
     },
     {
+      name: 'a directive argument of the wrong type',
+      sdl: `${BASE.replace('type Item @entity(table: "Items"', 'type Item @entity(table: 5')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+      coordinate: 'SDL',
+      message: /@entity: Argument "table" has invalid value 5/,
+      marker: 'type Item',
+    },
+    {
       name: 'a summary value in an index projection, which would never be kept there',
       sdl: `${BASE.replace('name: String! }', 'name: String! total: Int! @summary(of: "Item", via: "owner", count: true) }').replace('type Owner @entity(table: "Items", partitionKey: "{group}", rowKey: "owner")', 'type Owner @entity(table: "Items", partitionKey: "{group}", rowKey: "owner") @index(name: "all", table: "Owners", partitionKey: "owners", rowKey: "{group}", include: ["total"])')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
       coordinate: 'Owner@index(all)',

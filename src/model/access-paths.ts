@@ -211,7 +211,7 @@ function compileRange(
       }
       bounds[which] = bound;
     }
-    return { ...base, ...bounds };
+    return { ...base, ...bounds, fromInclusive: d.fromInclusive, toInclusive: d.toInclusive };
   }
   const rowKeyPrefix =
     d.rowKeyPrefix !== undefined

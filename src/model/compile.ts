@@ -2,7 +2,7 @@
  * The schema compiler: SDL with storage directives → an executable schema's type system plus the Model that
  * says how every field is served. Runs once at start-up; any field that would need a scan stops the start.
  */
-import { buildASTSchema, concatAST, GraphQLError, parse, Source, type GraphQLSchema } from 'graphql';
+import { buildASTSchema, concatAST, getDirectiveValues, GraphQLError, parse, Source, visit, type GraphQLSchema } from 'graphql';
 import { validateSDL } from 'graphql/validation/validate';
 import { buildAccessPaths, findConnections, type PageDefaults } from './access-paths';
 import { buildAuthorization } from './authorization';
@@ -60,6 +60,20 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
   for (const e of validateSDL(document)) problems.addGraphQLError(e);
   problems.throwIfAny();
   const schema = buildASTSchema(document, { assumeValidSDL: true });
+  // Directive argument values of the wrong type (`table: 5`) are not SDL validation's business: checked here.
+  visit(document, {
+    Directive(node) {
+      const def = schema.getDirective(node.name.value);
+      if (!def) return;
+      try {
+        getDirectiveValues(def, { directives: [node] });
+      } catch (e) {
+        if (!(e instanceof GraphQLError)) throw e;
+        problems.addGraphQLError(new GraphQLError(`@${node.name.value}: ${e.message}`, { nodes: node }));
+      }
+    },
+  });
+  problems.throwIfAny();
   const entities = buildEntities(schema, problems, options.tablePrefix ?? '');
   const { connections, edges } = findConnections(schema, entities, problems);
   const accessPaths = buildAccessPaths(schema, entities, connections, edges, defaults, problems);

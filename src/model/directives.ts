@@ -35,6 +35,8 @@ export interface RangeDirective {
   rowKeyPrefix?: string;
   rowKeyFrom?: string;
   rowKeyTo?: string;
+  fromInclusive: boolean;
+  toInclusive: boolean;
   pageSize?: number;
   maxPageSize?: number;
   node: DirectiveNode;
@@ -95,6 +97,8 @@ export function readRange(schema: GraphQLSchema, node: FieldDefinitionNode | und
     rowKeyPrefix: v.rowKeyPrefix as string | undefined,
     rowKeyFrom: v.rowKeyFrom as string | undefined,
     rowKeyTo: v.rowKeyTo as string | undefined,
+    fromInclusive: (v.fromInclusive as boolean | undefined) ?? true,
+    toInclusive: (v.toInclusive as boolean | undefined) ?? false,
     pageSize: v.pageSize as number | undefined,
     maxPageSize: v.maxPageSize as number | undefined,
     node: d,

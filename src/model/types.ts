@@ -109,9 +109,13 @@ export interface RangePath extends AccessPathBase {
   kind: 'range';
   /** Exact-prefix form: entities whose RowKey starts with the rendered prefix. */
   rowKeyPrefix?: BoundTemplate;
-  /** Bounds form: RowKeys in [from, to). */
+  /** Bounds form: RowKeys from `rowKeyFrom` to `rowKeyTo`, each end inclusive or exclusive as declared. */
   rowKeyFrom?: BoundTemplate;
   rowKeyTo?: BoundTemplate;
+  /** Whether `rowKeyFrom` itself is in the range (default true). */
+  fromInclusive?: boolean;
+  /** Whether `rowKeyTo` itself is in the range (default false). */
+  toInclusive?: boolean;
   /** Default `first` (entities). */
   pageSize: number;
   /** Largest accepted `first` (entities). */

@@ -55,7 +55,7 @@ export interface LoaderOptions {
 
 const pointCacheKey = (k: PointKey) => `${k.table}\u0000${k.partitionKey}\u0000${k.rowKey}`;
 const rangeCacheKey = (q: RangeQuery) =>
-  JSON.stringify([q.table, q.partitionKey, q.rowKeyFrom ?? null, q.rowKeyAfter ?? null, q.after ?? null, q.rowKeyTo ?? null, q.limit, q.select ?? null]);
+  JSON.stringify([q.table, q.partitionKey, q.rowKeyFrom ?? null, q.rowKeyFromExclusive ?? false, q.rowKeyAfter ?? null, q.after ?? null, q.rowKeyTo ?? null, q.rowKeyToInclusive ?? false, q.limit, q.select ?? null]);
 
 /**
  * Creates the loaders of one request.

@@ -101,15 +101,20 @@ export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode 
     // Authorization from the partition first: a list wholly out of scope is never read.
     const policies = [path.auth, path.target.auth];
     authorizeBefore(policies, ctx.principal, keyValues(path.index?.layout ?? path.target.layout, partitionKey), `read ${path.coordinate} in partition ${JSON.stringify(partitionKey)}`);
-    const scope = JSON.stringify([path.table, partitionKey, rowKeyFrom ?? '', rowKeyTo ?? null]);
+    // Bounds as declared: inclusive or exclusive at either end (prefix form: from inclusive, to exclusive).
+    const fromExclusive = !path.rowKeyPrefix && path.fromInclusive === false;
+    const toInclusive = !path.rowKeyPrefix && path.toInclusive === true;
+    const scope = JSON.stringify([path.table, partitionKey, rowKeyFrom ?? '', rowKeyTo ?? null, fromExclusive, toInclusive]);
     const after = typeof args.after === 'string' ? ctx.cursors.decode(scope, args.after) : undefined;
     const projection = ctx.projection(info);
     const { entities, more, positions } = await ctx.loaders.range.load({
       table: path.table,
       partitionKey,
       rowKeyFrom: rowKeyFrom || undefined,
+      rowKeyFromExclusive: fromExclusive || undefined,
       after,
       rowKeyTo,
+      rowKeyToInclusive: toInclusive || undefined,
       limit: first,
       select: path.index ? indexSelect(projection, path.index) : entitySelect(projection, path.target),
     });

@@ -150,8 +150,8 @@ export class TableStore {
     // Conditions are and-ed, never or-ed: the guide warns that `or` turns a range query into a partition scan.
     const conditions = [odata`PartitionKey eq ${q.partitionKey}`];
     if (after !== undefined && this.sortedRanges) conditions.push(odata`RowKey gt ${after}`);
-    else if (q.rowKeyFrom) conditions.push(odata`RowKey ge ${q.rowKeyFrom}`);
-    if (q.rowKeyTo !== undefined) conditions.push(odata`RowKey lt ${q.rowKeyTo}`);
+    else if (q.rowKeyFrom) conditions.push(q.rowKeyFromExclusive ? odata`RowKey gt ${q.rowKeyFrom}` : odata`RowKey ge ${q.rowKeyFrom}`);
+    if (q.rowKeyTo !== undefined) conditions.push(q.rowKeyToInclusive ? odata`RowKey le ${q.rowKeyTo}` : odata`RowKey lt ${q.rowKeyTo}`);
     const client = this.client(q.table);
     const queryOptions = { filter: conditions.join(' and '), select: withKeys(q.select) };
     const ctx = { operation: 'queryRange', table: q.table, partitionKey: q.partitionKey };

@@ -65,8 +65,12 @@ export interface RangeQuery {
   rowKeyAfter?: string;
   /** Resume where an earlier read of this same range stopped (a position it returned); overrides rowKeyAfter. */
   after?: RangePosition;
-  /** Exclusive upper RowKey bound; absent = to the partition's end. */
+  /** Upper RowKey bound, exclusive unless `rowKeyToInclusive`; absent = to the partition's end. */
   rowKeyTo?: string;
+  /** `rowKeyFrom` is exclusive (default: inclusive). */
+  rowKeyFromExclusive?: boolean;
+  /** `rowKeyTo` is inclusive (default: exclusive). */
+  rowKeyToInclusive?: boolean;
   /** Property names to return ($select); absent = all. PartitionKey/RowKey are always returned. */
   select?: string[];
   /** Stop after this many entities (entities); continuation tokens are followed until it is reached. */
