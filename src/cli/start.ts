@@ -13,11 +13,12 @@ import { onShutdownSignal, runMain } from './run-main';
 runMain('server', async (log) => {
   const config = loadConfig();
   log.level = config.logLevel;
-  compileConfiguredSchema(config); // a schema that cannot be served stops the start before Azurite is started
+  // A schema that cannot be served stops the start before Azurite is started.
+  const compiled = compileConfiguredSchema(config);
   const storage = await openStorage(config, log);
   let server;
   try {
-    server = await startServer(config, storage, log);
+    server = await startServer(config, storage, log, compiled);
   } catch (e) {
     await storage.close('ifStartedHere');
     throw e;

@@ -18,6 +18,7 @@ import { authConfigured, createAuthenticator, isLoopback, type Authenticator } f
 import { createRateLimit } from '../server/rate-limit';
 import { partitionSasSigner } from '../storage/sas';
 import { WriteExecutor } from '../write/write-executor';
+import type { CompiledSchema } from '../model/compile';
 import { compileConfiguredSchema } from './configured-schema';
 import type { OpenStorage } from './open-storage';
 
@@ -55,13 +56,15 @@ function authenticatorFor(config: Config, log: Logger): Authenticator | undefine
 
 /**
  * @param config PORT 0 picks a free port
+ * @param compiled the schema already compiled from `config` (start.ts compiles it before storage starts);
+ *   compiled here when absent
  * @throws TablegraphError SCHEMA_INVALID (the schema cannot be served without scans), CONFIG_INVALID (among
  *   others: a non-loopback HOST with no authentication),
  *   STORAGE_UNAVAILABLE (tables cannot be created)
  */
-export async function startServer(config: Config, storage: OpenStorage, log: Logger): Promise<RunningServer> {
+export async function startServer(config: Config, storage: OpenStorage, log: Logger, compiled?: CompiledSchema): Promise<RunningServer> {
   const authenticate = authenticatorFor(config, log);
-  const { schema, model } = compileConfiguredSchema(config);
+  const { schema, model } = compiled ?? compileConfiguredSchema(config);
   attachResolvers(schema, model);
   for (const table of model.tables) await storage.store.ensureTable(table);
   await ensureFanoutQueues(storage.queues, config.tablePrefix);

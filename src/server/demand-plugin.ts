@@ -22,6 +22,11 @@ export const DEFAULT_DEMAND_BUDGET: DemandBudget = { maxStorageCalls: 1000, maxN
 /** The stable code of a refused operation. */
 export const QUERY_TOO_COSTLY = 'QUERY_TOO_COSTLY';
 
+/**
+ * The Apollo plugin: estimates each operation once it is resolved (after validation, before execution), puts the
+ * estimate in the context, and refuses an operation over `budget`.
+ * @throws (to Apollo, answered as HTTP 400) GraphQLError QUERY_TOO_COSTLY with extensions { estimate, budget }
+ */
 export function demandPlugin(model: Model, budget: DemandBudget): ApolloServerPlugin<RequestContext> {
   return {
     async requestDidStart() {
