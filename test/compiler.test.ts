@@ -58,6 +58,7 @@ describe('the shipped HR schema', () => {
       'Query.employeesByLastName': 'range EmployeesByLastName byLastName',
       'Query.employeesByTitle': 'range EmployeesByTitle byTitle',
       'Department.employees': 'range Directory',
+      'Department.head': 'point Directory',
       'Department.employeesByLastName': 'range Directory byLastNameInDepartment',
       'Employee.department': 'point Directory',
     });
@@ -161,6 +162,22 @@ describe('rejections name the type, the field and the SDL line', () => {
       coordinate: 'Query.item',
       message: /needs \{group\}: add a non-null argument/,
       marker: 'item(group',
+    },
+    {
+      name: 'a non-null reference over a nullable stored field',
+      sdl: `${BASE} type Query { item(group: ID!, id: ID!): Item @point } extend type Item { parentId: ID parent: Item! @point(rowKey: "item_{parentId:06}") }`,
+      coordinate: 'Item.parent',
+      message: /the stored field Item.parentId is nullable: make Item.parent nullable \(an optional reference/,
+      marker: 'parentId',
+    },
+    {
+      name: 'a summary reached through an optional reference',
+      sdl: `${BASE} type Query { item(group: ID!, id: ID!): Item @point }
+        type Box @entity(table: "Items", partitionKey: "{group}", rowKey: "box_{id}") { group: ID! id: ID! count: Int! @summary(of: "Thing", via: "box", count: true) }
+        type Thing @entity(table: "Items", partitionKey: "{group}", rowKey: "thing_{id}") { group: ID! id: ID! boxId: ID box: Box @point(rowKey: "box_{boxId}") }`,
+      coordinate: 'Box.count',
+      message: /Thing.box is an optional reference/,
+      marker: 'count: Int!',
     },
     {
       name: 'a range query returning no connection',

@@ -50,7 +50,7 @@ function planWrite(_model: Model, w: WriteModel, input: Values, read: ReadState)
   } catch {
     // a key that cannot be rendered: the planner refuses the write with BAD_USER_INPUT
   }
-  const group = planGroup(model, [{ write: w, input, writeId: WRITE_ID }], { entities, holders: read.holders }, 'azurite', DIRECTORY);
+  const group = planGroup(model, [{ write: w, input, writeId: WRITE_ID }], { entities, holders: read.holders, references: new Map(read.references ?? []) }, 'azurite', DIRECTORY);
   if (group.refused.length > 0) throw group.refused[0].error;
   return { ...group.planned[0].plan, operations: group.operations };
 }

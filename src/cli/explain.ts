@@ -1,6 +1,7 @@
 /**
  * `npm run explain [-- --json]`: compiles the schema (failing as the server would on a schema that needs a scan)
- * and prints each storage-reading field's access path and wave count. `--query '…'` (with `--variables '{…}'`)
+ * and prints each storage-reading field's access path and wave count, the summaries, references and mutations
+ * (model/explain.ts; `--json`: the same as structured data). `--query '…'` (with `--variables '{…}'`)
  * prints instead the worst case of that operation — storage calls, entities read, response nodes — and whether the
  * configured budgets let it run (src/read/demand.ts). Touches no storage.
  */
@@ -9,7 +10,7 @@ import { parse, validate, type FragmentDefinitionNode, type OperationDefinitionN
 import { loadConfig } from '../config';
 import { ErrorCode, TablegraphError } from '../errors';
 import { createLogger } from '../log';
-import { explainModel, formatPlan } from '../model/explain';
+import { explainModel, formatExplanation } from '../model/explain';
 import { estimateDemand } from '../read/demand';
 import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { runMain } from './run-main';
@@ -18,7 +19,7 @@ runMain(
   'explain',
   async () => {
     const options = new Command('explain')
-      .description('print the access path and wave count of every field that reads storage')
+      .description('print the access path and wave count of every field that reads storage, the summaries, references and mutations')
       .option('--json', 'print the plan as JSON')
       .option('--query <document>', 'print the worst case of this operation instead')
       .option('--variables <json>', "the operation's variables, as JSON", '{}')
@@ -43,8 +44,8 @@ runMain(
       );
       return;
     }
-    const plans = explainModel(model);
-    process.stdout.write(options.json ? `${JSON.stringify(plans, null, 2)}\n` : `${formatPlan(plans)}\n`);
+    const explanation = explainModel(model);
+    process.stdout.write(options.json ? `${JSON.stringify(explanation, null, 2)}\n` : `${formatExplanation(explanation)}\n`);
   },
   createLogger,
   'stderr',

@@ -36,6 +36,7 @@ export type ClaimScope = {
 };
 
 export type CreateDepartmentInput = {
+  headEmployeeId?: InputMaybe<Scalars['ID']['input']>;
   id: Scalars['ID']['input'];
   name: Scalars['String']['input'];
 };
@@ -88,6 +89,13 @@ export type Department = {
   employeesByLastName: EmployeeConnection;
   /** The entity's ETag: pass it as `ifMatch` to write only if nobody wrote since. */
   etag: Scalars['String']['output'];
+  /**
+   * The department's head: an optional reference, null (with no storage call) while no head is named. A write that
+   * names a head who is not one of the department's employees is refused (NOT_FOUND); a head deleted later reads as null.
+   */
+  head: Maybe<Employee>;
+  /** The id of the employee who heads the department, if one is named. */
+  headEmployeeId: Maybe<Scalars['ID']['output']>;
   /** The department's name as the source spells it, e.g. `POLICE`, `STREETS & SAN`: not blank, no control characters. */
   id: Scalars['ID']['output'];
   name: Scalars['String']['output'];
@@ -308,6 +316,7 @@ export type QueryEmployeesByTitleArgs = {
 };
 
 export type ReplaceDepartmentInput = {
+  headEmployeeId?: InputMaybe<Scalars['ID']['input']>;
   id: Scalars['ID']['input'];
   ifMatch?: InputMaybe<Scalars['String']['input']>;
   name: Scalars['String']['input'];
@@ -332,6 +341,7 @@ export type ReplaceEmployeeInput = {
 };
 
 export type UpdateDepartmentInput = {
+  headEmployeeId?: InputMaybe<Scalars['ID']['input']>;
   id: Scalars['ID']['input'];
   ifMatch?: InputMaybe<Scalars['String']['input']>;
   name?: InputMaybe<Scalars['String']['input']>;

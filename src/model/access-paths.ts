@@ -36,6 +36,8 @@ interface FieldContext {
   coordinate: string;
   parentEntity?: EntityModel;
   problems: SchemaProblems;
+  /** The directive being compiled: a point field may be an optional reference, a range may not. */
+  kind?: 'point' | 'range';
 }
 
 /**
@@ -106,10 +108,10 @@ export function buildAccessPaths(
       if (point && range) {
         problems.add(ctx.coordinate, 'has both @point and @range: a field is served by one access path', field.astNode);
       } else if (point) {
-        const path = compilePoint(ctx, point, entities);
+        const path = compilePoint({ ...ctx, kind: 'point' }, point, entities);
         if (path) paths.set(ctx.coordinate, path);
       } else if (range) {
-        const path = compileRange(ctx, range, entities, connections, defaults);
+        const path = compileRange({ ...ctx, kind: 'range' }, range, entities, connections, defaults);
         if (path) paths.set(ctx.coordinate, path);
       } else if (isObjectType(getNamedType(field.type)) || isRoot) {
         problems.add(
@@ -145,6 +147,8 @@ function compilePoint(ctx: FieldContext, d: PointDirective, entities: Map<string
     table: layout.layout.table,
     partitionKey,
     rowKey,
+    // A reference: every key from the entity's own fields, none from an argument.
+    checkOnWrite: d.checkOnWrite && !!ctx.parentEntity && [...partitionKey.bindings.values(), ...rowKey.bindings.values()].every((b) => b.source === 'parent'),
     node: d.node,
   };
 }
@@ -270,12 +274,8 @@ function boundTemplate(
   const bindings = new Map<string, Binding>();
   for (const name of template.fields) {
     const binding = bind(ctx, name);
-    if (!binding) {
-      ctx.problems.add(
-        ctx.coordinate,
-        `${what} template "${template.source}" needs {${name}}: add a non-null argument "${name}"${ctx.parentEntity ? ` or a stored field "${name}" on ${ctx.parent.name}` : ''}`,
-        node,
-      );
+    if (typeof binding === 'string') {
+      ctx.problems.add(ctx.coordinate, `${what} template "${template.source}" needs {${name}}: ${binding}`, node);
       return undefined;
     }
     bindings.set(name, binding);
@@ -283,13 +283,27 @@ function boundTemplate(
   return { template, bindings };
 }
 
-/** A placeholder's value: the field's non-null argument of that name, else the parent entity's stored field. */
-function bind(ctx: FieldContext, name: string): Binding | undefined {
+/**
+ * A placeholder's value: the field's non-null argument of that name, else the parent entity's stored field, which
+ * must be non-null too, except on an optional reference — a nullable `@point` field — where a null value makes the
+ * field null.
+ * @returns the binding, or why there is none
+ */
+function bind(ctx: FieldContext, name: string): Binding | string {
+  const optionalAllowed = ctx.kind === 'point' && !isNonNullType(ctx.field.type);
   const arg = ctx.field.args.find((a) => a.name === name);
-  if (arg) return isNonNullType(arg.type) && isScalarLike(arg.type) ? { source: 'argument', name } : undefined;
+  if (arg) {
+    if (!isScalarLike(arg.type)) return `argument "${name}" must be a scalar or an enum`;
+    if (isNonNullType(arg.type)) return { source: 'argument', name };
+    return `add a non-null argument "${name}" (it is ${arg.type.toString()}): a key is never guessed`;
+  }
   const stored = ctx.parentEntity?.fields.get(name);
   if (stored?.nonNull) return { source: 'parent', name };
-  return undefined;
+  if (stored && optionalAllowed) return { source: 'parent', name, optional: true };
+  if (stored) {
+    return `the stored field ${ctx.parent.name}.${name} is nullable: make ${ctx.coordinate} nullable (an optional reference: null, with no storage call, when ${name} is null)${ctx.kind === 'point' ? '' : ' — a connection cannot be; give the range a non-null field'} or make ${name} non-null`;
+  }
+  return `add a non-null argument "${name}"${ctx.parentEntity ? ` or a stored field "${name}" on ${ctx.parent.name}` : ''}`;
 }
 
 function isScalarLike(type: FieldOf['args'][number]['type']): boolean {

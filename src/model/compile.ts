@@ -11,7 +11,7 @@ import { buildEntities } from './layouts';
 import { buildSummaries } from './summaries';
 import { buildWrites } from './writes';
 import { SchemaProblems } from './schema-errors';
-import type { Model } from './types';
+import type { Model, PointPath } from './types';
 
 /** One SDL file: its text and the name errors cite (e.g. `schema/hr.graphql`). */
 export interface SdlSource {
@@ -86,7 +86,12 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
     for (const i of e.indexes.values()) tables.add(i.layout.table);
   }
   const sasFields = buildSasFields(schema, entities, problems);
-  const model: Model = { entities, accessPaths, connections, summaries, writes, tables: [...tables].sort(), sasFields };
+  const references = new Map<string, PointPath[]>();
+  for (const path of accessPaths.values()) {
+    if (path.kind !== 'point' || !path.checkOnWrite) continue;
+    references.set(path.parentType, [...(references.get(path.parentType) ?? []), path]);
+  }
+  const model: Model = { entities, accessPaths, connections, summaries, writes, tables: [...tables].sort(), sasFields, references };
   buildAuthorization(schema, model, problems);
   problems.throwIfAny();
   return { schema, model };

@@ -26,6 +26,7 @@ export interface PointDirective {
   index?: string;
   partitionKey?: string;
   rowKey?: string;
+  checkOnWrite: boolean;
   node: DirectiveNode;
 }
 
@@ -83,7 +84,13 @@ export function readPoint(schema: GraphQLSchema, node: FieldDefinitionNode | und
   const [d] = directiveNodes(node, 'point');
   if (!d) return undefined;
   const v = values(schema, 'point', d);
-  return { index: v.index as string | undefined, partitionKey: v.partitionKey as string | undefined, rowKey: v.rowKey as string | undefined, node: d };
+  return {
+    index: v.index as string | undefined,
+    partitionKey: v.partitionKey as string | undefined,
+    rowKey: v.rowKey as string | undefined,
+    checkOnWrite: (v.checkOnWrite as boolean | undefined) ?? true,
+    node: d,
+  };
 }
 
 /** The `@range` directive of a field, if any. */

@@ -1,74 +1,211 @@
 /**
- * The query plan of a schema, for people: for each field that reads storage, its access path (point or range
- * query, table, PartitionKey and RowKey templates and where their values come from, the index it reads) and the
- * waves of storage calls it costs ("Design for querying").
+ * The storage design of a schema, as `npm run explain` shows it: for each field that reads storage, its access
+ * path (point or range query, table, PartitionKey and RowKey templates and where each placeholder's value comes
+ * from, the index it reads) and the waves of storage calls it costs ("Design for querying"); each summary value
+ * and how it is kept; each reference and whether writes check it; each mutation and what it writes in its EGT
+ * and what eventually. Structured data (for `--json`), and a text rendering of it for people.
  */
-import type { AccessPath, BoundTemplate } from './types';
-import type { Model } from './types';
+import type { AccessPath, BoundTemplate, Model, PointPath } from './types';
 
-/** One field's plan. */
+/** A key template and where each placeholder's value comes from. */
+export interface KeyPlan {
+  template: string;
+  bindings: Array<{ placeholder: string; source: 'argument' | 'parent'; name: string; optional: boolean }>;
+}
+
+/** The RowKey side of an access path. */
+export type RowKeyPlan =
+  | ({ kind: 'exact' } & KeyPlan)
+  | ({ kind: 'prefix' } & KeyPlan)
+  | { kind: 'bounds'; from: KeyPlan | null; to: KeyPlan | null; fromInclusive: boolean; toInclusive: boolean };
+
+/** One storage-reading field's plan. */
 export interface FieldPlan {
   coordinate: string;
-  kind: 'point query' | 'range query';
+  kind: 'point' | 'range';
   table: string;
-  partitionKey: string;
-  rowKey: string;
-  index?: { name: string; scope: string; projection: string[] };
+  partitionKey: KeyPlan;
+  rowKey: RowKeyPlan;
+  index: { name: string; scope: 'intraPartition' | 'interPartition'; projection: string[] } | null;
   /** Waves of storage calls when the selection is covered by what the path reads (calls in sequence). */
   waves: number;
   /** Waves when the selection needs fields an index entity does not hold (the entity is read in one more wave). */
   maxWaves: number;
   /** Entities per page, for range queries: default and maximum `first`. */
-  pageSize?: { default: number; max: number };
+  pageSize: { default: number; max: number } | null;
+  /** Whether what it reads may lag behind the writes (an inter-partition index, kept by the fan-out worker). */
+  consistency: 'strong' | 'eventual';
 }
 
-function describe(bound: BoundTemplate | undefined): string {
-  if (!bound) return '';
-  const from = [...bound.bindings].map(([placeholder, b]) => `${placeholder} ← ${b.source === 'argument' ? `$${b.name}` : `parent.${b.name}`}`);
-  return from.length ? `"${bound.template.source}" (${from.join(', ')})` : `"${bound.template.source}"`;
+/** A summary value (`@summary`). */
+export interface SummaryPlan {
+  coordinate: string;
+  of: string;
+  /** The `of` entity's reference to the holder. */
+  via: string;
+  kind: 'count' | 'sum';
+  /** For a sum: each term as a product of fields and constants. */
+  terms: string[];
+  /** Kept in the same EGT as the write of an `of` entity. */
+  keptIn: 'egt';
 }
 
-function rowKeyOf(path: AccessPath): string {
-  if (path.kind === 'point') return describe(path.rowKey);
-  if (path.rowKeyPrefix) return `prefix ${describe(path.rowKeyPrefix)}`;
-  return `from ${describe(path.rowKeyFrom) || 'the start'} to ${describe(path.rowKeyTo) || 'the end'}`;
+/** A reference: a `@point` field of an entity type whose keys come from the entity's own fields. */
+export interface ReferencePlan {
+  coordinate: string;
+  target: string;
+  /** The stored fields that give the target's keys. */
+  fields: string[];
+  /** Null (with no storage call) while a key field is null. */
+  optional: boolean;
+  /** A write setting `fields` reads the target first and is refused (NOT_FOUND) when it does not exist. */
+  checkOnWrite: boolean;
 }
 
-/** The plan of every storage-reading field, root (Query) fields first, then by coordinate. */
-export function explainModel(model: Model): FieldPlan[] {
-  const plans = [...model.accessPaths.values()].map((path): FieldPlan => {
-    const coveredOnly = path.index === undefined;
-    return {
+/** A mutation (`@write`) and what it writes. */
+export interface MutationPlan {
+  coordinate: string;
+  entity: string;
+  action: 'CREATE' | 'UPDATE' | 'REPLACE' | 'DELETE';
+  /** Stored fields the input may set. */
+  inputFields: string[];
+  /** Written in the entity's EGT: the entity, its intra-partition index entities, the summaries it contributes to. */
+  egt: { indexes: string[]; summaries: string[] };
+  /** Kept eventually through the fan-out queue: inter-partition index entities. */
+  eventual: { indexes: string[] };
+  /** References read before the write (checkOnWrite). */
+  checksReferences: string[];
+}
+
+export interface Explanation {
+  fields: FieldPlan[];
+  summaries: SummaryPlan[];
+  references: ReferencePlan[];
+  mutations: MutationPlan[];
+}
+
+function keyPlan(bound: BoundTemplate): KeyPlan {
+  return {
+    template: bound.template.source,
+    bindings: [...bound.bindings].map(([placeholder, b]) => ({ placeholder, source: b.source, name: b.name, optional: b.optional === true })),
+  };
+}
+
+function rowKeyPlan(path: AccessPath): RowKeyPlan {
+  if (path.kind === 'point') return { kind: 'exact', ...keyPlan(path.rowKey) };
+  if (path.rowKeyPrefix) return { kind: 'prefix', ...keyPlan(path.rowKeyPrefix) };
+  return {
+    kind: 'bounds',
+    from: path.rowKeyFrom ? keyPlan(path.rowKeyFrom) : null,
+    to: path.rowKeyTo ? keyPlan(path.rowKeyTo) : null,
+    fromInclusive: path.fromInclusive !== false,
+    toInclusive: path.toInclusive === true,
+  };
+}
+
+const byCoordinate = <T extends { coordinate: string }>(a: T, b: T) => a.coordinate.localeCompare(b.coordinate);
+
+/** The whole design: fields (root Query fields first, then by coordinate), summaries, references, mutations. */
+export function explainModel(model: Model): Explanation {
+  const fields = [...model.accessPaths.values()].map(
+    (path): FieldPlan => ({
       coordinate: path.coordinate,
-      kind: path.kind === 'point' ? 'point query' : 'range query',
+      kind: path.kind,
       table: path.table,
-      partitionKey: describe(path.partitionKey),
-      rowKey: rowKeyOf(path),
-      index: path.index && { name: path.index.name, scope: path.index.scope, projection: [...path.index.projection] },
+      partitionKey: keyPlan(path.partitionKey),
+      rowKey: rowKeyPlan(path),
+      index: path.index ? { name: path.index.name, scope: path.index.scope, projection: [...path.index.projection] } : null,
       waves: 1,
-      maxWaves: coveredOnly ? 1 : 2,
-      pageSize: path.kind === 'range' ? { default: path.pageSize, max: path.maxPageSize } : undefined,
+      maxWaves: path.index ? 2 : 1,
+      pageSize: path.kind === 'range' ? { default: path.pageSize, max: path.maxPageSize } : null,
+      consistency: path.index?.scope === 'interPartition' ? 'eventual' : 'strong',
+    }),
+  );
+  const rank = (p: FieldPlan) => (p.coordinate.startsWith('Query.') ? 0 : 1);
+  fields.sort((a, b) => rank(a) - rank(b) || byCoordinate(a, b));
+
+  const summaries = [...model.summaries].map(
+    ([coordinate, s]): SummaryPlan => ({
+      coordinate,
+      of: s.of.name,
+      via: s.via.coordinate,
+      kind: s.count ? 'count' : 'sum',
+      terms: s.terms.map((t) => t.map((f) => ('field' in f ? f.field : String(f.constant))).join(' * ')),
+      keptIn: 'egt',
+    }),
+  );
+
+  const references = [...model.accessPaths.values()]
+    .filter((p): p is PointPath => p.kind === 'point' && model.entities.has(p.parentType))
+    .map((p) => ({ path: p, bindings: [...p.partitionKey.bindings.values(), ...p.rowKey.bindings.values()] }))
+    .filter(({ bindings }) => bindings.every((b) => b.source === 'parent'))
+    .map(
+      ({ path, bindings }): ReferencePlan => ({
+        coordinate: path.coordinate,
+        target: path.target.name,
+        fields: [...new Set(bindings.map((b) => b.name))],
+        optional: bindings.some((b) => b.optional === true),
+        checkOnWrite: path.checkOnWrite,
+      }),
+    )
+    .sort(byCoordinate);
+
+  const mutations = [...model.writes].map(([coordinate, w]): MutationPlan => {
+    const indexes = [...w.entity.indexes.values()];
+    return {
+      coordinate,
+      entity: w.entity.name,
+      action: w.action,
+      inputFields: [...w.inputFields],
+      egt: {
+        indexes: indexes.filter((i) => i.scope === 'intraPartition').map((i) => i.name),
+        summaries: [...model.summaries].filter(([, s]) => s.of === w.entity).map(([name]) => name),
+      },
+      eventual: { indexes: indexes.filter((i) => i.scope === 'interPartition').map((i) => i.name) },
+      checksReferences: w.action === 'DELETE' ? [] : (model.references.get(w.entity.name) ?? []).map((p) => p.coordinate),
     };
   });
-  const rank = (p: FieldPlan) => (p.coordinate.startsWith('Query.') ? 0 : 1);
-  return plans.sort((a, b) => rank(a) - rank(b) || a.coordinate.localeCompare(b.coordinate));
+
+  return { fields, summaries, references, mutations };
 }
 
-/** The plan as text, one block per field. */
-export function formatPlan(plans: FieldPlan[]): string {
+function describeKey(k: KeyPlan | null): string {
+  if (!k) return '';
+  const from = k.bindings.map((b) => `${b.placeholder} ← ${b.source === 'argument' ? `$${b.name}` : `parent.${b.name}`}${b.optional ? ' (optional)' : ''}`);
+  return from.length ? `"${k.template}" (${from.join(', ')})` : `"${k.template}"`;
+}
+
+function describeRowKey(r: RowKeyPlan): string {
+  if (r.kind === 'exact') return describeKey(r);
+  if (r.kind === 'prefix') return `prefix ${describeKey(r)}`;
+  const from = r.from ? `${describeKey(r.from)} ${r.fromInclusive ? 'inclusive' : 'exclusive'}` : 'the start';
+  const to = r.to ? `${describeKey(r.to)} ${r.toInclusive ? 'inclusive' : 'exclusive'}` : 'the end';
+  return `from ${from} to ${to}`;
+}
+
+/** The explanation as text for people: one block per field, then summaries, references and mutations. */
+export function formatExplanation(e: Explanation): string {
   const lines: string[] = [];
-  for (const p of plans) {
-    lines.push(`${p.coordinate}`);
-    lines.push(`  ${p.kind} on table ${p.table}`);
-    lines.push(`    PartitionKey ${p.partitionKey}`);
-    lines.push(`    RowKey       ${p.rowKey}`);
+  for (const p of e.fields) {
+    lines.push(p.coordinate);
+    lines.push(`  ${p.kind} query on table ${p.table}${p.consistency === 'eventual' ? ' (eventually consistent)' : ''}`);
+    lines.push(`    PartitionKey ${describeKey(p.partitionKey)}`);
+    lines.push(`    RowKey       ${describeRowKey(p.rowKey)}`);
     if (p.index) lines.push(`    via ${p.index.scope} index "${p.index.name}" holding ${p.index.projection.join(', ')}`);
     if (p.pageSize) lines.push(`    page size    ${p.pageSize.default} entities by default, at most ${p.pageSize.max}`);
-    lines.push(
-      p.maxWaves > p.waves
-        ? `  waves: ${p.waves}; ${p.maxWaves} when the selection needs a field the index does not hold`
-        : `  waves: ${p.waves}`,
-    );
+    lines.push(p.maxWaves > p.waves ? `  waves: ${p.waves}; ${p.maxWaves} when the selection needs a field the index does not hold` : `  waves: ${p.waves}`);
+  }
+  if (e.summaries.length) lines.push('', 'Summaries (kept in the EGT of every write of what they summarise)');
+  for (const s of e.summaries) lines.push(`  ${s.coordinate} = ${s.kind === 'count' ? `count of ${s.of}` : `sum over ${s.of} of ${s.terms.join(' + ')}`}, reached through ${s.via}`);
+  if (e.references.length) lines.push('', 'References');
+  for (const r of e.references) {
+    lines.push(`  ${r.coordinate} → ${r.target} by ${r.fields.join(', ')}${r.optional ? ', optional' : ''}${r.checkOnWrite ? ', checked on write' : ', not checked on write'}`);
+  }
+  if (e.mutations.length) lines.push('', 'Mutations');
+  for (const m of e.mutations) {
+    const egt = [m.entity, ...m.egt.indexes.map((i) => `index ${i}`), ...m.egt.summaries].join(', ');
+    lines.push(`  ${m.coordinate}: ${m.action} ${m.entity}; EGT: ${egt}${m.eventual.indexes.length ? `; eventually: ${m.eventual.indexes.map((i) => `index ${i}`).join(', ')}` : ''}`);
+    if (m.checksReferences.length) lines.push(`    checks that ${m.checksReferences.join(', ')} point at existing entities`);
   }
   return lines.join('\n');
 }

@@ -73,6 +73,10 @@ export function buildSummaries(
         problems.add(coordinate, `@summary(via: "${d.via}"): ${of.name}.${d.via} must be a @point field reaching ${holder.name} itself`, d.node);
         continue;
       }
+      if ([...via.partitionKey.bindings.values(), ...via.rowKey.bindings.values()].some((b) => b.optional)) {
+        problems.add(coordinate, `@summary(via: "${d.via}"): ${of.name}.${d.via} is an optional reference; every ${of.name} must reach one ${holder.name}, so its key fields must be non-null`, d.node);
+        continue;
+      }
       if (!samePartition(via, of)) {
         problems.add(
           coordinate,

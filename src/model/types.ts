@@ -73,8 +73,12 @@ export interface IndexModel {
   node?: ASTNode;
 }
 
-/** Where a placeholder's value comes from when a field is resolved. */
-export type Binding = { source: 'argument' | 'parent'; name: string };
+/**
+ * Where a placeholder's value comes from when a field is resolved. `optional`: the argument or stored field is
+ * nullable (allowed only on a nullable `@point` field, an optional reference): when it is null the field is null,
+ * and no storage call is made.
+ */
+export type Binding = { source: 'argument' | 'parent'; name: string; optional?: boolean };
 
 /** A key template together with where each of its placeholders gets its value. */
 export interface BoundTemplate {
@@ -102,6 +106,12 @@ interface AccessPathBase {
 export interface PointPath extends AccessPathBase {
   kind: 'point';
   rowKey: BoundTemplate;
+  /**
+   * A reference (a field of an entity type whose keys all come from the entity's own stored fields): whether a
+   * write that sets those fields first checks that the entity they address exists (`@point(checkOnWrite)`,
+   * default true). False for fields that are not references.
+   */
+  checkOnWrite: boolean;
 }
 
 /** A range query over one partition: a RowKey prefix or bounds ("Range Query"). */
@@ -173,6 +183,11 @@ export interface Model {
   tables: string[];
   /** `@sas` fields (shared access signature URLs for an entity's partition), by `Type.field`. */
   sasFields: Map<string, SasField>;
+  /**
+   * References a write checks (point paths with `checkOnWrite`), by the name of the entity type that holds them:
+   * a write setting a reference's key fields to an address where nothing exists is refused (NOT_FOUND).
+   */
+  references: Map<string, PointPath[]>;
 }
 
 /** Name of the property that tells the types in a shared partition apart. */

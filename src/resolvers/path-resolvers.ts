@@ -30,9 +30,18 @@ function toNode(path: PointPath | RangePath, stored: StoredEntity): EntityNode {
   return { entity: path.target, stored, fromIndex: path.index };
 }
 
+/** Whether a placeholder of the path's keys has no value (only an optional binding can be null here). */
+function hasNullKey(path: PointPath, values: Record<string, unknown>): boolean {
+  for (const bound of [path.partitionKey, path.rowKey]) {
+    for (const [placeholder, b] of bound.bindings) if (b.optional && (values[placeholder] === null || values[placeholder] === undefined)) return true;
+  }
+  return false;
+}
+
 /**
  * A point query ("Point Query", the guide's most efficient lookup). Returns null when the entity does not exist
- * and the field is nullable.
+ * and the field is nullable (a dangling reference), and, with no storage call, when an optional reference's key
+ * field is null.
  * @throws TablegraphError BAD_USER_INPUT when an argument cannot form a key (e.g. `id: "abc"` for a padded id);
  *   NOT_FOUND when a non-null field's entity does not exist (a dangling reference); LIMIT_EXCEEDED when a key is
  *   over the target's length limit; FORBIDDEN when `@auth` does not let the caller read it (from its keys, before
@@ -41,6 +50,8 @@ function toNode(path: PointPath | RangePath, stored: StoredEntity): EntityNode {
 export function pointResolver(path: PointPath): Resolver {
   return async (parent, args, ctx, info) => {
     const values = await bindingValues([path.partitionKey, path.rowKey], parent, args, ctx, info, path.target);
+    // An optional reference whose key field is null refers to nothing: null, and no storage call.
+    if (hasNullKey(path, values)) return null;
     noteConsistency(path, ctx);
     const projection = ctx.projection(info);
     const partitionKey = renderKey(path.partitionKey.template, values);

@@ -33,6 +33,8 @@ export interface GroupMember {
 export interface GroupState {
   entities: Map<string, StoredEntity | null>;
   holders: Map<string, StoredEntity | null>;
+  /** What is stored where the writes' references point (references.ts), read fresh for every group. */
+  references: Map<string, StoredEntity | null>;
 }
 
 /** The owner of an EGT operation: the index of a planned write in `planned`, or a summary holder. */
@@ -80,7 +82,7 @@ export function planGroup<M extends GroupMember>(model: Model, members: M[], sta
     let plan: WritePlan;
     try {
       const address = addressKey(addressOf(member.write, member.input));
-      plan = planWrite(model, member.write, member.input, { current: state.entities.get(address) ?? null, holders: state.holders }, member.writeId);
+      plan = planWrite(model, member.write, member.input, { current: state.entities.get(address) ?? null, holders: state.holders, references: state.references }, member.writeId);
       checkPlan(member.write.entity, plan, target);
       member.check?.(plan.previous, plan.values);
       checkTransaction([...plan.operations, ...holderOperations(mergeDeltas(new Map(), plan.holderDeltas), state).operations], target);

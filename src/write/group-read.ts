@@ -1,7 +1,8 @@
 /**
  * Group commit, the reading (partition-committer.ts): what a group of writes must know before it is planned — each
  * write's entity and the summary holders they contribute to, in as few waves as the keys allow (a holder whose
- * address the write's key fields give is read beside the entity) — and, once planned, who holds each unique key a
+ * address the write's key fields give is read beside the entity), and the targets of the references it sets
+ * (references.ts) — and, once planned, who holds each unique key a
  * write wants (reservations.ts), read before anything is sent.
  */
 import { valuesOf } from '../model/entity-codec';
@@ -11,6 +12,7 @@ import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/ty
 import { addressKey } from './fanout-message';
 import type { GroupState } from './group-plan';
 import { classifyKey, pointsAt, type KeyState } from './reservations';
+import { referenceAddress, referencesToCheck } from './references';
 import { holderAddress, nextValues, summariesOf, type Values, type WritePlan } from './write-plan';
 
 /** A write as the reads need it: what it writes, where, and the ids of its attempts. */
@@ -22,9 +24,11 @@ interface Reader {
 }
 
 /**
- * Reads every write's entity, and the summary holders `cached` lacks: those the key fields address in the same
- * wave as the entities, those only the entity's values address in a second.
- * @param cached holders as the committer last wrote them (not read again)
+ * Reads every write's entity, the summary holders `cached` lacks, and the targets of the references each write
+ * sets: what the input's fields address in the same wave as the entities, what only the entity's stored values
+ * address (an update's summary holder, a reference whose fields it gives only in part) in a second.
+ * @param cached holders as the committer last wrote them (not read again); a holder read, fresh or cached, also
+ *   answers a reference to the same address
  */
 export async function readGroupState(
   model: Model,
@@ -35,22 +39,45 @@ export async function readGroupState(
 ): Promise<GroupState> {
   const entities = new Map<string, StoredEntity | null>();
   const holders = new Map(cached);
-  const wanted = new Map<string, EntityAddress>();
-  const fromKeys = new Map<string, EntityAddress>();
+  const references = new Map<string, StoredEntity | null>();
+  const wave = { holders: new Map<string, EntityAddress>(), references: new Map<string, EntityAddress>() };
+  const wantHolder = (a: EntityAddress) => {
+    if (!holders.has(addressKey(a))) wave.holders.set(addressKey(a), a);
+  };
+  const wantReferences = (m: Reader, values: Values | null) => {
+    for (const path of referencesToCheck(model, m.write, m.input, values)) {
+      try {
+        const a = referenceAddress(path, values!);
+        if (a && !references.has(addressKey(a))) wave.references.set(addressKey(a), a);
+      } catch {
+        // a value that cannot form the target's key: planGroup refuses the write
+      }
+    }
+  };
+  const read = async (entitiesToo: Map<string, EntityAddress>) => {
+    const referenceOnly = [...wave.references].filter(([key]) => !wave.holders.has(key) && !holders.has(key));
+    await Promise.all([
+      ...[...entitiesToo].map(async ([key, a]) => entities.set(key, await store.getEntity(a, { observer }))),
+      ...[...wave.holders].map(async ([key, a]) => holders.set(key, await store.getEntity(a, { observer }))),
+      ...referenceOnly.map(async ([key, a]) => references.set(key, await store.getEntity(a, { observer }))),
+    ]);
+    wave.holders.clear();
+    wave.references.clear();
+  };
+
   for (const m of members) {
     for (const s of summariesOf(model, m.write)) {
       const keyed = [...s.via.partitionKey.bindings.values(), ...s.via.rowKey.bindings.values()].every((b) => m.write.entity.keyFields.includes(b.name));
-      if (!keyed) continue;
-      const a = holderAddress(s, m.input);
-      if (!holders.has(addressKey(a))) fromKeys.set(addressKey(a), a);
+      if (keyed) wantHolder(holderAddress(s, m.input));
+    }
+    // A create or replace gives every field (those it leaves out become null), so its references are known now.
+    if (m.write.action === 'CREATE' || m.write.action === 'REPLACE') {
+      wantReferences(m, Object.fromEntries([...m.write.entity.fields.keys()].map((f) => [f, m.input[f] ?? null])));
     }
   }
-  const addresses = new Map(members.map((m) => [addressKey(m.address), m.address]));
-  await Promise.all([
-    ...[...addresses].map(async ([key, a]) => entities.set(key, await store.getEntity(a, { observer }))),
-    ...[...fromKeys].map(async ([key, a]) => holders.set(key, await store.getEntity(a, { observer }))),
-  ]);
-  // Holders that only the entity's current or next values name: a second wave.
+  await read(new Map(members.map((m) => [addressKey(m.address), m.address])));
+
+  // What only the entity's current or next values name: a second wave.
   for (const m of members) {
     const current = entities.get(addressKey(m.address)) ?? null;
     let next: Values | null = null;
@@ -63,16 +90,16 @@ export async function readGroupState(
       if (!vals) continue;
       for (const s of summariesOf(model, m.write)) {
         try {
-          const a = holderAddress(s, vals);
-          if (!holders.has(addressKey(a))) wanted.set(addressKey(a), a);
+          wantHolder(holderAddress(s, vals));
         } catch {
           // a value that cannot form the holder's key: planGroup refuses the write
         }
       }
     }
+    wantReferences(m, next);
   }
-  await Promise.all([...wanted].map(async ([key, a]) => holders.set(key, await store.getEntity(a, { observer }))));
-  return { entities, holders };
+  await read(new Map());
+  return { entities, holders, references };
 }
 
 /**

@@ -17,6 +17,7 @@ import type { IndexModel, Model, SummaryModel, WriteModel } from '../model/types
 import { checkEntity, checkTransaction } from '../storage/limits';
 import type { EntityAddress, StorageTarget, StoredEntity, TransactionOperation } from '../storage/types';
 import { addressKey, stateId, type FanoutMessage } from './fanout-message';
+import { checkReferences } from './references';
 
 /** Field values of an entity (field name → value). */
 export type Values = Record<string, unknown>;
@@ -26,6 +27,8 @@ export interface ReadState {
   current: StoredEntity | null;
   /** Holder entities by addressKey (null: the holder does not exist). */
   holders: Map<string, StoredEntity | null>;
+  /** What is stored where the write's references point (references.ts), by addressKey, beside `holders`. */
+  references?: ReadonlyMap<string, StoredEntity | null>;
 }
 
 /** What one write adds to the summaries of one holder: summary → delta, in the summary's unit. */
@@ -124,7 +127,8 @@ function bindingValues(summary: SummaryModel, values: Values, which: 'partitionK
 /**
  * Plans one mutation against the state read, as write attempt `writeId`.
  * @throws TablegraphError from nextValues; BAD_USER_INPUT for invalid values (type, `@constraint`); NOT_FOUND
- *   (reason SummaryHolderMissing) when a summary holder (e.g. the department of a new employee) does not exist;
+ *   (reason SummaryHolderMissing) when a summary holder (e.g. the department of a new employee) does not exist,
+ *   (reason ReferenceMissing) when a reference the write sets points at nothing (references.ts);
  *   CONFLICT (reason HasDependents) when deleting a holder whose counts are not 0
  */
 export function planWrite(model: Model, write: WriteModel, input: Values, state: ReadState, writeId: string): WritePlan {
@@ -160,6 +164,7 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
   }
 
   const holderDeltas = summaryDeltas(model, write, previous, values, state);
+  checkReferences(model, write, input, values, state.references ? new Map([...state.holders, ...state.references]) : state.holders);
   const derivedBefore = derive(entity, previous);
   const derivedAfter = derive(entity, values);
   const beforeKeys = new Set(derivedBefore.map((w) => addressKey({ table: w.table, ...w.entity })));
@@ -218,6 +223,7 @@ function summaryDeltas(model: Model, write: WriteModel, previous: Values | null,
       const [s] = entry.deltas.keys();
       throw new TablegraphError(ErrorCode.NOT_FOUND, `${s.holder.name} ${entry.address.partitionKey} does not exist: create it before its ${s.of.name} entities`, {
         reason: 'SummaryHolderMissing',
+        field: s.via.fieldName,
       });
     }
   }

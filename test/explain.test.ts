@@ -1,0 +1,64 @@
+/**
+ * `npm run explain`: the design of the shipped schema as structured data (`--json`: fields, summaries, references,
+ * mutations — values a program can use, not display strings) and as text.
+ */
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
+import { explainModel, formatExplanation, type Explanation } from '../src/model/explain';
+import { compileHr, ROOT } from './support/harness';
+
+const explanation = explainModel(compileHr('').model);
+
+test('--json prints the explanation as structured data on a clean stdout', () => {
+  const stdout = execFileSync(process.execPath, [path.join(ROOT, 'node_modules/tsx/dist/cli.mjs'), 'src/cli/explain.ts', '--json'], { cwd: ROOT, encoding: 'utf8' });
+  const printed = JSON.parse(stdout) as Explanation;
+  expect(printed).toEqual(JSON.parse(JSON.stringify(explanation)));
+}, 60_000);
+
+test('a field: its keys as templates with where each placeholder comes from', () => {
+  const byLastName = explanation.fields.find((f) => f.coordinate === 'Department.employeesByLastName')!;
+  expect(byLastName).toEqual({
+    coordinate: 'Department.employeesByLastName',
+    kind: 'range',
+    table: 'Directory',
+    partitionKey: { template: '{id}', bindings: [{ placeholder: 'id', source: 'parent', name: 'id', optional: false }] },
+    rowKey: { kind: 'prefix', template: 'lastname_{lastName}_', bindings: [{ placeholder: 'lastName', source: 'argument', name: 'lastName', optional: false }] },
+    index: { name: 'byLastNameInDepartment', scope: 'intraPartition', projection: expect.arrayContaining(['firstName', 'email']) },
+    waves: 1,
+    maxWaves: 2,
+    pageSize: { default: 20, max: 100 },
+    consistency: 'strong',
+  });
+  expect(explanation.fields.find((f) => f.coordinate === 'Query.employeeByEmail')!.consistency).toBe('eventual');
+  expect(explanation.fields[0].coordinate.startsWith('Query.')).toBe(true);
+});
+
+test('summaries, references and mutations', () => {
+  expect(explanation.summaries).toEqual([
+    { coordinate: 'Department.employeeCount', of: 'Employee', via: 'Employee.department', kind: 'count', terms: [], keptIn: 'egt' },
+    { coordinate: 'Department.payroll', of: 'Employee', via: 'Employee.department', kind: 'sum', terms: ['annualSalary', 'hourlyRate * typicalHours * 52'], keptIn: 'egt' },
+  ]);
+  expect(explanation.references).toEqual([
+    { coordinate: 'Department.head', target: 'Employee', fields: ['id', 'headEmployeeId'], optional: true, checkOnWrite: true },
+    { coordinate: 'Employee.department', target: 'Department', fields: ['departmentId'], optional: false, checkOnWrite: true },
+  ]);
+  const create = explanation.mutations.find((m) => m.coordinate === 'Mutation.createEmployee')!;
+  expect(create).toMatchObject({
+    entity: 'Employee',
+    action: 'CREATE',
+    egt: { indexes: ['byLastNameInDepartment'], summaries: ['Department.employeeCount', 'Department.payroll'] },
+    eventual: { indexes: ['byEmail', 'byLastName', 'byTitle'] },
+    checksReferences: ['Employee.department'],
+  });
+  expect(create.inputFields).not.toContain('employeeCount');
+  expect(explanation.mutations.find((m) => m.coordinate === 'Mutation.deleteEmployee')!.checksReferences).toEqual([]);
+});
+
+test('the text rendering names every part', () => {
+  const text = formatExplanation(explanation);
+  expect(text).toContain('Query.employeeByEmail\n  point query on table EmployeesByEmail (eventually consistent)');
+  expect(text).toContain('RowKey       "empid_{headEmployeeId:08}" (headEmployeeId ← parent.headEmployeeId (optional))');
+  expect(text).toContain('Department.payroll = sum over Employee of annualSalary + hourlyRate * typicalHours * 52, reached through Employee.department');
+  expect(text).toContain('Employee.department → Department by departmentId, checked on write');
+  expect(text).toContain('Mutation.deleteDepartment: DELETE Department; EGT: Department; eventually: index all');
+});
