@@ -456,3 +456,66 @@ describe('rejections name the type, the field and the SDL line', () => {
     expect((error.details.problems as Array<{ coordinate: string }>).map((p) => p.coordinate).sort()).toEqual(['Query.a', 'Query.b']);
   });
 });
+
+describe('generated SDL (Relay and CRUD types of @entity types)', () => {
+  const MINIMAL = `
+type Book @entity(table: "Books", partitionKey: "{shelf}", rowKey: "book_{id:06}") {
+  etag: String!
+  shelf: ID!
+  id: ID!
+  "The title as printed."
+  title: String!
+  pages: Int
+  reviewCount: Int! @summary(of: "Review", via: "book", count: true)
+}
+type Review @entity(table: "Books", partitionKey: "{shelf}", rowKey: "review_{bookId:06}_{id}") {
+  shelf: ID! bookId: ID! id: ID! book: Book! @point(rowKey: "book_{bookId:06}")
+}
+type Query { books(shelf: ID!, first: Int, after: String): BookConnection! @range(rowKeyPrefix: "book_") }
+type Mutation {
+  createBook(input: CreateBookInput!): BookPayload! @write(entity: "Book", action: CREATE)
+  updateBook(input: UpdateBookInput!): BookPayload! @write(entity: "Book", action: UPDATE)
+  deleteBook(input: DeleteBookInput!): BookPayload! @write(entity: "Book", action: DELETE)
+}`;
+
+  test('a schema of entity types and root fields compiles without the directive file or any helper type', () => {
+    const compiled = compileSchema([{ name: 'books.graphql', body: MINIMAL }]);
+    const types = compiled.schema.getTypeMap();
+    for (const name of ['BookConnection', 'BookEdge', 'PageInfo', 'CreateBookInput', 'UpdateBookInput', 'DeleteBookInput', 'BookPayload']) expect(types[name]).toBeDefined();
+    // Only what the schema refers to: no replace input.
+    expect(types.ReplaceBookInput).toBeUndefined();
+    const fields = (name: string) => Object.fromEntries(Object.values((types[name] as any).getFields()).map((f: any) => [f.name, String(f.type)]));
+    expect(fields('CreateBookInput')).toEqual({ shelf: 'ID!', id: 'ID!', title: 'String!', pages: 'Int' });
+    expect(fields('UpdateBookInput')).toEqual({ shelf: 'ID!', id: 'ID!', ifMatch: 'String', title: 'String', pages: 'Int' });
+    expect(fields('DeleteBookInput')).toEqual({ shelf: 'ID!', id: 'ID!', ifMatch: 'String' });
+    expect(fields('BookPayload')).toEqual({ book: 'Book!' });
+    expect(fields('BookConnection')).toEqual({ edges: '[BookEdge!]!', pageInfo: 'PageInfo!' });
+    expect((types.CreateBookInput as any).getFields().title.description).toBe('The title as printed.');
+    expect(compiled.model.writes.get('Mutation.updateBook')!.inputFields).toEqual(new Set(['shelf', 'id', 'title', 'pages']));
+  });
+
+  test('summary fields are never input; a declared type wins over the generated one', () => {
+    const declared = `${MINIMAL}\n"Mine."\ntype BookPayload { book: Book! }`;
+    const compiled = compileSchema([DIRECTIVES, { name: 'books.graphql', body: declared }]);
+    expect(compiled.schema.getType('BookPayload')!.description).toBe('Mine.');
+    expect(Object.keys((compiled.schema.getType('CreateBookInput') as any).getFields())).not.toContain('reviewCount');
+    expect(compiled.generatedSdl).not.toContain('type BookPayload');
+    expect(compiled.generatedSdl).toContain('input CreateBookInput');
+  });
+
+  test('a type that is neither declared nor generated is still SCHEMA_INVALID with its location', () => {
+    const e = rejection(`${BASE}\ntype Query {\n  item(group: ID!, id: ID!): Itme @point\n}`);
+    const problems = e.details.problems as Array<{ message: string; source: string; locations: Array<{ line: number }> }>;
+    expect(problems.map((p) => p.message)).toEqual([expect.stringContaining('Unknown type "Itme"')]);
+    expect(problems[0].source).toBe('test.graphql');
+  });
+
+  test('the HR schema declares none of its connection, edge, input or payload types', () => {
+    const sdl = readFileSync(path.join(SCHEMA_DIR, 'hr.graphql'), 'utf8');
+    expect(sdl).not.toMatch(/^(type|input) \w*(Connection|Edge|PageInfo|Input|Payload)\b/m);
+    const generated = compileHr('').generatedSdl;
+    for (const name of ['EmployeeConnection', 'DepartmentConnection', 'PageInfo', 'CreateEmployeeInput', 'ReplaceDepartmentInput', 'EmployeePayload']) {
+      expect(generated).toMatch(new RegExp(`^(type|input) ${name} `, 'm'));
+    }
+  });
+});

@@ -35,37 +35,51 @@ export type ClaimScope = {
   field: Scalars['String']['input'];
 };
 
+/** The new Department: CONFLICT when one with these keys exists. */
 export type CreateDepartmentInput = {
+  /** The id of the employee who heads the department, if one is named. */
   headEmployeeId?: InputMaybe<Scalars['ID']['input']>;
+  /** The department's name as the source spells it, e.g. `POLICE`, `STREETS & SAN`: not blank, no control characters. */
   id: Scalars['ID']['input'];
   name: Scalars['String']['input'];
 };
 
+/** The new Employee: CONFLICT when one with these keys exists. */
 export type CreateEmployeeInput = {
+  /** Annual salary in USD (salaried staff only). */
   annualSalary?: InputMaybe<Scalars['Decimal']['input']>;
   departmentId: Scalars['ID']['input'];
+  /** Unique across the organisation (compared exactly, case included): `local@domain.tld`, at most 254 characters. */
   email: Scalars['String']['input'];
   firstName: Scalars['String']['input'];
   fullOrPartTime?: InputMaybe<EmploymentType>;
+  /** Hourly rate in USD (hourly staff only). */
   hourlyRate?: InputMaybe<Scalars['Decimal']['input']>;
   id: Scalars['ID']['input'];
+  /** The text before the comma of the source's name, trimmed. */
   lastName: Scalars['String']['input'];
   middleInitial?: InputMaybe<Scalars['String']['input']>;
+  /** A telephone number, e.g. `+1 312 555 0100`: the contact field an employee may change on its own entity. */
   phone?: InputMaybe<Scalars['String']['input']>;
   salaryOrHourly?: InputMaybe<PayBasis>;
   title?: InputMaybe<Scalars['String']['input']>;
+  /** Typical hours per week (hourly staff only). */
   typicalHours?: InputMaybe<Scalars['Float']['input']>;
 };
 
-/** Refused with CONFLICT while the department has employees. */
+/** The keys of the Department to delete. */
 export type DeleteDepartmentInput = {
+  /** The department's name as the source spells it, e.g. `POLICE`, `STREETS & SAN`: not blank, no control characters. */
   id: Scalars['ID']['input'];
+  /** The ETag read: the write fails with CONFLICT if the entity changed since. Omitted: unconditional. */
   ifMatch?: InputMaybe<Scalars['String']['input']>;
 };
 
+/** The keys of the Employee to delete. */
 export type DeleteEmployeeInput = {
   departmentId: Scalars['ID']['input'];
   id: Scalars['ID']['input'];
+  /** The ETag read: the write fails with CONFLICT if the entity changed since. Omitted: unconditional. */
   ifMatch?: InputMaybe<Scalars['String']['input']>;
 };
 
@@ -126,19 +140,21 @@ export type DepartmentEmployeesByLastNameArgs = {
   lastName: Scalars['String']['input'];
 };
 
+/** A page of Department entities (a Relay connection): pass pageInfo.endCursor as `after` for the next page. */
 export type DepartmentConnection = {
   __typename?: 'DepartmentConnection';
   edges: Array<DepartmentEdge>;
   pageInfo: PageInfo;
 };
 
+/** An edge of a DepartmentConnection: one Department and the cursor after it. */
 export type DepartmentEdge = {
   __typename?: 'DepartmentEdge';
   cursor: Scalars['String']['output'];
   node: Department;
 };
 
-/** The department as written (for a delete: as it was). */
+/** The Department as written (for a delete: as it was). */
 export type DepartmentPayload = {
   __typename?: 'DepartmentPayload';
   department: Department;
@@ -179,19 +195,21 @@ export type Employee = {
   typicalHours: Maybe<Scalars['Float']['output']>;
 };
 
+/** A page of Employee entities (a Relay connection): pass pageInfo.endCursor as `after` for the next page. */
 export type EmployeeConnection = {
   __typename?: 'EmployeeConnection';
   edges: Array<EmployeeEdge>;
   pageInfo: PageInfo;
 };
 
+/** An edge of a EmployeeConnection: one Employee and the cursor after it. */
 export type EmployeeEdge = {
   __typename?: 'EmployeeEdge';
   cursor: Scalars['String']['output'];
   node: Employee;
 };
 
-/** The employee as written (for a delete: as it was). */
+/** The Employee as written (for a delete: as it was). */
 export type EmployeePayload = {
   __typename?: 'EmployeePayload';
   employee: Employee;
@@ -201,10 +219,15 @@ export type EmploymentType =
   | 'FULL_TIME'
   | 'PART_TIME';
 
+/**
+ * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
+ * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ */
 export type Mutation = {
   __typename?: 'Mutation';
   createDepartment: DepartmentPayload;
   createEmployee: EmployeePayload;
+  /** Refused with CONFLICT while the department has employees. */
   deleteDepartment: DepartmentPayload;
   deleteEmployee: EmployeePayload;
   replaceDepartment: DepartmentPayload;
@@ -215,45 +238,78 @@ export type Mutation = {
 };
 
 
+/**
+ * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
+ * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ */
 export type MutationCreateDepartmentArgs = {
   input: CreateDepartmentInput;
 };
 
 
+/**
+ * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
+ * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ */
 export type MutationCreateEmployeeArgs = {
   input: CreateEmployeeInput;
 };
 
 
+/**
+ * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
+ * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ */
 export type MutationDeleteDepartmentArgs = {
   input: DeleteDepartmentInput;
 };
 
 
+/**
+ * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
+ * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ */
 export type MutationDeleteEmployeeArgs = {
   input: DeleteEmployeeInput;
 };
 
 
+/**
+ * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
+ * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ */
 export type MutationReplaceDepartmentArgs = {
   input: ReplaceDepartmentInput;
 };
 
 
+/**
+ * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
+ * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ */
 export type MutationReplaceEmployeeArgs = {
   input: ReplaceEmployeeInput;
 };
 
 
+/**
+ * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
+ * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ */
 export type MutationUpdateDepartmentArgs = {
   input: UpdateDepartmentInput;
 };
 
 
+/**
+ * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
+ * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ */
 export type MutationUpdateEmployeeArgs = {
   input: UpdateEmployeeInput;
 };
 
+/** Where a page of a connection sits in the whole list. */
 export type PageInfo = {
   __typename?: 'PageInfo';
   endCursor: Maybe<Scalars['String']['output']>;
@@ -315,54 +371,75 @@ export type QueryEmployeesByTitleArgs = {
   title: Scalars['String']['input'];
 };
 
+/** Replace: fields not given become null. */
 export type ReplaceDepartmentInput = {
+  /** The id of the employee who heads the department, if one is named. */
   headEmployeeId?: InputMaybe<Scalars['ID']['input']>;
+  /** The department's name as the source spells it, e.g. `POLICE`, `STREETS & SAN`: not blank, no control characters. */
   id: Scalars['ID']['input'];
+  /** The ETag read: the write fails with CONFLICT if the entity changed since. Omitted: unconditional. */
   ifMatch?: InputMaybe<Scalars['String']['input']>;
   name: Scalars['String']['input'];
 };
 
 /** Replace: fields not given become null. */
 export type ReplaceEmployeeInput = {
+  /** Annual salary in USD (salaried staff only). */
   annualSalary?: InputMaybe<Scalars['Decimal']['input']>;
   departmentId: Scalars['ID']['input'];
+  /** Unique across the organisation (compared exactly, case included): `local@domain.tld`, at most 254 characters. */
   email: Scalars['String']['input'];
   firstName: Scalars['String']['input'];
   fullOrPartTime?: InputMaybe<EmploymentType>;
+  /** Hourly rate in USD (hourly staff only). */
   hourlyRate?: InputMaybe<Scalars['Decimal']['input']>;
   id: Scalars['ID']['input'];
+  /** The ETag read: the write fails with CONFLICT if the entity changed since. Omitted: unconditional. */
   ifMatch?: InputMaybe<Scalars['String']['input']>;
+  /** The text before the comma of the source's name, trimmed. */
   lastName: Scalars['String']['input'];
   middleInitial?: InputMaybe<Scalars['String']['input']>;
+  /** A telephone number, e.g. `+1 312 555 0100`: the contact field an employee may change on its own entity. */
   phone?: InputMaybe<Scalars['String']['input']>;
   salaryOrHourly?: InputMaybe<PayBasis>;
   title?: InputMaybe<Scalars['String']['input']>;
+  /** Typical hours per week (hourly staff only). */
   typicalHours?: InputMaybe<Scalars['Float']['input']>;
 };
 
+/** Merge: only the fields given change; a field given as null is cleared. */
 export type UpdateDepartmentInput = {
+  /** The id of the employee who heads the department, if one is named. */
   headEmployeeId?: InputMaybe<Scalars['ID']['input']>;
+  /** The department's name as the source spells it, e.g. `POLICE`, `STREETS & SAN`: not blank, no control characters. */
   id: Scalars['ID']['input'];
+  /** The ETag read: the write fails with CONFLICT if the entity changed since. Omitted: unconditional. */
   ifMatch?: InputMaybe<Scalars['String']['input']>;
   name?: InputMaybe<Scalars['String']['input']>;
 };
 
 /** Merge: only the fields given change; a field given as null is cleared. */
 export type UpdateEmployeeInput = {
+  /** Annual salary in USD (salaried staff only). */
   annualSalary?: InputMaybe<Scalars['Decimal']['input']>;
   departmentId: Scalars['ID']['input'];
+  /** Unique across the organisation (compared exactly, case included): `local@domain.tld`, at most 254 characters. */
   email?: InputMaybe<Scalars['String']['input']>;
   firstName?: InputMaybe<Scalars['String']['input']>;
   fullOrPartTime?: InputMaybe<EmploymentType>;
+  /** Hourly rate in USD (hourly staff only). */
   hourlyRate?: InputMaybe<Scalars['Decimal']['input']>;
   id: Scalars['ID']['input'];
-  /** The ETag read; the write fails with CONFLICT if the employee changed since. Omitted: unconditional. */
+  /** The ETag read: the write fails with CONFLICT if the entity changed since. Omitted: unconditional. */
   ifMatch?: InputMaybe<Scalars['String']['input']>;
+  /** The text before the comma of the source's name, trimmed. */
   lastName?: InputMaybe<Scalars['String']['input']>;
   middleInitial?: InputMaybe<Scalars['String']['input']>;
+  /** A telephone number, e.g. `+1 312 555 0100`: the contact field an employee may change on its own entity. */
   phone?: InputMaybe<Scalars['String']['input']>;
   salaryOrHourly?: InputMaybe<PayBasis>;
   title?: InputMaybe<Scalars['String']['input']>;
+  /** Typical hours per week (hourly staff only). */
   typicalHours?: InputMaybe<Scalars['Float']['input']>;
 };
 

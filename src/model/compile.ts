@@ -2,7 +2,9 @@
  * The schema compiler: SDL with storage directives → an executable schema's type system plus the Model that
  * says how every field is served. Runs once at start-up; any field that would need a scan stops the start.
  */
-import { buildASTSchema, concatAST, getDirectiveValues, GraphQLError, parse, Source, visit, type GraphQLSchema } from 'graphql';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { buildASTSchema, concatAST, getDirectiveValues, GraphQLError, Kind, parse, Source, visit, type GraphQLSchema } from 'graphql';
 import { validateSDL } from 'graphql/validation/validate';
 import { buildAccessPaths, findConnections, type PageDefaults } from './access-paths';
 import { buildAuthorization } from './authorization';
@@ -10,8 +12,15 @@ import { buildSasFields } from './sas-fields';
 import { buildEntities } from './layouts';
 import { buildSummaries } from './summaries';
 import { buildWrites } from './writes';
+import { generateSdl } from './generated-sdl';
 import { SchemaProblems } from './schema-errors';
 import type { Model, PointPath } from './types';
+
+/** tablegraph's directive definitions, added to a schema that does not declare them. */
+export const BUILT_IN_DIRECTIVES = path.resolve(__dirname, '../../schema/directives.graphql');
+
+/** The name errors in generated SDL cite. */
+export const GENERATED_SOURCE = 'tablegraph:generated.graphql';
 
 /** One SDL file: its text and the name errors cite (e.g. `schema/hr.graphql`). */
 export interface SdlSource {
@@ -32,11 +41,14 @@ export interface CompiledSchema {
   /** The GraphQL type system, without resolvers (src/server/resolvers.ts adds them). */
   schema: GraphQLSchema;
   model: Model;
+  /** The SDL generated for types the schema refers to and does not declare (generated-sdl.ts); '' if none. */
+  generatedSdl: string;
 }
 
 /**
  * Compiles SDL sources into a schema and its model.
- * @param sources the SDL files, directives included (schema/directives.graphql)
+ * @param sources the SDL files; without definitions of the directives, tablegraph's own (schema/directives.graphql)
+ *   are added; types the sources refer to and do not declare are generated where they can be (generated-sdl.ts)
  * @param options page sizes (entities) for `@range` fields that do not set their own; a table name prefix
  * @throws TablegraphError SCHEMA_INVALID listing every problem with `Type.field (file:line:column)` — graphql-js's
  *   own (syntax, unknown types or directive arguments) with `SDL (file:line:column)`
@@ -56,6 +68,12 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
     }
   });
   problems.throwIfAny();
+  // A schema folder without the directive definitions gets tablegraph's own.
+  if (!documents.some((d) => d.definitions.some((def) => def.kind === Kind.DIRECTIVE_DEFINITION && def.name.value === 'entity'))) {
+    documents.unshift(parse(new Source(readFileSync(BUILT_IN_DIRECTIVES, 'utf8'), 'tablegraph:directives.graphql')));
+  }
+  const generatedSdl = generateSdl(concatAST(documents));
+  if (generatedSdl) documents.push(parse(new Source(generatedSdl, GENERATED_SOURCE)));
   const document = concatAST(documents);
   for (const e of validateSDL(document)) problems.addGraphQLError(e);
   problems.throwIfAny();
@@ -94,5 +112,5 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
   const model: Model = { entities, accessPaths, connections, summaries, writes, tables: [...tables].sort(), sasFields, references };
   buildAuthorization(schema, model, problems);
   problems.throwIfAny();
-  return { schema, model };
+  return { schema, model, generatedSdl };
 }

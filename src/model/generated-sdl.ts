@@ -1,0 +1,145 @@
+/**
+ * Generated SDL, as Amplify's `@model` generates it from a few lines: for every `@entity` type `T`, the Relay types
+ * (`TConnection`, `TEdge`, `PageInfo`) and the CRUD mutation types (`CreateTInput`, `UpdateTInput`,
+ * `ReplaceTInput`, `DeleteTInput`, `TPayload`). A type is generated only when the schema refers to it by that name
+ * and does not declare it: a declared one always wins, and nothing unused is added.
+ *
+ * The inputs follow the entity's stored fields (scalar and enum fields without arguments, neither `etag`, a
+ * `@summary`, nor a `@sas` field): a create or replace takes them with the entity's nullability; an update takes
+ * the key fields as declared and every other field nullable (merge: only those given change); update, replace and
+ * delete take `ifMatch: String`. Works on the parsed SDL, before the schema is built, so that a schema referring
+ * to generated types validates.
+ */
+import {
+  Kind,
+  parse,
+  print,
+  visit,
+  type ConstDirectiveNode,
+  type DocumentNode,
+  type FieldDefinitionNode,
+  type ObjectTypeDefinitionNode,
+  type TypeNode,
+} from 'graphql';
+
+/** Directives that make a field something other than a stored field. */
+const NOT_STORED = new Set(['summary', 'sas', 'point', 'range']);
+const BUILT_IN_SCALARS = new Set(['Int', 'Float', 'String', 'Boolean', 'ID']);
+
+interface EntityShape {
+  name: string;
+  keyFields: Set<string>;
+  stored: FieldDefinitionNode[];
+}
+
+/**
+ * The SDL to add to `document`: every generated type the document refers to and does not declare.
+ * @returns SDL text (empty when nothing is missing)
+ */
+export function generateSdl(document: DocumentNode): string {
+  const declared = new Set<string>();
+  const referenced = new Set<string>();
+  const leaf = new Set(BUILT_IN_SCALARS);
+  const objects: ObjectTypeDefinitionNode[] = [];
+  for (const def of document.definitions) {
+    if ('name' in def && def.name && def.kind.endsWith('Definition') && def.kind !== Kind.DIRECTIVE_DEFINITION) declared.add(def.name.value);
+    if (def.kind === Kind.SCALAR_TYPE_DEFINITION || def.kind === Kind.ENUM_TYPE_DEFINITION) leaf.add(def.name.value);
+    if (def.kind === Kind.OBJECT_TYPE_DEFINITION) objects.push(def);
+  }
+  visit(document, {
+    NamedType(node) {
+      referenced.add(node.name.value);
+    },
+  });
+  const entities = new Map<string, EntityShape>();
+  for (const type of objects) {
+    const entity = type.directives?.find((d) => d.name.value === 'entity');
+    if (!entity) continue;
+    entities.set(type.name.value, {
+      name: type.name.value,
+      keyFields: new Set(['partitionKey', 'rowKey'].flatMap((arg) => placeholders(stringArgument(entity, arg)))),
+      stored: (type.fields ?? []).filter(
+        (f) =>
+          !f.arguments?.length &&
+          leaf.has(namedType(f.type)) &&
+          !(f.name.value === 'etag' && namedType(f.type) === 'String') &&
+          !f.directives?.some((d) => NOT_STORED.has(d.name.value)),
+      ),
+    });
+  }
+
+  const generators = new Map<string, () => string>();
+  generators.set('PageInfo', pageInfo);
+  for (const e of entities.values()) {
+    generators.set(`${e.name}Edge`, () => `"""An edge of a ${e.name}Connection: one ${e.name} and the cursor after it."""\ntype ${e.name}Edge { cursor: String! node: ${e.name}! }`);
+    generators.set(
+      `${e.name}Connection`,
+      () => `"""A page of ${e.name} entities (a Relay connection): pass pageInfo.endCursor as \`after\` for the next page."""\ntype ${e.name}Connection { edges: [${e.name}Edge!]! pageInfo: PageInfo! }`,
+    );
+    generators.set(`${e.name}Payload`, () => `"""The ${e.name} as written (for a delete: as it was)."""\ntype ${e.name}Payload { ${lowerFirst(e.name)}: ${e.name}! }`);
+    generators.set(`Create${e.name}Input`, () => input(e, 'Create', `The new ${e.name}: CONFLICT when one with these keys exists.`));
+    generators.set(`Update${e.name}Input`, () => input(e, 'Update', 'Merge: only the fields given change; a field given as null is cleared.'));
+    generators.set(`Replace${e.name}Input`, () => input(e, 'Replace', 'Replace: fields not given become null.'));
+    generators.set(`Delete${e.name}Input`, () => input(e, 'Delete', `The keys of the ${e.name} to delete.`));
+  }
+
+  // A generated type may refer to another (a connection to its edge and PageInfo): repeat until nothing is missing.
+  const out: string[] = [];
+  let missing = [...referenced].filter((n) => !declared.has(n) && generators.has(n));
+  while (missing.length > 0) {
+    const texts = missing.map((n) => generators.get(n)!());
+    missing.forEach((n) => declared.add(n));
+    out.push(...texts);
+    missing = [];
+    visit(parse(texts.join('\n')), {
+      NamedType(node) {
+        const n = node.name.value;
+        if (!declared.has(n) && generators.has(n) && !missing.includes(n)) missing.push(n);
+      },
+    });
+  }
+  return out.length ? print(parse(out.join('\n\n'))) : '';
+}
+
+function pageInfo(): string {
+  return `"""Where a page of a connection sits in the whole list."""
+type PageInfo { hasNextPage: Boolean! hasPreviousPage: Boolean! startCursor: String endCursor: String }`;
+}
+
+function input(e: EntityShape, kind: 'Create' | 'Update' | 'Replace' | 'Delete', description: string): string {
+  const lines: string[] = [];
+  const keys = e.stored.filter((f) => e.keyFields.has(f.name.value));
+  const others = e.stored.filter((f) => !e.keyFields.has(f.name.value));
+  for (const f of keys) lines.push(field(f, print(f.type)));
+  if (kind !== 'Create') {
+    lines.push('"""The ETag read: the write fails with CONFLICT if the entity changed since. Omitted: unconditional."""\nifMatch: String');
+  }
+  if (kind !== 'Delete') for (const f of others) lines.push(field(f, kind === 'Update' ? print(nullable(f.type)) : print(f.type)));
+  return `"""${description}"""\ninput ${kind}${e.name}Input {\n${lines.join('\n')}\n}`;
+}
+
+function field(f: FieldDefinitionNode, type: string): string {
+  return `${f.description ? `${JSON.stringify(f.description.value)}\n` : ''}${f.name.value}: ${type}`;
+}
+
+function nullable(type: TypeNode): TypeNode {
+  return type.kind === Kind.NON_NULL_TYPE ? type.type : type;
+}
+
+function namedType(type: TypeNode): string {
+  return type.kind === Kind.NAMED_TYPE ? type.name.value : namedType(type.type);
+}
+
+function stringArgument(d: ConstDirectiveNode, name: string): string {
+  const arg = d.arguments?.find((a) => a.name.value === name);
+  return arg?.value.kind === Kind.STRING ? arg.value.value : '';
+}
+
+/** The field names of a key template's placeholders: `empid_{id:08}` → id. */
+function placeholders(template: string): string[] {
+  return [...template.matchAll(/\{([A-Za-z_][A-Za-z0-9_]*)(?::[^}]*)?\}/g)].map((m) => m[1]);
+}
+
+function lowerFirst(s: string): string {
+  return s.charAt(0).toLowerCase() + s.slice(1);
+}
