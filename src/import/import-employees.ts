@@ -1,28 +1,67 @@
 /**
- * Imports the Chicago employee file into the HR schema (the plan: import-plan.ts): EGTs of upsert-replace per
- * table and partition, written directly rather than through the fan-out queue — Azurite's queue slows with depth,
- * and the import knows every entity it writes ("Entity Group Transactions"). Department entities come after every
- * employee EGT has committed, and then the index entities that rewritten employees no longer derive are deleted
- * (each only while it still points at its employee, as the fan-out worker would: the "Eventually consistent
- * transactions pattern").
+ * Imports the Chicago employee file into the HR schema: a mapping of its rows onto the generic loader
+ * (src/load/load-entities.ts). A first pass over the file gives the departments (created when missing, a stored
+ * one kept as it is); the second, the employees, each with a derived, stable, unique e-mail address. The loader
+ * writes them as the worker would derive them, in EGTs per table and partition, gives each department its exact
+ * summaries, and deletes the index entities of employees renamed since an earlier import.
  *
- * An EGT that fails for want of an answer (a timeout, a 5xx after the SDK's own retries) is sent again with
- * exponential back-off — its upserts are idempotent — a bounded number of times; then its rows are reported and
- * the import goes on. Idempotent: the same file writes the same entities with the same values.
+ * An EGT that fails for want of an answer is sent again with exponential back-off a bounded number of times; then
+ * its rows are reported and the import goes on. Idempotent: the same file writes the same entities with the same
+ * values.
  */
-import { backOff } from 'exponential-backoff';
-import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
-import { repairHolder } from '../maintenance/summary-state';
-import { prefixUpperBound, renderKey, renderKeyPrefix } from '../model/key-template';
+import { ErrorCode, TablegraphError } from '../errors';
+import { loadEntities, type LoadProgress } from '../load/load-entities';
+import type { LoadRow } from '../load/load-rows';
 import type { Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { StorageObserver } from '../storage/types';
-import { deleteIfPointsAt } from '../worker/reconciler';
-import { writeEgtBatches, type EgtBatch } from '../write/egt-batches';
-import type { SkippedRow } from './chicago-csv';
-import { ImportPlan, type PartitionState } from './import-plan';
+import { readChicagoCsv, type EmployeeRecord, type SkippedRow } from './chicago-csv';
 
-export { EMAIL_DOMAIN, employeeValues, ImportPlan } from './import-plan';
+/** The domain of the e-mail addresses the import derives (`.example` is reserved: no real mailbox). */
+export const EMAIL_DOMAIN = 'cityofchicago.example';
+
+/** The Employee field values of a record (the id as an ID string). */
+export function employeeValues(e: EmployeeRecord, email: string): Record<string, unknown> {
+  return { ...e, id: String(e.id), email };
+}
+
+/** One lower-case word of letters and digits, accents dropped (`O'BRIEN` → `obrien`, `JOSÉ` → `jose`). */
+function emailPart(name: string): string {
+  return name.normalize('NFKD').replace(/[\u0300-\u036f]/g, '').toLowerCase().replace(/[^a-z0-9]+/g, '') || 'x';
+}
+
+/**
+ * Stable, unique e-mail addresses: `first.last@cityofchicago.example` for the first of that name in file order,
+ * then `first.last.2@…`, `first.last.3@…` (a base never holds two dots, so suffixed forms never collide).
+ */
+function emailDeriver(): (e: EmployeeRecord) => string {
+  const counts = new Map<string, number>();
+  return (e) => {
+    const base = `${emailPart(e.firstName)}.${emailPart(e.lastName)}`;
+    const n = (counts.get(base) ?? 0) + 1;
+    counts.set(base, n);
+    return `${n === 1 ? base : `${base}.${n}`}@${EMAIL_DOMAIN}`;
+  };
+}
+
+/** The departments of the file's valid rows, in order of first appearance, each at the line it first appears. */
+async function* departmentRows(file: string): AsyncGenerator<LoadRow> {
+  const seen = new Set<string>();
+  for await (const row of readChicagoCsv(file)) {
+    if (row.reason !== undefined || seen.has(row.employee.departmentId)) continue;
+    seen.add(row.employee.departmentId);
+    yield { line: row.line, values: { id: row.employee.departmentId, name: row.employee.departmentId } };
+  }
+}
+
+/** The file's rows as Employee values; malformed rows with their reasons. */
+async function* employeeRows(file: string): AsyncGenerator<LoadRow> {
+  const emailFor = emailDeriver();
+  for await (const row of readChicagoCsv(file)) {
+    if (row.reason !== undefined) yield { line: row.line, reason: row.reason };
+    else yield { line: row.line, values: employeeValues(row.employee, emailFor(row.employee)) };
+  }
+}
 
 /** Progress so far: data rows read (malformed included), entities written, EGTs committed. */
 export interface ImportProgress {
@@ -85,26 +124,6 @@ export interface ImportSummary {
 }
 
 /**
- * What a department partition holds: its employees (one range query over the Employee RowKey prefix, following
- * continuation tokens) and its Department entity (one point query).
- */
-function partitionReader(store: TableStore, model: Model, observer?: StorageObserver): (departmentId: string) => Promise<PartitionState> {
-  const employee = model.entities.get('Employee')!;
-  const department = model.entities.get('Department')!;
-  const prefix = renderKeyPrefix(employee.layout.rowKey, {});
-  return async (departmentId) => {
-    const partitionKey = renderKey(employee.layout.partitionKey, { departmentId });
-    const table = employee.layout.table;
-    const [range, dept] = await Promise.all([
-      store.queryRange({ table, partitionKey, rowKeyFrom: prefix, rowKeyTo: prefixUpperBound(prefix), limit: Number.MAX_SAFE_INTEGER - 1 }, { observer }),
-      store.getEntity({ table: department.layout.table, partitionKey, rowKey: renderKey(department.layout.rowKey, { id: departmentId }) }, { observer }),
-    ]);
-    const employees = new Map(range.entities.filter((e) => e.properties.EntityType === employee.entityType).map((e) => [e.rowKey, e]));
-    return { employees, department: dept };
-  };
-}
-
-/**
  * Imports `file` (see chicago-csv.ts for the row rules and ids) into the model's tables, creating them if
  * missing. Malformed rows are skipped and listed with their line numbers; the rest load.
  * @returns the summary (counts in rows, entities and EGTs; seconds of wall time)
@@ -113,98 +132,38 @@ function partitionReader(store: TableStore, model: Model, observer?: StorageObse
  *   LIMIT_EXCEEDED, a refused credential) — EGTs committed before it stay, and re-running is harmless
  */
 export async function importEmployees(opts: ImportOptions): Promise<ImportSummary> {
-  const started = performance.now();
-  const concurrency = opts.concurrency ?? 8;
-  if (!Number.isSafeInteger(concurrency) || concurrency < 1) {
-    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `concurrency must be a positive integer, not ${concurrency}.`);
+  for (const type of ['Department', 'Employee']) {
+    if (!opts.model.entities.has(type)) throw new TablegraphError(ErrorCode.SCHEMA_INVALID, `The import needs the HR schema's ${type} type (schema/hr.graphql).`);
   }
-  const { store, model, observer } = opts;
-  for (const table of model.tables) await store.ensureTable(table);
-  const plan = new ImportPlan(model, opts.file, store.target, partitionReader(store, model, observer));
-  const progress: ImportProgress = { rowsRead: 0, entitiesWritten: 0, transactions: 0 };
-  const failed: FailedBatch[] = [];
-  let retries = 0;
-  const inFlight = new Set<Promise<void>>();
-  let fatal: { error: unknown } | undefined;
-  const onBatch = (b: EgtBatch) => {
-    progress.entitiesWritten += b.writes.length;
-    progress.transactions++;
-    progress.rowsRead = plan.rowsRead;
-    opts.onProgress?.({ ...progress });
-  };
-  const attempts = opts.attempts ?? 5;
-  const send = async (batch: EgtBatch) => {
-    try {
-      await backOff(() => writeEgtBatches(store, [batch], { concurrency: 1, observer, onBatch }), {
-        numOfAttempts: attempts,
-        startingDelay: opts.backoffMs ?? 1000,
-        timeMultiple: 2,
-        maxDelay: 16_000,
-        jitter: 'full',
-        retry: (e: unknown, attempt: number) => {
-          if (!isTablegraphError(e, ErrorCode.STORAGE_UNAVAILABLE)) return false;
-          if (attempt >= attempts) return true; // asked after the last attempt too: nothing is sent again then
-          retries++;
-          opts.onRetry?.(e, attempt);
-          return true;
-        },
-      });
-    } catch (e) {
-      if (!isTablegraphError(e, ErrorCode.STORAGE_UNAVAILABLE)) throw e;
-      const lines = [...new Set(batch.writes.map((w) => plan.lines.get(w)).filter((l): l is number => l !== undefined))].sort((a, b) => a - b);
-      failed.push({ lines, table: batch.table, partitionKey: batch.partitionKey, error: e.message });
-    }
-  };
-  const drain = async () => {
-    await Promise.all(inFlight);
-    if (fatal) throw fatal.error;
-  };
-  // EGTs are sent as the plan yields them, at most `concurrency` at once, the reader waiting meanwhile.
-  try {
-    for await (const { stage, batches } of plan.batches()) {
-      if (stage === 'departments') await drain();
-      for (const batch of batches) {
-        while (inFlight.size >= concurrency) await Promise.race(inFlight);
-        if (fatal) throw fatal.error;
-        const sent: Promise<void> = send(batch)
-          .catch((error: unknown) => void (fatal ??= { error }))
-          .finally(() => inFlight.delete(sent));
-        inFlight.add(sent);
-      }
-    }
-    await drain();
-  } finally {
-    // On failure too: the caller may close storage next, so nothing of this import may still be running.
-    await Promise.all(inFlight);
-  }
-  // Departments whose employees did not all arrive: their summaries are recounted from what is stored.
-  const department = model.entities.get('Department')!;
-  const summaries = [...model.summaries.values()].filter((s) => s.holder === department);
-  for (const partitionKey of new Set(failed.filter((f) => f.table === department.layout.table).map((f) => f.partitionKey))) {
-    const address = { table: department.layout.table, partitionKey, rowKey: renderKeyPrefix(department.layout.rowKey, {}) };
-    await repairHolder(store, summaries, address, 5, observer).catch(() => false);
-  }
-  const employee = model.entities.get('Employee')!;
-  let staleDeleted = 0;
-  for (const { primary, addresses } of plan.stale) {
-    for (const address of addresses) {
-      if ((await deleteIfPointsAt(store, employee, address, primary, { observer }, Date.now)) === 'deleted') staleDeleted++;
-    }
-  }
-  progress.rowsRead = plan.rowsRead;
-  opts.onProgress?.({ ...progress });
-  const seconds = (performance.now() - started) / 1000;
+  // Read once before anything is written: a file that is not the Chicago file fails here.
+  for await (const _ of readChicagoCsv(opts.file)) break;
+  const summary = await loadEntities({
+    store: opts.store,
+    model: opts.model,
+    steps: [
+      { type: 'Department', rows: departmentRows(opts.file), existing: 'keep', source: opts.file },
+      { type: 'Employee', rows: employeeRows(opts.file), source: opts.file },
+    ],
+    concurrency: opts.concurrency,
+    attempts: opts.attempts,
+    backoffMs: opts.backoffMs,
+    onRetry: opts.onRetry,
+    observer: opts.observer,
+    onProgress: (p: LoadProgress) => opts.onProgress?.({ rowsRead: p.type === 'Employee' ? p.rowsRead : 0, entitiesWritten: p.entitiesWritten, transactions: p.transactions }),
+  });
+  const [departments, employees] = summary.steps;
   return {
-    rows: plan.rowsRead,
-    imported: plan.imported,
-    skipped: plan.skipped,
-    failed,
-    retries,
-    staleDeleted,
-    entities: progress.entitiesWritten,
-    transactions: progress.transactions,
-    departments: plan.departments.size,
-    seconds,
-    entitiesPerSecond: seconds > 0 ? progress.entitiesWritten / seconds : 0,
+    rows: employees.rows,
+    imported: employees.loaded,
+    // A department refused (its key over a limit) refuses its employees for the same reason: they are the report.
+    skipped: employees.skipped,
+    failed: summary.failed.map((f) => ({ lines: f.lines, table: f.table, partitionKey: f.partitionKey, error: f.error })),
+    retries: summary.retries,
+    staleDeleted: departments.staleDeleted + employees.staleDeleted,
+    entities: summary.entities,
+    transactions: summary.transactions,
+    departments: employees.holders,
+    seconds: summary.seconds,
+    entitiesPerSecond: summary.entitiesPerSecond,
   };
 }

@@ -1,16 +1,18 @@
 /**
  * Import benchmark: `npx tsx test/bench/import-bench.ts [concurrency]` (not part of `npm test`).
  *
- * On its own in-memory Azurite: importEmployees loads the Chicago file into tables of prefix A (EGTs in
- * parallel, default 8 in flight); then the baseline writes the same entities — the same ImportPlan, so the same
- * EGT batches, typed the same way — into tables of prefix B with a plain loop over the SDK,
- * `TableClient.submitTransaction` with `['upsert', entity, 'Replace']` actions, one EGT at a time. Both include
- * reading and parsing the file. Prints entities, EGTs, seconds, entities/s and storage round trips of each, the
- * ratio, and checks that both prefixes hold identical entities.
+ * On its own in-memory Azurite: importEmployees — the Chicago mapping on the generic loader (src/load/) — loads
+ * the Chicago file into tables of prefix A (EGTs in parallel, default 8 in flight); then the baseline writes the
+ * entities A holds, already built in memory (no file to read, nothing to check), into tables of prefix B with a
+ * plain loop over the SDK, `TableClient.submitTransaction` with `['upsert', entity, 'Replace']` actions, one EGT
+ * (grouped by planEgtBatches) at a time. Prints entities, EGTs, seconds, entities/s and storage round trips of each,
+ * the ratio of wall times for the same stored content, and checks that both prefixes hold identical entities.
  */
 import { createHash } from 'node:crypto';
 import { TableClient, TableServiceClient, type TransactionAction } from '@azure/data-tables';
-import { ImportPlan, importEmployees } from '../../src/import/import-employees';
+import { importEmployees } from '../../src/import/import-employees';
+import type { TableWrite } from '../../src/model/entity-codec';
+import { planEgtBatches } from '../../src/write/egt-batches';
 import type { Model } from '../../src/model/types';
 import { startAzurite } from '../../src/storage/azurite';
 import { toSdkEntity } from '../../src/storage/edm';
@@ -49,7 +51,30 @@ async function importRun(store: TableStore, model: Model, concurrency: number): 
   return { name: `importEmployees (${concurrency} EGTs in flight)`, entities: s.entities, transactions: s.transactions, seconds: s.seconds, roundTrips };
 }
 
-async function baselineRun(connectionString: string, model: Model): Promise<Run> {
+/** Every entity of the model's tables, as writes into the same tables of another prefix. */
+async function storedWrites(store: TableStore, from: Model, to: Model): Promise<TableWrite[]> {
+  const writes: TableWrite[] = [];
+  for (const [i, table] of from.tables.entries()) {
+    for await (const page of store.scan(table)) {
+      for (const e of page) {
+        const properties = Object.fromEntries(Object.entries(e.properties).map(([k, v]) => [k, typed(v)]));
+        writes.push({ table: to.tables[i], entity: { partitionKey: e.partitionKey, rowKey: e.rowKey, properties } });
+      }
+    }
+  }
+  return writes;
+}
+
+/** A stored property value with the EDM type it was read as. */
+function typed(v: unknown): TableWrite['entity']['properties'][string] {
+  if (typeof v === 'bigint') return { type: 'Int64', value: v };
+  if (v instanceof Date) return { type: 'DateTime', value: v };
+  if (typeof v === 'boolean') return { type: 'Boolean', value: v };
+  if (typeof v === 'number') return Number.isInteger(v) ? { type: 'Int32', value: v } : { type: 'Double', value: v };
+  return { type: 'String', value: String(v) };
+}
+
+async function baselineRun(connectionString: string, writes: TableWrite[]): Promise<Run> {
   const clients = new Map<string, TableClient>();
   const client = (table: string) => {
     let c = clients.get(table);
@@ -59,13 +84,11 @@ async function baselineRun(connectionString: string, model: Model): Promise<Run>
   const started = performance.now();
   let entities = 0;
   let transactions = 0;
-  for await (const { batches } of new ImportPlan(model, CHICAGO_CSV, 'azurite').batches()) {
-    for (const batch of batches) {
-      const actions: TransactionAction[] = batch.writes.map((w) => ['upsert', toSdkEntity(w.entity), 'Replace']);
-      await client(batch.table).submitTransaction(actions);
-      entities += actions.length;
-      transactions++;
-    }
+  for (const batch of planEgtBatches(writes, 'azurite')) {
+    const actions: TransactionAction[] = batch.writes.map((w) => ['upsert', toSdkEntity(w.entity), 'Replace']);
+    await client(batch.table).submitTransaction(actions);
+    entities += actions.length;
+    transactions++;
   }
   const seconds = (performance.now() - started) / 1000;
   return { name: 'baseline: sequential SDK submitTransaction', entities, transactions, seconds, roundTrips: transactions };
@@ -89,17 +112,17 @@ async function main(): Promise<void> {
     for (const t of b.tables) await service.createTable(t);
 
     const imported = await importRun(store, a, concurrency);
-    const baseline = await baselineRun(azurite.connectionString, b);
+    const baseline = await baselineRun(azurite.connectionString, await storedWrites(store, a, b));
     const [da, db] = [await digest(store, a), await digest(store, b)];
 
     console.log(`Chicago file, in-memory Azurite 3.37, Node ${process.version}`);
     console.log(`${'run'.padEnd(46)} ${'entities'.padStart(8)} ${'EGTs'.padStart(6)} ${'seconds'.padStart(8)} ${'entities/s'.padStart(10)} ${'round trips'.padStart(11)}`);
     console.log(row(imported));
     console.log(row(baseline));
-    const ratio = imported.entities / imported.seconds / (baseline.entities / baseline.seconds);
-    console.log(`ratio (import / baseline entities/s): ${ratio.toFixed(2)}x; round trips ${imported.roundTrips} vs ${baseline.roundTrips} (+${a.tables.length} table creations each)`);
+    const ratio = baseline.seconds / imported.seconds;
+    console.log(`ratio (baseline seconds / import seconds, same stored content): ${ratio.toFixed(2)}x; round trips ${imported.roundTrips} vs ${baseline.roundTrips} (+${a.tables.length} table creations each)`);
     console.log(`stored: A ${da.entities} entities (${da.hash}), B ${db.entities} entities (${db.hash}): ${da.hash === db.hash ? 'identical' : 'DIFFERENT'}`);
-    if (da.hash !== db.hash || imported.entities !== baseline.entities) process.exitCode = 1;
+    if (da.hash !== db.hash) process.exitCode = 1;
   } finally {
     await azurite.stop();
   }

@@ -1,0 +1,115 @@
+/**
+ * `npm run load -- --type <Type> --file <path>` or `npm run load -- --manifest <path>`: loads CSV (a header of field
+ * names) or NDJSON files into any schema's entity types (src/load/), on the configured storage or the embedded
+ * Azurite. Progress on stderr (a bar on a terminal, log lines otherwise); the summary on stdout. Exit code 0 even
+ * when rows were skipped (they are listed with their lines and reasons); 1 when an EGT was given up on after its
+ * retries (its rows are listed: run it again) or on a fatal error. Loading the same files again changes nothing.
+ */
+import path from 'node:path';
+import { Command } from 'commander';
+import { loadConfig } from '../config';
+import { ErrorCode, TablegraphError } from '../errors';
+import { createImportProgress, estimateDataRows } from '../import/progress';
+import { checkStepOrder, loadEntities, type LoadSummary } from '../load/load-entities';
+import { fileFormat, readLoadRows } from '../load/load-rows';
+import { readManifest, type ManifestStep } from '../load/manifest';
+import { createLogger } from '../log';
+import { compileConfiguredSchema } from '../runtime/configured-schema';
+import { openStorage } from '../runtime/open-storage';
+import { positiveIntArgument, runMain } from './run-main';
+
+/** Skipped rows listed one by one per step; the rest are counted. */
+const SKIPPED_SHOWN = 20;
+
+function formatSummary(s: LoadSummary): string {
+  const lines = s.steps.map(
+    (t) =>
+      `${t.type.padEnd(16)} rows ${t.rows}, loaded ${t.loaded} (${t.unchanged} unchanged), kept ${t.kept}, skipped ${t.skipped.length}, ` +
+      `stale index entities deleted ${t.staleDeleted}, summary holders ${t.holders}`,
+  );
+  return [
+    ...lines,
+    `failed EGTs      ${s.failed.length}   (${s.failed.reduce((n, f) => n + f.lines.length, 0)} rows; sent again ${s.retries} times in all)`,
+    `entities         ${s.entities}`,
+    `transactions     ${s.transactions}`,
+    `seconds          ${s.seconds.toFixed(2)}`,
+    `entities/s       ${Math.round(s.entitiesPerSecond)}`,
+  ].join('\n');
+}
+
+runMain(
+  'load',
+  async (log) => {
+    const options = new Command('load')
+      .description('load CSV or NDJSON files into the schema\'s entity types (idempotent)')
+      .option('--type <Type>', 'the entity type of --file')
+      .option('--file <path>', 'a .csv (header = field names) or .ndjson file of --type')
+      .option('--manifest <path>', 'a JSON manifest of several files in dependency order: { "steps": [ { "type", "file", "existing"? } ] }')
+      .option('--existing <mode>', 'with --file: an entity already stored is replaced or kept', 'replace')
+      .option('--concurrency <n>', 'EGTs in flight at once', positiveIntArgument, 8)
+      .parse()
+      .opts<{ type?: string; file?: string; manifest?: string; existing: string; concurrency: number }>();
+    let steps: ManifestStep[];
+    if (options.manifest !== undefined) {
+      if (options.type !== undefined || options.file !== undefined) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, 'give either --manifest or --type and --file');
+      steps = readManifest(path.resolve(options.manifest));
+    } else {
+      if (options.type === undefined || options.file === undefined) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, 'give --type and --file, or --manifest');
+      if (options.existing !== 'replace' && options.existing !== 'keep') throw new TablegraphError(ErrorCode.BAD_USER_INPUT, '--existing is replace or keep');
+      steps = [{ type: options.type, file: path.resolve(options.file), existing: options.existing }];
+    }
+    const config = loadConfig();
+    log.level = config.logLevel;
+    const { schema, model } = compileConfiguredSchema(config);
+    // Checked before storage starts: types, their order, file formats, and that every file can be read.
+    checkStepOrder(model, steps.map((s) => s.type));
+    let totalRows = 0;
+    for (const s of steps) {
+      fileFormat(s.file);
+      totalRows += await estimateDataRows(s.file).catch((e: Error) => {
+        throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `Cannot read ${s.file}: ${e.message}`, { file: s.file });
+      });
+    }
+    const storage = await openStorage(config, log);
+    try {
+      log.info({ steps: steps.map((s) => `${s.type} ← ${s.file}`), storage: storage.target, concurrency: options.concurrency }, 'loading');
+      const progress = createImportProgress({ totalRows, log });
+      let summary: LoadSummary;
+      let rowsBefore = 0;
+      let current = '';
+      let rowsOfCurrent = 0;
+      try {
+        summary = await loadEntities({
+          store: storage.store,
+          model,
+          steps: steps.map((s) => ({ type: s.type, rows: readLoadRows(s.file, model.entities.get(s.type)!, schema), existing: s.existing, source: s.file })),
+          concurrency: options.concurrency,
+          onProgress: (p) => {
+            if (p.type !== current) {
+              rowsBefore += rowsOfCurrent;
+              current = p.type;
+            }
+            rowsOfCurrent = p.rowsRead;
+            progress.update({ rowsRead: rowsBefore + p.rowsRead, entitiesWritten: p.entitiesWritten, transactions: p.transactions });
+          },
+          onRetry: (e, attempt) => log.warn({ attempt }, `an EGT failed (${(e as Error).message}); sending it again`),
+        });
+      } finally {
+        progress.stop();
+      }
+      for (const step of summary.steps) {
+        for (const s of step.skipped.slice(0, SKIPPED_SHOWN)) log.warn({ type: step.type, line: s.line }, `skipped ${path.basename(step.source ?? '')}:${s.line}: ${s.reason}`);
+        if (step.skipped.length > SKIPPED_SHOWN) log.warn(`… and ${step.skipped.length - SKIPPED_SHOWN} more skipped ${step.type} rows (${step.skipped.length} in all)`);
+      }
+      for (const f of summary.failed) {
+        log.error({ type: f.type, table: f.table, partitionKey: f.partitionKey }, `an EGT was given up on after its retries: lines ${f.lines.join(', ')} not (fully) loaded: ${f.error}`);
+      }
+      process.stdout.write(`${formatSummary(summary)}\n`);
+      if (summary.failed.length > 0) process.exitCode = 1;
+    } finally {
+      await storage.close('ifStartedHere');
+    }
+  },
+  createLogger,
+  'stderr',
+);

@@ -1,0 +1,268 @@
+/**
+ * The generic loader: rows of any schema's entity types, in steps of one type each (a manifest lists them in
+ * dependency order: a type before the types whose references or summaries reach it), written as the worker would
+ * derive them (load-plan.ts) — EGTs of upsert-replace per table and partition, sent directly rather than through
+ * the fan-out queue, with bounded parallelism ("Entity Group Transactions"; the "Performance and scalability
+ * checklist": batch, and bound the parallelism). After a step's EGTs: one merge per summary holder with its exact
+ * totals, then the deletion of the index entities that rewritten entities no longer derive (each only while it
+ * still points at its entity, as the fan-out worker deletes: the "Eventually consistent transactions pattern").
+ *
+ * An EGT that fails for want of an answer (a timeout, a 5xx after the SDK's own retries) is sent again with
+ * exponential back-off — its upserts are idempotent — a bounded number of times; then its rows are reported and
+ * the load goes on (a holder of its partition is then recounted from what is stored). Idempotent: loading the same
+ * rows again writes the same entities with the same values (and WriteIds) and leaves no orphan.
+ */
+import { backOff } from 'exponential-backoff';
+import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
+import { repairHolder } from '../maintenance/summary-state';
+import { prefixUpperBound } from '../model/key-template';
+import type { Model } from '../model/types';
+import type { TableStore } from '../storage/table-store';
+import type { StorageObserver } from '../storage/types';
+import { deleteIfPointsAt } from '../worker/reconciler';
+import { writeEgtBatches, type EgtBatch } from '../write/egt-batches';
+import { LoadPlan, type LoadReads, type SkippedRow } from './load-plan';
+import type { LoadRow } from './load-rows';
+
+/** One step: the rows of one entity type. */
+export interface LoadStep {
+  /** The entity type's name, e.g. `Employee`. */
+  type: string;
+  rows: AsyncIterable<LoadRow>;
+  /** An entity already stored: replaced (default) or kept as it is. */
+  existing?: 'replace' | 'keep';
+  /** Where the rows come from, for reports (a file name). */
+  source?: string;
+}
+
+/** Progress so far: the step's type, its rows read (bad ones included), entities written and EGTs committed in all. */
+export interface LoadProgress {
+  type: string;
+  rowsRead: number;
+  entitiesWritten: number;
+  transactions: number;
+}
+
+export interface LoadOptions {
+  store: TableStore;
+  model: Model;
+  steps: LoadStep[];
+  /** EGTs in flight at once (default 8). */
+  concurrency?: number;
+  /** Sends of one EGT before its rows are given up on (attempts, default 5). */
+  attempts?: number;
+  /** The first back-off between two sends of an EGT (ms, default 1000; doubling, at most 16000, with jitter). */
+  backoffMs?: number;
+  /** Called after each EGT commits. */
+  onProgress?(p: LoadProgress): void;
+  /** Told of each EGT sent again, with the error that made it fail. */
+  onRetry?(e: unknown, attempt: number): void;
+  /** Receives one record per storage call (see src/read/cost.ts). */
+  observer?: StorageObserver;
+}
+
+/** An EGT given up on after its attempts: the lines of the rows it held, and why. */
+export interface FailedBatch {
+  type: string;
+  lines: number[];
+  /** The table and PartitionKey of the EGT. */
+  table: string;
+  partitionKey: string;
+  error: string;
+}
+
+/** What one step did. */
+export interface StepSummary {
+  type: string;
+  source?: string;
+  /** Rows read, bad ones included. */
+  rows: number;
+  /** Rows written (rows of failed EGTs included: see LoadSummary.failed). */
+  loaded: number;
+  /** Of `loaded`: rows whose entity was stored with the same values. */
+  unchanged: number;
+  /** Rows whose stored entity was kept (`existing: 'keep'`). */
+  kept: number;
+  /** Bad rows, in file order, with their reasons. */
+  skipped: SkippedRow[];
+  /** Index entities of rewritten entities' earlier states, deleted (entities). */
+  staleDeleted: number;
+  /** Summary holders given their totals (entities). */
+  holders: number;
+}
+
+export interface LoadSummary {
+  steps: StepSummary[];
+  /** EGTs given up on, with their rows: load again to write them. */
+  failed: FailedBatch[];
+  /** EGTs sent again after a failure (sends). */
+  retries: number;
+  /** Entities written: entities, index entities and summary holders. */
+  entities: number;
+  /** EGTs committed (one round trip each). */
+  transactions: number;
+  /** Wall time (seconds). */
+  seconds: number;
+  entitiesPerSecond: number;
+}
+
+/** The loader's reads: a partition's entities of a RowKey prefix (all pages), and point queries. */
+function storeReads(store: TableStore, observer?: StorageObserver): LoadReads {
+  return {
+    partition: async (table, partitionKey, prefix) =>
+      (
+        await store.queryRange(
+          { table, partitionKey, rowKeyFrom: prefix || undefined, rowKeyTo: prefix ? prefixUpperBound(prefix) : undefined, limit: Number.MAX_SAFE_INTEGER - 1 },
+          { observer },
+        )
+      ).entities,
+    entity: (address) => store.getEntity(address, { observer }),
+  };
+}
+
+/**
+ * Refuses steps whose order cannot work: an unknown type, or a type whose (non-optional) references or summary
+ * holders are of a type loaded by a later step.
+ * @throws TablegraphError BAD_USER_INPUT
+ */
+export function checkStepOrder(model: Model, types: string[]): void {
+  types.forEach((type, i) => {
+    if (!model.entities.has(type)) {
+      throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${type} is not an @entity type of the schema (its types: ${[...model.entities.keys()].join(', ')})`, { type });
+    }
+    const needs = [
+      // An optional reference may be null: it does not order the steps (a row that sets it to an entity loaded
+      // later is refused alone, ReferenceMissing).
+      ...(model.references.get(type) ?? [])
+        .filter((p) => ![...p.partitionKey.bindings.values(), ...p.rowKey.bindings.values()].some((b) => b.optional))
+        .map((p) => p.target.name),
+      ...[...model.summaries.values()].filter((s) => s.of.name === type).map((s) => s.holder.name),
+    ];
+    for (const other of needs) {
+      const j = types.indexOf(other, i + 1);
+      if (j > i && other !== type) {
+        throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${type} refers to ${other}, which is loaded after it: load ${other} first`, { type, needs: other });
+      }
+    }
+  });
+}
+
+/**
+ * Loads every step in order, creating the model's tables if missing.
+ * @returns what each step did, and the totals (entities, EGTs, seconds)
+ * @throws TablegraphError BAD_USER_INPUT (steps out of order, an unknown type, a bad file header, concurrency not a
+ *   positive integer); a storage error that is not a failure to answer (LIMIT_EXCEEDED, a refused credential) —
+ *   what was committed before it stays, and loading again is harmless
+ */
+export async function loadEntities(opts: LoadOptions): Promise<LoadSummary> {
+  const started = performance.now();
+  const concurrency = opts.concurrency ?? 8;
+  if (!Number.isSafeInteger(concurrency) || concurrency < 1) {
+    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `concurrency must be a positive integer, not ${concurrency}.`);
+  }
+  const { store, model, observer } = opts;
+  checkStepOrder(model, opts.steps.map((s) => s.type));
+  for (const table of model.tables) await store.ensureTable(table);
+  const reads = storeReads(store, observer);
+  const written = new Set<string>();
+  const failed: FailedBatch[] = [];
+  const totals = { entities: 0, transactions: 0, retries: 0 };
+  const attempts = opts.attempts ?? 5;
+  const retrying = <T>(call: () => Promise<T>) =>
+    backOff(call, {
+      numOfAttempts: attempts,
+      startingDelay: opts.backoffMs ?? 1000,
+      timeMultiple: 2,
+      maxDelay: 16_000,
+      jitter: 'full',
+      retry: (e: unknown, attempt: number) => {
+        if (!isTablegraphError(e, ErrorCode.STORAGE_UNAVAILABLE)) return false;
+        if (attempt >= attempts) return true; // asked after the last attempt too: nothing is sent again then
+        totals.retries++;
+        opts.onRetry?.(e, attempt);
+        return true;
+      },
+    });
+
+  const steps: StepSummary[] = [];
+  for (const step of opts.steps) {
+    const entity = model.entities.get(step.type)!;
+    const plan = new LoadPlan({ model, entity, target: store.target, reads, written, existing: step.existing });
+    const progress = () => opts.onProgress?.({ type: step.type, rowsRead: plan.rowsRead, entitiesWritten: totals.entities, transactions: totals.transactions });
+    const failedPartitions = new Set<string>();
+    const send = async (batch: EgtBatch) => {
+      try {
+        await retrying(() => writeEgtBatches(store, [batch], { concurrency: 1, observer }));
+        totals.entities += batch.writes.length;
+        totals.transactions++;
+        progress();
+      } catch (e) {
+        if (!isTablegraphError(e, ErrorCode.STORAGE_UNAVAILABLE)) throw e;
+        const lines = [...new Set(batch.writes.map((w) => plan.lines.get(w)).filter((l): l is number => l !== undefined))].sort((a, b) => a - b);
+        failed.push({ type: step.type, lines, table: batch.table, partitionKey: batch.partitionKey, error: e.message });
+        failedPartitions.add(batch.partitionKey);
+      }
+    };
+    await sendAll(plan.batches(step.rows), send, concurrency);
+
+    let holders = 0;
+    const summaries = [...model.summaries.values()].filter((s) => s.of === entity);
+    for (const merge of await plan.holderMerges()) {
+      if (failedPartitions.has(merge.address.partitionKey)) {
+        // Some of the partition's entities may not be stored: count what is.
+        if (await repairHolder(store, summaries.filter((s) => s.via.table === merge.address.table), merge.address, attempts, observer)) holders++;
+        continue;
+      }
+      await retrying(() => store.updateEntity(merge.address.table, { partitionKey: merge.address.partitionKey, rowKey: merge.address.rowKey, properties: merge.properties }, 'merge', { observer }));
+      totals.entities++;
+      totals.transactions++;
+      holders++;
+    }
+    let staleDeleted = 0;
+    for (const { primary, addresses } of plan.stale) {
+      for (const address of addresses) {
+        if ((await deleteIfPointsAt(store, entity, address, primary, { observer }, Date.now)) === 'deleted') staleDeleted++;
+      }
+    }
+    progress();
+    steps.push({
+      type: step.type,
+      source: step.source,
+      rows: plan.rowsRead,
+      loaded: plan.loaded,
+      unchanged: plan.unchanged,
+      kept: plan.kept,
+      skipped: plan.skipped,
+      staleDeleted,
+      holders,
+    });
+  }
+  const seconds = (performance.now() - started) / 1000;
+  return { steps, failed, retries: totals.retries, entities: totals.entities, transactions: totals.transactions, seconds, entitiesPerSecond: seconds > 0 ? totals.entities / seconds : 0 };
+}
+
+/**
+ * Sends the batches a plan yields, at most `concurrency` at once, the plan waiting meanwhile.
+ * @throws the first error `send` throws (after every send in flight has ended)
+ */
+async function sendAll(batches: AsyncIterable<EgtBatch[]>, send: (b: EgtBatch) => Promise<void>, concurrency: number): Promise<void> {
+  const inFlight = new Set<Promise<void>>();
+  let fatal: { error: unknown } | undefined;
+  try {
+    for await (const group of batches) {
+      for (const batch of group) {
+        while (inFlight.size >= concurrency) await Promise.race(inFlight);
+        if (fatal) throw fatal.error;
+        const sent: Promise<void> = send(batch)
+          .catch((error: unknown) => void (fatal ??= { error }))
+          .finally(() => inFlight.delete(sent));
+        inFlight.add(sent);
+      }
+    }
+    await Promise.all(inFlight);
+    if (fatal) throw fatal.error;
+  } finally {
+    // On failure too: the caller may close storage next, so nothing of this load may still be running.
+    await Promise.all(inFlight);
+  }
+}

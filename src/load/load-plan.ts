@@ -1,0 +1,344 @@
+/**
+ * The plan of one load step (load-entities.ts runs it): the rows of one entity type become the entity, its
+ * intra-partition index entities and what `derive` gives — the same writes the worker converges to — grouped into
+ * EGTs of upsert-replace per table and partition ("Entity Group Transactions"), yielded as soon as a partition
+ * fills one; then one merge per summary holder with its exact totals.
+ *
+ * A load meets what is stored. Before a partition's first row, the plan reads the partition's entities of the type
+ * (one range query over the type's RowKey literal), and before a unique index entity is claimed, that index
+ * partition's index entities: so that
+ * - an entity the file rewrites whose stored state derived other index entities leaves those listed as stale, to
+ *   be deleted once the new state is written (only while they still point at it, as the worker deletes);
+ * - an entity the file gives with its stored values keeps its `WriteId`, so a second load changes nothing;
+ * - a summary holder's totals count the stored entities the file does not rewrite;
+ * - a unique value stored for another entity, or given twice in the file, is a bad row, not a stolen index entry.
+ * A row is refused alone, with its line and reason: bad values, a duplicate of an earlier row, a key or entity over
+ * the target's limits, a reference or summary holder that neither this load nor the store holds (reason
+ * ReferenceMissing), a taken unique value.
+ *
+ * The load assumes no concurrent writers to the partitions it loads (run `verify` after it). Guide sections:
+ * "Entity Group Transactions", "Index Entities Pattern", "Eventually consistent transactions pattern".
+ */
+import { randomUUID } from 'node:crypto';
+import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
+import { Decimal, decimalText } from '../model/decimal';
+import { entityWrites, indexWrite, primaryAddress, typedValue, valuesOf, type TableWrite } from '../model/entity-codec';
+import { leadingLiteral } from '../model/layouts';
+import { summaryContribution } from '../model/summaries';
+import { ENTITY_TYPE_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type IndexModel, type Model, type SummaryModel } from '../model/types';
+import { checkEntity, limitsFor } from '../storage/limits';
+import type { EntityAddress, StorageTarget, StoredEntity, TypedValue } from '../storage/types';
+import { planEgtBatches, type EgtBatch } from '../write/egt-batches';
+import { addressKey } from '../write/fanout-message';
+import { referenceAddress } from '../write/references';
+import { holderAddress } from '../write/write-plan';
+import type { LoadRow } from './load-rows';
+
+/** What the plan reads from storage. */
+export interface LoadReads {
+  /** Every entity of a partition whose RowKey starts with `prefix` (a range query, all pages). */
+  partition(table: string, partitionKey: string, prefix: string): Promise<StoredEntity[]>;
+  /** One entity, or null (a point query). */
+  entity(address: EntityAddress): Promise<StoredEntity | null>;
+}
+
+/** A row the load skipped: its line and why. */
+export interface SkippedRow {
+  line: number;
+  reason: string;
+}
+
+/** Index entities an entity's stored state derived that its new state does not: to delete after the write. */
+export interface StaleDerived {
+  primary: EntityAddress;
+  addresses: EntityAddress[];
+}
+
+/** A merge of a summary holder's fields: their exact totals, as stored. */
+export interface HolderMerge {
+  address: EntityAddress;
+  properties: Record<string, TypedValue | null>;
+}
+
+export interface LoadPlanOptions {
+  model: Model;
+  entity: EntityModel;
+  target: StorageTarget;
+  reads: LoadReads;
+  /** addressKeys of the entities this load wrote in earlier steps (and this one adds its own): references to them need no read. */
+  written: Set<string>;
+  /** An entity already stored: replaced (default) or kept as it is. */
+  existing?: 'replace' | 'keep';
+}
+
+function addressOf(w: TableWrite): EntityAddress {
+  return { table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey };
+}
+
+/** Whether two sets of field values are equal as stored (Decimals and dates compared by their stored form). */
+function sameValues(entity: EntityModel, a: Record<string, unknown>, b: Record<string, unknown>): boolean {
+  for (const field of entity.fields.values()) {
+    const x = typedValue(field, a[field.name]);
+    const y = typedValue(field, b[field.name]);
+    if (JSON.stringify(x, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) !== JSON.stringify(y, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))) return false;
+  }
+  return true;
+}
+
+/** One load step's plan. Counters, `stale`, `lines` and `holderMerges()` are final once `batches()` is exhausted. */
+export class LoadPlan {
+  rowsRead = 0;
+  /** Rows planned for writing. */
+  loaded = 0;
+  /** Rows whose entity was stored with the same values (written again unchanged, WriteId kept). */
+  unchanged = 0;
+  /** Rows whose entity was stored and kept as it is (`existing: 'keep'`). */
+  kept = 0;
+  readonly skipped: SkippedRow[] = [];
+  readonly stale: StaleDerived[] = [];
+  /** The file line each write came from. */
+  readonly lines = new WeakMap<TableWrite, number>();
+  private readonly entity: EntityModel;
+  private readonly summaries: SummaryModel[];
+  /** Stored entities of the type, by partition, then RowKey. */
+  private readonly partitions = new Map<string, Promise<Map<string, StoredEntity>>>();
+  /** Per partition: RowKey → line of the row that writes it. */
+  private readonly rows = new Map<string, Map<string, number>>();
+  private readonly uniquePartitions = new Map<string, Promise<Map<string, StoredEntity>>>();
+  /** Unique index entity addressKey → the addressKey of the entity claiming it in this load. */
+  private readonly uniqueClaims = new Map<string, string>();
+  private readonly targets = new Map<string, Promise<StoredEntity | null>>();
+  /** File rows' contributions per holder addressKey. */
+  private readonly totals = new Map<string, { address: EntityAddress; sums: Map<SummaryModel, Decimal> }>();
+
+  constructor(private readonly opts: LoadPlanOptions) {
+    this.entity = opts.entity;
+    this.summaries = [...opts.model.summaries.values()].filter((s) => s.of === opts.entity);
+  }
+
+  /**
+   * Yields EGT batches as partitions fill an EGT, the remaining ones at the end of the rows. A row that cannot be
+   * written is skipped (see `skipped`), so that no EGT fails on one bad row.
+   * @throws storage errors of the reads (STORAGE_UNAVAILABLE, …); what `rows` throws (a bad header)
+   */
+  async *batches(rows: AsyncIterable<LoadRow>): AsyncGenerator<EgtBatch[]> {
+    const pending = new Map<string, TableWrite[]>();
+    const full = limitsFor(this.opts.target).maxTransactionOperations;
+    for await (const row of rows) {
+      this.rowsRead++;
+      if (row.reason !== undefined) {
+        this.skipped.push({ line: row.line, reason: row.reason });
+        continue;
+      }
+      let writes: TableWrite[] | undefined;
+      try {
+        writes = await this.plan(row.line, row.values);
+      } catch (e) {
+        if (!isTablegraphError(e)) throw e;
+        if (e.code === ErrorCode.STORAGE_UNAVAILABLE) throw e;
+        this.skipped.push({ line: row.line, reason: e.message });
+        continue;
+      }
+      if (!writes) continue;
+      const filled: TableWrite[] = [];
+      for (const w of writes) {
+        this.lines.set(w, row.line);
+        const key = `${w.table}\u0000${w.entity.partitionKey}`;
+        const list = pending.get(key) ?? [];
+        list.push(w);
+        pending.set(key, list);
+        if (list.length >= full) {
+          filled.push(...list);
+          pending.delete(key);
+        }
+      }
+      if (filled.length > 0) yield planEgtBatches(filled, this.opts.target);
+    }
+    if (pending.size > 0) yield planEgtBatches([...pending.values()].flat(), this.opts.target);
+  }
+
+  /**
+   * The writes of one row, or undefined when it is kept as stored; every check made.
+   * @throws TablegraphError for a row to skip (BAD_USER_INPUT, LIMIT_EXCEEDED, NOT_FOUND, CONFLICT), or a storage error
+   */
+  private async plan(line: number, given: Record<string, unknown>): Promise<TableWrite[] | undefined> {
+    const entity = this.entity;
+    const values: Record<string, unknown> = Object.fromEntries([...entity.fields.keys()].map((f) => [f, given[f] ?? null]));
+    const address = primaryAddress(entity, values);
+    const stored = (await this.partition(address.partitionKey)).get(address.rowKey);
+    const mine = this.rowsOf(address.partitionKey);
+    const earlier = mine.get(address.rowKey);
+    if (earlier !== undefined) throw skip(ErrorCode.BAD_USER_INPUT, `the same ${entity.name} as line ${earlier}`);
+    if (stored && this.opts.existing === 'keep') {
+      mine.set(address.rowKey, line);
+      this.opts.written.add(addressKey(address));
+      this.kept++;
+      return undefined;
+    }
+    const before = stored ? valuesOf(entity, stored.properties) : null;
+    // Summaries this type holds are kept from what is stored: the load of what they summarise updates them.
+    for (const field of entity.summaryFields) values[field] = before ? before[field] : 0;
+    const unchanged = before !== null && sameValues(entity, before, values);
+    const written = entityWrites(entity, values, unchanged ? String(stored!.properties[WRITE_ID_PROPERTY] ?? randomUUID()) : randomUUID());
+    const writes = [written.primary, ...written.indexes];
+    for (const w of writes) checkEntity(w.entity, this.opts.target);
+    await this.checkReferences(values);
+    const holders = await this.holdersOf(values);
+    await this.claimUnique(written.indexes, address);
+
+    mine.set(address.rowKey, line);
+    this.opts.written.add(addressKey(address));
+    for (const { address: holder, sums } of holders) {
+      const key = addressKey(holder);
+      let entry = this.totals.get(key);
+      if (!entry) this.totals.set(key, (entry = { address: holder, sums: new Map() }));
+      for (const [s, v] of sums) entry.sums.set(s, (entry.sums.get(s) ?? new Decimal(0)).plus(v));
+    }
+    if (before) this.noteStale(address, before, writes);
+    if (unchanged) this.unchanged++;
+    this.loaded++;
+    return writes;
+  }
+
+  private rowsOf(partitionKey: string): Map<string, number> {
+    let rows = this.rows.get(partitionKey);
+    if (!rows) this.rows.set(partitionKey, (rows = new Map()));
+    return rows;
+  }
+
+  /** The type's stored entities of a partition, read once. */
+  private partition(partitionKey: string): Promise<Map<string, StoredEntity>> {
+    let state = this.partitions.get(partitionKey);
+    if (!state) {
+      const { table, rowKey } = this.entity.layout;
+      state = this.opts.reads
+        .partition(table, partitionKey, leadingLiteral(rowKey))
+        .then((all) => new Map(all.filter((e) => e.properties[ENTITY_TYPE_PROPERTY] === this.entity.entityType).map((e) => [e.rowKey, e])));
+      this.partitions.set(partitionKey, state);
+    }
+    return state;
+  }
+
+  /** Whether an entity of `entityType` is at `address`: loaded by this load, or stored (one cached point query). */
+  private async exists(address: EntityAddress, entityType: string): Promise<boolean> {
+    const key = addressKey(address);
+    if (this.opts.written.has(key)) return true;
+    let read = this.targets.get(key);
+    if (!read) this.targets.set(key, (read = this.opts.reads.entity(address)));
+    const found = await read;
+    return found !== null && found.properties[ENTITY_TYPE_PROPERTY] === entityType;
+  }
+
+  /** @throws TablegraphError NOT_FOUND (ReferenceMissing) naming the reference whose target does not exist */
+  private async checkReferences(values: Record<string, unknown>): Promise<void> {
+    for (const path of this.opts.model.references.get(this.entity.name) ?? []) {
+      const address = referenceAddress(path, values);
+      if (!address) continue;
+      if (!(await this.exists(address, path.index ? path.index.entityType : path.target.entityType))) {
+        throw skip(ErrorCode.NOT_FOUND, `${path.fieldName}: no ${path.target.name} at ${address.partitionKey}/${address.rowKey}, neither stored nor loaded before (ReferenceMissing)`);
+      }
+    }
+  }
+
+  /** Each summary holder the row contributes to, with its contributions. @throws NOT_FOUND when a holder does not exist */
+  private async holdersOf(values: Record<string, unknown>): Promise<Array<{ address: EntityAddress; sums: Map<SummaryModel, Decimal> }>> {
+    const out = new Map<string, { address: EntityAddress; sums: Map<SummaryModel, Decimal> }>();
+    for (const s of this.summaries) {
+      const address = holderAddress(s, values);
+      if (!(await this.exists(address, s.holder.entityType))) {
+        throw skip(ErrorCode.NOT_FOUND, `${s.via.fieldName}: no ${s.holder.name} at ${address.partitionKey}/${address.rowKey} to hold ${s.holder.name}.${s.field}, neither stored nor loaded before (ReferenceMissing)`);
+      }
+      const key = addressKey(address);
+      let entry = out.get(key);
+      if (!entry) out.set(key, (entry = { address, sums: new Map() }));
+      entry.sums.set(s, summaryContribution(s, values));
+    }
+    return [...out.values()];
+  }
+
+  /** Claims the row's unique index entities. @throws TablegraphError CONFLICT when another entity holds one */
+  private async claimUnique(indexes: Array<TableWrite & { index: IndexModel }>, primary: EntityAddress): Promise<void> {
+    const me = addressKey(primary);
+    const claims: string[] = [];
+    for (const w of indexes) {
+      if (!w.index.unique) continue;
+      const key = addressKey(addressOf(w));
+      const claimant = this.uniqueClaims.get(key);
+      const holder = claimant ?? (await this.storedHolder(w));
+      if (holder !== undefined && holder !== me) {
+        throw skip(ErrorCode.CONFLICT, `${w.index.name}: ${w.entity.rowKey} is taken by ${w.index.entity.name} ${holder.split('\u0000').slice(1).join('/')} (UniqueKeyTaken)`);
+      }
+      claims.push(key);
+    }
+    for (const key of claims) this.uniqueClaims.set(key, me);
+  }
+
+  /** The addressKey of the entity a stored unique index entity points at, if there is one. */
+  private async storedHolder(w: TableWrite & { index: IndexModel }): Promise<string | undefined> {
+    const partitionKey = `${w.table}\u0000${w.entity.partitionKey}`;
+    let read = this.uniquePartitions.get(partitionKey);
+    if (!read) {
+      read = this.opts.reads
+        .partition(w.table, w.entity.partitionKey, leadingLiteral(w.index.layout.rowKey))
+        .then((all) => new Map(all.filter((e) => e.properties[ENTITY_TYPE_PROPERTY] === w.index.entityType).map((e) => [e.rowKey, e])));
+      this.uniquePartitions.set(partitionKey, read);
+    }
+    const stored = (await read).get(w.entity.rowKey);
+    return stored ? addressKey(primaryAddress(w.index.entity, stored.properties)) : undefined;
+  }
+
+  /** Lists the index entities the stored state derived that the new writes do not. */
+  private noteStale(primary: EntityAddress, before: Record<string, unknown>, writes: TableWrite[]): void {
+    const now = new Set(writes.map((w) => addressKey(addressOf(w))));
+    const stale: EntityAddress[] = [];
+    for (const index of this.entity.indexes.values()) {
+      let w: TableWrite | undefined;
+      try {
+        w = indexWrite(index, before);
+      } catch {
+        continue; // a stored value that cannot form a key derived nothing
+      }
+      if (w && !now.has(addressKey(addressOf(w)))) stale.push(addressOf(w));
+    }
+    if (stale.length > 0) this.stale.push({ primary, addresses: stale });
+  }
+
+  /**
+   * One merge per summary holder the rows contribute to: the file's totals plus what the stored entities of the
+   * type the file does not rewrite contribute. Call after `batches()` is exhausted.
+   */
+  async holderMerges(): Promise<HolderMerge[]> {
+    const merges: HolderMerge[] = [];
+    for (const [key, { address, sums }] of this.totals) {
+      const all = new Map(sums);
+      const stored = await this.partitions.get(address.partitionKey);
+      const rewritten = this.rows.get(address.partitionKey);
+      for (const [rowKey, e] of stored ?? []) {
+        if (rewritten?.has(rowKey)) continue;
+        const values = valuesOf(this.entity, e.properties);
+        for (const s of all.keys()) {
+          let points: string | undefined;
+          try {
+            points = addressKey(holderAddress(s, values));
+          } catch {
+            continue;
+          }
+          if (points === key) all.set(s, all.get(s)!.plus(summaryContribution(s, values)));
+        }
+      }
+      const properties = Object.fromEntries(
+        [...all].map(([s, v]) => {
+          const field = s.holder.fields.get(s.field)!;
+          return [s.field, typedValue(field, field.graphqlType === 'Int' ? v.toNumber() : decimalText(v))];
+        }),
+      );
+      merges.push({ address, properties });
+    }
+    return merges;
+  }
+}
+
+/** A row's refusal: the load skips the row and reports `message` with its line. */
+function skip(code: ErrorCode, message: string): TablegraphError {
+  return new TablegraphError(code, message);
+}

@@ -1,0 +1,125 @@
+/**
+ * The rows of a load file, as field values of one entity type: CSV whose header names the fields (`.csv`), or
+ * NDJSON, one JSON object per line (`.ndjson`, `.jsonl`). CSV cells are text: an empty cell is null, `true` and
+ * `false` are Booleans, and the rest is typed by the field (entity-codec.ts's typedValue reads numbers, Longs,
+ * Decimals and dates from text). Enum values are checked against the enum here, since a stored enum is a String.
+ *
+ * A bad row is reported with its line and the reason, never thrown: the loader skips it and goes on. A bad header
+ * (an unknown field, a summary field, a missing key field) is an error before anything is read further.
+ */
+import { createReadStream } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { extname } from 'node:path';
+import { isEnumType, type GraphQLSchema } from 'graphql';
+import { ErrorCode, TablegraphError } from '../errors';
+import type { EntityModel } from '../model/types';
+import { readCsvRecords } from '../import/csv-records';
+
+/** A row of a load file: its line (1-based, the header is line 1 of a CSV) and its values, or why it is skipped. */
+export type LoadRow = { line: number; values: Record<string, unknown>; reason?: undefined } | { line: number; values?: undefined; reason: string };
+
+/** The file formats the loader reads, by extension. */
+export function fileFormat(file: string): 'csv' | 'ndjson' {
+  const ext = extname(file).toLowerCase();
+  if (ext === '.csv') return 'csv';
+  if (ext === '.ndjson' || ext === '.jsonl') return 'ndjson';
+  throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${file}: a load file is .csv (a header of field names) or .ndjson/.jsonl (one JSON object per line)`, { file });
+}
+
+/**
+ * Checks the fields a file gives: each a stored field of the entity, not a summary (the loader keeps those), every
+ * key field present.
+ * @throws TablegraphError BAD_USER_INPUT naming the fields
+ */
+export function checkColumns(entity: EntityModel, columns: string[], where: string): void {
+  const unknown = columns.filter((c) => !entity.fields.has(c));
+  if (unknown.length) {
+    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${where}: ${unknown.map((c) => `"${c}"`).join(', ')} ${unknown.length > 1 ? 'are not stored fields' : 'is not a stored field'} of ${entity.name} (its fields: ${[...entity.fields.keys()].join(', ')})`, { fields: unknown });
+  }
+  const summaries = columns.filter((c) => entity.summaryFields.has(c));
+  if (summaries.length) {
+    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${where}: ${summaries.join(', ')} ${summaries.length > 1 ? 'are summaries' : 'is a summary'}, kept by the loader from what it summarises`, { fields: summaries });
+  }
+  const missing = entity.keyFields.filter((k) => !columns.includes(k));
+  if (missing.length) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${where}: the key field(s) ${missing.join(', ')} of ${entity.name} are missing`, { fields: missing });
+}
+
+/** Why `value` is not a value of the field's enum (undefined when it is, or the field is no enum). */
+function enumProblem(schema: GraphQLSchema | undefined, entity: EntityModel, name: string, value: unknown): string | undefined {
+  if (value === null || value === undefined || !schema) return undefined;
+  const type = schema.getType(entity.fields.get(name)!.graphqlType);
+  if (!isEnumType(type) || type.getValue(String(value))) return undefined;
+  return `${name}: ${JSON.stringify(value)} is not one of ${type.getValues().map((v) => v.name).join(', ')}`;
+}
+
+/** A CSV cell as a field value: '' → null, `true`/`false` for a Boolean field, the text otherwise. */
+function cellValue(entity: EntityModel, name: string, cell: string): unknown {
+  if (cell === '') return null;
+  if (entity.fields.get(name)!.edm === 'Boolean') return cell === 'true' ? true : cell === 'false' ? false : cell;
+  return cell;
+}
+
+/**
+ * Streams the rows of `file` for `entity`.
+ * @param schema the compiled schema, to check enum values (without it they are not checked)
+ * @throws TablegraphError BAD_USER_INPUT for an unknown format, an unreadable file or a bad header
+ */
+export async function* readLoadRows(file: string, entity: EntityModel, schema?: GraphQLSchema): AsyncGenerator<LoadRow> {
+  const format = fileFormat(file);
+  const check = (line: number, values: Record<string, unknown>): LoadRow => {
+    for (const name of Object.keys(values)) {
+      const problem = enumProblem(schema, entity, name, values[name]);
+      if (problem) return { line, reason: problem };
+    }
+    return { line, values };
+  };
+  try {
+    if (format === 'csv') {
+      let header: string[] | undefined;
+      for await (const record of readCsvRecords(file)) {
+        if (!header) {
+          if (record.error !== undefined) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${file}:1: the header ${record.error}`, { file });
+          header = record.fields.map((f) => f.trim());
+          checkColumns(entity, header, file);
+          continue;
+        }
+        if (record.error !== undefined) yield { line: record.line, reason: record.error };
+        else if (record.fields.length === 1 && record.fields[0] === '') continue; // a blank line
+        else if (record.fields.length !== header.length) yield { line: record.line, reason: `has ${record.fields.length} fields, the header ${header.length}` };
+        else yield check(record.line, Object.fromEntries(header.map((name, i) => [name, cellValue(entity, name, record.fields[i])])));
+      }
+      if (!header) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${file}: empty, not even a header`, { file });
+      return;
+    }
+    let line = 0;
+    const seen = new Set<string>();
+    for await (const text of createInterface({ input: createReadStream(file, { encoding: 'utf8' }), crlfDelay: Infinity })) {
+      line++;
+      if (text.trim() === '') continue;
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(text);
+      } catch (e) {
+        yield { line, reason: `not JSON: ${(e as Error).message}` };
+        continue;
+      }
+      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+        yield { line, reason: 'not a JSON object' };
+        continue;
+      }
+      const columns = Object.keys(parsed);
+      const fresh = columns.filter((c) => !seen.has(c));
+      if (fresh.length) {
+        // A field no earlier line gave: unknown and summary fields are errors of the file, not of the line.
+        checkColumns(entity, [...fresh, ...entity.keyFields], `${file}:${line}`);
+        fresh.forEach((c) => seen.add(c));
+      }
+      const missing = entity.keyFields.filter((k) => !(k in parsed));
+      if (missing.length) yield { line, reason: `the key field(s) ${missing.join(', ')} are missing` };
+      else yield check(line, parsed as Record<string, unknown>);
+    }
+  } catch (e) {
+    if (e instanceof TablegraphError) throw e;
+    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `Cannot read ${file}: ${(e as Error).message}`, { file });
+  }
+}
