@@ -15,6 +15,7 @@ import { createImportProgress, estimateDataRows } from '../import/progress';
 import { createLogger } from '../log';
 import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { openStorage } from '../runtime/open-storage';
+import { formatTotals, reportFailed } from './load-report';
 import { positiveIntArgument, runMain } from './run-main';
 
 /** Skipped rows listed one by one; the rest are counted. */
@@ -26,13 +27,9 @@ function formatSummary(s: ImportSummary): string {
     `rows             ${s.rows}`,
     `imported         ${s.imported}`,
     `skipped          ${s.skipped.length}`,
-    `failed EGTs      ${s.failed.length}   (${s.failed.reduce((n, f) => n + f.lines.length, 0)} rows; sent again ${s.retries} times in all)`,
     `stale deleted    ${s.staleDeleted}   (index entities of rewritten employees' earlier states)`,
     `departments      ${s.departments}`,
-    `entities         ${s.entities}`,
-    `transactions     ${s.transactions}`,
-    `seconds          ${s.seconds.toFixed(2)}`,
-    `entities/s       ${Math.round(s.entitiesPerSecond)}`,
+    ...formatTotals(s),
   ].join('\n');
 }
 
@@ -75,11 +72,8 @@ runMain(
       if (summary.skipped.length > SKIPPED_SHOWN) {
         log.warn(`… and ${summary.skipped.length - SKIPPED_SHOWN} more skipped rows (${summary.skipped.length} in all)`);
       }
-      for (const f of summary.failed) {
-        log.error({ table: f.table, partitionKey: f.partitionKey }, `an EGT was given up on after its retries: lines ${f.lines.join(', ')} not (fully) imported: ${f.error}`);
-      }
       process.stdout.write(`${formatSummary(summary)}\n`);
-      if (summary.failed.length > 0) process.exitCode = 1;
+      reportFailed(log, summary.failed);
     } finally {
       await storage.close('ifStartedHere');
     }

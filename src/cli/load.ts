@@ -16,6 +16,7 @@ import { readManifest, type ManifestStep } from '../load/manifest';
 import { createLogger } from '../log';
 import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { openStorage } from '../runtime/open-storage';
+import { formatTotals, reportFailed } from './load-report';
 import { positiveIntArgument, runMain } from './run-main';
 
 /** Skipped rows listed one by one per step; the rest are counted. */
@@ -29,11 +30,7 @@ function formatSummary(s: LoadSummary): string {
   );
   return [
     ...lines,
-    `failed EGTs      ${s.failed.length}   (${s.failed.reduce((n, f) => n + f.lines.length, 0)} rows; sent again ${s.retries} times in all)`,
-    `entities         ${s.entities}`,
-    `transactions     ${s.transactions}`,
-    `seconds          ${s.seconds.toFixed(2)}`,
-    `entities/s       ${Math.round(s.entitiesPerSecond)}`,
+    ...formatTotals(s),
   ].join('\n');
 }
 
@@ -101,11 +98,8 @@ runMain(
         for (const s of step.skipped.slice(0, SKIPPED_SHOWN)) log.warn({ type: step.type, line: s.line }, `skipped ${path.basename(step.source ?? '')}:${s.line}: ${s.reason}`);
         if (step.skipped.length > SKIPPED_SHOWN) log.warn(`… and ${step.skipped.length - SKIPPED_SHOWN} more skipped ${step.type} rows (${step.skipped.length} in all)`);
       }
-      for (const f of summary.failed) {
-        log.error({ type: f.type, table: f.table, partitionKey: f.partitionKey }, `an EGT was given up on after its retries: lines ${f.lines.join(', ')} not (fully) loaded: ${f.error}`);
-      }
       process.stdout.write(`${formatSummary(summary)}\n`);
-      if (summary.failed.length > 0) process.exitCode = 1;
+      reportFailed(log, summary.failed);
     } finally {
       await storage.close('ifStartedHere');
     }

@@ -10,11 +10,9 @@
  * values.
  */
 import { ErrorCode, TablegraphError } from '../errors';
-import { loadEntities, type LoadProgress } from '../load/load-entities';
+import { loadEntities, type FailedBatch as LoadFailedBatch, type LoadOptions, type LoadProgress } from '../load/load-entities';
 import type { LoadRow } from '../load/load-rows';
 import type { Model } from '../model/types';
-import type { TableStore } from '../storage/table-store';
-import type { StorageObserver } from '../storage/types';
 import { readChicagoCsv, type EmployeeRecord, type SkippedRow } from './chicago-csv';
 
 /** The domain of the e-mail addresses the import derives (`.example` is reserved: no real mailbox). */
@@ -64,40 +62,20 @@ async function* employeeRows(file: string): AsyncGenerator<LoadRow> {
 }
 
 /** Progress so far: data rows read (malformed included), entities written, EGTs committed. */
-export interface ImportProgress {
-  rowsRead: number;
-  entitiesWritten: number;
-  transactions: number;
-}
+export type ImportProgress = Omit<LoadProgress, 'type'>;
 
-export interface ImportOptions {
-  store: TableStore;
+/** The loader's options (src/load/load-entities.ts), for the Chicago file. */
+export interface ImportOptions extends Omit<LoadOptions, 'steps' | 'onProgress'> {
   /** A compiled schema with the HR types Employee and Department (schema/hr.graphql). */
   model: Model;
   /** Path of the CSV file (Chicago's columns, see chicago-csv.ts). */
   file: string;
-  /** EGTs in flight at once (default 8). */
-  concurrency?: number;
-  /** Sends of one EGT before its rows are given up on (attempts, default 5). */
-  attempts?: number;
-  /** The first back-off between two sends of an EGT (ms, default 1000; doubling, at most 16000, with jitter). */
-  backoffMs?: number;
   /** Called after each EGT commits. */
   onProgress?(p: ImportProgress): void;
-  /** Told of each EGT sent again, with the error that made it fail. */
-  onRetry?(e: unknown, attempt: number): void;
-  /** Receives one record per storage call (see src/read/cost.ts). */
-  observer?: StorageObserver;
 }
 
 /** An EGT given up on after its attempts: the file lines of the rows it held, and why. */
-export interface FailedBatch {
-  lines: number[];
-  /** The table and PartitionKey of the EGT. */
-  table: string;
-  partitionKey: string;
-  error: string;
-}
+export type FailedBatch = Omit<LoadFailedBatch, 'type'>;
 
 export interface ImportSummary {
   /** Data rows in the file, malformed ones included. */
@@ -137,18 +115,13 @@ export async function importEmployees(opts: ImportOptions): Promise<ImportSummar
   }
   // Read once before anything is written: a file that is not the Chicago file fails here.
   for await (const _ of readChicagoCsv(opts.file)) break;
+  const { file: _file, onProgress: _onProgress, ...loadOptions } = opts;
   const summary = await loadEntities({
-    store: opts.store,
-    model: opts.model,
+    ...loadOptions,
     steps: [
       { type: 'Department', rows: departmentRows(opts.file), existing: 'keep', source: opts.file },
       { type: 'Employee', rows: employeeRows(opts.file), source: opts.file },
     ],
-    concurrency: opts.concurrency,
-    attempts: opts.attempts,
-    backoffMs: opts.backoffMs,
-    onRetry: opts.onRetry,
-    observer: opts.observer,
     onProgress: (p: LoadProgress) => opts.onProgress?.({ rowsRead: p.type === 'Employee' ? p.rowsRead : 0, entitiesWritten: p.entitiesWritten, transactions: p.transactions }),
   });
   const [departments, employees] = summary.steps;

@@ -1,0 +1,30 @@
+/** What `npm run load` and `npm run import` print at the end: the totals on stdout, the failed EGTs in the log. */
+import type { Logger } from '../log';
+
+interface Totals {
+  failed: Array<{ lines: number[]; table: string; partitionKey: string; error: string }>;
+  retries: number;
+  entities: number;
+  transactions: number;
+  seconds: number;
+  entitiesPerSecond: number;
+}
+
+/** The totals, one per line: failed EGTs (and their rows), entities, EGTs, seconds, entities/s. */
+export function formatTotals(s: Totals): string[] {
+  return [
+    `failed EGTs      ${s.failed.length}   (${s.failed.reduce((n, f) => n + f.lines.length, 0)} rows; sent again ${s.retries} times in all)`,
+    `entities         ${s.entities}`,
+    `transactions     ${s.transactions}`,
+    `seconds          ${s.seconds.toFixed(2)}`,
+    `entities/s       ${Math.round(s.entitiesPerSecond)}`,
+  ];
+}
+
+/** One error line per EGT given up on, with the lines of its rows; sets exit code 1 when there is any. */
+export function reportFailed(log: Logger, failed: Totals['failed']): void {
+  for (const f of failed) {
+    log.error({ table: f.table, partitionKey: f.partitionKey }, `an EGT was given up on after its retries: lines ${f.lines.join(', ')} not (fully) written: ${f.error}`);
+  }
+  if (failed.length > 0) process.exitCode = 1;
+}
