@@ -519,3 +519,20 @@ type Mutation {
     }
   });
 });
+
+test('one mistake, one error: a misspelled key field of the HR schema is reported once, with a suggestion', () => {
+  const hr = readFileSync(path.join(SCHEMA_DIR, 'hr.graphql'), 'utf8');
+  const typo = hr.replace('rowKey: "empid_{id:08}", typeName: "Employee"', 'rowKey: "empid_{idd:08}", typeName: "Employee"');
+  expect(typo).not.toBe(hr);
+  let error: TablegraphError | undefined;
+  try {
+    compileSchema([DIRECTIVES, { name: 'schema/hr.graphql', body: typo }]);
+  } catch (e) {
+    if (isTablegraphError(e, ErrorCode.SCHEMA_INVALID)) error = e;
+  }
+  const problems = error!.details.problems as Array<{ coordinate: string; message: string; locations: Array<{ line: number }> }>;
+  expect(problems).toEqual([
+    expect.objectContaining({ coordinate: 'Employee', message: 'RowKey template "empid_{idd:08}" names {idd}, which is not a stored field of the type. Did you mean "{id}"?' }),
+  ]);
+  expect(problems[0].locations[0].line).toBe(lineOf(typo, 'empid_{idd:08}'));
+});

@@ -93,6 +93,9 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
   });
   problems.throwIfAny();
   const entities = buildEntities(schema, problems, options.tablePrefix ?? '');
+  // One mistake, one error: every later check stands on the entities' layouts, so a wrong one (a misspelled key
+  // field) is reported alone rather than again by each field, mutation and input that uses the type.
+  problems.throwIfAny();
   const { connections, edges } = findConnections(schema, entities, problems);
   const accessPaths = buildAccessPaths(schema, entities, connections, edges, defaults, problems);
   // Summaries first: they mark the fields a mutation input may not set.

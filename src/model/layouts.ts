@@ -3,6 +3,8 @@
  * placeholders are stored fields, index projections exist, and types sharing a table keep RowKeys apart
  * (the guide's "Heterogeneous entity types": a department and its employees in one partition).
  */
+import { didYouMean } from 'graphql/jsutils/didYouMean';
+import { suggestionList } from 'graphql/jsutils/suggestionList';
 import { getNamedType, isListType, isNonNullType, isObjectType, type GraphQLObjectType, type GraphQLSchema, type ASTNode } from 'graphql';
 import { checkTableName } from '../storage/limits';
 import { KeyTemplateSyntaxError, checkTemplateSeparators, parseKeyTemplate, type KeyTemplate } from './key-template';
@@ -90,7 +92,9 @@ function checkPlaceholders(
     if (seg.kind !== 'placeholder') continue;
     const field = fields.get(seg.name);
     if (!field) {
-      problems.add(coordinate, `${what} template "${t.source}" names {${seg.name}}, which is not a stored field of the type`, node);
+      // graphql-js's own wording for a misspelled name: `Did you mean "id"?`
+      const hint = didYouMean(suggestionList(seg.name, [...fields.keys()]).map((f) => `{${f}}`));
+      problems.add(coordinate, `${what} template "${t.source}" names {${seg.name}}, which is not a stored field of the type.${hint}`, node);
     } else if (!field.nonNull && !allowNullable) {
       problems.add(coordinate, `${what} template "${t.source}" names {${seg.name}}, which is nullable: a key part must always have a value`, node);
     } else if (seg.format.kind === 'padded' && !['Int', 'ID', 'Long'].includes(field.graphqlType)) {
