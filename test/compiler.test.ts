@@ -180,6 +180,20 @@ describe('rejections name the type, the field and the SDL line', () => {
       marker: 'count: Int!',
     },
     {
+      name: 'a many-to-many connection whose reference reaches another type than its nodes',
+      sdl: `${BASE}\ntype Query {\n  items(group: ID!, first: Int, after: String): ItemConnection! @range(rowKeyPrefix: "item_", through: "Item.owner")\n}`,
+      coordinate: 'Query.items',
+      message: /through: "Item.owner": Item.owner reaches Owner, but the connection's nodes are Item/,
+      marker: 'items(',
+    },
+    {
+      name: 'a many-to-many connection through an unknown type',
+      sdl: `${BASE}\ntype Query {\n  items(group: ID!, first: Int, after: String): ItemConnection! @range(through: "Nope.item")\n}`,
+      coordinate: 'Query.items',
+      message: /through: "Nope.item" must name a reference field of an @entity type/,
+      marker: 'items(',
+    },
+    {
       name: 'a range query returning no connection',
       sdl: `${BASE}\ntype Query {\n  items(group: ID!, first: Int, after: String): [Item!]! @range\n}`,
       coordinate: 'Query.items',

@@ -24,6 +24,7 @@ test('a field: its keys as templates with where each placeholder comes from', ()
     partitionKey: { template: '{id}', bindings: [{ placeholder: 'id', source: 'parent', name: 'id', optional: false }] },
     rowKey: { kind: 'prefix', template: 'lastname_{lastName}_', bindings: [{ placeholder: 'lastName', source: 'argument', name: 'lastName', optional: false }] },
     index: { name: 'byLastNameInDepartment', scope: 'intraPartition', projection: expect.arrayContaining(['firstName', 'email']) },
+    through: null,
     waves: 1,
     maxWaves: 2,
     pageSize: { default: 20, max: 100 },

@@ -37,6 +37,10 @@ const issueRows = csv('issues.csv');
 /** The issue rows the fixture spoils on purpose, by title: an unknown state, an unknown reporter, a duplicate, a negative estimate. */
 const BAD_ISSUES = ['Reopened state', 'Ghost reporter', 'Duplicate of 3', 'Negative estimate'];
 const issues = issueRows.filter((r) => !BAD_ISSUES.includes(r.title));
+const labels = csv('labels.csv');
+const issueLabelRows = csv('issue-labels.csv');
+/** The join rows whose label does not exist (the fixture's `wontfix`). */
+const issueLabels = issueLabelRows.filter((r) => labels.some((l) => l.projectKey === r.projectKey && l.name === r.labelName));
 const commentLines = ndjsonLines('comments.ndjson');
 const comments = commentLines.flatMap((l) => {
   try {
@@ -106,12 +110,15 @@ describe('npm run load', () => {
     expect(stdout).toContain(`Project          rows ${projects.length}, loaded ${projects.length}`);
     expect(stdout).toContain(`Issue            rows ${issueRows.length}, loaded ${issues.length} (0 unchanged), kept 0, skipped 4`);
     expect(stdout).toContain(`Comment          rows ${commentLines.length}, loaded ${comments.length} (0 unchanged), kept 0, skipped 2`);
+    expect(stdout).toContain(`Label            rows ${labels.length}, loaded ${labels.length}`);
+    expect(stdout).toContain(`IssueLabel       rows ${issueLabelRows.length}, loaded ${issueLabels.length} (0 unchanged), kept 0, skipped 1`);
     expect(stdout).toMatch(/failed EGTs\s+0/);
     expect(stderr).toContain(`issues.csv:${line('Reopened state')}: state: "REOPENED" is not one of OPEN, CLOSED`);
     expect(stderr).toContain(`issues.csv:${line('Ghost reporter')}: reporter: no User at users/ghost`);
     expect(stderr).toContain(`issues.csv:${line('Duplicate of 3')}: the same Issue as line 4`);
     expect(stderr).toContain(`issues.csv:${line('Negative estimate')}: estimateHours: must be at least 0`);
     expect(stderr).toContain(`comments.ndjson:${commentLines.findIndex((l) => l.includes('oops')) + 1}: not JSON`);
+    expect(stderr).toContain(`issue-labels.csv:${issueLabelRows.findIndex((r) => r.labelName === 'wontfix') + 2}: label: no Label at CORE/label_wontfix`);
     expect(stderr).toContain(`comments.ndjson:${commentLines.findIndex((l) => l.includes('"99"')) + 1}: issue: no Issue at CORE/issue_000099`);
   }, 120_000);
 
@@ -122,6 +129,8 @@ describe('npm run load', () => {
       ['User', users.length, users.length, 0, 0],
       ['Project', projects.length, projects.length, 0, 0],
       ['Issue', issues.length, issues.length, 4, 0],
+      ['Label', labels.length, labels.length, 0, 0],
+      ['IssueLabel', issueLabels.length, issueLabels.length, 1, 0],
       ['Comment', comments.length, comments.length, 2, 0],
     ]);
     const report = await verifyDerived({ store: server.store, model });
@@ -205,6 +214,24 @@ describe('every access path against the fixtures', () => {
       const window = await allPages('Query.commentsBetween', 'query($k: ID!, $n: ID!, $from: DateTime!, $to: DateTime!, $first: Int, $after: String) { commentsBetween(projectKey: $k, issueNumber: $n, from: $from, to: $to, first: $first, after: $after) { edges { node { at } } pageInfo { hasNextPage endCursor } } }', { k: i.projectKey, n: i.number, from, to }, (d) => d.commentsBetween, 2);
       expect(window.map((c) => c.at)).toEqual(mine.filter((c) => Date.parse(c.at) >= Date.parse(from) && Date.parse(c.at) <= Date.parse(to)).map((c) => new Date(c.at).toISOString()));
     }
+  });
+
+  test('many-to-many: an issue\'s labels and a label\'s issues, through the join entities, in one range and one wave', async () => {
+    for (const i of issues) {
+      const expected = issueLabels.filter((r) => r.projectKey === i.projectKey && r.issueNumber === i.number).map((r) => r.labelName).sort();
+      const mine = await allPages('Issue.labels (through IssueLabel)', 'query($k: ID!, $n: ID!, $first: Int, $after: String) { issue(projectKey: $k, number: $n) { labels(first: $first, after: $after) { edges { node { name color } } pageInfo { hasNextPage endCursor } } } }', { k: i.projectKey, n: i.number }, (d) => d.issue.labels, 1);
+      expect(mine).toEqual(expected.map((name) => ({ name, color: labels.find((l) => l.projectKey === i.projectKey && l.name === name)!.color || null })));
+    }
+    for (const l of labels) {
+      const expected = issueLabels.filter((r) => r.projectKey === l.projectKey && r.labelName === l.name).map((r) => r.issueNumber).sort((a, b) => Number(a) - Number(b));
+      const mine = await allPages('Label.issues (through the byLabel index)', 'query($k: ID!, $n: String!, $first: Int, $after: String) { label(projectKey: $k, name: $n) { issues(first: $first, after: $after) { edges { node { number title } } pageInfo { hasNextPage endCursor } } } }', { k: l.projectKey, n: l.name }, (d) => d.label.issues, 3);
+      expect(mine).toEqual(expected.map((n) => ({ number: n, title: issues.find((i) => i.projectKey === l.projectKey && i.number === n)!.title })));
+    }
+    // One range query, then one wave of point queries for the page's nodes.
+    const label = labels.find((l) => issueLabels.filter((r) => r.projectKey === l.projectKey && r.labelName === l.name).length >= 3)!;
+    const r = await server.query('query($k: ID!, $n: String!) { label(projectKey: $k, name: $n) { issues(first: 3) { edges { node { title } } } } }', { k: label.projectKey, n: label.name });
+    expect(r.extensions.cost).toMatchObject({ pointQueries: 1 + 3, rangeQueries: 1, waves: 3 });
+    expect(r.extensions.cost.estimate.storageCalls).toBeGreaterThanOrEqual(r.extensions.cost.pointQueries + r.extensions.cost.rangeQueries);
   });
 
   test('the stored layout: one partition per project, comments keyed by the .NET inverted ticks of their instant', async () => {

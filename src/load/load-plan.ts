@@ -30,7 +30,7 @@ import { checkEntity, limitsFor } from '../storage/limits';
 import type { EntityAddress, StorageTarget, StoredEntity, TypedValue } from '../storage/types';
 import { planEgtBatches, type EgtBatch } from '../write/egt-batches';
 import { addressKey } from '../write/fanout-message';
-import { referenceAddress } from '../write/references';
+import { referenceAddress } from '../model/references';
 import { holderAddress } from '../write/write-plan';
 import type { LoadRow } from './load-rows';
 

@@ -92,6 +92,7 @@ export function buildAccessPaths(
   problems: SchemaProblems,
 ): Map<string, AccessPath> {
   const paths = new Map<string, AccessPath>();
+  const joins: Array<{ path: RangePath; through: string; node: RangeDirective['node'] }> = [];
   const skipped = new Set([schema.getMutationType()?.name, schema.getSubscriptionType()?.name, 'PageInfo', ...connections.keys(), ...edges, ...payloadTypes(schema)]);
   for (const type of Object.values(schema.getTypeMap())) {
     if (!isObjectType(type) || type.name.startsWith('__') || skipped.has(type.name)) continue;
@@ -113,6 +114,7 @@ export function buildAccessPaths(
       } else if (range) {
         const path = compileRange({ ...ctx, kind: 'range' }, range, entities, connections, defaults);
         if (path) paths.set(ctx.coordinate, path);
+        if (path && range.through !== undefined) joins.push({ path, through: range.through, node: range.node });
       } else if (isObjectType(getNamedType(field.type)) || isRoot) {
         problems.add(
           ctx.coordinate,
@@ -122,7 +124,35 @@ export function buildAccessPaths(
       }
     }
   }
+  // A join's reference may be compiled after the connection that goes through it: resolved once all are.
+  for (const j of joins) {
+    const join = resolveJoin(j.path, j.through, paths, entities);
+    if (typeof join === 'string') {
+      problems.add(j.path.coordinate, `through: "${j.through}": ${join}`, j.node);
+      paths.delete(j.path.coordinate);
+    } else {
+      j.path.join = join;
+    }
+  }
   return paths;
+}
+
+/**
+ * The join of a many-to-many connection: `through` names a reference of the join type (every key from the join
+ * entity's own fields) to the connection's node type; through an index, the index entities hold those fields.
+ * @returns the join, or why there is none
+ */
+function resolveJoin(path: RangePath, through: string, paths: Map<string, AccessPath>, entities: Map<string, EntityModel>): RangePath['join'] | string {
+  const reference = paths.get(through);
+  const [joinName, fieldName] = through.split('.');
+  const join = entities.get(joinName)!; // compileRange checked it
+  if (!reference || reference.kind !== 'point') return `${joinName} has no @point field "${fieldName}"`;
+  if (reference.target !== path.target) return `${through} reaches ${reference.target.name}, but the connection's nodes are ${path.target.name}`;
+  const bindings = [...reference.partitionKey.bindings.values(), ...reference.rowKey.bindings.values()];
+  if (bindings.some((b) => b.source !== 'parent') || reference.index) return `${through} must be a reference: its keys from ${joinName}'s own fields, no argument, no index`;
+  const missing = path.index ? bindings.filter((b) => !path.index!.projection.has(b.name)).map((b) => b.name) : [];
+  if (missing.length) return `the index "${path.index!.name}" does not hold ${missing.join(', ')}: add ${missing.length > 1 ? 'them' : 'it'} to its include`;
+  return { entity: join, reference };
 }
 
 function compilePoint(ctx: FieldContext, d: PointDirective, entities: Map<string, EntityModel>): PointPath | undefined {
@@ -167,6 +197,16 @@ function compileRange(
     ctx.problems.add(ctx.coordinate, `@range must return a Relay connection of an @entity type, not ${connectionName}`, d.node);
     return undefined;
   }
+  // A many-to-many connection ranges over the join type's entities: its keys are the join type's.
+  let keyed = target;
+  if (d.through !== undefined) {
+    const join = entities.get(d.through.split('.')[0]);
+    if (!join || d.through.split('.').length !== 2) {
+      ctx.problems.add(ctx.coordinate, `through: "${d.through}" must name a reference field of an @entity type, as "Type.field"`, d.node);
+      return undefined;
+    }
+    keyed = join;
+  }
   const first = ctx.field.args.find((a) => a.name === 'first');
   const after = ctx.field.args.find((a) => a.name === 'after');
   if (!first || getNamedType(first.type).name !== 'Int' || !after || getNamedType(after.type).name !== 'String') {
@@ -179,7 +219,7 @@ function compileRange(
     ctx.problems.add(ctx.coordinate, `pageSize ${pageSize} and maxPageSize ${maxPageSize} must satisfy 1 <= pageSize <= maxPageSize <= ${SERVICE_PAGE_LIMIT}`, d.node);
     return undefined;
   }
-  const layout = layoutOf(ctx, target, d.index, d.node);
+  const layout = layoutOf(ctx, keyed, d.index, d.node);
   if (!layout) return undefined;
   const partitionKey = boundTemplate(ctx, d.partitionKey, layout.layout.partitionKey, 'PartitionKey', 'exact', d.node);
   if (!partitionKey) return undefined;

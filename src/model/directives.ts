@@ -40,6 +40,7 @@ export interface RangeDirective {
   toInclusive: boolean;
   pageSize?: number;
   maxPageSize?: number;
+  through?: string;
   node: DirectiveNode;
 }
 
@@ -108,6 +109,7 @@ export function readRange(schema: GraphQLSchema, node: FieldDefinitionNode | und
     toInclusive: (v.toInclusive as boolean | undefined) ?? false,
     pageSize: v.pageSize as number | undefined,
     maxPageSize: v.maxPageSize as number | undefined,
+    through: v.through as string | undefined,
     node: d,
   };
 }

@@ -27,6 +27,8 @@ export interface FieldPlan {
   partitionKey: KeyPlan;
   rowKey: RowKeyPlan;
   index: { name: string; scope: 'intraPartition' | 'interPartition'; projection: string[] } | null;
+  /** A many-to-many connection: the join type it ranges over, and the reference that gives each node. */
+  through: { entity: string; reference: string } | null;
   /** Waves of storage calls when the selection is covered by what the path reads (calls in sequence). */
   waves: number;
   /** Waves when the selection needs fields an index entity does not hold (the entity is read in one more wave). */
@@ -115,8 +117,9 @@ export function explainModel(model: Model): Explanation {
       partitionKey: keyPlan(path.partitionKey),
       rowKey: rowKeyPlan(path),
       index: path.index ? { name: path.index.name, scope: path.index.scope, projection: [...path.index.projection] } : null,
-      waves: 1,
-      maxWaves: path.index ? 2 : 1,
+      through: path.kind === 'range' && path.join ? { entity: path.join.entity.name, reference: path.join.reference.coordinate } : null,
+      waves: path.kind === 'range' && path.join ? 2 : 1,
+      maxWaves: path.index || (path.kind === 'range' && path.join) ? 2 : 1,
       pageSize: path.kind === 'range' ? { default: path.pageSize, max: path.maxPageSize } : null,
       consistency: path.index?.scope === 'interPartition' ? 'eventual' : 'strong',
     }),
@@ -192,6 +195,7 @@ export function formatExplanation(e: Explanation): string {
     lines.push(`    PartitionKey ${describeKey(p.partitionKey)}`);
     lines.push(`    RowKey       ${describeRowKey(p.rowKey)}`);
     if (p.index) lines.push(`    via ${p.index.scope} index "${p.index.name}" holding ${p.index.projection.join(', ')}`);
+    if (p.through) lines.push(`    through ${p.through.entity} join entities, each node read by ${p.through.reference} (one batched wave)`);
     if (p.pageSize) lines.push(`    page size    ${p.pageSize.default} entities by default, at most ${p.pageSize.max}`);
     lines.push(p.maxWaves > p.waves ? `  waves: ${p.waves}; ${p.maxWaves} when the selection needs a field the index does not hold` : `  waves: ${p.waves}`);
   }

@@ -126,6 +126,12 @@ export interface RangePath extends AccessPathBase {
   fromInclusive?: boolean;
   /** Whether `rowKeyTo` itself is in the range (default false). */
   toInclusive?: boolean;
+  /**
+   * A many-to-many connection (`@range(through)`): the range reads entities of `join.entity` (or its index
+   * entities), and each node is the entity the join entity's reference `join.reference` points at — read in one
+   * batched wave after the range. `target` is the node type.
+   */
+  join?: { entity: EntityModel; reference: PointPath };
   /** Default `first` (entities). */
   pageSize: number;
   /** Largest accepted `first` (entities). */

@@ -10,6 +10,7 @@
  * - a point query (`@point`): 1 storage call, 1 entity, 1 response node;
  * - a range query (`@range`, a Relay connection): 1 storage call and `first` + 1 entities; `first` nodes below;
  *   when read through an index whose projection lacks a selected field (or the ETag), 1 more point query per node;
+ *   through join entities (`@range(through)`), 1 point query per node for the node itself;
  * - a mutation field: WRITE_CALLS storage calls (the entity, its holders, the reservation, the EGT, the message).
  */
 import {
@@ -104,7 +105,12 @@ export function estimateDemand(
         const first = firstOf(path, node, field);
         add('storageCalls', times);
         add('entitiesRead', times * (path.kind === 'range' ? first + 1 : 1));
-        const projection = path.index ? path.index.projection : undefined;
+        if (path.kind === 'range' && path.join) {
+          // A many-to-many page: one point query per join entity, for its node, in one wave.
+          add('storageCalls', times * first);
+          add('entitiesRead', times * first);
+        }
+        const projection = path.index && !(path.kind === 'range' && path.join) ? path.index.projection : undefined;
         if (path.kind === 'range') visitConnection(named, node.selectionSet, Math.min(CAP, times * first), inner, projection);
         else visit(named, node.selectionSet, times, inner, projection);
       } else {

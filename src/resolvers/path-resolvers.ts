@@ -6,7 +6,8 @@ import { isNonNullType, type GraphQLFieldResolver } from 'graphql';
 import { ErrorCode, TablegraphError } from '../errors';
 import { prefixUpperBound, renderKey } from '../model/key-template';
 import { ENTITY_TYPE_PROPERTY, type PointPath, type RangePath } from '../model/types';
-import { entitySelect, indexSelect } from '../read/projection';
+import { entitySelect, indexSelect, type Projection } from '../read/projection';
+import { referenceAddress, referenceFields } from '../model/references';
 import type { StoredEntity } from '../storage/types';
 import { forbidden } from '../model/authorization';
 import { allowsEntity, authorizeBefore, keyValues } from './authorize';
@@ -16,9 +17,14 @@ import type { EntityNode } from './entity-node';
 
 type Resolver = GraphQLFieldResolver<EntityNode | undefined, RequestContext, Record<string, unknown>>;
 
+/** The entity type whose entities (or index entities) a path reads: a many-to-many range reads its join type. */
+function readType(path: PointPath | RangePath) {
+  return (path.kind === 'range' && path.join?.entity) || path.target;
+}
+
 /** The stored EntityType a path's entities carry. */
 function expectedType(path: PointPath | RangePath): string {
-  return path.index ? path.index.entityType : path.target.entityType;
+  return path.index ? path.index.entityType : readType(path).entityType;
 }
 
 /** Notes, for the response's extensions, that the request read an eventually consistent index. */
@@ -110,8 +116,9 @@ export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode 
       rowKeyTo = path.rowKeyTo && renderKey(path.rowKeyTo.template, values);
     }
     // Authorization from the partition first: a list wholly out of scope is never read.
-    const policies = [path.auth, path.target.auth];
-    authorizeBefore(policies, ctx.principal, keyValues(path.index?.layout ?? path.target.layout, partitionKey), `read ${path.coordinate} in partition ${JSON.stringify(partitionKey)}`);
+    const read = readType(path);
+    const policies = [path.auth, read.auth];
+    authorizeBefore(policies, ctx.principal, keyValues(path.index?.layout ?? read.layout, partitionKey), `read ${path.coordinate} in partition ${JSON.stringify(partitionKey)}`);
     // Bounds as declared: inclusive or exclusive at either end (prefix form: from inclusive, to exclusive).
     const fromExclusive = !path.rowKeyPrefix && path.fromInclusive === false;
     const toInclusive = !path.rowKeyPrefix && path.toInclusive === true;
@@ -127,13 +134,15 @@ export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode 
       rowKeyTo,
       rowKeyToInclusive: toInclusive || undefined,
       limit: first,
-      select: path.index ? indexSelect(projection, path.index) : entitySelect(projection, path.target),
+      select: path.join ? joinSelect(path.join, path.index) : path.index ? indexSelect(projection, path.index) : entitySelect(projection, path.target),
     });
     const type = expectedType(path);
-    const edges = entities
-      .map((stored, i) => ({ stored, position: positions[i] }))
-      .filter(({ stored }) => stored.properties[ENTITY_TYPE_PROPERTY] === type && allowsEntity(policies, ctx.principal, stored.properties))
-      .map(({ stored, position }) => ({ cursor: ctx.cursors.encode(scope, position), node: toNode(path, stored) }));
+    const page = entities
+      .map((stored, i) => ({ stored, cursor: ctx.cursors.encode(scope, positions[i]) }))
+      .filter(({ stored }) => stored.properties[ENTITY_TYPE_PROPERTY] === type && allowsEntity(policies, ctx.principal, stored.properties));
+    const edges = path.join
+      ? await joinEdges(path, page, ctx, projection)
+      : page.map(({ stored, cursor }) => ({ cursor, node: toNode(path, stored) }));
     return {
       edges,
       pageInfo: {
@@ -144,4 +153,36 @@ export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode 
       },
     };
   };
+}
+
+/** What a many-to-many range reads of each join entity: its keys, what its reference binds, what `@auth` decides on. */
+function joinSelect(join: NonNullable<RangePath['join']>, index: RangePath['index']): string[] {
+  const fields = new Set([...join.entity.keyFields, ...join.entity.authFields, ...referenceFields(join.reference)]);
+  return [...fields].filter((f) => !index || index.projection.has(f)).concat(ENTITY_TYPE_PROPERTY).sort();
+}
+
+/**
+ * The nodes of a many-to-many page: the entity each join entity's reference points at, read in one batched wave
+ * (the point loader). A join entity whose target is gone, or out of the caller's `@auth` scope, is left out.
+ */
+async function joinEdges(
+  path: RangePath,
+  page: Array<{ stored: StoredEntity; cursor: string }>,
+  ctx: RequestContext,
+  projection: Projection,
+): Promise<Connection['edges']> {
+  const { reference } = path.join!;
+  const select = entitySelect(projection, path.target);
+  const targets = await Promise.all(
+    page.map(({ stored }) => {
+      const address = referenceAddress(reference, stored.properties);
+      return address ? ctx.loaders.point.load({ ...address, select }) : null;
+    }),
+  );
+  return page.flatMap(({ cursor }, i) => {
+    const target = targets[i];
+    if (!target || target.properties[ENTITY_TYPE_PROPERTY] !== path.target.entityType) return [];
+    if (!allowsEntity([path.target.auth], ctx.principal, target.properties)) return [];
+    return [{ cursor, node: { entity: path.target, stored: target } }];
+  });
 }

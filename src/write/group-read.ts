@@ -12,7 +12,8 @@ import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/ty
 import { addressKey } from './fanout-message';
 import type { GroupState } from './group-plan';
 import { classifyKey, pointsAt, type KeyState } from './reservations';
-import { referenceAddress, referencesToCheck } from './references';
+import { referenceAddress } from '../model/references';
+import { referencesToCheck } from './references';
 import { holderAddress, nextValues, summariesOf, type Values, type WritePlan } from './write-plan';
 
 /** A write as the reads need it: what it writes, where, and the ids of its attempts. */

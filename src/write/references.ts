@@ -10,37 +10,12 @@
  * field is nullable, and NOT_FOUND where it is not.
  */
 import { ErrorCode, TablegraphError } from '../errors';
-import { renderKey } from '../model/key-template';
+import { referenceAddress, referenceFields } from '../model/references';
 import { ENTITY_TYPE_PROPERTY, type Model, type PointPath, type WriteModel } from '../model/types';
-import type { EntityAddress, StoredEntity } from '../storage/types';
+import type { StoredEntity } from '../storage/types';
 import { addressKey } from './fanout-message';
 
 type Values = Record<string, unknown>;
-
-/** The stored fields that give a reference's keys. */
-export function referenceFields(path: PointPath): string[] {
-  return [...path.partitionKey.bindings.values(), ...path.rowKey.bindings.values()].map((b) => b.name);
-}
-
-/**
- * The address a reference of an entity with `values` points at; null when an optional reference's key field is
- * null (it points at nothing).
- * @throws TablegraphError BAD_USER_INPUT when a value cannot form the key (from renderKey)
- */
-export function referenceAddress(path: PointPath, values: Values): EntityAddress | null {
-  const rendered: Record<'partitionKey' | 'rowKey', string> = { partitionKey: '', rowKey: '' };
-  for (const which of ['partitionKey', 'rowKey'] as const) {
-    const bound = path[which];
-    const args: Values = {};
-    for (const [placeholder, b] of bound.bindings) {
-      const value = values[b.name];
-      if (value === null || value === undefined) return null;
-      args[placeholder] = value;
-    }
-    rendered[which] = renderKey(bound.template, args);
-  }
-  return { table: path.table, ...rendered };
-}
 
 /**
  * The references a write must check: for a create or replace every reference, for an update those whose key
