@@ -10,12 +10,11 @@
  * An EGT that fails for want of an answer (a timeout, a 5xx after the SDK's own retries) is sent again with
  * exponential back-off — its upserts are idempotent — a bounded number of times; then its rows are reported and
  * the load goes on (a holder of its partition is then recounted from what is stored). Idempotent: loading the same
- * rows again writes the same entities with the same values (and WriteIds) and leaves no orphan.
+ * rows again writes nothing (what is stored exactly as it would write it is not written) and leaves no orphan.
  */
 import { backOff } from 'exponential-backoff';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { repairHolder } from '../maintenance/summary-state';
-import { prefixUpperBound } from '../model/key-template';
 import type { Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { StorageObserver } from '../storage/types';
@@ -106,16 +105,10 @@ export interface LoadSummary {
   entitiesPerSecond: number;
 }
 
-/** The loader's reads: a partition's entities of a RowKey prefix (all pages), and point queries. */
+/** The loader's reads: a whole partition (all pages), and point queries. */
 function storeReads(store: TableStore, observer?: StorageObserver): LoadReads {
   return {
-    partition: async (table, partitionKey, prefix) =>
-      (
-        await store.queryRange(
-          { table, partitionKey, rowKeyFrom: prefix || undefined, rowKeyTo: prefix ? prefixUpperBound(prefix) : undefined, limit: Number.MAX_SAFE_INTEGER - 1 },
-          { observer },
-        )
-      ).entities,
+    partition: async (table, partitionKey) => (await store.queryRange({ table, partitionKey, limit: Number.MAX_SAFE_INTEGER - 1 }, { observer })).entities,
     entity: (address) => store.getEntity(address, { observer }),
   };
 }
@@ -213,6 +206,7 @@ export async function loadEntities(opts: LoadOptions): Promise<LoadSummary> {
         if (await repairHolder(store, summaries.filter((s) => s.via.table === merge.address.table), merge.address, attempts, observer)) holders++;
         continue;
       }
+      if (merge.unchanged) continue;
       await retrying(() => store.updateEntity(merge.address.table, { partitionKey: merge.address.partitionKey, rowKey: merge.address.rowKey, properties: merge.properties }, 'merge', { observer }));
       totals.entities++;
       totals.transactions++;

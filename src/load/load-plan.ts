@@ -4,12 +4,14 @@
  * EGTs of upsert-replace per table and partition ("Entity Group Transactions"), yielded as soon as a partition
  * fills one; then one merge per summary holder with its exact totals.
  *
- * A load meets what is stored. Before a partition's first row, the plan reads the partition's entities of the type
- * (one range query over the type's RowKey literal), and before a unique index entity is claimed, that index
- * partition's index entities: so that
+ * A load meets what is stored. The plan reads each partition it writes to, whole, once, before it writes there:
+ * so that
+ * - an entity (or index entity) stored exactly as the load would write it is not written again: a second load of
+ *   the same rows writes nothing;
  * - an entity the file rewrites whose stored state derived other index entities leaves those listed as stale, to
  *   be deleted once the new state is written (only while they still point at it, as the worker deletes);
- * - an entity the file gives with its stored values keeps its `WriteId`, so a second load changes nothing;
+ * - an entity the file gives with its stored values keeps its `WriteId` (a write id names a state, and the state
+ *   has not changed);
  * - a summary holder's totals count the stored entities the file does not rewrite;
  * - a unique value stored for another entity, or given twice in the file, is a bad row, not a stolen index entry.
  * A row is refused alone, with its line and reason: bad values, a duplicate of an earlier row, a key or entity over
@@ -23,7 +25,6 @@ import { randomUUID } from 'node:crypto';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { Decimal, decimalText } from '../model/decimal';
 import { entityWrites, indexWrite, primaryAddress, typedValue, valuesOf, type TableWrite } from '../model/entity-codec';
-import { leadingLiteral } from '../model/layouts';
 import { summaryContribution } from '../model/summaries';
 import { ENTITY_TYPE_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type IndexModel, type Model, type SummaryModel } from '../model/types';
 import { checkEntity, limitsFor } from '../storage/limits';
@@ -36,8 +37,8 @@ import type { LoadRow } from './load-rows';
 
 /** What the plan reads from storage. */
 export interface LoadReads {
-  /** Every entity of a partition whose RowKey starts with `prefix` (a range query, all pages). */
-  partition(table: string, partitionKey: string, prefix: string): Promise<StoredEntity[]>;
+  /** Every entity of a partition (a range query over the whole partition, all pages). */
+  partition(table: string, partitionKey: string): Promise<StoredEntity[]>;
   /** One entity, or null (a point query). */
   entity(address: EntityAddress): Promise<StoredEntity | null>;
 }
@@ -58,6 +59,8 @@ export interface StaleDerived {
 export interface HolderMerge {
   address: EntityAddress;
   properties: Record<string, TypedValue | null>;
+  /** The holder already stores these values: nothing to write. */
+  unchanged: boolean;
 }
 
 export interface LoadPlanOptions {
@@ -85,6 +88,21 @@ function sameValues(entity: EntityModel, a: Record<string, unknown>, b: Record<s
   return true;
 }
 
+/**
+ * Whether stored properties are exactly `properties` (typed as written; null ones absent), no more, no fewer.
+ * Int32 and Double are both numbers when read: a stored Int32 5 equals a Double 5 here.
+ */
+function storedAs(properties: Record<string, TypedValue | null>, stored: Record<string, unknown>): boolean {
+  const given = Object.entries(properties).filter(([, v]) => v !== null) as Array<[string, TypedValue]>;
+  if (given.length !== Object.keys(stored).filter((k) => stored[k] !== undefined && stored[k] !== null).length) return false;
+  return given.every(([k, v]) => {
+    const s = stored[k];
+    if (v.type === 'DateTime') return s instanceof Date && s.getTime() === (v.value as Date).getTime();
+    if (v.type === 'Binary') return false;
+    return s === v.value;
+  });
+}
+
 /** One load step's plan. Counters, `stale`, `lines` and `holderMerges()` are final once `batches()` is exhausted. */
 export class LoadPlan {
   rowsRead = 0;
@@ -100,11 +118,12 @@ export class LoadPlan {
   readonly lines = new WeakMap<TableWrite, number>();
   private readonly entity: EntityModel;
   private readonly summaries: SummaryModel[];
-  /** Stored entities of the type, by partition, then RowKey. */
-  private readonly partitions = new Map<string, Promise<Map<string, StoredEntity>>>();
+  /** Every partition the step reads or writes, read whole once, before its first row: by table and PartitionKey, then RowKey. */
+  private readonly stored = new Map<string, Promise<Map<string, StoredEntity>>>();
+  /** The type's own entities of each partition of `stored`, by PartitionKey. */
+  private readonly ofType = new Map<string, Promise<Map<string, StoredEntity>>>();
   /** Per partition: RowKey → line of the row that writes it. */
   private readonly rows = new Map<string, Map<string, number>>();
-  private readonly uniquePartitions = new Map<string, Promise<Map<string, StoredEntity>>>();
   /** Unique index entity addressKey → the addressKey of the entity claiming it in this load. */
   private readonly uniqueClaims = new Map<string, string>();
   private readonly targets = new Map<string, Promise<StoredEntity | null>>();
@@ -197,7 +216,7 @@ export class LoadPlan {
     if (before) this.noteStale(address, before, writes);
     if (unchanged) this.unchanged++;
     this.loaded++;
-    return writes;
+    return this.changed(writes);
   }
 
   private rowsOf(partitionKey: string): Map<string, number> {
@@ -206,17 +225,37 @@ export class LoadPlan {
     return rows;
   }
 
-  /** The type's stored entities of a partition, read once. */
-  private partition(partitionKey: string): Promise<Map<string, StoredEntity>> {
-    let state = this.partitions.get(partitionKey);
+  /** What a partition held before this step wrote to it (one range query over the whole partition, all pages). */
+  private storedPartition(table: string, partitionKey: string): Promise<Map<string, StoredEntity>> {
+    const key = `${table}\u0000${partitionKey}`;
+    let state = this.stored.get(key);
     if (!state) {
-      const { table, rowKey } = this.entity.layout;
-      state = this.opts.reads
-        .partition(table, partitionKey, leadingLiteral(rowKey))
-        .then((all) => new Map(all.filter((e) => e.properties[ENTITY_TYPE_PROPERTY] === this.entity.entityType).map((e) => [e.rowKey, e])));
-      this.partitions.set(partitionKey, state);
+      state = this.opts.reads.partition(table, partitionKey).then((all) => new Map(all.map((e) => [e.rowKey, e])));
+      this.stored.set(key, state);
     }
     return state;
+  }
+
+  /** The type's stored entities of a partition. */
+  private partition(partitionKey: string): Promise<Map<string, StoredEntity>> {
+    let mine = this.ofType.get(partitionKey);
+    if (!mine) {
+      mine = this.storedPartition(this.entity.layout.table, partitionKey).then(
+        (all) => new Map([...all].filter(([, e]) => e.properties[ENTITY_TYPE_PROPERTY] === this.entity.entityType)),
+      );
+      this.ofType.set(partitionKey, mine);
+    }
+    return mine;
+  }
+
+  /** The writes whose entity is not stored exactly so: an unchanged entity is not written again. */
+  private async changed(writes: TableWrite[]): Promise<TableWrite[]> {
+    const out: TableWrite[] = [];
+    for (const w of writes) {
+      const stored = (await this.storedPartition(w.table, w.entity.partitionKey)).get(w.entity.rowKey);
+      if (!stored || !storedAs(w.entity.properties, stored.properties)) out.push(w);
+    }
+    return out;
   }
 
   /** Whether an entity of `entityType` is at `address`: loaded by this load, or stored (one cached point query). */
@@ -275,16 +314,9 @@ export class LoadPlan {
 
   /** The addressKey of the entity a stored unique index entity points at, if there is one. */
   private async storedHolder(w: TableWrite & { index: IndexModel }): Promise<string | undefined> {
-    const partitionKey = `${w.table}\u0000${w.entity.partitionKey}`;
-    let read = this.uniquePartitions.get(partitionKey);
-    if (!read) {
-      read = this.opts.reads
-        .partition(w.table, w.entity.partitionKey, leadingLiteral(w.index.layout.rowKey))
-        .then((all) => new Map(all.filter((e) => e.properties[ENTITY_TYPE_PROPERTY] === w.index.entityType).map((e) => [e.rowKey, e])));
-      this.uniquePartitions.set(partitionKey, read);
-    }
-    const stored = (await read).get(w.entity.rowKey);
-    return stored ? addressKey(primaryAddress(w.index.entity, stored.properties)) : undefined;
+    const stored = (await this.storedPartition(w.table, w.entity.partitionKey)).get(w.entity.rowKey);
+    if (!stored || stored.properties[ENTITY_TYPE_PROPERTY] !== w.index.entityType) return undefined;
+    return addressKey(primaryAddress(w.index.entity, stored.properties));
   }
 
   /** Lists the index entities the stored state derived that the new writes do not. */
@@ -311,9 +343,9 @@ export class LoadPlan {
     const merges: HolderMerge[] = [];
     for (const [key, { address, sums }] of this.totals) {
       const all = new Map(sums);
-      const stored = await this.partitions.get(address.partitionKey);
+      const stored = await this.partition(address.partitionKey);
       const rewritten = this.rows.get(address.partitionKey);
-      for (const [rowKey, e] of stored ?? []) {
+      for (const [rowKey, e] of stored) {
         if (rewritten?.has(rowKey)) continue;
         const values = valuesOf(this.entity, e.properties);
         for (const s of all.keys()) {
@@ -332,7 +364,9 @@ export class LoadPlan {
           return [s.field, typedValue(field, field.graphqlType === 'Int' ? v.toNumber() : decimalText(v))];
         }),
       );
-      merges.push({ address, properties });
+      const holder = (await this.storedPartition(address.table, address.partitionKey)).get(address.rowKey);
+      const unchanged = holder !== undefined && Object.entries(properties).every(([k, v]) => storedAs({ [k]: v }, { [k]: holder.properties[k] }));
+      merges.push({ address, properties, unchanged });
     }
     return merges;
   }
