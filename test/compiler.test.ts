@@ -115,6 +115,12 @@ describe('the shipped HR schema', () => {
 });
 
 describe('a valid custom schema', () => {
+  test('a summary whose holder lives in another partition is kept eventually', () => {
+    const { model } = compile(`${BASE.replace('name: String! }', 'name: String! total: Int! @summary(of: "Item", via: "owner", count: true) }').replace('owner: Owner! @point(partitionKey: "{group}", rowKey: "owner")', 'owner: Owner! @point(partitionKey: "{name}", rowKey: "owner")')}\ntype Query { item(group: ID!, id: ID!): Item @point }`);
+    expect(model.summaries.get('Owner.total')!.scope).toBe('eventual');
+    expect(compileHr('').model.summaries.get('Department.payroll')!.scope).toBe('egt');
+  });
+
   test('a derived RowKey prefix stops at the first placeholder no argument supplies', () => {
     const { model } = compile(`${BASE}
       type Query {
@@ -339,13 +345,6 @@ describe('rejections name the type, the field and the SDL line', () => {
       coordinate: 'Item@index(byName)',
       message: /include names "colour"/,
       marker: 'type Item',
-    },
-    {
-      name: 'a summary whose holder lives in another partition',
-      sdl: `${BASE.replace('name: String! }', 'name: String! total: Int! @summary(of: "Item", via: "owner", count: true) }').replace('owner: Owner! @point(partitionKey: "{group}", rowKey: "owner")', 'owner: Owner! @point(partitionKey: "{name}", rowKey: "owner")')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
-      coordinate: 'Owner.total',
-      message: /must share Item's table and PartitionKey/,
-      marker: 'type Owner',
     },
     {
       name: 'a summed term naming a non-numeric field',

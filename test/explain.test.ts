@@ -48,7 +48,7 @@ test('summaries, references and mutations', () => {
     entity: 'Employee',
     action: 'CREATE',
     egt: { indexes: ['byLastNameInDepartment'], summaries: ['Department.employeeCount', 'Department.payroll'] },
-    eventual: { indexes: ['byEmail', 'byLastName', 'byTitle'] },
+    eventual: { indexes: ['byEmail', 'byLastName', 'byTitle'], summaries: [] },
     checksReferences: ['Employee.department'],
   });
   expect(create.inputFields).not.toContain('employeeCount');
@@ -59,7 +59,7 @@ test('the text rendering names every part', () => {
   const text = formatExplanation(explanation);
   expect(text).toContain('Query.employeeByEmail\n  point query on table EmployeesByEmail (eventually consistent)');
   expect(text).toContain('RowKey       "empid_{headEmployeeId:08}" (headEmployeeId ← parent.headEmployeeId (optional))');
-  expect(text).toContain('Department.payroll = sum over Employee of annualSalary + hourlyRate * typicalHours * 52, reached through Employee.department');
+  expect(text).toContain('Department.payroll = sum over Employee of annualSalary + hourlyRate * typicalHours * 52, reached through Employee.department, kept in the EGT of every write');
   expect(text).toContain('Employee.department → Department by departmentId, checked on write');
   expect(text).toContain('Mutation.deleteDepartment: DELETE Department; EGT: Department; eventually: index all');
 });

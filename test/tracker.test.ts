@@ -135,7 +135,9 @@ describe('npm run load', () => {
     ]);
     const report = await verifyDerived({ store: server.store, model });
     expect(report.problems).toBe(0);
-    expect(report.summaries.map((s) => [s.summary, s.different.length])).toEqual([['Project.issueCount', 0], ['Project.estimateTotal', 0], ['Issue.commentCount', 0]]);
+    expect(report.summaries.map((s) => [s.summary, s.different.length, s.contributions.length])).toEqual([
+      ['Project.issueCount', 0, 0], ['Project.estimateTotal', 0, 0], ['User.reportedCount', 0, 0], ['User.reportedEstimate', 0, 0], ['Issue.commentCount', 0, 0],
+    ]);
   }, 120_000);
 });
 
@@ -189,7 +191,13 @@ describe('every access path against the fixtures', () => {
 
   test('users by id and by e-mail (a unique index), and the issues assigned to each across projects', async () => {
     for (const u of users) {
-      expect((await ok('Query.user', 'query($id: ID!) { user(id: $id) { email name } }', { id: u.id })).user).toEqual({ email: u.email, name: u.name });
+      const reported = issues.filter((i) => i.reporterId === u.id);
+      expect((await ok('Query.user + eventual summaries', 'query($id: ID!) { user(id: $id) { email name reportedCount reportedEstimate } }', { id: u.id })).user).toEqual({
+        email: u.email,
+        name: u.name,
+        reportedCount: reported.length,
+        reportedEstimate: reported.reduce((sum, i) => sum.plus(i.estimateHours || 0), new Decimal(0)).toString(),
+      });
       expect((await ok('Query.userByEmail', 'query($e: String!) { userByEmail(email: $e) { id } }', { e: u.email })).userByEmail).toEqual({ id: u.id });
       const assigned = await allPages('User.assigned', 'query($id: ID!, $first: Int, $after: String) { user(id: $id) { assigned(first: $first, after: $after) { edges { node { projectKey number state } } pageInfo { hasNextPage endCursor } } } }', { id: u.id }, (d) => d.user.assigned);
       const expected = issues

@@ -14,6 +14,7 @@
  */
 import { backOff } from 'exponential-backoff';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
+import { resumHolder } from '../maintenance/contribution-repair';
 import { repairHolder } from '../maintenance/summary-state';
 import type { Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
@@ -211,6 +212,14 @@ export async function loadEntities(opts: LoadOptions): Promise<LoadSummary> {
       totals.entities++;
       totals.transactions++;
       holders++;
+    }
+    // Summaries held in other partitions: their stale contribution entities go, and each holder is set to the sum
+    // of its contributions.
+    for (const address of plan.staleContributions) {
+      if (await store.deleteEntity(address, { observer }).catch((e: unknown) => (isTablegraphError(e, ErrorCode.NOT_FOUND) ? false : Promise.reject(e)))) totals.entities++;
+    }
+    for (const { summary, address } of plan.eventualHolders.values()) {
+      if (await resumHolder(store, summary, address, attempts, observer)) holders++;
     }
     let staleDeleted = 0;
     for (const { primary, addresses } of plan.stale) {

@@ -25,6 +25,7 @@ import { randomUUID } from 'node:crypto';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { Decimal, decimalText } from '../model/decimal';
 import { entityWrites, indexWrite, primaryAddress, typedValue, valuesOf, type TableWrite } from '../model/entity-codec';
+import { contributionEntity, contributionOf } from '../model/contributions';
 import { summaryContribution } from '../model/summaries';
 import { ENTITY_TYPE_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type IndexModel, type Model, type SummaryModel } from '../model/types';
 import { checkEntity, limitsFor } from '../storage/limits';
@@ -118,6 +119,12 @@ export class LoadPlan {
   readonly lines = new WeakMap<TableWrite, number>();
   private readonly entity: EntityModel;
   private readonly summaries: SummaryModel[];
+  /** Summaries of the type held in other partitions: kept through contribution entities (model/contributions.ts). */
+  private readonly eventual: SummaryModel[];
+  /** The holders of `eventual` summaries the rows contribute to, or did: each is set to the sum of its contributions. */
+  readonly eventualHolders = new Map<string, { summary: SummaryModel; address: EntityAddress }>();
+  /** Contribution entities of rewritten entities' earlier states that their new state does not have: to delete. */
+  readonly staleContributions: EntityAddress[] = [];
   /** Every partition the step reads or writes, read whole once, before its first row: by table and PartitionKey, then RowKey. */
   private readonly stored = new Map<string, Promise<Map<string, StoredEntity>>>();
   /** The type's own entities of each partition of `stored`, by PartitionKey. */
@@ -132,7 +139,8 @@ export class LoadPlan {
 
   constructor(private readonly opts: LoadPlanOptions) {
     this.entity = opts.entity;
-    this.summaries = [...opts.model.summaries.values()].filter((s) => s.of === opts.entity);
+    this.summaries = [...opts.model.summaries.values()].filter((s) => s.of === opts.entity && s.scope === 'egt');
+    this.eventual = [...opts.model.summaries.values()].filter((s) => s.of === opts.entity && s.scope === 'eventual');
   }
 
   /**
@@ -200,10 +208,14 @@ export class LoadPlan {
     const unchanged = before !== null && sameValues(entity, before, values);
     const written = entityWrites(entity, values, unchanged ? String(stored!.properties[WRITE_ID_PROPERTY] ?? randomUUID()) : randomUUID());
     const writes = [written.primary, ...written.indexes];
+    const contributed = await this.contributions(address, values, before);
+    writes.push(...contributed.writes);
     for (const w of writes) checkEntity(w.entity, this.opts.target);
     await this.checkReferences(values);
     const holders = await this.holdersOf(values);
     await this.claimUnique(written.indexes, address);
+    this.staleContributions.push(...contributed.stale);
+    for (const h of contributed.holders) this.eventualHolders.set(`${h.summary.holder.name}.${h.summary.field}\u0000${addressKey(h.address)}`, h);
 
     mine.set(address.rowKey, line);
     this.opts.written.add(addressKey(address));
@@ -217,6 +229,31 @@ export class LoadPlan {
     if (unchanged) this.unchanged++;
     this.loaded++;
     return this.changed(writes);
+  }
+
+  /**
+   * The row's contribution entities to summaries held in other partitions, those of its stored state it no longer
+   * has, and the holders concerned.
+   * @throws TablegraphError NOT_FOUND when a holder does not exist
+   */
+  private async contributions(primary: EntityAddress, values: Record<string, unknown>, before: Record<string, unknown> | null) {
+    const writes: TableWrite[] = [];
+    const stale: EntityAddress[] = [];
+    const holders: Array<{ summary: SummaryModel; address: EntityAddress }> = [];
+    for (const s of this.eventual) {
+      const c = contributionOf(s, primary, values)!;
+      if (!(await this.exists(c.holder, s.holder.entityType))) {
+        throw skip(ErrorCode.NOT_FOUND, `${s.via.fieldName}: no ${s.holder.name} at ${c.holder.partitionKey}/${c.holder.rowKey} to hold ${s.holder.name}.${s.field}, neither stored nor loaded before (ReferenceMissing)`);
+      }
+      writes.push({ table: c.address.table, entity: contributionEntity(s, c, primary) });
+      holders.push({ summary: s, address: c.holder });
+      const old = before && contributionOf(s, primary, before);
+      if (old && addressKey(old.address) !== addressKey(c.address)) {
+        stale.push(old.address);
+        holders.push({ summary: s, address: old.holder });
+      }
+    }
+    return { writes, stale, holders };
   }
 
   private rowsOf(partitionKey: string): Map<string, number> {

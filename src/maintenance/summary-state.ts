@@ -1,21 +1,23 @@
 /**
  * Summary values checked against a recount, and repaired (DESIGN.md §4 item 4; the guide's "Entity Group
- * Transactions" keep summaries in step with what they count, this proves it). A summary holder and the entities
- * it counts share a partition (the compiler checks it), so one scan of the holder's table gives both; a repair
- * recounts one partition under the holder's ETag: every write that changes a contribution changes the holder in
- * the same EGT, so an unchanged ETag proves the recount current.
+ * Transactions" keep summaries in step with what they count, this proves it). Where a summary holder and the
+ * entities it counts share a partition, a repair recounts one partition under the holder's ETag: every write that
+ * changes a contribution changes the holder in the same EGT, so an unchanged ETag proves the recount current.
+ * A summary held in another partition is repaired through its contribution entities (contribution-repair.ts).
  *
  * Reads whole tables on purpose: maintenance commands, never a request path.
  */
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { decimalText, Decimal } from '../model/decimal';
 import { typedValue, valuesOf } from '../model/entity-codec';
+import { CONTRIBUTION, contributionOf, isContribution } from '../model/contributions';
 import { summaryContribution, summaryValue } from '../model/summaries';
 import { ENTITY_TYPE_PROPERTY, type Model, type SummaryModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
 import { addressKey } from '../write/fanout-message';
 import { holderAddress } from '../write/write-plan';
+import { repairContributions, resumHolder } from './contribution-repair';
 import type { ScanProgress } from './derived-state';
 
 /** How one summary compares with a recount of what it summarises. Values as decimal text. */
@@ -31,6 +33,8 @@ export interface SummaryDiff {
   different: Array<EntityAddress & { stored: string; expected: string }>;
   /** Counted entities whose holder does not exist. */
   orphaned: EntityAddress[];
+  /** For a summary held in another partition: contribution entities missing, different or left over (entities). */
+  contributions: EntityAddress[];
 }
 
 export interface SummaryStateOptions {
@@ -70,33 +74,44 @@ function recount(summaries: SummaryModel[], entities: Iterable<StoredEntity>): M
 }
 
 /**
- * Scans each holder table once and compares every summary value with a recount of the entities in its holder's
- * partition. A snapshot of the moment each table was read: run it when no writes are in flight.
+ * Scans each table holding holders or what they summarise once, and compares every summary value with a recount
+ * of the entities it summarises — in its holder's partition, or anywhere for a summary held in another partition
+ * (whose contribution entities are checked against what each entity derives, too). A snapshot of the moment each
+ * table was read: run it when no writes are in flight and the fan-out queue has drained.
  * @throws TablegraphError BAD_USER_INPUT (unknown summary), storage errors from the scans
  */
 export async function readSummaryState(opts: SummaryStateOptions): Promise<SummaryDiff[]> {
   const summaries = resolveSummaries(opts.model, opts.summaries);
   const diffs = new Map(summaries.map((s) => [s, emptyDiff(s)]));
+  const holders = new Map<SummaryModel, Map<string, { address: EntityAddress; entity: StoredEntity }>>(summaries.map((s) => [s, new Map()]));
+  const totals = new Map<SummaryModel, Map<string, Decimal>>(summaries.map((s) => [s, new Map()])); // summary → holder address → recount
+  const contributions = new Map<SummaryModel, Map<string, StoredEntity>>(summaries.map((s) => [s, new Map()])); // stored, by address
+  const derived = new Map<SummaryModel, Map<string, string>>(summaries.map((s) => [s, new Map()])); // wanted: address → value
   let scanned = 0;
-  for (const table of new Set(summaries.map((s) => s.holder.layout.table))) {
-    const inTable = summaries.filter((s) => s.holder.layout.table === table);
-    const holders = new Map<string, { address: EntityAddress; entity: StoredEntity }>();
-    const totals = new Map<string, Map<SummaryModel, Decimal>>(); // holder address → summary → recount
+  for (const table of new Set(summaries.flatMap((s) => [s.holder.layout.table, s.of.layout.table]))) {
     try {
       for await (const page of opts.store.scan(table, { observer: opts.observer })) {
         for (const e of page) {
           const type = e.properties[ENTITY_TYPE_PROPERTY];
-          for (const s of inTable) {
-            if (type === s.holder.entityType) {
-              const address = { table, partitionKey: e.partitionKey, rowKey: e.rowKey };
-              holders.set(addressKey(address), { address, entity: e });
+          const address = { table, partitionKey: e.partitionKey, rowKey: e.rowKey };
+          for (const s of summaries) {
+            if (type === s.holder.entityType && table === s.holder.layout.table) holders.get(s)!.set(addressKey(address), { address, entity: e });
+            if (s.scope === 'eventual' && table === s.holder.layout.table && isContribution(s, e)) contributions.get(s)!.set(addressKey(address), e);
+            if (type !== s.of.entityType || table !== s.of.layout.table) continue;
+            const values = valuesOf(s.of, e.properties);
+            let at: string;
+            try {
+              at = addressKey(holderAddress(s, values));
+            } catch {
+              continue;
             }
-            const at = holderKeyOf(s, e);
-            if (at === undefined) continue;
-            const byHolder = totals.get(at) ?? new Map<SummaryModel, Decimal>();
-            byHolder.set(s, (byHolder.get(s) ?? new Decimal(0)).plus(summaryContribution(s, valuesOf(s.of, e.properties))));
-            totals.set(at, byHolder);
+            const byHolder = totals.get(s)!;
+            byHolder.set(at, (byHolder.get(at) ?? new Decimal(0)).plus(summaryContribution(s, values)));
             diffs.get(s)!.counted++;
+            if (s.scope === 'eventual') {
+              const c = contributionOf(s, address, values)!;
+              derived.get(s)!.set(addressKey(c.address), decimalText(c.value));
+            }
           }
         }
         scanned += page.length;
@@ -105,32 +120,44 @@ export async function readSummaryState(opts: SummaryStateOptions): Promise<Summa
     } catch (e) {
       if (!isTablegraphError(e, ErrorCode.NOT_FOUND)) throw e; // a table not created yet holds nothing
     }
-    for (const s of inTable) {
-      const diff = diffs.get(s)!;
-      for (const [key, { address, entity }] of holders) {
-        if (entity.properties[ENTITY_TYPE_PROPERTY] !== s.holder.entityType) continue;
-        diff.holders++;
-        const expected = totals.get(key)?.get(s) ?? new Decimal(0);
-        const stored = summaryValue(entity.properties[s.field]);
-        if (!stored.equals(expected)) diff.different.push({ ...address, stored: decimalText(stored), expected: decimalText(expected) });
-      }
-      for (const key of totals.keys()) {
-        if (holders.has(key) || !totals.get(key)!.has(s)) continue;
-        const [t, partitionKey, rowKey] = key.split('\u0000');
-        diff.orphaned.push({ table: t, partitionKey, rowKey });
-      }
+  }
+  for (const s of summaries) {
+    const diff = diffs.get(s)!;
+    for (const [key, { address, entity }] of holders.get(s)!) {
+      diff.holders++;
+      const expected = totals.get(s)!.get(key) ?? new Decimal(0);
+      const stored = summaryValue(entity.properties[s.field]);
+      if (!stored.equals(expected)) diff.different.push({ ...address, stored: decimalText(stored), expected: decimalText(expected) });
     }
+    for (const key of totals.get(s)!.keys()) {
+      if (holders.get(s)!.has(key)) continue;
+      const [t, partitionKey, rowKey] = key.split('\u0000');
+      diff.orphaned.push({ table: t, partitionKey, rowKey });
+    }
+    // A summary held elsewhere: every contribution entity as its entity derives it, no more, no fewer.
+    const wanted = derived.get(s)!;
+    const stored = contributions.get(s)!;
+    for (const [key, value] of wanted) {
+      const e = stored.get(key);
+      if (!e || String(e.properties[CONTRIBUTION.value]) !== value) diff.contributions.push(addressOfKey(key));
+    }
+    for (const key of stored.keys()) if (!wanted.has(key)) diff.contributions.push(addressOfKey(key));
   }
   return [...diffs.values()];
 }
 
-function emptyDiff(s: SummaryModel): SummaryDiff {
-  return { summary: `${s.holder.name}.${s.field}`, table: s.holder.layout.table, holders: 0, counted: 0, different: [], orphaned: [] };
+function addressOfKey(key: string): EntityAddress {
+  const [table, partitionKey, rowKey] = key.split('\u0000');
+  return { table, partitionKey, rowKey };
 }
 
-/** Problems in a summary diff (entities): holders that differ plus counted entities without a holder. */
+function emptyDiff(s: SummaryModel): SummaryDiff {
+  return { summary: `${s.holder.name}.${s.field}`, table: s.holder.layout.table, holders: 0, counted: 0, different: [], orphaned: [], contributions: [] };
+}
+
+/** Problems in a summary diff (entities): holders that differ, counted entities without a holder, contributions amiss. */
 export function summaryProblems(d: SummaryDiff): number {
-  return d.different.length + d.orphaned.length;
+  return d.different.length + d.orphaned.length + d.contributions.length;
 }
 
 export interface RepairResult {
@@ -148,15 +175,29 @@ export interface RepairResult {
  */
 export async function repairSummaries(opts: SummaryStateOptions & { attempts?: number }): Promise<RepairResult & { diffs: SummaryDiff[] }> {
   const summaries = resolveSummaries(opts.model, opts.summaries);
-  const diffs = await readSummaryState(opts);
+  let diffs = await readSummaryState(opts);
   const result: RepairResult = { repaired: [], busy: [] };
+  const attempts = opts.attempts ?? 5;
+  // Summaries held elsewhere: their contribution entities first, then each holder from the sum of its own.
+  const eventual = summaries.filter((s) => s.scope === 'eventual');
+  let fixed = 0;
+  for (const s of eventual) fixed += await repairContributions(opts.store, s, diffs.find((d) => d.summary === `${s.holder.name}.${s.field}`)!.contributions, opts.observer);
+  const reported = diffs;
+  if (fixed > 0) diffs = await readSummaryState(opts);
   const todo = new Map<string, EntityAddress>();
-  for (const d of diffs) for (const a of d.different) todo.set(addressKey(a), { table: a.table, partitionKey: a.partitionKey, rowKey: a.rowKey });
-  for (const address of todo.values()) {
-    const own = summaries.filter((s) => s.holder.layout.table === address.table);
-    (await repairHolder(opts.store, own, address, opts.attempts ?? 5, opts.observer)) ? result.repaired.push(address) : result.busy.push(address);
+  for (const d of diffs) {
+    const s = summaries.find((x) => `${x.holder.name}.${x.field}` === d.summary)!;
+    for (const a of d.different) {
+      const address = { table: a.table, partitionKey: a.partitionKey, rowKey: a.rowKey };
+      if (s.scope === 'eventual') (await resumHolder(opts.store, s, address, attempts, opts.observer)) ? result.repaired.push(address) : result.busy.push(address);
+      else todo.set(addressKey(address), address);
+    }
   }
-  return { ...result, diffs };
+  for (const address of todo.values()) {
+    const own = summaries.filter((s) => s.scope === 'egt' && s.holder.layout.table === address.table);
+    (await repairHolder(opts.store, own, address, attempts, opts.observer)) ? result.repaired.push(address) : result.busy.push(address);
+  }
+  return { ...result, diffs: reported };
 }
 
 /**

@@ -48,8 +48,8 @@ export interface SummaryPlan {
   kind: 'count' | 'sum';
   /** For a sum: each term as a product of fields and constants. */
   terms: string[];
-  /** Kept in the same EGT as the write of an `of` entity. */
-  keptIn: 'egt';
+  /** `egt`: in the same EGT as the write of an `of` entity; `eventual`: by the worker, through contribution entities. */
+  keptIn: 'egt' | 'eventual';
 }
 
 /** A reference: a `@point` field of an entity type whose keys come from the entity's own fields. */
@@ -73,8 +73,8 @@ export interface MutationPlan {
   inputFields: string[];
   /** Written in the entity's EGT: the entity, its intra-partition index entities, the summaries it contributes to. */
   egt: { indexes: string[]; summaries: string[] };
-  /** Kept eventually through the fan-out queue: inter-partition index entities. */
-  eventual: { indexes: string[] };
+  /** Kept eventually through the fan-out queue: inter-partition index entities, summaries held elsewhere. */
+  eventual: { indexes: string[]; summaries: string[] };
   /** References read before the write (checkOnWrite). */
   checksReferences: string[];
 }
@@ -134,7 +134,7 @@ export function explainModel(model: Model): Explanation {
       via: s.via.coordinate,
       kind: s.count ? 'count' : 'sum',
       terms: s.terms.map((t) => t.map((f) => ('field' in f ? f.field : String(f.constant))).join(' * ')),
-      keptIn: 'egt',
+      keptIn: s.scope,
     }),
   );
 
@@ -162,9 +162,12 @@ export function explainModel(model: Model): Explanation {
       inputFields: [...w.inputFields],
       egt: {
         indexes: indexes.filter((i) => i.scope === 'intraPartition').map((i) => i.name),
-        summaries: [...model.summaries].filter(([, s]) => s.of === w.entity).map(([name]) => name),
+        summaries: [...model.summaries].filter(([, s]) => s.of === w.entity && s.scope === 'egt').map(([name]) => name),
       },
-      eventual: { indexes: indexes.filter((i) => i.scope === 'interPartition').map((i) => i.name) },
+      eventual: {
+        indexes: indexes.filter((i) => i.scope === 'interPartition').map((i) => i.name),
+        summaries: [...model.summaries].filter(([, s]) => s.of === w.entity && s.scope === 'eventual').map(([name]) => name),
+      },
       checksReferences: w.action === 'DELETE' ? [] : (model.references.get(w.entity.name) ?? []).map((p) => p.coordinate),
     };
   });
@@ -199,8 +202,11 @@ export function formatExplanation(e: Explanation): string {
     if (p.pageSize) lines.push(`    page size    ${p.pageSize.default} entities by default, at most ${p.pageSize.max}`);
     lines.push(p.maxWaves > p.waves ? `  waves: ${p.waves}; ${p.maxWaves} when the selection needs a field the index does not hold` : `  waves: ${p.waves}`);
   }
-  if (e.summaries.length) lines.push('', 'Summaries (kept in the EGT of every write of what they summarise)');
-  for (const s of e.summaries) lines.push(`  ${s.coordinate} = ${s.kind === 'count' ? `count of ${s.of}` : `sum over ${s.of} of ${s.terms.join(' + ')}`}, reached through ${s.via}`);
+  if (e.summaries.length) lines.push('', 'Summaries');
+  for (const s of e.summaries) {
+    const kept = s.keptIn === 'egt' ? 'kept in the EGT of every write' : 'kept eventually by the worker';
+    lines.push(`  ${s.coordinate} = ${s.kind === 'count' ? `count of ${s.of}` : `sum over ${s.of} of ${s.terms.join(' + ')}`}, reached through ${s.via}, ${kept}`);
+  }
   if (e.references.length) lines.push('', 'References');
   for (const r of e.references) {
     lines.push(`  ${r.coordinate} → ${r.target} by ${r.fields.join(', ')}${r.optional ? ', optional' : ''}${r.checkOnWrite ? ', checked on write' : ', not checked on write'}`);
@@ -208,7 +214,8 @@ export function formatExplanation(e: Explanation): string {
   if (e.mutations.length) lines.push('', 'Mutations');
   for (const m of e.mutations) {
     const egt = [m.entity, ...m.egt.indexes.map((i) => `index ${i}`), ...m.egt.summaries].join(', ');
-    lines.push(`  ${m.coordinate}: ${m.action} ${m.entity}; EGT: ${egt}${m.eventual.indexes.length ? `; eventually: ${m.eventual.indexes.map((i) => `index ${i}`).join(', ')}` : ''}`);
+    const eventual = [...m.eventual.indexes.map((i) => `index ${i}`), ...m.eventual.summaries];
+    lines.push(`  ${m.coordinate}: ${m.action} ${m.entity}; EGT: ${egt}${eventual.length ? `; eventually: ${eventual.join(', ')}` : ''}`);
     if (m.checksReferences.length) lines.push(`    checks that ${m.checksReferences.join(', ')} point at existing entities`);
   }
   return lines.join('\n');

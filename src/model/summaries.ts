@@ -1,7 +1,8 @@
 /**
  * Compiles `@summary` fields: summary values (a department's employee count and payroll) that every write of the
- * summarised entities keeps in the same EGT, because holder and summarised entities share a partition (the guide:
- * "Entity Group Transactions", and its advice to keep aggregates beside the data they count).
+ * summarised entities keeps in the same EGT where holder and summarised entities share a partition (the guide:
+ * "Entity Group Transactions", and its advice to keep aggregates beside the data they count), and eventually,
+ * through the fan-out queue and contribution entities, where they do not (src/model/contributions.ts).
  */
 import { isObjectType, type GraphQLSchema } from 'graphql';
 import { Decimal, storedDecimal } from './decimal';
@@ -77,14 +78,8 @@ export function buildSummaries(
         problems.add(coordinate, `@summary(via: "${d.via}"): ${of.name}.${d.via} is an optional reference; every ${of.name} must reach one ${holder.name}, so its key fields must be non-null`, d.node);
         continue;
       }
-      if (!samePartition(via, of)) {
-        problems.add(
-          coordinate,
-          `${holder.name} must share ${of.name}'s table and PartitionKey ("${of.layout.partitionKey.source}") so the summary is kept in the same EGT`,
-          d.node,
-        );
-        continue;
-      }
+      // A holder in the counted entity's partition is kept in its EGT; anywhere else, eventually, by the worker.
+      const scope = samePartition(via, of) ? 'egt' : 'eventual';
       const terms = d.sum.map((t) => parseTerm(t, of, coordinate, problems, d.node));
       if (terms.some((t) => t === undefined)) continue;
       const inexact = (terms as SummaryFactor[][]).flat().find((f) => ('field' in f ? of.fields.get(f.field)!.graphqlType !== 'Int' : !Number.isInteger(f.constant)));
@@ -98,7 +93,7 @@ export function buildSummaries(
           problems.add(`${holder.name}@index(${index.name})`, `includes "${field.name}", a summary value kept on the entity only: its copy on the index entities would never change; remove it from include`, index.node);
         }
       }
-      summaries.set(coordinate, { holder, field: field.name, of, via, count: d.count, terms: terms as SummaryFactor[][] });
+      summaries.set(coordinate, { holder, field: field.name, of, via, count: d.count, terms: terms as SummaryFactor[][], scope });
     }
   }
   return summaries;

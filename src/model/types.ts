@@ -144,19 +144,26 @@ export type AccessPath = PointPath | RangePath;
 export type SummaryFactor = { field: string } | { constant: number };
 
 /**
- * A summary value (`@summary`) on a holder entity, kept by every write of an `of` entity in the same EGT
- * ("Entity Group Transactions"). Each `of` entity contributes 1 (count) or the sum of its terms.
+ * A summary value (`@summary`) on a holder entity, kept by every write of an `of` entity — in the same EGT
+ * ("Entity Group Transactions") or eventually (`scope`). Each `of` entity contributes 1 (count) or the sum of its
+ * terms.
  */
 export interface SummaryModel {
   holder: EntityModel;
   /** The holder's stored field that holds the value. */
   field: string;
   of: EntityModel;
-  /** The `of` entity's point path to its holder (same table and partition). */
+  /** The `of` entity's reference to its holder. */
   via: PointPath;
   count: boolean;
   /** Terms added up when not a count; each term is a product of factors. */
   terms: SummaryFactor[][];
+  /**
+   * `egt`: the holder shares the `of` entity's partition, and every write changes it in its own EGT. `eventual`:
+   * the holder is elsewhere; the fan-out worker keeps it, exactly, through one contribution entity per `of` entity
+   * in the holder's partition (src/model/contributions.ts), changed in one EGT with the holder.
+   */
+  scope: 'egt' | 'eventual';
 }
 
 export type WriteAction = 'CREATE' | 'UPDATE' | 'REPLACE' | 'DELETE';

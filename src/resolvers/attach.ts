@@ -42,7 +42,10 @@ export function attachResolvers(schema: GraphQLSchema, model: Model): GraphQLSch
       } else if (entity?.fields.has(field.name)) {
         const name = field.name;
         const auth = entity.fields.get(name)!.auth;
+        // A summary kept by the worker may lag behind the writes: the response says so (extensions.consistency).
+        const eventual = model.summaries.get(`${type.name}.${name}`)?.scope === 'eventual' ? `${type.name}.${name}` : undefined;
         field.resolve = async (node: EntityNode, _args, ctx: RequestContext, info) => {
+          if (eventual) ctx.eventualSummaries.add(eventual);
           if (auth && ctx.principal) {
             // A field guarded beside its type (a payroll for some roles only): decided on the entity it belongs to.
             const scope = [...new Set(auth.rules.flatMap((r) => r.scope.map((s) => s.field)))];

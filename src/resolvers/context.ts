@@ -33,6 +33,8 @@ export interface RequestContext {
   writer?: WriteExecutor;
   /** Inter-partition indexes this request read (`Type.index`): their answers are eventually consistent. */
   eventuallyConsistent: Set<string>;
+  /** Summaries kept by the worker this request read (`Holder.field`): they may lag behind the writes. */
+  eventualSummaries: Set<string>;
   /** The properties this request reads of each entity type (the same for every resolver of the request). */
   projection(info: GraphQLResolveInfo): Projection;
 }
@@ -69,6 +71,7 @@ export function createRequestContext(deps: ContextDeps, requestId: string = rand
     cursors: deps.cursors,
     writer: deps.writer,
     eventuallyConsistent: new Set(),
+    eventualSummaries: new Set(),
     cost,
     loaders: createLoaders(deps.store, {
       concurrency: deps.readConcurrency,

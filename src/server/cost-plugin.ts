@@ -1,7 +1,7 @@
 /**
  * An Apollo plugin that puts each request's storage cost into the response's `extensions.cost` — the worst case
  * estimated before it ran beside it, as `cost.estimate` — and says in `extensions.consistency` whether it read an
- * eventually consistent (inter-partition) index.
+ * eventually consistent (inter-partition) index (`indexes`) or a summary the worker keeps (`summaries`, when any).
  */
 import type { ApolloServerPlugin } from '@apollo/server';
 import type { RequestContext } from '../resolvers/context';
@@ -12,10 +12,11 @@ export const costPlugin: ApolloServerPlugin<RequestContext> = {
       async willSendResponse({ response, contextValue }) {
         if (response.body.kind !== 'single') return;
         const eventual = [...contextValue.eventuallyConsistent].sort();
+        const summaries = [...contextValue.eventualSummaries].sort();
         response.body.singleResult.extensions = {
           ...response.body.singleResult.extensions,
           cost: { ...contextValue.cost.snapshot(), ...(contextValue.demand && { estimate: contextValue.demand }) },
-          consistency: { eventual: eventual.length > 0, indexes: eventual },
+          consistency: { eventual: eventual.length + summaries.length > 0, indexes: eventual, ...(summaries.length > 0 && { summaries }) },
         };
       },
     };

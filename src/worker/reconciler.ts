@@ -1,18 +1,20 @@
 /**
- * The reconciler (DESIGN.md §4.2): brings an entity's derived entities — its inter-partition index entities —
- * in line with the entity as it is now, whatever the message says happened. It reads the entity, upserts what it
- * derives, deletes the old derived entities it no longer derives (only where they still point at this entity),
+ * The reconciler (DESIGN.md §4.2): brings an entity's derived entities — its inter-partition index entities, and
+ * its contributions to summaries held in other partitions (contributions.ts) — in line with the entity as it is
+ * now, whatever the message says happened. It reads the entity, upserts what it derives, deletes the old derived entities it no longer derives (only where they still point at this entity),
  * then reads the entity again and repeats if it changed meanwhile. Every step is idempotent, so redelivered,
  * reordered and concurrently processed messages all converge ("Eventually consistent transactions pattern",
  * "Inter-partition secondary index pattern").
  */
 import { ErrorCode, TablegraphError, isTablegraphError } from '../errors';
+import { CONTRIBUTION_ROW_KEY_PREFIX } from '../model/contributions';
 import { derive, indexWrite, valuesOf, type TableWrite } from '../model/entity-codec';
 import { ENTITY_TYPE_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
 import { addressKey, stateId, type FanoutMessage } from '../write/fanout-message';
 import { isPendingReservation, pointsAt } from '../write/reservations';
+import { reconcileContributions } from './contributions';
 
 export interface ReconcileOptions {
   model: Model;
@@ -87,10 +89,11 @@ export async function reconcile(message: FanoutMessage, opts: ReconcileOptions):
       upserted += 1;
       old.set(addressKey(address), address);
     }
+    upserted += await reconcileContributions(opts.model, store, entity, message.primary, current, old, opts.observer);
     await opts.afterUpserts?.(message);
     let leaseEnds = 0;
     for (const [key, address] of old) {
-      if (wanted.has(key)) continue;
+      if (wanted.has(key) || address.rowKey.startsWith(CONTRIBUTION_ROW_KEY_PREFIX)) continue;
       const outcome = await deleteIfPointsAt(store, entity, address, message.primary, call, now);
       if (outcome === 'deleted') deleted += 1;
       else if (outcome instanceof Date) leaseEnds = Math.max(leaseEnds, outcome.getTime());

@@ -12,6 +12,8 @@ import { ErrorCode, TablegraphError } from '../errors';
 import type { Decimal } from '../model/decimal';
 import { derive, entityWrites, indexWrite, primaryAddress, valuesOf, type TableWrite } from '../model/entity-codec';
 import { renderKey } from '../model/key-template';
+import { contributionOf } from '../model/contributions';
+import { decimalText } from '../model/decimal';
 import { summaryContribution } from '../model/summaries';
 import type { IndexModel, Model, SummaryModel, WriteModel } from '../model/types';
 import { checkEntity, checkTransaction } from '../storage/limits';
@@ -104,9 +106,22 @@ function describeKeys(write: WriteModel, input: Values): string {
   return write.entity.keyFields.map((k) => `${k}=${JSON.stringify(input[k])}`).join(', ');
 }
 
-/** The summaries an entity type contributes to. */
+/** The summaries an entity type's writes keep in their own EGT (the holder in the same partition). */
 export function summariesOf(model: Model, write: WriteModel): SummaryModel[] {
-  return [...model.summaries.values()].filter((s) => s.of === write.entity);
+  return [...model.summaries.values()].filter((s) => s.of === write.entity && s.scope === 'egt');
+}
+
+/** The summaries an entity type contributes to eventually, through the worker (model/contributions.ts). */
+export function eventualSummariesOf(model: Model, entity: WriteModel['entity']): SummaryModel[] {
+  return [...model.summaries.values()].filter((s) => s.of === entity && s.scope === 'eventual');
+}
+
+/** The contribution entities (address and value) an entity's values give its eventual summaries, as one signature. */
+function contributions(model: Model, entity: WriteModel['entity'], primary: EntityAddress, values: Values | null): Array<{ address: EntityAddress; signature: string }> {
+  return eventualSummariesOf(model, entity).flatMap((s) => {
+    const c = contributionOf(s, primary, values);
+    return c ? [{ address: c.address, signature: `${addressKey(c.address)}\u0000${decimalText(c.value)}` }] : [];
+  });
 }
 
 /** The holder an entity with `values` contributes to (the `via` point path rendered from its values). */
@@ -139,6 +154,7 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
 
   if (write.action === 'DELETE') {
     for (const s of model.summaries.values()) {
+      // An eventual count may still lag behind: it refuses what it shows, as the holder stores it.
       if (s.holder === entity && s.count && Number(previous?.[s.field] ?? 0) > 0) {
         throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name} ${describeKeys(write, input)} still has ${previous?.[s.field]} ${s.of.name} (${s.field})`, {
           reason: 'HasDependents',
@@ -171,12 +187,17 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
   const reservations = derivedAfter.filter((w) => w.index.unique && !beforeKeys.has(addressKey({ table: w.table, ...w.entity })));
   const basedOn = stateId(state.current);
   const plan: WritePlan = { address, operations, holderDeltas, values, previous, writeId, basedOn, reservations };
-  if (!sameDerived(derivedBefore, derivedAfter)) {
+  // Contributions to summaries held elsewhere are derived too: the worker applies a change of one.
+  const contributedBefore = contributions(model, entity, address, previous);
+  const contributedAfter = contributions(model, entity, address, values);
+  const sameContributions = contributedBefore.map((c) => c.signature).join('\n') === contributedAfter.map((c) => c.signature).join('\n');
+  if (!sameDerived(derivedBefore, derivedAfter) || !sameContributions) {
     const candidates = new Map<string, EntityAddress>();
     for (const w of [...derivedBefore, ...derivedAfter]) {
       const a = { table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey };
       candidates.set(addressKey(a), a);
     }
+    for (const c of [...contributedBefore, ...contributedAfter]) candidates.set(addressKey(c.address), c.address);
     plan.fanout = { v: 2, entity: entity.name, primary: address, writeId, basedOn, deleted: values === null, candidates: [...candidates.values()] };
   }
   return plan;

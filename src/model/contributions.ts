@@ -1,0 +1,75 @@
+/**
+ * Contribution entities: how a summary whose holder lives in another partition than what it counts ("employees
+ * per title", "items per category": `@summary` with scope `eventual`) stays exact when kept eventually. Each counted
+ * entity has one contribution entity per such summary, in the holder's partition, holding what it adds to the
+ * holder's value. The worker changes a contribution entity and the holder's value together, in one EGT, each
+ * conditional on the ETag it read: the delta it applies is the new contribution minus the stored one, so a
+ * redelivered message, or two workers on the same entity, can never count twice ("Entity Group Transactions",
+ * "Eventually consistent transactions pattern"). The holder's value is always the sum of the contributions in its
+ * partition, which `verify` checks and `repair-summaries` restores.
+ */
+import { escapeKeyValue } from '../storage/key-escape';
+import type { EntityAddress, EntityToWrite, StoredEntity } from '../storage/types';
+import { decimalText, type Decimal } from './decimal';
+import { summaryContribution } from './summaries';
+import { ENTITY_TYPE_PROPERTY, type SummaryModel } from './types';
+import { renderKey } from './key-template';
+
+/** Properties of a contribution entity beside EntityType. */
+export const CONTRIBUTION = { value: 'Value', holderRowKey: 'HolderRowKey', ofPartitionKey: 'OfPartitionKey', ofRowKey: 'OfRowKey' } as const;
+
+/** The EntityType of a summary's contribution entities, e.g. `~Contribution:Category.itemCount`. */
+export function contributionType(s: SummaryModel): string {
+  return `~Contribution:${s.holder.name}.${s.field}`;
+}
+
+/** The RowKey prefix of every contribution entity: `~` sorts after letters and digits, away from other types' ranges. */
+export const CONTRIBUTION_ROW_KEY_PREFIX = '~contribution_';
+
+/** The RowKey prefix of a summary's contribution entities in a holder's partition. */
+export function contributionPrefix(s: SummaryModel): string {
+  return `${CONTRIBUTION_ROW_KEY_PREFIX}${s.holder.name}.${s.field}_`;
+}
+
+/** Where the holder of an `of` entity with `values` is (its `via` reference rendered). */
+export function holderOf(s: SummaryModel, values: Record<string, unknown>): EntityAddress {
+  const render = (which: 'partitionKey' | 'rowKey') =>
+    renderKey(s.via[which].template, Object.fromEntries([...s.via[which].bindings].map(([placeholder, b]) => [placeholder, values[b.name]])));
+  return { table: s.via.table, partitionKey: render('partitionKey'), rowKey: render('rowKey') };
+}
+
+/**
+ * The address of the contribution entity of the `of` entity at `primary` to the holder at `holder`: in the holder's
+ * partition, its RowKey naming the holder and the entity (each key escaped, so `_` separates them unambiguously).
+ */
+export function contributionAddress(s: SummaryModel, holder: EntityAddress, primary: EntityAddress): EntityAddress {
+  const rowKey = `${contributionPrefix(s)}${escapeKeyValue(holder.rowKey)}_${escapeKeyValue(primary.partitionKey)}_${escapeKeyValue(primary.rowKey)}`;
+  return { table: holder.table, partitionKey: holder.partitionKey, rowKey };
+}
+
+/** What an `of` entity with `values` at `primary` contributes: where, and how much (null values: nothing). */
+export function contributionOf(s: SummaryModel, primary: EntityAddress, values: Record<string, unknown> | null): { address: EntityAddress; holder: EntityAddress; value: Decimal } | null {
+  if (!values) return null;
+  const holder = holderOf(s, values);
+  return { address: contributionAddress(s, holder, primary), holder, value: summaryContribution(s, values) };
+}
+
+/** The contribution entity to store. */
+export function contributionEntity(s: SummaryModel, c: { address: EntityAddress; holder: EntityAddress; value: Decimal }, primary: EntityAddress): EntityToWrite {
+  return {
+    partitionKey: c.address.partitionKey,
+    rowKey: c.address.rowKey,
+    properties: {
+      [ENTITY_TYPE_PROPERTY]: { type: 'String', value: contributionType(s) },
+      [CONTRIBUTION.value]: { type: 'String', value: decimalText(c.value) },
+      [CONTRIBUTION.holderRowKey]: { type: 'String', value: c.holder.rowKey },
+      [CONTRIBUTION.ofPartitionKey]: { type: 'String', value: primary.partitionKey },
+      [CONTRIBUTION.ofRowKey]: { type: 'String', value: primary.rowKey },
+    },
+  };
+}
+
+/** Whether a stored entity is a contribution entity of this summary. */
+export function isContribution(s: SummaryModel, e: StoredEntity): boolean {
+  return e.properties[ENTITY_TYPE_PROPERTY] === contributionType(s);
+}
