@@ -112,7 +112,8 @@ const originList = makeValidator<string[]>((input: string) => {
   return origins;
 });
 
-const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+/** The pino level names LOG_LEVEL may take. */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 const TARGETS = ['azure', 'azurite', 'cosmos'] as const;
 
 const specs = {

@@ -19,7 +19,7 @@ import { createGraphqlApp, MAX_QUERY_DEPTH } from '../src/server/app';
 import { devConnectionString } from '../src/storage/connection';
 import { TableStore } from '../src/storage/table-store';
 import { planEgtBatches, writeEgtBatches } from '../src/write/egt-batches';
-import { compileHr, ROOT, SCHEMA_DIR, startTestServer, testStore, uniquePrefix, type TestServer, testQueues } from './support/harness';
+import { compileHr, connectionString, ROOT, SCHEMA_DIR, startTestServer, testStore, uniquePrefix, type TestServer, testQueues } from './support/harness';
 
 const silent = createLogger({ level: 'silent' });
 const baseUrl = (graphqlUrl: string) => graphqlUrl.replace(/\/graphql$/, '');
@@ -166,6 +166,37 @@ describe('refusing to start', () => {
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('friendly failures', () => {
+  test('a port in use: CONFIG_INVALID naming the port and how to choose another, no stack trace', async () => {
+    const first = await startTestServer({ TABLEGRAPH_WORKER: 'off' });
+    try {
+      const config = loadConfig({ PORT: String(first.port), HOST: '127.0.0.1', AZURE_STORAGE_CONNECTION_STRING: 'UseDevelopmentStorage=true', TABLEGRAPH_SCHEMA_DIR: SCHEMA_DIR, TABLEGRAPH_TABLE_PREFIX: uniquePrefix(), TABLEGRAPH_WORKER: 'off' }, ROOT);
+      const storage = { store: testStore(), queues: testQueues(), connectionString: connectionString(), target: 'azurite' as const, close: async () => {} };
+      const error = (await startServer(config, storage, silent).then(() => undefined, (e: unknown) => e)) as TablegraphError;
+      expect(error).toBeInstanceOf(TablegraphError);
+      expect(error.code).toBe(ErrorCode.CONFIG_INVALID);
+      expect(error.details).toMatchObject({ reason: 'PortInUse', port: first.port });
+      expect(error.message).toContain(`Port ${first.port} on 127.0.0.1 is already in use`);
+      expect(error.message).toContain(`PORT=${first.port + 1} npm start`);
+    } finally {
+      await first.close();
+    }
+  });
+
+  test('LOG_LEVEL=verbose is refused by the configuration, naming it, not by the logger', () => {
+    const run = spawnSync(process.execPath, [path.join(ROOT, 'node_modules/tsx/dist/cli.mjs'), 'src/cli/explain.ts'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      env: { ...process.env, LOG_LEVEL: 'verbose' },
+      timeout: 30_000,
+    });
+    expect(run.status).toBe(1);
+    expect(run.stderr).toContain('LOG_LEVEL');
+    expect(run.stderr).toContain('CONFIG_INVALID');
+    expect(run.stderr).not.toContain('at '); // no stack trace
   });
 });
 

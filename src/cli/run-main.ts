@@ -3,6 +3,7 @@
  * code 1 instead of a stack trace — unless LOG_LEVEL=debug.
  */
 import { InvalidArgumentError } from 'commander';
+import { LOG_LEVELS } from '../config';
 import { isTablegraphError } from '../errors';
 import type { Logger, LoggerOptions } from '../log';
 
@@ -13,7 +14,9 @@ export function runMain(
   createLogger: (opts: LoggerOptions) => Logger,
   destination: LoggerOptions['destination'] = 'stdout',
 ): void {
-  const log = createLogger({ name, level: process.env.LOG_LEVEL || 'info', destination });
+  // Before the configuration is read: a LOG_LEVEL that is no level name is refused by it (with its name), not by pino.
+  const level = (LOG_LEVELS as readonly string[]).includes(process.env.LOG_LEVEL ?? '') ? process.env.LOG_LEVEL! : 'info';
+  const log = createLogger({ name, level, destination });
   main(log).catch((e: unknown) => {
     if (isTablegraphError(e)) {
       log.error({ code: e.code, details: log.level === 'debug' ? e.details : undefined }, e.message);

@@ -108,10 +108,15 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
         })
       : undefined;
   const server: Server = createServer(app);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(config.port, config.host, resolve);
-  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', (e: NodeJS.ErrnoException) => reject(listenError(e, config.host, config.port)));
+      server.listen(config.port, config.host, resolve);
+    });
+  } catch (e) {
+    await apollo.stop();
+    throw e;
+  }
   const port = (server.address() as AddressInfo).port;
   const url = `http://${config.host}:${port}/graphql`;
   worker?.start();
@@ -130,4 +135,22 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
       await apollo.stop();
     },
   };
+}
+
+/** A failure to listen as a person can act on: which port, what may hold it, how to choose another. */
+function listenError(e: NodeJS.ErrnoException, host: string, port: number): Error {
+  if (e.code === 'EADDRINUSE') {
+    return new TablegraphError(
+      ErrorCode.CONFIG_INVALID,
+      `Port ${port} on ${host} is already in use — by another process, perhaps another tablegraph server (\`lsof -i :${port}\` shows which). Stop it, or choose another port: PORT=${port + 1} npm start`,
+      { port, host, reason: 'PortInUse' },
+    );
+  }
+  if (e.code === 'EACCES') {
+    return new TablegraphError(ErrorCode.CONFIG_INVALID, `Port ${port} on ${host} needs privileges this process does not have: choose a port above 1023, e.g. PORT=4000`, { port, host, reason: 'PortForbidden' });
+  }
+  if (e.code === 'EADDRNOTAVAIL') {
+    return new TablegraphError(ErrorCode.CONFIG_INVALID, `HOST ${host} is not an address of this machine: use 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)`, { port, host, reason: 'HostNotAvailable' });
+  }
+  return e;
 }
