@@ -200,6 +200,20 @@ describe('rejections name the type, the field and the SDL line', () => {
       marker: 'items(',
     },
     {
+      name: 'a copy its target type cannot find again',
+      sdl: `${BASE.replace('tags: String', 'tags: String\n  ownerName: String @copy(from: "owner", field: "name")')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+      coordinate: 'Item.ownerName',
+      message: /the worker finds the copies of Owner.name through a @range of Owner over Item .* declare one/,
+      marker: 'ownerName',
+    },
+    {
+      name: 'a copy of a field that is not a reference',
+      sdl: `${BASE.replace('tags: String', 'tags: String\n  other: String @copy(from: "tags", field: "name")')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+      coordinate: 'Item.other',
+      message: /@copy\(from: "tags"\): Item.tags must be a reference/,
+      marker: 'other: String',
+    },
+    {
       name: 'a range query returning no connection',
       sdl: `${BASE}\ntype Query {\n  items(group: ID!, first: Int, after: String): [Item!]! @range\n}`,
       coordinate: 'Query.items',

@@ -16,6 +16,7 @@ import type { Model } from '../src/model/types';
 import { reconcile } from '../src/worker/reconciler';
 import type { FanoutMessage } from '../src/write/fanout-message';
 import { ROOT, startTestServer, testQueues, type TestServer } from './support/harness';
+import { deliverTwiceByTwoWorkers } from './support/fanout-fixtures';
 import { receiveFanout } from './support/write-fixtures';
 
 const SCHEMA = path.join(ROOT, 'examples/tracker');
@@ -77,17 +78,9 @@ test('exact after concurrent writers, redelivery, reordering, two workers and a 
   let deliveries = 0;
   /** Every message twice, shuffled, by two workers at once; one delivery in five dies after its upserts. */
   const deliver = async (messages: FanoutMessage[]) => {
-    const all = [...messages, ...messages].sort(() => rand() - 0.5);
-    deliveries += all.length;
-    const worker = async (share: FanoutMessage[]) => {
-      for (const m of share) {
-        const dies = rand() < 0.2;
-        await reconcile(m, { ...opts, afterUpserts: dies ? () => { killed++; throw new Error('worker killed mid-message'); } : undefined }).catch((e: Error) => {
-          if (e.message !== 'worker killed mid-message') throw e;
-        });
-      }
-    };
-    await Promise.all([worker(all.filter((_, i) => i % 2 === 0)), worker(all.filter((_, i) => i % 2 === 1))]);
+    const done = await deliverTwiceByTwoWorkers(messages, opts, rand);
+    deliveries += done.deliveries;
+    killed += done.killed;
   };
 
   // Before any message is handled the summaries are 0: kept eventually, and the response says so.

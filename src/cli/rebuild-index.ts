@@ -1,6 +1,7 @@
 /**
  * `npm run rebuild-index -- <Type> <index> [--concurrency 8]`, e.g. `npm run rebuild-index -- Employee byLastName`:
- * makes one index equal to what the primary entities derive (src/maintenance/rebuild-index.ts). It reads the
+ * makes one index equal to what the primary entities derive (src/maintenance/rebuild-index.ts); with `copies` for
+ * <index>, makes the type's copies (`@copy`) equal to their targets (src/maintenance/copy-state.ts). It reads the
  * type's whole table and the index's whole table on purpose — a maintenance command, never a request path — and
  * writes only the index entities that are missing, different or orphaned. Safe while the server runs.
  * Progress on stderr (a counter on a terminal, log lines otherwise); the summary on stdout. Exit code 0 when
@@ -9,6 +10,8 @@
 import { Command } from 'commander';
 import { loadConfig } from '../config';
 import { createLogger } from '../log';
+import { ErrorCode, TablegraphError } from '../errors';
+import { repairCopies } from '../maintenance/copy-state';
 import { rebuildIndex, type RebuildResult } from '../maintenance/rebuild-index';
 import { createScanReporter } from '../maintenance/verify';
 import { resolveIndex } from '../maintenance/derived-state';
@@ -45,6 +48,18 @@ runMain(
     const config = loadConfig();
     log.level = config.logLevel;
     const { model } = compileConfiguredSchema(config);
+    if (index === 'copies') {
+      // `rebuild-index <Type> copies`: the type's copies (@copy) made equal to their targets.
+      if (!model.entities.get(type)?.copies.size) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${type} holds no @copy field`);
+      const storage = await openStorage(config, log);
+      try {
+        const r = await repairCopies(storage.store, model, type);
+        process.stdout.write(`copies of ${type}: ${r.checked} entities checked, ${r.repaired} rewritten\n`);
+      } finally {
+        await storage.close('ifStartedHere');
+      }
+      return;
+    }
     const target = resolveIndex(model, type, index); // an unknown name fails before storage starts
     const storage = await openStorage(config, log);
     try {

@@ -205,6 +205,12 @@ export class LoadPlan {
     const before = stored ? valuesOf(entity, stored.properties) : null;
     // Summaries this type holds are kept from what is stored: the load of what they summarise updates them.
     for (const field of entity.summaryFields) values[field] = before ? before[field] : 0;
+    // Copies (@copy) are taken from their targets as stored (loaded by earlier steps, or before).
+    for (const copy of entity.copies.values()) {
+      const at = referenceAddress(copy.reference, values);
+      const target = at ? await this.read(at) : null;
+      values[copy.field] = target && target.properties[ENTITY_TYPE_PROPERTY] === copy.reference.target.entityType ? (target.properties[copy.targetField] ?? null) : null;
+    }
     const unchanged = before !== null && sameValues(entity, before, values);
     const written = entityWrites(entity, values, unchanged ? String(stored!.properties[WRITE_ID_PROPERTY] ?? randomUUID()) : randomUUID());
     const writes = [written.primary, ...written.indexes];
@@ -297,12 +303,17 @@ export class LoadPlan {
 
   /** Whether an entity of `entityType` is at `address`: loaded by this load, or stored (one cached point query). */
   private async exists(address: EntityAddress, entityType: string): Promise<boolean> {
+    if (this.opts.written.has(addressKey(address))) return true;
+    const found = await this.read(address);
+    return found !== null && found.properties[ENTITY_TYPE_PROPERTY] === entityType;
+  }
+
+  /** What is stored at `address` (one point query, cached for the step). */
+  private read(address: EntityAddress): Promise<StoredEntity | null> {
     const key = addressKey(address);
-    if (this.opts.written.has(key)) return true;
     let read = this.targets.get(key);
     if (!read) this.targets.set(key, (read = this.opts.reads.entity(address)));
-    const found = await read;
-    return found !== null && found.properties[ENTITY_TYPE_PROPERTY] === entityType;
+    return read;
   }
 
   /** @throws TablegraphError NOT_FOUND (ReferenceMissing) naming the reference whose target does not exist */

@@ -27,8 +27,8 @@ export function fileFormat(file: string): 'csv' | 'ndjson' {
 }
 
 /**
- * Checks the fields a file gives: each a stored field of the entity, not a summary (the loader keeps those), every
- * key field present.
+ * Checks the fields a file gives: each a stored field of the entity, neither a summary nor a copy (the loader keeps
+ * those), every key field present.
  * @throws TablegraphError BAD_USER_INPUT naming the fields
  */
 export function checkColumns(entity: EntityModel, columns: string[], where: string): void {
@@ -39,6 +39,10 @@ export function checkColumns(entity: EntityModel, columns: string[], where: stri
   const summaries = columns.filter((c) => entity.summaryFields.has(c));
   if (summaries.length) {
     throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${where}: ${summaries.join(', ')} ${summaries.length > 1 ? 'are summaries' : 'is a summary'}, kept by the loader from what it summarises`, { fields: summaries });
+  }
+  const copies = columns.filter((c) => entity.copies.has(c));
+  if (copies.length) {
+    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${where}: ${copies.join(', ')} ${copies.length > 1 ? 'are copies' : 'is a copy'} (@copy), taken by the loader from the target`, { fields: copies });
   }
   const missing = entity.keyFields.filter((k) => !columns.includes(k));
   if (missing.length) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${where}: the key field(s) ${missing.join(', ')} of ${entity.name} are missing`, { fields: missing });

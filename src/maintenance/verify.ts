@@ -2,8 +2,8 @@
  * `verify`: checks that every index entity equals what its primary entity derives (DESIGN.md §4 item 3) — the
  * intra-partition indexes kept in the entity's EGT and the inter-partition ones the fan-out worker keeps
  * ("Index Entities Pattern", "Eventually consistent transactions pattern") — and that every summary value equals
- * a recount of what it summarises (summary-state.ts). It reads whole tables on purpose (derived-state.ts): a
- * maintenance command, never a request path.
+ * a recount of what it summarises (summary-state.ts), and every copy its target (copy-state.ts). It reads whole
+ * tables on purpose (derived-state.ts): a maintenance command, never a request path.
  *
  * Inter-partition indexes lag behind their primaries by the fan-out queue during normal operation, and verify
  * reports the state at the moment it reads each table: run it after the queue drained (no writes in flight),
@@ -14,6 +14,7 @@ import type { Model } from '../model/types';
 import type { StorageObserver } from '../storage/types';
 import type { TableStore } from '../storage/table-store';
 import { problemCount, readDerivedState, resolveEntity, type IndexDiff, type ScanProgress } from './derived-state';
+import { readCopyState, type CopyDiff } from './copy-state';
 import { readSummaryState, summaryProblems, type SummaryDiff } from './summary-state';
 
 export interface VerifyOptions {
@@ -38,6 +39,8 @@ export interface VerifyReport {
   indexes: IndexDiff[];
   /** One entry per summary of the types checked (holder or summarised type), in schema order. */
   summaries: SummaryDiff[];
+  /** One entry per copy (`@copy`) of the types checked. */
+  copies: CopyDiff[];
 }
 
 /**
@@ -74,8 +77,9 @@ export async function verifyDerived(opts: VerifyOptions): Promise<VerifyReport> 
       opts.onProgress?.({ ...p, scanned });
     },
   });
-  const problems = diffs.reduce((n, d) => n + problemCount(d), 0) + summaries.reduce((n, d) => n + summaryProblems(d), 0);
-  return { ok: problems === 0, problems, scanned, seconds: (performance.now() - started) / 1000, indexes: diffs, summaries };
+  const copies = await readCopyState(opts.store, opts.model, entities.map((e) => e.name), opts.observer);
+  const problems = diffs.reduce((n, d) => n + problemCount(d), 0) + summaries.reduce((n, d) => n + summaryProblems(d), 0) + copies.reduce((n, d) => n + d.different.length, 0);
+  return { ok: problems === 0, problems, scanned, seconds: (performance.now() - started) / 1000, indexes: diffs, summaries, copies };
 }
 
 /** `PartitionKey 'x' RowKey 'y'`, quoted as JSON so spaces and escapes stay visible. */
@@ -120,12 +124,19 @@ export function formatVerifyReport(report: VerifyReport, limit = 50): string {
     for (const line of details.slice(0, limit)) lines.push(`       ${line}`);
     if (details.length > limit) lines.push(`       … and ${details.length - limit} more`);
   }
-  const failing = report.indexes.filter((d) => problemCount(d) > 0).length + report.summaries.filter((d) => summaryProblems(d) > 0).length;
-  const what = `${report.indexes.length} ${report.indexes.length === 1 ? 'index' : 'indexes'} and ${report.summaries.length} ${report.summaries.length === 1 ? 'summary' : 'summaries'}`;
+  for (const d of report.copies) {
+    lines.push(`${d.different.length === 0 ? 'ok  ' : 'FAIL'} ${d.copy} (copy, table ${d.table}): ${d.checked} checked; ${d.different.length} different from their targets`);
+    const details = d.different.map((a) => `different  ${keys(a)}: stored ${a.stored}, target ${a.expected}`);
+    for (const line of details.slice(0, limit)) lines.push(`       ${line}`);
+    if (details.length > limit) lines.push(`       … and ${details.length - limit} more`);
+  }
+  const failing =
+    report.indexes.filter((d) => problemCount(d) > 0).length + report.summaries.filter((d) => summaryProblems(d) > 0).length + report.copies.filter((d) => d.different.length > 0).length;
+  const what = `${report.indexes.length} ${report.indexes.length === 1 ? 'index' : 'indexes'}, ${report.summaries.length} ${report.summaries.length === 1 ? 'summary' : 'summaries'} and ${report.copies.length} ${report.copies.length === 1 ? 'copy' : 'copies'}`;
   lines.push(
     report.ok
       ? `verify: ok — ${what} match their primaries (${report.scanned} entities read in ${report.seconds.toFixed(1)} s)`
-      : `verify: ${report.problems} problems in ${failing} of ${what} (${report.scanned} entities read in ${report.seconds.toFixed(1)} s); repair with rebuild-index and repair-summaries`,
+      : `verify: ${report.problems} problems in ${failing} of ${what} (${report.scanned} entities read in ${report.seconds.toFixed(1)} s); repair with rebuild-index (rebuild-index <Type> copies for copies) and repair-summaries`,
   );
   return lines.join('\n');
 }

@@ -8,6 +8,7 @@ import { buildASTSchema, concatAST, getDirectiveValues, GraphQLError, Kind, pars
 import { validateSDL } from 'graphql/validation/validate';
 import { buildAccessPaths, findConnections, type PageDefaults } from './access-paths';
 import { buildAuthorization } from './authorization';
+import { buildCopies } from './copies';
 import { buildSasFields } from './sas-fields';
 import { buildEntities } from './layouts';
 import { buildSummaries } from './summaries';
@@ -98,8 +99,9 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
   problems.throwIfAny();
   const { connections, edges } = findConnections(schema, entities, problems);
   const accessPaths = buildAccessPaths(schema, entities, connections, edges, defaults, problems);
-  // Summaries first: they mark the fields a mutation input may not set.
+  // Summaries and copies first: they mark the fields a mutation input may not set.
   const summaries = buildSummaries(schema, entities, accessPaths, problems);
+  const copiesOf = buildCopies(schema, entities, accessPaths, summaries, problems);
   const { writes } = buildWrites(schema, entities, problems);
   const tables = new Set<string>();
   for (const e of entities.values()) {
@@ -112,7 +114,7 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
     if (path.kind !== 'point' || !path.checkOnWrite) continue;
     references.set(path.parentType, [...(references.get(path.parentType) ?? []), path]);
   }
-  const model: Model = { entities, accessPaths, connections, summaries, writes, tables: [...tables].sort(), sasFields, references };
+  const model: Model = { entities, accessPaths, connections, summaries, writes, tables: [...tables].sort(), sasFields, references, copiesOf };
   buildAuthorization(schema, model, problems);
   problems.throwIfAny();
   return { schema, model, generatedSdl };

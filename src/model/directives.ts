@@ -143,3 +143,17 @@ export function readWrite(schema: GraphQLSchema, node: FieldDefinitionNode | und
   const v = values(schema, 'write', d);
   return { entity: v.entity as string, action: v.action as WriteDirective['action'], node: d };
 }
+
+export interface CopyDirective {
+  from: string;
+  field: string;
+  node: DirectiveNode;
+}
+
+/** The `@copy` directive of a field, if any. */
+export function readCopy(schema: GraphQLSchema, node: FieldDefinitionNode | undefined | null): CopyDirective | undefined {
+  const [d] = directiveNodes(node, 'copy');
+  if (!d) return undefined;
+  const v = values(schema, 'copy', d);
+  return { from: v.from as string, field: v.field as string, node: d };
+}

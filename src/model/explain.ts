@@ -79,10 +79,22 @@ export interface MutationPlan {
   checksReferences: string[];
 }
 
+/** A copy (`@copy`) of a referenced entity's field. */
+export interface CopyPlan {
+  coordinate: string;
+  /** The reference whose target is copied from. */
+  reference: string;
+  /** The target's field, e.g. `Label.color`. */
+  copies: string;
+  /** The target type's range through which the worker finds the copies. */
+  foundThrough: string;
+}
+
 export interface Explanation {
   fields: FieldPlan[];
   summaries: SummaryPlan[];
   references: ReferencePlan[];
+  copies: CopyPlan[];
   mutations: MutationPlan[];
 }
 
@@ -172,7 +184,12 @@ export function explainModel(model: Model): Explanation {
     };
   });
 
-  return { fields, summaries, references, mutations };
+  const copies = [...model.copiesOf.values()]
+    .flat()
+    .map((c): CopyPlan => ({ coordinate: `${c.entity.name}.${c.field}`, reference: c.reference.coordinate, copies: `${c.reference.target.name}.${c.targetField}`, foundThrough: c.reverse.coordinate }))
+    .sort(byCoordinate);
+
+  return { fields, summaries, references, copies, mutations };
 }
 
 function describeKey(k: KeyPlan | null): string {
@@ -211,6 +228,8 @@ export function formatExplanation(e: Explanation): string {
   for (const r of e.references) {
     lines.push(`  ${r.coordinate} → ${r.target} by ${r.fields.join(', ')}${r.optional ? ', optional' : ''}${r.checkOnWrite ? ', checked on write' : ', not checked on write'}`);
   }
+  if (e.copies.length) lines.push('', 'Copies (set by the writer, kept in step by the worker)');
+  for (const c of e.copies) lines.push(`  ${c.coordinate} = ${c.copies} through ${c.reference}; found through ${c.foundThrough} when it changes`);
   if (e.mutations.length) lines.push('', 'Mutations');
   for (const m of e.mutations) {
     const egt = [m.entity, ...m.egt.indexes.map((i) => `index ${i}`), ...m.egt.summaries].join(', ');

@@ -5,7 +5,7 @@
  * and does not declare it: a declared one always wins, and nothing unused is added.
  *
  * The inputs follow the entity's stored fields (scalar and enum fields without arguments, neither `etag`, a
- * `@summary`, nor a `@sas` field): a create or replace takes them with the entity's nullability; an update takes
+ * `@summary`, a `@copy`, nor a `@sas` field): a create or replace takes them with the entity's nullability; an update takes
  * the key fields as declared and every other field nullable (merge: only those given change); update, replace and
  * delete take `ifMatch: String`. Works on the parsed SDL, before the schema is built, so that a schema referring
  * to generated types validates.
@@ -23,7 +23,7 @@ import {
 } from 'graphql';
 
 /** Directives that make a field something other than a stored field. */
-const NOT_STORED = new Set(['summary', 'sas', 'point', 'range']);
+const NOT_STORED = new Set(['summary', 'copy', 'sas', 'point', 'range']);
 const BUILT_IN_SCALARS = new Set(['Int', 'Float', 'String', 'Boolean', 'ID']);
 
 interface EntityShape {

@@ -130,6 +130,7 @@ export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, t
       indexes: new Map(),
       exposesEtag: Boolean(type.getFields()[ETAG_FIELD]) && !fields.has(ETAG_FIELD),
       summaryFields: new Set(),
+      copies: new Map(),
       authFields: new Set(),
       node: directive.node,
     };

@@ -45,6 +45,8 @@ export interface EntityModel {
   exposesEtag: boolean;
   /** Stored fields that summaries maintain (`@summary`): written by the write path, never by a client. */
   summaryFields: Set<string>;
+  /** Stored fields copied from a referenced entity (`@copy`, copies.ts), by field name: never written by a client. */
+  copies: Map<string, CopyModel>;
   /** `@auth` on the type: who may read its entities, wherever a read reaches them. */
   auth?: AuthPolicy;
   /** Fields any `@auth` scope of a read of this type names: every read selects them, to decide on each entity. */
@@ -166,6 +168,23 @@ export interface SummaryModel {
   scope: 'egt' | 'eventual';
 }
 
+/**
+ * A copy of a referenced entity's field (`@copy`, the guide's "Denormalization pattern"): set by the writer from the
+ * target when a write sets the reference, kept in step by the worker when the target changes.
+ */
+export interface CopyModel {
+  /** The entity holding the copy. */
+  entity: EntityModel;
+  /** The copy's stored field on `entity`. */
+  field: string;
+  /** The reference whose target is copied from. */
+  reference: PointPath;
+  /** The target's field copied. */
+  targetField: string;
+  /** A range of the target type listing the entities (or their index entities) that hold copies of it. */
+  reverse: RangePath;
+}
+
 export type WriteAction = 'CREATE' | 'UPDATE' | 'REPLACE' | 'DELETE';
 
 /** A mutation field (`@write`): one write of one entity and what it fans out to. */
@@ -201,6 +220,8 @@ export interface Model {
    * a write setting a reference's key fields to an address where nothing exists is refused (NOT_FOUND).
    */
   references: Map<string, PointPath[]>;
+  /** Every copy (`@copy`), by the name of the type copied from: what a write of that type must bring up to date. */
+  copiesOf: Map<string, CopyModel[]>;
 }
 
 /** Name of the property that tells the types in a shared partition apart. */

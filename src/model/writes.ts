@@ -83,6 +83,8 @@ function checkInput(
       fail(`${input.name}.${f.name} is not a stored field of ${entity.name}`);
     } else if (entity.summaryFields.has(f.name)) {
       fail(`${input.name}.${f.name} is a summary value: the write path keeps it, clients do not set it`);
+    } else if (entity.copies.has(f.name)) {
+      fail(`${input.name}.${f.name} is a copy (@copy): the write path keeps it, clients do not set it`);
     } else if (getNamedType(f.type).name !== stored.graphqlType) {
       fail(`${input.name}.${f.name} is a ${getNamedType(f.type).name}, but ${entity.name}.${f.name} is a ${stored.graphqlType}`);
     } else {

@@ -15,6 +15,7 @@ import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/ty
 import { addressKey, stateId, type FanoutMessage } from '../write/fanout-message';
 import { isPendingReservation, pointsAt } from '../write/reservations';
 import { reconcileContributions } from './contributions';
+import { reconcileCopies } from './copies';
 
 export interface ReconcileOptions {
   model: Model;
@@ -90,6 +91,7 @@ export async function reconcile(message: FanoutMessage, opts: ReconcileOptions):
       old.set(addressKey(address), address);
     }
     upserted += await reconcileContributions(opts.model, store, entity, message.primary, current, old, opts.observer);
+    upserted += await reconcileCopies(opts.model, store, entity, message.primary, current, opts.observer);
     await opts.afterUpserts?.(message);
     let leaseEnds = 0;
     for (const [key, address] of old) {

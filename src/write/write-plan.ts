@@ -19,6 +19,7 @@ import type { IndexModel, Model, SummaryModel, WriteModel } from '../model/types
 import { checkEntity, checkTransaction } from '../storage/limits';
 import type { EntityAddress, StorageTarget, StoredEntity, TransactionOperation } from '../storage/types';
 import { addressKey, stateId, type FanoutMessage } from './fanout-message';
+import { referenceAddress, referenceFields } from '../model/references';
 import { checkReferences } from './references';
 
 /** Field values of an entity (field name → value). */
@@ -96,6 +97,7 @@ export function nextValues(write: WriteModel, input: Values, current: StoredEnti
     // Key fields keep their stored spelling: `id: "012"` addresses the entity stored as "12" (same padded RowKey).
     if (old && entity.keyFields.includes(name)) next[name] = old[name];
     else if (entity.summaryFields.has(name)) next[name] = old ? old[name] : 0;
+    else if (entity.copies.has(name)) next[name] = old ? old[name] : null; // filled from the target (fillCopies)
     else if (action === 'UPDATE' && input[name] === undefined) next[name] = old![name];
     else next[name] = input[name] ?? null;
   }
@@ -140,6 +142,35 @@ function bindingValues(summary: SummaryModel, values: Values, which: 'partitionK
 }
 
 /**
+ * Sets the entity's copies (`@copy`) from the targets read, for the references the write sets (a create or replace
+ * sets them all). A target that was not read (a reference with `checkOnWrite: false`) leaves its copies to the worker.
+ * @returns whether the write sets a reference with copies (the worker checks them again after the commit)
+ */
+function fillCopies(write: WriteModel, input: Values, values: Values | null, targets: ReadonlyMap<string, StoredEntity | null>): boolean {
+  if (!values || write.entity.copies.size === 0) return false;
+  let sets = false;
+  for (const copy of write.entity.copies.values()) {
+    const fields = referenceFields(copy.reference);
+    if (write.action === 'UPDATE' && !fields.some((f) => input[f] !== undefined)) continue;
+    sets = true;
+    const address = referenceAddress(copy.reference, values);
+    const target = address ? targets.get(addressKey(address)) : null;
+    if (target !== undefined) values[copy.field] = target?.properties[copy.targetField] ?? null;
+  }
+  return sets;
+}
+
+/** Whether a write changes a field of the entity that other entities copy (`@copy`). */
+function copiedFieldsChanged(model: Model, entity: WriteModel['entity'], previous: Values | null, values: Values | null): boolean {
+  const copies = model.copiesOf.get(entity.name) ?? [];
+  if (copies.length === 0 || !previous) return false;
+  if (!values) return true;
+  return copies.some((c) => JSON.stringify(previous[c.targetField] ?? null, bigints) !== JSON.stringify(values[c.targetField] ?? null, bigints));
+}
+
+const bigints = (_k: string, v: unknown) => (typeof v === 'bigint' ? v.toString() : v);
+
+/**
  * Plans one mutation against the state read, as write attempt `writeId`.
  * @throws TablegraphError from nextValues; BAD_USER_INPUT for invalid values (type, `@constraint`); NOT_FOUND
  *   (reason SummaryHolderMissing) when a summary holder (e.g. the department of a new employee) does not exist,
@@ -163,6 +194,11 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
     }
   }
 
+  const holderDeltas = summaryDeltas(model, write, previous, values, state);
+  const targets = state.references ? new Map([...state.holders, ...state.references]) : state.holders;
+  checkReferences(model, write, input, values, targets);
+  const refreshCopies = fillCopies(write, input, values, targets);
+
   const operations: TransactionOperation[] = [];
   const next = values ? entityWrites(entity, values, writeId) : undefined;
   if (write.action === 'CREATE') operations.push({ kind: 'create', entity: next!.primary.entity });
@@ -179,8 +215,6 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
     }
   }
 
-  const holderDeltas = summaryDeltas(model, write, previous, values, state);
-  checkReferences(model, write, input, values, state.references ? new Map([...state.holders, ...state.references]) : state.holders);
   const derivedBefore = derive(entity, previous);
   const derivedAfter = derive(entity, values);
   const beforeKeys = new Set(derivedBefore.map((w) => addressKey({ table: w.table, ...w.entity })));
@@ -191,7 +225,10 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
   const contributedBefore = contributions(model, entity, address, previous);
   const contributedAfter = contributions(model, entity, address, values);
   const sameContributions = contributedBefore.map((c) => c.signature).join('\n') === contributedAfter.map((c) => c.signature).join('\n');
-  if (!sameDerived(derivedBefore, derivedAfter) || !sameContributions) {
+  // Copies: this entity's, to check again once it commits (its target may change meanwhile); or copies of this
+  // entity's fields held by others, to bring up to date.
+  const copiesChange = refreshCopies || copiedFieldsChanged(model, entity, previous, values);
+  if (!sameDerived(derivedBefore, derivedAfter) || !sameContributions || copiesChange) {
     const candidates = new Map<string, EntityAddress>();
     for (const w of [...derivedBefore, ...derivedAfter]) {
       const a = { table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey };

@@ -1,7 +1,7 @@
 /**
  * Helpers for the fan-out tests (convergence, poison, the worker process): a seeded random source, a fan-out
  * sender that records every message (so a test can deliver it as often, as late and as concurrently as it likes),
- * a delivery loop over `reconcile`, a store with hooks between the steps of a writer or a worker (to make a race
+ * delivery loops over `reconcile` (in order, or twice by two workers that get killed), a store with hooks between the steps of a writer or a worker (to make a race
  * happen exactly), an HR world with its own tables, and the check that every inter-partition index entity equals what its primary
  * derives — the "Done when" of the guide's "Eventually consistent transactions pattern" and "Inter-partition
  * secondary index pattern" (DESIGN.md §4.2).
@@ -214,4 +214,30 @@ export function gate(): { wait: Promise<void>; open(): void } {
   let open!: () => void;
   const wait = new Promise<void>((r) => (open = r));
   return { wait, open };
+}
+
+/**
+ * Delivers every message twice, shuffled, to two workers running at once; one delivery in five dies after its
+ * upserts (a worker killed mid-message) and is left for a later delivery.
+ * @returns deliveries made and deliveries killed
+ */
+export async function deliverTwiceByTwoWorkers(messages: FanoutMessage[], opts: ReconcileOptions, random: () => number): Promise<{ deliveries: number; killed: number }> {
+  const all = [...messages, ...messages].sort(() => random() - 0.5);
+  let killed = 0;
+  const worker = async (share: FanoutMessage[]) => {
+    for (const m of share) {
+      const dies = random() < 0.2;
+      const afterUpserts = dies
+        ? () => {
+            killed++;
+            throw new Error('worker killed mid-message');
+          }
+        : undefined;
+      await reconcile(m, { ...opts, afterUpserts }).catch((e: Error) => {
+        if (e.message !== 'worker killed mid-message') throw e;
+      });
+    }
+  };
+  await Promise.all([worker(all.filter((_, i) => i % 2 === 0)), worker(all.filter((_, i) => i % 2 === 1))]);
+  return { deliveries: all.length, killed };
 }

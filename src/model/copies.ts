@@ -1,0 +1,94 @@
+/**
+ * Compiles `@copy` fields (the guide's "Denormalization pattern"): a field of an entity type that holds a copy of
+ * a field of the entity one of its references points at. The writer fills it when a write sets the reference
+ * (src/write/write-plan.ts); the fan-out worker keeps it in step with the target (src/worker/copies.ts), finding
+ * the copies through a range of the target type over the copying type — which the schema must declare, since a
+ * request path never scans and neither does the worker.
+ */
+import { isObjectType, type GraphQLSchema } from 'graphql';
+import { readCopy } from './directives';
+import type { SchemaProblems } from './schema-errors';
+import type { AccessPath, CopyModel, EntityModel, RangePath, SummaryModel } from './types';
+
+/**
+ * Reads every `@copy` field into its entity's `copies`.
+ * @returns the copies by the name of the type copied from
+ */
+export function buildCopies(
+  schema: GraphQLSchema,
+  entities: Map<string, EntityModel>,
+  accessPaths: Map<string, AccessPath>,
+  summaries: Map<string, SummaryModel>,
+  problems: SchemaProblems,
+): Map<string, CopyModel[]> {
+  const copiesOf = new Map<string, CopyModel[]>();
+  for (const type of Object.values(schema.getTypeMap())) {
+    if (!isObjectType(type) || type.name.startsWith('__')) continue;
+    for (const f of Object.values(type.getFields())) {
+      const d = readCopy(schema, f.astNode);
+      if (!d) continue;
+      const coordinate = `${type.name}.${f.name}`;
+      const entity = entities.get(type.name);
+      const stored = entity?.fields.get(f.name);
+      if (!entity || !stored) {
+        problems.add(coordinate, '@copy goes on a stored field of an @entity type', d.node);
+        continue;
+      }
+      const reference = accessPaths.get(`${type.name}.${d.from}`);
+      const bindings = reference?.kind === 'point' ? [...reference.partitionKey.bindings.values(), ...reference.rowKey.bindings.values()] : [];
+      if (!reference || reference.kind !== 'point' || reference.index || bindings.some((b) => b.source !== 'parent')) {
+        problems.add(coordinate, `@copy(from: "${d.from}"): ${type.name}.${d.from} must be a reference — a @point whose keys come from ${type.name}'s own fields`, d.node);
+        continue;
+      }
+      const target = reference.target;
+      const source = target.fields.get(d.field);
+      if (!source) {
+        problems.add(coordinate, `@copy(field: "${d.field}"): ${target.name} has no stored field "${d.field}"`, d.node);
+        continue;
+      }
+      if (source.graphqlType !== stored.graphqlType || stored.nonNull) {
+        problems.add(coordinate, `a copy of ${target.name}.${d.field} is a nullable ${source.graphqlType} (its target may go)`, d.node);
+        continue;
+      }
+      if (entity.keyFields.includes(f.name)) {
+        problems.add(coordinate, 'a copy cannot be part of a key: it changes when its target does', d.node);
+        continue;
+      }
+      const indexed = [...entity.indexes.values()].find((i) => i.projection.has(f.name));
+      if (indexed) {
+        problems.add(coordinate, `a copy cannot be in an index entity (@index "${indexed.name}" holds it): its copies there would not be kept; remove it from include`, d.node);
+        continue;
+      }
+      const summed = [...summaries.values()].find((s) => s.of === entity && s.terms.flat().some((x) => 'field' in x && x.field === f.name));
+      if (summed) {
+        problems.add(coordinate, `a copy cannot be summed (${summed.holder.name}.${summed.field}): the summary would change without a write of ${entity.name}`, d.node);
+        continue;
+      }
+      const reverse = reverseRange(target, entity, accessPaths);
+      if (!reverse) {
+        problems.add(
+          coordinate,
+          `the worker finds the copies of ${target.name}.${d.field} through a @range of ${target.name} over ${entity.name} (or its index, or through it) keyed by ${target.name}'s own fields: declare one`,
+          d.node,
+        );
+        continue;
+      }
+      const copy: CopyModel = { entity, field: f.name, reference, targetField: d.field, reverse };
+      entity.copies.set(f.name, copy);
+      copiesOf.set(target.name, [...(copiesOf.get(target.name) ?? []), copy]);
+    }
+  }
+  return copiesOf;
+}
+
+/** A range field of `target` whose entities are `holder`'s (or its index entities, or its join entities), keyed by `target`'s fields. */
+function reverseRange(target: EntityModel, holder: EntityModel, accessPaths: Map<string, AccessPath>): RangePath | undefined {
+  for (const path of accessPaths.values()) {
+    if (path.kind !== 'range' || path.parentType !== target.name || !path.rowKeyPrefix) continue;
+    const lists = path.join?.entity ?? path.index?.entity ?? path.target;
+    if (lists !== holder) continue;
+    const bindings = [...path.partitionKey.bindings.values(), ...path.rowKeyPrefix.bindings.values()];
+    if (bindings.every((b) => b.source === 'parent')) return path;
+  }
+  return undefined;
+}

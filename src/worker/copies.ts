@@ -1,0 +1,105 @@
+/**
+ * The worker's side of copies (`@copy`, the guide's "Denormalization pattern"): after a write of an entity that
+ * holds copies, they are checked against their targets as they are now; after a write of an entity others copy
+ * from, every copy of it — found through the declared range of its type over the copying type — is brought up to
+ * date. Each copy is written from the target as read, with If-Match on the copying entity's ETag (a conflict reads
+ * both again), so redelivered, reordered and concurrently handled messages converge to the targets' values.
+ */
+import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
+import { entityWrites, primaryAddress, typedValue, valuesOf } from '../model/entity-codec';
+import { parseKey, prefixUpperBound, renderKey, renderKeyPrefix } from '../model/key-template';
+import { referenceAddress } from '../model/references';
+import { ENTITY_TYPE_PROPERTY, WRITE_ID_PROPERTY, type CopyModel, type EntityModel, type Model } from '../model/types';
+import type { TableStore } from '../storage/table-store';
+import type { EntityAddress, StorageObserver, StoredEntity, TypedValue } from '../storage/types';
+
+/** Attempts at one entity's copies while other writers keep changing it (attempts). */
+const ATTEMPTS = 10;
+
+/**
+ * Brings the copies the message's entity holds, and the copies others hold of it, up to date.
+ * @returns entities whose copies were written (entities)
+ * @throws TablegraphError STORAGE_UNAVAILABLE when an entity kept changing; storage errors
+ */
+export async function reconcileCopies(model: Model, store: TableStore, entity: EntityModel, primary: EntityAddress, current: StoredEntity | null, observer?: StorageObserver): Promise<number> {
+  let written = 0;
+  if (entity.copies.size > 0 && current) written += (await refreshCopies(store, entity, primary, observer)) ? 1 : 0;
+  for (const copy of model.copiesOf.get(entity.name) ?? []) {
+    for (const holder of await copyHolders(store, copy, entity, primary, current, observer)) {
+      if (await refreshCopies(store, copy.entity, holder, observer)) written++;
+    }
+  }
+  return written;
+}
+
+/**
+ * The entities holding copies of the entity at `primary`, through the copy's reverse range (all pages). Its keys
+ * come from the target's values, or — the target deleted — from its own keys, where they suffice.
+ */
+async function copyHolders(store: TableStore, copy: CopyModel, target: EntityModel, primary: EntityAddress, current: StoredEntity | null, observer?: StorageObserver): Promise<EntityAddress[]> {
+  const values: Record<string, unknown> = current
+    ? valuesOf(target, current.properties)
+    : { ...parseKey(target.layout.partitionKey, primary.partitionKey), ...parseKey(target.layout.rowKey, primary.rowKey) };
+  const path = copy.reverse;
+  const render = (bound: NonNullable<typeof path.rowKeyPrefix>, prefix: boolean) => {
+    const args = Object.fromEntries([...bound.bindings].map(([placeholder, b]) => [placeholder, values[b.name]]));
+    return prefix ? renderKeyPrefix(bound.template, args) : renderKey(bound.template, args);
+  };
+  let partitionKey: string;
+  let rowKeyFrom: string;
+  try {
+    partitionKey = render(path.partitionKey, false);
+    rowKeyFrom = render(path.rowKeyPrefix!, true);
+  } catch {
+    return []; // the deleted target's keys do not give the range: its copies stay as they were
+  }
+  const range = await store.queryRange({ table: path.table, partitionKey, rowKeyFrom, rowKeyTo: prefixUpperBound(rowKeyFrom), limit: Number.MAX_SAFE_INTEGER - 1 }, { observer });
+  const listed = path.join?.entity ?? path.index?.entity ?? path.target;
+  const type = path.index ? path.index.entityType : listed.entityType;
+  return range.entities.filter((e) => e.properties[ENTITY_TYPE_PROPERTY] === type).map((e) => primaryAddress(copy.entity, e.properties));
+}
+
+/**
+ * Writes an entity's copies from their targets as they are now, if any differs: the entity replaced with If-Match
+ * on the ETag read (again after a conflict). A target gone (or not of its type) gives null copies.
+ * @returns whether anything was written
+ */
+export async function refreshCopies(store: TableStore, entity: EntityModel, address: EntityAddress, observer?: StorageObserver): Promise<boolean> {
+  const call = { observer };
+  for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
+    const stored = await store.getEntity(address, call);
+    if (!stored || stored.properties[ENTITY_TYPE_PROPERTY] !== entity.entityType) return false;
+    const values = valuesOf(entity, stored.properties);
+    const changed: Record<string, unknown> = {};
+    const targets = new Map<string, Promise<StoredEntity | null>>();
+    for (const copy of entity.copies.values()) {
+      const at = referenceAddress(copy.reference, values);
+      let target: StoredEntity | null = null;
+      if (at) {
+        const key = `${at.table}\u0000${at.partitionKey}\u0000${at.rowKey}`;
+        if (!targets.has(key)) targets.set(key, store.getEntity(at, call));
+        target = await targets.get(key)!;
+      }
+      const wanted = target && target.properties[ENTITY_TYPE_PROPERTY] === copy.reference.target.entityType ? (target.properties[copy.targetField] ?? null) : null;
+      const field = entity.fields.get(copy.field)!;
+      if (same(typedValue(field, wanted), typedValue(field, values[copy.field]))) continue;
+      changed[copy.field] = wanted;
+    }
+    if (Object.keys(changed).length === 0) return false;
+    // A replace, not a merge: a merge cannot remove a copy whose target is gone. The state's WriteId stays: the
+    // copies are not a write of the entity (its fan-out messages still name the state they were based on).
+    const { primary } = entityWrites(entity, { ...values, ...changed }, String(stored.properties[WRITE_ID_PROPERTY] ?? ''));
+    try {
+      await store.updateEntity(address.table, primary.entity, 'replace', { ...call, ifMatch: stored.etag });
+      return true;
+    } catch (e) {
+      if (!isTablegraphError(e, ErrorCode.CONFLICT) && !isTablegraphError(e, ErrorCode.NOT_FOUND)) throw e;
+    }
+  }
+  throw new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, `${entity.name} ${address.partitionKey}/${address.rowKey} kept changing while its copies were brought up to date`, { reason: 'Contention' });
+}
+
+function same(a: TypedValue | null, b: TypedValue | null): boolean {
+  const text = (v: TypedValue | null) => JSON.stringify(v, (_k, x: unknown) => (typeof x === 'bigint' ? x.toString() : x));
+  return text(a) === text(b);
+}
