@@ -235,6 +235,15 @@ describe('every access path against the fixtures', () => {
       const mine = await allPages('Label.issues (through the byLabel index)', 'query($k: ID!, $n: String!, $first: Int, $after: String) { label(projectKey: $k, name: $n) { issues(first: $first, after: $after) { edges { node { number title } } pageInfo { hasNextPage endCursor } } } }', { k: l.projectKey, n: l.name }, (d) => d.label.issues, 3);
       expect(mine).toEqual(expected.map((n) => ({ number: n, title: issues.find((i) => i.projectKey === l.projectKey && i.number === n)!.title })));
     }
+    // The join entities hold the label's keys and a copy of its color: a page of { name color } needs no second wave;
+    // its ETag does.
+    const i = issues.find((x) => issueLabels.filter((r) => r.projectKey === x.projectKey && r.issueNumber === x.number).length >= 2)!;
+    const covered = await server.query('query($k: ID!, $n: ID!) { issue(projectKey: $k, number: $n) { labels(first: 5) { edges { node { name color } } } } }', { k: i.projectKey, n: i.number });
+    expect(covered.extensions.cost).toMatchObject({ pointQueries: 1, rangeQueries: 1, waves: 2 });
+    expect(covered.extensions.consistency.indexes).toContain('IssueLabel.label');
+    const withEtag = await server.query('query($k: ID!, $n: ID!) { issue(projectKey: $k, number: $n) { labels(first: 5) { edges { node { name etag } } } } }', { k: i.projectKey, n: i.number });
+    expect(withEtag.data.issue.labels.edges.every((e: any) => typeof e.node.etag === 'string' && e.node.etag.length > 0)).toBe(true);
+    expect(withEtag.extensions.cost.pointQueries).toBeGreaterThan(1);
     // One range query, then one wave of point queries for the page's nodes.
     const label = labels.find((l) => issueLabels.filter((r) => r.projectKey === l.projectKey && r.labelName === l.name).length >= 3)!;
     const r = await server.query('query($k: ID!, $n: String!) { label(projectKey: $k, name: $n) { issues(first: 3) { edges { node { title } } } } }', { k: label.projectKey, n: label.name });

@@ -152,7 +152,7 @@ function resolveJoin(path: RangePath, through: string, paths: Map<string, Access
   if (bindings.some((b) => b.source !== 'parent') || reference.index) return `${through} must be a reference: its keys from ${joinName}'s own fields, no argument, no index`;
   const missing = path.index ? bindings.filter((b) => !path.index!.projection.has(b.name)).map((b) => b.name) : [];
   if (missing.length) return `the index "${path.index!.name}" does not hold ${missing.join(', ')}: add ${missing.length > 1 ? 'them' : 'it'} to its include`;
-  return { entity: join, reference };
+  return { entity: join, reference, covered: new Map() }; // `covered` is filled once copies are known (copies.ts)
 }
 
 function compilePoint(ctx: FieldContext, d: PointDirective, entities: Map<string, EntityModel>): PointPath | undefined {

@@ -8,7 +8,7 @@ import { buildASTSchema, concatAST, getDirectiveValues, GraphQLError, Kind, pars
 import { validateSDL } from 'graphql/validation/validate';
 import { buildAccessPaths, findConnections, type PageDefaults } from './access-paths';
 import { buildAuthorization } from './authorization';
-import { buildCopies } from './copies';
+import { buildCopies, coverJoins } from './copies';
 import { buildSasFields } from './sas-fields';
 import { buildEntities } from './layouts';
 import { buildSummaries } from './summaries';
@@ -102,6 +102,7 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
   // Summaries and copies first: they mark the fields a mutation input may not set.
   const summaries = buildSummaries(schema, entities, accessPaths, problems);
   const copiesOf = buildCopies(schema, entities, accessPaths, summaries, problems);
+  coverJoins(accessPaths);
   const { writes } = buildWrites(schema, entities, problems);
   const tables = new Set<string>();
   for (const e of entities.values()) {

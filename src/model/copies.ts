@@ -92,3 +92,34 @@ function reverseRange(target: EntityModel, holder: EntityModel, accessPaths: Map
   }
   return undefined;
 }
+
+/**
+ * Fills each many-to-many path's `covered`: the target's key fields, from the join entity's fields its reference
+ * binds them from, and the target's fields the join entity copies through that reference — unless the range reads
+ * index entities, which hold no copies.
+ */
+export function coverJoins(accessPaths: Map<string, AccessPath>): void {
+  for (const path of accessPaths.values()) {
+    if (path.kind !== 'range' || !path.join) continue;
+    const { reference, entity, covered } = path.join;
+    const target = reference.target;
+    for (const bound of [reference.partitionKey, reference.rowKey]) {
+      for (const seg of bound.template.segments) {
+        if (seg.kind !== 'placeholder') continue;
+        // The reference's template has the target layout's shape: the same position holds the target's field.
+        const targetField = targetFieldAt(bound === reference.partitionKey ? target.layout.partitionKey : target.layout.rowKey, bound.template, seg.name);
+        const from = bound.bindings.get(seg.name);
+        if (targetField && from && (!path.index || path.index.projection.has(from.name))) covered.set(targetField, from.name);
+      }
+    }
+    if (path.index) continue;
+    for (const copy of entity.copies.values()) if (copy.reference === reference) covered.set(copy.targetField, copy.field);
+  }
+}
+
+/** The target layout's placeholder at the position of `placeholder` in `template` (which has the layout's shape). */
+function targetFieldAt(layout: { segments: Array<{ kind: string; name?: string }> }, template: { segments: Array<{ kind: string; name?: string }> }, placeholder: string): string | undefined {
+  const i = template.segments.findIndex((s) => s.kind === 'placeholder' && s.name === placeholder);
+  const seg = layout.segments[i];
+  return seg?.kind === 'placeholder' ? seg.name : undefined;
+}

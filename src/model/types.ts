@@ -133,7 +133,16 @@ export interface RangePath extends AccessPathBase {
    * entities), and each node is the entity the join entity's reference `join.reference` points at — read in one
    * batched wave after the range. `target` is the node type.
    */
-  join?: { entity: EntityModel; reference: PointPath };
+  join?: {
+    entity: EntityModel;
+    reference: PointPath;
+    /**
+     * The target's fields a join entity itself holds — its key fields (from the reference's keys) and its copies
+     * (`@copy` through the reference) — by target field → join entity field. A page whose selection needs no other
+     * field of the target is served from the join entities alone, without the second wave.
+     */
+    covered: Map<string, string>;
+  };
   /** Default `first` (entities). */
   pageSize: number;
   /** Largest accepted `first` (entities). */

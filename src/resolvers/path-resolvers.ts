@@ -157,7 +157,7 @@ export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode 
 
 /** What a many-to-many range reads of each join entity: its keys, what its reference binds, what `@auth` decides on. */
 function joinSelect(join: NonNullable<RangePath['join']>, index: RangePath['index']): string[] {
-  const fields = new Set([...join.entity.keyFields, ...join.entity.authFields, ...referenceFields(join.reference)]);
+  const fields = new Set([...join.entity.keyFields, ...join.entity.authFields, ...referenceFields(join.reference), ...join.covered.values()]);
   return [...fields].filter((f) => !index || index.projection.has(f)).concat(ENTITY_TYPE_PROPERTY).sort();
 }
 
@@ -171,7 +171,9 @@ async function joinEdges(
   ctx: RequestContext,
   projection: Projection,
 ): Promise<Connection['edges']> {
-  const { reference } = path.join!;
+  const { reference, covered } = path.join!;
+  const needed = projection.get(path.target.name) ?? new Set([...path.target.keyFields, ...path.target.authFields]);
+  if ([...needed].every((f) => covered.has(f))) return coveredEdges(path, page, ctx);
   const select = entitySelect(projection, path.target);
   const targets = await Promise.all(
     page.map(({ stored }) => {
@@ -184,5 +186,24 @@ async function joinEdges(
     if (!target || target.properties[ENTITY_TYPE_PROPERTY] !== path.target.entityType) return [];
     if (!allowsEntity([path.target.auth], ctx.principal, target.properties)) return [];
     return [{ cursor, node: { entity: path.target, stored: target } }];
+  });
+}
+
+/**
+ * A many-to-many page served from the join entities alone — no second wave — when they hold every field of the
+ * target the request needs: its keys and its copies (`@copy`, the guide's "Denormalization pattern"). Each node
+ * reads as if from an index entity holding those fields: one that needs more (its ETag) reads the target then.
+ * Copies are kept eventually: the response says so.
+ */
+function coveredEdges(path: RangePath, page: Array<{ stored: StoredEntity; cursor: string }>, ctx: RequestContext): Connection['edges'] {
+  const { entity: join, reference, covered } = path.join!;
+  const target = path.target;
+  const holds = { name: `${join.name}.${reference.fieldName}`, entity: target, layout: target.layout, scope: 'intraPartition' as const, projection: new Set(covered.keys()), unique: false, entityType: target.entityType };
+  if ([...join.copies.values()].some((c) => c.reference === reference)) ctx.eventuallyConsistent.add(holds.name);
+  return page.flatMap(({ stored, cursor }) => {
+    const properties: Record<string, unknown> = { [ENTITY_TYPE_PROPERTY]: target.entityType };
+    for (const [field, from] of covered) if (stored.properties[from] !== undefined) properties[field] = stored.properties[from];
+    if (!allowsEntity([target.auth], ctx.principal, properties)) return [];
+    return [{ cursor, node: { entity: target, stored: { partitionKey: '', rowKey: '', etag: '', properties }, fromIndex: holds } }];
   });
 }
