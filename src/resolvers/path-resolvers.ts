@@ -193,13 +193,13 @@ async function joinEdges(
  * A many-to-many page served from the join entities alone — no second wave — when they hold every field of the
  * target the request needs: its keys and its copies (`@copy`, the guide's "Denormalization pattern"). Each node
  * reads as if from an index entity holding those fields: one that needs more (its ETag) reads the target then.
- * Copies are kept eventually: the response says so.
  */
 function coveredEdges(path: RangePath, page: Array<{ stored: StoredEntity; cursor: string }>, ctx: RequestContext): Connection['edges'] {
   const { entity: join, reference, covered } = path.join!;
   const target = path.target;
   const holds = { name: `${join.name}.${reference.fieldName}`, entity: target, layout: target.layout, scope: 'intraPartition' as const, projection: new Set(covered.keys()), unique: false, entityType: target.entityType };
-  if ([...join.copies.values()].some((c) => c.reference === reference)) ctx.eventuallyConsistent.add(holds.name);
+  // Copies lag behind their targets, and a join entity whose target was deleted still shows: eventually consistent.
+  ctx.eventuallyConsistent.add(holds.name);
   return page.flatMap(({ stored, cursor }) => {
     const properties: Record<string, unknown> = { [ENTITY_TYPE_PROPERTY]: target.entityType };
     for (const [field, from] of covered) if (stored.properties[from] !== undefined) properties[field] = stored.properties[from];
