@@ -230,7 +230,7 @@ describe('QueueWorker', () => {
 describe('LagStats', () => {
   it('summarises nearest-rank percentiles and keeps only the last `capacity` lags', () => {
     const empty = new LagStats().summary();
-    expect(empty).toEqual({ count: 0, p50Ms: 0, p99Ms: 0, maxMs: 0 });
+    expect(empty).toEqual({ count: 0, p50Ms: 0, p99Ms: 0, maxMs: 0, windowMs: 300_000 });
 
     const s = new LagStats(100);
     for (let i = 100; i >= 1; i--) s.record(i);
@@ -241,5 +241,16 @@ describe('LagStats', () => {
     expect(ring.summary()).toMatchObject({ count: 3, p50Ms: 3, maxMs: 4 }); // 1000 dropped, -5 counted as 0
     expect(ring.summary().lastAt).toEqual(expect.any(Number));
     expect(() => new LagStats(0)).toThrow(RangeError);
+  });
+
+  it('covers a recent time window only: an hour after a burst, its lags no longer show', () => {
+    let now = Date.UTC(2026, 10, 22, 12);
+    const s = new LagStats(1000, 60_000, () => now);
+    for (let i = 0; i < 100; i++) s.record(62_000); // the burst
+    expect(s.summary()).toMatchObject({ count: 100, p99Ms: 62_000 });
+    now += 3_600_000;
+    expect(s.summary()).toMatchObject({ count: 0, p50Ms: 0, p99Ms: 0, maxMs: 0, windowMs: 60_000 });
+    s.record(40);
+    expect(s.summary()).toMatchObject({ count: 1, p50Ms: 40, p99Ms: 40, lastAt: now });
   });
 });
