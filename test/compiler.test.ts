@@ -88,6 +88,7 @@ describe('the shipped HR schema', () => {
       'Mutation.updateEmployee': 'UPDATE Employee.employee',
       'Mutation.replaceEmployee': 'REPLACE Employee.employee',
       'Mutation.deleteEmployee': 'DELETE Employee.employee',
+      'Mutation.moveEmployee': 'MOVE Employee.employee',
       'Mutation.createDepartment': 'CREATE Department.department',
       'Mutation.updateDepartment': 'UPDATE Department.department',
       'Mutation.replaceDepartment': 'REPLACE Department.department',
@@ -562,4 +563,24 @@ test('one mistake, one error: a misspelled key field of the HR schema is reporte
     expect.objectContaining({ coordinate: 'Employee', message: 'RowKey template "empid_{idd:08}" names {idd}, which is not a stored field of the type. Did you mean "{id}"?' }),
   ]);
   expect(problems[0].locations[0].line).toBe(lineOf(typo, 'empid_{idd:08}'));
+});
+
+test('MOVE: its input is generated (keys, ifMatch, to<Key>); a type that holds summaries cannot move', () => {
+  const { schema, model } = compileHr('');
+  const input = schema.getType('MoveEmployeeInput') as any;
+  expect(Object.fromEntries(Object.values(input.getFields()).map((f: any) => [f.name, String(f.type)]))).toEqual({
+    departmentId: 'ID!', id: 'ID!', ifMatch: 'String', toDepartmentId: 'ID', toId: 'ID',
+  });
+  expect(model.writes.get('Mutation.moveEmployee')!.moveTo).toEqual(new Map([['toDepartmentId', 'departmentId'], ['toId', 'id']]));
+  const hr = readFileSync(path.join(SCHEMA_DIR, 'hr.graphql'), 'utf8');
+  const sdl = `${hr}\nextend type Mutation { moveDepartment(input: MoveDepartmentInput!): DepartmentPayload! @write(entity: "Department", action: MOVE) @auth(rules: [{ roles: ["hr-admin"] }]) }`;
+  let error: TablegraphError | undefined;
+  try {
+    compileSchema([DIRECTIVES, { name: 'schema/hr.graphql', body: sdl }]);
+  } catch (e) {
+    if (isTablegraphError(e, ErrorCode.SCHEMA_INVALID)) error = e;
+  }
+  expect((error!.details.problems as Array<{ coordinate: string; message: string }>)).toEqual([
+    expect.objectContaining({ coordinate: 'Mutation.moveDepartment', message: expect.stringContaining('Department holds summaries (employeeCount, payroll): moving it would leave what they count behind') }),
+  ]);
 });

@@ -7,7 +7,8 @@ import { loadConfig } from '../config';
 import { createLogger } from '../log';
 import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { openStorage } from '../runtime/open-storage';
-import { createFanoutWorker, ensureFanoutQueues, fanoutQueueNames } from '../worker/fanout-worker';
+import { createFanoutWorker, ensureFanoutQueues, fanoutQueueNames, queueSender } from '../worker/fanout-worker';
+import { WriteExecutor } from '../write/write-executor';
 import { onShutdownSignal, runMain } from './run-main';
 
 runMain('worker', async (log) => {
@@ -17,7 +18,10 @@ runMain('worker', async (log) => {
   const storage = await openStorage(config, log);
   for (const table of model.tables) await storage.store.ensureTable(table);
   await ensureFanoutQueues(storage.queues, config.tablePrefix);
+  // Moves are carried out through the write path, its own messages sent to the same queue.
+  const writer = new WriteExecutor({ model, store: storage.store, fanout: queueSender(storage.queues, fanoutQueueNames(config.tablePrefix).queue) });
   const worker = createFanoutWorker({
+    writer,
     model,
     store: storage.store,
     queues: storage.queues,

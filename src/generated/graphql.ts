@@ -219,6 +219,18 @@ export type EmploymentType =
   | 'FULL_TIME'
   | 'PART_TIME';
 
+/** Where the Employee goes: queued, then carried out by the worker (copy, then delete). */
+export type MoveEmployeeInput = {
+  departmentId: Scalars['ID']['input'];
+  id: Scalars['ID']['input'];
+  /** The ETag read: the move is refused with CONFLICT if the entity changed since. Omitted: unconditional. */
+  ifMatch?: InputMaybe<Scalars['String']['input']>;
+  /** The new departmentId; omitted: it stays. */
+  toDepartmentId?: InputMaybe<Scalars['ID']['input']>;
+  /** The new id; omitted: it stays. */
+  toId?: InputMaybe<Scalars['ID']['input']>;
+};
+
 /**
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
  * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
@@ -230,6 +242,12 @@ export type Mutation = {
   /** Refused with CONFLICT while the department has employees. */
   deleteDepartment: DepartmentPayload;
   deleteEmployee: EmployeePayload;
+  /**
+   * Moves an employee to another department (or id): queued, then carried out by the worker — copied to the new
+   * address, then deleted at the old one. Answers the employee as it is; until the move is carried out, the old
+   * address answers it (for a moment both do), then only the new one.
+   */
+  moveEmployee: EmployeePayload;
   replaceDepartment: DepartmentPayload;
   replaceEmployee: EmployeePayload;
   updateDepartment: DepartmentPayload;
@@ -271,6 +289,15 @@ export type MutationDeleteDepartmentArgs = {
  */
 export type MutationDeleteEmployeeArgs = {
   input: DeleteEmployeeInput;
+};
+
+
+/**
+ * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
+ * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ */
+export type MutationMoveEmployeeArgs = {
+  input: MoveEmployeeInput;
 };
 
 
@@ -449,6 +476,15 @@ export type WriteAction =
   | 'CREATE'
   /** Delete the entity. */
   | 'DELETE'
+  /**
+   * Change the entity's keys (an employee to another department): the guide's "Eventually consistent transactions
+   * pattern". The mutation checks the move and queues it, answering the entity as it is; the worker then copies the
+   * entity to its new address (a create there, its summaries and indexes with it) and deletes it at the old one, each
+   * step idempotent. Meanwhile the old address answers the entity, and for a moment both do; once moved, the old one
+   * is empty. Writes to the old address before the move is carried out are carried along; writes to the new address
+   * before the old one is gone may be overwritten by the move. A type that holds summaries cannot move.
+   */
+  | 'MOVE'
   /** Replace: fields not given become null. */
   | 'REPLACE'
   /** Merge: only the given fields change. */

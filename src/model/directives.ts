@@ -132,7 +132,7 @@ export function readSummary(schema: GraphQLSchema, node: FieldDefinitionNode | u
 
 export interface WriteDirective {
   entity: string;
-  action: 'CREATE' | 'UPDATE' | 'REPLACE' | 'DELETE';
+  action: 'CREATE' | 'UPDATE' | 'REPLACE' | 'DELETE' | 'MOVE';
   node: DirectiveNode;
 }
 

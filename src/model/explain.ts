@@ -5,7 +5,7 @@
  * and how it is kept; each reference and whether writes check it; each mutation and what it writes in its EGT
  * and what eventually. Structured data (for `--json`), and a text rendering of it for people.
  */
-import type { AccessPath, BoundTemplate, Model, PointPath } from './types';
+import type { AccessPath, BoundTemplate, Model, PointPath, WriteAction } from './types';
 
 /** A key template and where each placeholder's value comes from. */
 export interface KeyPlan {
@@ -68,7 +68,7 @@ export interface ReferencePlan {
 export interface MutationPlan {
   coordinate: string;
   entity: string;
-  action: 'CREATE' | 'UPDATE' | 'REPLACE' | 'DELETE';
+  action: WriteAction;
   /** Stored fields the input may set. */
   inputFields: string[];
   /** Written in the entity's EGT: the entity, its intra-partition index entities, the summaries it contributes to. */

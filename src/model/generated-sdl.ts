@@ -1,7 +1,7 @@
 /**
  * Generated SDL, as Amplify's `@model` generates it from a few lines: for every `@entity` type `T`, the Relay types
- * (`TConnection`, `TEdge`, `PageInfo`) and the CRUD mutation types (`CreateTInput`, `UpdateTInput`,
- * `ReplaceTInput`, `DeleteTInput`, `TPayload`). A type is generated only when the schema refers to it by that name
+ * (`TConnection`, `TEdge`, `PageInfo`) and the mutation types (`CreateTInput`, `UpdateTInput`,
+ * `ReplaceTInput`, `DeleteTInput`, `MoveTInput`, `TPayload`). A type is generated only when the schema refers to it by that name
  * and does not declare it: a declared one always wins, and nothing unused is added.
  *
  * The inputs follow the entity's stored fields (scalar and enum fields without arguments, neither `etag`, a
@@ -81,6 +81,7 @@ export function generateSdl(document: DocumentNode): string {
     generators.set(`Update${e.name}Input`, () => input(e, 'Update', 'Merge: only the fields given change; a field given as null is cleared.'));
     generators.set(`Replace${e.name}Input`, () => input(e, 'Replace', 'Replace: fields not given become null.'));
     generators.set(`Delete${e.name}Input`, () => input(e, 'Delete', `The keys of the ${e.name} to delete.`));
+    generators.set(`Move${e.name}Input`, () => moveInput(e));
   }
 
   // A generated type may refer to another (a connection to its edge and PageInfo): repeat until nothing is missing.
@@ -116,6 +117,17 @@ function input(e: EntityShape, kind: 'Create' | 'Update' | 'Replace' | 'Delete',
   }
   if (kind !== 'Delete') for (const f of others) lines.push(field(f, kind === 'Update' ? print(nullable(f.type)) : print(f.type)));
   return `"""${description}"""\ninput ${kind}${e.name}Input {\n${lines.join('\n')}\n}`;
+}
+
+/** A MOVE input: the key fields, ifMatch, and `to<Field>` for each key field (nullable: omitted, the key stays). */
+function moveInput(e: EntityShape): string {
+  const keys = e.stored.filter((f) => e.keyFields.has(f.name.value));
+  const lines = [
+    ...keys.map((f) => field(f, print(f.type))),
+    '"""The ETag read: the move is refused with CONFLICT if the entity changed since. Omitted: unconditional."""\nifMatch: String',
+    ...keys.map((f) => `"""The new ${f.name.value}; omitted: it stays."""\nto${f.name.value.charAt(0).toUpperCase()}${f.name.value.slice(1)}: ${print(nullable(f.type))}`),
+  ];
+  return `"""Where the ${e.name} goes: queued, then carried out by the worker (copy, then delete)."""\ninput Move${e.name}Input {\n${lines.join('\n')}\n}`;
 }
 
 function field(f: FieldDefinitionNode, type: string): string {

@@ -194,7 +194,7 @@ export interface CopyModel {
   reverse: RangePath;
 }
 
-export type WriteAction = 'CREATE' | 'UPDATE' | 'REPLACE' | 'DELETE';
+export type WriteAction = 'CREATE' | 'UPDATE' | 'REPLACE' | 'DELETE' | 'MOVE';
 
 /** A mutation field (`@write`): one write of one entity and what it fans out to. */
 export interface WriteModel {
@@ -205,6 +205,8 @@ export interface WriteModel {
   inputFields: Set<string>;
   /** The payload type's field that returns the written entity. */
   payloadField: string;
+  /** MOVE: the input fields that give the new keys (`toDepartmentId`), by the key field they replace. */
+  moveTo?: Map<string, string>;
   /** `@auth` on the mutation: who may run it, on which entities, giving which fields. */
   auth?: AuthPolicy;
 }

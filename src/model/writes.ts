@@ -42,6 +42,14 @@ export function buildWrites(
       problems.add(coordinate, `@write(entity: "${d.entity}"): no @entity type of that name`, d.node);
       continue;
     }
+    if (d.action === 'MOVE') {
+      const moveTo = checkMoveInput(field, entity, coordinate, problems);
+      const payloadField = checkPayload(field, entity, coordinate, problems);
+      if (!moveTo || !payloadField) continue;
+      payloads.add(getNamedType(field.type).name);
+      writes.set(coordinate, { coordinate, entity, action: 'MOVE', inputFields: new Set(entity.keyFields), payloadField, moveTo });
+      continue;
+    }
     const inputFields = checkInput(field, entity, d.action, coordinate, problems);
     const payloadField = checkPayload(field, entity, coordinate, problems);
     if (!inputFields || !payloadField) continue;
@@ -110,6 +118,53 @@ function checkInput(
     }
   }
   return ok ? names : undefined;
+}
+
+/** The input field that gives a key field's new value in a MOVE: `departmentId` → `toDepartmentId`. */
+export function moveField(key: string): string {
+  return `to${key.charAt(0).toUpperCase()}${key.slice(1)}`;
+}
+
+/**
+ * A MOVE input: the key fields (non-null), `ifMatch`, and for each key field `to<Field>` (nullable, same type);
+ * nothing else. A type that holds summaries cannot move: what it counts would stay behind.
+ * @returns `to<Field>` → key field, or undefined (with problems)
+ */
+function checkMoveInput(field: GraphQLField<unknown, unknown>, entity: EntityModel, coordinate: string, problems: SchemaProblems): Map<string, string> | undefined {
+  const arg = field.args.length === 1 ? field.args[0] : undefined;
+  const input = arg && isNonNullType(arg.type) ? arg.type.ofType : undefined;
+  if (!arg || arg.name !== 'input' || !isInputObjectType(input)) {
+    problems.add(coordinate, 'a @write field takes exactly one argument, `input: <InputObject>!`', field.astNode);
+    return undefined;
+  }
+  if (entity.summaryFields.size > 0) {
+    problems.add(coordinate, `${entity.name} holds summaries (${[...entity.summaryFields].join(', ')}): moving it would leave what they count behind`, field.astNode);
+    return undefined;
+  }
+  const given = input.getFields();
+  const moveTo = new Map(entity.keyFields.map((k) => [moveField(k), k]));
+  let ok = true;
+  for (const f of Object.values(given)) {
+    const key = entity.keyFields.includes(f.name) ? f.name : moveTo.get(f.name);
+    const stored = key ? entity.fields.get(key) : undefined;
+    if (f.name === IF_MATCH_FIELD) {
+      if (getNamedType(f.type).name !== 'String' || isNonNullType(f.type)) ok = fail(`${input.name}.${IF_MATCH_FIELD}: a nullable String`);
+    } else if (!stored) {
+      ok = fail(`${input.name}.${f.name}: a MOVE input holds the key fields, ifMatch and ${[...moveTo.keys()].join(', ')}`);
+    } else if (getNamedType(f.type).name !== stored.graphqlType || (key === f.name) !== isNonNullType(f.type)) {
+      ok = fail(`${input.name}.${f.name} must be ${stored.graphqlType}${key === f.name ? '!' : ' (nullable: omitted, the key stays)'}`);
+    }
+  }
+  for (const key of entity.keyFields) {
+    if (!given[key]) ok = fail(`${input.name} needs the key field \`${key}\` as non-null`);
+    if (!given[moveField(key)]) ok = fail(`${input.name} needs \`${moveField(key)}\`, the new value of ${key}`);
+  }
+  return ok ? moveTo : undefined;
+
+  function fail(message: string): false {
+    problems.add(coordinate, message, field.astNode);
+    return false;
+  }
 }
 
 function checkPayload(field: GraphQLField<unknown, unknown>, entity: EntityModel, coordinate: string, problems: SchemaProblems): string | undefined {

@@ -105,6 +105,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
           concurrency: config.workerConcurrency,
           maxDequeueCount: config.maxDequeueCount,
           settleMs: config.settleMs,
+          writer,
         })
       : undefined;
   const server: Server = createServer(app);

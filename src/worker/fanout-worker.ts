@@ -42,6 +42,8 @@ export interface FanoutWorkerOptions {
   settleMs?: number;
   /** Seconds a received message stays invisible to other workers (default 30). */
   visibilityTimeoutSeconds?: number;
+  /** The write path, to carry out moves (`@write(action: MOVE)`). */
+  writer?: ReconcileOptions['writer'];
   /** Test hook, see ReconcileOptions.afterUpserts. */
   afterUpserts?: ReconcileOptions['afterUpserts'];
 }
@@ -70,6 +72,7 @@ export function createFanoutWorker(opts: FanoutWorkerOptions): QueueWorker {
         model: opts.model,
         store: opts.store,
         settleMs: opts.settleMs,
+        writer: opts.writer,
         afterUpserts: opts.afterUpserts,
         onUniqueConflict: (address) =>
           opts.log?.warn({ messageId: message.id, table: address.table, key: address.partitionKey }, 'a unique index entity belongs to another entity; left as it is'),

@@ -16,6 +16,8 @@ import { addressKey, stateId, type FanoutMessage } from '../write/fanout-message
 import { isPendingReservation, pointsAt } from '../write/reservations';
 import { reconcileContributions } from './contributions';
 import { reconcileCopies } from './copies';
+import { carryOutMove } from './move';
+import type { WriteExecutor } from '../write/write-executor';
 
 export interface ReconcileOptions {
   model: Model;
@@ -36,6 +38,8 @@ export interface ReconcileOptions {
   observer?: StorageObserver;
   /** Called after the upserts of each pass: lets tests stop a worker mid-message. */
   afterUpserts?(message: FanoutMessage): void | Promise<void>;
+  /** The write path, for the moves the queue carries (move.ts); without it a move message fails (poison). */
+  writer?: WriteExecutor;
   /** Told about a unique index entity that belongs to another entity (should not happen: reservations prevent it). */
   onUniqueConflict?(address: EntityAddress, message: FanoutMessage): void;
   now?(): number;
@@ -52,6 +56,7 @@ export type ReconcileResult =
  *   STORAGE_UNAVAILABLE and others from the store; an error when the entity kept changing for maxPasses passes
  */
 export async function reconcile(message: FanoutMessage, opts: ReconcileOptions): Promise<ReconcileResult> {
+  if (message.move) return carryOutMove(message, opts);
   const entity = opts.model.entities.get(message.entity);
   if (!entity) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `fan-out message ${message.id} names ${message.entity}, which the schema does not have`);
   const { store } = opts;

@@ -29,6 +29,8 @@ export interface FanoutMessage {
   candidates: EntityAddress[];
   /** When the message was enqueued (ms since the epoch): the start of the fan-out lag. */
   enqueuedAt: number;
+  /** A move (`@write(action: MOVE)`): the entity's new address and key field values; the worker carries it out. */
+  move?: { to: EntityAddress; keys: Record<string, string> };
 }
 
 /**
@@ -74,7 +76,8 @@ export function decodeFanout(text: string): FanoutMessage {
     typeof m.deleted === 'boolean' &&
     Array.isArray(m.candidates) &&
     m.candidates.every(isAddress) &&
-    typeof m.enqueuedAt === 'number';
+    typeof m.enqueuedAt === 'number' &&
+    (m.move === undefined || (isAddress(m.move.to) && typeof m.move.keys === 'object' && m.move.keys !== null));
   if (!valid) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, 'fan-out message has an unknown shape', { messageId: m?.id });
   return m;
 }

@@ -27,6 +27,11 @@ export interface GroupMember {
    * @throws TablegraphError FORBIDDEN: the write is refused alone, nothing of it sent
    */
   check?(previous: Values | null, next: Values | null): void;
+  /**
+   * A move's create (worker/move.ts): the unique keys the entity holds at this, its old address, are taken over
+   * rather than refused as taken.
+   */
+  takeOverFrom?: EntityAddress;
 }
 
 /** What was read for the group: entities and summary holders by addressKey (null: absent). */

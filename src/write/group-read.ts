@@ -22,6 +22,7 @@ interface Reader {
   input: Values;
   address: EntityAddress;
   ownAttempts: ReadonlySet<string>;
+  takeOverFrom?: EntityAddress;
 }
 
 /**
@@ -118,7 +119,7 @@ export async function readUniqueKeys(store: TableStore, planned: Array<{ member:
         const existing = await store.getEntity(address, { observer });
         const entity = member.write.entity;
         const primaryNow = existing && pointsAt(entity, existing, member.address) ? await store.getEntity(member.address, { observer }) : null;
-        states.set(addressKey(address), classifyKey(entity, existing, member.address, primaryNow, member.ownAttempts, Date.now()));
+        states.set(addressKey(address), classifyKey(entity, existing, member.address, primaryNow, member.ownAttempts, Date.now(), member.takeOverFrom));
       }),
     ),
   );

@@ -278,7 +278,7 @@ export class PartitionCommitter {
       for (const r of plan.reservations) {
         const reservation = reservationEntity(r, plan, reservedUntil);
         const key = keys.get(addressKey({ table: r.table, ...r.entity }))!;
-        done.held.push(await reserveKey(store, member.write.entity, r, reservation, member.address, key, member.ownAttempts, member.observer));
+        done.held.push(await reserveKey(store, member.write.entity, r, reservation, member.address, key, member.ownAttempts, member.observer, member.takeOverFrom));
       }
     } catch (error) {
       done.error = error;

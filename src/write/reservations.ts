@@ -103,8 +103,11 @@ export function classifyKey(
   primaryNow: StoredEntity | null,
   ownAttempts: ReadonlySet<string>,
   nowMs: number,
+  takeOverFrom?: EntityAddress,
 ): KeyState {
   if (!existing) return { kind: 'free' };
+  // A move's create takes over what the entity holds at its old address (worker/move.ts).
+  if (takeOverFrom && pointsAt(entity, existing, takeOverFrom)) return { kind: 'ours', etag: existing.etag };
   if (!pointsAt(entity, existing, primary)) return { kind: 'taken' };
   const holder = existing.properties[WRITE_ID_PROPERTY];
   if (typeof holder === 'string' && !ownAttempts.has(holder) && isPendingReservation(existing, primaryNow, nowMs)) return { kind: 'busy' };
@@ -139,6 +142,7 @@ export async function reserveKey(
   first: KeyState,
   ownAttempts: ReadonlySet<string>,
   observer?: StorageObserver,
+  takeOverFrom?: EntityAddress,
 ): Promise<HeldReservation> {
   const address = { table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey };
   let state = first;
@@ -160,7 +164,7 @@ export async function reserveKey(
     }
     const existing = await store.getEntity(address, { observer });
     const primaryNow = existing && pointsAt(entity, existing, primary) ? await store.getEntity(primary, { observer }) : null;
-    state = classifyKey(entity, existing, primary, primaryNow, ownAttempts, Date.now());
+    state = classifyKey(entity, existing, primary, primaryNow, ownAttempts, Date.now(), takeOverFrom);
   }
 }
 

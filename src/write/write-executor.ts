@@ -14,7 +14,8 @@ import { renderKey } from '../model/key-template';
 import type { Model, WriteModel } from '../model/types';
 import { checkEntity, checkKey } from '../storage/limits';
 import type { TableStore } from '../storage/table-store';
-import type { EntityToWrite, StorageObserver } from '../storage/types';
+import type { EntityAddress, EntityToWrite, StorageObserver } from '../storage/types';
+import { requestMove } from './move';
 import { PartitionCommitter, type FanoutSender, type WriteResult } from './partition-committer';
 import type { GroupMember } from './group-plan';
 import { addressOf, type Values } from './write-plan';
@@ -41,10 +42,13 @@ export class WriteExecutor {
    *   EGT are told to each of them)
    * @param check decides on the entity as read and as it would be written whether the caller may (`@auth`);
    *   throwing refuses the write alone, before anything of it is sent
+   * @param options.takeOverFrom a move's create (worker/move.ts): the entity's old address, whose unique keys it takes over
+   * A MOVE is checked and queued (move.ts): its result is the entity as it is, at its old address.
    * @throws TablegraphError CONFLICT (reason EntityAlreadyExists, ETagMismatch, UniqueKeyTaken, HasDependents), FORBIDDEN,
    *   NOT_FOUND, BAD_USER_INPUT and LIMIT_EXCEEDED (before anything is read or sent), STORAGE_UNAVAILABLE
    */
-  execute(write: WriteModel, input: Values, observer?: StorageObserver, check?: GroupMember['check']): Promise<WriteResult> {
+  execute(write: WriteModel, input: Values, observer?: StorageObserver, check?: GroupMember['check'], options: { takeOverFrom?: EntityAddress } = {}): Promise<WriteResult> {
+    if (write.action === 'MOVE') return requestMove({ model: this.opts.model, store: this.opts.store, fanout: this.opts.fanout }, write, input, observer, check);
     const address = addressOf(write, input);
     checkInput(write, input, address, this.opts.store);
     const key = `${address.table}\u0000${address.partitionKey}`;
@@ -56,7 +60,7 @@ export class WriteExecutor {
     }
     const queued = committer;
     return new Promise<WriteResult>((resolve, reject) =>
-      queued.enqueue({ write, input, writeId: '', address, observer, attempts: 0, ownAttempts: new Set(), resolve, reject, check }),
+      queued.enqueue({ write, input, writeId: '', address, observer, attempts: 0, ownAttempts: new Set(), resolve, reject, check, takeOverFrom: options.takeOverFrom }),
     );
   }
 }

@@ -1,0 +1,79 @@
+/**
+ * A move request (`@write(action: MOVE)`): a change of an entity's keys, as the guide's "Eventually consistent
+ * transactions pattern" moves an employee between departments — the request checks what can be known now and puts
+ * a message on the fan-out queue; the worker copies the entity to its new address, then deletes it at the old one
+ * (src/worker/move.ts). The old address answers the entity until the worker deletes it there.
+ */
+import { randomUUID } from 'node:crypto';
+import { ErrorCode, TablegraphError } from '../errors';
+import { primaryAddress, valuesOf } from '../model/entity-codec';
+import { referenceAddress } from '../model/references';
+import type { Model, WriteModel } from '../model/types';
+import { IF_MATCH_FIELD } from '../model/writes';
+import { checkKey } from '../storage/limits';
+import type { TableStore } from '../storage/table-store';
+import type { StorageObserver, StoredEntity } from '../storage/types';
+import { addressKey, encodeFanout, stateId } from './fanout-message';
+import type { GroupMember } from './group-plan';
+import type { FanoutSender, WriteResult } from './partition-committer';
+import { checkReferences } from './references';
+import type { Values } from './write-plan';
+
+/**
+ * Checks a move and queues it.
+ * @returns the entity as it is now, at its old address (the move is carried out eventually)
+ * @throws TablegraphError BAD_USER_INPUT (a key value that cannot form a key, or no key changes), LIMIT_EXCEEDED (the
+ *   new keys over the target's limits), NOT_FOUND (nothing at the old address; ReferenceMissing: a reference of the
+ *   moved entity would point at nothing), CONFLICT (ETagMismatch: stale `ifMatch`; EntityAlreadyExists: the new
+ *   address is taken), FORBIDDEN (from `check`), STORAGE_UNAVAILABLE
+ */
+export async function requestMove(
+  ctx: { model: Model; store: TableStore; fanout: FanoutSender },
+  write: WriteModel,
+  input: Values,
+  observer?: StorageObserver,
+  check?: GroupMember['check'],
+): Promise<WriteResult> {
+  const { entity } = write;
+  const from = primaryAddress(entity, input);
+  const keys: Record<string, string> = {};
+  for (const [toField, key] of write.moveTo!) keys[key] = String(input[toField] ?? input[key]);
+  const to = primaryAddress(entity, keys);
+  for (const address of [from, to]) {
+    checkKey('PartitionKey', address.partitionKey, ctx.store.target, { ...address });
+    checkKey('RowKey', address.rowKey, ctx.store.target, { ...address });
+  }
+  if (addressKey(from) === addressKey(to)) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${write.coordinate}: the new keys address the same ${entity.name}: nothing to move`);
+  const call = { observer };
+  const [current, taken] = await Promise.all([ctx.store.getEntity(from, call), ctx.store.getEntity(to, call)]);
+  if (!current) throw new TablegraphError(ErrorCode.NOT_FOUND, `${entity.name} ${from.partitionKey}/${from.rowKey} does not exist`);
+  if (typeof input[IF_MATCH_FIELD] === 'string' && input[IF_MATCH_FIELD] !== current.etag) {
+    throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name} ${from.partitionKey}/${from.rowKey} changed since it was read (stale ifMatch ETag)`, { reason: 'ETagMismatch', currentEtag: current.etag });
+  }
+  if (taken) throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name} ${to.partitionKey}/${to.rowKey} already exists: the move would overwrite it`, { reason: 'EntityAlreadyExists' });
+  const previous = valuesOf(entity, current.properties);
+  const moved = { ...previous, ...keys };
+  // Its references from the new address must point at something (the department it moves to exists).
+  const targets = new Map<string, StoredEntity | null>();
+  for (const path of ctx.model.references.get(entity.name) ?? []) {
+    const address = referenceAddress(path, moved);
+    if (address && !targets.has(addressKey(address))) targets.set(addressKey(address), await ctx.store.getEntity(address, call));
+  }
+  checkReferences(ctx.model, { ...write, action: 'REPLACE' }, moved, moved, targets);
+  check?.(previous, moved);
+  await ctx.fanout.send(
+    encodeFanout({
+      v: 2,
+      id: randomUUID(),
+      entity: entity.name,
+      primary: from,
+      writeId: randomUUID(),
+      basedOn: stateId(current),
+      deleted: false,
+      candidates: [],
+      enqueuedAt: Date.now(),
+      move: { to, keys },
+    }),
+  );
+  return { address: from, values: previous, etag: current.etag, deleted: false };
+}
