@@ -1,7 +1,8 @@
 /**
  * Copies (`@copy`, the guide's "Denormalization pattern"), on the tracker schema: `Issue.reporterName` (a copy
  * across tables, found through the inter-partition index `User.reported`) and `IssueLabel.labelColor` (in the same
- * partition, found through `Label.issues`). Set by the writer; kept in step by the worker after renames, under
+ * partition, found through `Label.issues`, and changed in the label's own EGT). Set by the writer; kept in step by
+ * the worker after renames, under
  * concurrent writers, redelivered and reordered messages, two workers and workers killed mid-message; a target
  * deleted leaves null copies; `verify` finds a wrong copy and `rebuild-index <Type> copies` repairs it.
  */
@@ -94,6 +95,21 @@ test('copies set by the writer, kept in step by the worker under concurrency, re
   expect(report.problems).toBe(0);
   console.log(`copies seed ${seed}: ${before.length + after.length} messages, ${killed} deliveries killed mid-message`);
 }, 120_000);
+
+test("copies in the target's own partition change in the target's EGT, with no worker", async () => {
+  await receiveFanout(testQueues(), server.config.tablePrefix); // left from before: not delivered here
+  const label = { table: tracker, partitionKey: 'P1', rowKey: 'label_bug' };
+  const before = await server.store.getEntity(label);
+  await run('updateLabel', 'label', { projectKey: 'P1', name: 'bug', color: '#333333' });
+  const after = await server.store.getEntity(label);
+  expect(after?.etag).not.toBe(before?.etag);
+  for (let n = 1; n <= 5; n++) expect((await issueLabel(String(n)))?.properties.labelColor).toBe('#333333');
+  const r = await server.query('{ issue(projectKey: "P1", number: "1") { labels { edges { node { name color } } } } }');
+  expect(r.data.issue.labels.edges).toEqual([{ node: { name: 'bug', color: '#333333' } }]);
+  // The worker, handling the message later, finds nothing left to do.
+  for (const m of (await receiveFanout(testQueues(), server.config.tablePrefix)).map((x) => x.message)) await reconcile(m, { model, store: server.store, settleMs: 0, holdMs: 0 });
+  expect((await verifyDerived({ store: server.store, model })).problems).toBe(0);
+});
 
 test('a deleted target leaves null copies; verify finds a wrong copy and the rebuild repairs it', async () => {
   await run('deleteLabel', 'label', { projectKey: 'P1', name: 'bug' });

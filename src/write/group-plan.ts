@@ -40,6 +40,11 @@ export interface GroupState {
   holders: Map<string, StoredEntity | null>;
   /** What is stored where the writes' references point (references.ts), read fresh for every group. */
   references: Map<string, StoredEntity | null>;
+  /**
+   * The entities holding copies (`@copy`) of a written entity in its own partition, by `copyListKey`: their copies
+   * change in the same EGT. Absent: none such, or too many for one EGT (the worker brings them up to date).
+   */
+  copyHolders?: Map<string, EntityAddress[]>;
 }
 
 /** The owner of an EGT operation: the index of a planned write in `planned`, or a summary holder. */
@@ -87,16 +92,16 @@ export function planGroup<M extends GroupMember>(model: Model, members: M[], sta
     let plan: WritePlan;
     try {
       const address = addressKey(addressOf(member.write, member.input));
-      plan = planWrite(model, member.write, member.input, { current: state.entities.get(address) ?? null, holders: state.holders, references: state.references }, member.writeId);
+      plan = planWrite(model, member.write, member.input, { current: state.entities.get(address) ?? null, holders: state.holders, references: state.references, copyHolders: state.copyHolders }, member.writeId);
       checkPlan(member.write.entity, plan, target);
       member.check?.(plan.previous, plan.values);
-      checkTransaction([...plan.operations, ...holderOperations(mergeDeltas(new Map(), plan.holderDeltas), state).operations], target);
+      checkTransaction([...plan.operations, ...plan.copyOperations, ...holderOperations(mergeDeltas(new Map(), plan.holderDeltas), state).operations], target);
     } catch (e) {
       if (!isTablegraphError(e)) throw e;
       refused.push({ member, error: e });
       continue;
     }
-    const keys = plan.operations.map((op) => operationKey(table, op));
+    const keys = [...plan.operations, ...plan.copyOperations].map((op) => operationKey(table, op));
     const reservations = plan.reservations.map((r) => addressKey({ table: r.table, ...r.entity }));
     const collides =
       keys.some((k) => touched.has(k) || deltas.has(k)) ||
@@ -105,8 +110,8 @@ export function planGroup<M extends GroupMember>(model: Model, members: M[], sta
     // Each write's own operations passed checkTransaction above; the group adds only count and bytes.
     const nextDeltas = mergeDeltas(new Map(deltas), plan.holderDeltas);
     const withHolders = holderOperations(nextDeltas, state);
-    const ownBytes = plan.operations.reduce((n, op) => n + operationBytes(op), 0);
-    const count = operations.length + plan.operations.length + withHolders.operations.length;
+    const ownBytes = [...plan.operations, ...plan.copyOperations].reduce((n, op) => n + operationBytes(op), 0);
+    const count = operations.length + plan.operations.length + plan.copyOperations.length + withHolders.operations.length;
     const size = bytes + ownBytes + withHolders.operations.reduce((n, op) => n + operationBytes(op), 0);
     if (collides || count > limits.maxTransactionOperations || size > limits.maxTransactionBytes) {
       return finish(members.slice(i));
@@ -116,8 +121,11 @@ export function planGroup<M extends GroupMember>(model: Model, members: M[], sta
     reservations.forEach((k) => reserved.add(k));
     deltas.clear();
     nextDeltas.forEach((v, k) => deltas.set(k, v));
-    operations.push(...plan.operations);
+    operations.push(...plan.operations, ...plan.copyOperations);
     owners.push(...plan.operations.map(() => ({ write: planned.length - 1 })));
+    // A copy that fails (its entity deleted meanwhile by another process) is no fault of the write: like a holder
+    // that changed, it makes the group read again and retry.
+    owners.push(...plan.copyOperations.map((op) => ({ holder: `copy:${operationKey(table, op)}` })));
     bytes += ownBytes;
   }
   return finish([]);

@@ -1,12 +1,13 @@
 /**
  * Group commit, the reading (partition-committer.ts): what a group of writes must know before it is planned — each
  * write's entity and the summary holders they contribute to, in as few waves as the keys allow (a holder whose
- * address the write's key fields give is read beside the entity), and the targets of the references it sets
- * (references.ts) — and, once planned, who holds each unique key a
- * write wants (reservations.ts), read before anything is sent.
+ * address the write's key fields give is read beside the entity), the targets of the references it sets
+ * (references.ts), and the entities of its own partition holding copies of fields it changes (`@copy`) — and, once
+ * planned, who holds each unique key a write wants (reservations.ts), read before anything is sent.
  */
-import { valuesOf } from '../model/entity-codec';
-import type { Model, WriteModel } from '../model/types';
+import { primaryAddress, valuesOf } from '../model/entity-codec';
+import { prefixUpperBound, renderKey, renderKeyPrefix } from '../model/key-template';
+import { ENTITY_TYPE_PROPERTY, type CopyModel, type Model, type WriteModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
 import { addressKey } from './fanout-message';
@@ -14,7 +15,10 @@ import type { GroupState } from './group-plan';
 import { classifyKey, pointsAt, type KeyState } from './reservations';
 import { referenceAddress } from '../model/references';
 import { referencesToCheck } from './references';
-import { holderAddress, nextValues, summariesOf, type Values, type WritePlan } from './write-plan';
+import { changedCopies, copyListKey, holderAddress, nextValues, summariesOf, type Values, type WritePlan } from './write-plan';
+
+/** Copies changed in one EGT at most (entities); more are left to the worker. */
+const MAX_COPIES_PER_EGT = 50;
 
 /** A write as the reads need it: what it writes, where, and the ids of its attempts. */
 interface Reader {
@@ -42,6 +46,8 @@ export async function readGroupState(
   const entities = new Map<string, StoredEntity | null>();
   const holders = new Map(cached);
   const references = new Map<string, StoredEntity | null>();
+  const copyHolders = new Map<string, EntityAddress[]>();
+  const copyLists = new Map<string, { copy: CopyModel; type: string; range: { table: string; partitionKey: string; rowKeyFrom: string; rowKeyTo?: string } }>();
   const wave = { holders: new Map<string, EntityAddress>(), references: new Map<string, EntityAddress>() };
   const wantHolder = (a: EntityAddress) => {
     if (!holders.has(addressKey(a))) wave.holders.set(addressKey(a), a);
@@ -99,9 +105,37 @@ export async function readGroupState(
       }
     }
     wantReferences(m, next);
+    if (current) for (const copy of changedCopies(model, m.write.entity, valuesOf(m.write.entity, current.properties), next)) wantCopies(m, copy, next!);
   }
   await read(new Map());
-  return { entities, holders, references };
+  await Promise.all(
+    [...copyLists].map(async ([key, q]) => {
+      const { entities: listed } = await store.queryRange({ ...q.range, limit: MAX_COPIES_PER_EGT + 1 }, { observer });
+      if (listed.length > MAX_COPIES_PER_EGT) return; // more than one EGT takes: the worker's
+      const addresses = listed.filter((e) => e.properties[ENTITY_TYPE_PROPERTY] === q.type).map((e) => primaryAddress(q.copy.entity, e.properties));
+      if (addresses.every((a) => a.table === q.range.table && a.partitionKey === q.range.partitionKey)) copyHolders.set(key, addresses);
+    }),
+  );
+  return { entities, holders, references, copyHolders };
+
+  /** Lists the holders of a changed copy when they live in the written entity's own partition. */
+  function wantCopies(m: Reader, copy: CopyModel, values: Values): void {
+    const path = copy.reverse;
+    const args = (bound: NonNullable<typeof path.rowKeyPrefix>) => Object.fromEntries([...bound.bindings].map(([placeholder, b]) => [placeholder, values[b.name]]));
+    try {
+      const partitionKey = renderKey(path.partitionKey.template, args(path.partitionKey));
+      if (path.table !== m.address.table || partitionKey !== m.address.partitionKey) return;
+      const rowKeyFrom = renderKeyPrefix(path.rowKeyPrefix!.template, args(path.rowKeyPrefix!));
+      const listed = path.join?.entity ?? path.index?.entity ?? path.target;
+      copyLists.set(copyListKey(m.address, copy), {
+        copy,
+        type: path.index ? path.index.entityType : listed.entityType,
+        range: { table: path.table, partitionKey, rowKeyFrom, rowKeyTo: prefixUpperBound(rowKeyFrom) },
+      });
+    } catch {
+      // values that cannot form the range: the worker's
+    }
+  }
 }
 
 /**

@@ -10,12 +10,12 @@
  */
 import { ErrorCode, TablegraphError } from '../errors';
 import type { Decimal } from '../model/decimal';
-import { derive, entityWrites, indexWrite, primaryAddress, valuesOf, type TableWrite } from '../model/entity-codec';
+import { derive, entityWrites, indexWrite, primaryAddress, typedValue, valuesOf, type TableWrite } from '../model/entity-codec';
 import { renderKey } from '../model/key-template';
 import { contributionOf } from '../model/contributions';
 import { decimalText } from '../model/decimal';
 import { summaryContribution } from '../model/summaries';
-import type { IndexModel, Model, SummaryModel, WriteModel } from '../model/types';
+import type { CopyModel, IndexModel, Model, SummaryModel, WriteModel } from '../model/types';
 import { checkEntity, checkTransaction } from '../storage/limits';
 import type { EntityAddress, StorageTarget, StoredEntity, TransactionOperation } from '../storage/types';
 import { addressKey, stateId, type FanoutMessage } from './fanout-message';
@@ -32,6 +32,8 @@ export interface ReadState {
   holders: Map<string, StoredEntity | null>;
   /** What is stored where the write's references point (references.ts), by addressKey, beside `holders`. */
   references?: ReadonlyMap<string, StoredEntity | null>;
+  /** The entities in the write's partition holding copies of its fields, by copyListKey (group-plan.ts GroupState). */
+  copyHolders?: ReadonlyMap<string, EntityAddress[]>;
 }
 
 /** What one write adds to the summaries of one holder: summary → delta, in the summary's unit. */
@@ -44,6 +46,8 @@ export interface WritePlan {
   address: EntityAddress;
   /** This write's EGT operations: the entity first, then its intra-partition index entities. */
   operations: TransactionOperation[];
+  /** Merges of copies (`@copy`) of this entity's fields held by entities of its own partition, in the same EGT. */
+  copyOperations: TransactionOperation[];
   /** Summary deltas by holder addressKey; holders whose deltas are all 0 are left out. */
   holderDeltas: Map<string, HolderDelta>;
   /** The entity's values after the write (null after a delete). */
@@ -160,6 +164,35 @@ function fillCopies(write: WriteModel, input: Values, values: Values | null, tar
   return sets;
 }
 
+/** Where a written entity's copies of one kind are listed in GroupState.copyHolders. */
+export function copyListKey(address: EntityAddress, copy: CopyModel): string {
+  return `${addressKey(address)}\u0000${copy.entity.name}.${copy.field}`;
+}
+
+/** The copies (`@copy`) of the entity's fields a write changes to a new, non-null value. */
+export function changedCopies(model: Model, entity: WriteModel['entity'], previous: Values | null, values: Values | null): CopyModel[] {
+  if (!previous || !values) return [];
+  return (model.copiesOf.get(entity.name) ?? []).filter(
+    (c) => values[c.targetField] !== null && values[c.targetField] !== undefined && JSON.stringify(previous[c.targetField] ?? null, bigints) !== JSON.stringify(values[c.targetField], bigints),
+  );
+}
+
+/**
+ * The merges that bring copies held in the written entity's own partition up to date in its EGT (the guide's
+ * "Denormalization pattern" kept by the writer). Copies elsewhere, too many, or becoming null (a merge cannot
+ * remove a property) are the worker's.
+ */
+function sameEgtCopies(model: Model, entity: WriteModel['entity'], address: EntityAddress, previous: Values | null, values: Values | null, state: ReadState): TransactionOperation[] {
+  const ops: TransactionOperation[] = [];
+  for (const copy of changedCopies(model, entity, previous, values)) {
+    const holders = state.copyHolders?.get(copyListKey(address, copy));
+    if (!holders) continue;
+    const value = typedValue(copy.entity.fields.get(copy.field)!, values![copy.targetField]);
+    for (const h of holders) ops.push({ kind: 'update', mode: 'merge', entity: { partitionKey: h.partitionKey, rowKey: h.rowKey, properties: { [copy.field]: value } } });
+  }
+  return ops;
+}
+
 /** Whether a write changes a field of the entity that other entities copy (`@copy`). */
 function copiedFieldsChanged(model: Model, entity: WriteModel['entity'], previous: Values | null, values: Values | null): boolean {
   const copies = model.copiesOf.get(entity.name) ?? [];
@@ -220,7 +253,8 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
   const beforeKeys = new Set(derivedBefore.map((w) => addressKey({ table: w.table, ...w.entity })));
   const reservations = derivedAfter.filter((w) => w.index.unique && !beforeKeys.has(addressKey({ table: w.table, ...w.entity })));
   const basedOn = stateId(state.current);
-  const plan: WritePlan = { address, operations, holderDeltas, values, previous, writeId, basedOn, reservations };
+  const copyOperations = sameEgtCopies(model, entity, address, previous, values, state);
+  const plan: WritePlan = { address, operations, copyOperations, holderDeltas, values, previous, writeId, basedOn, reservations };
   // Contributions to summaries held elsewhere are derived too: the worker applies a change of one.
   const contributedBefore = contributions(model, entity, address, previous);
   const contributedAfter = contributions(model, entity, address, values);
