@@ -21,7 +21,8 @@ import type { TableStore } from '../storage/table-store';
 import type { StorageObserver } from '../storage/types';
 import { deleteIfPointsAt } from '../worker/reconciler';
 import { writeEgtBatches, type EgtBatch } from '../write/egt-batches';
-import { LoadPlan, type LoadReads, type SkippedRow } from './load-plan';
+import { LoadPlan, type SkippedRow } from './load-plan';
+import type { LoadReads } from './step-store';
 import type { LoadRow } from './load-rows';
 
 /** One step: the rows of one entity type. */

@@ -35,14 +35,7 @@ import { addressKey } from '../write/fanout-message';
 import { referenceAddress } from '../model/references';
 import { holderAddress } from '../write/write-plan';
 import type { LoadRow } from './load-rows';
-
-/** What the plan reads from storage. */
-export interface LoadReads {
-  /** Every entity of a partition (a range query over the whole partition, all pages). */
-  partition(table: string, partitionKey: string): Promise<StoredEntity[]>;
-  /** One entity, or null (a point query). */
-  entity(address: EntityAddress): Promise<StoredEntity | null>;
-}
+import { StepStore, storedAs, type LoadReads } from './step-store';
 
 /** A row the load skipped: its line and why. */
 export interface SkippedRow {
@@ -68,6 +61,7 @@ export interface LoadPlanOptions {
   model: Model;
   entity: EntityModel;
   target: StorageTarget;
+  /** How the step reads the store (step-store.ts). */
   reads: LoadReads;
   /** addressKeys of the entities this load wrote in earlier steps (and this one adds its own): references to them need no read. */
   written: Set<string>;
@@ -87,21 +81,6 @@ function sameValues(entity: EntityModel, a: Record<string, unknown>, b: Record<s
     if (JSON.stringify(x, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) !== JSON.stringify(y, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))) return false;
   }
   return true;
-}
-
-/**
- * Whether stored properties are exactly `properties` (typed as written; null ones absent), no more, no fewer.
- * Int32 and Double are both numbers when read: a stored Int32 5 equals a Double 5 here.
- */
-function storedAs(properties: Record<string, TypedValue | null>, stored: Record<string, unknown>): boolean {
-  const given = Object.entries(properties).filter(([, v]) => v !== null) as Array<[string, TypedValue]>;
-  if (given.length !== Object.keys(stored).filter((k) => stored[k] !== undefined && stored[k] !== null).length) return false;
-  return given.every(([k, v]) => {
-    const s = stored[k];
-    if (v.type === 'DateTime') return s instanceof Date && s.getTime() === (v.value as Date).getTime();
-    if (v.type === 'Binary') return false;
-    return s === v.value;
-  });
 }
 
 /** One load step's plan. Counters, `stale`, `lines` and `holderMerges()` are final once `batches()` is exhausted. */
@@ -125,20 +104,18 @@ export class LoadPlan {
   readonly eventualHolders = new Map<string, { summary: SummaryModel; address: EntityAddress }>();
   /** Contribution entities of rewritten entities' earlier states that their new state does not have: to delete. */
   readonly staleContributions: EntityAddress[] = [];
-  /** Every partition the step reads or writes, read whole once, before its first row: by table and PartitionKey, then RowKey. */
-  private readonly stored = new Map<string, Promise<Map<string, StoredEntity>>>();
-  /** The type's own entities of each partition of `stored`, by PartitionKey. */
-  private readonly ofType = new Map<string, Promise<Map<string, StoredEntity>>>();
+  /** The store as this step reads it: whole partitions and single entities, each once. */
+  private readonly store: StepStore;
   /** Per partition: RowKey → line of the row that writes it. */
   private readonly rows = new Map<string, Map<string, number>>();
   /** Unique index entity addressKey → the addressKey of the entity claiming it in this load. */
   private readonly uniqueClaims = new Map<string, string>();
-  private readonly targets = new Map<string, Promise<StoredEntity | null>>();
   /** File rows' contributions per holder addressKey. */
   private readonly totals = new Map<string, { address: EntityAddress; sums: Map<SummaryModel, Decimal> }>();
 
   constructor(private readonly opts: LoadPlanOptions) {
     this.entity = opts.entity;
+    this.store = new StepStore(opts.reads, opts.written);
     this.summaries = [...opts.model.summaries.values()].filter((s) => s.of === opts.entity && s.scope === 'egt');
     this.eventual = [...opts.model.summaries.values()].filter((s) => s.of === opts.entity && s.scope === 'eventual');
   }
@@ -208,7 +185,7 @@ export class LoadPlan {
     // Copies (@copy) are taken from their targets as stored (loaded by earlier steps, or before).
     for (const copy of entity.copies.values()) {
       const at = referenceAddress(copy.reference, values);
-      const target = at ? await this.read(at) : null;
+      const target = at ? await this.store.read(at) : null;
       values[copy.field] = target && target.properties[ENTITY_TYPE_PROPERTY] === copy.reference.target.entityType ? (target.properties[copy.targetField] ?? null) : null;
     }
     const unchanged = before !== null && sameValues(entity, before, values);
@@ -248,7 +225,7 @@ export class LoadPlan {
     const holders: Array<{ summary: SummaryModel; address: EntityAddress }> = [];
     for (const s of this.eventual) {
       const c = contributionOf(s, primary, values)!;
-      if (!(await this.exists(c.holder, s.holder.entityType))) {
+      if (!(await this.store.exists(c.holder, s.holder.entityType))) {
         throw skip(ErrorCode.NOT_FOUND, `${s.via.fieldName}: no ${s.holder.name} at ${c.holder.partitionKey}/${c.holder.rowKey} to hold ${s.holder.name}.${s.field}, neither stored nor loaded before (ReferenceMissing)`);
       }
       writes.push({ table: c.address.table, entity: contributionEntity(s, c, primary) });
@@ -268,52 +245,16 @@ export class LoadPlan {
     return rows;
   }
 
-  /** What a partition held before this step wrote to it (one range query over the whole partition, all pages). */
-  private storedPartition(table: string, partitionKey: string): Promise<Map<string, StoredEntity>> {
-    const key = `${table}\u0000${partitionKey}`;
-    let state = this.stored.get(key);
-    if (!state) {
-      state = this.opts.reads.partition(table, partitionKey).then((all) => new Map(all.map((e) => [e.rowKey, e])));
-      this.stored.set(key, state);
-    }
-    return state;
-  }
-
   /** The type's stored entities of a partition. */
   private partition(partitionKey: string): Promise<Map<string, StoredEntity>> {
-    let mine = this.ofType.get(partitionKey);
-    if (!mine) {
-      mine = this.storedPartition(this.entity.layout.table, partitionKey).then(
-        (all) => new Map([...all].filter(([, e]) => e.properties[ENTITY_TYPE_PROPERTY] === this.entity.entityType)),
-      );
-      this.ofType.set(partitionKey, mine);
-    }
-    return mine;
+    return this.store.ofEntityType(this.entity.layout.table, partitionKey, this.entity.entityType);
   }
 
   /** The writes whose entity is not stored exactly so: an unchanged entity is not written again. */
   private async changed(writes: TableWrite[]): Promise<TableWrite[]> {
     const out: TableWrite[] = [];
-    for (const w of writes) {
-      const stored = (await this.storedPartition(w.table, w.entity.partitionKey)).get(w.entity.rowKey);
-      if (!stored || !storedAs(w.entity.properties, stored.properties)) out.push(w);
-    }
+    for (const w of writes) if (!(await this.store.storedAs(w.table, w.entity))) out.push(w);
     return out;
-  }
-
-  /** Whether an entity of `entityType` is at `address`: loaded by this load, or stored (one cached point query). */
-  private async exists(address: EntityAddress, entityType: string): Promise<boolean> {
-    if (this.opts.written.has(addressKey(address))) return true;
-    const found = await this.read(address);
-    return found !== null && found.properties[ENTITY_TYPE_PROPERTY] === entityType;
-  }
-
-  /** What is stored at `address` (one point query, cached for the step). */
-  private read(address: EntityAddress): Promise<StoredEntity | null> {
-    const key = addressKey(address);
-    let read = this.targets.get(key);
-    if (!read) this.targets.set(key, (read = this.opts.reads.entity(address)));
-    return read;
   }
 
   /** @throws TablegraphError NOT_FOUND (ReferenceMissing) naming the reference whose target does not exist */
@@ -321,7 +262,7 @@ export class LoadPlan {
     for (const path of this.opts.model.references.get(this.entity.name) ?? []) {
       const address = referenceAddress(path, values);
       if (!address) continue;
-      if (!(await this.exists(address, path.index ? path.index.entityType : path.target.entityType))) {
+      if (!(await this.store.exists(address, path.index ? path.index.entityType : path.target.entityType))) {
         throw skip(ErrorCode.NOT_FOUND, `${path.fieldName}: no ${path.target.name} at ${address.partitionKey}/${address.rowKey}, neither stored nor loaded before (ReferenceMissing)`);
       }
     }
@@ -332,7 +273,7 @@ export class LoadPlan {
     const out = new Map<string, { address: EntityAddress; sums: Map<SummaryModel, Decimal> }>();
     for (const s of this.summaries) {
       const address = holderAddress(s, values);
-      if (!(await this.exists(address, s.holder.entityType))) {
+      if (!(await this.store.exists(address, s.holder.entityType))) {
         throw skip(ErrorCode.NOT_FOUND, `${s.via.fieldName}: no ${s.holder.name} at ${address.partitionKey}/${address.rowKey} to hold ${s.holder.name}.${s.field}, neither stored nor loaded before (ReferenceMissing)`);
       }
       const key = addressKey(address);
@@ -362,7 +303,7 @@ export class LoadPlan {
 
   /** The addressKey of the entity a stored unique index entity points at, if there is one. */
   private async storedHolder(w: TableWrite & { index: IndexModel }): Promise<string | undefined> {
-    const stored = (await this.storedPartition(w.table, w.entity.partitionKey)).get(w.entity.rowKey);
+    const stored = (await this.store.partition(w.table, w.entity.partitionKey)).get(w.entity.rowKey);
     if (!stored || stored.properties[ENTITY_TYPE_PROPERTY] !== w.index.entityType) return undefined;
     return addressKey(primaryAddress(w.index.entity, stored.properties));
   }
@@ -412,7 +353,7 @@ export class LoadPlan {
           return [s.field, typedValue(field, field.graphqlType === 'Int' ? v.toNumber() : decimalText(v))];
         }),
       );
-      const holder = (await this.storedPartition(address.table, address.partitionKey)).get(address.rowKey);
+      const holder = (await this.store.partition(address.table, address.partitionKey)).get(address.rowKey);
       const unchanged = holder !== undefined && Object.entries(properties).every(([k, v]) => storedAs({ [k]: v }, { [k]: holder.properties[k] }));
       merges.push({ address, properties, unchanged });
     }
