@@ -26,14 +26,13 @@ import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { Decimal, decimalText } from '../model/decimal';
 import { entityWrites, indexWrite, primaryAddress, typedValue, valuesOf, type TableWrite } from '../model/entity-codec';
 import { contributionEntity, contributionOf } from '../model/contributions';
-import { summaryContribution } from '../model/summaries';
+import { holderAddress, summaryContribution } from '../model/summaries';
 import { ENTITY_TYPE_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type IndexModel, type Model, type SummaryModel } from '../model/types';
 import { checkEntity, limitsFor } from '../storage/limits';
 import type { EntityAddress, StorageTarget, StoredEntity, TypedValue } from '../storage/types';
 import { planEgtBatches, type EgtBatch } from '../write/egt-batches';
 import { addressKey } from '../write/fanout-message';
 import { referenceAddress } from '../model/references';
-import { holderAddress } from '../write/write-plan';
 import type { LoadRow } from './load-rows';
 import { StepStore, storedAs, type LoadReads } from './step-store';
 

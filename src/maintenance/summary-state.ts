@@ -11,12 +11,11 @@ import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { decimalText, Decimal } from '../model/decimal';
 import { typedValue, valuesOf } from '../model/entity-codec';
 import { CONTRIBUTION, contributionOf, isContribution } from '../model/contributions';
-import { summaryContribution, summaryValue } from '../model/summaries';
+import { holderAddress, summaryContribution, summaryValue } from '../model/summaries';
 import { ENTITY_TYPE_PROPERTY, type Model, type SummaryModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
 import { addressKey } from '../write/fanout-message';
-import { holderAddress } from '../write/write-plan';
 import { repairContributions, resumHolder } from './contribution-repair';
 import type { ScanProgress } from './derived-state';
 

@@ -11,9 +11,8 @@
 import { escapeKeyValue } from '../storage/key-escape';
 import type { EntityAddress, EntityToWrite, StoredEntity } from '../storage/types';
 import { decimalText, type Decimal } from './decimal';
-import { summaryContribution } from './summaries';
+import { holderAddress, summaryContribution } from './summaries';
 import { ENTITY_TYPE_PROPERTY, type SummaryModel } from './types';
-import { renderKey } from './key-template';
 
 /** Properties of a contribution entity beside EntityType. */
 export const CONTRIBUTION = { value: 'Value', holderRowKey: 'HolderRowKey', ofPartitionKey: 'OfPartitionKey', ofRowKey: 'OfRowKey' } as const;
@@ -31,13 +30,6 @@ export function contributionPrefix(s: SummaryModel): string {
   return `${CONTRIBUTION_ROW_KEY_PREFIX}${s.holder.name}.${s.field}_`;
 }
 
-/** Where the holder of an `of` entity with `values` is (its `via` reference rendered). */
-export function holderOf(s: SummaryModel, values: Record<string, unknown>): EntityAddress {
-  const render = (which: 'partitionKey' | 'rowKey') =>
-    renderKey(s.via[which].template, Object.fromEntries([...s.via[which].bindings].map(([placeholder, b]) => [placeholder, values[b.name]])));
-  return { table: s.via.table, partitionKey: render('partitionKey'), rowKey: render('rowKey') };
-}
-
 /**
  * The address of the contribution entity of the `of` entity at `primary` to the holder at `holder`: in the holder's
  * partition, its RowKey naming the holder and the entity (each key escaped, so `_` separates them unambiguously).
@@ -50,7 +42,7 @@ export function contributionAddress(s: SummaryModel, holder: EntityAddress, prim
 /** What an `of` entity with `values` at `primary` contributes: where, and how much (null values: nothing). */
 export function contributionOf(s: SummaryModel, primary: EntityAddress, values: Record<string, unknown> | null): { address: EntityAddress; holder: EntityAddress; value: Decimal } | null {
   if (!values) return null;
-  const holder = holderOf(s, values);
+  const holder = holderAddress(s, values);
   return { address: contributionAddress(s, holder, primary), holder, value: summaryContribution(s, values) };
 }
 

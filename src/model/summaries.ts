@@ -6,7 +6,9 @@
  */
 import { isObjectType, type GraphQLSchema } from 'graphql';
 import { Decimal, storedDecimal } from './decimal';
+import type { EntityAddress } from '../storage/types';
 import { readSummary } from './directives';
+import { renderKey } from './key-template';
 import type { SchemaProblems } from './schema-errors';
 import type { AccessPath, EntityModel, SummaryFactor, SummaryModel } from './types';
 
@@ -111,6 +113,16 @@ function samePartition(via: AccessPath, of: EntityModel): boolean {
     const binding = via.partitionKey.bindings.get(seg.name);
     return binding?.source === 'parent' && binding.name === other.name && seg.format.kind === other.format.kind;
   });
+}
+
+/**
+ * The holder an entity with `values` contributes to: the summary's `via` reference rendered from its values.
+ * @throws TablegraphError BAD_USER_INPUT when a value cannot form the holder's key (from renderKey)
+ */
+export function holderAddress(summary: SummaryModel, values: Record<string, unknown>): EntityAddress {
+  const render = (which: 'partitionKey' | 'rowKey') =>
+    renderKey(summary.via[which].template, Object.fromEntries([...summary.via[which].bindings].map(([placeholder, b]) => [placeholder, values[b.name]])));
+  return { table: summary.via.table, partitionKey: render('partitionKey'), rowKey: render('rowKey') };
 }
 
 /**

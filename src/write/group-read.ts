@@ -15,7 +15,8 @@ import type { GroupState } from './group-plan';
 import { classifyKey, pointsAt, type KeyState } from './reservations';
 import { referenceAddress } from '../model/references';
 import { referencesToCheck } from './references';
-import { changedCopies, copyListKey, holderAddress, nextValues, summariesOf, type Values, type WritePlan } from './write-plan';
+import { holderAddress } from '../model/summaries';
+import { changedCopies, copyListKey, nextValues, summariesOf, type Values, type WritePlan } from './write-plan';
 
 /** Copies changed in one EGT at most (entities); more are left to the worker. */
 const MAX_COPIES_PER_EGT = 50;

@@ -11,10 +11,9 @@
 import { ErrorCode, TablegraphError } from '../errors';
 import type { Decimal } from '../model/decimal';
 import { derive, entityWrites, indexWrite, primaryAddress, typedValue, valuesOf, type TableWrite } from '../model/entity-codec';
-import { renderKey } from '../model/key-template';
 import { contributionOf } from '../model/contributions';
 import { decimalText } from '../model/decimal';
-import { summaryContribution } from '../model/summaries';
+import { holderAddress, summaryContribution } from '../model/summaries';
 import type { CopyModel, IndexModel, Model, SummaryModel, WriteModel } from '../model/types';
 import { checkEntity, checkTransaction } from '../storage/limits';
 import type { EntityAddress, StorageTarget, StoredEntity, TransactionOperation } from '../storage/types';
@@ -128,21 +127,6 @@ function contributions(model: Model, entity: WriteModel['entity'], primary: Enti
     const c = contributionOf(s, primary, values);
     return c ? [{ address: c.address, signature: `${addressKey(c.address)}\u0000${decimalText(c.value)}` }] : [];
   });
-}
-
-/** The holder an entity with `values` contributes to (the `via` point path rendered from its values). */
-export function holderAddress(summary: SummaryModel, values: Values): EntityAddress {
-  return {
-    table: summary.via.table,
-    partitionKey: renderKey(summary.via.partitionKey.template, bindingValues(summary, values, 'partitionKey')),
-    rowKey: renderKey(summary.via.rowKey.template, bindingValues(summary, values, 'rowKey')),
-  };
-}
-
-function bindingValues(summary: SummaryModel, values: Values, which: 'partitionKey' | 'rowKey'): Values {
-  const out: Values = {};
-  for (const [placeholder, b] of summary.via[which].bindings) out[placeholder] = values[b.name];
-  return out;
 }
 
 /**
