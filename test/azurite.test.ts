@@ -1,26 +1,19 @@
 /**
- * The embedded Azurite (src/storage/azurite.ts), connection-string parsing (src/storage/connection.ts) and the
- * configuration (src/config.ts). The Azurite tests start their own Azurite processes on temp data folders; they
- * do not use the test run's shared one.
+ * Starting and stopping one Azurite (src/storage/azurite.ts), connection-string parsing (src/storage/connection.ts)
+ * and the configuration (src/config.ts). The Azurite tests start their own Azurite processes; they do not use the
+ * test run's shared one. The embedded Azurite shared per data folder: embedded-azurite.test.ts.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import readline from 'node:readline';
-import { TableClient, TableServiceClient } from '@azure/data-tables';
+import { TableServiceClient } from '@azure/data-tables';
 import { QueueServiceClient } from '@azure/storage-queue';
 import { BlobServiceClient } from '@azure/storage-blob';
 import { loadConfig } from '../src/config';
 import { ErrorCode, isTablegraphError } from '../src/errors';
-import { ensureEmbeddedAzurite, startAzurite, type AzuriteHandle } from '../src/storage/azurite';
+import { startAzurite, type AzuriteHandle } from '../src/storage/azurite';
 import { parseConnectionString, resolveTarget, tableEndpoint } from '../src/storage/connection';
 
-const ROOT = path.resolve(__dirname, '..');
 const suffix = Math.random().toString(36).slice(2, 8);
 const handles: AzuriteHandle[] = [];
-const strayPids: number[] = [];
-const dirs: string[] = [];
 
 function alive(pid: number): boolean {
   try {
@@ -32,111 +25,9 @@ function alive(pid: number): boolean {
   return !/\) Z /.test(stat);
 }
 
-async function tempDataDir(): Promise<string> {
-  const dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablegraph-azurite-'));
-  dirs.push(dir);
-  return dir;
-}
-
-/** The pid of a process that has exited: what a crashed tablegraph process leaves in its lock and state files. */
-async function deadPid(): Promise<number> {
-  const p = spawn(process.execPath, ['-e', '']);
-  await new Promise((resolve) => p.once('exit', resolve));
-  return p.pid as number;
-}
-
-function tableClient(cs: string, table: string): TableClient {
-  return TableClient.fromConnectionString(cs, table, { allowInsecureConnection: true });
-}
-
 afterAll(async () => {
-  await Promise.allSettled(handles.map((h) => h.stop({ force: true })));
-  for (const pid of strayPids) if (alive(pid)) process.kill(pid, 'SIGKILL');
-  await Promise.all(dirs.map((d) => fs.promises.rm(d, { recursive: true, force: true })));
+  await Promise.allSettled(handles.map((h) => h.stop()));
 }, 60_000);
-
-describe('ensureEmbeddedAzurite', () => {
-  test('starts one, then attaches to it; stale lock and state files of a dead process are ignored', async () => {
-    const dataDir = await tempDataDir();
-    const dead = await deadPid();
-    fs.writeFileSync(path.join(dataDir, 'azurite.lock'), JSON.stringify({ pid: dead, token: 'crashed' }));
-    fs.writeFileSync(
-      path.join(dataDir, 'azurite.json'),
-      JSON.stringify({ pid: dead, ports: { blob: 1, queue: 2, table: 3 }, connectionString: 'x', location: 'x' }),
-    );
-
-    const first = await ensureEmbeddedAzurite(dataDir);
-    handles.push(first);
-    expect(first.startedHere).toBe(true);
-    expect(first.owned).toBe(true);
-    expect(first.pid).not.toBe(dead);
-    const state = JSON.parse(fs.readFileSync(path.join(dataDir, 'azurite.json'), 'utf8'));
-    expect(state).toMatchObject({ pid: first.pid, ports: first.ports, connectionString: first.connectionString });
-    expect(fs.existsSync(path.join(dataDir, 'azurite.lock'))).toBe(false);
-
-    const second = await ensureEmbeddedAzurite(dataDir);
-    expect(second.startedHere).toBe(false);
-    expect(second.owned).toBe(true);
-    expect(second.pid).toBe(first.pid);
-    expect(second.connectionString).toBe(first.connectionString);
-
-    await second.stop();
-    expect(alive(first.pid)).toBe(false);
-    expect(fs.existsSync(path.join(dataDir, 'azurite.json'))).toBe(false);
-  }, 60_000);
-
-  test('two concurrent calls on one data folder start a single Azurite', async () => {
-    const dataDir = await tempDataDir();
-    const [a, b] = await Promise.all([ensureEmbeddedAzurite(dataDir), ensureEmbeddedAzurite(dataDir)]);
-    handles.push(a, b);
-    expect(a.pid).toBe(b.pid);
-    expect([a.startedHere, b.startedHere].sort()).toEqual([false, true]);
-    await a.stop();
-  }, 60_000);
-
-  test('an acknowledged write survives kill -9 of the process that started Azurite, and a restart', async () => {
-    const dataDir = await tempDataDir();
-    const table = `durable${suffix}`;
-    const writer: ChildProcess = spawn(
-      process.execPath,
-      ['--import', 'tsx', path.join(ROOT, 'test/fixtures/azurite-writer.ts'), dataDir, table, 'pk1', 'rk1'],
-      { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    strayPids.push(writer.pid as number);
-    let stderr = '';
-    writer.stderr?.on('data', (d: Buffer) => (stderr += d.toString('utf8')));
-    const azuritePid = await new Promise<number>((resolve, reject) => {
-      readline.createInterface({ input: writer.stdout! }).on('line', (line) => {
-        const m = /^ACK (\d+)$/.exec(line);
-        if (m) resolve(Number(m[1]));
-      });
-      writer.once('exit', (code) => reject(new Error(`writer exited (${code}) before ACK:\n${stderr}`)));
-    });
-    strayPids.push(azuritePid);
-    const exited = new Promise((resolve) => writer.once('exit', resolve));
-    writer.kill('SIGKILL');
-    await exited;
-    expect(alive(writer.pid as number)).toBe(false);
-
-    const attached = await ensureEmbeddedAzurite(dataDir);
-    handles.push(attached);
-    expect(attached.startedHere).toBe(false);
-    expect(attached.pid).toBe(azuritePid);
-    const read1 = await tableClient(attached.connectionString, table).getEntity<{ written: string }>('pk1', 'rk1');
-    expect(read1.written).toBe('before kill -9');
-
-    await attached.stop(); // SIGTERM: Azurite flushes its disk store
-    expect(alive(azuritePid)).toBe(false);
-
-    const restarted = await ensureEmbeddedAzurite(dataDir);
-    handles.push(restarted);
-    expect(restarted.startedHere).toBe(true);
-    expect(restarted.pid).not.toBe(azuritePid);
-    const read2 = await tableClient(restarted.connectionString, table).getEntity<{ written: string }>('pk1', 'rk1');
-    expect(read2.written).toBe('before kill -9');
-    await restarted.stop();
-  }, 90_000);
-});
 
 describe('startAzurite', () => {
   test('in memory: working table, queue and blob endpoints; stop ends the process', async () => {

@@ -4,90 +4,33 @@
  * leaves its Azurite running with every acknowledged write, the next start re-attaches to it; a SIGTERMed
  * server stops Azurite, which flushes to disk, and the start after that loads everything back from disk.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { entityWrites } from '../src/model/entity-codec';
 import { TableStore } from '../src/storage/table-store';
 import { planEgtBatches, writeEgtBatches } from '../src/write/egt-batches';
-import { compileHr, ROOT } from './support/harness';
+import { compileHr } from './support/harness';
 import { isProcessAlive } from '../src/storage/azurite';
+import { azuriteState as stateOf, freePort, killCommandProcesses, queryPort, startServerProcess as startServer, waitUntilGone, type CommandProcess } from './support/processes';
 
 jest.setTimeout(120_000);
 
 let dataDir: string;
 let port: number;
-const children: ChildProcess[] = [];
 const azuritePids = new Set<number>();
 
-interface Started {
-  child: ChildProcess;
-  output: () => string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-async function freePort(): Promise<number> {
-  const probe = net.createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const found = (probe.address() as AddressInfo).port;
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return found;
-}
-
-/** Starts `node --import tsx src/cli/start.ts` (one process, so a signal reaches the server itself). */
-async function startServerProcess(): Promise<Started> {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) {
-    if (k !== 'AZURE_STORAGE_CONNECTION_STRING' && !k.startsWith('TABLEGRAPH_')) env[k] = v;
-  }
-  Object.assign(env, { TABLEGRAPH_DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'info' });
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/start.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.push(child);
-  let out = '';
-  child.stdout!.on('data', (d: Buffer) => (out += d.toString('utf8')));
-  child.stderr!.on('data', (d: Buffer) => (out += d.toString('utf8')));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
-  let done = false;
-  void exited.then(() => (done = true));
-  const deadline = Date.now() + 90_000;
-  while (!out.includes('tablegraph is serving')) {
-    if (done) throw new Error(`the server exited before serving:\n${out}`);
-    if (Date.now() > deadline) throw new Error(`the server did not serve within 90 s:\n${out}`);
-    await sleep(50);
-  }
-  return { child, output: () => out, exited };
+async function startServerProcess(): Promise<CommandProcess> {
+  return startServer(dataDir, port);
 }
 
 function azuriteState(): { pid: number; connectionString: string } | undefined {
-  const file = path.join(dataDir, 'azurite.json');
-  if (!fs.existsSync(file)) return undefined;
-  const state = JSON.parse(fs.readFileSync(file, 'utf8')) as { pid: number; connectionString: string };
-  azuritePids.add(state.pid);
+  const state = stateOf(dataDir);
+  if (state) azuritePids.add(state.pid);
   return state;
 }
 
-async function waitUntilGone(pid: number, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (isProcessAlive(pid)) {
-    if (Date.now() > deadline) return false;
-    await sleep(50);
-  }
-  return true;
-}
-
-async function query(q: string): Promise<any> {
-  const res = await fetch(`http://127.0.0.1:${port}/graphql`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ query: q }),
-  });
-  return res.json();
-}
+const query = (q: string) => queryPort(port, q);
 
 const EVERYTHING = `{
   departments { edges { node { id employeeCount } } }
@@ -113,9 +56,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const child of children) {
-    if (child.exitCode === null && child.signalCode === null && child.pid) process.kill(child.pid, 'SIGKILL');
-  }
+  killCommandProcesses();
   azuriteState();
   for (const pid of azuritePids) {
     if (isProcessAlive(pid)) {

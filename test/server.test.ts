@@ -150,7 +150,7 @@ describe('refusing to start', () => {
   test('a schema with a field no point or range query serves throws SCHEMA_INVALID naming it', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tablegraph-schema-'));
     try {
-      for (const f of fs.readdirSync(SCHEMA_DIR)) fs.copyFileSync(path.join(SCHEMA_DIR, f), path.join(dir, f));
+      fs.cpSync(SCHEMA_DIR, dir, { recursive: true });
       fs.writeFileSync(path.join(dir, 'zz-bad.graphql'), '# would need a scan\nextend type Query {\n  x: [Employee!]!\n}\n');
       const config = loadConfig({ PORT: '0', AZURE_STORAGE_CONNECTION_STRING: 'UseDevelopmentStorage=true', TABLEGRAPH_SCHEMA_DIR: dir, TABLEGRAPH_TABLE_PREFIX: uniquePrefix() }, ROOT);
       const store = testStore();

@@ -75,7 +75,7 @@ runMain(
       process.stdout.write(`${formatSummary(summary)}\n`);
       reportFailed(log, summary.failed);
     } finally {
-      await storage.close('ifStartedHere');
+      await storage.close();
     }
   },
   createLogger,

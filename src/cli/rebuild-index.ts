@@ -56,7 +56,7 @@ runMain(
         const r = await repairCopies(storage.store, model, type);
         process.stdout.write(`copies of ${type}: ${r.checked} entities checked, ${r.repaired} rewritten\n`);
       } finally {
-        await storage.close('ifStartedHere');
+        await storage.close();
       }
       return;
     }
@@ -76,7 +76,7 @@ runMain(
       }
       process.stdout.write(`${formatSummary(result)}\n`);
     } finally {
-      await storage.close('ifStartedHere');
+      await storage.close();
     }
   },
   createLogger,

@@ -41,7 +41,7 @@ runMain(
       process.stdout.write(`${lines.join('\n')}\n`);
       if (result.busy.length > 0) process.exitCode = 1;
     } finally {
-      await storage.close('ifStartedHere');
+      await storage.close();
     }
   },
   createLogger,

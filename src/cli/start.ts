@@ -20,14 +20,16 @@ runMain('server', async (log) => {
   try {
     server = await startServer(config, storage, log, compiled);
   } catch (e) {
-    await storage.close('ifStartedHere');
+    await storage.close();
     throw e;
   }
+  // Azurite killed under it is started again on the same ports, so the server's clients carry on.
+  storage.azurite?.watch(log);
   log.info({ url: server.url, storage: storage.target, embedded: Boolean(storage.azurite) }, `tablegraph is serving ${server.url}`);
   onShutdownSignal(log, async (signal) => {
     log.info({ signal }, 'shutting down: finishing in-flight requests and fan-out messages in hand');
     await server.close();
-    await storage.close('always');
+    await storage.close();
     log.info('stopped');
   });
 }, createLogger);

@@ -46,7 +46,7 @@ runMain(
         progress.stop();
       }
     } finally {
-      await storage.close('ifStartedHere');
+      await storage.close();
     }
     process.stdout.write(options.json ? `${JSON.stringify(report, null, 2)}\n` : `${formatVerifyReport(report, options.limit)}\n`);
     if (!report.ok) process.exitCode = 1;

@@ -32,13 +32,14 @@ runMain('worker', async (log) => {
     settleMs: config.settleMs,
   });
   worker.start();
+  storage.azurite?.watch(log);
   log.info({ queue: fanoutQueueNames(config.tablePrefix).queue, concurrency: config.workerConcurrency }, 'fan-out worker started');
   const report = setInterval(() => log.info(worker.stats(), 'fan-out worker'), 60000);
   report.unref();
   onShutdownSignal(log, async (signal) => {
     log.info({ signal }, 'stopping: finishing the messages in hand');
     await worker.stop();
-    await storage.close('ifStartedHere');
+    await storage.close();
     log.info(worker.stats(), 'stopped');
   });
 }, createLogger);

@@ -44,6 +44,12 @@ export interface CompiledSchema {
   model: Model;
   /** The SDL generated for types the schema refers to and does not declare (generated-sdl.ts); '' if none. */
   generatedSdl: string;
+  /**
+   * The whole document compiled, as text: each source file (and tablegraph's directive definitions when the
+   * schema does not declare them), then the generated SDL, each under a `# file` comment. Served as
+   * `GET /schema.graphql`: unlike introspection, it keeps the directives that say how each field is read.
+   */
+  sdl: string;
 }
 
 /**
@@ -59,6 +65,7 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
   const problems = new SchemaProblems();
   // graphql-js's own errors — syntax, unknown types, directive arguments misspelled or of the wrong type — are
   // reported like the compiler's: SCHEMA_INVALID with file:line:column, every one of them, no stack trace.
+  const texts = [...sources];
   const documents = sources.flatMap((s) => {
     try {
       return [parse(new Source(s.body, s.name))];
@@ -71,10 +78,15 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
   problems.throwIfAny();
   // A schema folder without the directive definitions gets tablegraph's own.
   if (!documents.some((d) => d.definitions.some((def) => def.kind === Kind.DIRECTIVE_DEFINITION && def.name.value === 'entity'))) {
-    documents.unshift(parse(new Source(readFileSync(BUILT_IN_DIRECTIVES, 'utf8'), 'tablegraph:directives.graphql')));
+    const builtIn = { name: 'tablegraph:directives.graphql', body: readFileSync(BUILT_IN_DIRECTIVES, 'utf8') };
+    texts.unshift(builtIn);
+    documents.unshift(parse(new Source(builtIn.body, builtIn.name)));
   }
   const generatedSdl = generateSdl(concatAST(documents));
-  if (generatedSdl) documents.push(parse(new Source(generatedSdl, GENERATED_SOURCE)));
+  if (generatedSdl) {
+    texts.push({ name: GENERATED_SOURCE, body: generatedSdl });
+    documents.push(parse(new Source(generatedSdl, GENERATED_SOURCE)));
+  }
   const document = concatAST(documents);
   for (const e of validateSDL(document)) problems.addGraphQLError(e);
   problems.throwIfAny();
@@ -118,5 +130,6 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
   const model: Model = { entities, accessPaths, connections, summaries, writes, tables: [...tables].sort(), sasFields, references, copiesOf };
   buildAuthorization(schema, model, problems);
   problems.throwIfAny();
-  return { schema, model, generatedSdl };
+  const sdl = texts.map((t) => `# ${t.name}\n${t.body.trimEnd()}\n`).join('\n');
+  return { schema, model, generatedSdl, sdl };
 }

@@ -4,7 +4,7 @@
  */
 import type { Config } from '../config';
 import type { Logger } from '../log';
-import { ensureEmbeddedAzurite, type AzuriteHandle } from '../storage/azurite';
+import { ensureEmbeddedAzurite, type EmbeddedAzurite } from '../storage/embedded-azurite';
 import { resolveTarget } from '../storage/connection';
 import { QueueStore } from '../storage/queue-store';
 import { TableStore } from '../storage/table-store';
@@ -16,13 +16,10 @@ export interface OpenStorage {
   queues: QueueStore;
   connectionString: string;
   target: StorageTarget;
-  /** The embedded Azurite, when no connection string is configured. */
-  azurite?: AzuriteHandle & { startedHere: boolean };
-  /**
-   * Releases what this process holds. `stopEmbedded`: 'always' for the server (it owns the Azurite it started or
-   * re-attached to), 'ifStartedHere' for one-shot commands (they leave a server's Azurite running).
-   */
-  close(stopEmbedded: 'always' | 'ifStartedHere'): Promise<void>;
+  /** The embedded Azurite, when no connection string is configured (shared with the folder's other commands). */
+  azurite?: EmbeddedAzurite;
+  /** Releases what this process holds: it detaches from the embedded Azurite, which stops when no other process uses it. */
+  close(): Promise<void>;
 }
 
 /**
@@ -39,8 +36,8 @@ export async function openStorage(config: Config, log: Logger): Promise<OpenStor
     connectionString,
     target,
     azurite,
-    async close(stopEmbedded) {
-      if (azurite && (stopEmbedded === 'always' || azurite.startedHere)) await azurite.stop();
+    async close() {
+      await azurite?.release();
     },
   };
 }

@@ -6,7 +6,6 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Config } from '../config';
 import type { Logger } from '../log';
-import { seedIfEmpty } from '../import/seed';
 import { CursorCodec } from '../read/cursor';
 import { attachResolvers } from '../resolvers/attach';
 import { createGraphqlApp } from '../server/app';
@@ -20,6 +19,7 @@ import { partitionSasSigner } from '../storage/sas';
 import { WriteExecutor } from '../write/write-executor';
 import type { CompiledSchema } from '../model/compile';
 import { compileConfiguredSchema } from './configured-schema';
+import { seedIfEmpty, seedManifestPath } from './seed';
 import type { OpenStorage } from './open-storage';
 
 export interface RunningServer {
@@ -64,13 +64,17 @@ function authenticatorFor(config: Config, log: Logger): Authenticator | undefine
  */
 export async function startServer(config: Config, storage: OpenStorage, log: Logger, compiled?: CompiledSchema): Promise<RunningServer> {
   const authenticate = authenticatorFor(config, log);
-  const { schema, model } = compiled ?? compileConfiguredSchema(config);
+  const { schema, model, sdl } = compiled ?? compileConfiguredSchema(config);
   attachResolvers(schema, model);
   for (const table of model.tables) await storage.store.ensureTable(table);
   await ensureFanoutQueues(storage.queues, config.tablePrefix);
   const queues = fanoutQueueNames(config.tablePrefix);
   const writer = new WriteExecutor({ model, store: storage.store, fanout: queueSender(storage.queues, queues.queue) });
-  if (await seedIfEmpty(storage.store, model)) log.info('empty store: loaded the guide\'s example rows (Marketing, Sales)');
+  // Only into an empty store, and on the embedded Azurite only while no other command (an import, say) uses it.
+  const seed = () => seedIfEmpty({ store: storage.store, model, schema, schemaDir: config.schemaDir });
+  const seeded = storage.azurite ? await storage.azurite.whenAlone(seed) : { ran: true as const, value: await seed() };
+  if (seeded.ran && seeded.value > 0) log.info({ entities: seeded.value }, `empty store: loaded the schema's seed rows (${seedManifestPath(config.schemaDir)})`);
+  if (!seeded.ran) log.info({ others: seeded.others }, 'not seeding: other tablegraph commands use this data folder');
   if (!config.cursorSecret) log.warn('TABLEGRAPH_CURSOR_SECRET is not set: cursors are signed with a random key and expire when the server restarts');
   const { app, apollo } = await createGraphqlApp({
     schema,
@@ -86,6 +90,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     worker: () => worker,
     corsOrigins: config.corsOrigins,
     introspection: config.introspection,
+    sdl,
     maxBodyBytes: config.maxBodyBytes,
     budget: { maxStorageCalls: config.maxStorageCalls, maxNodes: config.maxNodes },
     authenticate,

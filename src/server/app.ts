@@ -9,7 +9,6 @@ import { expressMiddleware } from '@as-integrations/express5';
 import cors from 'cors';
 import express from 'express';
 import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
-import { ApolloServerPluginLandingPageLocalDefault } from '@apollo/server/plugin/landingPage/default';
 import type { GraphQLSchema } from 'graphql';
 import type { Logger } from '../log';
 import { createRequestContext, type ContextDeps, type RequestContext } from '../resolvers/context';
@@ -25,6 +24,7 @@ import { formatError } from './format-error';
 import { DEFAULT_QUERY_LIMITS, queryLimits, type QueryLimits } from './query-limits';
 import { httpErrorHandler, notFoundHandler } from './http-errors';
 import { requestIdMiddleware, requestIdOf, requestLogPlugin } from './request-log';
+import { mountIde, schemaSdlHandler } from './ide';
 
 /** Deepest query accepted (selection-set nesting levels); deeper ones fail validation before any storage call. */
 export const MAX_QUERY_DEPTH = DEFAULT_QUERY_LIMITS.maxDepth;
@@ -42,8 +42,13 @@ export interface AppDeps extends ContextDeps {
   worker?: () => QueueWorker | undefined;
   /** Origins a browser may call /graphql from (CORS); none when empty or absent. */
   corsOrigins?: string[];
-  /** Whether the schema can be introspected and the IDE is served (default true); off also blocks suggestions. */
+  /**
+   * Whether the schema can be introspected, and the IDE and `/schema.graphql` are served (default true); off also
+   * blocks suggestions.
+   */
   introspection?: boolean;
+  /** The compiled SDL, served as `/schema.graphql` when introspection is on. */
+  sdl?: string;
   /** Document limits (default DEFAULT_QUERY_LIMITS). */
   limits?: QueryLimits;
   /** Largest request body accepted (bytes, default 262144). */
@@ -72,7 +77,8 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
       requestLogPlugin(deps.log, deps.model),
       demandPlugin(deps.model, deps.budget ?? DEFAULT_DEMAND_BUDGET),
       ...(limits.plugins as Array<ApolloServerPlugin<RequestContext>>),
-      introspection ? ApolloServerPluginLandingPageLocalDefault() : ApolloServerPluginLandingPageDisabled(),
+      // The IDE is ours (ide.ts): Apollo's landing page loads its script from a CDN.
+      ApolloServerPluginLandingPageDisabled(),
     ],
     formatError,
     validationRules: limits.validationRules,
@@ -98,6 +104,10 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
       res.status(503).json({ status: 'unavailable', storage: { target: deps.storageTarget, answers: false }, requestId: requestIdOf(req) });
     }
   });
+  if (introspection) {
+    mountIde(app, '/graphql');
+    if (deps.sdl !== undefined) app.get('/schema.graphql', schemaSdlHandler(deps.sdl));
+  }
   const origins = deps.corsOrigins ?? [];
   app.use(
     '/graphql',

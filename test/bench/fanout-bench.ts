@@ -288,7 +288,7 @@ async function main(): Promise<void> {
     await server.close();
   } finally {
     await stalls.stop();
-    await azurite.stop({ force: true });
+    await azurite.stop();
   }
 }
 

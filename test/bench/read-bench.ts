@@ -163,7 +163,7 @@ async function main(): Promise<void> {
     }
     await server.close();
   } finally {
-    await azurite.stop({ force: true });
+    await azurite.stop();
   }
 }
 

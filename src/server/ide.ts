@@ -1,0 +1,138 @@
+/**
+ * The IDE: GraphiQL served by the server itself, from the npm packages `graphiql` (its UMD build, fonts inlined in
+ * its stylesheet) and React 18's UMD builds. A browser that opens `/graphql` gets it; nothing is loaded from
+ * elsewhere (a Content-Security-Policy of 'self' says so to the browser), there is no telemetry, and it works with
+ * no network at all. It has the schema's docs, a variables editor, a headers editor for `Authorization: Bearer …`
+ * (not persisted in the browser's storage) and shows each response whole, its `extensions` (storage cost,
+ * consistency) included. `GET /schema.graphql` answers the SDL the server compiled, directives and all.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import type express from 'express';
+import type { Request, Response, NextFunction } from 'express';
+
+/** Where the IDE's files are served from. */
+export const IDE_ASSETS = '/ide';
+
+/** The first query the IDE shows: the README's. */
+const DEFAULT_QUERY = `# Every response says what it cost in storage: see "extensions" in the result.
+{
+  department(id: "Marketing") {
+    employeeCount
+    employees {
+      edges { node { id firstName lastName } }
+    }
+  }
+}
+`;
+
+const packageFile = (pkg: string, file: string) => path.join(path.dirname(require.resolve(`${pkg}/package.json`)), file);
+
+/** The files served under IDE_ASSETS: a fixed list, never a folder. */
+function assetFiles(): Record<string, { file: string; type: string }> {
+  return {
+    'react.production.min.js': { file: packageFile('react', 'umd/react.production.min.js'), type: 'text/javascript' },
+    'react-dom.production.min.js': { file: packageFile('react-dom', 'umd/react-dom.production.min.js'), type: 'text/javascript' },
+    'graphiql.min.js': { file: packageFile('graphiql', 'graphiql.min.js'), type: 'text/javascript' },
+    'graphiql.min.css': { file: packageFile('graphiql', 'graphiql.min.css'), type: 'text/css' },
+    'start.js': { file: '', type: 'text/javascript' },
+  };
+}
+
+/** The script that mounts GraphiQL on the page, talking to the endpoint the page was served at. */
+function startScript(): string {
+  // A separate file rather than an inline script, so that the page's policy can forbid inline scripts.
+  return `'use strict';
+(function () {
+  var endpoint = window.location.pathname;
+  var fetcher = GraphiQL.createFetcher({ url: endpoint });
+  var root = ReactDOM.createRoot(document.getElementById('graphiql'));
+  root.render(React.createElement(GraphiQL, {
+    fetcher: fetcher,
+    defaultQuery: ${JSON.stringify(DEFAULT_QUERY)},
+    defaultHeaders: '{}',
+    isHeadersEditorEnabled: true,
+    shouldPersistHeaders: false,
+    defaultEditorToolsVisibility: true,
+  }));
+})();
+`;
+}
+
+function page(): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>tablegraph — GraphiQL</title>
+<link rel="stylesheet" href="${IDE_ASSETS}/graphiql.min.css">
+<style>html, body, #graphiql { height: 100%; margin: 0; }</style>
+</head>
+<body>
+<div id="graphiql">Loading GraphiQL…</div>
+<script src="${IDE_ASSETS}/react.production.min.js"></script>
+<script src="${IDE_ASSETS}/react-dom.production.min.js"></script>
+<script src="${IDE_ASSETS}/graphiql.min.js"></script>
+<script src="${IDE_ASSETS}/start.js"></script>
+</body>
+</html>
+`;
+}
+
+/**
+ * Only this server's files, fetches to this server, and the data: URLs graphiql's stylesheet inlines its fonts and
+ * icons as. Inline styles are GraphiQL's own (its editor positions elements with them); inline scripts are not allowed.
+ */
+const CONTENT_SECURITY_POLICY = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self' 'unsafe-inline'",
+  "font-src 'self' data:",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "base-uri 'none'",
+  "form-action 'none'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+const wantsHtml = (req: Request) => req.method === 'GET' && req.accepts(['application/json', 'application/graphql-response+json', 'text/html']) === 'text/html';
+
+/**
+ * Adds the IDE's routes to `app`: `GET <endpoint>` for a browser (Accept: text/html; an API client's GET goes on to
+ * GraphQL) and the files under IDE_ASSETS. Files are read once, at the first request for them (about 1.4 MB in
+ * all), and cached by the browser for an hour. On the app itself, not a nested router: a router that matched the
+ * path would answer a CORS preflight (OPTIONS) itself, before the endpoint's CORS handling.
+ */
+export function mountIde(app: express.Express, endpoint: string): void {
+  const assets = assetFiles();
+  const cache = new Map<string, Buffer>();
+  const html = page();
+  app.get(endpoint, (req: Request, res: Response, next: NextFunction) => {
+    if (!wantsHtml(req)) return next();
+    res.setHeader('content-security-policy', CONTENT_SECURITY_POLICY);
+    res.setHeader('x-content-type-options', 'nosniff');
+    res.type('html').send(html);
+  });
+  app.get(`${IDE_ASSETS}/:name`, (req: Request, res: Response, next: NextFunction) => {
+    const name = String(req.params.name);
+    const asset = Object.hasOwn(assets, name) ? assets[name] : undefined;
+    if (!asset) return next();
+    let body = cache.get(name);
+    if (!body) {
+      body = asset.file ? fs.readFileSync(asset.file) : Buffer.from(startScript());
+      cache.set(name, body);
+    }
+    res.setHeader('cache-control', 'public, max-age=3600');
+    res.setHeader('x-content-type-options', 'nosniff');
+    res.type(asset.type).send(body);
+  });
+}
+
+/** `GET /schema.graphql`: the compiled SDL as UTF-8 text (mounted only when introspection is on: it tells as much). */
+export function schemaSdlHandler(sdl: string) {
+  return (_req: Request, res: Response) => {
+    res.setHeader('x-content-type-options', 'nosniff');
+    res.type('text/plain; charset=utf-8').send(sdl);
+  };
+}

@@ -1,0 +1,250 @@
+/**
+ * The embedded default: one Azurite per data folder, shared by every tablegraph process that uses the folder — a
+ * server, a second server on another port, an import, `verify`, a worker. Each attaches to it, or starts it when
+ * none runs, and detaches when done; the last to detach stops it. Nothing ever stops an Azurite another live
+ * process uses, and a process that dies without detaching (kill -9) is noticed as dead and no longer counted.
+ *
+ * On disk, under the data folder:
+ * - `azurite/`            Azurite's own workspace (its disk store);
+ * - `azurite.json`        the running Azurite: pid, ports, connection string;
+ * - `azurite.users/`      one file per attached handle, named `<pid>.<token>`, holding the process's start time
+ *                         (so a pid reused by another program is not mistaken for a user);
+ * - `azurite.lock`        proper-lockfile's lock, held while attaching, detaching and starting.
+ *
+ * A kill -9 of Azurite itself loses what its disk store had not saved yet (it saves about every 5 s). A process
+ * that watches (the server does) notices the death within a second and starts Azurite again on the same ports,
+ * so its clients carry on.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import lockfile from 'proper-lockfile';
+import { ErrorCode, TablegraphError } from '../errors';
+import type { Logger } from '../log';
+import { isProcessAlive, startAzurite, stopProcess, type AzuritePorts } from './azurite';
+import { devConnectionString } from './connection';
+
+/** This process's handle on the data folder's Azurite. */
+export interface EmbeddedAzurite {
+  /** The Azurite process now serving (changes when a watcher restarts it). */
+  readonly pid: number;
+  readonly ports: AzuritePorts;
+  /** Development-account connection string for the three services. */
+  readonly connectionString: string;
+  /** Whether this call started Azurite (false: attached to a running one). */
+  readonly startedHere: boolean;
+  /**
+   * Runs `fn` while holding the data folder's lock, if no other live process is attached — so that no other
+   * command can attach meanwhile (e.g. seeding an empty store). Otherwise `fn` does not run.
+   * @returns `{ ran: true, value }`, or `{ ran: false, others }` with the number of other handles attached
+   */
+  whenAlone<T>(fn: () => Promise<T>): Promise<{ ran: true; value: T } | { ran: false; others: number }>;
+  /**
+   * Watches Azurite every `intervalMs` (ms, default 1000) and starts it again on the same ports when it died.
+   * Stopped by release().
+   */
+  watch(log: Logger, intervalMs?: number): void;
+  /**
+   * Detaches this handle; stops Azurite (SIGTERM: it saves its disk store; SIGKILL after 10 s) when no other live
+   * process is attached. Idempotent.
+   * @returns whether it stopped Azurite
+   */
+  release(): Promise<boolean>;
+}
+
+/** The state file's content. */
+interface AzuriteState {
+  pid: number;
+  ports: AzuritePorts;
+  connectionString: string;
+  location: string;
+  startedAt: string;
+}
+
+const LOCK_STALE_MS = 10_000;
+
+/**
+ * Runs `fn` under the data folder's lock (proper-lockfile: a lock whose holder died is broken after 10 s).
+ * @throws TablegraphError STORAGE_UNAVAILABLE when the lock is not had within `waitMs` (ms)
+ */
+async function withLock<T>(dataDir: string, waitMs: number, fn: () => Promise<T>, log?: Logger): Promise<T> {
+  let release: () => Promise<void>;
+  try {
+    release = await lockfile.lock(dataDir, {
+      lockfilePath: path.join(dataDir, 'azurite.lock'),
+      realpath: false,
+      stale: LOCK_STALE_MS,
+      retries: { retries: Math.ceil(waitMs / 100), factor: 1, minTimeout: 100, maxTimeout: 100 },
+      onCompromised: (e) => log?.warn({ err: e }, 'the embedded Azurite\'s lock was taken over while held'),
+    });
+  } catch (e) {
+    throw new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, `Timed out waiting for the lock of ${dataDir} (another tablegraph command is starting or stopping its Azurite): ${(e as Error).message}`, { dataDir });
+  }
+  try {
+    return await fn();
+  } finally {
+    await release().catch(() => undefined);
+  }
+}
+
+/** The start time of process `pid` (clock ticks since boot, /proc/<pid>/stat field 22); undefined without procfs. */
+function processStartTime(pid: number): string | undefined {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+  } catch {
+    return undefined;
+  }
+}
+
+/** True when something answers HTTP on `port` as Azurite's Table service (guards against a reused pid/port). */
+function tableServiceAnswers(port: number, timeoutMs = 2000): Promise<boolean> {
+  return new Promise((resolve) => {
+    const req = http.get({ host: '127.0.0.1', port, path: '/', agent: false, timeout: timeoutMs }, (res) => {
+      res.resume();
+      resolve(String(res.headers.server ?? '').startsWith('Azurite-Table'));
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(false));
+  });
+}
+
+/** The folder's files. */
+function files(dataDir: string) {
+  return { state: path.join(dataDir, 'azurite.json'), users: path.join(dataDir, 'azurite.users'), location: path.join(dataDir, 'azurite') };
+}
+
+async function readState(statePath: string): Promise<AzuriteState | undefined> {
+  const s = await fs.promises.readFile(statePath, 'utf8').then((t) => JSON.parse(t) as AzuriteState, () => undefined);
+  return s && Number.isInteger(s.pid) && s.ports?.table ? s : undefined;
+}
+
+async function writeState(statePath: string, state: AzuriteState): Promise<void> {
+  const tmp = `${statePath}.${process.pid}.tmp`;
+  await fs.promises.writeFile(tmp, JSON.stringify(state, null, 2));
+  await fs.promises.rename(tmp, statePath); // atomic: a reader never sees half a state file
+}
+
+/** The Azurite of the state file, if it is alive and answers as Azurite. */
+async function runningAzurite(statePath: string): Promise<AzuriteState | undefined> {
+  const s = await readState(statePath);
+  return s && isProcessAlive(s.pid) && (await tableServiceAnswers(s.ports.table)) ? s : undefined;
+}
+
+/**
+ * The handles attached to the folder, by live processes only: files of dead processes (or of pids reused since)
+ * are removed on the way.
+ */
+async function liveUsers(usersDir: string): Promise<string[]> {
+  const names = await fs.promises.readdir(usersDir).catch(() => [] as string[]);
+  const live: string[] = [];
+  for (const name of names) {
+    const pid = Number(name.split('.')[0]);
+    const recorded = await fs.promises.readFile(path.join(usersDir, name), 'utf8').catch(() => '');
+    const startTime = processStartTime(pid);
+    const alive = Number.isInteger(pid) && isProcessAlive(pid) && (startTime === undefined || recorded === '' || recorded === startTime);
+    if (alive) live.push(name);
+    else await fs.promises.rm(path.join(usersDir, name), { force: true });
+  }
+  return live;
+}
+
+async function startState(dataDir: string, startTimeoutMs: number, ports?: AzuritePorts): Promise<AzuriteState> {
+  const { location, state: statePath } = files(dataDir);
+  const h = await startAzurite({ location, detached: true, startTimeoutMs, ports });
+  const state: AzuriteState = { pid: h.pid, ports: h.ports, connectionString: h.connectionString, location, startedAt: new Date().toISOString() };
+  await writeState(statePath, state);
+  return state;
+}
+
+/**
+ * Attaches to the data folder's Azurite, starting it (detached: it outlives this process, with its log in
+ * `<dataDir>/azurite/azurite.log`) when none runs. Two commands that start at once start one Azurite.
+ * @param dataDir the data folder (created if missing)
+ * @param opts.startTimeoutMs how long Azurite may take to listen (ms, default 30000)
+ * @throws TablegraphError STORAGE_UNAVAILABLE when Azurite does not start, or the folder's lock is not had in time
+ */
+export async function ensureEmbeddedAzurite(dataDir: string, opts: { log?: Logger; startTimeoutMs?: number } = {}): Promise<EmbeddedAzurite> {
+  const startTimeoutMs = opts.startTimeoutMs ?? 30000;
+  const waitMs = startTimeoutMs + 10000;
+  await fs.promises.mkdir(dataDir, { recursive: true });
+  const paths = files(dataDir);
+  await fs.promises.mkdir(paths.users, { recursive: true });
+  const userFile = path.join(paths.users, `${process.pid}.${crypto.randomUUID()}`);
+
+  let startedHere = false;
+  let state = await withLock(dataDir, waitMs, async () => {
+    let s = await runningAzurite(paths.state);
+    if (s) {
+      opts.log?.info({ azuritePid: s.pid, ports: s.ports }, 'attached to the running embedded Azurite');
+    } else {
+      s = await startState(dataDir, startTimeoutMs);
+      startedHere = true;
+      opts.log?.info({ azuritePid: s.pid, ports: s.ports, location: s.location }, 'started the embedded Azurite');
+    }
+    await fs.promises.writeFile(userFile, processStartTime(process.pid) ?? '');
+    return s;
+  }, opts.log);
+
+  let released: Promise<boolean> | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let restarting = false;
+  const others = async () => (await liveUsers(paths.users)).filter((u) => path.join(paths.users, u) !== userFile).length;
+
+  /** Starts Azurite again on the same ports when it died (under the lock: one process restarts it). */
+  const revive = async (log: Logger) => {
+    if (isProcessAlive(state.pid) || released || restarting) return;
+    restarting = true;
+    try {
+      await withLock(dataDir, waitMs, async () => {
+        const current = await runningAzurite(paths.state);
+        if (current && current.ports.table === state.ports.table) {
+          state = current; // another process restarted it
+          return;
+        }
+        const dead = state.pid;
+        state = await startState(dataDir, startTimeoutMs, state.ports);
+        log.warn({ deadPid: dead, azuritePid: state.pid, ports: state.ports }, 'the embedded Azurite had died: started it again on the same ports (writes of its last seconds may be lost: its disk store saves about every 5 s)');
+      }, log);
+    } catch (e) {
+      log.error({ err: e }, 'the embedded Azurite died and could not be started again; trying again in a moment');
+    } finally {
+      restarting = false;
+    }
+  };
+
+  return {
+    get pid() { return state.pid; },
+    get ports() { return state.ports; },
+    get connectionString() { return devConnectionString(state.ports); },
+    startedHere,
+    async whenAlone(fn) {
+      return withLock(dataDir, waitMs, async () => {
+        const n = await others();
+        return n > 0 ? { ran: false as const, others: n } : { ran: true as const, value: await fn() };
+      }, opts.log);
+    },
+    watch(log, intervalMs = 1000) {
+      if (timer || released) return;
+      timer = setInterval(() => void revive(log), intervalMs);
+      timer.unref();
+    },
+    release() {
+      released ??= (async () => {
+        if (timer) clearInterval(timer);
+        return withLock(dataDir, waitMs, async () => {
+          await fs.promises.rm(userFile, { force: true });
+          if ((await liveUsers(paths.users)).length > 0) return false;
+          const s = await readState(paths.state);
+          if (!s) return false;
+          await stopProcess(s.pid);
+          if ((await readState(paths.state))?.pid === s.pid) await fs.promises.rm(paths.state, { force: true });
+          opts.log?.info({ azuritePid: s.pid }, 'stopped the embedded Azurite: no other process uses it');
+          return true;
+        }, opts.log);
+      })();
+      return released;
+    },
+  };
+}

@@ -1,0 +1,114 @@
+/**
+ * The IDE in a real browser: Debian's Chromium driven by playwright-core opens `/graphql` on a server that requires
+ * a bearer token, types the README's Marketing query, runs it without a token (refused), puts the token in the
+ * headers editor, runs it again and reads the answer — data and the storage cost in `extensions` — from the page.
+ * Every request the page makes is recorded: none may leave the server (no CDN, no fonts, no telemetry), and the
+ * page's Content-Security-Policy must refuse nothing GraphiQL needs.
+ */
+import fs from 'node:fs';
+import { SignJWT } from 'jose';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { startTestServer, type TestServer } from './support/harness';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const SECRET = 'an-ide-test-secret-of-at-least-32-chars';
+const README_QUERY = '{ department(id: "Marketing") { employeeCount employees { edges { node { id firstName lastName } } } } }';
+
+let server: TestServer;
+let browser: Browser;
+
+beforeAll(async () => {
+  if (!fs.existsSync(CHROMIUM)) throw new Error(`No Chromium at ${CHROMIUM}: apt-get install chromium (.ci/run does)`);
+  server = await startTestServer({ TABLEGRAPH_JWT_SECRET: SECRET });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+  });
+}, 60000);
+
+afterAll(async () => {
+  await browser?.close();
+  await server?.close();
+});
+
+/** Replaces the whole text of the CodeMirror editor inside `container` (typed as input, so no bracket is doubled). */
+async function setEditor(page: Page, container: string, text: string): Promise<void> {
+  await page.locator(`${container} .CodeMirror >> visible=true`).first().click();
+  await page.keyboard.press('Control+A');
+  await page.keyboard.press('Delete');
+  await page.keyboard.insertText(text);
+}
+
+/** The response pane's text once it holds `expected`. */
+async function responseText(page: Page, expected: string): Promise<string> {
+  const pane = page.locator('.graphiql-response');
+  await pane.getByText(expected, { exact: false }).first().waitFor({ timeout: 20000 });
+  // CodeMirror draws only the lines in view: the whole text is its document's, on the editor's element.
+  return pane.locator('.CodeMirror').first().evaluate((el) => (el as unknown as { CodeMirror: { getValue(): string } }).CodeMirror.getValue());
+}
+
+test('GraphiQL, served by the server with nothing from elsewhere, runs the README query with a bearer token from its headers editor', async () => {
+  const origin = new URL(server.url).origin;
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const elsewhere: string[] = [];
+  const refused: string[] = [];
+  await context.route('**/*', (route) => {
+    const url = route.request().url();
+    if (url.startsWith(origin) || url.startsWith('data:')) return route.continue();
+    elsewhere.push(url);
+    return route.abort();
+  });
+  page.on('console', (m) => {
+    if (/Content Security Policy|Refused to/i.test(m.text())) refused.push(m.text());
+  });
+  page.on('pageerror', (e) => refused.push(`page error: ${e.message}`));
+
+  const response = await page.goto(server.url);
+  expect(response?.status()).toBe(200);
+  expect(response?.headers()['content-security-policy']).toContain("script-src 'self'");
+  await page.locator('.graphiql-container').waitFor({ timeout: 20000 });
+
+  await setEditor(page, '.graphiql-query-editor', README_QUERY);
+  await page.locator('.graphiql-execute-button').click();
+  expect(await responseText(page, 'UNAUTHENTICATED')).toContain('"code": "UNAUTHENTICATED"');
+
+  const token = await new SignJWT({ sub: 'ide-user', roles: ['hr-admin'] }).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime('5m').sign(new TextEncoder().encode(SECRET));
+  await page.locator('.graphiql-editor-tools button[data-name="headers"]').click();
+  await setEditor(page, '.graphiql-editor-tool', JSON.stringify({ Authorization: `Bearer ${token}` }));
+  await page.locator('.graphiql-execute-button').click();
+  const text = await responseText(page, 'employeeCount');
+  const shown = JSON.parse(text);
+  expect(shown.errors).toBeUndefined();
+  expect(shown.data.department.employeeCount).toBe(2);
+  expect(shown.data.department.employees.edges.map((e: any) => `${e.node.firstName} ${e.node.lastName}`).sort()).toEqual(['Don Hall', 'Jun Cao']);
+  // The storage cost is on the page: the response is shown whole.
+  expect(shown.extensions.cost).toMatchObject({ pointQueries: 1, rangeQueries: 1, roundTrips: 2 });
+
+  // The docs: the schema is introspected through the same endpoint, with the token once it is in the headers.
+  await page.getByRole('button', { name: /re-fetch graphql schema/i }).click();
+  await page.getByRole('button', { name: /documentation explorer/i }).click();
+  const docs = page.locator('.graphiql-doc-explorer');
+  await docs.getByText('Root Types').waitFor({ timeout: 10000 });
+  await docs.getByRole('link', { name: 'Query' }).first().click();
+  await docs.getByText('employeeByEmail').first().waitFor({ timeout: 10000 });
+
+  expect(elsewhere).toEqual([]);
+  expect(refused).toEqual([]);
+  await context.close();
+}, 90000);
+
+test('GET /schema.graphql answers the compiled SDL, directives included; an API client\'s GET on /graphql is still GraphQL', async () => {
+  const origin = new URL(server.url).origin;
+  const sdl = await fetch(`${origin}/schema.graphql`);
+  expect(sdl.status).toBe(200);
+  expect(sdl.headers.get('content-type')).toMatch(/^text\/plain/);
+  const text = await sdl.text();
+  expect(text).toMatch(/type Department\s+@entity\(/);
+  expect(text).toContain('# tablegraph:generated.graphql');
+
+  const api = await fetch(`${server.url}?query=${encodeURIComponent('{ __typename }')}`, { headers: { accept: 'application/json' } });
+  // GraphQL answered (Apollo's CSRF prevention wants a preflight header on a GET), not the IDE's page.
+  expect(api.headers.get('content-type')).toMatch(/^application\/json/);
+  expect(((await api.json()) as any).errors[0].extensions.code).toBe('BAD_REQUEST');
+});

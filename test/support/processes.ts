@@ -1,0 +1,96 @@
+/**
+ * tablegraph commands as real processes, as a user runs them (`node --import tsx src/cli/<command>.ts`, one
+ * process, so a signal reaches the command itself), on the embedded default: no connection string, a data folder
+ * of the test's own. Their output is kept; a test waits for a line of it, signals them, and waits for their exit.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net, { type AddressInfo } from 'node:net';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { isProcessAlive } from '../../src/storage/azurite';
+import { ROOT } from './harness';
+
+export interface CommandProcess {
+  child: ChildProcess;
+  output(): string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Resolves once the output contains `text` (rejects when the process exits first or after `timeoutMs`). */
+  waitFor(text: string | RegExp, timeoutMs?: number): Promise<void>;
+}
+
+const children: ChildProcess[] = [];
+
+/** Starts `src/cli/<command>.ts` with `args`, on `dataDir`, with `env` added (and no storage of the test run's). */
+export function runCommand(command: string, args: string[], dataDir: string, env: Record<string, string> = {}): CommandProcess {
+  const clean: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (k !== 'AZURE_STORAGE_CONNECTION_STRING' && !k.startsWith('TABLEGRAPH_')) clean[k] = v;
+  }
+  Object.assign(clean, { TABLEGRAPH_DATA_DIR: dataDir, LOG_LEVEL: 'info', ...env });
+  const child = spawn(process.execPath, ['--import', 'tsx', `src/cli/${command}.ts`, ...args], { cwd: ROOT, env: clean, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString('utf8')));
+  child.stderr!.on('data', (d: Buffer) => (out += d.toString('utf8')));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  let done = false;
+  void exited.then(() => (done = true));
+  return {
+    child,
+    output: () => out,
+    exited,
+    async waitFor(text, timeoutMs = 90_000) {
+      const deadline = Date.now() + timeoutMs;
+      const found = () => (typeof text === 'string' ? out.includes(text) : text.test(out));
+      while (!found()) {
+        if (done) throw new Error(`${command} exited before printing ${text}:\n${out}`);
+        if (Date.now() > deadline) throw new Error(`${command} did not print ${text} within ${timeoutMs} ms:\n${out}`);
+        await sleep(50);
+      }
+    },
+  };
+}
+
+/** `npm start` on `port`, once it serves. */
+export async function startServerProcess(dataDir: string, port: number, env: Record<string, string> = {}): Promise<CommandProcess> {
+  const server = runCommand('start', [], dataDir, { PORT: String(port), ...env });
+  await server.waitFor('tablegraph is serving');
+  return server;
+}
+
+/** Kills every command process still running (afterAll). */
+export function killCommandProcesses(): void {
+  for (const child of children) {
+    if (child.exitCode === null && child.signalCode === null && child.pid) process.kill(child.pid, 'SIGKILL');
+  }
+}
+
+export async function freePort(): Promise<number> {
+  const probe = net.createServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const found = (probe.address() as AddressInfo).port;
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  return found;
+}
+
+/** The data folder's running Azurite, as its state file says (undefined when none). */
+export function azuriteState(dataDir: string): { pid: number; connectionString: string } | undefined {
+  const file = path.join(dataDir, 'azurite.json');
+  return fs.existsSync(file) ? (JSON.parse(fs.readFileSync(file, 'utf8')) as { pid: number; connectionString: string }) : undefined;
+}
+
+export async function waitUntilGone(pid: number, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (isProcessAlive(pid)) {
+    if (Date.now() > deadline) return false;
+    await sleep(50);
+  }
+  return true;
+}
+
+/** POSTs a query to the server on `port`. */
+export async function queryPort(port: number, query: string): Promise<any> {
+  const res = await fetch(`http://127.0.0.1:${port}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) });
+  return res.json();
+}
