@@ -57,6 +57,11 @@ export interface Config {
    * the quick start); false for a public deployment, which also blocks field suggestions in error messages.
    */
   introspection: boolean;
+  /**
+   * TABLEGRAPH_METRICS: who may read the Prometheus metrics at `/metrics` — `loopback` (the default: a scraper on
+   * this machine, or a sidecar), `on` (anyone who reaches the port: put it behind your network's rules) or `off`.
+   */
+  metrics: 'loopback' | 'on' | 'off';
   /** TABLEGRAPH_MAX_BODY_BYTES: the largest request body accepted (bytes, default 262144); larger: 413. */
   maxBodyBytes: number;
   /** TABLEGRAPH_MAX_STORAGE_CALLS: the worst-case storage calls an operation may have (calls, default 1000). */
@@ -135,6 +140,7 @@ const specs = {
   TABLEGRAPH_MAX_DEQUEUE_COUNT: positiveInt({ default: 5 }),
   TABLEGRAPH_SETTLE_MS: positiveInt({ default: 30000 }),
   TABLEGRAPH_INTROSPECTION: bool({ default: true, desc: 'schema introspection and the IDE page' }),
+  TABLEGRAPH_METRICS: str<'loopback' | 'on' | 'off'>({ choices: ['loopback', 'on', 'off'], default: 'loopback', desc: 'who may read /metrics' }),
   TABLEGRAPH_MAX_BODY_BYTES: positiveInt({ default: 262144 }),
   TABLEGRAPH_MAX_STORAGE_CALLS: positiveInt({ default: 1000 }),
   TABLEGRAPH_REQUEST_TIMEOUT_MS: positiveInt({ default: 30000 }),
@@ -212,6 +218,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     settleMs: e.TABLEGRAPH_SETTLE_MS,
     corsOrigins: e.TABLEGRAPH_CORS_ORIGINS,
     introspection: e.TABLEGRAPH_INTROSPECTION,
+    metrics: e.TABLEGRAPH_METRICS,
     maxBodyBytes: e.TABLEGRAPH_MAX_BODY_BYTES,
     maxStorageCalls: e.TABLEGRAPH_MAX_STORAGE_CALLS,
     maxNodes: e.TABLEGRAPH_MAX_NODES,

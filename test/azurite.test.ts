@@ -122,6 +122,7 @@ describe('loadConfig', () => {
       requestTimeoutMs: 30000,
       maxStorageInFlight: 8,
       maxStorageQueue: 2000,
+      metrics: 'loopback',
       rateLimit: 1200,
     });
   });
@@ -143,5 +144,6 @@ describe('loadConfig', () => {
     expect((err as Error).message).toMatch(/PORT/);
     expect((err as Error).message).toMatch(/TABLEGRAPH_READ_CONCURRENCY/);
     expect(() => loadConfig({ TABLEGRAPH_DEFAULT_PAGE_SIZE: '500' })).toThrow(/TABLEGRAPH_MAX_PAGE_SIZE/);
+    expect(() => loadConfig({ TABLEGRAPH_METRICS: 'public' })).toThrow(/TABLEGRAPH_METRICS/);
   });
 });

@@ -1,6 +1,7 @@
 /**
  * `npm run import -- --file ../shared/data/chicago-employees.csv [--concurrency 8]`: loads the Chicago employee
- * file into the HR schema's tables (see src/import/import-employees.ts) on the configured storage, or the
+ * file — a path, or an http(s) address such as the data portal's CSV export, downloaded first into
+ * `<data folder>/downloads/` — into the HR schema's tables (see src/import/import-employees.ts) on the configured storage, or the
  * embedded Azurite. Progress on stderr (a bar on a terminal, log lines otherwise); the summary on stdout.
  * Exit code 0 even when rows were skipped (they are listed with their line numbers); 1 when an EGT was given up on
  * after its retries (its rows are listed: run it again) or on a fatal error. Running it again with the same file
@@ -10,6 +11,7 @@ import path from 'node:path';
 import { Command } from 'commander';
 import { loadConfig } from '../config';
 import { ErrorCode, TablegraphError } from '../errors';
+import { downloadToFile, isAddress } from '../import/download';
 import { importEmployees, type ImportSummary } from '../import/import-employees';
 import { createImportProgress, estimateDataRows } from '../import/progress';
 import { createLogger } from '../log';
@@ -38,14 +40,14 @@ runMain(
   async (log) => {
     const options = new Command('import')
       .description('import the City of Chicago employee CSV into the HR schema (idempotent)')
-      .requiredOption('--file <path>', 'the CSV file, e.g. ../shared/data/chicago-employees.csv')
+      .requiredOption('--file <path or address>', 'the CSV file, e.g. ../shared/data/chicago-employees.csv, or its http(s) address')
       .option('--concurrency <n>', 'EGTs in flight at once', positiveIntArgument, 8)
       .parse()
       .opts<{ file: string; concurrency: number }>();
     const config = loadConfig();
     log.level = config.logLevel;
-    const file = path.resolve(options.file);
     const { model } = compileConfiguredSchema(config);
+    const file = isAddress(options.file) ? await downloadToFile(options.file, path.join(config.dataDir, 'downloads'), { log }) : path.resolve(options.file);
     // Read once before storage starts: an unreadable file fails fast, and the bar gets its total.
     const totalRows = await estimateDataRows(file).catch((e: Error) => {
       throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `Cannot read ${file}: ${e.message}`, { file });

@@ -37,6 +37,8 @@ export interface RequestContext {
   eventualSummaries: Set<string>;
   /** The properties this request reads of each entity type (the same for every resolver of the request). */
   projection(info: GraphQLResolveInfo): Projection;
+  /** What the request turned out to be, for its log line and metrics (src/server/request-log.ts fills it). */
+  outcome: { operationName?: string; errorCodes: string[] };
 }
 
 /** What stays the same across requests. */
@@ -72,6 +74,7 @@ export function createRequestContext(deps: ContextDeps, requestId: string = rand
     writer: deps.writer,
     eventuallyConsistent: new Set(),
     eventualSummaries: new Set(),
+    outcome: { errorCodes: [] },
     cost,
     loaders: createLoaders(deps.store, {
       concurrency: deps.readConcurrency,

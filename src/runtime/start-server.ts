@@ -91,6 +91,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     corsOrigins: config.corsOrigins,
     introspection: config.introspection,
     sdl,
+    metrics: config.metrics,
     maxBodyBytes: config.maxBodyBytes,
     budget: { maxStorageCalls: config.maxStorageCalls, maxNodes: config.maxNodes },
     authenticate,

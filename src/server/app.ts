@@ -23,7 +23,9 @@ import { DEFAULT_DEMAND_BUDGET, demandPlugin, type DemandBudget } from './demand
 import { formatError } from './format-error';
 import { DEFAULT_QUERY_LIMITS, queryLimits, type QueryLimits } from './query-limits';
 import { httpErrorHandler, notFoundHandler } from './http-errors';
-import { requestIdMiddleware, requestIdOf, requestLogPlugin } from './request-log';
+import { recordContext, recordDoorRefusal, requestIdMiddleware, requestIdOf, requestLineMiddleware, requestLogPlugin } from './request-log';
+import { Metrics } from './metrics';
+import { isLoopback } from './auth';
 import { mountIde, schemaSdlHandler } from './ide';
 
 /** Deepest query accepted (selection-set nesting levels); deeper ones fail validation before any storage call. */
@@ -49,6 +51,8 @@ export interface AppDeps extends ContextDeps {
   introspection?: boolean;
   /** The compiled SDL, served as `/schema.graphql` when introspection is on. */
   sdl?: string;
+  /** Who may read `/metrics` (default 'loopback': requests from this machine only). */
+  metrics?: 'loopback' | 'on' | 'off';
   /** Document limits (default DEFAULT_QUERY_LIMITS). */
   limits?: QueryLimits;
   /** Largest request body accepted (bytes, default 262144). */
@@ -64,6 +68,8 @@ export interface AppDeps extends ContextDeps {
 export interface GraphqlApp {
   app: express.Express;
   apollo: ApolloServer<RequestContext>;
+  /** The server's metrics (absent with metrics 'off'). */
+  metrics?: Metrics;
 }
 
 /** Builds and starts (in the Apollo sense) the application; the caller listens and stops. */
@@ -104,6 +110,21 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
       res.status(503).json({ status: 'unavailable', storage: { target: deps.storageTarget, answers: false }, requestId: requestIdOf(req) });
     }
   });
+  const metricsAccess = deps.metrics ?? 'loopback';
+  const metrics = metricsAccess === 'off' ? undefined : new Metrics({ queues: deps.queues, queueNames: deps.queueNames, worker: deps.worker });
+  if (metrics) {
+    app.get('/metrics', async (req, res, next) => {
+      // Not a secret, but not everyone's business either: by default, only a scraper on this machine.
+      if (metricsAccess === 'loopback' && !isLoopback((req.socket.remoteAddress ?? '').replace(/^::ffff:/, ''))) return next();
+      try {
+        const { contentType, body } = await metrics.render();
+        res.type(contentType).send(body);
+      } catch (e) {
+        deps.log.warn({ requestId: requestIdOf(req), err: e }, '/metrics: a metric could not be read');
+        res.status(503).type('text/plain').send('metrics unavailable: see the server log\n');
+      }
+    });
+  }
   if (introspection) {
     mountIde(app, '/graphql');
     if (deps.sdl !== undefined) app.get('/schema.graphql', schemaSdlHandler(deps.sdl));
@@ -111,26 +132,35 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
   const origins = deps.corsOrigins ?? [];
   app.use(
     '/graphql',
+    requestLineMiddleware(deps.log, metrics),
     cors({ origin: origins.length > 0 ? origins : false }),
     express.json({ limit: deps.maxBodyBytes ?? 262_144 }),
     expressMiddleware(apollo, {
       // Refusals at the door, before anything of the request runs: no valid token (UNAUTHENTICATED, 401), over
       // its caller's rate (RATE_LIMITED, 429), storage calls of other requests queued to the limit (OVERLOADED, 503).
-      context: async ({ req }) => {
-        const principal = deps.authenticate && (await deps.authenticate(req.headers.authorization));
-        await deps.rateLimit?.(principal ? `sub:${principal.subject}` : `ip:${req.ip ?? 'unknown'}`);
-        if (deps.admission?.saturated()) {
-          throw new GraphQLError('The server is overloaded; try again shortly.', {
-            extensions: { code: ErrorCode.OVERLOADED, http: { status: 503, headers: new Map([['retry-after', '1']]) } },
-          });
+      context: async ({ req, res }) => {
+        try {
+          const principal = deps.authenticate && (await deps.authenticate(req.headers.authorization));
+          await deps.rateLimit?.(principal ? `sub:${principal.subject}` : `ip:${req.ip ?? 'unknown'}`);
+          if (deps.admission?.saturated()) {
+            throw new GraphQLError('The server is overloaded; try again shortly.', {
+              extensions: { code: ErrorCode.OVERLOADED, http: { status: 503, headers: new Map([['retry-after', '1']]) } },
+            });
+          }
+          const context = createRequestContext(deps, requestIdOf(req), principal);
+          recordContext(res, context);
+          return context;
+        } catch (e) {
+          const code = (e as { extensions?: { code?: unknown }; code?: unknown }).extensions?.code ?? (e as { code?: unknown }).code;
+          recordDoorRefusal(res, typeof code === 'string' ? code : 'INTERNAL_SERVER_ERROR');
+          throw e;
         }
-        return createRequestContext(deps, requestIdOf(req), principal);
       },
     }),
   );
   app.use(notFoundHandler);
   app.use(httpErrorHandler(deps.log));
-  return { app, apollo };
+  return { app, apollo, metrics };
 }
 
 /**

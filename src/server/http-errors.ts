@@ -5,7 +5,7 @@
  */
 import type { NextFunction, Request, Response } from 'express';
 import type { Logger } from '../log';
-import { requestIdOf } from './request-log';
+import { recordDoorRefusal, requestIdOf } from './request-log';
 
 /** Codes by HTTP status, for failures of the body parser. */
 const CODES: Record<number, { code: string; message: string }> = {
@@ -15,6 +15,7 @@ const CODES: Record<number, { code: string; message: string }> = {
 };
 
 function send(res: Response, status: number, code: string, message: string, requestId: string): void {
+  recordDoorRefusal(res, code);
   res.status(status).type('application/json').send(JSON.stringify({ errors: [{ message, extensions: { code, requestId } }] }));
 }
 

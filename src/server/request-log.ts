@@ -2,18 +2,25 @@
  * Every request has an id: the client's `x-request-id` when it is a plain token (a proxy's, say), else a new UUID.
  * It is answered in the `x-request-id` header and in `extensions.requestId` of every error, and every log line of
  * the request carries it — so a client that quotes it lets an operator find what storage said, which the client
- * never sees (format-error.ts). An Apollo plugin logs each error (a client's at info with its code; storage
- * failures and the unexpected at warn or error, with their details) and audits each mutation field: request id,
- * subject (the token's), field, the keys it names, and its outcome.
+ * never sees (format-error.ts).
+ *
+ * Each GraphQL request ends with one log line (`msg: "request"`, info; warn for a 5xx): request id, operation name,
+ * HTTP status, duration (ms), storage cost (round trips, entities read, storage ms) and the error codes — requests
+ * refused at the door (no token, rate limit, overload, a body too large) included — and is counted in the metrics.
+ * An Apollo plugin logs each error (a client's at info with its code; storage failures and the unexpected at warn or
+ * error, with their details) and audits each mutation field: request id, subject (the token's), field, the keys it
+ * names, and its outcome.
  */
 import { randomUUID } from 'node:crypto';
 import type { ApolloServerPlugin } from '@apollo/server';
 import { unwrapResolverError } from '@apollo/server/errors';
+import { getOperationAST } from 'graphql';
 import type { Request, Response, NextFunction } from 'express';
 import { ErrorCode, isTablegraphError } from '../errors';
 import type { Logger } from '../log';
 import type { Model } from '../model/types';
 import type { RequestContext } from '../resolvers/context';
+import type { Metrics } from './metrics';
 
 /** The header that carries a request's id, both ways. */
 export const REQUEST_ID_HEADER = 'x-request-id';
@@ -31,6 +38,50 @@ export function requestIdMiddleware(req: Request, res: Response, next: NextFunct
   (req as Request & { requestId?: string }).requestId = id;
   res.setHeader(REQUEST_ID_HEADER, id);
   next();
+}
+
+/** What the request's context could not record: a refusal before the context existed (request-log's last word). */
+export function recordDoorRefusal(res: Response, code: string): void {
+  (res.locals as { doorCode?: string }).doorCode = code;
+}
+
+/** Hands the request's context to its log line (app.ts, once the context exists). */
+export function recordContext(res: Response, context: RequestContext): void {
+  (res.locals as { context?: RequestContext }).context = context;
+}
+
+/**
+ * Express middleware for the GraphQL endpoint: one log line per request when its response is sent (or the client
+ * went away), and the request counted in `metrics`.
+ */
+export function requestLineMiddleware(log: Logger, metrics?: Metrics) {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    const start = performance.now();
+    let done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      const durationMs = Math.round((performance.now() - start) * 100) / 100;
+      const { context, doorCode } = res.locals as { context?: RequestContext; doorCode?: string };
+      const codes = context?.outcome.errorCodes ?? (doorCode ? [doorCode] : res.statusCode >= 400 ? [`HTTP_${res.statusCode}`] : []);
+      const operationName = context?.outcome.operationName ?? null;
+      const cost = context?.cost.snapshot();
+      const line = {
+        requestId: requestIdOf(req),
+        operationName,
+        status: res.writableFinished ? res.statusCode : 'client closed',
+        durationMs,
+        ...(cost && { cost: { roundTrips: cost.roundTrips, entitiesRead: cost.entitiesRead, storageMs: Math.round(cost.storageMs * 100) / 100 } }),
+        errors: codes,
+      };
+      if (res.statusCode >= 500) log.warn(line, 'request');
+      else log.info(line, 'request');
+      metrics?.observe({ operation: operationName ?? 'anonymous', code: codes[0] ?? 'OK', durationMs, cost });
+    };
+    res.once('finish', finish);
+    res.once('close', finish);
+    next();
+  };
 }
 
 /** Codes of failures that are not the client's doing: logged at warn, with their details. */
@@ -73,9 +124,13 @@ export function requestLogPlugin(log: Logger, model: Model): ApolloServerPlugin<
             },
           };
         },
-        async willSendResponse({ response, contextValue }) {
+        async willSendResponse({ response, contextValue, operationName, request, document }) {
           if (response.body.kind !== 'single') return;
           const errors = response.body.singleResult.errors;
+          // A document that failed validation has no resolved operation: the name the client gave, or the only one.
+          const named = operationName ?? request.operationName ?? (document && getOperationAST(document)?.name?.value);
+          contextValue.outcome.operationName = named ?? undefined;
+          contextValue.outcome.errorCodes = (errors ?? []).map((e) => String(e.extensions?.code ?? 'INTERNAL_SERVER_ERROR'));
           if (errors) {
             response.body.singleResult.errors = errors.map((e) => ({ ...e, extensions: { ...e.extensions, requestId: contextValue.requestId } }));
           }

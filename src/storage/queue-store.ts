@@ -204,6 +204,17 @@ export class QueueStore {
     return props.approximateMessagesCount ?? 0;
   }
 
+  /**
+   * How long the message at the front of the queue has waited (ms since it was inserted; 0 when no message is
+   * visible): one peek, which neither hides nor changes the message. @throws NOT_FOUND.
+   */
+  async oldestMessageAgeMs(name: string): Promise<number> {
+    const client = this.client(name);
+    const peeked = await this.call('peekMessages', name, (abortSignal) => client.peekMessages({ numberOfMessages: 1, abortSignal }));
+    const insertedOn = peeked.peekedMessageItems[0]?.insertedOn;
+    return insertedOn ? Math.max(0, Date.now() - insertedOn.getTime()) : 0;
+  }
+
   /** Drops the queue and its messages; a missing queue is fine. */
   async deleteQueue(name: string): Promise<void> {
     const client = this.client(name);

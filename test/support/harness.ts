@@ -4,7 +4,7 @@
  */
 import path from 'node:path';
 import { loadConfig, type Config } from '../../src/config';
-import { createLogger } from '../../src/log';
+import { createLogger, type Logger } from '../../src/log';
 import { compileSchema, type CompiledSchema } from '../../src/model/compile';
 import { loadSchemaSources } from '../../src/model/load-schema';
 import type { OpenStorage } from '../../src/runtime/open-storage';
@@ -68,7 +68,7 @@ export function rangeMode(): 'sorted' | 'shuffled' {
  * A real server (Apollo + Express on a free port) over the test Azurite with its own tables — through a proxy
  * that shuffles range results, with the `cosmos` target, in the `shuffled` range mode.
  */
-export async function startTestServer(env: Record<string, string> = {}): Promise<TestServer> {
+export async function startTestServer(env: Record<string, string> = {}, opts: { log?: Logger } = {}): Promise<TestServer> {
   const proxy = rangeMode() === 'shuffled' ? await startShufflingProxy(connectionString(), Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31) : undefined;
   const target = proxy ? 'cosmos' : 'azurite';
   const config = loadConfig(
@@ -86,7 +86,7 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
   );
   const store = new TableStore({ connectionString: config.connectionString!, target, timeoutMs: config.storageTimeoutMs });
   const storage: OpenStorage = { store, queues: testQueues(), connectionString: config.connectionString!, target, close: async () => {} };
-  const server = await startServer(config, storage, createLogger({ level: 'silent' }));
+  const server = await startServer(config, storage, opts.log ?? createLogger({ level: 'silent' }));
   return {
     ...server,
     async close(graceMs?: number) {

@@ -1,0 +1,132 @@
+/**
+ * Prometheus metrics at `GET /metrics` (prom-client, text exposition format), one registry per server:
+ *
+ * - `tablegraph_requests_total{operation,code}`: GraphQL requests by operation name (`anonymous` without one) and
+ *   outcome (`OK`, or the first error's `extensions.code`, refusals at the door included);
+ * - `tablegraph_request_duration_seconds{operation}`: their duration (s), from the first byte read to the last sent;
+ * - `tablegraph_storage_calls_total{kind}`: storage calls made by requests, by kind (`pointQuery`, `rangeQuery`,
+ *   `partitionScan`, `tableScan`, `write`), and `tablegraph_storage_round_trips_total`;
+ * - `tablegraph_entities_read_total`: entities returned by requests' reads;
+ * - `tablegraph_fanout_queue_depth`, `tablegraph_fanout_poison_depth` (messages, approximate) and
+ *   `tablegraph_fanout_oldest_message_age_seconds`, read from the queue service at each scrape;
+ * - `tablegraph_worker_lag_seconds{quantile}` and `tablegraph_worker_messages_total{outcome}`: the in-process
+ *   fan-out worker's enqueue-to-reconcile lag over its recent window and its message counts;
+ * - prom-client's default process metrics (`process_cpu_seconds_total`, `process_resident_memory_bytes`, event
+ *   loop lag, …), prefixed `tablegraph_`.
+ */
+import client from 'prom-client';
+import type { StorageCost } from '../read/cost';
+import type { QueueStore } from '../storage/queue-store';
+import type { QueueWorker } from '../worker/queue-worker';
+
+/** What the request log hands to the metrics for each finished request. */
+export interface RequestOutcome {
+  operation: string;
+  /** `OK` or the first error's code. */
+  code: string;
+  durationMs: number;
+  cost?: StorageCost;
+}
+
+export interface MetricsDeps {
+  queues?: QueueStore;
+  queueNames?: { queue: string; poison: string };
+  worker?: () => QueueWorker | undefined;
+}
+
+/** Operation names become label values: bounded in length and alphabet, so a client cannot blow up the series. */
+function operationLabel(name: string): string {
+  return /^[A-Za-z_][A-Za-z0-9_]{0,63}$/.test(name) ? name : 'invalid';
+}
+
+export class Metrics {
+  readonly registry = new client.Registry();
+  private readonly requests: client.Counter<'operation' | 'code'>;
+  private readonly duration: client.Histogram<'operation'>;
+  private readonly storageCalls: client.Counter<'kind'>;
+  private readonly roundTrips: client.Counter;
+  private readonly entitiesRead: client.Counter;
+
+  constructor(deps: MetricsDeps = {}) {
+    const registers = [this.registry];
+    client.collectDefaultMetrics({ register: this.registry, prefix: 'tablegraph_' });
+    this.requests = new client.Counter({ name: 'tablegraph_requests_total', help: 'GraphQL requests by operation name and outcome code', labelNames: ['operation', 'code'], registers });
+    this.duration = new client.Histogram({
+      name: 'tablegraph_request_duration_seconds',
+      help: 'GraphQL request duration in seconds',
+      labelNames: ['operation'],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    });
+    this.storageCalls = new client.Counter({ name: 'tablegraph_storage_calls_total', help: 'Storage calls made by GraphQL requests, by kind', labelNames: ['kind'], registers });
+    this.roundTrips = new client.Counter({ name: 'tablegraph_storage_round_trips_total', help: 'HTTP round trips to the Table service made by GraphQL requests', registers });
+    this.entitiesRead = new client.Counter({ name: 'tablegraph_entities_read_total', help: 'Entities returned by the reads of GraphQL requests', registers });
+
+    const { queues, queueNames } = deps;
+    if (queues && queueNames) {
+      new client.Gauge({
+        name: 'tablegraph_fanout_queue_depth',
+        help: 'Messages in the fan-out queue (approximate, as the queue service reports it)',
+        registers,
+        async collect() { this.set(await queues.approximateDepth(queueNames.queue)); },
+      });
+      new client.Gauge({
+        name: 'tablegraph_fanout_poison_depth',
+        help: 'Messages in the fan-out poison queue (approximate)',
+        registers,
+        async collect() { this.set(await queues.approximateDepth(queueNames.poison)); },
+      });
+      new client.Gauge({
+        name: 'tablegraph_fanout_oldest_message_age_seconds',
+        help: 'Age of the message at the front of the fan-out queue in seconds (0 when empty)',
+        registers,
+        async collect() { this.set((await queues.oldestMessageAgeMs(queueNames.queue)) / 1000); },
+      });
+    }
+    const worker = deps.worker;
+    if (worker) {
+      new client.Gauge({
+        name: 'tablegraph_worker_lag_seconds',
+        help: 'The in-process fan-out worker\'s lag from enqueue to reconcile over its recent window, in seconds',
+        labelNames: ['quantile'],
+        registers,
+        collect() {
+          const lag = worker()?.stats().lag;
+          if (!lag) return;
+          this.set({ quantile: '0.5' }, lag.p50Ms / 1000);
+          this.set({ quantile: '0.99' }, lag.p99Ms / 1000);
+          this.set({ quantile: '1' }, lag.maxMs / 1000);
+        },
+      });
+      new client.Gauge({
+        name: 'tablegraph_worker_messages_total',
+        help: 'Messages the in-process fan-out worker handled, failed (to be retried), retried and sent to the poison queue',
+        labelNames: ['outcome'],
+        registers,
+        collect() {
+          const s = worker()?.stats();
+          if (!s) return;
+          for (const outcome of ['handled', 'failed', 'retried', 'poisoned'] as const) this.set({ outcome }, s[outcome]);
+        },
+      });
+    }
+  }
+
+  /** Counts one finished GraphQL request. */
+  observe(o: RequestOutcome): void {
+    const operation = operationLabel(o.operation);
+    this.requests.inc({ operation, code: o.code });
+    this.duration.observe({ operation }, o.durationMs / 1000);
+    const c = o.cost;
+    if (!c) return;
+    const kinds: Array<[string, number]> = [['pointQuery', c.pointQueries], ['rangeQuery', c.rangeQueries], ['partitionScan', c.partitionScans], ['tableScan', c.tableScans], ['write', c.writes]];
+    for (const [kind, n] of kinds) if (n > 0) this.storageCalls.inc({ kind }, n);
+    if (c.roundTrips > 0) this.roundTrips.inc(c.roundTrips);
+    if (c.entitiesRead > 0) this.entitiesRead.inc(c.entitiesRead);
+  }
+
+  /** The exposition text and its content type. */
+  async render(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+}

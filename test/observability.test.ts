@@ -1,0 +1,94 @@
+/**
+ * What an operator watches: one log line per GraphQL request (request id in and out, operation name, status,
+ * duration, storage cost, error codes — refusals at the door included), and Prometheus metrics at /metrics
+ * (prom-client), readable from this machine only by default.
+ */
+import os from 'node:os';
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { startTestServer, type TestServer } from './support/harness';
+
+const lines: any[] = [];
+const sink = new Writable({
+  write(chunk: Buffer, _enc, done) {
+    for (const line of chunk.toString('utf8').split('\n')) if (line) lines.push(JSON.parse(line));
+    done();
+  },
+});
+let server: TestServer;
+
+beforeAll(async () => {
+  server = await startTestServer({}, { log: pino({ level: 'info' }, sink) });
+});
+afterAll(async () => server?.close());
+
+const requestLines = (id: string) => lines.filter((l) => l.msg === 'request' && l.requestId === id);
+
+async function post(body: string, requestId: string): Promise<Response> {
+  return fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': requestId }, body });
+}
+
+/** The value of one sample of the exposition text, e.g. `tablegraph_requests_total{operation="X",code="OK"}`. */
+function sample(text: string, series: string): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+test('one log line per request: its id (the client\'s, answered back), operation, status, duration, storage cost and error codes', async () => {
+  const ok = await post(JSON.stringify({ query: 'query Marketing { department(id: "Marketing") { employeeCount employees { edges { node { id } } } } }' }), 'obs-ok-1');
+  expect(ok.headers.get('x-request-id')).toBe('obs-ok-1');
+  expect(((await ok.json()) as any).data.department.employeeCount).toBe(2);
+  const invalid = await post(JSON.stringify({ query: 'query Broken { department(id: "Marketing") { nope } }' }), 'obs-invalid-1');
+  expect(invalid.status).toBe(400);
+  const huge = await post(JSON.stringify({ query: `{ __typename } # ${'x'.repeat(300_000)}` }), 'obs-huge-1');
+  expect(huge.status).toBe(413);
+  await new Promise((resolve) => setTimeout(resolve, 50)); // the line is written when the response has been sent
+
+  const [okLine] = requestLines('obs-ok-1');
+  expect(okLine).toMatchObject({ level: 30, operationName: 'Marketing', status: 200, errors: [], cost: { roundTrips: 2, entitiesRead: 3 } });
+  expect(okLine.durationMs).toBeGreaterThan(0);
+  expect(okLine.cost.storageMs).toBeGreaterThan(0);
+  expect(requestLines('obs-ok-1')).toHaveLength(1);
+  expect(requestLines('obs-invalid-1')).toEqual([expect.objectContaining({ operationName: 'Broken', status: 400, errors: ['GRAPHQL_VALIDATION_FAILED'] })]);
+  expect(requestLines('obs-huge-1')).toEqual([expect.objectContaining({ operationName: null, status: 413, errors: ['PAYLOAD_TOO_LARGE'] })]);
+});
+
+test('/metrics: requests by operation and code, durations, storage calls by kind, entities read, queue and worker gauges, process metrics', async () => {
+  for (let i = 0; i < 3; i++) await server.query('query Sales { department(id: "Sales") { employeeCount } }');
+  await server.query('query Misspelt { nope }');
+  const res = await fetch(new URL('/metrics', server.url));
+  expect(res.status).toBe(200);
+  expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+  const text = await res.text();
+  expect(sample(text, 'tablegraph_requests_total{operation="Sales",code="OK"}')).toBe(3);
+  expect(sample(text, 'tablegraph_requests_total{operation="Misspelt",code="GRAPHQL_VALIDATION_FAILED"}')).toBe(1);
+  expect(sample(text, 'tablegraph_request_duration_seconds_count{operation="Sales"}')).toBe(3);
+  expect(sample(text, 'tablegraph_storage_calls_total{kind="pointQuery"}')).toBeGreaterThanOrEqual(3);
+  expect(sample(text, 'tablegraph_entities_read_total')).toBeGreaterThanOrEqual(3);
+  expect(sample(text, 'tablegraph_fanout_queue_depth')).toBeGreaterThanOrEqual(0);
+  expect(sample(text, 'tablegraph_fanout_poison_depth')).toBe(0);
+  expect(sample(text, 'tablegraph_fanout_oldest_message_age_seconds')).toBeGreaterThanOrEqual(0);
+  expect(sample(text, 'tablegraph_worker_lag_seconds{quantile="0.5"}')).toBeGreaterThanOrEqual(0);
+  expect(sample(text, 'tablegraph_worker_messages_total{outcome="poisoned"}')).toBe(0);
+  expect(sample(text, 'tablegraph_process_resident_memory_bytes')).toBeGreaterThan(10_000_000);
+
+  // A client cannot create series at will: a name that is no GraphQL name is counted as "invalid".
+  await post(JSON.stringify({ query: '{ __typename }', operationName: 'x'.repeat(200) }), 'obs-name');
+  expect(sample(await (await fetch(new URL('/metrics', server.url))).text(), `tablegraph_requests_total{operation="${'x'.repeat(200)}",code="OK"}`)).toBeUndefined();
+});
+
+test('/metrics is for this machine by default, for everyone with TABLEGRAPH_METRICS=on, for nobody with off', async () => {
+  const external = Object.values(os.networkInterfaces()).flat().find((i) => i && i.family === 'IPv4' && !i.internal)?.address;
+  if (!external) throw new Error('this test needs a non-loopback IPv4 address on the machine');
+  const open = await startTestServer({ HOST: '0.0.0.0', TABLEGRAPH_AUTH: 'off' });
+  const onForAll = await startTestServer({ HOST: '0.0.0.0', TABLEGRAPH_AUTH: 'off', TABLEGRAPH_METRICS: 'on' });
+  const off = await startTestServer({ TABLEGRAPH_METRICS: 'off' });
+  try {
+    expect((await fetch(`http://127.0.0.1:${open.port}/metrics`)).status).toBe(200);
+    expect((await fetch(`http://${external}:${open.port}/metrics`)).status).toBe(404);
+    expect((await fetch(`http://${external}:${onForAll.port}/metrics`)).status).toBe(200);
+    expect((await fetch(`http://127.0.0.1:${off.port}/metrics`)).status).toBe(404);
+  } finally {
+    await Promise.all([open.close(), onForAll.close(), off.close()]);
+  }
+});
