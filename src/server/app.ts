@@ -95,6 +95,8 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
   await apollo.start();
   const app = express();
   app.disable('x-powered-by');
+  // An ETag of every response body (a hash per response) is no use to GraphQL over POST.
+  app.disable('etag');
   app.use(requestIdMiddleware);
   app.get('/health', async (req, res) => {
     try {
@@ -133,7 +135,8 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
   app.use(
     '/graphql',
     requestLineMiddleware(deps.log, metrics),
-    cors({ origin: origins.length > 0 ? origins : false }),
+    // No origin allowed: no CORS headers to add, and no middleware to run for it.
+    ...(origins.length > 0 ? [cors({ origin: origins })] : []),
     express.json({ limit: deps.maxBodyBytes ?? 262_144 }),
     expressMiddleware(apollo, {
       // Refusals at the door, before anything of the request runs: no valid token (UNAUTHENTICATED, 401), over

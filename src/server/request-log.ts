@@ -109,7 +109,9 @@ export function requestLogPlugin(log: Logger, model: Model): ApolloServerPlugin<
             }
           }
         },
-        async executionDidStart() {
+        async executionDidStart({ operation }) {
+          // A field hook makes Apollo call back for every field resolved: only mutations are audited.
+          if (operation.operation !== 'mutation') return;
           return {
             willResolveField({ info, args, contextValue }) {
               if (info.parentType.name !== info.schema.getMutationType()?.name) return;

@@ -199,8 +199,11 @@ export async function ensureEmbeddedAzurite(dataDir: string, opts: { log?: Logge
     try {
       await withLock(dataDir, waitMs, async () => {
         const current = await runningAzurite(paths.state);
-        if (current && current.ports.table === state.ports.table) {
-          state = current; // another process restarted it
+        if (current) {
+          // Another process restarted it. Never a second Azurite on one folder, even when this process's clients,
+          // bound to the old ports, cannot follow it to new ones.
+          if (current.ports.table !== state.ports.table) log.error({ azuritePid: current.pid, ports: current.ports }, 'the embedded Azurite was restarted by another process on other ports: restart this process to reach it');
+          state = current;
           return;
         }
         const dead = state.pid;

@@ -1,12 +1,13 @@
 /**
  * `npm run bench [-- <name> …]`: runs the benchmarks one after another (each on its own in-memory Azurite) and
  * prints their tables — all of them by default (about 10 minutes on a 2-core machine), or the ones named:
- * import, read, fanout, partition, attack. Not part of `npm test`: benchmarks print numbers, they assert nothing.
+ * point, import, read, fanout, partition, attack. Not part of `npm test`: benchmarks print numbers, they assert nothing.
  */
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 
 const BENCHMARKS: Record<string, string> = {
+  point: 'point-bench.ts',
   import: 'import-bench.ts',
   read: 'read-bench.ts',
   fanout: 'fanout-bench.ts',
