@@ -1,8 +1,9 @@
 /**
- * The HTTP application: Apollo Server on `/graphql` (with the storage cost plugin, error formatting, request ids
- * and the mutation audit, and a query depth limit), CORS for the origins allowed and none by default, and
- * `/health`, which says whether storage answers (never what it said: that is logged). Every failure is answered as
- * GraphQL-over-HTTP JSON with a code and the request id (http-errors.ts).
+ * The HTTP application: Apollo Server on `/graphql` (with the storage cost plugin, error formatting, request ids,
+ * the request log line and the mutation audit, and the document limits), GraphiQL for a browser on `/graphql` and
+ * the SDL on `/schema.graphql` (ide.ts), CORS for the origins allowed and none by default, Prometheus metrics on
+ * `/metrics` (metrics.ts), and `/health`, which says whether storage answers (never what it said: that is logged).
+ * Every failure is answered as GraphQL-over-HTTP JSON with a code and the request id (http-errors.ts).
  */
 import { ApolloServer, type ApolloServerPlugin } from '@apollo/server';
 import { expressMiddleware } from '@as-integrations/express5';

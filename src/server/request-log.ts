@@ -40,7 +40,7 @@ export function requestIdMiddleware(req: Request, res: Response, next: NextFunct
   next();
 }
 
-/** What the request's context could not record: a refusal before the context existed (request-log's last word). */
+/** Records, for the request's log line, the code of a refusal made before its context existed (token, rate, body). */
 export function recordDoorRefusal(res: Response, code: string): void {
   (res.locals as { doorCode?: string }).doorCode = code;
 }
