@@ -9,7 +9,7 @@
  * Prints per kind: requests per second (median of the rounds), the ratio of GraphQL point queries to raw getEntity,
  * the server's CPU per request (ms) and the raw client's CPU per getEntity (ms), and the server's RSS (bytes)
  * after all rounds. `--profile` runs the server with a V8 CPU profile during the GraphQL rounds and prints the
- * functions with the most self time.
+ * functions with the most self and total time. `BENCH_LOG_LEVEL=warn` leaves the request log line out.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -81,7 +81,7 @@ async function startServer(connectionString: string, port: number, profileDir?: 
     TABLEGRAPH_CURSOR_SECRET: 'bench',
     TABLEGRAPH_RATE_LIMIT: '100000000',
     PORT: String(port),
-    LOG_LEVEL: 'info',
+    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
   });
   const args = [...(profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []), '--import', 'tsx', 'src/cli/start.ts'];
   const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'pipe'] });
