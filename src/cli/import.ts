@@ -17,12 +17,8 @@ import { createImportProgress, estimateDataRows } from '../import/progress';
 import { createLogger } from '../log';
 import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { openStorage } from '../runtime/open-storage';
-import { formatTotals, reportFailed } from './load-report';
+import { formatTotals, reportFailed, reportSkipped } from './load-report';
 import { positiveIntArgument, runMain } from './run-main';
-
-/** Skipped rows listed one by one; the rest are counted. */
-const SKIPPED_SHOWN = 20;
-
 
 function formatSummary(s: ImportSummary): string {
   return [
@@ -70,10 +66,7 @@ runMain(
       } finally {
         progress.stop();
       }
-      for (const s of summary.skipped.slice(0, SKIPPED_SHOWN)) log.warn({ line: s.line }, `skipped line ${s.line}: ${s.reason}`);
-      if (summary.skipped.length > SKIPPED_SHOWN) {
-        log.warn(`… and ${summary.skipped.length - SKIPPED_SHOWN} more skipped rows (${summary.skipped.length} in all)`);
-      }
+      reportSkipped(log, summary.skipped, { where: (line) => `line ${line}` });
       process.stdout.write(`${formatSummary(summary)}\n`);
       reportFailed(log, summary.failed);
     } finally {

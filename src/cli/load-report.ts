@@ -1,5 +1,11 @@
-/** What `npm run load` and `npm run import` print at the end: the totals on stdout, the failed EGTs in the log. */
+/**
+ * What `npm run load` and `npm run import` print at the end: the totals on stdout, the skipped rows and the failed
+ * EGTs in the log.
+ */
 import type { Logger } from '../log';
+
+/** Skipped rows listed one by one (per call); the rest are counted. */
+const SKIPPED_SHOWN = 20;
 
 interface Totals {
   failed: Array<{ lines: number[]; table: string; partitionKey: string; error: string }>;
@@ -27,4 +33,19 @@ export function reportFailed(log: Logger, failed: Totals['failed']): void {
     log.error({ table: f.table, partitionKey: f.partitionKey }, `an EGT was given up on after its retries: lines ${f.lines.join(', ')} not (fully) written: ${f.error}`);
   }
   if (failed.length > 0) process.exitCode = 1;
+}
+
+/**
+ * One warning per skipped row, for the first 20, then one line counting the rest.
+ * @param opts.where how a row's place is named, e.g. `issues.csv:12` or `line 12`
+ * @param opts.fields added to each row's log line (e.g. the entity type)
+ * @param opts.rows what the rest are called in the counting line (default `rows`)
+ */
+export function reportSkipped(
+  log: Logger,
+  skipped: Array<{ line: number; reason: string }>,
+  opts: { where(line: number): string; fields?: Record<string, unknown>; rows?: string },
+): void {
+  for (const s of skipped.slice(0, SKIPPED_SHOWN)) log.warn({ ...opts.fields, line: s.line }, `skipped ${opts.where(s.line)}: ${s.reason}`);
+  if (skipped.length > SKIPPED_SHOWN) log.warn(`… and ${skipped.length - SKIPPED_SHOWN} more skipped ${opts.rows ?? 'rows'} (${skipped.length} in all)`);
 }

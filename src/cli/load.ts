@@ -16,11 +16,8 @@ import { readManifest, type ManifestStep } from '../load/manifest';
 import { createLogger } from '../log';
 import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { openStorage } from '../runtime/open-storage';
-import { formatTotals, reportFailed } from './load-report';
+import { formatTotals, reportFailed, reportSkipped } from './load-report';
 import { positiveIntArgument, runMain } from './run-main';
-
-/** Skipped rows listed one by one per step; the rest are counted. */
-const SKIPPED_SHOWN = 20;
 
 function formatSummary(s: LoadSummary): string {
   const lines = s.steps.map(
@@ -95,8 +92,7 @@ runMain(
         progress.stop();
       }
       for (const step of summary.steps) {
-        for (const s of step.skipped.slice(0, SKIPPED_SHOWN)) log.warn({ type: step.type, line: s.line }, `skipped ${path.basename(step.source ?? '')}:${s.line}: ${s.reason}`);
-        if (step.skipped.length > SKIPPED_SHOWN) log.warn(`… and ${step.skipped.length - SKIPPED_SHOWN} more skipped ${step.type} rows (${step.skipped.length} in all)`);
+        reportSkipped(log, step.skipped, { where: (line) => `${path.basename(step.source ?? '')}:${line}`, fields: { type: step.type }, rows: `${step.type} rows` });
       }
       process.stdout.write(`${formatSummary(summary)}\n`);
       reportFailed(log, summary.failed);
