@@ -73,7 +73,10 @@ test('/metrics: requests by operation and code, durations, storage calls by kind
   expect(sample(text, 'tablegraph_process_resident_memory_bytes')).toBeGreaterThan(10_000_000);
 
   // A client cannot create series at will: a name that is no GraphQL name is counted as "invalid".
-  await post(JSON.stringify({ query: '{ __typename }', operationName: 'x'.repeat(200) }), 'obs-name');
+  const unnamed = await post(JSON.stringify({ query: '{ __typename }', operationName: 'x'.repeat(200) }), 'obs-name');
+  // The name matches no operation of the document: the client's mistake, not a 500.
+  expect(unnamed.status).toBe(400);
+  expect(((await unnamed.json()) as any).errors[0].extensions).toEqual({ code: 'OPERATION_RESOLUTION_FAILURE', requestId: 'obs-name' });
   expect(sample(await (await fetch(new URL('/metrics', server.url))).text(), `tablegraph_requests_total{operation="${'x'.repeat(200)}",code="OK"}`)).toBeUndefined();
 });
 

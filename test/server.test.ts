@@ -8,6 +8,7 @@ import { createServer, type Server } from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { loadConfig } from '../src/config';
 import { ErrorCode, TablegraphError } from '../src/errors';
 import { createLogger } from '../src/log';
@@ -50,10 +51,10 @@ describe('/health', () => {
     const store = new TableStore({ connectionString: devConnectionString({ blob: port, queue: port, table: port }), target: 'azurite', timeoutMs: 2000 });
     const { schema, model } = compileHr(uniquePrefix());
     attachResolvers(schema, model);
-    const { app, apollo } = await createGraphqlApp({
+    const { handler, apollo } = await createGraphqlApp({
       schema, model, store, cursors: new CursorCodec('x'), readConcurrency: 4, log: silent, storageTarget: 'azurite',
     });
-    const http: Server = createServer(app);
+    const http: Server = createServer(handler);
     await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
     const base = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
     try {
@@ -314,6 +315,30 @@ describe('HTTP hardening', () => {
     const r = await server.query('{ department(id: "Sales") { name } }');
     expect(r.errors![0].extensions).toEqual({ code: 'STORAGE_UNAVAILABLE', reason: 'network', requestId: expect.any(String) });
     expect(JSON.stringify(r.errors)).not.toMatch(/tX1Directory|ECONNREFUSED|10\.1\.2\.3|PartitionKey/);
+  });
+
+  test('JSON POSTs (served before Express) and what Express serves (a gzip body, a GET) answer alike', async () => {
+    const query = '{ department(id: "Sales") { name } }';
+    const headers = { origin: 'https://app.example', 'x-request-id': 'same-1' };
+    const json = await post(JSON.stringify({ query }), headers);
+    const gzip = await post(gzipSync(JSON.stringify({ query })), { ...headers, 'content-encoding': 'gzip' });
+    const get = await fetch(`${server.url}?query=${encodeURIComponent(query)}`, { headers: { ...headers, 'apollo-require-preflight': 'true' } });
+    for (const res of [json, gzip, get]) {
+      expect(res.status).toBe(200);
+      expect(res.headers.get('x-request-id')).toBe('same-1');
+      expect(res.headers.get('access-control-allow-origin')).toBe('https://app.example');
+      expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
+      const body = (await res.json()) as any;
+      expect(body.data).toEqual({ department: { name: 'Sales' } });
+      expect(body.extensions.cost).toMatchObject({ pointQueries: 1, roundTrips: 1 });
+    }
+    // Another origin gets no CORS header on either door.
+    for (const res of [await post(JSON.stringify({ query }), { origin: 'https://evil.example' }), await post(gzipSync(JSON.stringify({ query })), { origin: 'https://evil.example', 'content-encoding': 'gzip' })]) {
+      expect(res.headers.get('access-control-allow-origin')).toBeNull();
+    }
+    // The strict JSON of both doors: a JSON string is no request body.
+    await expectJsonError(await post('"{ __typename }"'), 400, 'BAD_REQUEST');
+    await expectJsonError(await post(gzipSync('"{ __typename }"'), { 'content-encoding': 'gzip' }), 400, 'BAD_REQUEST');
   });
 
   test('CORS: the allowed origin only; a server without TABLEGRAPH_CORS_ORIGINS allows none', async () => {

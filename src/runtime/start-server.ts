@@ -76,7 +76,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
   if (seeded.ran && seeded.value > 0) log.info({ entities: seeded.value }, `empty store: loaded the schema's seed rows (${seedManifestPath(config.schemaDir)})`);
   if (!seeded.ran) log.info({ others: seeded.others }, 'not seeding: other tablegraph commands use this data folder');
   if (!config.cursorSecret) log.warn('TABLEGRAPH_CURSOR_SECRET is not set: cursors are signed with a random key and expire when the server restarts');
-  const { app, apollo } = await createGraphqlApp({
+  const { handler, apollo } = await createGraphqlApp({
     schema,
     model,
     store: storage.store,
@@ -114,7 +114,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
           writer,
         })
       : undefined;
-  const server: Server = createServer(app);
+  const server: Server = createServer(handler);
   try {
     await new Promise<void>((resolve, reject) => {
       server.once('error', (e: NodeJS.ErrnoException) => reject(listenError(e, config.host, config.port)));

@@ -1,5 +1,6 @@
 /**
- * The HTTP application: Apollo Server on `/graphql` (with the storage cost plugin, error formatting, request ids,
+ * The HTTP application: Apollo Server on `/graphql` — JSON POSTs served on node:http in front of Express
+ * (graphql-post.ts), the rest through Express — (with the storage cost plugin, error formatting, request ids,
  * the request log line and the mutation audit, and the document limits), GraphiQL for a browser on `/graphql` and
  * the SDL on `/schema.graphql` (ide.ts), CORS for the origins allowed and none by default, Prometheus metrics on
  * `/metrics` (metrics.ts), and `/health`, which says whether storage answers (never what it said: that is logged).
@@ -10,6 +11,7 @@ import { expressMiddleware } from '@as-integrations/express5';
 import cors from 'cors';
 import express from 'express';
 import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import type { GraphQLSchema } from 'graphql';
 import type { Logger } from '../log';
 import { createRequestContext, type ContextDeps, type RequestContext } from '../resolvers/context';
@@ -28,6 +30,7 @@ import { recordContext, recordDoorRefusal, requestIdMiddleware, requestIdOf, req
 import { Metrics } from './metrics';
 import { isLoopback } from './auth';
 import { mountIde, schemaSdlHandler } from './ide';
+import { graphqlPostHandler } from './graphql-post';
 
 /** Deepest query accepted (selection-set nesting levels); deeper ones fail validation before any storage call. */
 export const MAX_QUERY_DEPTH = DEFAULT_QUERY_LIMITS.maxDepth;
@@ -67,6 +70,9 @@ export interface AppDeps extends ContextDeps {
 }
 
 export interface GraphqlApp {
+  /** The whole application, to hand to `http.createServer`: JSON POSTs to /graphql first, then `app`. */
+  handler: RequestListener;
+  /** The Express part: every request but JSON POSTs to /graphql. */
   app: express.Express;
   apollo: ApolloServer<RequestContext>;
   /** The server's metrics (absent with metrics 'off'). */
@@ -133,38 +139,52 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
     if (deps.sdl !== undefined) app.get('/schema.graphql', schemaSdlHandler(deps.sdl));
   }
   const origins = deps.corsOrigins ?? [];
+  const corsMiddleware = origins.length > 0 ? cors({ origin: origins }) : undefined;
+  const context = contextFunction(deps);
+  const maxBodyBytes = deps.maxBodyBytes ?? 262_144;
+  // JSON POSTs (nearly every request) are served in front of Express (graphql-post.ts); the rest comes here.
   app.use(
     '/graphql',
     requestLineMiddleware(deps.log, metrics),
     // No origin allowed: no CORS headers to add, and no middleware to run for it.
-    ...(origins.length > 0 ? [cors({ origin: origins })] : []),
-    express.json({ limit: deps.maxBodyBytes ?? 262_144 }),
-    expressMiddleware(apollo, {
-      // Refusals at the door, before anything of the request runs: no valid token (UNAUTHENTICATED, 401), over
-      // its caller's rate (RATE_LIMITED, 429), storage calls of other requests queued to the limit (OVERLOADED, 503).
-      context: async ({ req, res }) => {
-        try {
-          const principal = deps.authenticate && (await deps.authenticate(req.headers.authorization));
-          await deps.rateLimit?.(principal ? `sub:${principal.subject}` : `ip:${req.ip ?? 'unknown'}`);
-          if (deps.admission?.saturated()) {
-            throw new GraphQLError('The server is overloaded; try again shortly.', {
-              extensions: { code: ErrorCode.OVERLOADED, http: { status: 503, headers: new Map([['retry-after', '1']]) } },
-            });
-          }
-          const context = createRequestContext(deps, requestIdOf(req), principal);
-          recordContext(res, context);
-          return context;
-        } catch (e) {
-          const code = (e as { extensions?: { code?: unknown }; code?: unknown }).extensions?.code ?? (e as { code?: unknown }).code;
-          recordDoorRefusal(res, typeof code === 'string' ? code : 'INTERNAL_SERVER_ERROR');
-          throw e;
-        }
-      },
-    }),
+    ...(corsMiddleware ? [corsMiddleware] : []),
+    express.json({ limit: maxBodyBytes }),
+    expressMiddleware(apollo, { context }),
   );
   app.use(notFoundHandler);
   app.use(httpErrorHandler(deps.log));
-  return { app, apollo, metrics };
+  const post = graphqlPostHandler({ apollo, path: '/graphql', context, log: deps.log, metrics, cors: corsMiddleware, maxBodyBytes });
+  const handler: RequestListener = (req, res) => {
+    if (!post(req, res)) app(req, res);
+  };
+  return { app, handler, apollo, metrics };
+}
+
+/**
+ * The context of each GraphQL request, or its refusal at the door, before anything of the request runs: no valid
+ * token (UNAUTHENTICATED, 401), over its caller's rate (RATE_LIMITED, 429), storage calls of other requests queued to
+ * the limit (OVERLOADED, 503).
+ */
+function contextFunction(deps: AppDeps) {
+  return async ({ req, res }: { req: IncomingMessage; res: ServerResponse }): Promise<RequestContext> => {
+    try {
+      const principal = deps.authenticate && (await deps.authenticate(req.headers.authorization));
+      // The peer's address: the server trusts no proxy header to name the caller.
+      await deps.rateLimit?.(principal ? `sub:${principal.subject}` : `ip:${req.socket.remoteAddress ?? 'unknown'}`);
+      if (deps.admission?.saturated()) {
+        throw new GraphQLError('The server is overloaded; try again shortly.', {
+          extensions: { code: ErrorCode.OVERLOADED, http: { status: 503, headers: new Map([['retry-after', '1']]) } },
+        });
+      }
+      const context = createRequestContext(deps, requestIdOf(req), principal);
+      recordContext(res, context);
+      return context;
+    } catch (e) {
+      const code = (e as { extensions?: { code?: unknown }; code?: unknown }).extensions?.code ?? (e as { code?: unknown }).code;
+      recordDoorRefusal(res, typeof code === 'string' ? code : 'INTERNAL_SERVER_ERROR');
+      throw e;
+    }
+  };
 }
 
 /**

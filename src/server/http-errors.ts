@@ -3,6 +3,7 @@
  * the server does not read (415) — and routes that do not exist (404), answered as GraphQL-over-HTTP JSON with a
  * stable `extensions.code` and the request id, never Express's HTML page with a stack trace and paths.
  */
+import type { ServerResponse } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
 import type { Logger } from '../log';
 import { recordDoorRefusal, requestIdOf } from './request-log';
@@ -14,9 +15,18 @@ const CODES: Record<number, { code: string; message: string }> = {
   415: { code: 'UNSUPPORTED_MEDIA_TYPE', message: 'The request body is in an encoding or charset the server does not read.' },
 };
 
-function send(res: Response, status: number, code: string, message: string, requestId: string): void {
+/** Answers a refusal as GraphQL-over-HTTP JSON (any node:http response, Express's included). */
+export function sendHttpError(res: ServerResponse, status: number, code: string, message: string, requestId: string): void {
   recordDoorRefusal(res, code);
-  res.status(status).type('application/json').send(JSON.stringify({ errors: [{ message, extensions: { code, requestId } }] }));
+  res.statusCode = status;
+  res.setHeader('content-type', 'application/json; charset=utf-8');
+  res.end(JSON.stringify({ errors: [{ message, extensions: { code, requestId } }] }));
+}
+
+/** The code and message of a body that could not be read (the `status` of a raw-body or body-parser error). */
+export function bodyErrorOf(err: unknown): { status: number; code: string; message: string } | undefined {
+  const status = (err as { status?: unknown }).status;
+  return typeof status === 'number' && CODES[status] ? { status, ...CODES[status] } : undefined;
 }
 
 /** Express error handler (the last middleware): body-parser failures and anything thrown before GraphQL. */
@@ -28,15 +38,15 @@ export function httpErrorHandler(log: Logger) {
     const known = CODES[status];
     if (known) {
       log.info({ requestId, status, code: known.code, type: (err as { type?: string }).type }, `client error: ${known.message}`);
-      send(res, status, known.code, known.message, requestId);
+      sendHttpError(res, status, known.code, known.message, requestId);
       return;
     }
     log.error({ requestId, err }, 'unexpected error before GraphQL');
-    send(res, 500, 'INTERNAL_SERVER_ERROR', 'Internal server error', requestId);
+    sendHttpError(res, 500, 'INTERNAL_SERVER_ERROR', 'Internal server error', requestId);
   };
 }
 
 /** Express handler for any route not served: 404 as JSON. */
 export function notFoundHandler(req: Request, res: Response): void {
-  send(res, 404, 'NOT_FOUND', `Nothing is served at ${req.method} ${req.path}: the API is at /graphql.`, requestIdOf(req));
+  sendHttpError(res, 404, 'NOT_FOUND', `Nothing is served at ${req.method} ${req.path}: the API is at /graphql.`, requestIdOf(req));
 }

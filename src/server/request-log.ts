@@ -12,6 +12,7 @@
  * names, and its outcome.
  */
 import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ApolloServerPlugin } from '@apollo/server';
 import { unwrapResolverError } from '@apollo/server/errors';
 import { getOperationAST } from 'graphql';
@@ -26,60 +27,85 @@ import type { Metrics } from './metrics';
 export const REQUEST_ID_HEADER = 'x-request-id';
 const TOKEN = /^[A-Za-z0-9._:-]{1,100}$/;
 
-/** The id of the request (set by requestIdMiddleware). */
-export function requestIdOf(req: Request): string {
-  return (req as Request & { requestId?: string }).requestId ?? randomUUID();
+/** What the request log keeps of each request until its line is written. */
+interface RequestState {
+  requestId?: string;
+  /** The code of a refusal made before the request's context existed (token, rate, body). */
+  doorCode?: string;
+  context?: RequestContext;
+}
+const states = new WeakMap<IncomingMessage | ServerResponse, RequestState>();
+function stateOf(key: IncomingMessage | ServerResponse): RequestState {
+  let state = states.get(key);
+  if (!state) states.set(key, (state = {}));
+  return state;
 }
 
-/** Express middleware: gives the request its id and answers it in the response header. */
-export function requestIdMiddleware(req: Request, res: Response, next: NextFunction): void {
-  const given = req.get(REQUEST_ID_HEADER);
-  const id = given && TOKEN.test(given) ? given : randomUUID();
-  (req as Request & { requestId?: string }).requestId = id;
+/** The id of the request (given by assignRequestId). */
+export function requestIdOf(req: IncomingMessage): string {
+  return states.get(req)?.requestId ?? randomUUID();
+}
+
+/** Gives the request its id (the client's `x-request-id` when it is a plain token) and answers it in the response header. */
+export function assignRequestId(req: IncomingMessage, res: ServerResponse): string {
+  const given = req.headers[REQUEST_ID_HEADER];
+  const id = typeof given === 'string' && TOKEN.test(given) ? given : randomUUID();
+  stateOf(req).requestId = id;
   res.setHeader(REQUEST_ID_HEADER, id);
+  return id;
+}
+
+/** Express middleware: assignRequestId for every route. */
+export function requestIdMiddleware(req: Request, res: Response, next: NextFunction): void {
+  assignRequestId(req, res);
   next();
 }
 
 /** Records, for the request's log line, the code of a refusal made before its context existed (token, rate, body). */
-export function recordDoorRefusal(res: Response, code: string): void {
-  (res.locals as { doorCode?: string }).doorCode = code;
+export function recordDoorRefusal(res: ServerResponse, code: string): void {
+  stateOf(res).doorCode = code;
 }
 
 /** Hands the request's context to its log line (app.ts, once the context exists). */
-export function recordContext(res: Response, context: RequestContext): void {
-  (res.locals as { context?: RequestContext }).context = context;
+export function recordContext(res: ServerResponse, context: RequestContext): void {
+  stateOf(res).context = context;
 }
 
 /**
- * Express middleware for the GraphQL endpoint: one log line per request when its response is sent (or the client
- * went away), and the request counted in `metrics`.
+ * Starts the request's log line: written once, when its response is sent (or the client went away), and the
+ * request counted in `metrics`.
  */
+export function startRequestLine(log: Logger, metrics: Metrics | undefined, req: IncomingMessage, res: ServerResponse): void {
+  const start = performance.now();
+  let done = false;
+  const finish = () => {
+    if (done) return;
+    done = true;
+    const durationMs = Math.round((performance.now() - start) * 100) / 100;
+    const { context, doorCode } = states.get(res) ?? {};
+    const codes = context?.outcome.errorCodes ?? (doorCode ? [doorCode] : res.statusCode >= 400 ? [`HTTP_${res.statusCode}`] : []);
+    const operationName = context?.outcome.operationName ?? null;
+    const cost = context?.cost.snapshot();
+    const line = {
+      requestId: requestIdOf(req),
+      operationName,
+      status: res.writableFinished ? res.statusCode : 'client closed',
+      durationMs,
+      ...(cost && { cost: { roundTrips: cost.roundTrips, entitiesRead: cost.entitiesRead, storageMs: Math.round(cost.storageMs * 100) / 100 } }),
+      errors: codes,
+    };
+    if (res.statusCode >= 500) log.warn(line, 'request');
+    else log.info(line, 'request');
+    metrics?.observe({ operation: operationName ?? 'anonymous', code: codes[0] ?? 'OK', durationMs, cost });
+  };
+  res.once('finish', finish);
+  res.once('close', finish);
+}
+
+/** Express middleware for the GraphQL endpoint: startRequestLine. */
 export function requestLineMiddleware(log: Logger, metrics?: Metrics) {
   return (req: Request, res: Response, next: NextFunction): void => {
-    const start = performance.now();
-    let done = false;
-    const finish = () => {
-      if (done) return;
-      done = true;
-      const durationMs = Math.round((performance.now() - start) * 100) / 100;
-      const { context, doorCode } = res.locals as { context?: RequestContext; doorCode?: string };
-      const codes = context?.outcome.errorCodes ?? (doorCode ? [doorCode] : res.statusCode >= 400 ? [`HTTP_${res.statusCode}`] : []);
-      const operationName = context?.outcome.operationName ?? null;
-      const cost = context?.cost.snapshot();
-      const line = {
-        requestId: requestIdOf(req),
-        operationName,
-        status: res.writableFinished ? res.statusCode : 'client closed',
-        durationMs,
-        ...(cost && { cost: { roundTrips: cost.roundTrips, entitiesRead: cost.entitiesRead, storageMs: Math.round(cost.storageMs * 100) / 100 } }),
-        errors: codes,
-      };
-      if (res.statusCode >= 500) log.warn(line, 'request');
-      else log.info(line, 'request');
-      metrics?.observe({ operation: operationName ?? 'anonymous', code: codes[0] ?? 'OK', durationMs, cost });
-    };
-    res.once('finish', finish);
-    res.once('close', finish);
+    startRequestLine(log, metrics, req, res);
     next();
   };
 }
@@ -111,7 +137,8 @@ export function requestLogPlugin(log: Logger, model: Model): ApolloServerPlugin<
         },
         async executionDidStart({ operation }) {
           // A field hook makes Apollo call back for every field resolved: only mutations are audited.
-          if (operation.operation !== 'mutation') return;
+          // No operation: the operation name given names none of the document's (execution reports it).
+          if (operation?.operation !== 'mutation') return;
           return {
             willResolveField({ info, args, contextValue }) {
               if (info.parentType.name !== info.schema.getMutationType()?.name) return;
