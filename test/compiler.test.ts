@@ -61,6 +61,11 @@ describe('the shipped HR schema', () => {
       'Department.head': 'point Directory',
       'Department.employeesByLastName': 'range Directory byLastNameInDepartment',
       'Employee.department': 'point Directory',
+      'Employee.review': 'point Directory',
+      'Employee.reviews': 'range Directory',
+      'Employee.expenseClaims': 'range Directory',
+      'EmployeeReview.employee': 'point Directory',
+      'ExpenseClaim.employee': 'point Directory',
     });
   });
 
@@ -93,6 +98,9 @@ describe('the shipped HR schema', () => {
       'Mutation.updateDepartment': 'UPDATE Department.department',
       'Mutation.replaceDepartment': 'REPLACE Department.department',
       'Mutation.deleteDepartment': 'DELETE Department.department',
+      'Mutation.createEmployeeReview': 'CREATE EmployeeReview.employeeReview',
+      'Mutation.updateEmployeeReview': 'UPDATE EmployeeReview.employeeReview',
+      'Mutation.submitExpenseClaim': 'CREATE ExpenseClaim.expenseClaim',
     });
     expect(model.writes.get('Mutation.createDepartment')!.inputFields.has('employeeCount')).toBe(false);
   });

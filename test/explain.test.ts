@@ -42,6 +42,8 @@ test('summaries, references and mutations', () => {
   expect(explanation.references).toEqual([
     { coordinate: 'Department.head', target: 'Employee', fields: ['id', 'headEmployeeId'], optional: true, checkOnWrite: true },
     { coordinate: 'Employee.department', target: 'Department', fields: ['departmentId'], optional: false, checkOnWrite: true },
+    { coordinate: 'EmployeeReview.employee', target: 'Employee', fields: ['departmentId', 'employeeId'], optional: false, checkOnWrite: true },
+    { coordinate: 'ExpenseClaim.employee', target: 'Employee', fields: ['departmentId', 'employeeId'], optional: false, checkOnWrite: true },
   ]);
   const create = explanation.mutations.find((m) => m.coordinate === 'Mutation.createEmployee')!;
   expect(create).toMatchObject({

@@ -322,3 +322,28 @@ describe('hash-bucket placeholders ({field:hashN})', () => {
     expect(parseBack(t, 'email_x1')).toBeNull();
   });
 });
+
+describe('descending numbers {x:desc0N}', () => {
+  const t = parseKeyTemplate('review_{employeeId:08}_{year:desc04}');
+
+  it('parses, renders 10^N - 1 - x zero-padded, and parses back', () => {
+    expect(t.segments[3]).toEqual({ kind: 'placeholder', name: 'year', format: { kind: 'descending', width: 4 } });
+    expect(renderKey(t, { employeeId: '10', year: 2024 })).toBe('review_00000010_7975');
+    expect(renderKey(t, { employeeId: '10', year: 0 })).toBe('review_00000010_9999');
+    expect(renderKey(t, { employeeId: '10', year: '9999' })).toBe('review_00000010_0000');
+    expect(parseKey(t, 'review_00000010_7975')).toEqual({ employeeId: '10', year: '2024' });
+  });
+
+  it('reverses the numeric order: the largest number sorts first', () => {
+    const year = fc.integer({ min: 0, max: 9999 });
+    fc.assert(fc.property(year, year, (a, b) => (a < b) === (renderKey(t, { employeeId: 1, year: a }) > renderKey(t, { employeeId: 1, year: b }))));
+  });
+
+  it('refuses what padding refuses: too wide, negative, not an integer; widths outside 1..19', () => {
+    for (const year of [10000, -1, 2.5, 'MMXXIV']) {
+      expect(() => renderKey(t, { employeeId: 1, year })).toThrow(TablegraphError);
+    }
+    expect(() => parseKeyTemplate('r_{y:desc020}')).toThrow(/padding width must be 1..19/);
+    expect(() => parseKeyTemplate('r_{y:desc4}')).toThrow(/unknown format "desc4"/);
+  });
+});

@@ -67,6 +67,26 @@ export type CreateEmployeeInput = {
   typicalHours?: InputMaybe<Scalars['Float']['input']>;
 };
 
+/** The new EmployeeReview: CONFLICT when one with these keys exists. */
+export type CreateEmployeeReviewInput = {
+  departmentId: Scalars['ID']['input'];
+  employeeId: Scalars['ID']['input'];
+  /** 1 (poor) to 5 (outstanding). */
+  rating: Scalars['Int']['input'];
+  summary?: InputMaybe<Scalars['String']['input']>;
+  year: Scalars['Int']['input'];
+};
+
+/** The new ExpenseClaim: CONFLICT when one with these keys exists. */
+export type CreateExpenseClaimInput = {
+  /** In USD, exact. */
+  amount: Scalars['Decimal']['input'];
+  departmentId: Scalars['ID']['input'];
+  description: Scalars['String']['input'];
+  employeeId: Scalars['ID']['input'];
+  submittedAt: Scalars['DateTime']['input'];
+};
+
 /** The keys of the Department to delete. */
 export type DeleteDepartmentInput = {
   /** The department's name as the source spells it, e.g. `POLICE`, `STREETS & SAN`: not blank, no control characters. */
@@ -179,6 +199,11 @@ export type Employee = {
   email: Scalars['String']['output'];
   /** The entity's ETag: pass it as `ifMatch` to write only if nobody wrote since. */
   etag: Scalars['String']['output'];
+  /**
+   * The employee's expense claims submitted in the closed window [from, to], newest first (the guide's "Log tail
+   * pattern"): one range query.
+   */
+  expenseClaims: ExpenseClaimConnection;
   firstName: Scalars['String']['output'];
   fullOrPartTime: Maybe<EmploymentType>;
   /** Hourly rate in USD (hourly staff only). */
@@ -189,10 +214,60 @@ export type Employee = {
   middleInitial: Maybe<Scalars['String']['output']>;
   /** A telephone number, e.g. `+1 312 555 0100`: the contact field an employee may change on its own entity. */
   phone: Maybe<Scalars['String']['output']>;
+  /** The employee's review of one year, if there is one: one point query. */
+  review: Maybe<EmployeeReview>;
+  /** The employee's yearly reviews, newest year first (the guide's "Compound key pattern"): one range query. */
+  reviews: EmployeeReviewConnection;
   salaryOrHourly: Maybe<PayBasis>;
   title: Maybe<Scalars['String']['output']>;
   /** Typical hours per week (hourly staff only). */
   typicalHours: Maybe<Scalars['Float']['output']>;
+};
+
+
+/**
+ * An employee. `id` is a positive integer, unique within its department (the import numbers the whole file, so
+ * imported ids are unique across the organisation). Indexes: by last name within the department, in the same
+ * partition (kept in the employee's EGT); by e-mail (unique), by last name and by title across the organisation,
+ * in tables of their own (kept eventually, by the worker). The organisation-wide indexes spread their index
+ * entities over a fixed number of hash-bucket partitions (`{field:hashN}`, the guide's remedy in the
+ * "Prepend/append anti-pattern"): no hot partition, no swarm of one-entity partitions, and the partition is still
+ * known from the value alone.
+ */
+export type EmployeeExpenseClaimsArgs = {
+  after?: InputMaybe<Scalars['String']['input']>;
+  first?: InputMaybe<Scalars['Int']['input']>;
+  from: Scalars['DateTime']['input'];
+  to: Scalars['DateTime']['input'];
+};
+
+
+/**
+ * An employee. `id` is a positive integer, unique within its department (the import numbers the whole file, so
+ * imported ids are unique across the organisation). Indexes: by last name within the department, in the same
+ * partition (kept in the employee's EGT); by e-mail (unique), by last name and by title across the organisation,
+ * in tables of their own (kept eventually, by the worker). The organisation-wide indexes spread their index
+ * entities over a fixed number of hash-bucket partitions (`{field:hashN}`, the guide's remedy in the
+ * "Prepend/append anti-pattern"): no hot partition, no swarm of one-entity partitions, and the partition is still
+ * known from the value alone.
+ */
+export type EmployeeReviewArgs = {
+  year: Scalars['Int']['input'];
+};
+
+
+/**
+ * An employee. `id` is a positive integer, unique within its department (the import numbers the whole file, so
+ * imported ids are unique across the organisation). Indexes: by last name within the department, in the same
+ * partition (kept in the employee's EGT); by e-mail (unique), by last name and by title across the organisation,
+ * in tables of their own (kept eventually, by the worker). The organisation-wide indexes spread their index
+ * entities over a fixed number of hash-bucket partitions (`{field:hashN}`, the guide's remedy in the
+ * "Prepend/append anti-pattern"): no hot partition, no swarm of one-entity partitions, and the partition is still
+ * known from the value alone.
+ */
+export type EmployeeReviewsArgs = {
+  after?: InputMaybe<Scalars['String']['input']>;
+  first?: InputMaybe<Scalars['Int']['input']>;
 };
 
 /** A page of Employee entities (a Relay connection): pass pageInfo.endCursor as `after` for the next page. */
@@ -215,9 +290,90 @@ export type EmployeePayload = {
   employee: Employee;
 };
 
+/**
+ * An employee's review of one year (the guide's "Compound key pattern"): in the employee's partition, its RowKey
+ * compounds the employee's id and the year — counted down (`desc04`), so an employee's reviews list newest first. Like
+ * every type sharing the Directory table, its RowKey starts with a literal of its own (the guide's "Working with
+ * heterogeneous entity types": prepend the entity type to the RowKey), so the department's `employees` range never
+ * reads one.
+ */
+export type EmployeeReview = {
+  __typename?: 'EmployeeReview';
+  departmentId: Scalars['ID']['output'];
+  /** The employee reviewed: a review can only be written for an employee who exists. */
+  employee: Employee;
+  employeeId: Scalars['ID']['output'];
+  /** The entity's ETag: pass it as `ifMatch` to write only if nobody wrote since. */
+  etag: Scalars['String']['output'];
+  /** 1 (poor) to 5 (outstanding). */
+  rating: Scalars['Int']['output'];
+  summary: Maybe<Scalars['String']['output']>;
+  year: Scalars['Int']['output'];
+};
+
+/** A page of EmployeeReview entities (a Relay connection): pass pageInfo.endCursor as `after` for the next page. */
+export type EmployeeReviewConnection = {
+  __typename?: 'EmployeeReviewConnection';
+  edges: Array<EmployeeReviewEdge>;
+  pageInfo: PageInfo;
+};
+
+/** An edge of a EmployeeReviewConnection: one EmployeeReview and the cursor after it. */
+export type EmployeeReviewEdge = {
+  __typename?: 'EmployeeReviewEdge';
+  cursor: Scalars['String']['output'];
+  node: EmployeeReview;
+};
+
+/** The EmployeeReview as written (for a delete: as it was). */
+export type EmployeeReviewPayload = {
+  __typename?: 'EmployeeReviewPayload';
+  employeeReview: EmployeeReview;
+};
+
 export type EmploymentType =
   | 'FULL_TIME'
   | 'PART_TIME';
+
+/**
+ * An expense claim (the guide's "Log tail pattern"): in the employee's partition, its RowKey ends with the claim's
+ * inverted ticks — `DateTime.MaxValue.Ticks - submittedAt.Ticks`, 19 digits, as .NET computes it — so the newest claim
+ * comes first and any Table client can read the same rows. Two claims of one employee in the same millisecond collide
+ * (CONFLICT): resubmit with the next millisecond.
+ */
+export type ExpenseClaim = {
+  __typename?: 'ExpenseClaim';
+  /** In USD, exact. */
+  amount: Scalars['Decimal']['output'];
+  departmentId: Scalars['ID']['output'];
+  description: Scalars['String']['output'];
+  /** The employee who claims: a claim can only be submitted for an employee who exists. */
+  employee: Employee;
+  employeeId: Scalars['ID']['output'];
+  /** The entity's ETag: pass it as `ifMatch` to write only if nobody wrote since. */
+  etag: Scalars['String']['output'];
+  submittedAt: Scalars['DateTime']['output'];
+};
+
+/** A page of ExpenseClaim entities (a Relay connection): pass pageInfo.endCursor as `after` for the next page. */
+export type ExpenseClaimConnection = {
+  __typename?: 'ExpenseClaimConnection';
+  edges: Array<ExpenseClaimEdge>;
+  pageInfo: PageInfo;
+};
+
+/** An edge of a ExpenseClaimConnection: one ExpenseClaim and the cursor after it. */
+export type ExpenseClaimEdge = {
+  __typename?: 'ExpenseClaimEdge';
+  cursor: Scalars['String']['output'];
+  node: ExpenseClaim;
+};
+
+/** The ExpenseClaim as written (for a delete: as it was). */
+export type ExpenseClaimPayload = {
+  __typename?: 'ExpenseClaimPayload';
+  expenseClaim: ExpenseClaim;
+};
 
 /** Where the Employee goes: queued, then carried out by the worker (copy, then delete). */
 export type MoveEmployeeInput = {
@@ -239,6 +395,7 @@ export type Mutation = {
   __typename?: 'Mutation';
   createDepartment: DepartmentPayload;
   createEmployee: EmployeePayload;
+  createEmployeeReview: EmployeeReviewPayload;
   /** Refused with CONFLICT while the department has employees. */
   deleteDepartment: DepartmentPayload;
   deleteEmployee: EmployeePayload;
@@ -250,9 +407,11 @@ export type Mutation = {
   moveEmployee: EmployeePayload;
   replaceDepartment: DepartmentPayload;
   replaceEmployee: EmployeePayload;
+  submitExpenseClaim: ExpenseClaimPayload;
   updateDepartment: DepartmentPayload;
   /** HR admins change anything; an employee changes only its own phone. */
   updateEmployee: EmployeePayload;
+  updateEmployeeReview: EmployeeReviewPayload;
 };
 
 
@@ -271,6 +430,15 @@ export type MutationCreateDepartmentArgs = {
  */
 export type MutationCreateEmployeeArgs = {
   input: CreateEmployeeInput;
+};
+
+
+/**
+ * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
+ * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ */
+export type MutationCreateEmployeeReviewArgs = {
+  input: CreateEmployeeReviewInput;
 };
 
 
@@ -323,6 +491,15 @@ export type MutationReplaceEmployeeArgs = {
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
  * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
  */
+export type MutationSubmitExpenseClaimArgs = {
+  input: CreateExpenseClaimInput;
+};
+
+
+/**
+ * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
+ * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ */
 export type MutationUpdateDepartmentArgs = {
   input: UpdateDepartmentInput;
 };
@@ -334,6 +511,15 @@ export type MutationUpdateDepartmentArgs = {
  */
 export type MutationUpdateEmployeeArgs = {
   input: UpdateEmployeeInput;
+};
+
+
+/**
+ * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
+ * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ */
+export type MutationUpdateEmployeeReviewArgs = {
+  input: UpdateEmployeeReviewInput;
 };
 
 /** Where a page of a connection sits in the whole list. */
@@ -468,6 +654,18 @@ export type UpdateEmployeeInput = {
   title?: InputMaybe<Scalars['String']['input']>;
   /** Typical hours per week (hourly staff only). */
   typicalHours?: InputMaybe<Scalars['Float']['input']>;
+};
+
+/** Merge: only the fields given change; a field given as null is cleared. */
+export type UpdateEmployeeReviewInput = {
+  departmentId: Scalars['ID']['input'];
+  employeeId: Scalars['ID']['input'];
+  /** The ETag read: the write fails with CONFLICT if the entity changed since. Omitted: unconditional. */
+  ifMatch?: InputMaybe<Scalars['String']['input']>;
+  /** 1 (poor) to 5 (outstanding). */
+  rating?: InputMaybe<Scalars['Int']['input']>;
+  summary?: InputMaybe<Scalars['String']['input']>;
+  year: Scalars['Int']['input'];
 };
 
 /** The kinds of write a mutation field performs (the guide's "Merge or replace"). */

@@ -366,6 +366,7 @@ function derivedPrefix(ctx: FieldContext, layout: KeyTemplate): KeyTemplate {
 function segmentSource(seg: TemplateSegment): string {
   if (seg.kind === 'literal') return seg.text;
   if (seg.format.kind === 'padded') return `{${seg.name}:0${seg.format.width}}`;
+  if (seg.format.kind === 'descending') return `{${seg.name}:desc0${seg.format.width}}`;
   if (seg.format.kind === 'invertedTicks') return `{${seg.name}:invertedTicks}`;
   if (seg.format.kind === 'hashBucket') return `{${seg.name}:hash${seg.format.buckets}}`;
   return `{${seg.name}}`;

@@ -4,7 +4,9 @@
  *
  * Grammar: literal text and placeholders `{name}` (a string, escaped by src/storage/key-escape.ts),
  * `{name:0N}` (a non-negative integer zero-padded to N digits, 1 ≤ N ≤ 19, so numbers sort as strings do) and
- * `{name:invertedTicks}` (the guide's "Log tail pattern": newest first) and `{name:hashN}` (the value's hash
+ * `{name:desc0N}` (the same number counted down from 10^N − 1, zero-padded to N digits, so the largest number sorts
+ * first: "newest year first"), `{name:invertedTicks}` (the guide's "Log tail pattern": newest first) and
+ * `{name:hashN}` (the value's hash
  * bucket among N, 2 ≤ N ≤ 10000, zero-padded: see hash-bucket.ts). `{{`/`}}` are not supported; literal text
  * is written unescaped, so it may not contain `{`, `}` or a character keys forbid. Separators follow the guide's
  * "Compound key pattern" (`empid_000123_2012`): a variable-width string is always followed by `_` or the end.
@@ -17,6 +19,7 @@ import { bucketWidth, hashBucket } from './hash-bucket';
 export type PlaceholderFormat =
   | { kind: 'string' }
   | { kind: 'padded'; width: number }
+  | { kind: 'descending'; width: number }
   | { kind: 'invertedTicks' }
   | { kind: 'hashBucket'; buckets: number };
 export type TemplateSegment =
@@ -102,16 +105,18 @@ function parseFormat(source: string, spec: string, at: number): PlaceholderForma
     if (buckets >= 2 && buckets <= 10000) return { kind: 'hashBucket', buckets };
     throw new KeyTemplateSyntaxError(source, at, `hash buckets must be 2..10000, got ${JSON.stringify(spec)}`);
   }
-  const width = /^0\d+$/.test(spec) ? Number(spec) : NaN;
-  if (width >= 1 && width <= MAX_WIDTH) return { kind: 'padded', width };
+  const descending = spec.startsWith('desc');
+  const digits = descending ? spec.slice(4) : spec;
+  const width = /^0\d+$/.test(digits) ? Number(digits) : NaN;
+  if (width >= 1 && width <= MAX_WIDTH) return { kind: descending ? 'descending' : 'padded', width };
   if (!Number.isNaN(width)) throw new KeyTemplateSyntaxError(source, at, `padding width must be 1..${MAX_WIDTH}, got ${JSON.stringify(spec)}`);
-  throw new KeyTemplateSyntaxError(source, at, `unknown format ${JSON.stringify(spec)}; use 0N (e.g. 08), invertedTicks or hashN (e.g. hash64)`);
+  throw new KeyTemplateSyntaxError(source, at, `unknown format ${JSON.stringify(spec)}; use 0N (e.g. 08), desc0N (e.g. desc04), invertedTicks or hashN (e.g. hash64)`);
 }
 
 /**
  * Checks that keys rendered from `t` parse back unambiguously and that prefixes cannot overlap: every `string`
  * placeholder must be followed by the end of the template or a literal starting with `_` (padded numbers and
- * invertedTicks are fixed-width, so anything may follow them). Returns one message per problem; empty = fine.
+ * descending numbers and invertedTicks are fixed-width, so anything may follow them). Returns one message per problem; empty = fine.
  */
 export function checkTemplateSeparators(t: KeyTemplate): string[] {
   const problems: string[] = [];
@@ -131,6 +136,7 @@ export function checkTemplateSeparators(t: KeyTemplate): string[] {
  * - string placeholder: strings are escaped with `escapeKeyValue`; finite numbers, bigints and booleans via
  *   `String()`, Dates via `toISOString()`, then escaped.
  * - padded `{x:0N}`: a non-negative safe integer, a non-negative bigint or a decimal-integer string (digits only).
+ * - descending `{x:desc0N}`: the same values, written as (10^N − 1 − x) zero-padded to N digits.
  * - invertedTicks: a Date or an ISO 8601 string (`YYYY-MM-DD` or a date-time with `Z` or `±hh:mm`).
  * @throws TablegraphError(BAD_USER_INPUT, details `{ field }`) for a missing/null value, a value of the wrong
  *   kind, a negative/non-integer/too-wide number, an invalid date or a date outside 0001..9999.
@@ -157,6 +163,7 @@ export function renderKeyPrefix(t: KeyTemplate, values: Record<string, unknown>)
 function renderPlaceholder(field: string, format: PlaceholderFormat, value: unknown): string {
   if (value === undefined || value === null) throw badValue(field, `a value for ${field} is required to build the key`);
   if (format.kind === 'padded') return paddedValue(field, value, format.width);
+  if (format.kind === 'descending') return descendingValue(paddedValue(field, value, format.width));
   if (format.kind === 'hashBucket') return hashBucket(stringValue(field, value), format.buckets);
   return format.kind === 'string' ? escapeKeyValue(stringValue(field, value)) : invertedTicksValue(field, value);
 }
@@ -191,6 +198,11 @@ function paddedValue(field: string, value: unknown, width: number): string {
   return digits.padStart(width, '0');
 }
 
+/** The digits of 10^N − 1 − x for the N digits of x: each digit d becomes 9 − d, so the order is reversed. */
+function descendingValue(padded: string): string {
+  return padded.replace(/\d/g, (d) => String(9 - Number(d)));
+}
+
 function invertedTicksValue(field: string, value: unknown): string {
   let date: Date | undefined;
   if (value instanceof Date) date = value;
@@ -203,8 +215,11 @@ function invertedTicksValue(field: string, value: unknown): string {
 
 const ISO_DATE = /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:\d{2}))?$/;
 
-/** Parses an ISO 8601 date or date-time with a zone; undefined if malformed or not a real calendar date. */
-function parseIsoDate(s: string): Date | undefined {
+/**
+ * Parses an ISO 8601 date (`YYYY-MM-DD`, midnight UTC) or date-time with a zone (`Z` or `±hh:mm`); undefined if
+ * malformed or not a real calendar date (`2026-02-30`, which `new Date` would roll over to March 2nd).
+ */
+export function parseIsoDate(s: string): Date | undefined {
   const m = ISO_DATE.exec(s);
   if (!m) return undefined;
   const [y, mo, d, h = '00', mi = '00', sec = '00'] = m.slice(1);
@@ -233,7 +248,7 @@ function keyPattern(t: KeyTemplate): RegExp {
   // An escaped string never holds '_' (the separator), so it is the longest run without one.
   const parts = t.segments.map((seg) => {
     if (seg.kind === 'literal') return seg.text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-    if (seg.format.kind === 'padded') return `(\\d{${seg.format.width}})`;
+    if (seg.format.kind === 'padded' || seg.format.kind === 'descending') return `(\\d{${seg.format.width}})`;
     if (seg.format.kind === 'hashBucket') return `(\\d{${bucketWidth(seg.format.buckets)}})`;
     return seg.format.kind === 'invertedTicks' ? '(\\d{19})' : '([^_]*)';
   });
@@ -243,8 +258,8 @@ function keyPattern(t: KeyTemplate): RegExp {
 }
 
 /**
- * Inverse of `renderKey`: field → decoded string (string placeholders unescaped, padded numbers as decimal without
- * padding, invertedTicks as an ISO date string truncated to ms). Returns null when `key` does not match `t`
+ * Inverse of `renderKey`: field → decoded string (string placeholders unescaped, padded and descending numbers as
+ * decimal without padding, invertedTicks as an ISO date string truncated to ms). Returns null when `key` does not match `t`
  * (wrong literal, wrong width, malformed escape, ticks out of range). For a template that fails
  * `checkTemplateSeparators` the split may not be the only one (a string takes the longest `_`-free run).
  */
@@ -260,6 +275,7 @@ export function parseKey(t: KeyTemplate, key: string): Record<string, string> | 
       if (seg.format.kind === 'hashBucket') continue; // a hash does not give its value back
       if (seg.format.kind === 'string') out[seg.name] = unescapeKeyValue(raw);
       else if (seg.format.kind === 'padded') out[seg.name] = BigInt(raw).toString();
+      else if (seg.format.kind === 'descending') out[seg.name] = BigInt(descendingValue(raw)).toString();
       else out[seg.name] = fromInvertedTicks(raw).toISOString();
     }
   } catch {

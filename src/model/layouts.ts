@@ -97,7 +97,7 @@ function checkPlaceholders(
       problems.add(coordinate, `${what} template "${t.source}" names {${seg.name}}, which is not a stored field of the type.${hint}`, node);
     } else if (!field.nonNull && !allowNullable) {
       problems.add(coordinate, `${what} template "${t.source}" names {${seg.name}}, which is nullable: a key part must always have a value`, node);
-    } else if (seg.format.kind === 'padded' && !['Int', 'ID', 'Long'].includes(field.graphqlType)) {
+    } else if ((seg.format.kind === 'padded' || seg.format.kind === 'descending') && !['Int', 'ID', 'Long'].includes(field.graphqlType)) {
       problems.add(coordinate, `${what} template "${t.source}" pads {${seg.name}}, a ${field.graphqlType}: padding needs an Int, Long or ID holding an integer`, node);
     } else if (seg.format.kind === 'invertedTicks' && field.graphqlType !== 'DateTime') {
       problems.add(coordinate, `${what} template "${t.source}" inverts ticks of {${seg.name}}, which is not a DateTime`, node);

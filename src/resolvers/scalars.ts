@@ -6,6 +6,7 @@
 import { GraphQLError, Kind, type GraphQLScalarType, type ValueNode } from 'graphql';
 import { isTablegraphError } from '../errors';
 import { decimalText, storedDecimal, toDecimal } from '../model/decimal';
+import { parseIsoDate } from '../model/key-template';
 
 function longFrom(value: unknown): bigint {
   if (typeof value === 'bigint') return value;
@@ -13,10 +14,11 @@ function longFrom(value: unknown): bigint {
   throw new GraphQLError(`Long cannot represent ${JSON.stringify(value)}: expected an integer as a decimal string`, { extensions: { code: 'BAD_USER_INPUT' } });
 }
 
+/** An ISO 8601 date or date-time with a zone, and a real calendar day: `new Date` would take `2026-02-30` or `March 3`. */
 function dateFrom(value: unknown): Date {
-  const d = value instanceof Date ? value : typeof value === 'string' ? new Date(value) : undefined;
+  const d = value instanceof Date ? value : typeof value === 'string' ? parseIsoDate(value) : undefined;
   if (!d || Number.isNaN(d.getTime())) {
-    throw new GraphQLError(`DateTime cannot represent ${JSON.stringify(value)}: expected an ISO 8601 date-time`, { extensions: { code: 'BAD_USER_INPUT' } });
+    throw new GraphQLError(`DateTime cannot represent ${JSON.stringify(value)}: expected an ISO 8601 date (YYYY-MM-DD) or date-time with Z or an offset`, { extensions: { code: 'BAD_USER_INPUT' } });
   }
   return d;
 }
