@@ -66,6 +66,8 @@ describe('the shipped HR schema', () => {
       'Employee.expenseClaims': 'range Directory',
       'EmployeeReview.employee': 'point Directory',
       'ExpenseClaim.employee': 'point Directory',
+      'Employee.messageStats': 'point Directory',
+      'MessageStats.employee': 'point Directory',
     });
   });
 
@@ -101,6 +103,7 @@ describe('the shipped HR schema', () => {
       'Mutation.createEmployeeReview': 'CREATE EmployeeReview.employeeReview',
       'Mutation.updateEmployeeReview': 'UPDATE EmployeeReview.employeeReview',
       'Mutation.submitExpenseClaim': 'CREATE ExpenseClaim.expenseClaim',
+      'Mutation.recordMessages': 'INCREMENT MessageStats.messageStats',
     });
     expect(model.writes.get('Mutation.createDepartment')!.inputFields.has('employeeCount')).toBe(false);
   });
@@ -466,6 +469,48 @@ describe('rejections name the type, the field and the SDL line', () => {
       coordinate: 'Mutation.createItem',
       message: /colour is not a stored field of Item/,
       marker: 'createItem',
+    },
+    {
+      name: 'a @series of strings',
+      sdl: `${BASE.replace('tags: String', 'tags: [String!]! @series(length: 4)')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+      coordinate: 'Item.tags',
+      message: /@series is for a non-null list of non-null Int or Float elements/,
+      marker: 'tags:',
+    },
+    {
+      name: 'a @series whose entity would hold more than 252 properties (the Wide entities pattern splits it)',
+      sdl: `${BASE.replace('tags: String', 'counts: [Int!]! @series(length: 250)')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+      coordinate: 'Item',
+      message: /would hold 256 properties .* at most 252/,
+      marker: 'type Item',
+    },
+    {
+      name: 'a @series property that is another field',
+      sdl: `${BASE.replace('tags: String', 'h: [Int!]! @series(length: 3)\n  h1: Int')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+      coordinate: 'Item.h',
+      message: /@series property "h1" is also the name of the field Item.h1/,
+      marker: 'h: [Int',
+    },
+    {
+      name: 'a @series in a key template',
+      sdl: `${BASE.replace('rowKey: "item_{id:06}")', 'rowKey: "item_{id:06}_{tags}")').replace('tags: String', 'tags: [Int!]! @series(length: 2)')}\ntype Query { item(group: ID!, id: ID!, tags: ID!): Item @point }`,
+      coordinate: 'Item',
+      message: /names \{tags\}, a @series: a list cannot be part of a key/,
+      marker: 'type Item',
+    },
+    {
+      name: 'a @series set by a CREATE input',
+      sdl: `${BASE.replace('tags: String', 'tags: [Int!]! @series(length: 2)')}\ntype Query { item(group: ID!, id: ID!): Item @point }\ninput ItemInput { group: ID! id: ID! name: String! tags: [Int!] }\ntype ItemPayload { item: Item! }\ntype Mutation {\n  createItem(input: ItemInput!): ItemPayload! @write(entity: "Item", action: CREATE)\n}`,
+      coordinate: 'Mutation.createItem',
+      message: /ItemInput.tags: a @series is changed by INCREMENT only/,
+      marker: 'createItem',
+    },
+    {
+      name: 'an INCREMENT of a type without a @series',
+      sdl: `${BASE}\ntype Query { item(group: ID!, id: ID!): Item @point }\ntype ItemPayload { item: Item! }\ntype Mutation {\n  bumpItem(input: IncrementItemInput!): ItemPayload! @write(entity: "Item", action: INCREMENT)\n}`,
+      coordinate: 'Mutation.bumpItem',
+      message: /INCREMENT adds to @series fields, and Item has none/,
+      marker: 'bumpItem',
     },
     {
       name: 'a hash bucket count out of range',

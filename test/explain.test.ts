@@ -44,6 +44,7 @@ test('summaries, references and mutations', () => {
     { coordinate: 'Employee.department', target: 'Department', fields: ['departmentId'], optional: false, checkOnWrite: true },
     { coordinate: 'EmployeeReview.employee', target: 'Employee', fields: ['departmentId', 'employeeId'], optional: false, checkOnWrite: true },
     { coordinate: 'ExpenseClaim.employee', target: 'Employee', fields: ['departmentId', 'employeeId'], optional: false, checkOnWrite: true },
+    { coordinate: 'MessageStats.employee', target: 'Employee', fields: ['departmentId', 'employeeId'], optional: false, checkOnWrite: true },
   ]);
   const create = explanation.mutations.find((m) => m.coordinate === 'Mutation.createEmployee')!;
   expect(create).toMatchObject({

@@ -211,6 +211,8 @@ export type Employee = {
   id: Scalars['ID']['output'];
   /** The text before the comma of the source's name, trimmed. */
   lastName: Scalars['String']['output'];
+  /** The messages the employee sent in each hour of one day (UTC), if any were recorded: one point query. */
+  messageStats: Maybe<MessageStats>;
   middleInitial: Maybe<Scalars['String']['output']>;
   /** A telephone number, e.g. `+1 312 555 0100`: the contact field an employee may change on its own entity. */
   phone: Maybe<Scalars['String']['output']>;
@@ -239,6 +241,20 @@ export type EmployeeExpenseClaimsArgs = {
   first?: InputMaybe<Scalars['Int']['input']>;
   from: Scalars['DateTime']['input'];
   to: Scalars['DateTime']['input'];
+};
+
+
+/**
+ * An employee. `id` is a positive integer, unique within its department (the import numbers the whole file, so
+ * imported ids are unique across the organisation). Indexes: by last name within the department, in the same
+ * partition (kept in the employee's EGT); by e-mail (unique), by last name and by title across the organisation,
+ * in tables of their own (kept eventually, by the worker). The organisation-wide indexes spread their index
+ * entities over a fixed number of hash-bucket partitions (`{field:hashN}`, the guide's remedy in the
+ * "Prepend/append anti-pattern"): no hot partition, no swarm of one-entity partitions, and the partition is still
+ * known from the value alone.
+ */
+export type EmployeeMessageStatsArgs = {
+  day: Scalars['String']['input'];
 };
 
 
@@ -375,6 +391,49 @@ export type ExpenseClaimPayload = {
   expenseClaim: ExpenseClaim;
 };
 
+/** The keys of the MessageStats (created when absent) and what to add to its series. */
+export type IncrementMessageStatsInput = {
+  /** The day, `YYYY-MM-DD` (UTC). */
+  day: Scalars['String']['input'];
+  departmentId: Scalars['ID']['input'];
+  employeeId: Scalars['ID']['input'];
+  /** What to add to hourly; omitted: it stays. */
+  hourly?: InputMaybe<IntSeriesIncrement>;
+};
+
+/** What an INCREMENT adds to one element of a @series of Int. */
+export type IntSeriesIncrement = {
+  /** The element (0-based). */
+  at: Scalars['Int']['input'];
+  /** Added to it (may be negative). */
+  by: Scalars['Int']['input'];
+};
+
+/**
+ * The messages an employee sent on one day, hour by hour (the guide's "Data series pattern"): one entity holds the
+ * whole day — 24 properties `hourly00` … `hourly23` — so the day is one point query, and recording messages is a
+ * merge of one hour's property under the entity's ETag.
+ */
+export type MessageStats = {
+  __typename?: 'MessageStats';
+  /** The day, `YYYY-MM-DD` (UTC). */
+  day: Scalars['String']['output'];
+  departmentId: Scalars['ID']['output'];
+  /** The employee: messages can only be recorded for an employee who exists. */
+  employee: Employee;
+  employeeId: Scalars['ID']['output'];
+  /** The entity's ETag: pass it as `ifMatch` to write only if nobody wrote since. */
+  etag: Scalars['String']['output'];
+  /** Messages sent in each hour of the day, hour 0 (00:00-00:59 UTC) first: 24 counts. */
+  hourly: Array<Scalars['Int']['output']>;
+};
+
+/** The MessageStats as written (for a delete: as it was). */
+export type MessageStatsPayload = {
+  __typename?: 'MessageStatsPayload';
+  messageStats: MessageStats;
+};
+
 /** Where the Employee goes: queued, then carried out by the worker (copy, then delete). */
 export type MoveEmployeeInput = {
   departmentId: Scalars['ID']['input'];
@@ -405,6 +464,11 @@ export type Mutation = {
    * address answers it (for a moment both do), then only the new one.
    */
   moveEmployee: EmployeePayload;
+  /**
+   * Adds `hourly.by` messages to hour `hourly.at` of an employee's day: a merge of that hour's property under the
+   * entity's ETag (created on the day's first messages). Concurrent recordings of one day all count.
+   */
+  recordMessages: MessageStatsPayload;
   replaceDepartment: DepartmentPayload;
   replaceEmployee: EmployeePayload;
   submitExpenseClaim: ExpenseClaimPayload;
@@ -466,6 +530,15 @@ export type MutationDeleteEmployeeArgs = {
  */
 export type MutationMoveEmployeeArgs = {
   input: MoveEmployeeInput;
+};
+
+
+/**
+ * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
+ * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ */
+export type MutationRecordMessagesArgs = {
+  input: IncrementMessageStatsInput;
 };
 
 
@@ -674,6 +747,13 @@ export type WriteAction =
   | 'CREATE'
   /** Delete the entity. */
   | 'DELETE'
+  /**
+   * Add to elements of the entity's `@series` fields (the guide's "Data series pattern"): the input holds the key fields
+   * and, for each series to change, `{ at, by }` — element `at` (0-based) grows by `by`. An absent entity is created
+   * (every element 0, other fields null). Each increment is a merge of the changed properties conditional on the ETag
+   * read, retried when another writer got there first: concurrent increments of one entity all count.
+   */
+  | 'INCREMENT'
   /**
    * Change the entity's keys (an employee to another department): the guide's "Eventually consistent transactions
    * pattern". The mutation checks the move and queues it, answering the entity as it is; the worker then copies the

@@ -46,6 +46,10 @@ export function buildCopies(
         problems.add(coordinate, `@copy(field: "${d.field}"): ${target.name} has no stored field "${d.field}"`, d.node);
         continue;
       }
+      if (source.series || stored.series) {
+        problems.add(coordinate, 'a @series is neither copied nor a copy', d.node);
+        continue;
+      }
       if (source.graphqlType !== stored.graphqlType || stored.nonNull) {
         problems.add(coordinate, `a copy of ${target.name}.${d.field} is a nullable ${source.graphqlType} (its target may go)`, d.node);
         continue;

@@ -132,7 +132,7 @@ export function readSummary(schema: GraphQLSchema, node: FieldDefinitionNode | u
 
 export interface WriteDirective {
   entity: string;
-  action: 'CREATE' | 'UPDATE' | 'REPLACE' | 'DELETE' | 'MOVE';
+  action: 'CREATE' | 'UPDATE' | 'REPLACE' | 'DELETE' | 'MOVE' | 'INCREMENT';
   node: DirectiveNode;
 }
 
@@ -142,6 +142,13 @@ export function readWrite(schema: GraphQLSchema, node: FieldDefinitionNode | und
   if (!d) return undefined;
   const v = values(schema, 'write', d);
   return { entity: v.entity as string, action: v.action as WriteDirective['action'], node: d };
+}
+
+/** The `@series` directive of a field, if any: its length (elements). */
+export function readSeries(schema: GraphQLSchema, node: FieldDefinitionNode | undefined | null): { length: number; node: DirectiveNode } | undefined {
+  const [d] = directiveNodes(node, 'series');
+  if (!d) return undefined;
+  return { length: values(schema, 'series', d).length as number, node: d };
 }
 
 export interface CopyDirective {

@@ -75,9 +75,41 @@ export function typedValue(field: StoredField, value: unknown): TypedValue | nul
   }
 }
 
+/**
+ * The properties of a `@series` field's value (the guide's "Data series pattern"): element i in
+ * `field.series.properties[i]`, each typed and checked (`@constraint` applies to each element); a 0 is not stored
+ * (it reads as 0). null or undefined: no property.
+ * @throws TablegraphError BAD_USER_INPUT when the value is not a list of `length` numbers of the element type
+ */
+export function seriesProperties(field: StoredField, value: unknown): EntityToWrite['properties'] {
+  const series = field.series!;
+  if (value === null || value === undefined) return {};
+  if (!Array.isArray(value) || value.length !== series.length) {
+    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${field.name}: expected a list of ${series.length} numbers`, { field: field.name });
+  }
+  const properties: EntityToWrite['properties'] = {};
+  value.forEach((element, i) => {
+    const typed = typedValue({ ...field, series: undefined }, element);
+    if (typed === null) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${field.name}[${i}] is required`, { field: field.name });
+    if (typed.value !== 0) properties[series.properties[i]] = typed;
+  });
+  return properties;
+}
+
+/** A `@series` field's value from stored properties: one number per element, 0 where no property is stored. */
+export function seriesValue(field: StoredField, properties: Record<string, unknown>): number[] {
+  const whole = properties[field.name]; // values already assembled (a write's result)
+  if (Array.isArray(whole)) return whole as number[];
+  return field.series!.properties.map((p) => Number(properties[p] ?? 0));
+}
+
 function write(layout: Layout, entityType: string, fields: Iterable<StoredField>, values: Record<string, unknown>): TableWrite {
   const properties: EntityToWrite['properties'] = { [ENTITY_TYPE_PROPERTY]: { type: 'String', value: entityType } };
   for (const field of fields) {
+    if (field.series) {
+      Object.assign(properties, seriesProperties(field, values[field.name]));
+      continue;
+    }
     const v = typedValue(field, values[field.name]);
     if (v === null && field.nonNull) {
       throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${field.name} is required`, { field: field.name });
@@ -129,7 +161,7 @@ export function derive(entity: EntityModel, values: Record<string, unknown> | nu
 /** The field values a stored entity holds (its stored fields only; missing properties are null). */
 export function valuesOf(entity: EntityModel, properties: Record<string, unknown>): Record<string, unknown> {
   const values: Record<string, unknown> = {};
-  for (const name of entity.fields.keys()) values[name] = properties[name] ?? null;
+  for (const [name, field] of entity.fields) values[name] = field.series ? seriesValue(field, properties) : (properties[name] ?? null);
   return values;
 }
 

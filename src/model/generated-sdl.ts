@@ -1,7 +1,8 @@
 /**
  * Generated SDL, as Amplify's `@model` generates it from a few lines: for every `@entity` type `T`, the Relay types
  * (`TConnection`, `TEdge`, `PageInfo`) and the mutation types (`CreateTInput`, `UpdateTInput`,
- * `ReplaceTInput`, `DeleteTInput`, `MoveTInput`, `TPayload`). A type is generated only when the schema refers to it by that name
+ * `ReplaceTInput`, `DeleteTInput`, `MoveTInput`, `IncrementTInput` with `IntSeriesIncrement`/`FloatSeriesIncrement`,
+ * `TPayload`). A type is generated only when the schema refers to it by that name
  * and does not declare it: a declared one always wins, and nothing unused is added.
  *
  * The inputs follow the entity's stored fields (scalar and enum fields without arguments, neither `etag`, a
@@ -70,7 +71,14 @@ export function generateSdl(document: DocumentNode): string {
 
   const generators = new Map<string, () => string>();
   generators.set('PageInfo', pageInfo);
+  for (const element of ['Int', 'Float']) {
+    generators.set(
+      `${element}SeriesIncrement`,
+      () => `"""What an INCREMENT adds to one element of a @series of ${element}."""\ninput ${element}SeriesIncrement {\n"""The element (0-based)."""\nat: Int!\n"""Added to it (may be negative)."""\nby: ${element}!\n}`,
+    );
+  }
   for (const e of entities.values()) {
+    generators.set(`Increment${e.name}Input`, () => incrementInput(e));
     generators.set(`${e.name}Edge`, () => `"""An edge of a ${e.name}Connection: one ${e.name} and the cursor after it."""\ntype ${e.name}Edge { cursor: String! node: ${e.name}! }`);
     generators.set(
       `${e.name}Connection`,
@@ -107,10 +115,25 @@ function pageInfo(): string {
 type PageInfo { hasNextPage: Boolean! hasPreviousPage: Boolean! startCursor: String endCursor: String }`;
 }
 
+function isSeries(f: FieldDefinitionNode): boolean {
+  return Boolean(f.directives?.some((d) => d.name.value === 'series'));
+}
+
+/** An INCREMENT input: the key fields, and for each `@series` field what to add to which element (nullable). */
+function incrementInput(e: EntityShape): string {
+  const keys = e.stored.filter((f) => e.keyFields.has(f.name.value));
+  const lines = [
+    ...keys.map((f) => field(f, print(f.type))),
+    ...e.stored.filter(isSeries).map((f) => `"""What to add to ${f.name.value}; omitted: it stays."""\n${f.name.value}: ${namedType(f.type)}SeriesIncrement`),
+  ];
+  return `"""The keys of the ${e.name} (created when absent) and what to add to its series."""\ninput Increment${e.name}Input {\n${lines.join('\n')}\n}`;
+}
+
 function input(e: EntityShape, kind: 'Create' | 'Update' | 'Replace' | 'Delete', description: string): string {
   const lines: string[] = [];
   const keys = e.stored.filter((f) => e.keyFields.has(f.name.value));
-  const others = e.stored.filter((f) => !e.keyFields.has(f.name.value));
+  // A series is changed by INCREMENT only.
+  const others = e.stored.filter((f) => !e.keyFields.has(f.name.value) && !isSeries(f));
   for (const f of keys) lines.push(field(f, print(f.type)));
   if (kind !== 'Create') {
     lines.push('"""The ETag read: the write fails with CONFLICT if the entity changed since. Omitted: unconditional."""\nifMatch: String');

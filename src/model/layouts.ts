@@ -8,7 +8,7 @@ import { suggestionList } from 'graphql/jsutils/suggestionList';
 import { getNamedType, isListType, isNonNullType, isObjectType, type GraphQLObjectType, type GraphQLSchema, type ASTNode } from 'graphql';
 import { checkTableName } from '../storage/limits';
 import { KeyTemplateSyntaxError, checkTemplateSeparators, parseKeyTemplate, type KeyTemplate } from './key-template';
-import { readEntity, readIndexes, readPoint, readRange } from './directives';
+import { readEntity, readIndexes, readPoint, readRange, readSeries } from './directives';
 import { edmTypeOf } from './edm-mapping';
 import { readConstraint } from './constraints';
 import { hasSas } from './sas-fields';
@@ -60,9 +60,23 @@ function storedFields(type: GraphQLObjectType, schema: GraphQLSchema, problems: 
       continue;
     }
     const inner = isNonNullType(field.type) ? field.type.ofType : field.type;
-    if (isListType(inner)) {
-      problems.add(coordinate, 'list fields cannot be stored as one property', field.astNode);
+    const seriesDirective = readSeries(schema, field.astNode);
+    if (isListType(inner) && !seriesDirective) {
+      problems.add(coordinate, `list fields cannot be stored as one property: a list of numbers can be kept as one property per element with @series(length: N) (the guide's "Data series pattern")`, field.astNode);
       continue;
+    }
+    let series: StoredField['series'];
+    if (seriesDirective) {
+      series = seriesOf(field.name, seriesDirective.length);
+      const elementsNonNull = isListType(inner) && isNonNullType(inner.ofType) && isNonNullType(field.type);
+      if (!elementsNonNull || !SERIES_ELEMENTS.has(named.name)) {
+        problems.add(coordinate, '@series is for a non-null list of non-null Int or Float elements, e.g. `hourly: [Int!]! @series(length: 24)`', seriesDirective.node);
+        continue;
+      }
+      if (!Number.isInteger(seriesDirective.length) || seriesDirective.length < 1 || seriesDirective.length > MAX_USER_PROPERTIES) {
+        problems.add(coordinate, `@series(length: ${seriesDirective.length}): an entity holds 1 to ${MAX_USER_PROPERTIES} properties`, seriesDirective.node);
+        continue;
+      }
     }
     if (RESERVED_PROPERTIES.has(field.name)) {
       problems.add(coordinate, `"${field.name}" is a reserved property name`, field.astNode);
@@ -70,9 +84,42 @@ function storedFields(type: GraphQLObjectType, schema: GraphQLSchema, problems: 
     }
     if (field.args.length > 0) problems.add(coordinate, 'a stored field takes no arguments', field.astNode);
     const constraint = readConstraint(schema, field.astNode, named.name, coordinate, problems);
-    fields.set(field.name, { name: field.name, graphqlType: named.name, edm, nonNull: isNonNullType(field.type), ...(constraint && { constraint }) });
+    fields.set(field.name, { name: field.name, graphqlType: named.name, edm, nonNull: isNonNullType(field.type), ...(constraint && { constraint }), ...(series && { series }) });
   }
+  checkPropertyNames(type, fields, problems);
   return fields;
+}
+
+/** Elements a `@series` may hold: numbers that add up as they are stored. */
+const SERIES_ELEMENTS = new Set(['Int', 'Float']);
+/** Properties an entity may hold besides PartitionKey, RowKey and Timestamp (the guide's "Capacity considerations"). */
+const MAX_USER_PROPERTIES = 252;
+/** Properties the write path adds to every entity: EntityType, WriteId and, during a move, BasedOn. */
+const SYSTEM_PROPERTIES = 3;
+
+/** The properties of a `@series` field: `hourly` of 24 → hourly00 … hourly23 (zero-padded, so they sort in order). */
+function seriesOf(name: string, length: number): NonNullable<StoredField['series']> {
+  const width = String(Math.max(length - 1, 0)).length;
+  return { length, properties: Array.from({ length: Math.max(length, 0) }, (_, i) => `${name}${String(i).padStart(width, '0')}`) };
+}
+
+/**
+ * A series' properties may not take another field's name, and everything together must fit in one entity: the
+ * target's limit of 252 properties (the guide's "Wide entities pattern" splits what does not).
+ */
+function checkPropertyNames(type: GraphQLObjectType, fields: Map<string, StoredField>, problems: SchemaProblems): void {
+  let count = SYSTEM_PROPERTIES;
+  for (const field of fields.values()) {
+    count += field.series?.length ?? 1;
+    for (const property of field.series?.properties ?? []) {
+      if (fields.has(property) || RESERVED_PROPERTIES.has(property)) {
+        problems.add(`${type.name}.${field.name}`, `@series property "${property}" is also the name of ${fields.has(property) ? `the field ${type.name}.${property}` : 'a reserved property'}`, type.getFields()[field.name].astNode);
+      }
+    }
+  }
+  if (count > MAX_USER_PROPERTIES) {
+    problems.add(type.name, `its entities would hold ${count} properties (fields, @series elements, and ${SYSTEM_PROPERTIES} of tablegraph's own): an entity holds at most ${MAX_USER_PROPERTIES}`, type.astNode);
+  }
 }
 
 /**
@@ -95,6 +142,8 @@ function checkPlaceholders(
       // graphql-js's own wording for a misspelled name: `Did you mean "id"?`
       const hint = didYouMean(suggestionList(seg.name, [...fields.keys()]).map((f) => `{${f}}`));
       problems.add(coordinate, `${what} template "${t.source}" names {${seg.name}}, which is not a stored field of the type.${hint}`, node);
+    } else if (field.series) {
+      problems.add(coordinate, `${what} template "${t.source}" names {${seg.name}}, a @series: a list cannot be part of a key`, node);
     } else if (!field.nonNull && !allowNullable) {
       problems.add(coordinate, `${what} template "${t.source}" names {${seg.name}}, which is nullable: a key part must always have a value`, node);
     } else if ((seg.format.kind === 'padded' || seg.format.kind === 'descending') && !['Int', 'ID', 'Long'].includes(field.graphqlType)) {
@@ -148,6 +197,7 @@ export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, t
       checkPlaceholders(irk, 'RowKey', fields, coordinate, d.node, problems, true);
       for (const name of d.include) {
         if (!fields.has(name)) problems.add(coordinate, `include names "${name}", which is not a stored field of ${type.name}`, d.node);
+        else if (fields.get(name)!.series) problems.add(coordinate, `include names "${name}", a @series: index entities hold single values`, d.node);
       }
       const table = tablePrefix + (d.table ?? directive.table);
       checkTable(table, coordinate, d.node, problems);

@@ -20,6 +20,11 @@ export interface StoredField {
   constraint?: FieldConstraint;
   /** `@auth` on the field: who may read it (beside the type's own rules). */
   auth?: AuthPolicy;
+  /**
+   * `@series`: a list of `graphqlType` numbers stored as one property per element, `properties[i]` holding element i
+   * (the guide's "Data series pattern"); `edm` is the elements'.
+   */
+  series?: { length: number; properties: string[] };
 }
 
 /** Where an entity, or an index entity, lives: one table, a PartitionKey and a RowKey template. */
@@ -194,7 +199,7 @@ export interface CopyModel {
   reverse: RangePath;
 }
 
-export type WriteAction = 'CREATE' | 'UPDATE' | 'REPLACE' | 'DELETE' | 'MOVE';
+export type WriteAction = 'CREATE' | 'UPDATE' | 'REPLACE' | 'DELETE' | 'MOVE' | 'INCREMENT';
 
 /** A mutation field (`@write`): one write of one entity and what it fans out to. */
 export interface WriteModel {

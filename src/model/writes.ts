@@ -8,11 +8,12 @@ import {
   isNonNullType,
   isObjectType,
   type GraphQLField,
+  type GraphQLInputField,
   type GraphQLSchema,
 } from 'graphql';
 import { readWrite } from './directives';
 import type { SchemaProblems } from './schema-errors';
-import type { EntityModel, WriteModel } from './types';
+import type { EntityModel, StoredField, WriteModel } from './types';
 
 /** The input field that carries the ETag a client read (UPDATE, REPLACE, DELETE). */
 export const IF_MATCH_FIELD = 'ifMatch';
@@ -59,6 +60,22 @@ export function buildWrites(
   return { writes, payloads };
 }
 
+/**
+ * Why an input field of an INCREMENT, or one naming a `@series`, is wrong (undefined: it is right). An INCREMENT
+ * input holds the key fields and, per series, `{ at: Int!, by: <element>! }`; other actions never set a series.
+ */
+function incrementProblem(f: GraphQLInputField, stored: StoredField | undefined, entity: EntityModel, action: WriteModel['action']): string | undefined {
+  if (!stored) return `not a stored field of ${entity.name}`;
+  if (!stored.series) return entity.keyFields.includes(f.name) ? undefined : 'an INCREMENT input holds the key fields and what to add to @series fields';
+  if (action !== 'INCREMENT') return 'a @series is changed by INCREMENT only';
+  const type = getNamedType(f.type);
+  const shape = isInputObjectType(type) ? type.getFields() : undefined;
+  const at = shape?.at?.type;
+  const by = shape?.by?.type;
+  const right = shape && Object.keys(shape).length === 2 && at && by && isNonNullType(at) && getNamedType(at).name === 'Int' && isNonNullType(by) && getNamedType(by).name === stored.graphqlType;
+  return right && !isNonNullType(f.type) ? undefined : `an increment of a @series of ${stored.graphqlType} is a nullable { at: Int!, by: ${stored.graphqlType}! } (${stored.graphqlType}SeriesIncrement)`;
+}
+
 function checkInput(
   field: GraphQLField<unknown, unknown>,
   entity: EntityModel,
@@ -81,12 +98,18 @@ function checkInput(
   };
   for (const f of Object.values(given)) {
     if (f.name === IF_MATCH_FIELD) {
-      if (action === 'CREATE' || getNamedType(f.type).name !== 'String' || isNonNullType(f.type)) {
+      if (action === 'CREATE' || action === 'INCREMENT' || getNamedType(f.type).name !== 'String' || isNonNullType(f.type)) {
         fail(`${input.name}.${IF_MATCH_FIELD}: a nullable String, on UPDATE, REPLACE and DELETE inputs only`);
       }
       continue;
     }
     const stored = entity.fields.get(f.name);
+    if (stored?.series || action === 'INCREMENT') {
+      const problem = incrementProblem(f, stored, entity, action);
+      if (problem) fail(`${input.name}.${f.name}: ${problem}`);
+      else names.add(f.name);
+      continue;
+    }
     if (!stored) {
       fail(`${input.name}.${f.name} is not a stored field of ${entity.name}`);
     } else if (entity.summaryFields.has(f.name)) {
@@ -102,9 +125,12 @@ function checkInput(
   for (const key of entity.keyFields) {
     if (!given[key] || !isNonNullType(given[key].type)) fail(`${input.name} needs the key field \`${key}\` as non-null`);
   }
+  if (action === 'INCREMENT' && ![...entity.fields.values()].some((f) => f.series)) {
+    fail(`INCREMENT adds to @series fields, and ${entity.name} has none`);
+  }
   if (action === 'CREATE' || action === 'REPLACE') {
     for (const stored of entity.fields.values()) {
-      if (stored.nonNull && !entity.summaryFields.has(stored.name) && !(given[stored.name] && isNonNullType(given[stored.name].type))) {
+      if (stored.nonNull && !stored.series && !entity.summaryFields.has(stored.name) && !(given[stored.name] && isNonNullType(given[stored.name].type))) {
         fail(`${input.name} needs \`${stored.name}\` as non-null: ${entity.name}.${stored.name} is non-null`);
       }
     }

@@ -80,7 +80,9 @@ function projectionFor(projection: Projection, entity: EntityModel): Set<string>
 
 /** The `$select` list for reading `entity` itself in this request. */
 export function entitySelect(projection: Projection, entity: EntityModel): string[] {
-  return [...(projection.get(entity.name) ?? new Set([...entity.keyFields, ...entity.authFields])), ENTITY_TYPE_PROPERTY].sort();
+  const fields = [...(projection.get(entity.name) ?? new Set([...entity.keyFields, ...entity.authFields]))];
+  // A `@series` field is one property per element.
+  return [...fields.flatMap((f) => entity.fields.get(f)?.series?.properties ?? [f]), ENTITY_TYPE_PROPERTY].sort();
 }
 
 /** The `$select` list for reading index entities of `index`: what the request needs that the index holds. */

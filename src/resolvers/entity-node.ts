@@ -4,7 +4,7 @@
  * point loader ("Index Entities Pattern": index entities hold keys and a projection).
  */
 import { ErrorCode, TablegraphError } from '../errors';
-import { primaryAddress } from '../model/entity-codec';
+import { primaryAddress, seriesValue } from '../model/entity-codec';
 import type { EntityModel, IndexModel } from '../model/types';
 import { entitySelect } from '../read/projection';
 import type { StoredEntity } from '../storage/types';
@@ -23,9 +23,9 @@ export interface EntityNode {
  * @throws TablegraphError NOT_FOUND when an index entity points at an entity that does not exist
  */
 export async function fieldValue(node: EntityNode, name: string, ctx: RequestContext, info: GraphQLResolveInfo): Promise<unknown> {
-  if (!node.fromIndex || node.fromIndex.projection.has(name)) return node.stored.properties[name] ?? null;
-  const primary = await loadPrimary(node, ctx, info);
-  return primary.properties[name] ?? null;
+  const properties = !node.fromIndex || node.fromIndex.projection.has(name) ? node.stored.properties : (await loadPrimary(node, ctx, info)).properties;
+  const field = node.entity.fields.get(name);
+  return field?.series ? seriesValue(field, properties) : (properties[name] ?? null);
 }
 
 /** The entity's ETag (an index entity's own ETag is not the entity's: the entity is read for it). */

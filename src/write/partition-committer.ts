@@ -260,9 +260,11 @@ export class PartitionCommitter {
       }
       const stale = onEntity && isTablegraphError(error, ErrorCode.CONFLICT) && error.details.reason === 'ETagMismatch';
       const vanished = onEntity && isTablegraphError(error, ErrorCode.NOT_FOUND) && plan.operations[0].kind !== 'create';
+      // An INCREMENT that found nothing and created: another process created it first — add to that one.
+      const raced = onEntity && member.write.action === 'INCREMENT' && isTablegraphError(error, ErrorCode.CONFLICT) && error.details.reason === 'EntityAlreadyExists';
       // Its entity changed or vanished since it was read: with `ifMatch` that is the client's conflict; without,
       // read it again (a vanished entity then fails NOT_FOUND, a concurrent create CONFLICT, from the planner).
-      if ((stale || vanished) && typeof member.input.ifMatch !== 'string') this.again(member, retry, error);
+      if ((stale || vanished || raced) && typeof member.input.ifMatch !== 'string') this.again(member, retry, error);
       else this.fail(member, stale || vanished ? staleIfMatch(member) : error);
     }
     return retry;

@@ -18,7 +18,7 @@ import type { EntityAddress, EntityToWrite, StorageObserver } from '../storage/t
 import { requestMove } from './move';
 import { PartitionCommitter, type FanoutSender, type WriteResult } from './partition-committer';
 import type { GroupMember } from './group-plan';
-import { addressOf, type Values } from './write-plan';
+import { addressOf, checkIncrement, type Values } from './write-plan';
 
 export type { FanoutSender, SentMessage, WriteResult } from './partition-committer';
 
@@ -85,6 +85,10 @@ function checkInput(write: WriteModel, input: Values, address: { table: string; 
   for (const name of write.inputFields) {
     if (input[name] === undefined) continue;
     const field = write.entity.fields.get(name)!;
+    if (field.series) {
+      if (input[name] !== null) checkIncrement(field, input[name]);
+      continue;
+    }
     if (input[name] === null && field.nonNull && !write.entity.keyFields.includes(name)) {
       throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${name} is required`, { field: name });
     }

@@ -6,17 +6,18 @@
  * reservations made before the EGT. Pure: no I/O, so every plan can be tested.
  *
  * Guide sections: "Entity Group Transactions", "Intra-partition secondary index pattern", "Inter-partition
- * secondary index pattern", "Eventually consistent transactions pattern", "Merge or replace".
+ * secondary index pattern", "Eventually consistent transactions pattern", "Merge or replace", "Data series pattern"
+ * (INCREMENT).
  */
 import { ErrorCode, TablegraphError } from '../errors';
 import type { Decimal } from '../model/decimal';
-import { derive, entityWrites, indexWrite, primaryAddress, typedValue, valuesOf, type TableWrite } from '../model/entity-codec';
+import { derive, entityWrites, indexWrite, primaryAddress, seriesProperties, typedValue, valuesOf, type TableWrite } from '../model/entity-codec';
 import { contributionOf } from '../model/contributions';
 import { decimalText } from '../model/decimal';
 import { holderAddress, summaryContribution } from '../model/summaries';
-import type { CopyModel, IndexModel, Model, SummaryModel, WriteModel } from '../model/types';
+import { WRITE_ID_PROPERTY, type CopyModel, type IndexModel, type Model, type StoredField, type SummaryModel, type WriteModel } from '../model/types';
 import { checkEntity, checkTransaction } from '../storage/limits';
-import type { EntityAddress, StorageTarget, StoredEntity, TransactionOperation } from '../storage/types';
+import type { EntityAddress, EntityToWrite, StorageTarget, StoredEntity, TransactionOperation } from '../storage/types';
 import { addressKey, stateId, type FanoutMessage } from './fanout-message';
 import { referenceAddress, referenceFields } from '../model/references';
 import { checkReferences } from './references';
@@ -77,6 +78,7 @@ export function addressOf(write: WriteModel, input: Values): EntityAddress {
 export function nextValues(write: WriteModel, input: Values, current: StoredEntity | null): Values | null {
   const { entity, action } = write;
   const ifMatch = input.ifMatch;
+  if (action === 'INCREMENT') return incremented(write, input, current);
   if (action === 'CREATE') {
     if (current) throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name} ${describeKeys(write, input)} already exists`, { reason: 'EntityAlreadyExists' });
   } else if (!current) {
@@ -101,10 +103,66 @@ export function nextValues(write: WriteModel, input: Values, current: StoredEnti
     if (old && entity.keyFields.includes(name)) next[name] = old[name];
     else if (entity.summaryFields.has(name)) next[name] = old ? old[name] : 0;
     else if (entity.copies.has(name)) next[name] = old ? old[name] : null; // filled from the target (fillCopies)
+    else if (entity.fields.get(name)!.series) next[name] = old ? old[name] : null; // INCREMENT's alone
     else if (action === 'UPDATE' && input[name] === undefined) next[name] = old![name];
     else next[name] = input[name] ?? null;
   }
   return next;
+}
+
+/**
+ * An INCREMENT's values (the guide's "Data series pattern"): the entity as read — or, absent, created with every
+ * element 0 and its other fields null — with each `{ at, by }` of the input added to its series.
+ * @throws TablegraphError BAD_USER_INPUT for an element outside the series, or a sum outside the element's type or
+ *   `@constraint`
+ */
+function incremented(write: WriteModel, input: Values, current: StoredEntity | null): Values {
+  const { entity } = write;
+  const old = current ? valuesOf(entity, current.properties) : null;
+  const next: Values = {};
+  for (const [name, field] of entity.fields) {
+    if (entity.keyFields.includes(name)) next[name] = old ? old[name] : input[name];
+    else if (field.series) next[name] = addTo(field, (old?.[name] as number[] | undefined) ?? new Array<number>(field.series.length).fill(0), input[name]);
+    else next[name] = old ? old[name] : entity.summaryFields.has(name) ? 0 : null;
+  }
+  return next;
+}
+
+/** `series` with `increment` ({ at, by }, or nothing) added. @throws TablegraphError BAD_USER_INPUT */
+function addTo(field: StoredField, series: number[], increment: unknown): number[] {
+  if (increment === undefined || increment === null) return series;
+  const { at, by } = checkIncrement(field, increment);
+  const next = [...series];
+  next[at] += by;
+  seriesProperties(field, next); // the sum must still be an element: an Int32, within @constraint
+  return next;
+}
+
+/**
+ * An increment's element and amount, checked before anything is read: `at` an element of the series, `by` a value
+ * of the element's type.
+ * @throws TablegraphError BAD_USER_INPUT naming the field
+ */
+export function checkIncrement(field: StoredField, increment: unknown): { at: number; by: number } {
+  const { at, by } = increment as { at: unknown; by: unknown };
+  if (typeof at !== 'number' || !Number.isInteger(at) || at < 0 || at >= field.series!.length) {
+    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${field.name}: at must be an element 0..${field.series!.length - 1}, got ${JSON.stringify(at)}`, { field: field.name });
+  }
+  const typed = typedValue({ ...field, series: undefined, constraint: undefined }, by);
+  if (typed === null) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${field.name}: by is required`, { field: field.name });
+  return { at, by: typed.value as number };
+}
+
+/** The merge of an INCREMENT of an existing entity: only the elements it changes, and its WriteId. */
+function incrementMerge(write: WriteModel, input: Values, values: Values, address: EntityAddress, writeId: string): EntityToWrite {
+  const properties: EntityToWrite['properties'] = { [WRITE_ID_PROPERTY]: { type: 'String', value: writeId } };
+  for (const [name, field] of write.entity.fields) {
+    if (!field.series || input[name] === undefined || input[name] === null) continue;
+    const { at } = checkIncrement(field, input[name]);
+    // A 0 is written too: a merge leaves a property it does not name as it was.
+    properties[field.series.properties[at]] = typedValue({ ...field, series: undefined }, (values[name] as number[])[at]);
+  }
+  return { partitionKey: address.partitionKey, rowKey: address.rowKey, properties };
 }
 
 function describeKeys(write: WriteModel, input: Values): string {
@@ -218,7 +276,8 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
 
   const operations: TransactionOperation[] = [];
   const next = values ? entityWrites(entity, values, writeId) : undefined;
-  if (write.action === 'CREATE') operations.push({ kind: 'create', entity: next!.primary.entity });
+  if (write.action === 'CREATE' || (write.action === 'INCREMENT' && !state.current)) operations.push({ kind: 'create', entity: next!.primary.entity });
+  else if (write.action === 'INCREMENT') operations.push({ kind: 'update', mode: 'merge', entity: incrementMerge(write, input, values!, address, writeId), ifMatch: state.current!.etag });
   else if (next) operations.push({ kind: 'update', mode: 'replace', entity: next.primary.entity, ifMatch: state.current!.etag });
   else operations.push({ kind: 'delete', partitionKey: address.partitionKey, rowKey: address.rowKey, ifMatch: state.current!.etag });
 
