@@ -5,6 +5,7 @@
 import path from 'node:path';
 import { bool, cleanEnv, makeValidator, str, url } from 'envalid';
 import { ErrorCode, TablegraphError } from './errors';
+import { parseKeyRing, type CipherKey } from './storage/property-cipher';
 import type { StorageTarget } from './storage/types';
 
 /** The validated configuration (camelCase; paths absolute). */
@@ -26,6 +27,11 @@ export interface Config {
   logLevel: string;
   /** TABLEGRAPH_CURSOR_SECRET: HMAC key that makes cursors tamper-evident; undefined = a random per-process key. */
   cursorSecret: string | undefined;
+  /**
+   * TABLEGRAPH_ENCRYPTION_KEYS (`id:base64,…`, the first seals): the key ring of `@encrypted` fields; undefined = none
+   * (src/runtime/encryption.ts decides what that means for the storage used).
+   */
+  encryptionKeys: CipherKey[] | undefined;
   /** TABLEGRAPH_SCHEMA_DIR resolved against the working directory (default `schema`): the SDL files. */
   schemaDir: string;
   /** TABLEGRAPH_MAX_PAGE_SIZE: the largest `first` a connection accepts, in entities (default 100). */
@@ -129,6 +135,7 @@ const specs = {
   TABLEGRAPH_TARGET: str<(typeof TARGETS)[number]>({ choices: TARGETS, default: undefined }),
   LOG_LEVEL: str<(typeof LOG_LEVELS)[number]>({ choices: LOG_LEVELS, default: 'info' }),
   TABLEGRAPH_CURSOR_SECRET: str({ default: undefined, desc: 'HMAC key for cursors' }),
+  TABLEGRAPH_ENCRYPTION_KEYS: str({ default: undefined, desc: 'keys of @encrypted fields: id:base64 of 32 bytes, comma-separated, the first seals' }),
   TABLEGRAPH_SCHEMA_DIR: str({ default: 'schema', desc: 'folder of the SDL files' }),
   TABLEGRAPH_MAX_PAGE_SIZE: positiveInt({ default: 100 }),
   TABLEGRAPH_DEFAULT_PAGE_SIZE: positiveInt({ default: 20 }),
@@ -206,6 +213,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     target: e.TABLEGRAPH_TARGET,
     logLevel: e.LOG_LEVEL,
     cursorSecret: e.TABLEGRAPH_CURSOR_SECRET,
+    encryptionKeys: e.TABLEGRAPH_ENCRYPTION_KEYS === undefined ? undefined : parseKeyRing(e.TABLEGRAPH_ENCRYPTION_KEYS, 'TABLEGRAPH_ENCRYPTION_KEYS'),
     schemaDir: path.resolve(cwd, e.TABLEGRAPH_SCHEMA_DIR),
     maxPageSize: e.TABLEGRAPH_MAX_PAGE_SIZE,
     defaultPageSize: e.TABLEGRAPH_DEFAULT_PAGE_SIZE,

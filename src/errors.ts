@@ -30,6 +30,11 @@ export const ErrorCode = {
   OVERLOADED: 'OVERLOADED',
   /** The request used up its time (TABLEGRAPH_REQUEST_TIMEOUT_MS): no further storage call of it was sent. */
   REQUEST_TIMEOUT: 'REQUEST_TIMEOUT',
+  /**
+   * A stored value failed its integrity check (an `@encrypted` property changed or written around tablegraph, or
+   * sealed with a key the server does not hold): it is refused, never shown as something else.
+   */
+  DATA_INTEGRITY: 'DATA_INTEGRITY',
 } as const;
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

@@ -513,6 +513,27 @@ describe('rejections name the type, the field and the SDL line', () => {
       marker: 'bumpItem',
     },
     {
+      name: 'an @encrypted Int',
+      sdl: `${BASE.replace('tags: String', 'tags: Int @encrypted')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+      coordinate: 'Item.tags',
+      message: /@encrypted is for String fields/,
+      marker: 'tags:',
+    },
+    {
+      name: 'an @encrypted field in a key template',
+      sdl: `${BASE.replace('rowKey: "item_{id:06}")', 'rowKey: "item_{id:06}_{name}")').replace('name: String!', 'name: String! @encrypted')}\ntype Query { item(group: ID!, id: ID!, name: String!): Item @point }`,
+      coordinate: 'Item',
+      message: /names \{name\}, which is @encrypted: keys are stored in the clear/,
+      marker: 'type Item',
+    },
+    {
+      name: 'an @encrypted field in an index',
+      sdl: `${BASE.replace('rowKey: "item_{id:06}")', 'rowKey: "item_{id:06}")\n  @index(name: "byName", rowKey: "name_{id:06}", include: ["tags"])').replace('tags: String', 'tags: String @encrypted')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+      coordinate: 'Item@index(byName)',
+      message: /include names "tags", which is @encrypted/,
+      marker: '@index(name: "byName"',
+    },
+    {
       name: 'a hash bucket count out of range',
       sdl: `${BASE.replace('partitionKey: "{group}", rowKey: "item_{id:06}")', 'partitionKey: "{group:hash1}", rowKey: "item_{id:06}")')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
       coordinate: 'Item',

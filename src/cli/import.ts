@@ -48,7 +48,7 @@ runMain(
     const totalRows = await estimateDataRows(file).catch((e: Error) => {
       throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `Cannot read ${file}: ${e.message}`, { file });
     });
-    const storage = await openStorage(config, log);
+    const storage = await openStorage(config, log, model);
     try {
       for (const table of model.tables) await storage.store.ensureTable(table);
       log.info({ file, storage: storage.target, embedded: Boolean(storage.azurite), concurrency: options.concurrency }, 'importing');

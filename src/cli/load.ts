@@ -64,7 +64,7 @@ runMain(
         throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `Cannot read ${s.file}: ${e.message}`, { file: s.file });
       });
     }
-    const storage = await openStorage(config, log);
+    const storage = await openStorage(config, log, model);
     try {
       log.info({ steps: steps.map((s) => `${s.type} ← ${s.file}`), storage: storage.target, concurrency: options.concurrency }, 'loading');
       const progress = createImportProgress({ totalRows, log });

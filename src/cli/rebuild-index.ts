@@ -51,7 +51,7 @@ runMain(
     if (index === 'copies') {
       // `rebuild-index <Type> copies`: the type's copies (@copy) made equal to their targets.
       if (!model.entities.get(type)?.copies.size) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${type} holds no @copy field`);
-      const storage = await openStorage(config, log);
+      const storage = await openStorage(config, log, model);
       try {
         const r = await repairCopies(storage.store, model, type);
         process.stdout.write(`copies of ${type}: ${r.checked} entities checked, ${r.repaired} rewritten\n`);
@@ -61,7 +61,7 @@ runMain(
       return;
     }
     const target = resolveIndex(model, type, index); // an unknown name fails before storage starts
-    const storage = await openStorage(config, log);
+    const storage = await openStorage(config, log, model);
     try {
       log.info(
         { type, index, tables: [...new Set([target.entity.layout.table, target.layout.table])], storage: storage.target },

@@ -26,7 +26,7 @@ runMain(
     log.level = config.logLevel;
     const { model } = compileConfiguredSchema(config);
     const summaries = resolveSummaries(model, names); // an unknown name fails before storage starts
-    const storage = await openStorage(config, log);
+    const storage = await openStorage(config, log, model);
     try {
       log.info({ summaries: summaries.map((s) => `${s.holder.name}.${s.field}`), storage: storage.target }, 'repairing summaries: reading whole tables on purpose');
       const progress = createScanReporter({ label: 'repair-summaries', log });

@@ -15,7 +15,7 @@ runMain('server', async (log) => {
   log.level = config.logLevel;
   // A schema that cannot be served stops the start before Azurite is started.
   const compiled = compileConfiguredSchema(config);
-  const storage = await openStorage(config, log);
+  const storage = await openStorage(config, log, compiled.model);
   let server;
   try {
     server = await startServer(config, storage, log, compiled);

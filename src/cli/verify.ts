@@ -32,7 +32,7 @@ runMain(
     const { model } = compileConfiguredSchema(config);
     const types = options.type.length > 0 ? options.type : undefined;
     types?.forEach((t) => resolveEntity(model, t)); // an unknown name fails before storage starts
-    const storage = await openStorage(config, log);
+    const storage = await openStorage(config, log, model);
     let report: VerifyReport;
     try {
       log.info(

@@ -15,7 +15,7 @@ runMain('worker', async (log) => {
   const config = loadConfig();
   log.level = config.logLevel;
   const { model } = compileConfiguredSchema(config);
-  const storage = await openStorage(config, log);
+  const storage = await openStorage(config, log, model);
   for (const table of model.tables) await storage.store.ensureTable(table);
   await ensureFanoutQueues(storage.queues, config.tablePrefix);
   // Moves are carried out through the write path, its own messages sent to the same queue.

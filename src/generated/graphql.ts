@@ -53,6 +53,11 @@ export type CreateEmployeeInput = {
   email: Scalars['String']['input'];
   firstName: Scalars['String']['input'];
   fullOrPartTime?: InputMaybe<EmploymentType>;
+  /**
+   * The employee's home address: stored encrypted (`@encrypted`), so the table holds no readable address; only HR
+   * admins see it.
+   */
+  homeAddress?: InputMaybe<Scalars['String']['input']>;
   /** Hourly rate in USD (hourly staff only). */
   hourlyRate?: InputMaybe<Scalars['Decimal']['input']>;
   id: Scalars['ID']['input'];
@@ -206,6 +211,11 @@ export type Employee = {
   expenseClaims: ExpenseClaimConnection;
   firstName: Scalars['String']['output'];
   fullOrPartTime: Maybe<EmploymentType>;
+  /**
+   * The employee's home address: stored encrypted (`@encrypted`), so the table holds no readable address; only HR
+   * admins see it.
+   */
+  homeAddress: Maybe<Scalars['String']['output']>;
   /** Hourly rate in USD (hourly staff only). */
   hourlyRate: Maybe<Scalars['Decimal']['output']>;
   id: Scalars['ID']['output'];
@@ -677,6 +687,11 @@ export type ReplaceEmployeeInput = {
   email: Scalars['String']['input'];
   firstName: Scalars['String']['input'];
   fullOrPartTime?: InputMaybe<EmploymentType>;
+  /**
+   * The employee's home address: stored encrypted (`@encrypted`), so the table holds no readable address; only HR
+   * admins see it.
+   */
+  homeAddress?: InputMaybe<Scalars['String']['input']>;
   /** Hourly rate in USD (hourly staff only). */
   hourlyRate?: InputMaybe<Scalars['Decimal']['input']>;
   id: Scalars['ID']['input'];
@@ -713,6 +728,11 @@ export type UpdateEmployeeInput = {
   email?: InputMaybe<Scalars['String']['input']>;
   firstName?: InputMaybe<Scalars['String']['input']>;
   fullOrPartTime?: InputMaybe<EmploymentType>;
+  /**
+   * The employee's home address: stored encrypted (`@encrypted`), so the table holds no readable address; only HR
+   * admins see it.
+   */
+  homeAddress?: InputMaybe<Scalars['String']['input']>;
   /** Hourly rate in USD (hourly staff only). */
   hourlyRate?: InputMaybe<Scalars['Decimal']['input']>;
   id: Scalars['ID']['input'];

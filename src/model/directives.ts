@@ -151,6 +151,11 @@ export function readSeries(schema: GraphQLSchema, node: FieldDefinitionNode | un
   return { length: values(schema, 'series', d).length as number, node: d };
 }
 
+/** The `@encrypted` directive of a field, if any. */
+export function readEncrypted(node: FieldDefinitionNode | undefined | null): DirectiveNode | undefined {
+  return directiveNodes(node, 'encrypted')[0];
+}
+
 export interface CopyDirective {
   from: string;
   field: string;

@@ -8,7 +8,7 @@ import { suggestionList } from 'graphql/jsutils/suggestionList';
 import { getNamedType, isListType, isNonNullType, isObjectType, type GraphQLObjectType, type GraphQLSchema, type ASTNode } from 'graphql';
 import { checkTableName } from '../storage/limits';
 import { KeyTemplateSyntaxError, checkTemplateSeparators, parseKeyTemplate, type KeyTemplate } from './key-template';
-import { readEntity, readIndexes, readPoint, readRange, readSeries } from './directives';
+import { readEncrypted, readEntity, readIndexes, readPoint, readRange, readSeries } from './directives';
 import { edmTypeOf } from './edm-mapping';
 import { readConstraint } from './constraints';
 import { hasSas } from './sas-fields';
@@ -84,7 +84,15 @@ function storedFields(type: GraphQLObjectType, schema: GraphQLSchema, problems: 
     }
     if (field.args.length > 0) problems.add(coordinate, 'a stored field takes no arguments', field.astNode);
     const constraint = readConstraint(schema, field.astNode, named.name, coordinate, problems);
-    fields.set(field.name, { name: field.name, graphqlType: named.name, edm, nonNull: isNonNullType(field.type), ...(constraint && { constraint }), ...(series && { series }) });
+    const encrypted = readEncrypted(field.astNode);
+    if (encrypted && (named.name !== 'String' || series)) {
+      problems.add(coordinate, '@encrypted is for String fields: the text is sealed and stored as Edm.Binary', encrypted);
+      continue;
+    }
+    fields.set(field.name, {
+      name: field.name, graphqlType: named.name, edm, nonNull: isNonNullType(field.type),
+      ...(constraint && { constraint }), ...(series && { series }), ...(encrypted && { encrypted: true as const }),
+    });
   }
   checkPropertyNames(type, fields, problems);
   return fields;
@@ -144,6 +152,8 @@ function checkPlaceholders(
       problems.add(coordinate, `${what} template "${t.source}" names {${seg.name}}, which is not a stored field of the type.${hint}`, node);
     } else if (field.series) {
       problems.add(coordinate, `${what} template "${t.source}" names {${seg.name}}, a @series: a list cannot be part of a key`, node);
+    } else if (field.encrypted) {
+      problems.add(coordinate, `${what} template "${t.source}" names {${seg.name}}, which is @encrypted: keys are stored in the clear`, node);
     } else if (!field.nonNull && !allowNullable) {
       problems.add(coordinate, `${what} template "${t.source}" names {${seg.name}}, which is nullable: a key part must always have a value`, node);
     } else if ((seg.format.kind === 'padded' || seg.format.kind === 'descending') && !['Int', 'ID', 'Long'].includes(field.graphqlType)) {
@@ -198,6 +208,7 @@ export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, t
       for (const name of d.include) {
         if (!fields.has(name)) problems.add(coordinate, `include names "${name}", which is not a stored field of ${type.name}`, d.node);
         else if (fields.get(name)!.series) problems.add(coordinate, `include names "${name}", a @series: index entities hold single values`, d.node);
+        else if (fields.get(name)!.encrypted) problems.add(coordinate, `include names "${name}", which is @encrypted: it is sealed for its own entity only`, d.node);
       }
       const table = tablePrefix + (d.table ?? directive.table);
       checkTable(table, coordinate, d.node, problems);

@@ -25,6 +25,8 @@ export interface StoredField {
    * (the guide's "Data series pattern"); `edm` is the elements'.
    */
   series?: { length: number; properties: string[] };
+  /** `@encrypted`: sealed by the store before it is sent, opened when read (src/storage/property-cipher.ts). */
+  encrypted?: true;
 }
 
 /** Where an entity, or an index entity, lives: one table, a PartitionKey and a RowKey template. */

@@ -4,6 +4,8 @@
  */
 import type { Config } from '../config';
 import type { Logger } from '../log';
+import type { Model } from '../model/types';
+import { attachCipher } from './encryption';
 import { ensureEmbeddedAzurite, type EmbeddedAzurite } from '../storage/embedded-azurite';
 import { resolveTarget } from '../storage/connection';
 import { QueueStore } from '../storage/queue-store';
@@ -23,13 +25,16 @@ export interface OpenStorage {
 }
 
 /**
- * @throws TablegraphError STORAGE_UNAVAILABLE when the embedded Azurite cannot be started
+ * @param model the compiled schema: its `@encrypted` fields are sealed and opened by the store (encryption.ts)
+ * @throws TablegraphError STORAGE_UNAVAILABLE when the embedded Azurite cannot be started; CONFIG_INVALID when the
+ *   model encrypts and no key is configured (encryption.ts)
  */
-export async function openStorage(config: Config, log: Logger): Promise<OpenStorage> {
+export async function openStorage(config: Config, log: Logger, model?: Model): Promise<OpenStorage> {
   const azurite = config.connectionString ? undefined : await ensureEmbeddedAzurite(config.dataDir, { log });
   const connectionString = config.connectionString ?? azurite!.connectionString;
   const target = resolveTarget(connectionString, config.target);
   const store = new TableStore({ connectionString, target, timeoutMs: config.storageTimeoutMs });
+  if (model) attachCipher(store, model, config, connectionString, log);
   return {
     store,
     queues: new QueueStore({ connectionString, timeoutMs: config.storageTimeoutMs }),

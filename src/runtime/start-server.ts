@@ -9,6 +9,7 @@ import type { Logger } from '../log';
 import { CursorCodec } from '../read/cursor';
 import { attachResolvers } from '../resolvers/attach';
 import { createGraphqlApp } from '../server/app';
+import { attachCipher } from './encryption';
 import { createFanoutWorker, ensureFanoutQueues, fanoutQueueNames, queueSender } from '../worker/fanout-worker';
 import type { QueueWorker } from '../worker/queue-worker';
 import { ErrorCode, TablegraphError } from '../errors';
@@ -59,13 +60,16 @@ function authenticatorFor(config: Config, log: Logger): Authenticator | undefine
  * @param compiled the schema already compiled from `config` (start.ts compiles it before storage starts);
  *   compiled here when absent
  * @throws TablegraphError SCHEMA_INVALID (the schema cannot be served without scans), CONFIG_INVALID (among
- *   others: a non-loopback HOST with no authentication),
+ *   others: a non-loopback HOST with no authentication; an @encrypted field without TABLEGRAPH_ENCRYPTION_KEYS off the
+ *   development account),
  *   STORAGE_UNAVAILABLE (tables cannot be created)
  */
 export async function startServer(config: Config, storage: OpenStorage, log: Logger, compiled?: CompiledSchema): Promise<RunningServer> {
   const authenticate = authenticatorFor(config, log);
   const { schema, model, sdl } = compiled ?? compileConfiguredSchema(config);
   attachResolvers(schema, model);
+  // A store opened without the model (openStorage's caller decides) still seals what the schema encrypts.
+  attachCipher(storage.store, model, config, storage.connectionString, log);
   for (const table of model.tables) await storage.store.ensureTable(table);
   await ensureFanoutQueues(storage.queues, config.tablePrefix);
   const queues = fanoutQueueNames(config.tablePrefix);

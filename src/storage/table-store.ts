@@ -7,6 +7,7 @@
 import { odata, TableClient, TableEntity, TableServiceClient } from '@azure/data-tables';
 import { ErrorCode, TablegraphError } from '../errors';
 import { deleteIfMatchPolicy, fromSdkEntity, selectWithKeys as withKeys, toSdkAction, toSdkEntity } from './edm';
+import type { PropertyCipher } from './property-cipher';
 import { checkEntity, checkKey, checkTableName, checkTransaction } from './limits';
 import { isEntityNotFound, StorageErrorContext, toTablegraphError } from './storage-errors';
 import type { CallOptions, EntityAddress, EntityToWrite, RangePosition, RangeQuery, StorageCallRecord } from './types';
@@ -57,6 +58,22 @@ export class TableStore {
   /** EGT deletes with If-Match, keyed by the call's AbortSignal: the one object the batch request carries. */
   private readonly deleteEtags = new WeakMap<object, Map<number, string>>();
   private readonly ifMatchPolicy = deleteIfMatchPolicy((signal) => this.deleteEtags.get(signal));
+  /** Seals `@encrypted` properties on the way out and opens them on the way in (property-cipher.ts); absent: none. */
+  private cipher?: PropertyCipher;
+
+  /**
+   * From now on, every entity written has the encrypted properties of its type sealed (before the size checks: a
+   * sealed value is larger), and every entity read has them opened — or refused with DATA_INTEGRITY.
+   */
+  useCipher(cipher: PropertyCipher): void {
+    this.cipher = cipher;
+  }
+
+  /** An entity as the SDK returns it → StoredEntity, its encrypted properties opened. */
+  private decode(raw: Record<string, unknown>): StoredEntity {
+    const entity = fromSdkEntity(raw);
+    return this.cipher ? this.cipher.open(entity) : entity;
+  }
 
   /** Sends nothing. @throws CONFIG_INVALID for a malformed connection string (a wrong key fails later, 403). */
   constructor(opts: TableStoreOptions) {
@@ -120,7 +137,7 @@ export class TableStore {
       const request = client.getEntity<RawEntity>(addr.partitionKey, addr.rowKey, options);
       const raw = await request.catch((e: unknown) => (isEntityNotFound(e) ? null : Promise.reject(e)));
       cost.entities = raw ? 1 : 0;
-      return raw && fromSdkEntity(raw);
+      return raw && this.decode(raw);
     });
   }
 
@@ -158,7 +175,8 @@ export class TableStore {
     return this.call('rangeQuery', opts, ctx, async (signal, cost) => {
       const page = (maxPageSize: number, continuationToken?: string) =>
         client.listEntities<RawEntity>({ queryOptions, disableTypeConversion: true, abortSignal: signal }).byPage({ maxPageSize, continuationToken }).next();
-      const read = this.sortedRanges ? sortedRange(q.limit, page, cost) : pagedRange(q.limit, resume, page, cost);
+      const decode = (raw: RawEntity) => this.decode(raw);
+      const read = this.sortedRanges ? sortedRange(q.limit, page, decode, cost) : pagedRange(q.limit, resume, page, decode, cost);
       const result = await read;
       cost.entities = result.entities.length;
       return result;
@@ -183,7 +201,7 @@ export class TableStore {
         const next = await list.byPage({ maxPageSize, continuationToken }).next();
         const raw = next.done ? [] : next.value;
         cost.entities = raw.length;
-        return { entities: raw.map(fromSdkEntity), token: next.done ? undefined : next.value.continuationToken };
+        return { entities: raw.map((r) => this.decode(r)), token: next.done ? undefined : next.value.continuationToken };
       });
       continuationToken = page.token;
       if (page.entities.length > 0) yield page.entities;
@@ -196,7 +214,9 @@ export class TableStore {
    * Reports 'transaction'. @throws CONFLICT (reason EntityAlreadyExists, ETagMismatch, …) or NOT_FOUND with
    * details.operationIndex naming the failing operation; BAD_USER_INPUT/LIMIT_EXCEEDED from checkTransaction.
    */
-  async submitTransaction(table: string, ops: TransactionOperation[], opts?: CallOptions): Promise<Etag[]> {
+  async submitTransaction(table: string, given: TransactionOperation[], opts?: CallOptions): Promise<Etag[]> {
+    const cipher = this.cipher;
+    const ops = cipher ? given.map((op) => ('entity' in op ? { ...op, entity: cipher.seal(op.entity) } : op)) : given;
     checkTransaction(ops, this.target);
     const actions = ops.map(toSdkAction);
     const conditionalDeletes = new Map<number, string>();
@@ -248,7 +268,8 @@ export class TableStore {
   }
 
   /** checkEntity, then one observed single-entity write that must return an ETag. */
-  private write(operation: string, table: string, entity: EntityToWrite, opts: CallOptions | undefined, send: Send) {
+  private write(operation: string, table: string, given: EntityToWrite, opts: CallOptions | undefined, send: Send) {
+    const entity = this.cipher ? this.cipher.seal(given) : given;
     checkEntity(entity, this.target);
     const sdk = toSdkEntity(entity);
     const client = this.client(table);
@@ -322,9 +343,10 @@ export interface RangePage {
 }
 
 type PageRead = (maxPageSize: number, continuationToken?: string) => Promise<IteratorResult<RawEntity[] & { continuationToken?: string }>>;
+type Decode = (raw: RawEntity) => StoredEntity;
 
 /** A range from a service that sorts it: one entity more than `limit` read, so `more` is exact. */
-async function sortedRange(limit: number, page: PageRead, cost: CallCost): Promise<RangePage> {
+async function sortedRange(limit: number, page: PageRead, decode: Decode, cost: CallCost): Promise<RangePage> {
   const wanted = limit + 1;
   const found: StoredEntity[] = [];
   let token: string | undefined;
@@ -334,7 +356,7 @@ async function sortedRange(limit: number, page: PageRead, cost: CallCost): Promi
     const next = await page(Math.min(wanted - found.length, MAX_PAGE_SIZE), token);
     fetched++;
     if (next.done) break;
-    for (const raw of next.value) found.push(fromSdkEntity(raw));
+    for (const raw of next.value) found.push(decode(raw));
     token = next.value.continuationToken;
   } while (found.length < wanted && token);
   cost.roundTrips = Math.max(fetched, 1);
@@ -347,7 +369,7 @@ async function sortedRange(limit: number, page: PageRead, cost: CallCost): Promi
  * RowKey order; a position inside a page is its continuation token, its size and an offset (the page is read
  * again, at that size, to resume), the one after a page's last entity the next page's token.
  */
-async function pagedRange(limit: number, resume: { token: string; pageSize: number; skip: number } | undefined, page: PageRead, cost: CallCost): Promise<RangePage> {
+async function pagedRange(limit: number, resume: { token: string; pageSize: number; skip: number } | undefined, page: PageRead, decode: Decode, cost: CallCost): Promise<RangePage> {
   const size = (n: number) => Math.min(Math.max(n, 1), MAX_PAGE_SIZE);
   const entities: StoredEntity[] = [];
   const positions: RangePosition[] = [];
@@ -359,7 +381,7 @@ async function pagedRange(limit: number, resume: { token: string; pageSize: numb
     cost.roundTrips = fetched + 1;
     const next = await page(pageSize, token);
     fetched++;
-    const got = next.done ? [] : next.value.map(fromSdkEntity).sort((a, b) => (a.rowKey < b.rowKey ? -1 : a.rowKey > b.rowKey ? 1 : 0));
+    const got = next.done ? [] : next.value.map(decode).sort((a, b) => (a.rowKey < b.rowKey ? -1 : a.rowKey > b.rowKey ? 1 : 0));
     const nextToken = next.done ? undefined : next.value.continuationToken;
     let i = skip;
     for (; i < got.length && entities.length < limit; i++) {
