@@ -8,9 +8,12 @@ import { odata, TableClient, TableEntity, TableServiceClient } from '@azure/data
 import { ErrorCode, TablegraphError } from '../errors';
 import { deleteIfMatchPolicy, fromSdkEntity, selectWithKeys as withKeys, toSdkAction, toSdkEntity } from './edm';
 import type { PropertyCipher } from './property-cipher';
+import { MAX_PAGE_SIZE, pagedRange, sortedRange, type CallCost, type RangePage } from './range-pages';
+
+export type { RangePage } from './range-pages';
 import { checkEntity, checkKey, checkTableName, checkTransaction } from './limits';
 import { isEntityNotFound, StorageErrorContext, toTablegraphError } from './storage-errors';
-import type { CallOptions, EntityAddress, EntityToWrite, RangePosition, RangeQuery, StorageCallRecord } from './types';
+import type { CallOptions, EntityAddress, EntityToWrite, RangeQuery, StorageCallRecord } from './types';
 import type { StorageTarget, StoredEntity, TransactionOperation } from './types';
 
 export interface TableStoreOptions {
@@ -28,12 +31,10 @@ export interface TableStoreOptions {
 /** Options of a conditional single-entity write: `ifMatch` is the ETag the caller read. */
 export type ConditionalOptions = CallOptions & { ifMatch?: string };
 
-const MAX_PAGE_SIZE = 1000; // entities per round trip: the service's maximum
 type RawEntity = Record<string, unknown>;
 type WriteMode = 'merge' | 'replace';
 type Etag = string | undefined;
 type ScanOptions = CallOptions & { partitionKey?: string; select?: string[]; pageSize?: number };
-type CallCost = { entities: number; roundTrips: number };
 type Send = (client: TableClient, sdk: TableEntity<RawEntity>, signal: AbortSignal) => Promise<{ etag?: string }>;
 
 /**
@@ -334,70 +335,3 @@ export class TableStore {
 
 /** The Azure SDK pipeline policies every TableClient of the store goes without. */
 const UNUSED_SDK_POLICIES = ['tracingPolicy', 'logPolicy', 'redirectPolicy', 'formDataPolicy', 'multipartPolicy'];
-
-/** What a range query returns: entities, whether more follow, and where to resume after each entity. */
-export interface RangePage {
-  entities: StoredEntity[];
-  more: boolean;
-  positions: RangePosition[];
-}
-
-type PageRead = (maxPageSize: number, continuationToken?: string) => Promise<IteratorResult<RawEntity[] & { continuationToken?: string }>>;
-type Decode = (raw: RawEntity) => StoredEntity;
-
-/** A range from a service that sorts it: one entity more than `limit` read, so `more` is exact. */
-async function sortedRange(limit: number, page: PageRead, decode: Decode, cost: CallCost): Promise<RangePage> {
-  const wanted = limit + 1;
-  const found: StoredEntity[] = [];
-  let token: string | undefined;
-  let fetched = 0;
-  do {
-    cost.roundTrips = fetched + 1; // a failing page request still cost a round trip
-    const next = await page(Math.min(wanted - found.length, MAX_PAGE_SIZE), token);
-    fetched++;
-    if (next.done) break;
-    for (const raw of next.value) found.push(decode(raw));
-    token = next.value.continuationToken;
-  } while (found.length < wanted && token);
-  cost.roundTrips = Math.max(fetched, 1);
-  const entities = found.slice(0, limit);
-  return { entities, more: found.length > limit, positions: entities.map((e) => ({ rowKey: e.rowKey })) };
-}
-
-/**
- * A range from a service that need not sort it: service pages of `limit` entities (at most 1000), each put in
- * RowKey order; a position inside a page is its continuation token, its size and an offset (the page is read
- * again, at that size, to resume), the one after a page's last entity the next page's token.
- */
-async function pagedRange(limit: number, resume: { token: string; pageSize: number; skip: number } | undefined, page: PageRead, decode: Decode, cost: CallCost): Promise<RangePage> {
-  const size = (n: number) => Math.min(Math.max(n, 1), MAX_PAGE_SIZE);
-  const entities: StoredEntity[] = [];
-  const positions: RangePosition[] = [];
-  let token = resume?.token || undefined;
-  let skip = resume?.skip ?? 0;
-  let pageSize = skip > 0 ? resume!.pageSize : size(limit);
-  let fetched = 0;
-  for (;;) {
-    cost.roundTrips = fetched + 1;
-    const next = await page(pageSize, token);
-    fetched++;
-    const got = next.done ? [] : next.value.map(decode).sort((a, b) => (a.rowKey < b.rowKey ? -1 : a.rowKey > b.rowKey ? 1 : 0));
-    const nextToken = next.done ? undefined : next.value.continuationToken;
-    let i = skip;
-    for (; i < got.length && entities.length < limit; i++) {
-      entities.push(got[i]);
-      const last = i + 1 === got.length;
-      positions.push(last && nextToken ? { token: nextToken, pageSize, skip: 0 } : { token: token ?? '', pageSize, skip: i + 1 });
-    }
-    if (entities.length >= limit) {
-      cost.roundTrips = fetched;
-      return { entities, more: i < got.length || Boolean(nextToken), positions };
-    }
-    if (!nextToken) break;
-    token = nextToken;
-    skip = 0;
-    pageSize = size(limit - entities.length);
-  }
-  cost.roundTrips = fetched;
-  return { entities, more: false, positions };
-}
