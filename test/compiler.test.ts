@@ -54,6 +54,7 @@ describe('the shipped HR schema', () => {
       'Query.department': 'point Directory',
       'Query.departments': 'range Departments all',
       'Query.employee': 'point Directory',
+      'Query.archivedEmployee': 'point Archive',
       'Query.employeeByEmail': 'point EmployeesByEmail byEmail',
       'Query.employeesByLastName': 'range EmployeesByLastName byLastName',
       'Query.employeesByTitle': 'range EmployeesByTitle byTitle',
@@ -96,6 +97,7 @@ describe('the shipped HR schema', () => {
       'Mutation.replaceEmployee': 'REPLACE Employee.employee',
       'Mutation.deleteEmployee': 'DELETE Employee.employee',
       'Mutation.moveEmployee': 'MOVE Employee.employee',
+      'Mutation.archiveEmployee': 'MOVE Employee.employee',
       'Mutation.createDepartment': 'CREATE Department.department',
       'Mutation.updateDepartment': 'UPDATE Department.department',
       'Mutation.replaceDepartment': 'REPLACE Department.department',
@@ -122,7 +124,7 @@ describe('the shipped HR schema', () => {
   });
 
   test('a table prefix applies to every table', () => {
-    expect(compileHr('abc').model.tables).toEqual(['abcDepartments', 'abcDirectory', 'abcEmployeesByEmail', 'abcEmployeesByLastName', 'abcEmployeesByTitle']);
+    expect(compileHr('abc').model.tables).toEqual(['abcArchive', 'abcDepartments', 'abcDirectory', 'abcEmployeesByEmail', 'abcEmployeesByLastName', 'abcEmployeesByTitle']);
   });
 });
 
@@ -532,6 +534,13 @@ describe('rejections name the type, the field and the SDL line', () => {
       coordinate: 'Item@index(byName)',
       message: /include names "tags", which is @encrypted/,
       marker: '@index(name: "byName"',
+    },
+    {
+      name: 'an archive target that cannot be made from the moved type',
+      sdl: `${BASE}\ntype Archived @entity(table: "Old", partitionKey: "{group}", rowKey: "item_{id:06}") { group: ID! id: ID! name: Int! note: String! }\ntype Query { item(group: ID!, id: ID!): Item @point old(group: ID!, id: ID!): Archived @point }\ninput MoveItemInput { group: ID! id: ID! ifMatch: String toGroup: ID toId: ID }\ntype ItemPayload { item: Item! }\ntype Mutation {\n  archiveItem(input: MoveItemInput!): ItemPayload! @write(entity: "Item", action: MOVE, to: "Archived")\n}`,
+      coordinate: 'Mutation.archiveItem',
+      message: /Archived cannot be made from a Item: name is a Int, Item.name a String; note is non-null, and Item has no non-null note to fill it/,
+      marker: 'archiveItem',
     },
     {
       name: 'a hash bucket count out of range',

@@ -124,6 +124,6 @@ test('configuration: a key that is not 32 bytes is refused by name; storage othe
   }
   expect(refused).toBeInstanceOf(TablegraphError);
   expect((refused as TablegraphError).code).toBe(ErrorCode.CONFIG_INVALID);
-  expect((refused as TablegraphError).message).toMatch(/encrypts Employee.homeAddress, and TABLEGRAPH_ENCRYPTION_KEYS is not set/);
+  expect((refused as TablegraphError).message).toMatch(/encrypts Employee.homeAddress, ArchivedEmployee.homeAddress, and TABLEGRAPH_ENCRYPTION_KEYS is not set/);
   expect(() => attachCipher(store, model, loadConfig({ TABLEGRAPH_ENCRYPTION_KEYS: `k1:${key()}` }, ROOT), azure, log)).not.toThrow();
 });

@@ -4,16 +4,16 @@
  * old one by the worker. Checked: what the request refuses before anything is queued; what each address answers
  * before and after; both departments' summaries and every index (the unique e-mail taken over by the new address)
  * after redelivered, reordered messages, two workers and workers killed mid-message; a write to the old address
- * before the move is carried along; a move and a delete and re-create of one key.
+ * before the move is carried along; a move and a delete and re-create of one key. And the guide's archiving
+ * example, `archiveEmployee` (`@write(action: MOVE, to: "ArchivedEmployee")`): copied to the Archive table as
+ * another type, deleted from the Directory, under the same redelivery and killed workers.
  */
 import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify';
 import type { Model } from '../src/model/types';
-import { reconcile } from '../src/worker/reconciler';
 import { WriteExecutor } from '../src/write/write-executor';
-import type { FanoutMessage } from '../src/write/fanout-message';
 import { queueSender, fanoutQueueNames } from '../src/worker/fanout-worker';
-import { compileHr, startTestServer, testQueues, type TestServer } from './support/harness';
-import { deliverTwiceByTwoWorkers, seededRng } from './support/fanout-fixtures';
+import { compileHr, startTestServer, testQueues, testStore, type TestServer } from './support/harness';
+import { drainWithRedelivery, seededRng } from './support/fanout-fixtures';
 import { CREATE_DEPARTMENT, CREATE_EMPLOYEE, DEPARTMENT_SUMMARY, employeeInput, firstError, receiveFanout, UPDATE_EMPLOYEE } from './support/write-fixtures';
 
 let server: TestServer;
@@ -36,23 +36,8 @@ async function ok(query: string, variables: Record<string, unknown>): Promise<an
   return r.data;
 }
 
-/** Every message on the queue, delivered until none is left (moves send messages of their own writes). */
-async function drain(random: () => number): Promise<{ messages: number; killed: number }> {
-  const opts = { model, store: server.store, settleMs: 0, holdMs: 0, writer };
-  let messages = 0;
-  let killed = 0;
-  const seen: FanoutMessage[] = [];
-  for (let round = 0; round < 10; round++) {
-    const batch = (await receiveFanout(testQueues(), server.config.tablePrefix)).map((r) => r.message);
-    if (batch.length === 0) break;
-    messages += batch.length;
-    seen.push(...batch);
-    killed += (await deliverTwiceByTwoWorkers(batch, opts, random)).killed;
-    // Late redeliveries of everything seen so far, in reverse.
-    for (const m of [...seen].reverse()) await reconcile(m, opts);
-  }
-  return { messages, killed };
-}
+/** Every message on the queue, delivered twice, reordered, by workers that die mid-message, until none is left. */
+const drain = (random: () => number) => drainWithRedelivery({ model, store: server.store, writer, queues: testQueues(), tablePrefix: server.config.tablePrefix }, random);
 
 test('the request refuses what cannot be moved, before anything is queued', async () => {
   for (const id of ['MV1', 'MV2']) await ok(CREATE_DEPARTMENT, { input: { id, name: id } });
@@ -114,3 +99,50 @@ test('moves carried out exactly under concurrency, redelivery, two workers and k
   expect(report.problems).toBe(0);
   console.log(`moves seed ${seed}: 8 moves, ${messages} messages, ${killed} deliveries killed mid-message`);
 }, 120_000);
+
+const ARCHIVE = 'mutation($input: MoveEmployeeInput!) { archiveEmployee(input: $input) { employee { departmentId id lastName } } }';
+const EMPLOYEE_ID = 'query($d: ID!, $id: ID!) { employee(departmentId: $d, id: $id) { id } }';
+const ARCHIVED = 'query($d: ID!, $id: ID!) { archivedEmployee(departmentId: $d, id: $id) { id departmentId email lastName annualSalary homeAddress } }';
+
+test('archived through the queue: copied to the Archive table, deleted from the Directory, counts and indexes updated', async () => {
+  const seed = Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31;
+  const rng = seededRng(seed);
+  const random = () => rng.int(0x7fffffff) / 0x7fffffff;
+  await ok(CREATE_DEPARTMENT, { input: { id: 'AR1', name: 'AR1' } });
+  for (let id = 1; id <= 6; id++) await ok(CREATE_EMPLOYEE, { input: employeeInput('AR1', id, { annualSalary: `${id}000`, homeAddress: `Street ${id}` }) });
+  await drain(random); // the creates' index entities
+  const email = employeeInput('AR1', 2).email as string;
+  expect((await ok('query($e: String!) { employeeByEmail(email: $e) { id } }', { e: email })).employeeByEmail).toEqual({ id: '2' });
+
+  // Refused before anything is queued: nothing there, or already archived there.
+  expect((await server.query(ARCHIVE, { input: { departmentId: 'AR1', id: '99' } })).errors?.[0].extensions.code).toBe('NOT_FOUND');
+
+  for (const id of ['2', '3', '5']) {
+    const r = await ok(ARCHIVE, { input: { departmentId: 'AR1', id } });
+    expect(r.archiveEmployee.employee).toEqual({ departmentId: 'AR1', id, lastName: 'SMITH' });
+  }
+  // Until the worker carries it out, the Directory still answers the employee.
+  expect((await ok(EMPLOYEE_ID, { d: 'AR1', id: '2' })).employee).toEqual({ id: '2' });
+  const { messages, killed } = await drain(random);
+
+  for (const id of ['2', '3', '5']) {
+    expect((await ok(EMPLOYEE_ID, { d: 'AR1', id })).employee).toBeNull();
+    expect((await ok(ARCHIVED, { d: 'AR1', id })).archivedEmployee).toEqual({
+      id, departmentId: 'AR1', email: employeeInput('AR1', id).email, lastName: 'SMITH', annualSalary: `${id}000`, homeAddress: `Street ${id}`,
+    });
+  }
+  const stored = await testStore().getEntity({ table: `${server.config.tablePrefix}Archive`, partitionKey: 'AR1', rowKey: 'empid_00000002' });
+  expect(stored?.properties).toMatchObject({ EntityType: 'ArchivedEmployee', id: '2', annualSalary: '2000' });
+  expect(stored?.properties.homeAddress).toBeInstanceOf(Uint8Array); // sealed in the archive too
+  // The department counts and sums the three left; the unique e-mail index no longer lists the archived.
+  expect((await ok(DEPARTMENT_SUMMARY, { id: 'AR1' })).department).toMatchObject({ employeeCount: 3, payroll: '11000' }); // 1000 + 4000 + 6000
+  expect((await ok('query($e: String!) { employeeByEmail(email: $e) { id } }', { e: email })).employeeByEmail).toBeNull();
+  const report = await verifyDerived({ store: server.store, model });
+  if (report.problems) console.log(formatVerifyReport(report));
+  expect(report.problems).toBe(0);
+  console.log(`archive seed ${seed}: 3 employees archived, ${messages} messages delivered twice each, ${killed} deliveries killed mid-message (an archive between its copy and its delete)`);
+
+  // An employee archived already cannot be archived again from a re-created one until the archive is free.
+  await ok(CREATE_EMPLOYEE, { input: employeeInput('AR1', 2) });
+  expect((await server.query(ARCHIVE, { input: { departmentId: 'AR1', id: '2' } })).errors?.[0].extensions).toMatchObject({ code: 'CONFLICT', reason: 'EntityAlreadyExists' });
+});

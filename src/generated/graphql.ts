@@ -19,6 +19,32 @@ export type Scalars = {
   Long: { input: string; output: string; }
 };
 
+/**
+ * An employee who left, in the Archive table (the guide's "Eventually consistent transactions pattern", its archiving
+ * example): `archiveEmployee` queues the move; the worker copies the employee here, then deletes it from the Directory
+ * table — its department's summaries and its indexes go with the delete — each step idempotent.
+ */
+export type ArchivedEmployee = {
+  __typename?: 'ArchivedEmployee';
+  annualSalary: Maybe<Scalars['Decimal']['output']>;
+  departmentId: Scalars['ID']['output'];
+  email: Scalars['String']['output'];
+  /** The entity's ETag: pass it as `ifMatch` to write only if nobody wrote since. */
+  etag: Scalars['String']['output'];
+  firstName: Scalars['String']['output'];
+  fullOrPartTime: Maybe<EmploymentType>;
+  /** Encrypted here too: the archive holds no readable address either. */
+  homeAddress: Maybe<Scalars['String']['output']>;
+  hourlyRate: Maybe<Scalars['Decimal']['output']>;
+  id: Scalars['ID']['output'];
+  lastName: Scalars['String']['output'];
+  middleInitial: Maybe<Scalars['String']['output']>;
+  phone: Maybe<Scalars['String']['output']>;
+  salaryOrHourly: Maybe<PayBasis>;
+  title: Maybe<Scalars['String']['output']>;
+  typicalHours: Maybe<Scalars['Float']['output']>;
+};
+
 /** One rule of @auth: every condition given must hold. */
 export type AuthRule = {
   /** On a mutation: the only input fields, besides key fields and ifMatch, the caller may give. */
@@ -462,6 +488,12 @@ export type MoveEmployeeInput = {
  */
 export type Mutation = {
   __typename?: 'Mutation';
+  /**
+   * Archives an employee: queued, then carried out by the worker — copied to the Archive table as an ArchivedEmployee,
+   * then deleted from the Directory (its department's counts and its indexes updated). Answers the employee as it is;
+   * until the archive is carried out, the Directory answers it.
+   */
+  archiveEmployee: EmployeePayload;
   createDepartment: DepartmentPayload;
   createEmployee: EmployeePayload;
   createEmployeeReview: EmployeeReviewPayload;
@@ -486,6 +518,15 @@ export type Mutation = {
   /** HR admins change anything; an employee changes only its own phone. */
   updateEmployee: EmployeePayload;
   updateEmployeeReview: EmployeeReviewPayload;
+};
+
+
+/**
+ * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
+ * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ */
+export type MutationArchiveEmployeeArgs = {
+  input: MoveEmployeeInput;
 };
 
 
@@ -620,6 +661,8 @@ export type PayBasis =
 
 export type Query = {
   __typename?: 'Query';
+  /** An archived employee (`archiveEmployee`): one point query on the Archive table. */
+  archivedEmployee: Maybe<ArchivedEmployee>;
   department: Maybe<Department>;
   departments: DepartmentConnection;
   employee: Maybe<Employee>;
@@ -629,6 +672,12 @@ export type Query = {
   employeesByLastName: EmployeeConnection;
   /** Across all departments, in department and id order, through an inter-partition index: eventually consistent. */
   employeesByTitle: EmployeeConnection;
+};
+
+
+export type QueryArchivedEmployeeArgs = {
+  departmentId: Scalars['ID']['input'];
+  id: Scalars['ID']['input'];
 };
 
 

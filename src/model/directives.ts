@@ -133,6 +133,8 @@ export function readSummary(schema: GraphQLSchema, node: FieldDefinitionNode | u
 export interface WriteDirective {
   entity: string;
   action: 'CREATE' | 'UPDATE' | 'REPLACE' | 'DELETE' | 'MOVE' | 'INCREMENT';
+  /** MOVE: the entity type the entity becomes (default: its own). */
+  to?: string;
   node: DirectiveNode;
 }
 
@@ -141,7 +143,7 @@ export function readWrite(schema: GraphQLSchema, node: FieldDefinitionNode | und
   const [d] = directiveNodes(node, 'write');
   if (!d) return undefined;
   const v = values(schema, 'write', d);
-  return { entity: v.entity as string, action: v.action as WriteDirective['action'], node: d };
+  return { entity: v.entity as string, action: v.action as WriteDirective['action'], ...(typeof v.to === 'string' && { to: v.to }), node: d };
 }
 
 /** The `@series` directive of a field, if any: its length (elements). */

@@ -214,6 +214,8 @@ export interface WriteModel {
   payloadField: string;
   /** MOVE: the input fields that give the new keys (`toDepartmentId`), by the key field they replace. */
   moveTo?: Map<string, string>;
+  /** MOVE with `to`: the entity type the entity becomes at its new address (an archive's). */
+  moveTarget?: EntityModel;
   /** `@auth` on the mutation: who may run it, on which entities, giving which fields. */
   auth?: AuthPolicy;
 }

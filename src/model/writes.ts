@@ -8,6 +8,7 @@ import {
   isNonNullType,
   isObjectType,
   type GraphQLField,
+  type ASTNode,
   type GraphQLInputField,
   type GraphQLSchema,
 } from 'graphql';
@@ -43,12 +44,14 @@ export function buildWrites(
       problems.add(coordinate, `@write(entity: "${d.entity}"): no @entity type of that name`, d.node);
       continue;
     }
+    if (d.to !== undefined && d.action !== 'MOVE') problems.add(coordinate, '@write(to:) is for MOVE only', d.node);
     if (d.action === 'MOVE') {
       const moveTo = checkMoveInput(field, entity, coordinate, problems);
       const payloadField = checkPayload(field, entity, coordinate, problems);
-      if (!moveTo || !payloadField) continue;
+      const target = d.to === undefined ? entity : checkMoveTarget(entity, entities.get(d.to), d.to, coordinate, d.node, problems);
+      if (!moveTo || !payloadField || !target) continue;
       payloads.add(getNamedType(field.type).name);
-      writes.set(coordinate, { coordinate, entity, action: 'MOVE', inputFields: new Set(entity.keyFields), payloadField, moveTo });
+      writes.set(coordinate, { coordinate, entity, action: 'MOVE', inputFields: new Set(entity.keyFields), payloadField, moveTo, ...(target !== entity && { moveTarget: target }) });
       continue;
     }
     const inputFields = checkInput(field, entity, d.action, coordinate, problems);
@@ -146,6 +149,29 @@ function checkInput(
   return ok ? names : undefined;
 }
 
+/**
+ * The type a MOVE turns its entity into (`@write(to:)`, an archive): an @entity type keyed by key fields of the
+ * moved type, each of whose stored fields the moved type has with the same type (non-null where the target's is).
+ * @returns the target, or undefined (with problems)
+ */
+function checkMoveTarget(entity: EntityModel, target: EntityModel | undefined, name: string, coordinate: string, node: ASTNode, problems: SchemaProblems): EntityModel | undefined {
+  if (!target) {
+    problems.add(coordinate, `@write(to: "${name}"): no @entity type of that name`, node);
+    return undefined;
+  }
+  const wrong: string[] = [];
+  for (const key of target.keyFields) if (!entity.keyFields.includes(key)) wrong.push(`its key field ${key} is not a key field of ${entity.name}`);
+  for (const field of target.fields.values()) {
+    if (target.summaryFields.has(field.name) || target.copies.has(field.name)) continue;
+    const source = entity.fields.get(field.name);
+    if (source && (source.graphqlType !== field.graphqlType || Boolean(source.series) !== Boolean(field.series))) wrong.push(`${field.name} is a ${field.graphqlType}, ${entity.name}.${field.name} a ${source.graphqlType}`);
+    else if (field.nonNull && !field.series && !source?.nonNull) wrong.push(`${field.name} is non-null, and ${entity.name} has no non-null ${field.name} to fill it`);
+  }
+  if (wrong.length === 0) return target;
+  problems.add(coordinate, `@write(to: "${name}"): ${target.name} cannot be made from a ${entity.name}: ${wrong.join('; ')}`, node);
+  return undefined;
+}
+
 /** The input field that gives a key field's new value in a MOVE: `departmentId` → `toDepartmentId`. */
 export function moveField(key: string): string {
   return `to${key.charAt(0).toUpperCase()}${key.slice(1)}`;
@@ -165,6 +191,11 @@ function checkMoveInput(field: GraphQLField<unknown, unknown>, entity: EntityMod
   }
   if (entity.summaryFields.size > 0) {
     problems.add(coordinate, `${entity.name} holds summaries (${[...entity.summaryFields].join(', ')}): moving it would leave what they count behind`, field.astNode);
+    return undefined;
+  }
+  const series = [...entity.fields.values()].filter((f) => f.series).map((f) => f.name);
+  if (series.length > 0) {
+    problems.add(coordinate, `${entity.name} holds a @series (${series.join(', ')}), which a move does not carry`, field.astNode);
     return undefined;
   }
   const given = input.getFields();

@@ -9,10 +9,12 @@
  * - something at the new address that differs from the old entity: replace it (a write to the old address after
  *   the copy is carried along);
  * - then delete the old entity, conditional on the ETag read; if it changed meanwhile, go round again.
+ * An archive (`@write(to:)`) is the same, the copy being of the target type: its fields filled from the fields of
+ * the same name, its own indexes and summaries coming with its create.
  */
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { valuesOf } from '../model/entity-codec';
-import type { Model, WriteModel } from '../model/types';
+import type { EntityModel, Model, WriteModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { StorageObserver } from '../storage/types';
 import type { FanoutMessage } from '../write/fanout-message';
@@ -34,29 +36,35 @@ export async function carryOutMove(
   if (!entity) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `move message ${message.id} names ${message.entity}, which the schema does not have`);
   if (!opts.writer) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `move message ${message.id}: this worker has no write path to carry out moves`);
   const { to, keys } = message.move!;
-  const writes = (action: WriteModel['action']): WriteModel => ({
+  // An archive (`@write(to:)`) creates another type at the new address, from the fields of the same name.
+  const target = opts.model.entities.get(message.move!.entity ?? entity.name);
+  if (!target) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `move message ${message.id} names ${message.move!.entity}, which the schema does not have`);
+  const writes = (action: WriteModel['action'], of: EntityModel): WriteModel => ({
     coordinate: `${entity.name}.move`,
-    entity,
+    entity: of,
     action,
-    inputFields: new Set([...entity.fields.keys()].filter((f) => !entity.summaryFields.has(f) && !entity.copies.has(f))),
+    inputFields: new Set([...of.fields.keys()].filter((f) => !of.summaryFields.has(f) && !of.copies.has(f) && !of.fields.get(f)!.series)),
     payloadField: '',
   });
+  // The same type takes over the unique keys it holds at the old address; another type has its own.
+  const takeOver = target === entity ? { takeOverFrom: message.primary } : {};
   const call = { observer: opts.observer };
   for (let pass = 1; pass <= PASSES; pass++) {
     const [old, moved] = await Promise.all([opts.store.getEntity(message.primary, call), opts.store.getEntity(to, call)]);
     if (!old) return { kind: 'done', passes: pass, upserted: 0, deleted: 0 };
     const input: Record<string, unknown> = {};
-    for (const f of writes('CREATE').inputFields) input[f] = valuesOf(entity, old.properties)[f];
+    const values = valuesOf(entity, old.properties);
+    for (const f of writes('CREATE', target).inputFields) input[f] = values[f] ?? null;
     Object.assign(input, keys);
     try {
       if (!moved) {
-        await opts.writer.execute(writes('CREATE'), input, opts.observer, undefined, { takeOverFrom: message.primary });
-      } else if (!sameValues(input, valuesOf(entity, moved.properties))) {
-        await opts.writer.execute(writes('REPLACE'), { ...input, ifMatch: moved.etag }, opts.observer, undefined, { takeOverFrom: message.primary });
+        await opts.writer.execute(writes('CREATE', target), input, opts.observer, undefined, takeOver);
+      } else if (!sameValues(input, valuesOf(target, moved.properties))) {
+        await opts.writer.execute(writes('REPLACE', target), { ...input, ifMatch: moved.etag }, opts.observer, undefined, takeOver);
       }
       await opts.afterUpserts?.(message); // copied, not yet deleted: where a killed worker leaves it
       const oldKeys = Object.fromEntries(entity.keyFields.map((k) => [k, valuesOf(entity, old.properties)[k]]));
-      await opts.writer.execute(writes('DELETE'), { ...oldKeys, ifMatch: old.etag }, opts.observer);
+      await opts.writer.execute(writes('DELETE', entity), { ...oldKeys, ifMatch: old.etag }, opts.observer);
       return { kind: 'done', passes: pass, upserted: 1, deleted: 1 };
     } catch (e) {
       // Someone wrote one of the two addresses between the reads and the writes: read both again.

@@ -29,8 +29,11 @@ export interface FanoutMessage {
   candidates: EntityAddress[];
   /** When the message was enqueued (ms since the epoch): the start of the fan-out lag. */
   enqueuedAt: number;
-  /** A move (`@write(action: MOVE)`): the entity's new address and key field values; the worker carries it out. */
-  move?: { to: EntityAddress; keys: Record<string, string> };
+  /**
+   * A move (`@write(action: MOVE)`): the entity's new address and key field values, and the type it becomes there
+   * when that is another (`@write(to:)`); the worker carries it out.
+   */
+  move?: { to: EntityAddress; keys: Record<string, string>; entity?: string };
 }
 
 /**
@@ -77,7 +80,7 @@ export function decodeFanout(text: string): FanoutMessage {
     Array.isArray(m.candidates) &&
     m.candidates.every(isAddress) &&
     typeof m.enqueuedAt === 'number' &&
-    (m.move === undefined || (isAddress(m.move.to) && typeof m.move.keys === 'object' && m.move.keys !== null));
+    (m.move === undefined || (isAddress(m.move.to) && typeof m.move.keys === 'object' && m.move.keys !== null && (m.move.entity === undefined || typeof m.move.entity === 'string')));
   if (!valid) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, 'fan-out message has an unknown shape', { messageId: m?.id });
   return m;
 }

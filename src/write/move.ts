@@ -2,7 +2,9 @@
  * A move request (`@write(action: MOVE)`): a change of an entity's keys, as the guide's "Eventually consistent
  * transactions pattern" moves an employee between departments — the request checks what can be known now and puts
  * a message on the fan-out queue; the worker copies the entity to its new address, then deletes it at the old one
- * (src/worker/move.ts). The old address answers the entity until the worker deletes it there.
+ * (src/worker/move.ts). The old address answers the entity until the worker deletes it there. With `@write(to:)` the
+ * entity becomes another type at its new address — the guide's archiving example, an employee moved to an Archive
+ * table.
  */
 import { randomUUID } from 'node:crypto';
 import { ErrorCode, TablegraphError } from '../errors';
@@ -35,31 +37,34 @@ export async function requestMove(
   check?: GroupMember['check'],
 ): Promise<WriteResult> {
   const { entity } = write;
+  // An archive (`@write(to:)`) becomes another type at its new address, keyed by key fields of this one.
+  const target = write.moveTarget ?? entity;
   const from = primaryAddress(entity, input);
   const keys: Record<string, string> = {};
   for (const [toField, key] of write.moveTo!) keys[key] = String(input[toField] ?? input[key]);
-  const to = primaryAddress(entity, keys);
+  const to = primaryAddress(target, keys);
   for (const address of [from, to]) {
     checkKey('PartitionKey', address.partitionKey, ctx.store.target, { ...address });
     checkKey('RowKey', address.rowKey, ctx.store.target, { ...address });
   }
   if (addressKey(from) === addressKey(to)) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${write.coordinate}: the new keys address the same ${entity.name}: nothing to move`);
+  const becomes = target === entity ? entity.name : `${target.name} (${entity.name} archived)`;
   const call = { observer };
   const [current, taken] = await Promise.all([ctx.store.getEntity(from, call), ctx.store.getEntity(to, call)]);
   if (!current) throw new TablegraphError(ErrorCode.NOT_FOUND, `${entity.name} ${from.partitionKey}/${from.rowKey} does not exist`);
   if (typeof input[IF_MATCH_FIELD] === 'string' && input[IF_MATCH_FIELD] !== current.etag) {
     throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name} ${from.partitionKey}/${from.rowKey} changed since it was read (stale ifMatch ETag)`, { reason: 'ETagMismatch', currentEtag: current.etag });
   }
-  if (taken) throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name} ${to.partitionKey}/${to.rowKey} already exists: the move would overwrite it`, { reason: 'EntityAlreadyExists' });
+  if (taken) throw new TablegraphError(ErrorCode.CONFLICT, `${becomes} ${to.partitionKey}/${to.rowKey} already exists: the move would overwrite it`, { reason: 'EntityAlreadyExists' });
   const previous = valuesOf(entity, current.properties);
   const moved = { ...previous, ...keys };
   // Its references from the new address must point at something (the department it moves to exists).
   const targets = new Map<string, StoredEntity | null>();
-  for (const path of ctx.model.references.get(entity.name) ?? []) {
+  for (const path of ctx.model.references.get(target.name) ?? []) {
     const address = referenceAddress(path, moved);
     if (address && !targets.has(addressKey(address))) targets.set(addressKey(address), await ctx.store.getEntity(address, call));
   }
-  checkReferences(ctx.model, { ...write, action: 'REPLACE' }, moved, moved, targets);
+  checkReferences(ctx.model, { ...write, entity: target, action: 'REPLACE' }, moved, moved, targets);
   check?.(previous, moved);
   await ctx.fanout.send(
     encodeFanout({
@@ -72,7 +77,7 @@ export async function requestMove(
       deleted: false,
       candidates: [],
       enqueuedAt: Date.now(),
-      move: { to, keys },
+      move: { to, keys, ...(target !== entity && { entity: target.name }) },
     }),
   );
   return { address: from, values: previous, etag: current.etag, deleted: false };

@@ -10,12 +10,14 @@ import fc from 'fast-check';
 import pLimit from 'p-limit';
 import { formatVerifyReport, verifyDerived, type VerifyReport } from '../../src/maintenance/verify';
 import type { Model } from '../../src/model/types';
+import type { QueueStore } from '../../src/storage/queue-store';
 import type { TableStore } from '../../src/storage/table-store';
 import { reconcile, type ReconcileOptions, type ReconcileResult } from '../../src/worker/reconciler';
 import { decodeFanout, type FanoutMessage } from '../../src/write/fanout-message';
 import type { FanoutSender } from '../../src/write/write-executor';
 import { WriteExecutor } from '../../src/write/write-executor';
 import { compileHr, testStore } from './harness';
+import { receiveFanout } from './write-fixtures';
 
 /** A reproducible random source: the same seed gives the same sequence of choices. */
 export interface Rng {
@@ -240,4 +242,29 @@ export async function deliverTwiceByTwoWorkers(messages: FanoutMessage[], opts: 
   };
   await Promise.all([worker(all.filter((_, i) => i % 2 === 0)), worker(all.filter((_, i) => i % 2 === 1))]);
   return { deliveries: all.length, killed };
+}
+
+/**
+ * Every message on `tablePrefix`'s fan-out queue, delivered until none is left (moves send messages of their own
+ * writes): each batch twice, in random order, by two workers that die mid-message one time in five
+ * (deliverTwiceByTwoWorkers), then everything seen so far again, late and in reverse.
+ * @returns messages received and deliveries killed
+ */
+export async function drainWithRedelivery(
+  opts: { model: Model; store: TableStore; writer: WriteExecutor; queues: QueueStore; tablePrefix: string },
+  random: () => number,
+): Promise<{ messages: number; killed: number }> {
+  const reconcileOpts = { model: opts.model, store: opts.store, settleMs: 0, holdMs: 0, writer: opts.writer };
+  let messages = 0;
+  let killed = 0;
+  const seen: FanoutMessage[] = [];
+  for (let round = 0; round < 10; round++) {
+    const batch = (await receiveFanout(opts.queues, opts.tablePrefix)).map((r) => r.message);
+    if (batch.length === 0) break;
+    messages += batch.length;
+    seen.push(...batch);
+    killed += (await deliverTwiceByTwoWorkers(batch, reconcileOpts, random)).killed;
+    for (const m of [...seen].reverse()) await reconcile(m, reconcileOpts);
+  }
+  return { messages, killed };
 }
