@@ -27,11 +27,13 @@ export function encryptedProperties(model: Model): Map<string, Set<string>> {
 }
 
 /**
- * Makes `store` seal and open the model's `@encrypted` properties; nothing when the model has none.
+ * Makes `store` seal and open the model's `@encrypted` properties; nothing when the model has none, or when the store
+ * already has its cipher.
  * @throws TablegraphError CONFIG_INVALID when the model encrypts and no key is configured for storage other than
  *   the development account
  */
 export function attachCipher(store: TableStore, model: Model, config: Config, connectionString: string, log: Logger): void {
+  if (store.sealsProperties) return; // attached when the storage was opened (openStorage)
   const encrypted = encryptedProperties(model);
   if (encrypted.size === 0) return;
   let keys = config.encryptionKeys;

@@ -70,6 +70,11 @@ export class TableStore {
     this.cipher = cipher;
   }
 
+  /** Whether a cipher seals and opens encrypted properties (useCipher was called). */
+  get sealsProperties(): boolean {
+    return this.cipher !== undefined;
+  }
+
   /** An entity as the SDK returns it → StoredEntity, its encrypted properties opened. */
   private decode(raw: Record<string, unknown>): StoredEntity {
     const entity = fromSdkEntity(raw);
