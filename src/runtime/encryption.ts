@@ -14,10 +14,10 @@ import { PropertyCipher, type CipherKey } from '../storage/property-cipher';
 import type { TableStore } from '../storage/table-store';
 
 /** The development key: SHA-256 of a public sentence. Never for data that matters. */
-export const DEVELOPMENT_KEY: CipherKey = { id: 'dev', key: createHash('sha256').update('tablegraph development key: not a secret').digest() };
+const DEVELOPMENT_KEY: CipherKey = { id: 'dev', key: createHash('sha256').update('tablegraph development key: not a secret').digest() };
 
 /** Entity type (`EntityType`) → its `@encrypted` properties, for the types that have any. */
-export function encryptedProperties(model: Model): Map<string, Set<string>> {
+function encryptedProperties(model: Model): Map<string, Set<string>> {
   const out = new Map<string, Set<string>>();
   for (const entity of model.entities.values()) {
     const names = [...entity.fields.values()].filter((f) => f.encrypted).map((f) => f.name);

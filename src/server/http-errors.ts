@@ -33,12 +33,11 @@ export function bodyErrorOf(err: unknown): { status: number; code: string; messa
 export function httpErrorHandler(log: Logger) {
   return (err: unknown, req: Request, res: Response, next: NextFunction): void => {
     if (res.headersSent) return next(err);
-    const status = typeof (err as { status?: unknown }).status === 'number' ? (err as { status: number }).status : 500;
     const requestId = requestIdOf(req);
-    const known = CODES[status];
+    const known = bodyErrorOf(err);
     if (known) {
-      log.info({ requestId, status, code: known.code, type: (err as { type?: string }).type }, `client error: ${known.message}`);
-      sendHttpError(res, status, known.code, known.message, requestId);
+      log.info({ requestId, status: known.status, code: known.code, type: (err as { type?: string }).type }, `client error: ${known.message}`);
+      sendHttpError(res, known.status, known.code, known.message, requestId);
       return;
     }
     log.error({ requestId, err }, 'unexpected error before GraphQL');
