@@ -24,6 +24,12 @@ type Owner @entity(table: "Items", partitionKey: "{group}", rowKey: "owner") { g
 type ItemEdge { cursor: String! node: Item! }
 type ItemConnection { edges: [ItemEdge!]! pageInfo: PageInfo! }
 `;
+/** A type with a table per day (the guide's "High volume delete pattern"), and its connection. */
+const HITS = `
+type Hit @entity(table: "Hits{at:yyyyMMdd}", partitionKey: "{page}", rowKey: "hit_{at:invertedTicks}") { page: ID! at: DateTime! note: String }
+type HitEdge { cursor: String! node: Hit! }
+type HitConnection { edges: [HitEdge!]! pageInfo: PageInfo! }
+`;
 
 function compile(sdl: string) {
   return compileSchema([DIRECTIVES, { name: 'test.graphql', body: sdl }]);
@@ -49,7 +55,7 @@ describe('the shipped HR schema', () => {
   const { model } = compileHr('');
 
   test('every root field is a point or range query', () => {
-    const paths = Object.fromEntries([...model.accessPaths].map(([k, p]) => [k, `${p.kind} ${p.table} ${p.index?.name ?? ''}`.trim()]));
+    const paths = Object.fromEntries([...model.accessPaths].map(([k, p]) => [k, `${p.kind} ${p.tableTemplate?.template.source ?? p.table} ${p.index?.name ?? ''}`.trim()]));
     expect(paths).toEqual({
       'Query.department': 'point Directory',
       'Query.departments': 'range Departments all',
@@ -69,6 +75,9 @@ describe('the shipped HR schema', () => {
       'ExpenseClaim.employee': 'point Directory',
       'Employee.messageStats': 'point Directory',
       'MessageStats.employee': 'point Directory',
+      // a table per day, named from the field's own argument
+      'Query.loginAttempts': 'range LoginAttempts{day:yyyyMMdd}',
+      'Employee.loginAttempts': 'range LoginAttempts{day:yyyyMMdd}',
     });
   });
 
@@ -106,6 +115,7 @@ describe('the shipped HR schema', () => {
       'Mutation.updateEmployeeReview': 'UPDATE EmployeeReview.employeeReview',
       'Mutation.submitExpenseClaim': 'CREATE ExpenseClaim.expenseClaim',
       'Mutation.recordMessages': 'INCREMENT MessageStats.messageStats',
+      'Mutation.recordLoginAttempt': 'CREATE LoginAttempt.loginAttempt',
     });
     expect(model.writes.get('Mutation.createDepartment')!.inputFields.has('employeeCount')).toBe(false);
   });
@@ -541,6 +551,62 @@ describe('rejections name the type, the field and the SDL line', () => {
       coordinate: 'Mutation.archiveItem',
       message: /Archived cannot be made from a Item: name is a Int, Item.name a String; note is non-null, and Item has no non-null note to fill it/,
       marker: 'archiveItem',
+    },
+    {
+      name: 'a table template with a string placeholder (a table name holds letters and digits only)',
+      sdl: `${BASE}\ntype Hit @entity(table: "Hits{page}", partitionKey: "{page}", rowKey: "hit_{at:invertedTicks}") { page: ID! at: DateTime! }\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+      coordinate: 'Hit',
+      message: /table template "Hits\{page\}" must be letters and digits followed by one DateTime key field written yyyyMMdd or yyyyMM/,
+      marker: 'type Hit',
+    },
+    {
+      name: 'a table template over a field that is not a key field',
+      sdl: `${BASE}\ntype Hit @entity(table: "Hits{day:yyyyMMdd}", partitionKey: "{page}", rowKey: "hit_{at:invertedTicks}") { page: ID! at: DateTime! day: DateTime! }\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+      coordinate: 'Hit',
+      message: /names \{day\}, which is not in the PartitionKey or RowKey template/,
+      marker: 'type Hit',
+    },
+    {
+      name: 'a yyyyMMdd placeholder of a field that is not a DateTime',
+      sdl: `${BASE.replace('rowKey: "item_{id:06}")', 'rowKey: "item_{id:06}_{name:yyyyMMdd}")')}\ntype Query { item(group: ID!, id: ID!, name: String!): Item @point }`,
+      coordinate: 'Item',
+      message: /writes \{name\} as yyyyMMdd, which needs a DateTime/,
+      marker: 'type Item',
+    },
+    {
+      name: 'an index of a type with a table per period',
+      sdl: `${BASE}\ntype Hit @entity(table: "Hits{at:yyyyMMdd}", partitionKey: "{page}", rowKey: "hit_{at:invertedTicks}")\n  @index(name: "byNote", table: "HitsByNote", partitionKey: "{note}", rowKey: "{page}") { page: ID! at: DateTime! note: String }\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+      coordinate: 'Hit@index(byNote)',
+      message: /Hit has a table per period \("Hits\{at:yyyyMMdd\}"\): index entities would need one too/,
+      marker: '@index(name: "byNote"',
+    },
+    {
+      name: 'a range into a table per period whose table template has another shape',
+      sdl: `${BASE}${HITS}\ntype Query {\n  hits(page: ID!, day: DateTime!, first: Int, after: String): HitConnection! @range(table: "Hits{day:yyyyMM}")\n}`,
+      coordinate: 'Query.hits',
+      message: /Table template "Hits\{day:yyyyMM\}" does not address "Hits\{at:yyyyMMdd\}": part 2 is \{day:yyyyMM\} where the layout has \{at:yyyyMMdd\}/,
+      marker: 'hits(',
+    },
+    {
+      name: 'a point query into a table per period that does not say which table',
+      sdl: `${BASE}${HITS}\ntype Query {\n  hit(page: ID!, at: DateTime!): Hit @point\n  hitOf(page: ID!, stamp: DateTime!): Hit @point(rowKey: "hit_{stamp:invertedTicks}")\n}`,
+      coordinate: 'Query.hitOf',
+      message: /Table template "Hits\{at:yyyyMMdd\}" needs \{at\}: add a non-null argument "at"/,
+      marker: 'hitOf(',
+    },
+    {
+      name: 'table: on a point query into one table',
+      sdl: `${BASE}\ntype Query {\n  item(group: ID!, id: ID!): Item @point(table: "Items{group:yyyyMMdd}")\n}`,
+      coordinate: 'Query.item',
+      message: /table: "Items\{group:yyyyMMdd\}" is for a type with a table per period; Items is one table/,
+      marker: 'item(',
+    },
+    {
+      name: 'a summary of a type with a table per period',
+      sdl: `${BASE.replace('type Owner @entity(table: "Items", partitionKey: "{group}", rowKey: "owner") { group: ID! name: String! }', 'type Owner @entity(table: "Items", partitionKey: "{group}", rowKey: "owner") { group: ID! name: String!\n  hits: Int! @summary(of: "Hit", via: "owner", count: true) }')}${HITS.replace('note: String', 'note: String group: ID! owner: Owner! @point(partitionKey: "{group}", rowKey: "owner")')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+      coordinate: 'Owner.hits',
+      message: /Hit has a table per period \("Hits\{at:yyyyMMdd\}"\): it cannot be summarised/,
+      marker: 'hits: Int!',
     },
     {
       name: 'a hash bucket count out of range',

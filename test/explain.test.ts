@@ -21,6 +21,7 @@ test('a field: its keys as templates with where each placeholder comes from', ()
     coordinate: 'Department.employeesByLastName',
     kind: 'range',
     table: 'Directory',
+    tableTemplate: null,
     partitionKey: { template: '{id}', bindings: [{ placeholder: 'id', source: 'parent', name: 'id', optional: false }] },
     rowKey: { kind: 'prefix', template: 'lastname_{lastName}_', bindings: [{ placeholder: 'lastName', source: 'argument', name: 'lastName', optional: false }] },
     index: { name: 'byLastNameInDepartment', scope: 'intraPartition', projection: expect.arrayContaining(['firstName', 'email']) },
@@ -32,6 +33,16 @@ test('a field: its keys as templates with where each placeholder comes from', ()
   });
   expect(explanation.fields.find((f) => f.coordinate === 'Query.employeeByEmail')!.consistency).toBe('eventual');
   expect(explanation.fields[0].coordinate.startsWith('Query.')).toBe(true);
+});
+
+test('a field reading a table per period: the template naming its table, and where its date comes from', () => {
+  const attempts = explanation.fields.find((f) => f.coordinate === 'Employee.loginAttempts')!;
+  expect(attempts).toMatchObject({
+    table: 'LoginAttempts{at:yyyyMMdd}',
+    tableTemplate: { template: 'LoginAttempts{day:yyyyMMdd}', bindings: [{ placeholder: 'day', source: 'argument', name: 'day', optional: false }] },
+    partitionKey: { template: '{email}', bindings: [{ placeholder: 'email', source: 'parent', name: 'email', optional: false }] },
+  });
+  expect(formatExplanation(explanation)).toContain('range query on table per period "LoginAttempts{day:yyyyMMdd}" (day ← $day)');
 });
 
 test('summaries, references and mutations', () => {

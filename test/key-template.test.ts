@@ -347,3 +347,39 @@ describe('descending numbers {x:desc0N}', () => {
     expect(() => parseKeyTemplate('r_{y:desc4}')).toThrow(/unknown format "desc4"/);
   });
 });
+
+describe('calendar placeholders {x:yyyyMMdd} and {x:yyyyMM} (a table per period)', () => {
+  const day = parseKeyTemplate('Logins{at:yyyyMMdd}');
+  const month = parseKeyTemplate('Logins{at:yyyyMM}');
+
+  test("render a Date's or an ISO string's UTC day or month", () => {
+    expect(renderKey(day, { at: new Date('2026-11-22T23:59:59.999Z') })).toBe('Logins20261122');
+    expect(renderKey(day, { at: '2026-11-22T20:00:00-05:00' })).toBe('Logins20261123'); // 01:00 UTC the next day
+    expect(renderKey(day, { at: '2026-01-05' })).toBe('Logins20260105');
+    expect(renderKey(month, { at: '2026-12-31T23:00:00Z' })).toBe('Logins202612');
+  });
+
+  test('parse back to the ISO date of the day, or of the month\'s first day; a name that is no date does not parse', () => {
+    expect(parseKey(day, 'Logins20261122')).toEqual({ at: '2026-11-22' });
+    expect(parseKey(month, 'Logins202602')).toEqual({ at: '2026-02-01' });
+    expect(parseKey(day, 'Logins20260230')).toBeNull();
+    expect(parseKey(day, 'Logins2026112')).toBeNull();
+    expect(parseKey(month, 'Logins202613')).toBeNull();
+  });
+
+  test('refuse what is not a real date, with BAD_USER_INPUT naming the field', () => {
+    for (const at of ['2026-02-30', 'yesterday', 20261122, new Date(NaN), '0000-06-01T00:00:00Z']) {
+      expect(() => renderKey(day, { at })).toThrow(expect.objectContaining({ code: ErrorCode.BAD_USER_INPUT, details: { field: 'at' } }));
+    }
+  });
+
+  test('sort as the dates do', () => {
+    fc.assert(
+      fc.property(fc.date({ min: new Date('0001-01-01T00:00:00Z'), max: new Date('9999-12-31T23:59:59Z'), noInvalidDate: true }), fc.date({ min: new Date('0001-01-01T00:00:00Z'), max: new Date('9999-12-31T23:59:59Z'), noInvalidDate: true }), (a, b) => {
+        const [ka, kb] = [renderKey(day, { at: a }), renderKey(day, { at: b })];
+        const [da, db] = [a.toISOString().slice(0, 10), b.toISOString().slice(0, 10)];
+        expect(ka < kb ? -1 : ka > kb ? 1 : 0).toBe(da < db ? -1 : da > db ? 1 : 0);
+      }),
+    );
+  });
+});

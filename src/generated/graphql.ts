@@ -118,6 +118,16 @@ export type CreateExpenseClaimInput = {
   submittedAt: Scalars['DateTime']['input'];
 };
 
+/** The new LoginAttempt: CONFLICT when one with these keys exists. */
+export type CreateLoginAttemptInput = {
+  at: Scalars['DateTime']['input'];
+  /** The e-mail address the attempt signed in with, as typed. */
+  email: Scalars['String']['input'];
+  /** The client's IP address, v4 or v6. */
+  ipAddress?: InputMaybe<Scalars['String']['input']>;
+  succeeded: Scalars['Boolean']['input'];
+};
+
 /** The keys of the Department to delete. */
 export type DeleteDepartmentInput = {
   /** The department's name as the source spells it, e.g. `POLICE`, `STREETS & SAN`: not blank, no control characters. */
@@ -247,6 +257,11 @@ export type Employee = {
   id: Scalars['ID']['output'];
   /** The text before the comma of the source's name, trimmed. */
   lastName: Scalars['String']['output'];
+  /**
+   * The login attempts made with the employee's e-mail address on one UTC day, newest first: one range query in that
+   * day's table (the guide's "High volume delete pattern"); a day without attempts, or expired, is empty.
+   */
+  loginAttempts: LoginAttemptConnection;
   /** The messages the employee sent in each hour of one day (UTC), if any were recorded: one point query. */
   messageStats: Maybe<MessageStats>;
   middleInitial: Maybe<Scalars['String']['output']>;
@@ -277,6 +292,22 @@ export type EmployeeExpenseClaimsArgs = {
   first?: InputMaybe<Scalars['Int']['input']>;
   from: Scalars['DateTime']['input'];
   to: Scalars['DateTime']['input'];
+};
+
+
+/**
+ * An employee. `id` is a positive integer, unique within its department (the import numbers the whole file, so
+ * imported ids are unique across the organisation). Indexes: by last name within the department, in the same
+ * partition (kept in the employee's EGT); by e-mail (unique), by last name and by title across the organisation,
+ * in tables of their own (kept eventually, by the worker). The organisation-wide indexes spread their index
+ * entities over a fixed number of hash-bucket partitions (`{field:hashN}`, the guide's remedy in the
+ * "Prepend/append anti-pattern"): no hot partition, no swarm of one-entity partitions, and the partition is still
+ * known from the value alone.
+ */
+export type EmployeeLoginAttemptsArgs = {
+  after?: InputMaybe<Scalars['String']['input']>;
+  day: Scalars['DateTime']['input'];
+  first?: InputMaybe<Scalars['Int']['input']>;
 };
 
 
@@ -446,6 +477,46 @@ export type IntSeriesIncrement = {
 };
 
 /**
+ * A login attempt (the guide's "High volume delete pattern"): each UTC day's attempts live in a table of their own,
+ * `LoginAttempts20261122`, made by the day's first attempt, so that `npm run expire -- --type LoginAttempt --older-than 60d`
+ * drops a whole day in one storage operation instead of finding and deleting every attempt. The partition is the e-mail
+ * address tried — one per user, so inserts spread out — and the RowKey the attempt's inverted ticks, newest first.
+ * Attempts with an address no employee holds are kept too: they are what a security review looks for. Two attempts with
+ * one address in the same millisecond collide (CONFLICT).
+ */
+export type LoginAttempt = {
+  __typename?: 'LoginAttempt';
+  at: Scalars['DateTime']['output'];
+  /** The e-mail address the attempt signed in with, as typed. */
+  email: Scalars['String']['output'];
+  /** The entity's ETag: pass it as `ifMatch` to write only if nobody wrote since. */
+  etag: Scalars['String']['output'];
+  /** The client's IP address, v4 or v6. */
+  ipAddress: Maybe<Scalars['String']['output']>;
+  succeeded: Scalars['Boolean']['output'];
+};
+
+/** A page of LoginAttempt entities (a Relay connection): pass pageInfo.endCursor as `after` for the next page. */
+export type LoginAttemptConnection = {
+  __typename?: 'LoginAttemptConnection';
+  edges: Array<LoginAttemptEdge>;
+  pageInfo: PageInfo;
+};
+
+/** An edge of a LoginAttemptConnection: one LoginAttempt and the cursor after it. */
+export type LoginAttemptEdge = {
+  __typename?: 'LoginAttemptEdge';
+  cursor: Scalars['String']['output'];
+  node: LoginAttempt;
+};
+
+/** The LoginAttempt as written (for a delete: as it was). */
+export type LoginAttemptPayload = {
+  __typename?: 'LoginAttemptPayload';
+  loginAttempt: LoginAttempt;
+};
+
+/**
  * The messages an employee sent on one day, hour by hour (the guide's "Data series pattern"): one entity holds the
  * whole day — 24 properties `hourly00` … `hourly23` — so the day is one point query, and recording messages is a
  * merge of one hour's property under the entity's ETag.
@@ -506,6 +577,8 @@ export type Mutation = {
    * address answers it (for a moment both do), then only the new one.
    */
   moveEmployee: EmployeePayload;
+  /** Records a login attempt in its day's table (made by the day's first attempt). */
+  recordLoginAttempt: LoginAttemptPayload;
   /**
    * Adds `hourly.by` messages to hour `hourly.at` of an employee's day: a merge of that hour's property under the
    * entity's ETag (created on the day's first messages). Concurrent recordings of one day all count.
@@ -581,6 +654,15 @@ export type MutationDeleteEmployeeArgs = {
  */
 export type MutationMoveEmployeeArgs = {
   input: MoveEmployeeInput;
+};
+
+
+/**
+ * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
+ * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ */
+export type MutationRecordLoginAttemptArgs = {
+  input: CreateLoginAttemptInput;
 };
 
 
@@ -672,6 +754,11 @@ export type Query = {
   employeesByLastName: EmployeeConnection;
   /** Across all departments, in department and id order, through an inter-partition index: eventually consistent. */
   employeesByTitle: EmployeeConnection;
+  /**
+   * The login attempts made with an e-mail address on one UTC day, newest first, whether or not an employee holds it: one
+   * range query in that day's table.
+   */
+  loginAttempts: LoginAttemptConnection;
 };
 
 
@@ -714,6 +801,14 @@ export type QueryEmployeesByTitleArgs = {
   after?: InputMaybe<Scalars['String']['input']>;
   first?: InputMaybe<Scalars['Int']['input']>;
   title: Scalars['String']['input'];
+};
+
+
+export type QueryLoginAttemptsArgs = {
+  after?: InputMaybe<Scalars['String']['input']>;
+  day: Scalars['DateTime']['input'];
+  email: Scalars['String']['input'];
+  first?: InputMaybe<Scalars['Int']['input']>;
 };
 
 /** Replace: fields not given become null. */

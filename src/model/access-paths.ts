@@ -38,6 +38,8 @@ interface FieldContext {
   problems: SchemaProblems;
   /** The directive being compiled: a point field may be an optional reference, a range may not. */
   kind?: 'point' | 'range';
+  /** Prepended to every table name and table template (CompileOptions.tablePrefix). */
+  tablePrefix: string;
 }
 
 /**
@@ -90,6 +92,7 @@ export function buildAccessPaths(
   edges: Set<string>,
   defaults: PageDefaults,
   problems: SchemaProblems,
+  tablePrefix = '',
 ): Map<string, AccessPath> {
   const paths = new Map<string, AccessPath>();
   const joins: Array<{ path: RangePath; through: string; node: RangeDirective['node'] }> = [];
@@ -103,7 +106,7 @@ export function buildAccessPaths(
       continue;
     }
     for (const field of Object.values(type.getFields())) {
-      const ctx: FieldContext = { parent: type, field, coordinate: `${type.name}.${field.name}`, parentEntity, problems };
+      const ctx: FieldContext = { parent: type, field, coordinate: `${type.name}.${field.name}`, parentEntity, problems, tablePrefix };
       const point = readPoint(schema, field.astNode);
       const range = readRange(schema, field.astNode);
       if (point && range) {
@@ -164,9 +167,10 @@ function compilePoint(ctx: FieldContext, d: PointDirective, entities: Map<string
   }
   const layout = layoutOf(ctx, target, d.index, d.node);
   if (!layout) return undefined;
+  const table = boundTable(ctx, d.table, layout.layout, d.node);
   const partitionKey = boundTemplate(ctx, d.partitionKey, layout.layout.partitionKey, 'PartitionKey', 'exact', d.node);
   const rowKey = boundTemplate(ctx, d.rowKey, layout.layout.rowKey, 'RowKey', 'exact', d.node);
-  if (!partitionKey || !rowKey) return undefined;
+  if (!partitionKey || !rowKey || table === null) return undefined;
   return {
     kind: 'point',
     coordinate: ctx.coordinate,
@@ -175,10 +179,11 @@ function compilePoint(ctx: FieldContext, d: PointDirective, entities: Map<string
     target,
     index: layout.index,
     table: layout.layout.table,
+    ...(table && { tableTemplate: table }),
     partitionKey,
     rowKey,
     // A reference: every key from the entity's own fields, none from an argument.
-    checkOnWrite: d.checkOnWrite && !!ctx.parentEntity && [...partitionKey.bindings.values(), ...rowKey.bindings.values()].every((b) => b.source === 'parent'),
+    checkOnWrite: d.checkOnWrite && !!ctx.parentEntity && [...(table?.bindings.values() ?? []), ...partitionKey.bindings.values(), ...rowKey.bindings.values()].every((b) => b.source === 'parent'),
     node: d.node,
   };
 }
@@ -221,8 +226,9 @@ function compileRange(
   }
   const layout = layoutOf(ctx, keyed, d.index, d.node);
   if (!layout) return undefined;
+  const table = boundTable(ctx, d.table, layout.layout, d.node);
   const partitionKey = boundTemplate(ctx, d.partitionKey, layout.layout.partitionKey, 'PartitionKey', 'exact', d.node);
-  if (!partitionKey) return undefined;
+  if (!partitionKey || table === null) return undefined;
   const base = {
     kind: 'range' as const,
     coordinate: ctx.coordinate,
@@ -231,6 +237,7 @@ function compileRange(
     target,
     index: layout.index,
     table: layout.layout.table,
+    ...(table && { tableTemplate: table }),
     partitionKey,
     pageSize,
     maxPageSize,
@@ -283,6 +290,20 @@ function layoutOf(
     return undefined;
   }
   return { layout: index.layout, index, description: `${target.name}@index(${indexName})` };
+}
+
+/**
+ * The table of a layout with a table per period (table-template.ts): the field's `table` template — the layout's
+ * shape, its placeholder named after an argument or parent field — or the layout's own, bound.
+ * @returns undefined for a layout with one table (where `table` is refused), null after a recorded problem
+ */
+function boundTable(ctx: FieldContext, source: string | undefined, layout: Layout, node: PointDirective['node']): BoundTemplate | undefined | null {
+  if (!layout.tableTemplate) {
+    if (source === undefined) return undefined;
+    ctx.problems.add(ctx.coordinate, `table: "${source}" is for a type with a table per period; ${layout.table} is one table`, node);
+    return null;
+  }
+  return boundTemplate(ctx, source === undefined ? undefined : ctx.tablePrefix + source, layout.tableTemplate, 'Table', 'exact', node) ?? null;
 }
 
 /**
@@ -368,6 +389,7 @@ function segmentSource(seg: TemplateSegment): string {
   if (seg.format.kind === 'padded') return `{${seg.name}:0${seg.format.width}}`;
   if (seg.format.kind === 'descending') return `{${seg.name}:desc0${seg.format.width}}`;
   if (seg.format.kind === 'invertedTicks') return `{${seg.name}:invertedTicks}`;
+  if (seg.format.kind === 'date') return `{${seg.name}:${seg.format.pattern}}`;
   if (seg.format.kind === 'hashBucket') return `{${seg.name}:hash${seg.format.buckets}}`;
   return `{${seg.name}}`;
 }

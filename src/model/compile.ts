@@ -11,6 +11,7 @@ import { buildAuthorization } from './authorization';
 import { buildCopies, coverJoins } from './copies';
 import { buildSasFields } from './sas-fields';
 import { buildEntities } from './layouts';
+import { checkPeriodTableUses } from './table-template';
 import { buildSummaries } from './summaries';
 import { buildWrites } from './writes';
 import { generateSdl } from './generated-sdl';
@@ -110,7 +111,7 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
   // field) is reported alone rather than again by each field, mutation and input that uses the type.
   problems.throwIfAny();
   const { connections, edges } = findConnections(schema, entities, problems);
-  const accessPaths = buildAccessPaths(schema, entities, connections, edges, defaults, problems);
+  const accessPaths = buildAccessPaths(schema, entities, connections, edges, defaults, problems, options.tablePrefix ?? '');
   // Summaries and copies first: they mark the fields a mutation input may not set.
   const summaries = buildSummaries(schema, entities, accessPaths, problems);
   const copiesOf = buildCopies(schema, entities, accessPaths, summaries, problems);
@@ -118,6 +119,7 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
   const { writes } = buildWrites(schema, entities, problems);
   const tables = new Set<string>();
   for (const e of entities.values()) {
+    if (e.layout.tableTemplate) continue; // a table per period is created by the write that first needs it
     tables.add(e.layout.table);
     for (const i of e.indexes.values()) tables.add(i.layout.table);
   }
@@ -129,6 +131,7 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
   }
   const model: Model = { entities, accessPaths, connections, summaries, writes, tables: [...tables].sort(), sasFields, references, copiesOf };
   buildAuthorization(schema, model, problems);
+  checkPeriodTableUses(schema, model, problems);
   problems.throwIfAny();
   const sdl = texts.map((t) => `# ${t.name}\n${t.body.trimEnd()}\n`).join('\n');
   return { schema, model, generatedSdl, sdl };

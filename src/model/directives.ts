@@ -24,6 +24,7 @@ export interface IndexDirective {
 
 export interface PointDirective {
   index?: string;
+  table?: string;
   partitionKey?: string;
   rowKey?: string;
   checkOnWrite: boolean;
@@ -32,6 +33,7 @@ export interface PointDirective {
 
 export interface RangeDirective {
   index?: string;
+  table?: string;
   partitionKey?: string;
   rowKeyPrefix?: string;
   rowKeyFrom?: string;
@@ -87,6 +89,7 @@ export function readPoint(schema: GraphQLSchema, node: FieldDefinitionNode | und
   const v = values(schema, 'point', d);
   return {
     index: v.index as string | undefined,
+    table: v.table as string | undefined,
     partitionKey: v.partitionKey as string | undefined,
     rowKey: v.rowKey as string | undefined,
     checkOnWrite: (v.checkOnWrite as boolean | undefined) ?? true,
@@ -101,6 +104,7 @@ export function readRange(schema: GraphQLSchema, node: FieldDefinitionNode | und
   const v = values(schema, 'range', d);
   return {
     index: v.index as string | undefined,
+    table: v.table as string | undefined,
     partitionKey: v.partitionKey as string | undefined,
     rowKeyPrefix: v.rowKeyPrefix as string | undefined,
     rowKeyFrom: v.rowKeyFrom as string | undefined,

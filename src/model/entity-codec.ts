@@ -9,6 +9,7 @@ import type { EntityToWrite, TypedValue } from '../storage/types';
 import { checkConstraint } from './constraints';
 import { decimalText, toDecimal } from './decimal';
 import { isWellFormedText, renderKey } from './key-template';
+import { tableOf } from './table-template';
 import { ENTITY_TYPE_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type IndexModel, type Layout, type StoredField } from './types';
 
 /** An entity to write, and the table it goes to. */
@@ -117,7 +118,7 @@ function write(layout: Layout, entityType: string, fields: Iterable<StoredField>
     properties[field.name] = v;
   }
   return {
-    table: layout.table,
+    table: tableOf(layout, values),
     entity: { partitionKey: renderKey(layout.partitionKey, values), rowKey: renderKey(layout.rowKey, values), properties },
   };
 }
@@ -168,7 +169,7 @@ export function valuesOf(entity: EntityModel, properties: Record<string, unknown
 /** The address of the entity an entity or index entity's properties describe (its key fields are projected). */
 export function primaryAddress(entity: EntityModel, properties: Record<string, unknown>): { table: string; partitionKey: string; rowKey: string } {
   return {
-    table: entity.layout.table,
+    table: tableOf(entity.layout, properties),
     partitionKey: renderKey(entity.layout.partitionKey, properties),
     rowKey: renderKey(entity.layout.rowKey, properties),
   };

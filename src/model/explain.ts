@@ -24,6 +24,8 @@ export interface FieldPlan {
   coordinate: string;
   kind: 'point' | 'range';
   table: string;
+  /** A table per period (the guide's "High volume delete pattern"): the template naming the table read. */
+  tableTemplate: KeyPlan | null;
   partitionKey: KeyPlan;
   rowKey: RowKeyPlan;
   index: { name: string; scope: 'intraPartition' | 'interPartition'; projection: string[] } | null;
@@ -126,6 +128,7 @@ export function explainModel(model: Model): Explanation {
       coordinate: path.coordinate,
       kind: path.kind,
       table: path.table,
+      tableTemplate: path.tableTemplate ? keyPlan(path.tableTemplate) : null,
       partitionKey: keyPlan(path.partitionKey),
       rowKey: rowKeyPlan(path),
       index: path.index ? { name: path.index.name, scope: path.index.scope, projection: [...path.index.projection] } : null,
@@ -211,7 +214,8 @@ export function formatExplanation(e: Explanation): string {
   const lines: string[] = [];
   for (const p of e.fields) {
     lines.push(p.coordinate);
-    lines.push(`  ${p.kind} query on table ${p.table}${p.consistency === 'eventual' ? ' (eventually consistent)' : ''}`);
+    const table = p.tableTemplate ? `per period ${describeKey(p.tableTemplate)}` : p.table;
+    lines.push(`  ${p.kind} query on table ${table}${p.consistency === 'eventual' ? ' (eventually consistent)' : ''}`);
     lines.push(`    PartitionKey ${describeKey(p.partitionKey)}`);
     lines.push(`    RowKey       ${describeRowKey(p.rowKey)}`);
     if (p.index) lines.push(`    via ${p.index.scope} index "${p.index.name}" holding ${p.index.projection.join(', ')}`);

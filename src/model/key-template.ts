@@ -5,8 +5,9 @@
  * Grammar: literal text and placeholders `{name}` (a string, escaped by src/storage/key-escape.ts),
  * `{name:0N}` (a non-negative integer zero-padded to N digits, 1 ≤ N ≤ 19, so numbers sort as strings do) and
  * `{name:desc0N}` (the same number counted down from 10^N − 1, zero-padded to N digits, so the largest number sorts
- * first: "newest year first"), `{name:invertedTicks}` (the guide's "Log tail pattern": newest first) and
- * `{name:hashN}` (the value's hash
+ * first: "newest year first"), `{name:invertedTicks}` (the guide's "Log tail pattern": newest first),
+ * `{name:yyyyMMdd}` and `{name:yyyyMM}` (a date's UTC day or month in digits: a table per day, the guide's "High
+ * volume delete pattern") and `{name:hashN}` (the value's hash
  * bucket among N, 2 ≤ N ≤ 10000, zero-padded: see hash-bucket.ts). `{{`/`}}` are not supported; literal text
  * is written unescaped, so it may not contain `{`, `}` or a character keys forbid. Separators follow the guide's
  * "Compound key pattern" (`empid_000123_2012`): a variable-width string is always followed by `_` or the end.
@@ -21,7 +22,10 @@ export type PlaceholderFormat =
   | { kind: 'padded'; width: number }
   | { kind: 'descending'; width: number }
   | { kind: 'invertedTicks' }
+  | { kind: 'date'; pattern: DatePattern }
   | { kind: 'hashBucket'; buckets: number };
+/** The calendar formats of a DateTime placeholder: its UTC day (`20261122`) or month (`202611`). */
+export type DatePattern = 'yyyyMMdd' | 'yyyyMM';
 export type TemplateSegment =
   | { kind: 'literal'; text: string }
   | { kind: 'placeholder'; name: string; format: PlaceholderFormat };
@@ -99,6 +103,7 @@ export function parseKeyTemplate(source: string): KeyTemplate {
 
 function parseFormat(source: string, spec: string, at: number): PlaceholderFormat {
   if (spec === 'invertedTicks') return { kind: 'invertedTicks' };
+  if (spec === 'yyyyMMdd' || spec === 'yyyyMM') return { kind: 'date', pattern: spec };
   const hash = /^hash(\d+)$/.exec(spec);
   if (hash) {
     const buckets = Number(hash[1]);
@@ -110,13 +115,13 @@ function parseFormat(source: string, spec: string, at: number): PlaceholderForma
   const width = /^0\d+$/.test(digits) ? Number(digits) : NaN;
   if (width >= 1 && width <= MAX_WIDTH) return { kind: descending ? 'descending' : 'padded', width };
   if (!Number.isNaN(width)) throw new KeyTemplateSyntaxError(source, at, `padding width must be 1..${MAX_WIDTH}, got ${JSON.stringify(spec)}`);
-  throw new KeyTemplateSyntaxError(source, at, `unknown format ${JSON.stringify(spec)}; use 0N (e.g. 08), desc0N (e.g. desc04), invertedTicks or hashN (e.g. hash64)`);
+  throw new KeyTemplateSyntaxError(source, at, `unknown format ${JSON.stringify(spec)}; use 0N (e.g. 08), desc0N (e.g. desc04), invertedTicks, yyyyMMdd, yyyyMM or hashN (e.g. hash64)`);
 }
 
 /**
  * Checks that keys rendered from `t` parse back unambiguously and that prefixes cannot overlap: every `string`
  * placeholder must be followed by the end of the template or a literal starting with `_` (padded numbers and
- * descending numbers and invertedTicks are fixed-width, so anything may follow them). Returns one message per problem; empty = fine.
+ * descending numbers, invertedTicks and dates are fixed-width, so anything may follow them). Returns one message per problem; empty = fine.
  */
 export function checkTemplateSeparators(t: KeyTemplate): string[] {
   const problems: string[] = [];
@@ -138,6 +143,7 @@ export function checkTemplateSeparators(t: KeyTemplate): string[] {
  * - padded `{x:0N}`: a non-negative safe integer, a non-negative bigint or a decimal-integer string (digits only).
  * - descending `{x:desc0N}`: the same values, written as (10^N − 1 − x) zero-padded to N digits.
  * - invertedTicks: a Date or an ISO 8601 string (`YYYY-MM-DD` or a date-time with `Z` or `±hh:mm`).
+ * - yyyyMMdd / yyyyMM: the same values, written as their UTC day (`20261122`) or month (`202611`).
  * @throws TablegraphError(BAD_USER_INPUT, details `{ field }`) for a missing/null value, a value of the wrong
  *   kind, a negative/non-integer/too-wide number, an invalid date or a date outside 0001..9999.
  */
@@ -165,7 +171,8 @@ function renderPlaceholder(field: string, format: PlaceholderFormat, value: unkn
   if (format.kind === 'padded') return paddedValue(field, value, format.width);
   if (format.kind === 'descending') return descendingValue(paddedValue(field, value, format.width));
   if (format.kind === 'hashBucket') return hashBucket(stringValue(field, value), format.buckets);
-  return format.kind === 'string' ? escapeKeyValue(stringValue(field, value)) : invertedTicksValue(field, value);
+  if (format.kind === 'date') return dateDigits(field, dateValue(field, value), format.pattern);
+  return format.kind === 'string' ? escapeKeyValue(stringValue(field, value)) : ticksOf(dateValue(field, value), field);
 }
 
 /** A UTF-16 surrogate without its pair: not a character, and no service can store it. */
@@ -203,14 +210,22 @@ function descendingValue(padded: string): string {
   return padded.replace(/\d/g, (d) => String(9 - Number(d)));
 }
 
-function invertedTicksValue(field: string, value: unknown): string {
+function dateValue(field: string, value: unknown): Date {
   let date: Date | undefined;
   if (value instanceof Date) date = value;
   else if (typeof value === 'string') date = parseIsoDate(value);
   if (date === undefined || Number.isNaN(date.getTime())) {
     throw badValue(field, `${field} must be a Date or an ISO 8601 date-time with Z or an offset, got ${describe(value)}`);
   }
-  return ticksOf(date, field);
+  return date;
+}
+
+/** The UTC day (`20261122`) or month (`202611`) of `date`, years 0001..9999. */
+function dateDigits(field: string, date: Date, pattern: DatePattern): string {
+  const ms = date.getTime();
+  if (ms < MIN_DATE_MS || ms > MAX_DATE_MS) throw badValue(field, `${field} must be a date in 0001-01-01..9999-12-31, got ${date.toISOString()}`);
+  const digits = date.toISOString().slice(0, 10).replace(/-/g, '');
+  return pattern === 'yyyyMMdd' ? digits : digits.slice(0, 6);
 }
 
 const ISO_DATE = /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:\d{2}))?$/;
@@ -250,6 +265,7 @@ function keyPattern(t: KeyTemplate): RegExp {
     if (seg.kind === 'literal') return seg.text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
     if (seg.format.kind === 'padded' || seg.format.kind === 'descending') return `(\\d{${seg.format.width}})`;
     if (seg.format.kind === 'hashBucket') return `(\\d{${bucketWidth(seg.format.buckets)}})`;
+    if (seg.format.kind === 'date') return `(\\d{${seg.format.pattern.length}})`;
     return seg.format.kind === 'invertedTicks' ? '(\\d{19})' : '([^_]*)';
   });
   const re = new RegExp(`^${parts.join('')}$`);
@@ -259,7 +275,8 @@ function keyPattern(t: KeyTemplate): RegExp {
 
 /**
  * Inverse of `renderKey`: field → decoded string (string placeholders unescaped, padded and descending numbers as
- * decimal without padding, invertedTicks as an ISO date string truncated to ms). Returns null when `key` does not match `t`
+ * decimal without padding, invertedTicks as an ISO date string truncated to ms, yyyyMMdd and yyyyMM as the ISO date
+ * `YYYY-MM-DD` of the day, or of the month's first day). Returns null when `key` does not match `t`
  * (wrong literal, wrong width, malformed escape, ticks out of range). For a template that fails
  * `checkTemplateSeparators` the split may not be the only one (a string takes the longest `_`-free run).
  */
@@ -276,12 +293,20 @@ export function parseKey(t: KeyTemplate, key: string): Record<string, string> | 
       if (seg.format.kind === 'string') out[seg.name] = unescapeKeyValue(raw);
       else if (seg.format.kind === 'padded') out[seg.name] = BigInt(raw).toString();
       else if (seg.format.kind === 'descending') out[seg.name] = BigInt(descendingValue(raw)).toString();
+      else if (seg.format.kind === 'date') out[seg.name] = isoDateOf(raw);
       else out[seg.name] = fromInvertedTicks(raw).toISOString();
     }
   } catch {
     return null;
   }
   return out;
+}
+
+/** `20261122` → `2026-11-22`, `202611` → `2026-11-01`. @throws Error when that is not a real calendar day */
+function isoDateOf(digits: string): string {
+  const iso = `${digits.slice(0, 4)}-${digits.slice(4, 6)}-${digits.length === 8 ? digits.slice(6, 8) : '01'}`;
+  if (!parseIsoDate(iso)) throw new Error(`not a date: ${digits}`);
+  return iso;
 }
 
 /**

@@ -12,6 +12,7 @@ import { readEncrypted, readEntity, readIndexes, readPoint, readRange, readSerie
 import { edmTypeOf } from './edm-mapping';
 import { readConstraint } from './constraints';
 import { hasSas } from './sas-fields';
+import { isTableTemplate, parseTableTemplate } from './table-template';
 import { BASED_ON_PROPERTY, ENTITY_TYPE_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type IndexModel, type Layout, type StoredField } from './types';
 import type { SchemaProblems } from './schema-errors';
 
@@ -160,6 +161,8 @@ function checkPlaceholders(
       problems.add(coordinate, `${what} template "${t.source}" pads {${seg.name}}, a ${field.graphqlType}: padding needs an Int, Long or ID holding an integer`, node);
     } else if (seg.format.kind === 'invertedTicks' && field.graphqlType !== 'DateTime') {
       problems.add(coordinate, `${what} template "${t.source}" inverts ticks of {${seg.name}}, which is not a DateTime`, node);
+    } else if (seg.format.kind === 'date' && field.graphqlType !== 'DateTime') {
+      problems.add(coordinate, `${what} template "${t.source}" writes {${seg.name}} as ${seg.format.pattern}, which needs a DateTime`, node);
     }
   }
 }
@@ -180,10 +183,13 @@ export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, t
     if (!pk || !rk) continue;
     checkPlaceholders(pk, 'PartitionKey', fields, type.name, directive.node, problems);
     checkPlaceholders(rk, 'RowKey', fields, type.name, directive.node, problems);
+    const tableTemplate = isTableTemplate(directive.table) ? parseTableTemplate(tablePrefix + directive.table, type.name, directive.node, problems) : undefined;
+    if (isTableTemplate(directive.table) && !tableTemplate) continue;
+    if (tableTemplate) checkTableTemplate(tableTemplate, [...pk.fields, ...rk.fields], fields, type, directive.node, problems);
     const entity: EntityModel = {
       name: type.name,
       entityType: directive.typeName ?? type.name,
-      layout: { table: tablePrefix + directive.table, partitionKey: pk, rowKey: rk },
+      layout: { table: tablePrefix + directive.table, partitionKey: pk, rowKey: rk, ...(tableTemplate && { tableTemplate }) },
       fields,
       keyFields: [...new Set([...pk.fields, ...rk.fields])],
       indexes: new Map(),
@@ -193,9 +199,13 @@ export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, t
       authFields: new Set(),
       node: directive.node,
     };
-    checkTable(tablePrefix + directive.table, type.name, directive.node, problems);
+    if (!tableTemplate) checkTable(tablePrefix + directive.table, type.name, directive.node, problems);
     for (const d of readIndexes(schema, type.astNode)) {
       const coordinate = `${type.name}@index(${d.name})`;
+      if (tableTemplate) {
+        problems.add(coordinate, `${type.name} has a table per period ("${directive.table}"): index entities would need one too, and would outlive a dropped table; read it by its keys`, d.node);
+        continue;
+      }
       if (entity.indexes.has(d.name)) {
         problems.add(coordinate, 'an index of that name is already declared on the type', d.node);
         continue;
@@ -228,6 +238,26 @@ export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, t
   }
   checkSharedTables(entities, problems);
   return entities;
+}
+
+/**
+ * A table template's field must be a key field — a write's input and a point query's keys always carry it — and
+ * non-null, since an entity without it would have no table.
+ */
+function checkTableTemplate(
+  t: KeyTemplate,
+  keyFields: string[],
+  fields: Map<string, StoredField>,
+  type: GraphQLObjectType,
+  node: ASTNode | undefined,
+  problems: SchemaProblems,
+): void {
+  checkPlaceholders(t, 'Table', fields, type.name, node, problems);
+  for (const name of t.fields) {
+    if (fields.has(name) && !keyFields.includes(name)) {
+      problems.add(type.name, `table template "${t.source}" names {${name}}, which is not in the PartitionKey or RowKey template: an entity's keys must tell its table`, node);
+    }
+  }
 }
 
 /** Azure table names: 3–63 alphanumeric characters, starting with a letter. */

@@ -11,7 +11,7 @@ type Values = Record<string, unknown>;
 
 /** The stored fields that give a reference's keys. */
 export function referenceFields(path: PointPath): string[] {
-  return [...path.partitionKey.bindings.values(), ...path.rowKey.bindings.values()].map((b) => b.name);
+  return [...(path.tableTemplate?.bindings.values() ?? []), ...path.partitionKey.bindings.values(), ...path.rowKey.bindings.values()].map((b) => b.name);
 }
 
 /**
@@ -20,9 +20,10 @@ export function referenceFields(path: PointPath): string[] {
  * @throws TablegraphError BAD_USER_INPUT when a value cannot form the key (from renderKey)
  */
 export function referenceAddress(path: PointPath, values: Values): EntityAddress | null {
-  const rendered: Record<'partitionKey' | 'rowKey', string> = { partitionKey: '', rowKey: '' };
-  for (const which of ['partitionKey', 'rowKey'] as const) {
-    const bound = path[which];
+  const rendered: Record<'table' | 'partitionKey' | 'rowKey', string> = { table: path.table, partitionKey: '', rowKey: '' };
+  for (const which of ['table', 'partitionKey', 'rowKey'] as const) {
+    const bound = which === 'table' ? path.tableTemplate : path[which];
+    if (!bound) continue;
     const args: Values = {};
     for (const [placeholder, b] of bound.bindings) {
       const value = values[b.name];
@@ -31,5 +32,5 @@ export function referenceAddress(path: PointPath, values: Values): EntityAddress
     }
     rendered[which] = renderKey(bound.template, args);
   }
-  return { table: path.table, ...rendered };
+  return rendered;
 }

@@ -31,7 +31,13 @@ export interface StoredField {
 
 /** Where an entity, or an index entity, lives: one table, a PartitionKey and a RowKey template. */
 export interface Layout {
+  /** The table's name; with `tableTemplate`, the template's source (not a name to send). */
   table: string;
+  /**
+   * A table per period (table-template.ts, the guide's "High volume delete pattern"): each entity's table is rendered
+   * from its own key fields, e.g. `LoginAttempts{at:yyyyMMdd}`.
+   */
+  tableTemplate?: KeyTemplate;
   partitionKey: KeyTemplate;
   rowKey: KeyTemplate;
 }
@@ -103,7 +109,10 @@ interface AccessPathBase {
   target: EntityModel;
   /** Set when the path reads index entities instead of the entity itself. */
   index?: IndexModel;
+  /** The table's name; with `tableTemplate`, the target's template source. */
   table: string;
+  /** A table per period: the table rendered from the field's arguments or parent (`@point(table:)`, `@range(table:)`). */
+  tableTemplate?: BoundTemplate;
   partitionKey: BoundTemplate;
   /** The field's directive, for error locations. */
   node?: ASTNode;
@@ -231,7 +240,7 @@ export interface Model {
   accessPaths: Map<string, AccessPath>;
   /** Connection types (name → node entity name), recognised by their Relay shape. */
   connections: Map<string, string>;
-  /** Every table the design uses. */
+  /** Every table the design uses (not the tables of a table template: a write creates those, table-template.ts). */
   tables: string[];
   /** `@sas` fields (shared access signature URLs for an entity's partition), by `Type.field`. */
   sasFields: Map<string, SasField>;

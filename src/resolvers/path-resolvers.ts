@@ -3,7 +3,7 @@
  * Relay connection. Neither knows which schema it serves; the model's AccessPath says everything.
  */
 import { isNonNullType, type GraphQLFieldResolver } from 'graphql';
-import { ErrorCode, TablegraphError } from '../errors';
+import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { prefixUpperBound, renderKey } from '../model/key-template';
 import { ENTITY_TYPE_PROPERTY, type PointPath, type RangePath } from '../model/types';
 import { entitySelect, indexSelect, type Projection } from '../read/projection';
@@ -36,6 +36,22 @@ function toNode(path: PointPath | RangePath, stored: StoredEntity): EntityNode {
   return { entity: path.target, stored, fromIndex: path.index };
 }
 
+/** The table a path reads: its one table, or its table per period rendered (table-template.ts). */
+function tableName(path: PointPath | RangePath, values: Record<string, unknown>): string {
+  return path.tableTemplate ? renderKey(path.tableTemplate.template, values) : path.table;
+}
+
+/**
+ * A period's table that does not exist — no write ever needed it, or it was expired — holds nothing: `empty`. Any
+ * other table is created at start-up, so its absence stays an error.
+ */
+function absentTable<T>(path: PointPath | RangePath, empty: T): (e: unknown) => T {
+  return (e) => {
+    if (path.tableTemplate && isTablegraphError(e, ErrorCode.NOT_FOUND) && e.details.reason === 'TableNotFound') return empty;
+    throw e;
+  };
+}
+
 /** Whether a placeholder of the path's keys has no value (only an optional binding can be null here). */
 function hasNullKey(path: PointPath, values: Record<string, unknown>): boolean {
   for (const bound of [path.partitionKey, path.rowKey]) {
@@ -55,7 +71,7 @@ function hasNullKey(path: PointPath, values: Record<string, unknown>): boolean {
  */
 export function pointResolver(path: PointPath): Resolver {
   return async (parent, args, ctx, info) => {
-    const values = await bindingValues([path.partitionKey, path.rowKey], parent, args, ctx, info, path.target);
+    const values = await bindingValues([path.tableTemplate, path.partitionKey, path.rowKey], parent, args, ctx, info, path.target);
     // An optional reference whose key field is null refers to nothing: null, and no storage call.
     if (hasNullKey(path, values)) return null;
     noteConsistency(path, ctx);
@@ -66,12 +82,14 @@ export function pointResolver(path: PointPath): Resolver {
     const policies = [path.auth, path.target.auth];
     const what = `read ${path.coordinate} at ${JSON.stringify(values)}`;
     authorizeBefore(policies, ctx.principal, keyValues(path.index?.layout ?? path.target.layout, partitionKey, rowKey), what);
-    const stored = await ctx.loaders.point.load({
-      table: path.table,
-      partitionKey,
-      rowKey,
-      select: path.index ? indexSelect(projection, path.index) : entitySelect(projection, path.target),
-    });
+    const stored = await ctx.loaders.point
+      .load({
+        table: tableName(path, values),
+        partitionKey,
+        rowKey,
+        select: path.index ? indexSelect(projection, path.index) : entitySelect(projection, path.target),
+      })
+      .catch(absentTable(path, null));
     if (stored && stored.properties[ENTITY_TYPE_PROPERTY] === expectedType(path)) {
       if (!allowsEntity(policies, ctx.principal, stored.properties)) throw forbidden(what, ctx.principal!);
       return toNode(path, stored);
@@ -103,7 +121,8 @@ export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode 
     if (!Number.isInteger(first) || first < 0 || first > path.maxPageSize) {
       throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `first must be between 0 and ${path.maxPageSize} (got ${first})`, { argument: 'first', max: path.maxPageSize });
     }
-    const values = await bindingValues([path.partitionKey, path.rowKeyPrefix, path.rowKeyFrom, path.rowKeyTo], parent, args, ctx, info, path.target);
+    const values = await bindingValues([path.tableTemplate, path.partitionKey, path.rowKeyPrefix, path.rowKeyFrom, path.rowKeyTo], parent, args, ctx, info, path.target);
+    const table = tableName(path, values);
     noteConsistency(path, ctx);
     const partitionKey = renderKey(path.partitionKey.template, values);
     let rowKeyFrom: string | undefined;
@@ -122,20 +141,22 @@ export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode 
     // Bounds as declared: inclusive or exclusive at either end (prefix form: from inclusive, to exclusive).
     const fromExclusive = !path.rowKeyPrefix && path.fromInclusive === false;
     const toInclusive = !path.rowKeyPrefix && path.toInclusive === true;
-    const scope = JSON.stringify([path.table, partitionKey, rowKeyFrom ?? '', rowKeyTo ?? null, fromExclusive, toInclusive]);
+    const scope = JSON.stringify([table, partitionKey, rowKeyFrom ?? '', rowKeyTo ?? null, fromExclusive, toInclusive]);
     const after = typeof args.after === 'string' ? ctx.cursors.decode(scope, args.after) : undefined;
     const projection = ctx.projection(info);
-    const { entities, more, positions } = await ctx.loaders.range.load({
-      table: path.table,
-      partitionKey,
-      rowKeyFrom: rowKeyFrom || undefined,
-      rowKeyFromExclusive: fromExclusive || undefined,
-      after,
-      rowKeyTo,
-      rowKeyToInclusive: toInclusive || undefined,
-      limit: first,
-      select: path.join ? joinSelect(path.join, path.index) : path.index ? indexSelect(projection, path.index) : entitySelect(projection, path.target),
-    });
+    const { entities, more, positions } = await ctx.loaders.range
+      .load({
+        table,
+        partitionKey,
+        rowKeyFrom: rowKeyFrom || undefined,
+        rowKeyFromExclusive: fromExclusive || undefined,
+        after,
+        rowKeyTo,
+        rowKeyToInclusive: toInclusive || undefined,
+        limit: first,
+        select: path.join ? joinSelect(path.join, path.index) : path.index ? indexSelect(projection, path.index) : entitySelect(projection, path.target),
+      })
+      .catch(absentTable(path, { entities: [], more: false, positions: [] }));
     const type = expectedType(path);
     const page = entities
       .map((stored, i) => ({ stored, cursor: ctx.cursors.encode(scope, positions[i]) }))

@@ -114,6 +114,30 @@ export class TableStore {
     return created;
   }
 
+  /** Forgets that `table` exists (another process may have dropped it): the next ensureTable asks the service. */
+  forgetTable(table: string): void {
+    this.tables.delete(table);
+  }
+
+  /**
+   * The names of the tables that start with `prefix`, in name order: a listing of the account's tables, for
+   * maintenance commands (`expire`). One call per page of names.
+   */
+  async listTables(prefix: string, opts?: CallOptions): Promise<string[]> {
+    const names: string[] = [];
+    checkTableName(`${prefix}xxx`); // letters and digits: the next name after all of the prefix's ends its last one
+    const upper = prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
+    const filter = odata`TableName ge ${prefix} and TableName lt ${upper}`;
+    try {
+      for await (const page of this.service.listTables({ queryOptions: { filter }, abortSignal: this.signal(opts) }).byPage()) {
+        for (const t of page) if (t.name?.startsWith(prefix)) names.push(t.name);
+      }
+    } catch (e) {
+      throw toTablegraphError(e, { operation: 'listTables', table: `${prefix}*` });
+    }
+    return names.sort();
+  }
+
   /** Drops `table` and all its entities (the guide's "High volume delete pattern"); a missing table is fine. */
   async deleteTable(table: string): Promise<void> {
     checkTableName(table);

@@ -98,6 +98,8 @@ export class PartitionCommitter {
   private readonly queue: PendingWrite[] = [];
   private arrivals = 0;
   private running = false;
+  /** Whether the last group met its period's table missing and had it created again (retried once, not forever). */
+  private tableRecreated = false;
   /** Summary holders as this committer last wrote them: the next EGT needs not read them again. */
   private readonly holders = new Map<string, StoredEntity | null>();
 
@@ -121,7 +123,15 @@ export class PartitionCommitter {
         let again: PendingWrite[];
         try {
           again = await this.commitGroup(members);
+          this.tableRecreated = false;
         } catch (e) {
+          // A period's table this process created, dropped since by `expire`: made again, once, before anything is sent.
+          if (this.periodic(members) && !this.tableRecreated && isTablegraphError(e, ErrorCode.NOT_FOUND) && e.details.reason === 'TableNotFound') {
+            this.tableRecreated = true;
+            this.ctx.store.forgetTable(this.table);
+            this.queue.unshift(...members);
+            continue;
+          }
           // A bug or a storage failure outside any one write's doing: every write of the group learns of it.
           members.forEach((m) => m.reject(e));
           this.holders.clear();
@@ -139,9 +149,16 @@ export class PartitionCommitter {
     }
   }
 
+  /** Whether the writes go to a table per period (table-template.ts), which the first write to need it creates. */
+  private periodic(members: PendingWrite[]): boolean {
+    return members.some((m) => m.write.entity.layout.tableTemplate !== undefined);
+  }
+
   /** One EGT for as many of `members` as fit. @returns the writes to try again, in order */
   private async commitGroup(members: PendingWrite[]): Promise<PendingWrite[]> {
     const { model, store } = this.ctx;
+    // The guide's "High volume delete pattern": a day's table is made by its first write (once per process).
+    if (this.periodic(members)) await store.ensureTable(this.table);
     for (const m of members) {
       m.writeId = randomUUID();
       m.ownAttempts.add(m.writeId);
