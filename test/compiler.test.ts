@@ -78,7 +78,12 @@ describe('the shipped HR schema', () => {
       // a table per day, named from the field's own argument
       'Query.loginAttempts': 'range LoginAttempts{day:yyyyMMdd}',
       'Employee.loginAttempts': 'range LoginAttempts{day:yyyyMMdd}',
+      // an interface whose implementations share one layout ("Inheritance relationships")
+      'Query.worker': 'point Directory',
+      'Query.contractor': 'point Directory',
+      'Department.workers': 'range Directory',
     });
+    expect(model.interfaces.get('Worker')!.implementations!.map((e) => e.name).sort()).toEqual(['Contractor', 'Volunteer']);
   });
 
   test('indexes are classified by table and PartitionKey', () => {
@@ -116,6 +121,10 @@ describe('the shipped HR schema', () => {
       'Mutation.submitExpenseClaim': 'CREATE ExpenseClaim.expenseClaim',
       'Mutation.recordMessages': 'INCREMENT MessageStats.messageStats',
       'Mutation.recordLoginAttempt': 'CREATE LoginAttempt.loginAttempt',
+      'Mutation.createContractor': 'CREATE Contractor.contractor',
+      'Mutation.updateContractor': 'UPDATE Contractor.contractor',
+      'Mutation.createVolunteer': 'CREATE Volunteer.volunteer',
+      'Mutation.deleteVolunteer': 'DELETE Volunteer.volunteer',
     });
     expect(model.writes.get('Mutation.createDepartment')!.inputFields.has('employeeCount')).toBe(false);
   });
@@ -607,6 +616,20 @@ describe('rejections name the type, the field and the SDL line', () => {
       coordinate: 'Owner.hits',
       message: /Hit has a table per period \("Hits\{at:yyyyMMdd\}"\): it cannot be summarised/,
       marker: 'hits: Int!',
+    },
+    {
+      name: "an interface whose implementations are stored apart (one field returning it could not be one query)",
+      sdl: `${BASE}\ninterface Thing { group: ID! id: ID! }\ntype Gadget implements Thing @entity(table: "Items", partitionKey: "{group}", rowKey: "thing_{id:06}") { group: ID! id: ID! }\ntype Widget implements Thing @entity(table: "Items", partitionKey: "{group}", rowKey: "widget_{id:06}") { group: ID! id: ID! }\ntype Query { thing(group: ID!, id: ID!): Thing @point }`,
+      coordinate: 'Thing',
+      message: /Gadget is stored in table Items, PartitionKey "\{group\}", RowKey "thing_\{id:06\}" but Widget in table Items, PartitionKey "\{group\}", RowKey "widget_\{id:06\}"/,
+      marker: 'interface Thing',
+    },
+    {
+      name: "a range of one implementation of a stored interface, which would read its siblings' entities too",
+      sdl: `${BASE}\ninterface Thing { group: ID! id: ID! }\ntype Gadget implements Thing @entity(table: "Items", partitionKey: "{group}", rowKey: "thing_{id:06}") { group: ID! id: ID! }\ntype Widget implements Thing @entity(table: "Items", partitionKey: "{group}", rowKey: "thing_{id:06}") { group: ID! id: ID! }\ntype Query {\n  gadgets(group: ID!, first: Int, after: String): GadgetConnection! @range(rowKeyPrefix: "thing_")\n}`,
+      coordinate: 'Query.gadgets',
+      message: /Gadget shares its keys with Widget \(interface Thing\): a range of Gadget alone would read theirs too; return ThingConnection/,
+      marker: 'gadgets(',
     },
     {
       name: 'a hash bucket count out of range',

@@ -61,6 +61,35 @@ export type ClaimScope = {
   field: Scalars['String']['input'];
 };
 
+/** A worker hired through an agency, paid by the day. */
+export type Contractor = Worker & {
+  __typename?: 'Contractor';
+  agency: Scalars['String']['output'];
+  /** In USD per day, exact. */
+  dailyRate: Scalars['Decimal']['output'];
+  departmentId: Scalars['ID']['output'];
+  /** The entity's ETag: pass it as `ifMatch` to write only if nobody wrote since. */
+  etag: Scalars['String']['output'];
+  id: Scalars['ID']['output'];
+  name: Scalars['String']['output'];
+};
+
+/** The Contractor as written (for a delete: as it was). */
+export type ContractorPayload = {
+  __typename?: 'ContractorPayload';
+  contractor: Contractor;
+};
+
+/** The new Contractor: CONFLICT when one with these keys exists. */
+export type CreateContractorInput = {
+  agency: Scalars['String']['input'];
+  /** In USD per day, exact. */
+  dailyRate: Scalars['Decimal']['input'];
+  departmentId: Scalars['ID']['input'];
+  id: Scalars['ID']['input'];
+  name: Scalars['String']['input'];
+};
+
 /** The new Department: CONFLICT when one with these keys exists. */
 export type CreateDepartmentInput = {
   /** The id of the employee who heads the department, if one is named. */
@@ -128,6 +157,14 @@ export type CreateLoginAttemptInput = {
   succeeded: Scalars['Boolean']['input'];
 };
 
+/** The new Volunteer: CONFLICT when one with these keys exists. */
+export type CreateVolunteerInput = {
+  departmentId: Scalars['ID']['input'];
+  hoursPerWeek?: InputMaybe<Scalars['Float']['input']>;
+  id: Scalars['ID']['input'];
+  name: Scalars['String']['input'];
+};
+
 /** The keys of the Department to delete. */
 export type DeleteDepartmentInput = {
   /** The department's name as the source spells it, e.g. `POLICE`, `STREETS & SAN`: not blank, no control characters. */
@@ -138,6 +175,14 @@ export type DeleteDepartmentInput = {
 
 /** The keys of the Employee to delete. */
 export type DeleteEmployeeInput = {
+  departmentId: Scalars['ID']['input'];
+  id: Scalars['ID']['input'];
+  /** The ETag read: the write fails with CONFLICT if the entity changed since. Omitted: unconditional. */
+  ifMatch?: InputMaybe<Scalars['String']['input']>;
+};
+
+/** The keys of the Volunteer to delete. */
+export type DeleteVolunteerInput = {
   departmentId: Scalars['ID']['input'];
   id: Scalars['ID']['input'];
   /** The ETag read: the write fails with CONFLICT if the entity changed since. Omitted: unconditional. */
@@ -176,6 +221,11 @@ export type Department = {
   name: Scalars['String']['output'];
   /** Yearly payroll in USD, exact: annual salaries plus hourly rate × typical weekly hours × 52 for hourly staff. */
   payroll: Scalars['Decimal']['output'];
+  /**
+   * The department's contractors and volunteers in id order, each as its own type (the guide's "Inheritance
+   * relationships"): one range query.
+   */
+  workers: WorkerConnection;
 };
 
 
@@ -199,6 +249,17 @@ export type DepartmentEmployeesByLastNameArgs = {
   after?: InputMaybe<Scalars['String']['input']>;
   first?: InputMaybe<Scalars['Int']['input']>;
   lastName: Scalars['String']['input'];
+};
+
+
+/**
+ * A department. Its `employeeCount` and `payroll` are summary values kept in the same EGT as every write of one of
+ * its employees, never counted at read time. The `all` index lists every department in one partition of its own
+ * table, so `departments` is a range query, not a scan.
+ */
+export type DepartmentWorkersArgs = {
+  after?: InputMaybe<Scalars['String']['input']>;
+  first?: InputMaybe<Scalars['Int']['input']>;
 };
 
 /** A page of Department entities (a Relay connection): pass pageInfo.endCursor as `after` for the next page. */
@@ -565,12 +626,16 @@ export type Mutation = {
    * until the archive is carried out, the Directory answers it.
    */
   archiveEmployee: EmployeePayload;
+  /** CONFLICT when a contractor or a volunteer has these keys: they share one id space. */
+  createContractor: ContractorPayload;
   createDepartment: DepartmentPayload;
   createEmployee: EmployeePayload;
   createEmployeeReview: EmployeeReviewPayload;
+  createVolunteer: VolunteerPayload;
   /** Refused with CONFLICT while the department has employees. */
   deleteDepartment: DepartmentPayload;
   deleteEmployee: EmployeePayload;
+  deleteVolunteer: VolunteerPayload;
   /**
    * Moves an employee to another department (or id): queued, then carried out by the worker — copied to the new
    * address, then deleted at the old one. Answers the employee as it is; until the move is carried out, the old
@@ -587,6 +652,8 @@ export type Mutation = {
   replaceDepartment: DepartmentPayload;
   replaceEmployee: EmployeePayload;
   submitExpenseClaim: ExpenseClaimPayload;
+  /** NOT_FOUND when the worker with these keys is a volunteer. */
+  updateContractor: ContractorPayload;
   updateDepartment: DepartmentPayload;
   /** HR admins change anything; an employee changes only its own phone. */
   updateEmployee: EmployeePayload;
@@ -600,6 +667,15 @@ export type Mutation = {
  */
 export type MutationArchiveEmployeeArgs = {
   input: MoveEmployeeInput;
+};
+
+
+/**
+ * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
+ * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ */
+export type MutationCreateContractorArgs = {
+  input: CreateContractorInput;
 };
 
 
@@ -634,6 +710,15 @@ export type MutationCreateEmployeeReviewArgs = {
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
  * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
  */
+export type MutationCreateVolunteerArgs = {
+  input: CreateVolunteerInput;
+};
+
+
+/**
+ * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
+ * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ */
 export type MutationDeleteDepartmentArgs = {
   input: DeleteDepartmentInput;
 };
@@ -645,6 +730,15 @@ export type MutationDeleteDepartmentArgs = {
  */
 export type MutationDeleteEmployeeArgs = {
   input: DeleteEmployeeInput;
+};
+
+
+/**
+ * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
+ * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ */
+export type MutationDeleteVolunteerArgs = {
+  input: DeleteVolunteerInput;
 };
 
 
@@ -706,6 +800,15 @@ export type MutationSubmitExpenseClaimArgs = {
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
  * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
  */
+export type MutationUpdateContractorArgs = {
+  input: UpdateContractorInput;
+};
+
+
+/**
+ * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
+ * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ */
 export type MutationUpdateDepartmentArgs = {
   input: UpdateDepartmentInput;
 };
@@ -745,6 +848,8 @@ export type Query = {
   __typename?: 'Query';
   /** An archived employee (`archiveEmployee`): one point query on the Archive table. */
   archivedEmployee: Maybe<ArchivedEmployee>;
+  /** A contractor: null when the worker with these keys is a volunteer (or there is none). */
+  contractor: Maybe<Contractor>;
   department: Maybe<Department>;
   departments: DepartmentConnection;
   employee: Maybe<Employee>;
@@ -759,10 +864,18 @@ export type Query = {
    * range query in that day's table.
    */
   loginAttempts: LoginAttemptConnection;
+  /** A contractor or a volunteer, as its own type: one point query. */
+  worker: Maybe<Worker>;
 };
 
 
 export type QueryArchivedEmployeeArgs = {
+  departmentId: Scalars['ID']['input'];
+  id: Scalars['ID']['input'];
+};
+
+
+export type QueryContractorArgs = {
   departmentId: Scalars['ID']['input'];
   id: Scalars['ID']['input'];
 };
@@ -811,6 +924,12 @@ export type QueryLoginAttemptsArgs = {
   first?: InputMaybe<Scalars['Int']['input']>;
 };
 
+
+export type QueryWorkerArgs = {
+  departmentId: Scalars['ID']['input'];
+  id: Scalars['ID']['input'];
+};
+
 /** Replace: fields not given become null. */
 export type ReplaceDepartmentInput = {
   /** The id of the employee who heads the department, if one is named. */
@@ -850,6 +969,18 @@ export type ReplaceEmployeeInput = {
   title?: InputMaybe<Scalars['String']['input']>;
   /** Typical hours per week (hourly staff only). */
   typicalHours?: InputMaybe<Scalars['Float']['input']>;
+};
+
+/** Merge: only the fields given change; a field given as null is cleared. */
+export type UpdateContractorInput = {
+  agency?: InputMaybe<Scalars['String']['input']>;
+  /** In USD per day, exact. */
+  dailyRate?: InputMaybe<Scalars['Decimal']['input']>;
+  departmentId: Scalars['ID']['input'];
+  id: Scalars['ID']['input'];
+  /** The ETag read: the write fails with CONFLICT if the entity changed since. Omitted: unconditional. */
+  ifMatch?: InputMaybe<Scalars['String']['input']>;
+  name?: InputMaybe<Scalars['String']['input']>;
 };
 
 /** Merge: only the fields given change; a field given as null is cleared. */
@@ -903,6 +1034,52 @@ export type UpdateEmployeeReviewInput = {
   rating?: InputMaybe<Scalars['Int']['input']>;
   summary?: InputMaybe<Scalars['String']['input']>;
   year: Scalars['Int']['input'];
+};
+
+/** A worker who gives their time, unpaid. */
+export type Volunteer = Worker & {
+  __typename?: 'Volunteer';
+  departmentId: Scalars['ID']['output'];
+  /** The entity's ETag: pass it as `ifMatch` to write only if nobody wrote since. */
+  etag: Scalars['String']['output'];
+  hoursPerWeek: Maybe<Scalars['Float']['output']>;
+  id: Scalars['ID']['output'];
+  name: Scalars['String']['output'];
+};
+
+/** The Volunteer as written (for a delete: as it was). */
+export type VolunteerPayload = {
+  __typename?: 'VolunteerPayload';
+  volunteer: Volunteer;
+};
+
+/**
+ * Someone who works for a department without being one of its employees: the guide's "Inheritance relationships", an
+ * abstract `Worker` and its concrete types in one table. Contractors and volunteers are stored alike — the department's
+ * partition of the Directory table, RowKey `worker_{id:08}` — and told apart by their EntityType, so `Query.worker` is
+ * one point query and `Department.workers` one range query, each entity returned as its own type.
+ */
+export type Worker = {
+  departmentId: Scalars['ID']['output'];
+  /** The entity's ETag: pass it as `ifMatch` to write only if nobody wrote since. */
+  etag: Scalars['String']['output'];
+  /** Unique among the department's workers, contractors and volunteers together. */
+  id: Scalars['ID']['output'];
+  name: Scalars['String']['output'];
+};
+
+/** A page of Worker entities, each as its own type (a Relay connection): pass pageInfo.endCursor as `after` for the next page. */
+export type WorkerConnection = {
+  __typename?: 'WorkerConnection';
+  edges: Array<WorkerEdge>;
+  pageInfo: PageInfo;
+};
+
+/** An edge of a WorkerConnection: one Worker and the cursor after it. */
+export type WorkerEdge = {
+  __typename?: 'WorkerEdge';
+  cursor: Scalars['String']['output'];
+  node: Worker;
 };
 
 /** The kinds of write a mutation field performs (the guide's "Merge or replace"). */

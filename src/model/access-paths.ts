@@ -165,6 +165,10 @@ function compilePoint(ctx: FieldContext, d: PointDirective, entities: Map<string
     ctx.problems.add(ctx.coordinate, '@point must return one @entity type (a list needs @range and a connection)', d.node);
     return undefined;
   }
+  if (target.implementations && d.index !== undefined) {
+    ctx.problems.add(ctx.coordinate, `${target.name} is an interface: it has no @index of its own (read it by its keys)`, d.node);
+    return undefined;
+  }
   const layout = layoutOf(ctx, target, d.index, d.node);
   if (!layout) return undefined;
   const table = boundTable(ctx, d.table, layout.layout, d.node);
@@ -183,7 +187,7 @@ function compilePoint(ctx: FieldContext, d: PointDirective, entities: Map<string
     partitionKey,
     rowKey,
     // A reference: every key from the entity's own fields, none from an argument.
-    checkOnWrite: d.checkOnWrite && !!ctx.parentEntity && [...(table?.bindings.values() ?? []), ...partitionKey.bindings.values(), ...rowKey.bindings.values()].every((b) => b.source === 'parent'),
+    checkOnWrite: d.checkOnWrite && !!ctx.parentEntity && !target.implementations && [...(table?.bindings.values() ?? []), ...partitionKey.bindings.values(), ...rowKey.bindings.values()].every((b) => b.source === 'parent'),
     node: d.node,
   };
 }
@@ -200,6 +204,16 @@ function compileRange(
   const target = nodeName ? entities.get(nodeName) : undefined;
   if (!target) {
     ctx.problems.add(ctx.coordinate, `@range must return a Relay connection of an @entity type, not ${connectionName}`, d.node);
+    return undefined;
+  }
+  if (target.implementations && (d.index !== undefined || d.through !== undefined)) {
+    ctx.problems.add(ctx.coordinate, `${target.name} is an interface: its connection ranges over its implementations' own entities, with no index or join`, d.node);
+    return undefined;
+  }
+  const siblings = [...entities.values()].find((i) => i.implementations && i.implementations.length > 1 && i.implementations.includes(target));
+  if (siblings && d.index === undefined && d.through === undefined) {
+    const others = siblings.implementations!.filter((e) => e !== target).map((e) => e.name);
+    ctx.problems.add(ctx.coordinate, `${target.name} shares its keys with ${others.join(', ')} (interface ${siblings.name}): a range of ${target.name} alone would read theirs too; return ${siblings.name}Connection`, d.node);
     return undefined;
   }
   // A many-to-many connection ranges over the join type's entities: its keys are the join type's.

@@ -12,6 +12,7 @@ import { buildCopies, coverJoins } from './copies';
 import { buildSasFields } from './sas-fields';
 import { buildEntities } from './layouts';
 import { checkPeriodTableUses } from './table-template';
+import { buildInterfaces } from './inheritance';
 import { buildSummaries } from './summaries';
 import { buildWrites } from './writes';
 import { generateSdl } from './generated-sdl';
@@ -110,8 +111,11 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
   // One mistake, one error: every later check stands on the entities' layouts, so a wrong one (a misspelled key
   // field) is reported alone rather than again by each field, mutation and input that uses the type.
   problems.throwIfAny();
-  const { connections, edges } = findConnections(schema, entities, problems);
-  const accessPaths = buildAccessPaths(schema, entities, connections, edges, defaults, problems, options.tablePrefix ?? '');
+  const interfaces = buildInterfaces(schema, entities, problems);
+  // What a field may return: an entity type, or an interface stored as one (the guide's "Inheritance relationships").
+  const targets = new Map([...entities, ...interfaces]);
+  const { connections, edges } = findConnections(schema, targets, problems);
+  const accessPaths = buildAccessPaths(schema, targets, connections, edges, defaults, problems, options.tablePrefix ?? '');
   // Summaries and copies first: they mark the fields a mutation input may not set.
   const summaries = buildSummaries(schema, entities, accessPaths, problems);
   const copiesOf = buildCopies(schema, entities, accessPaths, summaries, problems);
@@ -129,7 +133,7 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
     if (path.kind !== 'point' || !path.checkOnWrite) continue;
     references.set(path.parentType, [...(references.get(path.parentType) ?? []), path]);
   }
-  const model: Model = { entities, accessPaths, connections, summaries, writes, tables: [...tables].sort(), sasFields, references, copiesOf };
+  const model: Model = { entities, interfaces, accessPaths, connections, summaries, writes, tables: [...tables].sort(), sasFields, references, copiesOf };
   buildAuthorization(schema, model, problems);
   checkPeriodTableUses(schema, model, problems);
   problems.throwIfAny();

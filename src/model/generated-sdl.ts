@@ -71,6 +71,16 @@ export function generateSdl(document: DocumentNode): string {
 
   const generators = new Map<string, () => string>();
   generators.set('PageInfo', pageInfo);
+  // A connection of an interface (the guide's "Inheritance relationships"): its nodes are of its implementations.
+  for (const def of document.definitions) {
+    if (def.kind !== Kind.INTERFACE_TYPE_DEFINITION) continue;
+    const name = def.name.value;
+    generators.set(`${name}Edge`, () => `"""An edge of a ${name}Connection: one ${name} and the cursor after it."""\ntype ${name}Edge { cursor: String! node: ${name}! }`);
+    generators.set(
+      `${name}Connection`,
+      () => `"""A page of ${name} entities, each as its own type (a Relay connection): pass pageInfo.endCursor as \`after\` for the next page."""\ntype ${name}Connection { edges: [${name}Edge!]! pageInfo: PageInfo! }`,
+    );
+  }
   for (const element of ['Int', 'Float']) {
     generators.set(
       `${element}SeriesIncrement`,

@@ -236,7 +236,10 @@ export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, t
     }
     entities.set(type.name, entity);
   }
-  checkSharedTables(entities, problems);
+  checkSharedTables(entities, problems, (name) => {
+    const type = schema.getType(name);
+    return isObjectType(type) ? type.getInterfaces().map((i) => i.name) : [];
+  });
   return entities;
 }
 
@@ -277,23 +280,28 @@ export function leadingLiteral(t: KeyTemplate): string {
 
 /**
  * Layouts sharing a table must never produce the same RowKey: each needs a leading RowKey literal that is not
- * a prefix of another's, so that a RowKey prefix selects one type only.
+ * a prefix of another's, so that a RowKey prefix selects one type only. The exception is the guide's
+ * "Inheritance relationships": entity types implementing one interface with the very same key templates are its
+ * concrete types, one address holding one of them, told apart by EntityType (inheritance.ts).
  */
-function checkSharedTables(entities: Map<string, EntityModel>, problems: SchemaProblems): void {
-  const byTable = new Map<string, Array<{ owner: string; layout: Layout; node?: ASTNode }>>();
+function checkSharedTables(entities: Map<string, EntityModel>, problems: SchemaProblems, interfacesOf: (type: string) => string[]): void {
+  const byTable = new Map<string, Array<{ owner: string; layout: Layout; node?: ASTNode; interfaces: string[] }>>();
   for (const e of entities.values()) {
-    const add = (owner: string, layout: Layout, node?: ASTNode) => {
+    const add = (owner: string, layout: Layout, node?: ASTNode, interfaces: string[] = []) => {
       const list = byTable.get(layout.table) ?? [];
-      list.push({ owner, layout, node });
+      list.push({ owner, layout, node, interfaces });
       byTable.set(layout.table, list);
     };
-    add(e.name, e.layout, e.node);
+    add(e.name, e.layout, e.node, interfacesOf(e.name));
     for (const i of e.indexes.values()) add(`${e.name}@index(${i.name})`, i.layout, i.node);
   }
   for (const [table, layouts] of byTable) {
     if (layouts.length < 2) continue;
     for (let a = 0; a < layouts.length; a++) {
       for (let b = a + 1; b < layouts.length; b++) {
+        const [x, y] = [layouts[a], layouts[b]];
+        const sameKeys = x.layout.partitionKey.source === y.layout.partitionKey.source && x.layout.rowKey.source === y.layout.rowKey.source;
+        if (sameKeys && x.interfaces.some((i) => y.interfaces.includes(i))) continue;
         const la = leadingLiteral(layouts[a].layout.rowKey);
         const lb = leadingLiteral(layouts[b].layout.rowKey);
         if (la === '' || lb === '' || la.startsWith(lb) || lb.startsWith(la)) {

@@ -62,6 +62,11 @@ export interface EntityModel {
   copies: Map<string, CopyModel>;
   /** `@auth` on the type: who may read its entities, wherever a read reaches them. */
   auth?: AuthPolicy;
+  /**
+   * Set on a stored interface (inheritance.ts, the guide's "Inheritance relationships"): the entity types that
+   * implement it, stored under this one layout and told apart by EntityType. Its `fields` are those they all have.
+   */
+  implementations?: EntityModel[];
   /** Fields any `@auth` scope of a read of this type names: every read selects them, to decide on each entity. */
   authFields: Set<string>;
   /** The `@entity` directive, for error locations. */
@@ -232,6 +237,8 @@ export interface WriteModel {
 /** The compiled schema's storage design. */
 export interface Model {
   entities: Map<string, EntityModel>;
+  /** Interfaces whose implementations share one layout (inheritance.ts), by name: what a field may return besides an entity type. */
+  interfaces: Map<string, EntityModel>;
   /** Every summary value, by `Holder.field`. */
   summaries: Map<string, SummaryModel>;
   /** Every mutation field, by `Mutation.field`. */

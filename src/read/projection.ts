@@ -6,6 +6,7 @@
  */
 import {
   getNamedType,
+  isInterfaceType,
   isObjectType,
   Kind,
   type FragmentDefinitionNode,
@@ -49,9 +50,12 @@ export function collectProjection(
         }
         const named = getNamedType(field.type);
         if (isObjectType(named)) visit(named, selection.selectionSet);
+        // A field returning an interface: its selection applies to each implementation ("Inheritance relationships").
+        else if (isInterfaceType(named)) for (const impl of schema.getPossibleTypes(named)) visit(impl, selection.selectionSet);
       } else if (selection.kind === Kind.INLINE_FRAGMENT) {
         const cond = selection.typeCondition ? schema.getType(selection.typeCondition.name.value) : type;
         if (isObjectType(cond)) visit(cond, selection.selectionSet);
+        else if (isInterfaceType(cond)) visit(type, selection.selectionSet); // `... on Worker` within an implementation
       } else {
         const fragment = fragments[selection.name.value];
         const key = `${type.name}:${selection.name.value}`;
@@ -59,6 +63,7 @@ export function collectProjection(
         seen.add(key);
         const cond = schema.getType(fragment.typeCondition.name.value);
         if (isObjectType(cond)) visit(cond, fragment.selectionSet);
+        else if (isInterfaceType(cond)) visit(type, fragment.selectionSet);
       }
     }
   };
@@ -80,6 +85,8 @@ function projectionFor(projection: Projection, entity: EntityModel): Set<string>
 
 /** The `$select` list for reading `entity` itself in this request. */
 export function entitySelect(projection: Projection, entity: EntityModel): string[] {
+  // An interface (the guide's "Inheritance relationships"): whatever the request reads of any implementation.
+  if (entity.implementations) return [...new Set(entity.implementations.flatMap((e) => entitySelect(projection, e)))].sort();
   const fields = [...(projection.get(entity.name) ?? new Set([...entity.keyFields, ...entity.authFields]))];
   // A `@series` field is one property per element.
   return [...fields.flatMap((f) => entity.fields.get(f)?.series?.properties ?? [f]), ENTITY_TYPE_PROPERTY].sort();

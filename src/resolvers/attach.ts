@@ -2,7 +2,7 @@
  * Gives the compiled schema its resolvers, generically from the model: every access path gets a point or range
  * resolver, every stored field of an entity a property reader. Nothing here is specific to the HR schema.
  */
-import { isObjectType, isScalarType, type GraphQLSchema } from 'graphql';
+import { isInterfaceType, isObjectType, isScalarType, type GraphQLSchema } from 'graphql';
 import { ErrorCode, TablegraphError } from '../errors';
 import { decide, forbidden } from '../model/authorization';
 import { primaryAddress } from '../model/entity-codec';
@@ -56,6 +56,11 @@ export function attachResolvers(schema: GraphQLSchema, model: Model): GraphQLSch
         };
       }
     }
+  }
+  // A stored interface's entities come back as their own types: the one whose EntityType each carries.
+  for (const name of model.interfaces.keys()) {
+    const type = schema.getType(name);
+    if (isInterfaceType(type)) type.resolveType = (node: EntityNode) => node.entity.name;
   }
   const scalar = (name: string) => {
     const t = schema.getType(name);

@@ -5,7 +5,8 @@
 import { isNonNullType, type GraphQLFieldResolver } from 'graphql';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { prefixUpperBound, renderKey } from '../model/key-template';
-import { ENTITY_TYPE_PROPERTY, type PointPath, type RangePath } from '../model/types';
+import { concreteType } from '../model/inheritance';
+import { ENTITY_TYPE_PROPERTY, type EntityModel, type PointPath, type RangePath } from '../model/types';
 import { entitySelect, indexSelect, type Projection } from '../read/projection';
 import { referenceAddress, referenceFields } from '../model/references';
 import type { StoredEntity } from '../storage/types';
@@ -22,9 +23,15 @@ function readType(path: PointPath | RangePath) {
   return (path.kind === 'range' && path.join?.entity) || path.target;
 }
 
-/** The stored EntityType a path's entities carry. */
-function expectedType(path: PointPath | RangePath): string {
-  return path.index ? path.index.entityType : readType(path).entityType;
+/**
+ * The entity type of a stored entity (or index entity) the path reads, as it is to be shown: the path's target, or
+ * for an interface the implementation whose EntityType it carries (the guide's "Inheritance relationships");
+ * undefined for an entity the path does not read (another type sharing the partition).
+ */
+function nodeType(path: PointPath | RangePath, stored: StoredEntity): EntityModel | undefined {
+  const type = stored.properties[ENTITY_TYPE_PROPERTY];
+  if (path.index) return type === path.index.entityType ? path.target : undefined;
+  return concreteType(readType(path), type);
 }
 
 /** Notes, for the response's extensions, that the request read an eventually consistent index. */
@@ -32,8 +39,8 @@ function noteConsistency(path: PointPath | RangePath, ctx: RequestContext): void
   if (path.index?.scope === 'interPartition') ctx.eventuallyConsistent.add(`${path.target.name}.${path.index.name}`);
 }
 
-function toNode(path: PointPath | RangePath, stored: StoredEntity): EntityNode {
-  return { entity: path.target, stored, fromIndex: path.index };
+function toNode(path: PointPath | RangePath, stored: StoredEntity, entity: EntityModel): EntityNode {
+  return { entity, stored, fromIndex: path.index };
 }
 
 /** The table a path reads: its one table, or its table per period rendered (table-template.ts). */
@@ -90,9 +97,11 @@ export function pointResolver(path: PointPath): Resolver {
         select: path.index ? indexSelect(projection, path.index) : entitySelect(projection, path.target),
       })
       .catch(absentTable(path, null));
-    if (stored && stored.properties[ENTITY_TYPE_PROPERTY] === expectedType(path)) {
-      if (!allowsEntity(policies, ctx.principal, stored.properties)) throw forbidden(what, ctx.principal!);
-      return toNode(path, stored);
+    const type = stored ? nodeType(path, stored) : undefined;
+    if (stored && type) {
+      // Through an interface, the stored entity's own type decides too (unknown before the read).
+      if (!allowsEntity([...policies, type.auth], ctx.principal, stored.properties)) throw forbidden(what, ctx.principal!);
+      return toNode(path, stored, type);
     }
     if (isNonNullType(info.returnType)) {
       throw new TablegraphError(ErrorCode.NOT_FOUND, `${path.coordinate}: the ${path.target.name} it refers to does not exist`, {
@@ -157,13 +166,12 @@ export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode 
         select: path.join ? joinSelect(path.join, path.index) : path.index ? indexSelect(projection, path.index) : entitySelect(projection, path.target),
       })
       .catch(absentTable(path, { entities: [], more: false, positions: [] }));
-    const type = expectedType(path);
     const page = entities
-      .map((stored, i) => ({ stored, cursor: ctx.cursors.encode(scope, positions[i]) }))
-      .filter(({ stored }) => stored.properties[ENTITY_TYPE_PROPERTY] === type && allowsEntity(policies, ctx.principal, stored.properties));
+      .map((stored, i) => ({ stored, cursor: ctx.cursors.encode(scope, positions[i]), type: nodeType(path, stored) }))
+      .filter(({ stored, type }) => type && allowsEntity([...policies, type.auth], ctx.principal, stored.properties));
     const edges = path.join
       ? await joinEdges(path, page, ctx, projection)
-      : page.map(({ stored, cursor }) => ({ cursor, node: toNode(path, stored) }));
+      : page.map(({ stored, cursor, type }) => ({ cursor, node: toNode(path, stored, path.index ? path.target : type!) }));
     return {
       edges,
       pageInfo: {

@@ -11,7 +11,7 @@ import { ErrorCode, TablegraphError } from '../errors';
 
 /** Details a client may see in `extensions` (everything else stays in the server's log). */
 const CLIENT_DETAILS = new Set([
-  'reason', 'field', 'constraint', 'argument', 'max', 'limit', 'index', 'fields', 'currentEtag', 'operationIndex', 'property', 'bytes', 'operations',
+  'reason', 'field', 'constraint', 'argument', 'max', 'limit', 'index', 'fields', 'currentEtag', 'operationIndex', 'property', 'bytes', 'operations', 'entityType',
 ]);
 
 /** Plain messages for errors whose own message names storage internals. */

@@ -81,7 +81,8 @@ export async function reconcile(message: FanoutMessage, opts: ReconcileOptions):
   if (!isVisible(current) && waited < settleMs) return { kind: 'retryLater', afterMs: settleMs - waited };
 
   for (let pass = 1; pass <= (opts.maxPasses ?? 10); pass++) {
-    const want = derive(entity, current ? valuesOf(entity, current.properties) : null);
+    // An entity of a sibling type at the address (the guide's "Inheritance relationships") derives nothing of this type.
+    const want = derive(entity, current && current.properties[ENTITY_TYPE_PROPERTY] === entity.entityType ? valuesOf(entity, current.properties) : null);
     const wanted = new Set<string>();
     for (const w of want) {
       const address = { table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey };
@@ -184,7 +185,7 @@ export async function deleteIfPointsAt(
   if (index.unique) {
     const fresh = await store.getEntity(primary, call);
     if (isPendingReservation(existing, fresh, now())) return existing.properties[RESERVED_UNTIL_PROPERTY] as Date;
-    const derived = fresh && indexWrite(index, valuesOf(entity, fresh.properties));
+    const derived = fresh && fresh.properties[ENTITY_TYPE_PROPERTY] === entity.entityType && indexWrite(index, valuesOf(entity, fresh.properties));
     if (derived && derived.entity.partitionKey === address.partitionKey && derived.entity.rowKey === address.rowKey) return 'left';
   }
   try {

@@ -15,7 +15,7 @@ import { derive, entityWrites, indexWrite, primaryAddress, seriesProperties, typ
 import { contributionOf } from '../model/contributions';
 import { decimalText } from '../model/decimal';
 import { holderAddress, summaryContribution } from '../model/summaries';
-import { WRITE_ID_PROPERTY, type CopyModel, type IndexModel, type Model, type StoredField, type SummaryModel, type WriteModel } from '../model/types';
+import { ENTITY_TYPE_PROPERTY, WRITE_ID_PROPERTY, type CopyModel, type IndexModel, type Model, type StoredField, type SummaryModel, type WriteModel } from '../model/types';
 import { checkEntity, checkTransaction } from '../storage/limits';
 import type { EntityAddress, EntityToWrite, StorageTarget, StoredEntity, TransactionOperation } from '../storage/types';
 import { addressKey, stateId, type FanoutMessage } from './fanout-message';
@@ -78,6 +78,15 @@ export function addressOf(write: WriteModel, input: Values): EntityAddress {
 export function nextValues(write: WriteModel, input: Values, current: StoredEntity | null): Values | null {
   const { entity, action } = write;
   const ifMatch = input.ifMatch;
+  const other = current?.properties[ENTITY_TYPE_PROPERTY];
+  if (current && other !== entity.entityType) {
+    // A sibling type at the same keys (the guide's "Inheritance relationships"): the address is taken, and holds no
+    // entity of this type to change.
+    if (action === 'CREATE' || action === 'INCREMENT') {
+      throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name} ${describeKeys(write, input)}: a ${String(other)} exists with these keys`, { reason: 'EntityAlreadyExists', entityType: other });
+    }
+    throw new TablegraphError(ErrorCode.NOT_FOUND, `${entity.name} ${describeKeys(write, input)} does not exist (a ${String(other)} has these keys)`, { entityType: other });
+  }
   if (action === 'INCREMENT') return incremented(write, input, current);
   if (action === 'CREATE') {
     if (current) throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name} ${describeKeys(write, input)} already exists`, { reason: 'EntityAlreadyExists' });
