@@ -6,6 +6,7 @@
  */
 import { ErrorCode } from '../src/errors';
 import { compileHr, startTestServer, type TestServer } from './support/harness';
+import { runConcurrentIncrements } from './support/concurrent-increments';
 import { verifyDerived, formatVerifyReport } from '../src/maintenance/verify';
 
 let server: TestServer;
@@ -75,32 +76,7 @@ test('32 concurrent writers on one entity, through one server and through two: e
     // Hours 0..7, amounts 1..4: the entity does not exist when they start, so the first ones race to create it.
     const writers = Array.from({ length: 32 }, (_, i) => ({ via: i % 2 === 0 ? server : other, at: i % 8, by: (i % 4) + 1 }));
     // EGTs that failed on what the other server wrote: the entity created first there, or its ETag changed.
-    const lost: Record<string, number> = {};
-    for (const s of [server, other]) {
-      const submit = s.store.submitTransaction.bind(s.store);
-      jest.spyOn(s.store, 'submitTransaction').mockImplementation(async (...args) => {
-        try {
-          return await submit(...args);
-        } catch (e) {
-          const reason = String((e as { details?: { reason?: unknown } }).details?.reason);
-          lost[reason] = (lost[reason] ?? 0) + 1;
-          throw e;
-        }
-      });
-    }
-    const results = await Promise.all(writers.map((w) => record(w.via, '10', day, w.at, w.by)));
-    jest.restoreAllMocks();
-    const expected = new Array<number>(24).fill(0);
-    let acknowledged = 0;
-    const refusals: string[] = [];
-    results.forEach((r, i) => {
-      if (r.errors) {
-        refusals.push(r.errors[0].extensions.code);
-        return;
-      }
-      acknowledged++;
-      expected[writers[i].at] += writers[i].by;
-    });
+    const { expected, acknowledged, refusals, lost } = await runConcurrentIncrements([server, other], writers, 24, (w) => record(w.via, '10', day, w.at, w.by));
     // Only contention may refuse one (a write whose every attempt met a newer ETag), and then with CONFLICT.
     expect(refusals.every((c) => c === ErrorCode.CONFLICT)).toBe(true);
     expect(acknowledged).toBeGreaterThanOrEqual(16);

@@ -30,6 +30,7 @@ test('a field: its keys as templates with where each placeholder comes from', ()
     maxWaves: 2,
     pageSize: { default: 20, max: 100 },
     consistency: 'strong',
+    parts: null,
   });
   expect(explanation.fields.find((f) => f.coordinate === 'Query.employeeByEmail')!.consistency).toBe('eventual');
   expect(explanation.fields[0].coordinate.startsWith('Query.')).toBe(true);
@@ -51,6 +52,7 @@ test('summaries, references and mutations', () => {
     { coordinate: 'Department.payroll', of: 'Employee', via: 'Employee.department', kind: 'sum', terms: ['annualSalary', 'hourlyRate * typicalHours * 52'], keptIn: 'egt' },
   ]);
   expect(explanation.references).toEqual([
+    { coordinate: 'DailyMessages.employee', target: 'Employee', fields: ['departmentId', 'employeeId'], optional: false, checkOnWrite: true },
     { coordinate: 'Department.head', target: 'Employee', fields: ['id', 'headEmployeeId'], optional: true, checkOnWrite: true },
     { coordinate: 'Employee.department', target: 'Department', fields: ['departmentId'], optional: false, checkOnWrite: true },
     { coordinate: 'EmployeeReview.employee', target: 'Employee', fields: ['departmentId', 'employeeId'], optional: false, checkOnWrite: true },
@@ -67,6 +69,15 @@ test('summaries, references and mutations', () => {
   });
   expect(create.inputFields).not.toContain('employeeCount');
   expect(explanation.mutations.find((m) => m.coordinate === 'Mutation.deleteEmployee')!.checksReferences).toEqual([]);
+});
+
+test('a wide entity (the guide\'s "Wide entities pattern"): its entities, read in one wave and written in one EGT', () => {
+  expect(explanation.fields.find((f) => f.coordinate === 'Employee.dailyMessages')).toMatchObject({ kind: 'point', waves: 1, parts: 2 });
+  expect(explanation.fields.find((f) => f.coordinate === 'Employee.messageStats')!.parts).toBeNull();
+  expect(explanation.mutations.find((m) => m.coordinate === 'Mutation.recordDailyMessages')).toMatchObject({ action: 'INCREMENT', parts: 2 });
+  const text = formatExplanation(explanation);
+  expect(text).toContain('wide entity: 2 entities (RowKey, then RowKey + "_part2" …), one point query each, in one wave');
+  expect(text).toContain('Mutation.recordDailyMessages: INCREMENT DailyMessages; EGT: DailyMessages (2 entities)');
 });
 
 test('the text rendering names every part', () => {

@@ -165,6 +165,43 @@ export type CreateVolunteerInput = {
   name: Scalars['String']['input'];
 };
 
+/**
+ * The messages an employee sent on each day of one year (the guide's "Wide entities pattern"): 366 counts, more than
+ * the 252 properties one entity holds, so the compiler stores them as two entities in the employee's partition — the
+ * RowKey `dailymessages_<id>_<year>` holding the keys and `daily000` … `daily245`, and the same RowKey followed by
+ * `_part2` holding the keys and `daily246` … `daily365`. Both are written in one EGT when the year is created or
+ * deleted, and read with two point queries in one wave; recording a day's messages merges the one entity holding it.
+ */
+export type DailyMessages = {
+  __typename?: 'DailyMessages';
+  /** Messages sent on each day of the year, 1 January (element 0) first; element 365 is 31 December of a leap year. */
+  daily: Array<Scalars['Int']['output']>;
+  departmentId: Scalars['ID']['output'];
+  /** The employee: messages can only be recorded for an employee who exists. */
+  employee: Employee;
+  employeeId: Scalars['ID']['output'];
+  /** The logical entity's ETag (its two entities' ETags): pass it as `ifMatch` to write only if nobody wrote since. */
+  etag: Scalars['String']['output'];
+  /** The year (UTC). */
+  year: Scalars['Int']['output'];
+};
+
+/** The DailyMessages as written (for a delete: as it was). */
+export type DailyMessagesPayload = {
+  __typename?: 'DailyMessagesPayload';
+  dailyMessages: DailyMessages;
+};
+
+/** The keys of the DailyMessages to delete. */
+export type DeleteDailyMessagesInput = {
+  departmentId: Scalars['ID']['input'];
+  employeeId: Scalars['ID']['input'];
+  /** The ETag read: the write fails with CONFLICT if the entity changed since. Omitted: unconditional. */
+  ifMatch?: InputMaybe<Scalars['String']['input']>;
+  /** The year (UTC). */
+  year: Scalars['Int']['input'];
+};
+
 /** The keys of the Department to delete. */
 export type DeleteDepartmentInput = {
   /** The department's name as the source spells it, e.g. `POLICE`, `STREETS & SAN`: not blank, no control characters. */
@@ -295,6 +332,11 @@ export type Employee = {
   __typename?: 'Employee';
   /** Annual salary in USD (salaried staff only). */
   annualSalary: Maybe<Scalars['Decimal']['output']>;
+  /**
+   * The messages the employee sent on each day of one year (UTC), if any were recorded: one logical entity stored as
+   * two (the guide's "Wide entities pattern"), read with two point queries in one wave.
+   */
+  dailyMessages: Maybe<DailyMessages>;
   department: Department;
   departmentId: Scalars['ID']['output'];
   /** Unique across the organisation (compared exactly, case included): `local@domain.tld`, at most 254 characters. */
@@ -336,6 +378,20 @@ export type Employee = {
   title: Maybe<Scalars['String']['output']>;
   /** Typical hours per week (hourly staff only). */
   typicalHours: Maybe<Scalars['Float']['output']>;
+};
+
+
+/**
+ * An employee. `id` is a positive integer, unique within its department (the import numbers the whole file, so
+ * imported ids are unique across the organisation). Indexes: by last name within the department, in the same
+ * partition (kept in the employee's EGT); by e-mail (unique), by last name and by title across the organisation,
+ * in tables of their own (kept eventually, by the worker). The organisation-wide indexes spread their index
+ * entities over a fixed number of hash-bucket partitions (`{field:hashN}`, the guide's remedy in the
+ * "Prepend/append anti-pattern"): no hot partition, no swarm of one-entity partitions, and the partition is still
+ * known from the value alone.
+ */
+export type EmployeeDailyMessagesArgs = {
+  year: Scalars['Int']['input'];
 };
 
 
@@ -519,6 +575,16 @@ export type ExpenseClaimPayload = {
   expenseClaim: ExpenseClaim;
 };
 
+/** The keys of the DailyMessages (created when absent) and what to add to its series. */
+export type IncrementDailyMessagesInput = {
+  /** What to add to daily; omitted: it stays. */
+  daily?: InputMaybe<IntSeriesIncrement>;
+  departmentId: Scalars['ID']['input'];
+  employeeId: Scalars['ID']['input'];
+  /** The year (UTC). */
+  year: Scalars['Int']['input'];
+};
+
 /** The keys of the MessageStats (created when absent) and what to add to its series. */
 export type IncrementMessageStatsInput = {
   /** The day, `YYYY-MM-DD` (UTC). */
@@ -632,6 +698,8 @@ export type Mutation = {
   createEmployee: EmployeePayload;
   createEmployeeReview: EmployeeReviewPayload;
   createVolunteer: VolunteerPayload;
+  /** Deletes an employee's year of daily message counts: both of its entities, in one EGT. */
+  deleteDailyMessages: DailyMessagesPayload;
   /** Refused with CONFLICT while the department has employees. */
   deleteDepartment: DepartmentPayload;
   deleteEmployee: EmployeePayload;
@@ -642,6 +710,12 @@ export type Mutation = {
    * address answers it (for a moment both do), then only the new one.
    */
   moveEmployee: EmployeePayload;
+  /**
+   * Adds `daily.by` messages to day `daily.at` (0 is 1 January) of an employee's year: a merge of that day's property
+   * in the one entity of the wide entity that holds it, under that entity's ETag; the year's first messages create
+   * both entities in one EGT. Concurrent recordings of one year all count.
+   */
+  recordDailyMessages: DailyMessagesPayload;
   /** Records a login attempt in its day's table (made by the day's first attempt). */
   recordLoginAttempt: LoginAttemptPayload;
   /**
@@ -719,6 +793,15 @@ export type MutationCreateVolunteerArgs = {
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
  * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
  */
+export type MutationDeleteDailyMessagesArgs = {
+  input: DeleteDailyMessagesInput;
+};
+
+
+/**
+ * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
+ * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ */
 export type MutationDeleteDepartmentArgs = {
   input: DeleteDepartmentInput;
 };
@@ -748,6 +831,15 @@ export type MutationDeleteVolunteerArgs = {
  */
 export type MutationMoveEmployeeArgs = {
   input: MoveEmployeeInput;
+};
+
+
+/**
+ * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
+ * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ */
+export type MutationRecordDailyMessagesArgs = {
+  input: IncrementDailyMessagesInput;
 };
 
 

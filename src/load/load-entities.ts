@@ -116,7 +116,8 @@ function storeReads(store: TableStore, observer?: StorageObserver): LoadReads {
 }
 
 /**
- * Refuses steps whose order cannot work: an unknown type, or a type whose (non-optional) references or summary
+ * Refuses steps whose order cannot work: an unknown type, a type load cannot write (a table per period, a wide
+ * entity), or a type whose (non-optional) references or summary
  * holders are of a type loaded by a later step.
  * @throws TablegraphError BAD_USER_INPUT
  */
@@ -124,6 +125,11 @@ export function checkStepOrder(model: Model, types: string[]): void {
   types.forEach((type, i) => {
     if (!model.entities.has(type)) {
       throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${type} is not an @entity type of the schema (its types: ${[...model.entities.keys()].join(', ')})`, { type });
+    }
+    const { layout, wide } = model.entities.get(type)!;
+    // Rows are loaded as one entity each, into one table: not yet a table per period or a wide entity's parts.
+    if (layout.tableTemplate || wide) {
+      throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${type} ${wide ? 'is a wide entity' : 'has a table per period'}: load does not write such types yet; use its mutations`, { type });
     }
     const needs = [
       // An optional reference may be null: it does not order the steps (a row that sets it to an entity loaded

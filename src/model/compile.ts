@@ -12,6 +12,7 @@ import { buildCopies, coverJoins } from './copies';
 import { buildSasFields } from './sas-fields';
 import { buildEntities } from './layouts';
 import { checkPeriodTableUses } from './table-template';
+import { checkWideUses } from './wide-entities';
 import { buildInterfaces } from './inheritance';
 import { buildSummaries } from './summaries';
 import { buildWrites } from './writes';
@@ -136,6 +137,7 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
   const model: Model = { entities, interfaces, accessPaths, connections, summaries, writes, tables: [...tables].sort(), sasFields, references, copiesOf };
   buildAuthorization(schema, model, problems);
   checkPeriodTableUses(schema, model, problems);
+  checkWideUses(schema, model, problems);
   problems.throwIfAny();
   const sdl = texts.map((t) => `# ${t.name}\n${t.body.trimEnd()}\n`).join('\n');
   return { schema, model, generatedSdl, sdl };

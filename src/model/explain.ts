@@ -39,6 +39,8 @@ export interface FieldPlan {
   pageSize: { default: number; max: number } | null;
   /** Whether what it reads may lag behind the writes (an inter-partition index, kept by the fan-out worker). */
   consistency: 'strong' | 'eventual';
+  /** A wide entity (the guide's "Wide entities pattern"): the entities it is stored as, one point query each, in one wave. */
+  parts: number | null;
 }
 
 /** A summary value (`@summary`). */
@@ -79,6 +81,8 @@ export interface MutationPlan {
   eventual: { indexes: string[]; summaries: string[] };
   /** References read before the write (checkOnWrite). */
   checksReferences: string[];
+  /** A wide entity: the entities it is stored as, all read before the write and written in its EGT as needed. */
+  parts: number | null;
 }
 
 /** A copy (`@copy`) of a referenced entity's field. */
@@ -137,6 +141,7 @@ export function explainModel(model: Model): Explanation {
       maxWaves: path.index || (path.kind === 'range' && path.join) ? 2 : 1,
       pageSize: path.kind === 'range' ? { default: path.pageSize, max: path.maxPageSize } : null,
       consistency: path.index?.scope === 'interPartition' ? 'eventual' : 'strong',
+      parts: !path.index && path.kind === 'point' ? (path.target.wide?.parts.length ?? null) : null,
     }),
   );
   const rank = (p: FieldPlan) => (p.coordinate.startsWith('Query.') ? 0 : 1);
@@ -184,6 +189,7 @@ export function explainModel(model: Model): Explanation {
         summaries: [...model.summaries].filter(([, s]) => s.of === w.entity && s.scope === 'eventual').map(([name]) => name),
       },
       checksReferences: w.action === 'DELETE' ? [] : (model.references.get(w.entity.name) ?? []).map((p) => p.coordinate),
+      parts: w.entity.wide?.parts.length ?? null,
     };
   });
 
@@ -220,6 +226,7 @@ export function formatExplanation(e: Explanation): string {
     lines.push(`    RowKey       ${describeRowKey(p.rowKey)}`);
     if (p.index) lines.push(`    via ${p.index.scope} index "${p.index.name}" holding ${p.index.projection.join(', ')}`);
     if (p.through) lines.push(`    through ${p.through.entity} join entities, each node read by ${p.through.reference} (one batched wave)`);
+    if (p.parts) lines.push(`    wide entity: ${p.parts} entities (RowKey, then RowKey + "_part2" …), one point query each, in one wave`);
     if (p.pageSize) lines.push(`    page size    ${p.pageSize.default} entities by default, at most ${p.pageSize.max}`);
     lines.push(p.maxWaves > p.waves ? `  waves: ${p.waves}; ${p.maxWaves} when the selection needs a field the index does not hold` : `  waves: ${p.waves}`);
   }
@@ -236,7 +243,7 @@ export function formatExplanation(e: Explanation): string {
   for (const c of e.copies) lines.push(`  ${c.coordinate} = ${c.copies} through ${c.reference}; found through ${c.foundThrough} when it changes`);
   if (e.mutations.length) lines.push('', 'Mutations');
   for (const m of e.mutations) {
-    const egt = [m.entity, ...m.egt.indexes.map((i) => `index ${i}`), ...m.egt.summaries].join(', ');
+    const egt = [m.parts ? `${m.entity} (${m.parts} entities)` : m.entity, ...m.egt.indexes.map((i) => `index ${i}`), ...m.egt.summaries].join(', ');
     const eventual = [...m.eventual.indexes.map((i) => `index ${i}`), ...m.eventual.summaries];
     lines.push(`  ${m.coordinate}: ${m.action} ${m.entity}; EGT: ${egt}${eventual.length ? `; eventually: ${eventual.join(', ')}` : ''}`);
     if (m.checksReferences.length) lines.push(`    checks that ${m.checksReferences.join(', ')} point at existing entities`);

@@ -15,6 +15,7 @@ import { hasSas } from './sas-fields';
 import { isTableTemplate, parseTableTemplate } from './table-template';
 import { BASED_ON_PROPERTY, ENTITY_TYPE_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type IndexModel, type Layout, type StoredField } from './types';
 import type { SchemaProblems } from './schema-errors';
+import { MAX_PARTS, MAX_USER_PROPERTIES, SYSTEM_PROPERTIES, splitProperties } from './wide-entities';
 
 /** Property names the Table service or tablegraph itself uses. */
 const RESERVED_PROPERTIES = new Set(['PartitionKey', 'RowKey', 'Timestamp', 'etag', ENTITY_TYPE_PROPERTY, WRITE_ID_PROPERTY, BASED_ON_PROPERTY, RESERVED_UNTIL_PROPERTY]);
@@ -74,8 +75,8 @@ function storedFields(type: GraphQLObjectType, schema: GraphQLSchema, problems: 
         problems.add(coordinate, '@series is for a non-null list of non-null Int or Float elements, e.g. `hourly: [Int!]! @series(length: 24)`', seriesDirective.node);
         continue;
       }
-      if (!Number.isInteger(seriesDirective.length) || seriesDirective.length < 1 || seriesDirective.length > MAX_USER_PROPERTIES) {
-        problems.add(coordinate, `@series(length: ${seriesDirective.length}): an entity holds 1 to ${MAX_USER_PROPERTIES} properties`, seriesDirective.node);
+      if (!Number.isInteger(seriesDirective.length) || seriesDirective.length < 1 || seriesDirective.length > MAX_SERIES_LENGTH) {
+        problems.add(coordinate, `@series(length: ${seriesDirective.length}): a series holds 1 to ${MAX_SERIES_LENGTH} elements (${MAX_PARTS} entities of ${MAX_USER_PROPERTIES - SYSTEM_PROPERTIES} properties, the guide's "Wide entities pattern")`, seriesDirective.node);
         continue;
       }
     }
@@ -101,10 +102,8 @@ function storedFields(type: GraphQLObjectType, schema: GraphQLSchema, problems: 
 
 /** Elements a `@series` may hold: numbers that add up as they are stored. */
 const SERIES_ELEMENTS = new Set(['Int', 'Float']);
-/** Properties an entity may hold besides PartitionKey, RowKey and Timestamp (the guide's "Capacity considerations"). */
-const MAX_USER_PROPERTIES = 252;
-/** Properties the write path adds to every entity: EntityType, WriteId and, during a move, BasedOn. */
-const SYSTEM_PROPERTIES = 3;
+/** Elements of one `@series` at most: what a wide entity's parts hold. */
+const MAX_SERIES_LENGTH = MAX_PARTS * (MAX_USER_PROPERTIES - SYSTEM_PROPERTIES);
 
 /** The properties of a `@series` field: `hourly` of 24 → hourly00 … hourly23 (zero-padded, so they sort in order). */
 function seriesOf(name: string, length: number): NonNullable<StoredField['series']> {
@@ -112,22 +111,14 @@ function seriesOf(name: string, length: number): NonNullable<StoredField['series
   return { length, properties: Array.from({ length: Math.max(length, 0) }, (_, i) => `${name}${String(i).padStart(width, '0')}`) };
 }
 
-/**
- * A series' properties may not take another field's name, and everything together must fit in one entity: the
- * target's limit of 252 properties (the guide's "Wide entities pattern" splits what does not).
- */
+/** A series' properties may not take another field's name. */
 function checkPropertyNames(type: GraphQLObjectType, fields: Map<string, StoredField>, problems: SchemaProblems): void {
-  let count = SYSTEM_PROPERTIES;
   for (const field of fields.values()) {
-    count += field.series?.length ?? 1;
     for (const property of field.series?.properties ?? []) {
       if (fields.has(property) || RESERVED_PROPERTIES.has(property)) {
         problems.add(`${type.name}.${field.name}`, `@series property "${property}" is also the name of ${fields.has(property) ? `the field ${type.name}.${property}` : 'a reserved property'}`, type.getFields()[field.name].astNode);
       }
     }
-  }
-  if (count > MAX_USER_PROPERTIES) {
-    problems.add(type.name, `its entities would hold ${count} properties (fields, @series elements, and ${SYSTEM_PROPERTIES} of tablegraph's own): an entity holds at most ${MAX_USER_PROPERTIES}`, type.astNode);
   }
 }
 
@@ -186,12 +177,17 @@ export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, t
     const tableTemplate = isTableTemplate(directive.table) ? parseTableTemplate(tablePrefix + directive.table, type.name, directive.node, problems) : undefined;
     if (isTableTemplate(directive.table) && !tableTemplate) continue;
     if (tableTemplate) checkTableTemplate(tableTemplate, [...pk.fields, ...rk.fields], fields, type, directive.node, problems);
+    const keyFields = [...new Set([...pk.fields, ...rk.fields])];
+    // More properties than one entity holds: the guide's "Wide entities pattern" spreads them over several.
+    const wide = splitProperties(fields, keyFields);
+    if (typeof wide === 'string') problems.add(type.name, wide, type.astNode);
     const entity: EntityModel = {
       name: type.name,
       entityType: directive.typeName ?? type.name,
       layout: { table: tablePrefix + directive.table, partitionKey: pk, rowKey: rk, ...(tableTemplate && { tableTemplate }) },
       fields,
-      keyFields: [...new Set([...pk.fields, ...rk.fields])],
+      keyFields,
+      ...(typeof wide === 'object' && { wide }),
       indexes: new Map(),
       exposesEtag: Boolean(type.getFields()[ETAG_FIELD]) && !fields.has(ETAG_FIELD),
       summaryFields: new Set(),

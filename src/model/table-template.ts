@@ -12,7 +12,8 @@ import { checkTableName } from '../storage/limits';
 import { parseKey, renderKey, type DatePattern, type KeyTemplate } from './key-template';
 import { parseTemplate } from './layouts';
 import type { SchemaProblems } from './schema-errors';
-import type { EntityModel, Layout, Model } from './types';
+import type { Layout, Model } from './types';
+import { refuseUses } from './entity-uses';
 
 /** Whether a `table` argument is a template (holds a placeholder) rather than a table's name. */
 export function isTableTemplate(source: string): boolean {
@@ -84,25 +85,6 @@ function periodEnd(start: Date, pattern: DatePattern): Date {
  * deletion or does not know which table to name.
  */
 export function checkPeriodTableUses(schema: GraphQLSchema, model: Model, problems: SchemaProblems): void {
-  const periodic = (e: EntityModel) => e.layout.tableTemplate !== undefined;
-  const fieldNode = (coordinate: string) => {
-    const [type, field] = coordinate.split('.');
-    const named = schema.getType(type);
-    return named && 'getFields' in named ? (named.getFields() as Record<string, { astNode?: ASTNode | null }>)[field]?.astNode ?? undefined : undefined;
-  };
-  const refuse = (coordinate: string, entity: EntityModel, what: string) =>
-    problems.add(coordinate, `${entity.name} has a table per period ("${entity.layout.table}"): it cannot ${what}, which would outlive the period's table`, fieldNode(coordinate));
-  for (const [coordinate, s] of model.summaries) {
-    if (periodic(s.of)) refuse(coordinate, s.of, 'be summarised');
-    else if (periodic(s.holder)) refuse(coordinate, s.holder, 'hold a summary');
-  }
-  for (const copies of model.copiesOf.values()) {
-    for (const c of copies) {
-      const coordinate = `${c.entity.name}.${c.field}`;
-      if (periodic(c.entity)) refuse(coordinate, c.entity, 'hold a copy');
-      else if (periodic(c.reference.target)) refuse(coordinate, c.reference.target, 'be copied from');
-    }
-  }
-  for (const w of model.writes.values()) if (w.action === 'MOVE' && periodic(w.entity)) refuse(w.coordinate, w.entity, 'move');
-  for (const [coordinate, sas] of model.sasFields) if (periodic(sas.entity)) refuse(coordinate, sas.entity, 'sign a SAS for its partition');
+  refuseUses(schema, model, problems, (e) => e.layout.tableTemplate !== undefined, (e, what) =>
+    `${e.name} has a table per period ("${e.layout.table}"): it cannot ${what}, which would outlive the period's table`);
 }

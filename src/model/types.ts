@@ -8,6 +8,7 @@ import type { AuthPolicy } from './authorization';
 import type { FieldConstraint } from './constraints';
 import type { KeyTemplate } from './key-template';
 import type { SasField } from './sas-fields';
+import type { WideLayout } from './wide-entities';
 
 /** A scalar or enum field stored as one property of the same name. */
 export interface StoredField {
@@ -54,6 +55,11 @@ export interface EntityModel {
   /** Fields of the PartitionKey and RowKey templates: what identifies one entity. */
   keyFields: string[];
   indexes: Map<string, IndexModel>;
+  /**
+   * Set when the entity's properties do not fit in one entity: how they are spread over its parts (wide-entities.ts,
+   * the guide's "Wide entities pattern").
+   */
+  wide?: WideLayout;
   /** Whether the type has an `etag: String` field: the entity's ETag, for `ifMatch` on a later write. */
   exposesEtag: boolean;
   /** Stored fields that summaries maintain (`@summary`): written by the write path, never by a client. */

@@ -103,8 +103,10 @@ export function estimateDemand(
       add('nodes', times);
       if (path) {
         const first = firstOf(path, node, field);
-        add('storageCalls', times);
-        add('entitiesRead', times * (path.kind === 'range' ? first + 1 : 1));
+        // A wide entity is one point query per entity it is stored as (the guide's "Wide entities pattern").
+        const parts = path.kind === 'point' && !path.index ? (path.target.wide?.parts.length ?? 1) : 1;
+        add('storageCalls', times * parts);
+        add('entitiesRead', times * (path.kind === 'range' ? first + 1 : parts));
         if (path.kind === 'range' && path.join) {
           // A many-to-many page: one point query per join entity, for its node, in one wave.
           add('storageCalls', times * first);

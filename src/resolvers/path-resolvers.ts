@@ -9,7 +9,8 @@ import { concreteType } from '../model/inheritance';
 import { ENTITY_TYPE_PROPERTY, type EntityModel, type PointPath, type RangePath } from '../model/types';
 import { entitySelect, indexSelect, type Projection } from '../read/projection';
 import { referenceAddress, referenceFields } from '../model/references';
-import type { StoredEntity } from '../storage/types';
+import type { EntityAddress, StoredEntity } from '../storage/types';
+import { mergeParts, partAddresses, partSelect } from '../model/wide-entities';
 import { forbidden } from '../model/authorization';
 import { allowsEntity, authorizeBefore, keyValues } from './authorize';
 import { bindingValues } from './bindings';
@@ -89,14 +90,11 @@ export function pointResolver(path: PointPath): Resolver {
     const policies = [path.auth, path.target.auth];
     const what = `read ${path.coordinate} at ${JSON.stringify(values)}`;
     authorizeBefore(policies, ctx.principal, keyValues(path.index?.layout ?? path.target.layout, partitionKey, rowKey), what);
-    const stored = await ctx.loaders.point
-      .load({
-        table: tableName(path, values),
-        partitionKey,
-        rowKey,
-        select: path.index ? indexSelect(projection, path.index) : entitySelect(projection, path.target),
-      })
-      .catch(absentTable(path, null));
+    const address = { table: tableName(path, values), partitionKey, rowKey };
+    const stored = await (path.index
+      ? ctx.loaders.point.load({ ...address, select: indexSelect(projection, path.index) })
+      : loadEntity(ctx, path.target, address, entitySelect(projection, path.target))
+    ).catch(absentTable(path, null));
     const type = stored ? nodeType(path, stored) : undefined;
     if (stored && type) {
       // Through an interface, the stored entity's own type decides too (unknown before the read).
@@ -111,6 +109,16 @@ export function pointResolver(path: PointPath): Resolver {
     }
     return null;
   };
+}
+
+/**
+ * An entity by its address through the request's point loader: one point query, or for a wide entity one per part,
+ * all in the same wave, merged (the guide's "Wide entities pattern", wide-entities.ts).
+ */
+function loadEntity(ctx: RequestContext, entity: EntityModel, address: EntityAddress, select: string[]): Promise<StoredEntity | null> {
+  const wide = entity.wide;
+  if (!wide) return ctx.loaders.point.load({ ...address, select });
+  return Promise.all(partAddresses(wide, address).map((a, i) => ctx.loaders.point.load({ ...a, select: partSelect(entity, i, select) }))).then(mergeParts);
 }
 
 interface Connection {

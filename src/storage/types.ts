@@ -40,6 +40,11 @@ export interface StoredEntity {
   /** The entity's ETag (opaque string), for If-Match on a later write. */
   etag: string;
   properties: Record<string, unknown>;
+  /**
+   * A wide entity's physical entities (the guide's "Wide entities pattern", model/wide-entities.ts), in part order,
+   * null where one is not stored; `etag` and `properties` are then theirs together.
+   */
+  parts?: ReadonlyArray<StoredEntity | null>;
 }
 
 /**

@@ -7,7 +7,8 @@
  */
 import { primaryAddress, valuesOf } from '../model/entity-codec';
 import { prefixUpperBound, renderKey, renderKeyPrefix } from '../model/key-template';
-import { ENTITY_TYPE_PROPERTY, type CopyModel, type Model, type WriteModel } from '../model/types';
+import { ENTITY_TYPE_PROPERTY, type CopyModel, type EntityModel, type Model, type WriteModel } from '../model/types';
+import { mergeParts, partAddresses } from '../model/wide-entities';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
 import { addressKey } from './fanout-message';
@@ -63,10 +64,10 @@ export async function readGroupState(
       }
     }
   };
-  const read = async (entitiesToo: Map<string, EntityAddress>) => {
+  const read = async (entitiesToo: Map<string, Reader>) => {
     const referenceOnly = [...wave.references].filter(([key]) => !wave.holders.has(key) && !holders.has(key));
     await Promise.all([
-      ...[...entitiesToo].map(async ([key, a]) => entities.set(key, await store.getEntity(a, { observer }))),
+      ...[...entitiesToo].map(async ([key, m]) => entities.set(key, await readEntity(store, m.write.entity, m.address, observer))),
       ...[...wave.holders].map(async ([key, a]) => holders.set(key, await store.getEntity(a, { observer }))),
       ...referenceOnly.map(async ([key, a]) => references.set(key, await store.getEntity(a, { observer }))),
     ]);
@@ -84,7 +85,7 @@ export async function readGroupState(
       wantReferences(m, Object.fromEntries([...m.write.entity.fields.keys()].map((f) => [f, m.input[f] ?? null])));
     }
   }
-  await read(new Map(members.map((m) => [addressKey(m.address), m.address])));
+  await read(new Map(members.map((m) => [addressKey(m.address), m])));
 
   // What only the entity's current or next values name: a second wave.
   for (const m of members) {
@@ -137,6 +138,15 @@ export async function readGroupState(
       // values that cannot form the range: the worker's
     }
   }
+}
+
+/**
+ * An entity as its write reads it: one point query, or for a wide entity one per part, in parallel, merged (the
+ * guide's "Wide entities pattern", wide-entities.ts).
+ */
+export async function readEntity(store: TableStore, entity: EntityModel, address: EntityAddress, observer?: StorageObserver): Promise<StoredEntity | null> {
+  if (!entity.wide) return store.getEntity(address, { observer });
+  return mergeParts(await Promise.all(partAddresses(entity.wide, address).map((a) => store.getEntity(a, { observer }))));
 }
 
 /**

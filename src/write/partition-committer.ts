@@ -20,9 +20,10 @@ import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import type { Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageCallRecord, StorageObserver, StoredEntity } from '../storage/types';
-import { addressKey, encodeFanout, stateId } from './fanout-message';
+import { addressKey, encodeFanout } from './fanout-message';
 import { planGroup, type GroupMember, type GroupPlan, type GroupState } from './group-plan';
-import { readGroupState, readUniqueKeys } from './group-read';
+import { readEntity, readGroupState, readUniqueKeys } from './group-read';
+import { etagAfter, writtenBy } from '../model/wide-entities';
 import { leaseMs, releaseReservations, reservationEntity, reserveKey, uniqueKeyTaken, type HeldReservation, type KeyState } from './reservations';
 import type { Values, WritePlan } from './write-plan';
 
@@ -244,11 +245,11 @@ export class PartitionCommitter {
     if (typeof index !== 'number') {
       // No operation named: a timeout or an outage. The EGT may have been applied: each entity's WriteId tells.
       this.holders.clear();
-      const now = await Promise.all(group.planned.map(({ member }) => this.ctx.store.getEntity(member.address, { observer }).catch(() => undefined)));
-      const applied = group.planned.every(({ plan }, i) => now[i] !== undefined && (plan.values ? stateId(now[i]!) === plan.writeId : now[i] === null));
+      const now = await Promise.all(group.planned.map(({ member }) => readEntity(this.ctx.store, member.write.entity, member.address, observer).catch(() => undefined)));
+      const applied = group.planned.every(({ plan }, i) => now[i] !== undefined && (plan.values ? now[i] !== null && writtenBy(now[i]!, plan.writeId) : now[i] === null));
       if (applied) {
         // Every write shows: the EGT was applied (it is all or nothing). Its ETags are the ones read now.
-        this.committed(group, state, group.owners.map((o) => ('write' in o ? now[o.write]?.etag : undefined)));
+        this.committed(group, state, group.owners.map(() => undefined), now as Array<StoredEntity | null>);
         return retry;
       }
       // Not applied, or not known: each write fails with the error; messages and reservations stay for the worker,
@@ -266,8 +267,10 @@ export class PartitionCommitter {
       return retry;
     }
     const blamed = 'write' in owner ? owner.write : -1;
-    // Whether the failing operation is the blamed write's own entity (its first operation), not an index entity.
-    const onEntity = blamed >= 0 && group.owners.findIndex((o) => 'write' in o && o.write === blamed) === index;
+    // Whether the failing operation is the blamed write's own entity (its first operation, or a wide entity's parts),
+    // not an index entity.
+    const first = group.owners.findIndex((o) => 'write' in o && o.write === blamed);
+    const onEntity = blamed >= 0 && index >= first && index < first + (group.planned[blamed].plan.wideParts?.length ?? 1);
     if (blamed < 0) this.holders.clear(); // a holder changed or vanished in another process: read it again
     for (const [i, { member, plan }] of group.planned.entries()) {
       await this.undo(member, effects.get(member)!);
@@ -348,16 +351,24 @@ export class PartitionCommitter {
     return true;
   }
 
-  /** After a commit: every write learns its result; the holders' new ETags and values are kept for the next EGT. */
-  private committed(group: GroupPlan<PendingWrite>, state: GroupState, etags: Array<string | undefined>): void {
+  /**
+   * After a commit: every write learns its result; the holders' new ETags and values are kept for the next EGT.
+   * @param etags the EGT's ETags, one per operation
+   * @param readBack the writes' entities as read back after an EGT whose answer was lost, whose ETags are theirs
+   */
+  private committed(group: GroupPlan<PendingWrite>, state: GroupState, etags: Array<string | undefined>, readBack?: Array<StoredEntity | null>): void {
     group.planned.forEach(({ member, plan }, i) => {
       const first = group.owners.findIndex((o) => 'write' in o && o.write === i);
       // A write of a holder itself (a department's name) leaves its cached copy stale.
       this.holders.delete(addressKey(member.address));
       const before = state.entities.get(addressKey(member.address));
+      const wide = member.write.entity.wide;
+      const etag =
+        readBack?.[i]?.etag ??
+        (wide && plan.wideParts ? etagAfter(before ?? null, plan.wideParts, etags.slice(first, first + plan.wideParts.length), wide.parts.length) : etags[first]);
       member.resolve(
         plan.values
-          ? { address: member.address, values: plan.values, etag: etags[first] ?? '', deleted: false }
+          ? { address: member.address, values: plan.values, etag: etag ?? '', deleted: false }
           : { address: member.address, values: plan.previous!, etag: before?.etag ?? '', deleted: true },
       );
     });

@@ -21,6 +21,7 @@ import type { EntityAddress, EntityToWrite, StorageTarget, StoredEntity, Transac
 import { addressKey, stateId, type FanoutMessage } from './fanout-message';
 import { referenceAddress, referenceFields } from '../model/references';
 import { checkReferences } from './references';
+import { partOperations } from '../model/wide-entities';
 
 /** Field values of an entity (field name → value). */
 export type Values = Record<string, unknown>;
@@ -44,8 +45,10 @@ export interface HolderDelta {
 
 export interface WritePlan {
   address: EntityAddress;
-  /** This write's EGT operations: the entity first, then its intra-partition index entities. */
+  /** This write's EGT operations: the entity first (a wide entity: the parts it writes), then its intra-partition index entities. */
   operations: TransactionOperation[];
+  /** A wide entity's write (model/wide-entities.ts): the part each of `operations` writes. */
+  wideParts?: number[];
   /** Merges of copies (`@copy`) of this entity's fields held by entities of its own partition, in the same EGT. */
   copyOperations: TransactionOperation[];
   /** Summary deltas by holder addressKey; holders whose deltas are all 0 are left out. */
@@ -289,6 +292,13 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
   else if (write.action === 'INCREMENT') operations.push({ kind: 'update', mode: 'merge', entity: incrementMerge(write, input, values!, address, writeId), ifMatch: state.current!.etag });
   else if (next) operations.push({ kind: 'update', mode: 'replace', entity: next.primary.entity, ifMatch: state.current!.etag });
   else operations.push({ kind: 'delete', partitionKey: address.partitionKey, rowKey: address.rowKey, ifMatch: state.current!.etag });
+  let wideParts: number[] | undefined;
+  if (entity.wide) {
+    // The guide's "Wide entities pattern": the one entity planned is written as its parts, in this one EGT.
+    const split = partOperations(entity, operations.pop()!, next?.primary.entity, state.current);
+    operations.push(...split.operations);
+    wideParts = split.parts;
+  }
 
   for (const index of entity.indexes.values()) {
     if (index.scope !== 'intraPartition') continue;
@@ -306,7 +316,7 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
   const reservations = derivedAfter.filter((w) => w.index.unique && !beforeKeys.has(addressKey({ table: w.table, ...w.entity })));
   const basedOn = stateId(state.current);
   const copyOperations = sameEgtCopies(model, entity, address, previous, values, state);
-  const plan: WritePlan = { address, operations, copyOperations, holderDeltas, values, previous, writeId, basedOn, reservations };
+  const plan: WritePlan = { address, operations, copyOperations, holderDeltas, values, previous, writeId, basedOn, reservations, ...(wideParts && { wideParts }) };
   // Contributions to summaries held elsewhere are derived too: the worker applies a change of one.
   const contributedBefore = contributions(model, entity, address, previous);
   const contributedAfter = contributions(model, entity, address, values);

@@ -1,0 +1,172 @@
+/**
+ * The guide's "Wide entities pattern": a logical entity with more properties than one entity may hold (252 besides
+ * PartitionKey, RowKey and Timestamp — the guide's "Capacity considerations", the same on Azure, Azurite and the
+ * Cosmos DB Table API) is stored as several physical entities, its parts, in one partition. Part 1 has the
+ * entity's own RowKey; part n (n ≥ 2) the same RowKey followed by `_part<n>`, which no entity of the type can have
+ * as its own RowKey (a key value is escaped to hold no bare `_`, key-escape.ts). Every part holds the key fields,
+ * `EntityType` and `WriteId`; the other properties — fields and `@series` elements, in declaration order — fill the
+ * parts in turn.
+ *
+ * Reading the entity is one point query per part, all in one wave ("Wide entities pattern": "two efficient
+ * requests"). Writing it is one EGT ("Entity Group Transactions"): a create, replace or delete writes every part,
+ * each under its own ETag; an INCREMENT merges only the parts holding the elements it changes ("Merge or replace"),
+ * so writers of elements in different parts never conflict. The entity's ETag, as clients see it, is its parts'
+ * ETags joined by a space, in part order; a part not stored shows as `-`.
+ */
+import type { ASTNode, GraphQLSchema } from 'graphql';
+import { WRITE_ID_PROPERTY, type EntityModel, type Model, type StoredField } from './types';
+import type { SchemaProblems } from './schema-errors';
+import { fieldNode, refuseUses } from './entity-uses';
+import type { EntityAddress, EntityToWrite, StoredEntity, TransactionOperation } from '../storage/types';
+
+/** Properties an entity may hold besides PartitionKey, RowKey and Timestamp (the guide's "Capacity considerations"). */
+export const MAX_USER_PROPERTIES = 252;
+/** Properties the write path adds to every entity (and every part): EntityType, WriteId and, during a move, BasedOn. */
+export const SYSTEM_PROPERTIES = 3;
+/** Parts of one wide entity at most: all of them are written in one EGT, which holds 100 operations. */
+export const MAX_PARTS = 100;
+/** What part n's RowKey adds to the entity's: `_part<n>`. */
+const PART_SUFFIX = '_part';
+/** How a part not stored shows in the entity's ETag. */
+const ABSENT_PART = '-';
+
+/** How a wide entity's properties are spread over its parts. */
+export interface WideLayout {
+  /** Per part, in order: the properties it holds besides the key fields, EntityType and WriteId. */
+  parts: Array<ReadonlySet<string>>;
+}
+
+/**
+ * The parts an entity type's properties need, or undefined when they fit in one entity.
+ * @returns a layout of at most MAX_PARTS parts, or a string saying why the properties cannot be stored
+ */
+export function splitProperties(fields: ReadonlyMap<string, StoredField>, keyFields: readonly string[]): WideLayout | undefined | string {
+  const others = [...fields.values()].filter((f) => !keyFields.includes(f.name)).flatMap((f) => f.series?.properties ?? [f.name]);
+  const perPart = MAX_USER_PROPERTIES - SYSTEM_PROPERTIES - keyFields.length;
+  if (others.length <= perPart) return undefined;
+  if (perPart < 1) return `its ${keyFields.length} key fields leave no room in an entity for other properties`;
+  const parts: Array<Set<string>> = [];
+  for (let i = 0; i < others.length; i += perPart) parts.push(new Set(others.slice(i, i + perPart)));
+  if (parts.length > MAX_PARTS) {
+    return `its ${others.length} properties need ${parts.length} entities of ${perPart} (the guide's "Wide entities pattern"), but one EGT writes at most ${MAX_PARTS}`;
+  }
+  return { parts };
+}
+
+/** The addresses of a wide entity's parts, part 1 (the entity's own address) first. */
+export function partAddresses(wide: WideLayout, address: EntityAddress): EntityAddress[] {
+  return wide.parts.map((_, i) => (i === 0 ? address : { ...address, rowKey: `${address.rowKey}${PART_SUFFIX}${i + 1}` }));
+}
+
+/** Property names to $select from part `i`: those of `select` the part holds (keys and EntityType are in each). */
+export function partSelect(entity: EntityModel, i: number, select: readonly string[] | undefined): string[] | undefined {
+  return select?.filter((p) => entity.wide!.parts[i].has(p) || !isPartProperty(entity, p));
+}
+
+/** Whether `property` lives in one part only (every other property — keys, EntityType, WriteId — is in each). */
+function isPartProperty(entity: EntityModel, property: string): boolean {
+  return entity.wide!.parts.some((p) => p.has(property));
+}
+
+/**
+ * The logical entity from its parts as read (null where a part is not stored): every part's properties together,
+ * the ETag of each part joined, and the parts themselves for the next write's If-Match. Null when no part is stored;
+ * a part missing beside stored ones (a type that grew a part since it was written) reads as its properties absent.
+ */
+export function mergeParts(parts: ReadonlyArray<StoredEntity | null>): StoredEntity | null {
+  const first = parts.find((p): p is StoredEntity => p !== null);
+  if (!first) return null;
+  const properties: Record<string, unknown> = {};
+  for (const p of [...parts].reverse()) if (p) Object.assign(properties, p.properties); // part 1's system properties win
+  return {
+    partitionKey: first.partitionKey,
+    rowKey: parts[0]?.rowKey ?? first.rowKey.slice(0, first.rowKey.lastIndexOf(PART_SUFFIX)),
+    etag: parts.map((p) => p?.etag ?? ABSENT_PART).join(' '),
+    properties,
+    parts,
+  };
+}
+
+/** Whether any part of `stored` (a wide entity as mergeParts gives it, or a plain entity) was written by `writeId`. */
+export function writtenBy(stored: StoredEntity, writeId: string): boolean {
+  return (stored.parts ?? [stored]).some((p) => p?.properties[WRITE_ID_PROPERTY] === writeId);
+}
+
+/**
+ * The EGT operations that write a wide entity, from the one operation planned for the logical entity, with the
+ * part each writes. A create writes every part; a replace every part under its ETag (creating a part not stored);
+ * a merge (an INCREMENT) only the parts holding a property it names, each under its ETag (a part not stored is
+ * created whole from `whole`); a delete every stored part under its ETag.
+ * @param whole the logical entity as it is after the write (for a create, replace or merge)
+ * @param current the logical entity as read (mergeParts), for a replace, merge or delete
+ */
+export function partOperations(
+  entity: EntityModel,
+  op: TransactionOperation,
+  whole: EntityToWrite | undefined,
+  current: StoredEntity | null,
+): { operations: TransactionOperation[]; parts: number[] } {
+  const wide = entity.wide!;
+  const address = { table: entity.layout.table, partitionKey: op.kind === 'delete' ? op.partitionKey : op.entity.partitionKey, rowKey: op.kind === 'delete' ? op.rowKey : op.entity.rowKey };
+  const addresses = partAddresses(wide, address);
+  const stored = (i: number) => current?.parts?.[i] ?? null;
+  const operations: TransactionOperation[] = [];
+  const parts: number[] = [];
+  const add = (i: number, o: TransactionOperation) => {
+    operations.push(o);
+    parts.push(i);
+  };
+  const partOf = (i: number, of: EntityToWrite): EntityToWrite => ({
+    partitionKey: addresses[i].partitionKey,
+    rowKey: addresses[i].rowKey,
+    properties: Object.fromEntries(Object.entries(of.properties).filter(([p]) => wide.parts[i].has(p) || !isPartProperty(entity, p))),
+  });
+  wide.parts.forEach((part, i) => {
+    const before = stored(i);
+    if (op.kind === 'delete') {
+      if (before) add(i, { kind: 'delete', partitionKey: addresses[i].partitionKey, rowKey: addresses[i].rowKey, ifMatch: before.etag });
+    } else if (op.kind === 'update' && op.mode === 'merge') {
+      if (!Object.keys(op.entity.properties).some((p) => part.has(p))) return;
+      if (before) add(i, { kind: 'update', mode: 'merge', entity: partOf(i, op.entity), ifMatch: before.etag });
+      else add(i, { kind: 'create', entity: partOf(i, whole!) });
+    } else if (op.kind === 'update' && before) {
+      add(i, { kind: 'update', mode: 'replace', entity: partOf(i, op.entity), ifMatch: before.etag });
+    } else {
+      add(i, { kind: 'create', entity: partOf(i, op.kind === 'update' ? op.entity : whole ?? op.entity) });
+    }
+  });
+  return { operations, parts };
+}
+
+/**
+ * The entity's ETag after a committed write: the new ETag of each part it wrote, the one read of each it did not.
+ * @param etags the ETags the EGT returned for the write's operations, in order (partOperations' `parts`)
+ */
+export function etagAfter(current: StoredEntity | null, parts: readonly number[], etags: ReadonlyArray<string | undefined>, count: number): string {
+  const each = Array.from({ length: count }, (_, i) => current?.parts?.[i]?.etag ?? ABSENT_PART);
+  parts.forEach((part, j) => (each[part] = etags[j] ?? ABSENT_PART));
+  return each.join(' ');
+}
+
+/**
+ * What a wide entity cannot be part of, refused at start-up: every one of them reads or writes the entity as one
+ * physical entity (a range query, an index entity, a summary holder's merge, a copy, a reference's check, a move,
+ * a SAS for its partition, a table per period, an interface's shared layout).
+ */
+export function checkWideUses(schema: GraphQLSchema, model: Model, problems: SchemaProblems): void {
+  const wide = (e: EntityModel | undefined) => e?.wide !== undefined;
+  const refusal = (entity: EntityModel, what: string) =>
+    `${entity.name} is a wide entity stored as ${entity.wide!.parts.length} entities (the guide's "Wide entities pattern"): it cannot ${what}; read it with a point query`;
+  const refuse = (coordinate: string, entity: EntityModel, what: string, node?: ASTNode) => problems.add(coordinate, refusal(entity, what), node ?? fieldNode(schema, coordinate));
+  for (const e of model.entities.values()) {
+    if (!wide(e)) continue;
+    if (e.indexes.size > 0) refuse(`${e.name}@index(${[...e.indexes.keys()][0]})`, e, 'have index entities', [...e.indexes.values()][0].node);
+    if (e.layout.tableTemplate) refuse(e.name, e, 'have a table per period', e.node);
+  }
+  for (const i of model.interfaces.values()) for (const e of i.implementations ?? []) if (wide(e)) refuse(i.name, e, `implement the stored interface ${i.name}`, e.node);
+  for (const path of model.accessPaths.values()) {
+    if (path.kind === 'range' && (wide(path.target) || wide(path.join?.entity))) refuse(path.coordinate, wide(path.target) ? path.target : path.join!.entity, 'be read by a range query');
+    else if (path.kind === 'point' && path.checkOnWrite && wide(path.target)) refuse(path.coordinate, path.target, 'be the target of a reference checked on write (@point(checkOnWrite: false) reads it without the check)');
+  }
+  refuseUses(schema, model, problems, wide, refusal);
+}
