@@ -4,6 +4,9 @@
  * partition — read with two point queries in one wave, created and deleted in one EGT, and recorded by a merge of the
  * one entity holding the day, under that entity's ETag; with concurrent writers in one server and in two.
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { ErrorCode } from '../src/errors';
 import { compileHr, startTestServer, type TestServer } from './support/harness';
 import { runConcurrentIncrements } from './support/concurrent-increments';
@@ -182,15 +185,72 @@ test('32 concurrent writers on one year, days in both entities, through one serv
     console.log(`wide entity: 32 concurrent increments of one year over 2 servers, ${acknowledged} acknowledged, ${refusals.length} refused (CONFLICT), sum ${expected.reduce((a, b) => a + b, 0)} stored exactly; EGTs lost to the other server: ${JSON.stringify(lost)}`);
     expect((lost.ETagMismatch ?? 0) + (lost.EntityAlreadyExists ?? 0)).toBeGreaterThan(0);
 
-    // One server alone, days in both entities: none refused.
+    // One server alone, days in both entities: none refused, and each write planned on what the one before it wrote,
+    // though they change different entities — the totals each answers are 1 … 32, the last one's ETag is current.
     const solo = await Promise.all(Array.from({ length: 32 }, (_, i) => record(server, '10', 2032, i % 2 === 0 ? 12 : 312, 1)));
     expect(solo.filter((x) => x.errors)).toEqual([]);
-    const daily = (await server.query(YEAR, { d: 'Sales', id: '10', year: 2032 })).data.employee.dailyMessages.daily as number[];
-    expect([daily[12], daily[312]]).toEqual([16, 16]);
+    const answered = solo.map((x) => x.data.recordDailyMessages.dailyMessages as { daily: number[]; etag: string });
+    expect(answered.map((a) => a.daily[12] + a.daily[312]).sort((a, b) => a - b)).toEqual(Array.from({ length: 32 }, (_, i) => i + 1));
+    const now = (await server.query(YEAR, { d: 'Sales', id: '10', year: 2032 })).data.employee.dailyMessages as { daily: number[]; etag: string };
+    expect([now.daily[12], now.daily[312]]).toEqual([16, 16]);
+    expect(answered.find((a) => a.daily[12] + a.daily[312] === 32)!.etag).toBe(now.etag);
   } finally {
     await other.close();
   }
   const report = await verifyDerived({ store: server.store, model: compileHr(server.config.tablePrefix).model });
   if (report.problems) console.log(formatVerifyReport(report));
   expect(report.problems).toBe(0);
+});
+
+describe('a schema of its own: 300 fields of one type, stored as two entities', () => {
+  const FIELDS = Array.from({ length: 300 }, (_, i) => `f${String(i).padStart(3, '0')}`);
+  let wide: TestServer;
+  let dir: string;
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'tablegraph-wide-'));
+    writeFileSync(
+      path.join(dir, 'wide.graphql'),
+      `type Survey @entity(table: "Surveys", partitionKey: "{group}", rowKey: "survey_{id}") {\n  etag: String!\n  group: ID!\n  id: ID!\n${FIELDS.map((f) => `  ${f}: String`).join('\n')}\n}\n` +
+        `type Query { survey(group: ID!, id: ID!): Survey @point }\n` +
+        `type Mutation {\n  createSurvey(input: CreateSurveyInput!): SurveyPayload! @write(entity: "Survey", action: CREATE)\n  updateSurvey(input: UpdateSurveyInput!): SurveyPayload! @write(entity: "Survey", action: UPDATE)\n  deleteSurvey(input: DeleteSurveyInput!): SurveyPayload! @write(entity: "Survey", action: DELETE)\n}\n`,
+    );
+    wide = await startTestServer({ TABLEGRAPH_SCHEMA_DIR: dir });
+  });
+  afterAll(async () => {
+    await wide?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const SELECT = `survey { etag ${FIELDS.join(' ')} }`;
+  const read = async (id: string) => (await wide.query(`query { survey(group: "g", id: "${id}") { etag ${FIELDS.join(' ')} } }`)).data.survey;
+
+  test('a create of all 300 fields (over one entity\'s 252) is accepted, stored as 2 entities, and read back whole', async () => {
+    const input = { group: 'g', id: '1', ...Object.fromEntries(FIELDS.map((f, i) => [f, `v${i}`])) };
+    const r = await wide.query(`mutation ($input: CreateSurveyInput!) { createSurvey(input: $input) { ${SELECT} } }`, { input });
+    expect(r.errors).toBeUndefined();
+    const table = `${wide.config.tablePrefix}Surveys`;
+    const [one, two] = await Promise.all(['survey_1', 'survey_1_part2'].map((rowKey) => wide.store.getEntity({ table, partitionKey: 'g', rowKey })));
+    // 249 properties each at most besides the system ones: the keys, then 247 fields in the first, 53 in the second.
+    expect([Object.keys(one!.properties).filter((p) => /^f\d+$/.test(p)).length, Object.keys(two!.properties).filter((p) => /^f\d+$/.test(p)).length]).toEqual([247, 53]);
+    const back = await read('1');
+    expect(FIELDS.every((f, i) => back[f] === `v${i}`)).toBe(true);
+    expect(back.etag).toBe(`${one!.etag} ${two!.etag}`);
+  });
+
+  test('an update replaces both entities under their ETags; a stale ifMatch changes nothing', async () => {
+    const before = await read('1');
+    const r = await wide.query(`mutation ($input: UpdateSurveyInput!) { updateSurvey(input: $input) { ${SELECT} } }`, { input: { group: 'g', id: '1', ifMatch: before.etag, f000: 'first', f299: 'last' } });
+    expect(r.errors).toBeUndefined();
+    const after = await read('1');
+    expect([after.f000, after.f150, after.f299]).toEqual(['first', 'v150', 'last']);
+    expect(r.data.updateSurvey.survey.etag).toBe(after.etag);
+    const stale = await wide.query(`mutation ($input: UpdateSurveyInput!) { updateSurvey(input: $input) { survey { etag } } }`, { input: { group: 'g', id: '1', ifMatch: before.etag, f001: 'lost' } });
+    expect(stale.errors?.[0].extensions).toMatchObject({ code: ErrorCode.CONFLICT, reason: 'ETagMismatch' });
+    expect((await read('1')).f001).toBe('v1');
+  });
+
+  test('a value over 64 KiB in the second entity is refused before anything is sent, naming the field', async () => {
+    const r = await wide.query(`mutation ($input: CreateSurveyInput!) { createSurvey(input: $input) { survey { etag } } }`, { input: { group: 'g', id: '2', f299: 'x'.repeat(40_000) } });
+    expect(r.errors?.[0].extensions).toMatchObject({ code: ErrorCode.LIMIT_EXCEEDED, property: 'f299' });
+    expect(await read('2')).toBeNull();
+  });
 });

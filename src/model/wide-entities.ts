@@ -63,6 +63,11 @@ export function partSelect(entity: EntityModel, i: number, select: readonly stri
   return select?.filter((p) => entity.wide!.parts[i].has(p) || !isPartProperty(entity, p));
 }
 
+/** The properties of `properties` that part `i` holds: its own, and those every part holds (keys, EntityType, WriteId). */
+export function partProperties<T>(entity: EntityModel, i: number, properties: Record<string, T>): Record<string, T> {
+  return Object.fromEntries(Object.entries(properties).filter(([p]) => entity.wide!.parts[i].has(p) || !isPartProperty(entity, p)));
+}
+
 /** Whether `property` lives in one part only (every other property — keys, EntityType, WriteId — is in each). */
 function isPartProperty(entity: EntityModel, property: string): boolean {
   return entity.wide!.parts.some((p) => p.has(property));
@@ -116,11 +121,7 @@ export function partOperations(
     operations.push(o);
     parts.push(i);
   };
-  const partOf = (i: number, of: EntityToWrite): EntityToWrite => ({
-    partitionKey: addresses[i].partitionKey,
-    rowKey: addresses[i].rowKey,
-    properties: Object.fromEntries(Object.entries(of.properties).filter(([p]) => wide.parts[i].has(p) || !isPartProperty(entity, p))),
-  });
+  const partOf = (i: number, of: EntityToWrite): EntityToWrite => ({ partitionKey: addresses[i].partitionKey, rowKey: addresses[i].rowKey, properties: partProperties(entity, i, of.properties) });
   wide.parts.forEach((part, i) => {
     const before = stored(i);
     if (op.kind === 'delete') {

@@ -90,8 +90,9 @@ export function planGroup<M extends GroupMember>(model: Model, members: M[], sta
   for (let i = 0; i < members.length; i++) {
     const member = members[i];
     let plan: WritePlan;
+    let address: string;
     try {
-      const address = addressKey(addressOf(member.write, member.input));
+      address = addressKey(addressOf(member.write, member.input));
       plan = planWrite(model, member.write, member.input, { current: state.entities.get(address) ?? null, holders: state.holders, references: state.references, copyHolders: state.copyHolders }, member.writeId);
       checkPlan(member.write.entity, plan, target);
       member.check?.(plan.previous, plan.values);
@@ -101,7 +102,9 @@ export function planGroup<M extends GroupMember>(model: Model, members: M[], sta
       refused.push({ member, error: e });
       continue;
     }
-    const keys = [...plan.operations, ...plan.copyOperations].map((op) => operationKey(table, op));
+    // The entity's own address too: writes of one wide entity touching different parts still wait for each other,
+    // each planned on what the one before it wrote (its payload and ETag).
+    const keys = [address, ...[...plan.operations, ...plan.copyOperations].map((op) => operationKey(table, op))];
     const reservations = plan.reservations.map((r) => addressKey({ table: r.table, ...r.entity }));
     const collides =
       keys.some((k) => touched.has(k) || deltas.has(k)) ||

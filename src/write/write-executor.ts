@@ -19,6 +19,7 @@ import { requestMove } from './move';
 import { PartitionCommitter, type FanoutSender, type WriteResult } from './partition-committer';
 import type { GroupMember } from './group-plan';
 import { addressOf, checkIncrement, type Values } from './write-plan';
+import { partAddresses, partProperties } from '../model/wide-entities';
 
 export type { FanoutSender, SentMessage, WriteResult } from './partition-committer';
 
@@ -68,7 +69,7 @@ export class WriteExecutor {
 /**
  * What can be known of a write without reading anything: its keys, and the keys of every index entity whose key
  * fields it gives, fit the target; each value it gives has the field's type and keeps its `@constraint`; and
- * together they fit in one entity.
+ * together they fit in one entity (a wide entity: in the entities it is stored as).
  * @throws TablegraphError BAD_USER_INPUT or LIMIT_EXCEEDED naming the field or key
  */
 function checkInput(write: WriteModel, input: Values, address: { table: string; partitionKey: string; rowKey: string }, store: TableStore): void {
@@ -94,5 +95,8 @@ function checkInput(write: WriteModel, input: Values, address: { table: string; 
     }
     properties[name] = typedValue(field, input[name]);
   }
-  checkEntity({ ...address, properties }, store.target);
+  // A wide entity's properties are checked as its entities will hold them (the guide's "Wide entities pattern").
+  const wide = write.entity.wide;
+  if (!wide) checkEntity({ ...address, properties }, store.target);
+  else partAddresses(wide, address).forEach((a, i) => checkEntity({ ...a, properties: partProperties(write.entity, i, properties) }, store.target));
 }
