@@ -85,6 +85,16 @@ test('two entities as the guide draws them: created together in one EGT, a later
   expect((await egtsDuring(server, () => record(server, '10', 2026, 246, 1)))[0][0].rowKey).toBe(`${rowKey('10', 2026)}_part2`);
 });
 
+test('an INCREMENT adding to no day merges part 1 alone (its WriteId) and answers the year as it is', async () => {
+  const before = (await server.query(YEAR, { d: 'Sales', id: '10', year: 2026 })).data.employee.dailyMessages;
+  const sent = await egtsDuring(server, async () => {
+    const r = await server.query(RECORD, { input: { departmentId: 'Sales', employeeId: '10', year: 2026 } });
+    expect(r.errors).toBeUndefined();
+    expect(r.data.recordDailyMessages.dailyMessages.daily).toEqual(before.daily);
+  });
+  expect(sent).toEqual([[{ kind: 'merge', rowKey: rowKey('10', 2026), ifMatch: true }]]);
+});
+
 test('read as one value: two point queries in one wave, 366 counts, the ETag of both entities', async () => {
   const r = await server.query(YEAR, { d: 'Sales', id: '10', year: 2026 });
   expect(r.errors).toBeUndefined();

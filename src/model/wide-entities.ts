@@ -122,12 +122,15 @@ export function partOperations(
     parts.push(i);
   };
   const partOf = (i: number, of: EntityToWrite): EntityToWrite => ({ partitionKey: addresses[i].partitionKey, rowKey: addresses[i].rowKey, properties: partProperties(entity, i, of.properties) });
-  wide.parts.forEach((part, i) => {
+  const merged = op.kind === 'update' && op.mode === 'merge' ? wide.parts.map((part) => Object.keys(op.entity.properties).some((p) => part.has(p))) : [];
+  // A merge that changes nothing (an INCREMENT adding to no element) still writes its WriteId, to part 1.
+  if (merged.length > 0 && !merged.includes(true)) merged[0] = true;
+  wide.parts.forEach((_, i) => {
     const before = stored(i);
     if (op.kind === 'delete') {
       if (before) add(i, { kind: 'delete', partitionKey: addresses[i].partitionKey, rowKey: addresses[i].rowKey, ifMatch: before.etag });
     } else if (op.kind === 'update' && op.mode === 'merge') {
-      if (!Object.keys(op.entity.properties).some((p) => part.has(p))) return;
+      if (!merged[i]) return;
       if (before) add(i, { kind: 'update', mode: 'merge', entity: partOf(i, op.entity), ifMatch: before.etag });
       else add(i, { kind: 'create', entity: partOf(i, whole!) });
     } else if (op.kind === 'update' && before) {
