@@ -53,6 +53,14 @@ export interface Config {
   maxDequeueCount: number;
   /** TABLEGRAPH_SETTLE_MS: how long a fan-out message waits for its write to become visible (ms, default 30000). */
   settleMs: number;
+  /** TABLEGRAPH_BLOB_CONNECTION_STRING: the account of `@blob` fields' blobs (default: the storage connection string). */
+  blobConnectionString?: string;
+  /**
+   * TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS: how long after a `@blob` write its cleanup runs (s, default 3600, at least
+   * 6 × the storage timeout): an upload URL is valid a quarter of it, a write's EGT must be applied within a third
+   * of it, and the cleanup deletes only blobs older than half of it.
+   */
+  blobCleanupDelaySeconds: number;
   /**
    * TABLEGRAPH_CORS_ORIGINS: the origins (`https://app.example.com`, comma-separated) a browser may call /graphql
    * from; empty (the default): none — a browser page of another origin cannot read the API's answers.
@@ -146,6 +154,8 @@ const specs = {
   TABLEGRAPH_WORKER_CONCURRENCY: positiveInt({ default: 8 }),
   TABLEGRAPH_MAX_DEQUEUE_COUNT: positiveInt({ default: 5 }),
   TABLEGRAPH_SETTLE_MS: positiveInt({ default: 30000 }),
+  TABLEGRAPH_BLOB_CONNECTION_STRING: str({ default: undefined, desc: 'account of @blob fields (default: AZURE_STORAGE_CONNECTION_STRING)' }),
+  TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS: positiveInt({ default: 3600 }),
   TABLEGRAPH_INTROSPECTION: bool({ default: true, desc: 'schema introspection and the IDE page' }),
   TABLEGRAPH_METRICS: str<'loopback' | 'on' | 'off'>({ choices: ['loopback', 'on', 'off'], default: 'loopback', desc: 'who may read /metrics' }),
   TABLEGRAPH_MAX_BODY_BYTES: positiveInt({ default: 262144 }),
@@ -198,6 +208,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
       { errors: { TABLEGRAPH_DEFAULT_PAGE_SIZE: 'above TABLEGRAPH_MAX_PAGE_SIZE' } },
     );
   }
+  const minDelay = Math.ceil((6 * e.TABLEGRAPH_STORAGE_TIMEOUT_MS) / 1000);
+  if (e.TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS < minDelay || e.TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS > 7 * 24 * 3600) {
+    const why = `between 6 × TABLEGRAPH_STORAGE_TIMEOUT_MS (${minDelay} s) and 7 days (604800 s)`;
+    throw new TablegraphError(ErrorCode.CONFIG_INVALID, `Invalid configuration: TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS must be ${why}.`, {
+      errors: { TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS: why },
+    });
+  }
   const authProblem =
     (e.TABLEGRAPH_JWKS_URL && (!e.TABLEGRAPH_JWT_ISSUER || !e.TABLEGRAPH_JWT_AUDIENCE) && ['TABLEGRAPH_JWKS_URL', 'needs TABLEGRAPH_JWT_ISSUER and TABLEGRAPH_JWT_AUDIENCE']) ||
     (e.TABLEGRAPH_JWT_SECRET !== undefined && e.TABLEGRAPH_JWT_SECRET.length < 32 && ['TABLEGRAPH_JWT_SECRET', 'must be at least 32 characters (an HS256 key)']) ||
@@ -224,6 +241,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     workerConcurrency: e.TABLEGRAPH_WORKER_CONCURRENCY,
     maxDequeueCount: e.TABLEGRAPH_MAX_DEQUEUE_COUNT,
     settleMs: e.TABLEGRAPH_SETTLE_MS,
+    blobConnectionString: e.TABLEGRAPH_BLOB_CONNECTION_STRING,
+    blobCleanupDelaySeconds: e.TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS,
     corsOrigins: e.TABLEGRAPH_CORS_ORIGINS,
     introspection: e.TABLEGRAPH_INTROSPECTION,
     metrics: e.TABLEGRAPH_METRICS,

@@ -10,7 +10,7 @@ import { exportJWK, generateKeyPair, SignJWT, type KeyLike } from 'jose';
 import { loadConfig } from '../src/config';
 import { createLogger } from '../src/log';
 import { startServer } from '../src/runtime/start-server';
-import { ROOT, SCHEMA_DIR, startTestServer, testQueues, testStore, uniquePrefix, type TestServer } from './support/harness';
+import { ROOT, SCHEMA_DIR, startTestServer, testBlobs, testQueues, testStore, uniquePrefix, type TestServer } from './support/harness';
 
 const SECRET = 'a-test-secret-of-at-least-32-characters';
 const QUERY = JSON.stringify({ query: '{ department(id: "Sales") { name } }' });
@@ -109,7 +109,7 @@ describe('secure defaults', () => {
     const store = testStore();
     const ensure = jest.spyOn(store, 'ensureTable');
     const config = loadConfig(env({ HOST: '0.0.0.0' }), ROOT);
-    const storage = { store, queues: testQueues(), connectionString: 'unused', target: 'azurite' as const, close: async () => {} };
+    const storage = { store, queues: testQueues(), blobs: testBlobs(), connectionString: 'unused', target: 'azurite' as const, close: async () => {} };
     await expect(startServer(config, storage, createLogger({ level: 'silent' }))).rejects.toMatchObject({ code: 'CONFIG_INVALID', message: expect.stringMatching(/TABLEGRAPH_AUTH=off/) });
     expect(ensure).not.toHaveBeenCalled();
   });

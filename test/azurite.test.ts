@@ -113,6 +113,7 @@ describe('loadConfig', () => {
       workerConcurrency: 8,
       maxDequeueCount: 5,
       settleMs: 30000,
+      blobCleanupDelaySeconds: 3600,
       corsOrigins: [],
       introspection: true,
       maxBodyBytes: 262144,
@@ -125,6 +126,13 @@ describe('loadConfig', () => {
       metrics: 'loopback',
       rateLimit: 1200,
     });
+  });
+
+  test('a blob cleanup delay under 6 × the storage timeout: CONFIG_INVALID naming it', () => {
+    expect(() => loadConfig({ TABLEGRAPH_STORAGE_TIMEOUT_MS: '10000', TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS: '59' })).toThrow(
+      expect.objectContaining({ code: 'CONFIG_INVALID', details: { errors: { TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS: expect.stringContaining('(60 s)') } } }),
+    );
+    expect(loadConfig({ TABLEGRAPH_STORAGE_TIMEOUT_MS: '10000', TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS: '60' }).blobCleanupDelaySeconds).toBe(60);
   });
 
   test('values, and empty values count as unset', () => {

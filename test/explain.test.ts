@@ -88,3 +88,12 @@ test('the text rendering names every part', () => {
   expect(text).toContain('Employee.department → Department by departmentId, checked on write');
   expect(text).toContain('Mutation.deleteDepartment: DELETE Department; EGT: Department; eventually: index all');
 });
+
+test('a @blob field (the guide\'s "Large entities pattern"): its container, and the mutations that upload it', () => {
+  expect(explanation.blobs).toEqual([{ coordinate: 'Employee.photoUrl', container: 'photos', maxBytes: 131072, contentTypes: ['image/jpeg', 'image/png', 'image/webp'], expiresInSeconds: 900 }]);
+  expect(explanation.mutations.find((m) => m.coordinate === 'Mutation.setEmployeePhoto')!.blobs).toEqual(['photoUrl']);
+  expect(explanation.mutations.find((m) => m.coordinate === 'Mutation.deleteEmployee')!.blobs).toEqual([]);
+  const text = formatExplanation(explanation);
+  expect(text).toContain('Employee.photoUrl in container photos: uploads of at most 131072 bytes (image/jpeg, image/png, image/webp); read URLs valid 900 s');
+  expect(text).toContain('before the EGT: a cleanup message (delayed), then the upload of photoUrl (one Put Blob each)');
+});

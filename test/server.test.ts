@@ -20,7 +20,7 @@ import { createGraphqlApp, MAX_QUERY_DEPTH } from '../src/server/app';
 import { devConnectionString } from '../src/storage/connection';
 import { TableStore } from '../src/storage/table-store';
 import { planEgtBatches, writeEgtBatches } from '../src/write/egt-batches';
-import { compileHr, connectionString, ROOT, SCHEMA_DIR, startTestServer, testStore, uniquePrefix, type TestServer, testQueues } from './support/harness';
+import { compileHr, connectionString, ROOT, SCHEMA_DIR, startTestServer, testStore, uniquePrefix, type TestServer, testBlobs, testQueues } from './support/harness';
 
 const silent = createLogger({ level: 'silent' });
 const baseUrl = (graphqlUrl: string) => graphqlUrl.replace(/\/graphql$/, '');
@@ -156,7 +156,7 @@ describe('refusing to start', () => {
       const config = loadConfig({ PORT: '0', AZURE_STORAGE_CONNECTION_STRING: 'UseDevelopmentStorage=true', TABLEGRAPH_SCHEMA_DIR: dir, TABLEGRAPH_TABLE_PREFIX: uniquePrefix() }, ROOT);
       const store = testStore();
       const ensure = jest.spyOn(store, 'ensureTable');
-      const storage = { store, queues: testQueues(), connectionString: 'unused', target: 'azurite' as const, close: async () => {} };
+      const storage = { store, queues: testQueues(), blobs: testBlobs(), connectionString: 'unused', target: 'azurite' as const, close: async () => {} };
       const error = await startServer(config, storage, silent).then(() => undefined, (e: unknown) => e);
       expect(error).toBeInstanceOf(TablegraphError);
       const e = error as TablegraphError;
@@ -175,7 +175,7 @@ describe('friendly failures', () => {
     const first = await startTestServer({ TABLEGRAPH_WORKER: 'off' });
     try {
       const config = loadConfig({ PORT: String(first.port), HOST: '127.0.0.1', AZURE_STORAGE_CONNECTION_STRING: 'UseDevelopmentStorage=true', TABLEGRAPH_SCHEMA_DIR: SCHEMA_DIR, TABLEGRAPH_TABLE_PREFIX: uniquePrefix(), TABLEGRAPH_WORKER: 'off' }, ROOT);
-      const storage = { store: testStore(), queues: testQueues(), connectionString: connectionString(), target: 'azurite' as const, close: async () => {} };
+      const storage = { store: testStore(), queues: testQueues(), blobs: testBlobs(), connectionString: connectionString(), target: 'azurite' as const, close: async () => {} };
       const error = (await startServer(config, storage, silent).then(() => undefined, (e: unknown) => e)) as TablegraphError;
       expect(error).toBeInstanceOf(TablegraphError);
       expect(error.code).toBe(ErrorCode.CONFIG_INVALID);

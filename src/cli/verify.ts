@@ -41,7 +41,7 @@ runMain(
       );
       const progress = createScanReporter({ label: 'verify', log });
       try {
-        report = await verifyDerived({ store: storage.store, model, types, onProgress: progress.update });
+        report = await verifyDerived({ store: storage.store, model, types, onProgress: progress.update, blobs: { store: storage.blobs, cleanupDelaySeconds: config.blobCleanupDelaySeconds } });
       } finally {
         progress.stop();
       }

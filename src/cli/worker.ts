@@ -19,7 +19,8 @@ runMain('worker', async (log) => {
   for (const table of model.tables) await storage.store.ensureTable(table);
   await ensureFanoutQueues(storage.queues, config.tablePrefix);
   // Moves are carried out through the write path, its own messages sent to the same queue.
-  const writer = new WriteExecutor({ model, store: storage.store, fanout: queueSender(storage.queues, fanoutQueueNames(config.tablePrefix).queue) });
+  const blobs = { store: storage.blobs, cleanupDelaySeconds: config.blobCleanupDelaySeconds };
+  const writer = new WriteExecutor({ model, store: storage.store, fanout: queueSender(storage.queues, fanoutQueueNames(config.tablePrefix).queue), blobs });
   const worker = createFanoutWorker({
     writer,
     model,
@@ -30,6 +31,7 @@ runMain('worker', async (log) => {
     concurrency: config.workerConcurrency,
     maxDequeueCount: config.maxDequeueCount,
     settleMs: config.settleMs,
+    blobs: storage.blobs,
   });
   worker.start();
   storage.azurite?.watch(log);

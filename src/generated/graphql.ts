@@ -55,6 +55,14 @@ export type AuthRule = {
   scope?: InputMaybe<Array<ClaimScope>>;
 };
 
+/** What a write stores in a `@blob` field: its content type and, to upload through the server, its bytes in base64. */
+export type BlobInput = {
+  /** The bytes, base64-encoded (at most the field's `maxBytes` decoded). Omitted: upload them to the SAS URL of the payload's `@blobUpload` field. */
+  base64?: InputMaybe<Scalars['String']['input']>;
+  /** The blob's Content-Type, one of the field's `contentTypes`. */
+  contentType: Scalars['String']['input'];
+};
+
 /** Binds an entity field to a token claim: the caller reaches only entities whose field equals its claim. */
 export type ClaimScope = {
   claim: Scalars['String']['input'];
@@ -121,6 +129,11 @@ export type CreateEmployeeInput = {
   middleInitial?: InputMaybe<Scalars['String']['input']>;
   /** A telephone number, e.g. `+1 312 555 0100`: the contact field an employee may change on its own entity. */
   phone?: InputMaybe<Scalars['String']['input']>;
+  /**
+   * The employee's photo (the guide's "Large entities pattern"): kept in Blob storage, the entity holding the blob's
+   * name; a read-only URL valid 15 minutes, null when there is none. Set by `setEmployeePhoto`.
+   */
+  photoUrl?: InputMaybe<BlobInput>;
   salaryOrHourly?: InputMaybe<PayBasis>;
   title?: InputMaybe<Scalars['String']['input']>;
   /** Typical hours per week (hourly staff only). */
@@ -370,6 +383,11 @@ export type Employee = {
   middleInitial: Maybe<Scalars['String']['output']>;
   /** A telephone number, e.g. `+1 312 555 0100`: the contact field an employee may change on its own entity. */
   phone: Maybe<Scalars['String']['output']>;
+  /**
+   * The employee's photo (the guide's "Large entities pattern"): kept in Blob storage, the entity holding the blob's
+   * name; a read-only URL valid 15 minutes, null when there is none. Set by `setEmployeePhoto`.
+   */
+  photoUrl: Maybe<Scalars['String']['output']>;
   /** The employee's review of one year, if there is one: one point query. */
   review: Maybe<EmployeeReview>;
   /** The employee's yearly reviews, newest year first (the guide's "Compound key pattern"): one range query. */
@@ -725,6 +743,13 @@ export type Mutation = {
   recordMessages: MessageStatsPayload;
   replaceDepartment: DepartmentPayload;
   replaceEmployee: EmployeePayload;
+  /**
+   * Sets or clears an employee's photo (the guide's "Large entities pattern"). `photoUrl: { contentType, base64 }`
+   * uploads the bytes through the server (at most 128 KiB, within the request body limit); `{ contentType }` alone
+   * returns `photoUploadUrl`, a write-only URL to PUT a larger photo to; `null` clears it. The photo it replaces is
+   * deleted by the queue's cleanup.
+   */
+  setEmployeePhoto: SetEmployeePhotoPayload;
   submitExpenseClaim: ExpenseClaimPayload;
   /** NOT_FOUND when the worker with these keys is a volunteer. */
   updateContractor: ContractorPayload;
@@ -876,6 +901,15 @@ export type MutationReplaceDepartmentArgs = {
  */
 export type MutationReplaceEmployeeArgs = {
   input: ReplaceEmployeeInput;
+};
+
+
+/**
+ * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
+ * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ */
+export type MutationSetEmployeePhotoArgs = {
+  input: SetEmployeePhotoInput;
 };
 
 
@@ -1057,10 +1091,33 @@ export type ReplaceEmployeeInput = {
   middleInitial?: InputMaybe<Scalars['String']['input']>;
   /** A telephone number, e.g. `+1 312 555 0100`: the contact field an employee may change on its own entity. */
   phone?: InputMaybe<Scalars['String']['input']>;
+  /**
+   * The employee's photo (the guide's "Large entities pattern"): kept in Blob storage, the entity holding the blob's
+   * name; a read-only URL valid 15 minutes, null when there is none. Set by `setEmployeePhoto`.
+   */
+  photoUrl?: InputMaybe<BlobInput>;
   salaryOrHourly?: InputMaybe<PayBasis>;
   title?: InputMaybe<Scalars['String']['input']>;
   /** Typical hours per week (hourly staff only). */
   typicalHours?: InputMaybe<Scalars['Float']['input']>;
+};
+
+/** The employee whose photo to set, and the photo. */
+export type SetEmployeePhotoInput = {
+  departmentId: Scalars['ID']['input'];
+  id: Scalars['ID']['input'];
+  /** The ETag read: the write fails with CONFLICT if the employee changed since. Omitted: unconditional. */
+  ifMatch?: InputMaybe<Scalars['String']['input']>;
+  /** The photo: its content type and bytes (base64), or its content type alone for an upload URL; null clears it. */
+  photoUrl?: InputMaybe<BlobInput>;
+};
+
+/** The employee as written, and where to upload its photo when the input gave no bytes. */
+export type SetEmployeePhotoPayload = {
+  __typename?: 'SetEmployeePhotoPayload';
+  employee: Employee;
+  /** A write-only URL: PUT the photo there (header `x-ms-blob-type: BlockBlob`) before it expires; null when the input gave the bytes. */
+  photoUploadUrl: Maybe<Scalars['String']['output']>;
 };
 
 /** Merge: only the fields given change; a field given as null is cleared. */
@@ -1110,6 +1167,11 @@ export type UpdateEmployeeInput = {
   middleInitial?: InputMaybe<Scalars['String']['input']>;
   /** A telephone number, e.g. `+1 312 555 0100`: the contact field an employee may change on its own entity. */
   phone?: InputMaybe<Scalars['String']['input']>;
+  /**
+   * The employee's photo (the guide's "Large entities pattern"): kept in Blob storage, the entity holding the blob's
+   * name; a read-only URL valid 15 minutes, null when there is none. Set by `setEmployeePhoto`.
+   */
+  photoUrl?: InputMaybe<BlobInput>;
   salaryOrHourly?: InputMaybe<PayBasis>;
   title?: InputMaybe<Scalars['String']['input']>;
   /** Typical hours per week (hourly staff only). */

@@ -28,7 +28,7 @@ export function fileFormat(file: string): 'csv' | 'ndjson' {
 
 /**
  * Checks the fields a file gives: each a stored field of the entity, neither a summary nor a copy (the loader keeps
- * those), every key field present.
+ * those) nor a `@blob` (a mutation uploads it), every key field present.
  * @throws TablegraphError BAD_USER_INPUT naming the fields
  */
 export function checkColumns(entity: EntityModel, columns: string[], where: string): void {
@@ -43,6 +43,10 @@ export function checkColumns(entity: EntityModel, columns: string[], where: stri
   const copies = columns.filter((c) => entity.copies.has(c));
   if (copies.length) {
     throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${where}: ${copies.join(', ')} ${copies.length > 1 ? 'are copies' : 'is a copy'} (@copy), taken by the loader from the target`, { fields: copies });
+  }
+  const blobs = columns.filter((c) => entity.fields.get(c)?.blob);
+  if (blobs.length) {
+    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${where}: ${blobs.join(', ')} ${blobs.length > 1 ? 'are @blob fields' : 'is a @blob field'}, set by a mutation that uploads the blob`, { fields: blobs });
   }
   const missing = entity.keyFields.filter((k) => !columns.includes(k));
   if (missing.length) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${where}: the key field(s) ${missing.join(', ')} of ${entity.name} are missing`, { fields: missing });

@@ -2,7 +2,8 @@
  * `verify`: checks that every index entity equals what its primary entity derives (DESIGN.md §4 item 3) — the
  * intra-partition indexes kept in the entity's EGT and the inter-partition ones the fan-out worker keeps
  * ("Index Entities Pattern", "Eventually consistent transactions pattern") — and that every summary value equals
- * a recount of what it summarises (summary-state.ts), and every copy its target (copy-state.ts). It reads whole
+ * a recount of what it summarises (summary-state.ts), every copy its target (copy-state.ts), and that no blob of a
+ * `@blob` field outlived its cleanup unnamed (blob-state.ts). It reads whole
  * tables on purpose (derived-state.ts): a maintenance command, never a request path.
  *
  * Inter-partition indexes lag behind their primaries by the fan-out queue during normal operation, and verify
@@ -16,6 +17,8 @@ import type { TableStore } from '../storage/table-store';
 import { problemCount, readDerivedState, resolveEntity, type IndexDiff, type ScanProgress } from './derived-state';
 import { readCopyState, type CopyDiff } from './copy-state';
 import { readSummaryState, summaryProblems, type SummaryDiff } from './summary-state';
+import { readBlobState, type BlobDiff } from './blob-state';
+import type { BlobStore } from '../storage/blob-store';
 
 export interface VerifyOptions {
   store: TableStore;
@@ -24,6 +27,8 @@ export interface VerifyOptions {
   types?: string[];
   onProgress?(p: ScanProgress): void;
   observer?: StorageObserver;
+  /** The blobs of `@blob` fields, checked for orphans when given (blob-state.ts). */
+  blobs?: { store: BlobStore; cleanupDelaySeconds: number };
 }
 
 export interface VerifyReport {
@@ -41,6 +46,8 @@ export interface VerifyReport {
   summaries: SummaryDiff[];
   /** One entry per copy (`@copy`) of the types checked. */
   copies: CopyDiff[];
+  /** One entry per `@blob` field of the types checked (empty without a blob store): orphaned blobs are problems. */
+  blobs: BlobDiff[];
 }
 
 /**
@@ -78,8 +85,12 @@ export async function verifyDerived(opts: VerifyOptions): Promise<VerifyReport> 
     },
   });
   const copies = await readCopyState(opts.store, opts.model, entities.map((e) => e.name), opts.observer);
-  const problems = diffs.reduce((n, d) => n + problemCount(d), 0) + summaries.reduce((n, d) => n + summaryProblems(d), 0) + copies.reduce((n, d) => n + d.different.length, 0);
-  return { ok: problems === 0, problems, scanned, seconds: (performance.now() - started) / 1000, indexes: diffs, summaries, copies };
+  const blobs = opts.blobs
+    ? await readBlobState({ store: opts.store, blobs: opts.blobs.store, model: opts.model, types: entities.map((e) => e.name), cleanupDelaySeconds: opts.blobs.cleanupDelaySeconds, observer: opts.observer })
+    : [];
+  const problems = diffs.reduce((n, d) => n + problemCount(d), 0) + summaries.reduce((n, d) => n + summaryProblems(d), 0) + copies.reduce((n, d) => n + d.different.length, 0) +
+    blobs.reduce((n, d) => n + d.orphaned.length, 0);
+  return { ok: problems === 0, problems, scanned, seconds: (performance.now() - started) / 1000, indexes: diffs, summaries, copies, blobs };
 }
 
 /** `PartitionKey 'x' RowKey 'y'`, quoted as JSON so spaces and escapes stay visible. */
@@ -130,9 +141,16 @@ export function formatVerifyReport(report: VerifyReport, limit = 50): string {
     for (const line of details.slice(0, limit)) lines.push(`       ${line}`);
     if (details.length > limit) lines.push(`       … and ${details.length - limit} more`);
   }
+  for (const d of report.blobs) {
+    lines.push(`${d.orphaned.length === 0 ? 'ok  ' : 'FAIL'} ${d.field} (@blob, container ${d.container}): ${d.named} named, ${d.listed} listed; ${d.orphaned.length} orphaned, ${d.pending} too recent to judge`);
+    const details = d.orphaned.map((b) => `orphaned   ${b.name} (last written ${b.lastModified})`);
+    for (const line of details.slice(0, limit)) lines.push(`       ${line}`);
+    if (details.length > limit) lines.push(`       … and ${details.length - limit} more`);
+  }
   const failing =
-    report.indexes.filter((d) => problemCount(d) > 0).length + report.summaries.filter((d) => summaryProblems(d) > 0).length + report.copies.filter((d) => d.different.length > 0).length;
-  const what = `${report.indexes.length} ${report.indexes.length === 1 ? 'index' : 'indexes'}, ${report.summaries.length} ${report.summaries.length === 1 ? 'summary' : 'summaries'} and ${report.copies.length} ${report.copies.length === 1 ? 'copy' : 'copies'}`;
+    report.indexes.filter((d) => problemCount(d) > 0).length + report.summaries.filter((d) => summaryProblems(d) > 0).length + report.copies.filter((d) => d.different.length > 0).length +
+    report.blobs.filter((d) => d.orphaned.length > 0).length;
+  const what = `${report.indexes.length} ${report.indexes.length === 1 ? 'index' : 'indexes'}, ${report.summaries.length} ${report.summaries.length === 1 ? 'summary' : 'summaries'}, ${report.copies.length} ${report.copies.length === 1 ? 'copy' : 'copies'} and ${report.blobs.length} @blob ${report.blobs.length === 1 ? 'field' : 'fields'}`;
   lines.push(
     report.ok
       ? `verify: ok — ${what} match their primaries (${report.scanned} entities read in ${report.seconds.toFixed(1)} s)`

@@ -13,6 +13,7 @@ import { buildSasFields } from './sas-fields';
 import { buildEntities } from './layouts';
 import { checkPeriodTableUses } from './table-template';
 import { checkWideUses } from './wide-entities';
+import { checkBlobUses } from './blob-fields';
 import { buildInterfaces } from './inheritance';
 import { buildSummaries } from './summaries';
 import { buildWrites } from './writes';
@@ -138,6 +139,7 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
   buildAuthorization(schema, model, problems);
   checkPeriodTableUses(schema, model, problems);
   checkWideUses(schema, model, problems);
+  checkBlobUses(model, problems);
   problems.throwIfAny();
   const sdl = texts.map((t) => `# ${t.name}\n${t.body.trimEnd()}\n`).join('\n');
   return { schema, model, generatedSdl, sdl };

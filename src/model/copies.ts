@@ -46,8 +46,8 @@ export function buildCopies(
         problems.add(coordinate, `@copy(field: "${d.field}"): ${target.name} has no stored field "${d.field}"`, d.node);
         continue;
       }
-      if (source.series || stored.series || source.encrypted || stored.encrypted) {
-        problems.add(coordinate, 'a @series or an @encrypted field is neither copied nor a copy', d.node);
+      if (source.series || stored.series || source.encrypted || stored.encrypted || source.blob || stored.blob) {
+        problems.add(coordinate, 'a @series, an @encrypted or a @blob field is neither copied nor a copy', d.node);
         continue;
       }
       if (source.graphqlType !== stored.graphqlType || stored.nonNull) {

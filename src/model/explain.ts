@@ -5,6 +5,7 @@
  * and how it is kept; each reference and whether writes check it; each mutation and what it writes in its EGT
  * and what eventually. Structured data (for `--json`), and a text rendering of it for people.
  */
+import { blobFields } from './blob-fields';
 import type { AccessPath, BoundTemplate, Model, PointPath, WriteAction } from './types';
 
 /** A key template and where each placeholder's value comes from. */
@@ -83,6 +84,18 @@ export interface MutationPlan {
   checksReferences: string[];
   /** A wide entity: the entities it is stored as, all read before the write and written in its EGT as needed. */
   parts: number | null;
+  /** `@blob` fields the input may set: uploaded (or given an upload URL) before the EGT, cleaned up through the queue. */
+  blobs: string[];
+}
+
+/** A `@blob` field: its container and read URL lifetime (the guide's "Large entities pattern"). */
+export interface BlobPlan {
+  coordinate: string;
+  container: string;
+  maxBytes: number;
+  contentTypes: string[];
+  /** How long a read URL is valid (s). */
+  expiresInSeconds: number;
 }
 
 /** A copy (`@copy`) of a referenced entity's field. */
@@ -101,6 +114,7 @@ export interface Explanation {
   summaries: SummaryPlan[];
   references: ReferencePlan[];
   copies: CopyPlan[];
+  blobs: BlobPlan[];
   mutations: MutationPlan[];
 }
 
@@ -190,15 +204,19 @@ export function explainModel(model: Model): Explanation {
       },
       checksReferences: w.action === 'DELETE' ? [] : (model.references.get(w.entity.name) ?? []).map((p) => p.coordinate),
       parts: w.entity.wide?.parts.length ?? null,
+      blobs: [...w.inputFields].filter((f) => w.entity.fields.get(f)?.blob),
     };
   });
+  const blobs = [...model.entities.values()]
+    .flatMap((e) => blobFields(e).map(({ name, blob }): BlobPlan => ({ coordinate: `${e.name}.${name}`, container: blob.container, maxBytes: blob.maxBytes, contentTypes: blob.contentTypes, expiresInSeconds: blob.expiresInSeconds })))
+    .sort(byCoordinate);
 
   const copies = [...model.copiesOf.values()]
     .flat()
     .map((c): CopyPlan => ({ coordinate: `${c.entity.name}.${c.field}`, reference: c.reference.coordinate, copies: `${c.reference.target.name}.${c.targetField}`, foundThrough: c.reverse.coordinate }))
     .sort(byCoordinate);
 
-  return { fields, summaries, references, copies, mutations };
+  return { fields, summaries, references, copies, blobs, mutations };
 }
 
 function describeKey(k: KeyPlan | null): string {
@@ -241,12 +259,17 @@ export function formatExplanation(e: Explanation): string {
   }
   if (e.copies.length) lines.push('', 'Copies (set by the writer, kept in step by the worker)');
   for (const c of e.copies) lines.push(`  ${c.coordinate} = ${c.copies} through ${c.reference}; found through ${c.foundThrough} when it changes`);
+  if (e.blobs.length) lines.push('', 'Blobs (the entity holds the name; the field reads as a SAS URL, no storage call)');
+  for (const b of e.blobs) {
+    lines.push(`  ${b.coordinate} in container ${b.container}: uploads of at most ${b.maxBytes} bytes${b.contentTypes.length ? ` (${b.contentTypes.join(', ')})` : ''}; read URLs valid ${b.expiresInSeconds} s`);
+  }
   if (e.mutations.length) lines.push('', 'Mutations');
   for (const m of e.mutations) {
     const egt = [m.parts ? `${m.entity} (${m.parts} entities)` : m.entity, ...m.egt.indexes.map((i) => `index ${i}`), ...m.egt.summaries].join(', ');
     const eventual = [...m.eventual.indexes.map((i) => `index ${i}`), ...m.eventual.summaries];
     lines.push(`  ${m.coordinate}: ${m.action} ${m.entity}; EGT: ${egt}${eventual.length ? `; eventually: ${eventual.join(', ')}` : ''}`);
     if (m.checksReferences.length) lines.push(`    checks that ${m.checksReferences.join(', ')} point at existing entities`);
+    if (m.blobs.length) lines.push(`    before the EGT: a cleanup message (delayed), then the upload of ${m.blobs.join(', ')} (one Put Blob each)`);
   }
   return lines.join('\n');
 }

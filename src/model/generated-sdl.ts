@@ -8,7 +8,7 @@
  * The inputs follow the entity's stored fields (scalar and enum fields without arguments, neither `etag`, a
  * `@summary`, a `@copy`, nor a `@sas` field): a create or replace takes them with the entity's nullability; an update takes
  * the key fields as declared and every other field nullable (merge: only those given change); update, replace and
- * delete take `ifMatch: String`. Works on the parsed SDL, before the schema is built, so that a schema referring
+ * delete take `ifMatch: String`. A `@blob` field is given as a `BlobInput` (what to upload). Works on the parsed SDL, before the schema is built, so that a schema referring
  * to generated types validates.
  */
 import {
@@ -125,6 +125,10 @@ function pageInfo(): string {
 type PageInfo { hasNextPage: Boolean! hasPreviousPage: Boolean! startCursor: String endCursor: String }`;
 }
 
+function isBlob(f: FieldDefinitionNode): boolean {
+  return Boolean(f.directives?.some((d) => d.name.value === 'blob'));
+}
+
 function isSeries(f: FieldDefinitionNode): boolean {
   return Boolean(f.directives?.some((d) => d.name.value === 'series'));
 }
@@ -148,7 +152,9 @@ function input(e: EntityShape, kind: 'Create' | 'Update' | 'Replace' | 'Delete',
   if (kind !== 'Create') {
     lines.push('"""The ETag read: the write fails with CONFLICT if the entity changed since. Omitted: unconditional."""\nifMatch: String');
   }
-  if (kind !== 'Delete') for (const f of others) lines.push(field(f, kind === 'Update' ? print(nullable(f.type)) : print(f.type)));
+  // A @blob field takes what to upload (BlobInput), never a blob name.
+  const type = (f: FieldDefinitionNode) => (isBlob(f) ? 'BlobInput' : kind === 'Update' ? print(nullable(f.type)) : print(f.type));
+  if (kind !== 'Delete') for (const f of others) lines.push(field(f, type(f)));
   return `"""${description}"""\ninput ${kind}${e.name}Input {\n${lines.join('\n')}\n}`;
 }
 

@@ -12,6 +12,7 @@ import { readEncrypted, readEntity, readIndexes, readPoint, readRange, readSerie
 import { edmTypeOf } from './edm-mapping';
 import { readConstraint } from './constraints';
 import { hasSas } from './sas-fields';
+import { readBlob } from './blob-fields';
 import { isTableTemplate, parseTableTemplate } from './table-template';
 import { BASED_ON_PROPERTY, ENTITY_TYPE_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type IndexModel, type Layout, type StoredField } from './types';
 import type { SchemaProblems } from './schema-errors';
@@ -48,7 +49,7 @@ function unwrap<T>(type: T): T {
   return (isNonNullType(type) ? type.ofType : type) as T;
 }
 
-function storedFields(type: GraphQLObjectType, schema: GraphQLSchema, problems: SchemaProblems): Map<string, StoredField> {
+function storedFields(type: GraphQLObjectType, schema: GraphQLSchema, problems: SchemaProblems, tablePrefix: string): Map<string, StoredField> {
   const fields = new Map<string, StoredField>();
   for (const field of Object.values(type.getFields())) {
     const coordinate = `${type.name}.${field.name}`;
@@ -91,9 +92,16 @@ function storedFields(type: GraphQLObjectType, schema: GraphQLSchema, problems: 
       problems.add(coordinate, '@encrypted is for String fields: the text is sealed and stored as Edm.Binary', encrypted);
       continue;
     }
+    const hasBlob = field.astNode?.directives?.some((d) => d.name.value === 'blob');
+    const blob = hasBlob ? readBlob(schema, field, coordinate, tablePrefix, problems) : undefined;
+    if (hasBlob && !blob) continue;
+    if (blob && encrypted) {
+      problems.add(coordinate, '@blob and @encrypted: the field holds a blob\'s name, and the blob is not sealed', encrypted);
+      continue;
+    }
     fields.set(field.name, {
       name: field.name, graphqlType: named.name, edm, nonNull: isNonNullType(field.type),
-      ...(constraint && { constraint }), ...(series && { series }), ...(encrypted && { encrypted: true as const }),
+      ...(constraint && { constraint }), ...(series && { series }), ...(encrypted && { encrypted: true as const }), ...(blob && { blob }),
     });
   }
   checkPropertyNames(type, fields, problems);
@@ -146,6 +154,8 @@ function checkPlaceholders(
       problems.add(coordinate, `${what} template "${t.source}" names {${seg.name}}, a @series: a list cannot be part of a key`, node);
     } else if (field.encrypted) {
       problems.add(coordinate, `${what} template "${t.source}" names {${seg.name}}, which is @encrypted: keys are stored in the clear`, node);
+    } else if (field.blob) {
+      problems.add(coordinate, `${what} template "${t.source}" names {${seg.name}}, a @blob: its value is a new blob name at every write`, node);
     } else if (!field.nonNull && !allowNullable) {
       problems.add(coordinate, `${what} template "${t.source}" names {${seg.name}}, which is nullable: a key part must always have a value`, node);
     } else if ((seg.format.kind === 'padded' || seg.format.kind === 'descending') && !['Int', 'ID', 'Long'].includes(field.graphqlType)) {
@@ -168,7 +178,7 @@ export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, t
       if (readIndexes(schema, type.astNode).length > 0) problems.add(type.name, '@index needs @entity on the same type', type.astNode);
       continue;
     }
-    const fields = storedFields(type, schema, problems);
+    const fields = storedFields(type, schema, problems, tablePrefix);
     const pk = parseTemplate(directive.partitionKey, 'PartitionKey', type.name, directive.node, problems);
     const rk = parseTemplate(directive.rowKey, 'RowKey', type.name, directive.node, problems);
     if (!pk || !rk) continue;

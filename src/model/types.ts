@@ -8,6 +8,7 @@ import type { AuthPolicy } from './authorization';
 import type { FieldConstraint } from './constraints';
 import type { KeyTemplate } from './key-template';
 import type { SasField } from './sas-fields';
+import type { BlobSpec } from './blob-fields';
 import type { WideLayout } from './wide-entities';
 
 /** A scalar or enum field stored as one property of the same name. */
@@ -28,6 +29,8 @@ export interface StoredField {
   series?: { length: number; properties: string[] };
   /** `@encrypted`: sealed by the store before it is sent, opened when read (src/storage/property-cipher.ts). */
   encrypted?: true;
+  /** `@blob`: the property holds a blob's name; the field reads as a SAS URL for it (src/model/blob-fields.ts). */
+  blob?: BlobSpec;
 }
 
 /** Where an entity, or an index entity, lives: one table, a PartitionKey and a RowKey template. */
@@ -232,6 +235,8 @@ export interface WriteModel {
   inputFields: Set<string>;
   /** The payload type's field that returns the written entity. */
   payloadField: string;
+  /** Payload fields marked `@blobUpload`: the `@blob` field each returns an upload URL for, by payload field. */
+  uploadFields?: Map<string, string>;
   /** MOVE: the input fields that give the new keys (`toDepartmentId`), by the key field they replace. */
   moveTo?: Map<string, string>;
   /** MOVE with `to`: the entity type the entity becomes at its new address (an archive's). */

@@ -16,6 +16,9 @@ import { readWrite } from './directives';
 import type { SchemaProblems } from './schema-errors';
 import type { EntityModel, StoredField, WriteModel } from './types';
 
+/** The input type of a `@blob` field (schema/directives.graphql): what to upload. */
+export const BLOB_INPUT = 'BlobInput';
+
 /** The input field that carries the ETag a client read (UPDATE, REPLACE, DELETE). */
 export const IF_MATCH_FIELD = 'ifMatch';
 
@@ -47,18 +50,18 @@ export function buildWrites(
     if (d.to !== undefined && d.action !== 'MOVE') problems.add(coordinate, '@write(to:) is for MOVE only', d.node);
     if (d.action === 'MOVE') {
       const moveTo = checkMoveInput(field, entity, coordinate, problems);
-      const payloadField = checkPayload(field, entity, coordinate, problems);
+      const payload = checkPayload(field, entity, coordinate, problems);
       const target = d.to === undefined ? entity : checkMoveTarget(entity, entities.get(d.to), d.to, coordinate, d.node, problems);
-      if (!moveTo || !payloadField || !target) continue;
+      if (!moveTo || !payload || !target) continue;
       payloads.add(getNamedType(field.type).name);
-      writes.set(coordinate, { coordinate, entity, action: 'MOVE', inputFields: new Set(entity.keyFields), payloadField, moveTo, ...(target !== entity && { moveTarget: target }) });
+      writes.set(coordinate, { coordinate, entity, action: 'MOVE', inputFields: new Set(entity.keyFields), ...payload, moveTo, ...(target !== entity && { moveTarget: target }) });
       continue;
     }
     const inputFields = checkInput(field, entity, d.action, coordinate, problems);
-    const payloadField = checkPayload(field, entity, coordinate, problems);
-    if (!inputFields || !payloadField) continue;
+    const payload = checkPayload(field, entity, coordinate, problems);
+    if (!inputFields || !payload) continue;
     payloads.add(getNamedType(field.type).name);
-    writes.set(coordinate, { coordinate, entity, action: d.action, inputFields, payloadField });
+    writes.set(coordinate, { coordinate, entity, action: d.action, inputFields, ...payload });
   }
   return { writes, payloads };
 }
@@ -113,7 +116,10 @@ function checkInput(
       else names.add(f.name);
       continue;
     }
-    if (!stored) {
+    if (stored?.blob) {
+      if (getNamedType(f.type).name !== BLOB_INPUT || isNonNullType(f.type)) fail(`${input.name}.${f.name} must be a nullable ${BLOB_INPUT}: ${entity.name}.${f.name} is a @blob`);
+      else names.add(f.name);
+    } else if (!stored) {
       fail(`${input.name}.${f.name} is not a stored field of ${entity.name}`);
     } else if (entity.summaryFields.has(f.name)) {
       fail(`${input.name}.${f.name} is a summary value: the write path keeps it, clients do not set it`);
@@ -165,6 +171,7 @@ function checkMoveTarget(entity: EntityModel, target: EntityModel | undefined, n
     if (target.summaryFields.has(field.name) || target.copies.has(field.name)) continue;
     const source = entity.fields.get(field.name);
     if (source && (source.graphqlType !== field.graphqlType || Boolean(source.series) !== Boolean(field.series))) wrong.push(`${field.name} is a ${field.graphqlType}, ${entity.name}.${field.name} a ${source.graphqlType}`);
+    else if (source && Boolean(source.blob) !== Boolean(field.blob)) wrong.push(`${field.name} and ${entity.name}.${field.name} are not both @blob`);
     else if (field.nonNull && !field.series && !source?.nonNull) wrong.push(`${field.name} is non-null, and ${entity.name} has no non-null ${field.name} to fill it`);
   }
   if (wrong.length === 0) return target;
@@ -224,13 +231,33 @@ function checkMoveInput(field: GraphQLField<unknown, unknown>, entity: EntityMod
   }
 }
 
-function checkPayload(field: GraphQLField<unknown, unknown>, entity: EntityModel, coordinate: string, problems: SchemaProblems): string | undefined {
+/**
+ * A payload type: one field of the entity type, and any number of nullable String fields marked
+ * `@blobUpload(field:)` naming a `@blob` field of the entity (the upload URL of a write that gave it no bytes).
+ * @returns the entity field's name and the upload fields, or undefined (with problems)
+ */
+function checkPayload(field: GraphQLField<unknown, unknown>, entity: EntityModel, coordinate: string, problems: SchemaProblems): { payloadField: string; uploadFields?: Map<string, string> } | undefined {
   const payload = getNamedType(field.type);
   const fields = isObjectType(payload) ? Object.values(payload.getFields()) : [];
+  const uploads = new Map<string, string>();
+  let ok = true;
+  for (const f of fields) {
+    const d = f.astNode?.directives?.find((x) => x.name.value === 'blobUpload');
+    if (!d) continue;
+    const arg = d.arguments?.find((a) => a.name.value === 'field')?.value;
+    const name = arg?.kind === 'StringValue' ? arg.value : '';
+    if (!entity.fields.get(name)?.blob) {
+      problems.add(coordinate, `${payload.name}.${f.name}: @blobUpload(field: "${name}") must name a @blob field of ${entity.name}`, d);
+      ok = false;
+    } else if (isNonNullType(f.type) || getNamedType(f.type).name !== 'String') {
+      problems.add(coordinate, `${payload.name}.${f.name}: a @blobUpload field is a nullable String (null when the write uploaded the bytes itself)`, d);
+      ok = false;
+    } else uploads.set(f.name, name);
+  }
   const entityFields = fields.filter((f) => getNamedType(f.type).name === entity.name);
-  if (!isObjectType(payload) || entityFields.length !== 1 || fields.length !== 1) {
-    problems.add(coordinate, `returns ${payload.name}, which must be an object type with exactly one field, of type ${entity.name}`, field.astNode);
+  if (!isObjectType(payload) || entityFields.length !== 1 || fields.length !== 1 + uploads.size) {
+    problems.add(coordinate, `returns ${payload.name}, which must be an object type with exactly one field of type ${entity.name} (and @blobUpload fields)`, field.astNode);
     return undefined;
   }
-  return entityFields[0].name;
+  return ok ? { payloadField: entityFields[0].name, ...(uploads.size > 0 && { uploadFields: uploads }) } : undefined;
 }

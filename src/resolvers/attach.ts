@@ -44,6 +44,7 @@ export function attachResolvers(schema: GraphQLSchema, model: Model): GraphQLSch
         const auth = entity.fields.get(name)!.auth;
         // A summary kept by the worker may lag behind the writes: the response says so (extensions.consistency).
         const eventual = model.summaries.get(`${type.name}.${name}`)?.scope === 'eventual' ? `${type.name}.${name}` : undefined;
+        const blob = entity.fields.get(name)!.blob;
         field.resolve = async (node: EntityNode, _args, ctx: RequestContext, info) => {
           if (eventual) ctx.eventualSummaries.add(eventual);
           if (auth && ctx.principal) {
@@ -52,7 +53,11 @@ export function attachResolvers(schema: GraphQLSchema, model: Model): GraphQLSch
             const values = Object.fromEntries(await Promise.all(scope.map(async (f) => [f, await fieldValue(node, f, ctx, info)] as const)));
             if (decide(auth, ctx.principal, (f) => values[f] ?? null) !== 'allow') throw forbidden(`read ${type.name}.${name}`, ctx.principal);
           }
-          return fieldValue(node, name, ctx, info);
+          const value = await fieldValue(node, name, ctx, info);
+          if (!blob || typeof value !== 'string') return value;
+          // The guide's "Large entities pattern": the entity holds the blob's name, the client gets a read URL (no call).
+          if (!ctx.blobs) throw new TablegraphError(ErrorCode.CONFIG_INVALID, 'This server has no blob store to sign @blob URLs with.');
+          return ctx.blobs.readUrl(blob.container, value, blob.expiresInSeconds);
         };
       }
     }

@@ -10,6 +10,7 @@ import { CostTracker } from '../read/cost';
 import type { DemandEstimate } from '../read/demand';
 import type { Principal } from '../server/auth';
 import type { PartitionSasSigner } from '../storage/sas';
+import type { BlobStore } from '../storage/blob-store';
 import type { CursorCodec } from '../read/cursor';
 import { createLoaders, type Loaders } from '../read/loaders';
 import { collectProjection, type Projection } from '../read/projection';
@@ -25,6 +26,8 @@ export interface RequestContext {
   principal?: Principal;
   /** Signs shared access signature URLs for `@sas` fields; absent: none can be signed. */
   signSas?: PartitionSasSigner;
+  /** Signs the read URLs of `@blob` fields; absent: none can be signed. */
+  blobs?: BlobStore;
   model: Model;
   loaders: Loaders;
   cost: CostTracker;
@@ -55,6 +58,8 @@ export interface ContextDeps {
   requestTimeoutMs?: number;
   /** Signs `@sas` URLs (src/storage/sas.ts). */
   signSas?: PartitionSasSigner;
+  /** Signs `@blob` read URLs (src/storage/blob-store.ts). */
+  blobs?: BlobStore;
 }
 
 /**
@@ -69,6 +74,7 @@ export function createRequestContext(deps: ContextDeps, requestId: string = rand
     requestId,
     principal,
     signSas: deps.signSas,
+    blobs: deps.blobs,
     model: deps.model,
     cursors: deps.cursors,
     writer: deps.writer,

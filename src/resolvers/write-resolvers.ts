@@ -43,6 +43,8 @@ export function writeResolver(write: WriteModel): GraphQLFieldResolver<unknown, 
         properties: { ...result.values, [ENTITY_TYPE_PROPERTY]: write.entity.entityType },
       },
     };
-    return { [write.payloadField]: node };
+    // `@blobUpload` payload fields: the upload URL of a @blob the client uploads itself, else null.
+    const uploads = [...(write.uploadFields ?? [])].map(([payloadField, field]) => [payloadField, result.uploadUrls?.[field] ?? null]);
+    return { [write.payloadField]: node, ...Object.fromEntries(uploads) };
   };
 }

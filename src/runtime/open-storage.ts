@@ -9,6 +9,7 @@ import { attachCipher } from './encryption';
 import { ensureEmbeddedAzurite, type EmbeddedAzurite } from '../storage/embedded-azurite';
 import { resolveTarget } from '../storage/connection';
 import { QueueStore } from '../storage/queue-store';
+import { BlobStore } from '../storage/blob-store';
 import { TableStore } from '../storage/table-store';
 import type { StorageTarget } from '../storage/types';
 
@@ -16,6 +17,8 @@ export interface OpenStorage {
   store: TableStore;
   /** The queues of the same account (fan-out messages). */
   queues: QueueStore;
+  /** The blobs of `@blob` fields (TABLEGRAPH_BLOB_CONNECTION_STRING, else the same account). */
+  blobs: BlobStore;
   connectionString: string;
   target: StorageTarget;
   /** The embedded Azurite, when no connection string is configured (shared with the folder's other commands). */
@@ -38,6 +41,7 @@ export async function openStorage(config: Config, log: Logger, model?: Model): P
   return {
     store,
     queues: new QueueStore({ connectionString, timeoutMs: config.storageTimeoutMs }),
+    blobs: new BlobStore({ connectionString: config.blobConnectionString ?? connectionString, timeoutMs: config.storageTimeoutMs }),
     connectionString,
     target,
     azurite,

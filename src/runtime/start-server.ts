@@ -18,6 +18,7 @@ import { authConfigured, createAuthenticator, isLoopback, type Authenticator } f
 import { createRateLimit } from '../server/rate-limit';
 import { partitionSasSigner } from '../storage/sas';
 import { WriteExecutor } from '../write/write-executor';
+import { blobContainers } from '../model/blob-fields';
 import type { CompiledSchema } from '../model/compile';
 import { compileConfiguredSchema } from './configured-schema';
 import { seedIfEmpty, seedManifestPath } from './seed';
@@ -73,7 +74,10 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
   for (const table of model.tables) await storage.store.ensureTable(table);
   await ensureFanoutQueues(storage.queues, config.tablePrefix);
   const queues = fanoutQueueNames(config.tablePrefix);
-  const writer = new WriteExecutor({ model, store: storage.store, fanout: queueSender(storage.queues, queues.queue) });
+  // A schema with @blob fields needs its containers (and a blob connection string) before it serves.
+  for (const container of blobContainers(model)) await storage.blobs.ensureContainer(container);
+  const blobs = { store: storage.blobs, cleanupDelaySeconds: config.blobCleanupDelaySeconds };
+  const writer = new WriteExecutor({ model, store: storage.store, fanout: queueSender(storage.queues, queues.queue), blobs });
   // Only into an empty store, and on the embedded Azurite only while no other command (an import, say) uses it.
   const seed = () => seedIfEmpty({ store: storage.store, model, schema, schemaDir: config.schemaDir });
   const seeded = storage.azurite ? await storage.azurite.whenAlone(seed) : { ran: true as const, value: await seed() };
@@ -103,6 +107,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     admission: new StorageAdmission({ maxInFlight: config.maxStorageInFlight, maxQueued: config.maxStorageQueue }),
     requestTimeoutMs: config.requestTimeoutMs,
     signSas: partitionSasSigner(storage.connectionString),
+    blobs: storage.blobs,
   });
   const worker =
     config.worker === 'inline'
@@ -116,6 +121,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
           maxDequeueCount: config.maxDequeueCount,
           settleMs: config.settleMs,
           writer,
+          blobs: storage.blobs,
         })
       : undefined;
   const server: Server = createServer(handler);

@@ -59,6 +59,19 @@ export function tableEndpoint(cs: string): string {
   );
 }
 
+/**
+ * The Blob service endpoint a connection string addresses (no trailing slash), as tableEndpoint does for tables:
+ * `BlobEndpoint`, the emulator's default, or `{protocol}://{AccountName}.blob.{EndpointSuffix}`; undefined when
+ * none can be formed (a Cosmos DB Table API connection string).
+ */
+export function blobEndpoint(cs: string): string | undefined {
+  const p = parseConnectionString(cs);
+  if (p.blobendpoint) return p.blobendpoint.replace(/\/+$/, '');
+  if (p.usedevelopmentstorage?.toLowerCase() === 'true') return `http://127.0.0.1:10000/${DEV_ACCOUNT_NAME}`;
+  if (p.accountname && !p.tableendpoint?.includes('.cosmos.')) return `${p.defaultendpointsprotocol ?? 'https'}://${p.accountname}.blob.${p.endpointsuffix ?? 'core.windows.net'}`;
+  return undefined;
+}
+
 function isLoopback(host: string): boolean {
   const h = host.replace(/^\[|\]$/g, '').toLowerCase();
   return h === 'localhost' || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h);

@@ -1,13 +1,17 @@
 /**
  * The fan-out worker: a QueueWorker whose handler decodes fan-out messages and reconciles the derived entities
- * they name (reconciler.ts). Runs inside the server by default and alone as `npm run worker`; several workers on
- * one queue are competing consumers ("Eventually consistent transactions pattern").
+ * they name (reconciler.ts), or cleans up the blobs of `@blob` fields (blob-cleanup.ts). Runs inside the server by
+ * default and alone as `npm run worker`; several workers on one queue are competing consumers ("Eventually
+ * consistent transactions pattern").
  */
 import type { Logger } from '../log';
 import type { Model } from '../model/types';
 import { queueName, type QueueStore } from '../storage/queue-store';
 import type { TableStore } from '../storage/table-store';
 import { decodeFanout } from '../write/fanout-message';
+import { decodeBlobCleanup } from '../write/blob-cleanup-message';
+import type { BlobStore } from '../storage/blob-store';
+import { cleanUpBlobs } from './blob-cleanup';
 import type { FanoutSender } from '../write/write-executor';
 import { QueueWorker } from './queue-worker';
 import { reconcile, type ReconcileOptions } from './reconciler';
@@ -23,7 +27,7 @@ export function fanoutQueueNames(tablePrefix: string): { queue: string; poison: 
  */
 export function queueSender(queues: QueueStore, queue: string): FanoutSender {
   return {
-    send: (text) => queues.send(queue, text),
+    send: (text, opts) => queues.send(queue, text, opts),
     withdraw: (sent) => queues.delete(queue, sent),
   };
 }
@@ -42,6 +46,8 @@ export interface FanoutWorkerOptions {
   settleMs?: number;
   /** Seconds a received message stays invisible to other workers (default 30). */
   visibilityTimeoutSeconds?: number;
+  /** Blob storage of `@blob` fields, for blob cleanup messages (blob-cleanup.ts). */
+  blobs?: BlobStore;
   /** The write path, to carry out moves (`@write(action: MOVE)`). */
   writer?: ReconcileOptions['writer'];
   /** Test hook, see ReconcileOptions.afterUpserts. */
@@ -60,6 +66,8 @@ export function createFanoutWorker(opts: FanoutWorkerOptions): QueueWorker {
     visibilityTimeoutSeconds: opts.visibilityTimeoutSeconds,
     log: opts.log,
     enqueuedAt(text) {
+      const cleanup = decodeBlobCleanup(text);
+      if (cleanup) return cleanup.visibleAt;
       try {
         return decodeFanout(text).enqueuedAt;
       } catch {
@@ -67,6 +75,12 @@ export function createFanoutWorker(opts: FanoutWorkerOptions): QueueWorker {
       }
     },
     async handle(text) {
+      const cleanup = decodeBlobCleanup(text);
+      if (cleanup) {
+        const { deleted, kept } = await cleanUpBlobs(cleanup, { model: opts.model, store: opts.store, blobs: opts.blobs });
+        opts.log?.debug({ messageId: cleanup.id, entity: cleanup.entity, deleted, kept }, 'blob cleanup');
+        return { kind: 'done' };
+      }
       const message = decodeFanout(text);
       const result = await reconcile(message, {
         model: opts.model,

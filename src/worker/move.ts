@@ -10,10 +10,13 @@
  *   the copy is carried along);
  * - then delete the old entity, conditional on the ETag read; if it changed meanwhile, go round again.
  * An archive (`@write(to:)`) is the same, the copy being of the target type: its fields filled from the fields of
- * the same name, its own indexes and summaries coming with its create.
+ * the same name, its own indexes and summaries coming with its create. A `@blob` field's blob is copied to a name
+ * under the new address (the delete's cleanup message then takes the old one).
  */
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { valuesOf } from '../model/entity-codec';
+import { blobFields } from '../model/blob-fields';
+import type { BlobCopy } from '../write/blob-writes';
 import type { EntityModel, Model, WriteModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { StorageObserver } from '../storage/types';
@@ -55,6 +58,11 @@ export async function carryOutMove(
     const input: Record<string, unknown> = {};
     const values = valuesOf(entity, old.properties);
     for (const f of writes('CREATE', target).inputFields) input[f] = values[f] ?? null;
+    // A @blob is copied to a name of the new address: the old address's cleanup deletes the blobs under its own.
+    for (const { name } of blobFields(target)) {
+      const blob = entity.fields.get(name)?.blob;
+      input[name] = typeof values[name] === 'string' && blob ? ({ copyOf: { container: blob.container, name: values[name] } } satisfies BlobCopy) : null;
+    }
     Object.assign(input, keys);
     try {
       if (!moved) {

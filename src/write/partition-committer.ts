@@ -32,8 +32,8 @@ export type SentMessage = { id: string; popReceipt: string };
 
 /** Where fan-out messages go (the queue adapter, or anything with the same methods). */
 export interface FanoutSender {
-  /** Sends one message; may return a reference to withdraw it by. */
-  send(text: string): Promise<SentMessage | void>;
+  /** Sends one message, hidden for `visibilityDelaySeconds` (s, default 0); may return a reference to withdraw it by. */
+  send(text: string, opts?: { visibilityDelaySeconds?: number }): Promise<SentMessage | void>;
   /** Deletes a message sent for a write that then failed (best effort). */
   withdraw?(sent: SentMessage): Promise<void>;
 }
@@ -46,6 +46,8 @@ export interface WriteResult {
   /** The entity's new ETag; for a delete, the ETag it had. */
   etag: string;
   deleted: boolean;
+  /** Write-only SAS URLs for the `@blob` fields the client uploads itself, by field (blob-writes.ts). */
+  uploadUrls?: Record<string, string>;
 }
 
 /** A write waiting in a committer's queue. */
@@ -54,6 +56,11 @@ export interface PendingWrite extends GroupMember {
   observer?: StorageObserver;
   /** Attempts made so far (attempts). */
   attempts: number;
+  /**
+   * A write of `@blob` fields: the time by which its EGT must be applied (ms since the epoch), or it fails — its
+   * blobs' cleanup may then take them (blob-cleanup-message.ts).
+   */
+  sendBy?: number;
   /** Arrival order in its committer. */
   seq: number;
   /** Ids of this write's attempts: reservations they made are this write's own. */
@@ -198,6 +205,15 @@ export class PartitionCommitter {
       await Promise.all(group.planned.map(({ member }) => this.undo(member, effects.get(member)!)));
       group.planned.forEach(({ member }) => this.again(member, retry));
       return [...retry, ...deferred];
+    }
+
+    // A write of @blob fields past its commit window: its blobs' cleanup may take them once it is applied.
+    const late = group.planned.filter(({ member }) => member.sendBy !== undefined && Date.now() + store.timeoutMs > member.sendBy);
+    if (late.length > 0) {
+      await Promise.all(late.map(({ member }) => this.undo(member, effects.get(member)!)));
+      const error = new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, 'The write took longer than its blobs\' commit window; nothing was written. Try again.', { reason: 'BlobCommitWindowPassed' });
+      group = this.without(group, state, (p) => late.includes(p) && this.fail(p.member, error));
+      if (group.planned.length === 0) return [...retry, ...deferred];
     }
 
     let etags: Array<string | undefined>;

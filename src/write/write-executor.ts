@@ -20,6 +20,7 @@ import { PartitionCommitter, type FanoutSender, type WriteResult } from './parti
 import type { GroupMember } from './group-plan';
 import { addressOf, checkIncrement, type Values } from './write-plan';
 import { partAddresses, partProperties } from '../model/wide-entities';
+import { applyBlobs, planBlobs, type BlobPlan, type BlobWriting } from './blob-writes';
 
 export type { FanoutSender, SentMessage, WriteResult } from './partition-committer';
 
@@ -29,6 +30,11 @@ export interface WriteExecutorOptions {
   fanout: FanoutSender;
   /** Attempts when writers of other processes keep changing what was read (attempts; default 8). */
   maxAttempts?: number;
+  /**
+   * Blob storage of `@blob` fields. Without it a write that gives one fails with CONFIG_INVALID, and deletes and
+   * replaces send no blob cleanup: for processes that never write blobs. The server and the worker always have it.
+   */
+  blobs?: BlobWriting;
 }
 
 /** Runs mutations. One instance serves every request of a process. */
@@ -44,14 +50,27 @@ export class WriteExecutor {
    * @param check decides on the entity as read and as it would be written whether the caller may (`@auth`);
    *   throwing refuses the write alone, before anything of it is sent
    * @param options.takeOverFrom a move's create (worker/move.ts): the entity's old address, whose unique keys it takes over
-   * A MOVE is checked and queued (move.ts): its result is the entity as it is, at its old address.
+   * A MOVE is checked and queued (move.ts): its result is the entity as it is, at its old address. A write of `@blob`
+   * fields uploads first (blob-writes.ts); its result holds the upload URLs of blobs the client uploads.
    * @throws TablegraphError CONFLICT (reason EntityAlreadyExists, ETagMismatch, UniqueKeyTaken, HasDependents), FORBIDDEN,
    *   NOT_FOUND, BAD_USER_INPUT and LIMIT_EXCEEDED (before anything is read or sent), STORAGE_UNAVAILABLE
    */
   execute(write: WriteModel, input: Values, observer?: StorageObserver, check?: GroupMember['check'], options: { takeOverFrom?: EntityAddress } = {}): Promise<WriteResult> {
     if (write.action === 'MOVE') return requestMove({ model: this.opts.model, store: this.opts.store, fanout: this.opts.fanout }, write, input, observer, check);
     const address = addressOf(write, input);
-    checkInput(write, input, address, this.opts.store);
+    const blobs = planBlobs(write, input, address);
+    checkInput(write, blobs?.input ?? input, address, this.opts.store);
+    return blobs ? this.withBlobs(blobs, write, address, observer, check, options.takeOverFrom) : this.enqueue(write, input, address, observer, check, options.takeOverFrom);
+  }
+
+  /** A write of `@blob` fields: its blobs first (blob-writes.ts), then its entity, within the commit window. */
+  private async withBlobs(blobs: BlobPlan, write: WriteModel, address: EntityAddress, observer?: StorageObserver, check?: GroupMember['check'], takeOverFrom?: EntityAddress): Promise<WriteResult> {
+    const applied = await applyBlobs(blobs, write, address, this.opts.fanout, this.opts.blobs);
+    const result = await this.enqueue(write, applied.input, address, observer, check, takeOverFrom, applied.sendBy);
+    return { ...result, uploadUrls: applied.uploadUrls };
+  }
+
+  private enqueue(write: WriteModel, input: Values, address: EntityAddress, observer?: StorageObserver, check?: GroupMember['check'], takeOverFrom?: EntityAddress, sendBy?: number): Promise<WriteResult> {
     const key = `${address.table}\u0000${address.partitionKey}`;
     let committer = this.committers.get(key);
     if (!committer) {
@@ -61,7 +80,7 @@ export class WriteExecutor {
     }
     const queued = committer;
     return new Promise<WriteResult>((resolve, reject) =>
-      queued.enqueue({ write, input, writeId: '', address, observer, attempts: 0, ownAttempts: new Set(), resolve, reject, check, takeOverFrom: options.takeOverFrom }),
+      queued.enqueue({ write, input, writeId: '', address, observer, attempts: 0, ownAttempts: new Set(), resolve, reject, check, takeOverFrom, sendBy }),
     );
   }
 }

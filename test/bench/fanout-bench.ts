@@ -25,6 +25,7 @@ import { createLogger } from '../../src/log';
 import { startServer, type RunningServer } from '../../src/runtime/start-server';
 import { startAzurite } from '../../src/storage/azurite';
 import { QueueStore } from '../../src/storage/queue-store';
+import { BlobStore } from '../../src/storage/blob-store';
 import { TableStore } from '../../src/storage/table-store';
 import { createFanoutWorker, fanoutQueueNames } from '../../src/worker/fanout-worker';
 import type { QueueWorker } from '../../src/worker/queue-worker';
@@ -165,7 +166,7 @@ async function main(): Promise<void> {
   const { model } = compileHr(PREFIX);
   const queue = fanoutQueueNames(PREFIX).queue;
   const env = { PORT: '0', AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString, TABLEGRAPH_TABLE_PREFIX: PREFIX, TABLEGRAPH_WORKER: 'off', TABLEGRAPH_CURSOR_SECRET: 'b', TABLEGRAPH_RATE_LIMIT: '100000000' };
-  server = await startServer(loadConfig(env, ROOT), { store, queues, connectionString: azurite.connectionString, target: 'azurite', close: async () => {} }, log);
+  server = await startServer(loadConfig(env, ROOT), { store, queues, blobs: new BlobStore({ connectionString: azurite.connectionString }), connectionString: azurite.connectionString, target: 'azurite', close: async () => {} }, log);
   const worker = (concurrency = 8): QueueWorker => createFanoutWorker({ model, store, queues, tablePrefix: PREFIX, log, concurrency });
   const depth = () => queues.approximateDepth(queue);
   const depthSampler = () => sampler(async (ms) => [ms, await depth().catch(() => -1)] as [number, number], 250);

@@ -19,6 +19,7 @@ import { hashBucket } from '../../src/model/hash-bucket';
 import { startServer } from '../../src/runtime/start-server';
 import { startAzurite } from '../../src/storage/azurite';
 import { QueueStore } from '../../src/storage/queue-store';
+import { BlobStore } from '../../src/storage/blob-store';
 import { TableStore } from '../../src/storage/table-store';
 
 const ROOT = path.resolve(__dirname, '../..');
@@ -133,7 +134,7 @@ async function main(): Promise<void> {
       ROOT,
     );
     const queues = new QueueStore({ connectionString: azurite.connectionString });
-    const server = await startServer(config, { store, queues, connectionString: azurite.connectionString, target: 'azurite', close: async () => {} }, log);
+    const server = await startServer(config, { store, queues, blobs: new BlobStore({ connectionString: azurite.connectionString }), connectionString: azurite.connectionString, target: 'azurite', close: async () => {} }, log);
     const naive = new CountingTables(azurite.connectionString);
     console.log(`read benchmark: ${RUNS} runs per query, Azurite 3.37 in memory, median (p90) latency in ms\n`);
     console.log('query | tablegraph: round trips, entities, waves, ms | naive: round trips, entities, ms | round trips ratio | latency ratio');

@@ -10,6 +10,7 @@ import { loadSchemaSources } from '../../src/model/load-schema';
 import type { OpenStorage } from '../../src/runtime/open-storage';
 import { startServer, type RunningServer } from '../../src/runtime/start-server';
 import { QueueStore } from '../../src/storage/queue-store';
+import { BlobStore } from '../../src/storage/blob-store';
 import { TableStore } from '../../src/storage/table-store';
 import { startShufflingProxy } from './shuffling-proxy';
 
@@ -37,6 +38,10 @@ export const TEST_STORAGE_TIMEOUT_MS = 30000;
 
 export function testStore(): TableStore {
   return new TableStore({ connectionString: connectionString(), target: 'azurite', timeoutMs: TEST_STORAGE_TIMEOUT_MS });
+}
+
+export function testBlobs(): BlobStore {
+  return new BlobStore({ connectionString: connectionString(), timeoutMs: TEST_STORAGE_TIMEOUT_MS });
 }
 
 export function testQueues(): QueueStore {
@@ -85,7 +90,7 @@ export async function startTestServer(env: Record<string, string> = {}, opts: { 
     ROOT,
   );
   const store = new TableStore({ connectionString: config.connectionString!, target, timeoutMs: config.storageTimeoutMs });
-  const storage: OpenStorage = { store, queues: testQueues(), connectionString: config.connectionString!, target, close: async () => {} };
+  const storage: OpenStorage = { store, queues: testQueues(), blobs: testBlobs(), connectionString: config.connectionString!, target, close: async () => {} };
   const server = await startServer(config, storage, opts.log ?? createLogger({ level: 'silent' }));
   return {
     ...server,
