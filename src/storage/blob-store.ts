@@ -32,7 +32,7 @@ export interface ListedBlob {
 export class BlobStore {
   private made?: { service: BlobServiceClient; credential: StorageSharedKeyCredential };
   private readonly containers = new Map<string, Promise<void>>();
-  readonly timeoutMs: number;
+  private readonly timeoutMs: number;
 
   constructor(private readonly opts: BlobStoreOptions) {
     this.timeoutMs = opts.timeoutMs ?? 10_000;
