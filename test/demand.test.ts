@@ -34,6 +34,13 @@ describe('the estimate', () => {
     expect(estimate(q, { n: 5000 }).nodes).toBe(1 + 1 + 100 + 100);
   });
 
+  test("a variable not sent counts with its declared default, as execution will run it", () => {
+    const q = 'query($n: Int = 100) { department(id: "X") { employees(first: $n) { edges { node { id } } } } }';
+    expect(estimate(q, {}).nodes).toBe(1 + 1 + 100 + 100);
+    expect(estimate(q, { n: 3 }).nodes).toBe(1 + 1 + 3 + 3);
+    expect(estimate(q, { n: null }).nodes).toBe(1 + 1 + 20 + 20); // an explicit null: the field's default page size
+  });
+
   test('reading through an index: one more point query per node only when a selected field is not projected', () => {
     const covered = '{ employeesByLastName(lastName: "WILLIAMS", first: 10) { edges { node { id firstName title } } } }';
     const uncovered = '{ employeesByLastName(lastName: "WILLIAMS", first: 10) { edges { node { id annualSalary } } } }';
@@ -93,6 +100,16 @@ describe('the server', () => {
     expect(est.storageCalls).toBeGreaterThanOrEqual(actual.pointQueries + actual.rangeQueries);
     expect(est.entitiesRead).toBeGreaterThanOrEqual(actual.entitiesRead);
     expect(est.storageCalls).toBeLessThanOrEqual(1000);
+  });
+
+  test('a default-valued variable cannot carry the costly query past the estimate: refused before any storage call', async () => {
+    const byDefault = `query Q($f: Int = 100) { departments(first: $f) { edges { node { employees(first: $f) { edges { node {
+      department { employees(first: $f) { edges { cursor } } } } } } } } } }`;
+    const spies = [jest.spyOn(server.store, 'getEntity'), jest.spyOn(server.store, 'queryRange')];
+    const r = await server.query(byDefault);
+    expect(r.errors?.[0].extensions).toMatchObject({ code: 'QUERY_TOO_COSTLY' });
+    expect(r.errors?.[0].extensions.estimate.nodes).toBeGreaterThan(1_000_000);
+    for (const spy of spies) expect(spy).not.toHaveBeenCalled();
   });
 
   test('the budgets are settings: TABLEGRAPH_MAX_STORAGE_CALLS=1 refuses a query of two', async () => {

@@ -15,8 +15,10 @@
  */
 import {
   getNamedType,
+  isInputType,
   isObjectType,
   Kind,
+  typeFromAST,
   valueFromAST,
   type FieldNode,
   type FragmentDefinitionNode,
@@ -43,7 +45,24 @@ export const WRITE_CALLS = 8;
 const CAP = 1e12;
 
 /**
- * @param variables the request's variables (coerced or raw: `first` is read as a number either way)
+ * The variables an operation runs with: those sent, and each declared default for a variable not sent — as
+ * execution will see them (graphql-js's coercion). An estimate that read only the variables sent would count a
+ * `first: $n` whose `$n` defaults to 100 as the default page size.
+ */
+function withDefaults(schema: GraphQLSchema, operation: OperationDefinitionNode, variables: Record<string, unknown>): Record<string, unknown> {
+  const effective = { ...variables };
+  for (const def of operation.variableDefinitions ?? []) {
+    const name = def.variable.name.value;
+    if (effective[name] !== undefined || !def.defaultValue) continue;
+    const type = typeFromAST(schema, def.type);
+    if (type && isInputType(type)) effective[name] = valueFromAST(def.defaultValue, type);
+  }
+  return effective;
+}
+
+/**
+ * @param variables the request's variables (coerced or raw: `first` is read as a number either way); a variable
+ *   not sent counts with its declared default
  * @returns the worst case; a field that names no known type or field counts nothing (validation refuses it)
  */
 export function estimateDemand(
@@ -53,6 +72,7 @@ export function estimateDemand(
   fragments: Record<string, FragmentDefinitionNode>,
   variables: Record<string, unknown> = {},
 ): DemandEstimate {
+  variables = withDefaults(schema, operation, variables);
   const total: DemandEstimate = { storageCalls: 0, entitiesRead: 0, nodes: 0 };
   const add = (k: keyof DemandEstimate, n: number) => void (total[k] = Math.min(CAP, total[k] + n));
   const root = operation.operation === 'mutation' ? schema.getMutationType() : operation.operation === 'query' ? schema.getQueryType() : schema.getSubscriptionType();
