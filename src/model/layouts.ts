@@ -14,12 +14,12 @@ import { readConstraint } from './constraints';
 import { hasSas } from './sas-fields';
 import { readBlob } from './blob-fields';
 import { isTableTemplate, parseTableTemplate } from './table-template';
-import { BASED_ON_PROPERTY, ENTITY_TYPE_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type IndexModel, type Layout, type StoredField } from './types';
+import { BASED_ON_PROPERTY, ENTITY_TYPE_PROPERTY, MOVE_ID_PROPERTY, MOVED_IN_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type IndexModel, type Layout, type StoredField } from './types';
 import type { SchemaProblems } from './schema-errors';
 import { MAX_PARTS, MAX_USER_PROPERTIES, SYSTEM_PROPERTIES, splitProperties } from './wide-entities';
 
 /** Property names the Table service or tablegraph itself uses. */
-const RESERVED_PROPERTIES = new Set(['PartitionKey', 'RowKey', 'Timestamp', 'etag', ENTITY_TYPE_PROPERTY, WRITE_ID_PROPERTY, BASED_ON_PROPERTY, RESERVED_UNTIL_PROPERTY]);
+const RESERVED_PROPERTIES = new Set(['PartitionKey', 'RowKey', 'Timestamp', 'etag', ENTITY_TYPE_PROPERTY, WRITE_ID_PROPERTY, BASED_ON_PROPERTY, RESERVED_UNTIL_PROPERTY, MOVE_ID_PROPERTY, MOVED_IN_PROPERTY]);
 
 /** The field that exposes the entity's ETag; not stored. */
 export const ETAG_FIELD = 'etag';

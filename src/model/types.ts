@@ -290,3 +290,20 @@ export const WRITE_ID_PROPERTY = 'WriteId';
  */
 export const BASED_ON_PROPERTY = 'BasedOn';
 export const RESERVED_UNTIL_PROPERTY = 'ReservedUntil';
+
+/**
+ * Name of the String property that marks an entity a move (`@write(action: MOVE)`) was requested for: the move's
+ * id (its message's `writeId`). The request sets it, conditional on the ETag it read, right after it queued the
+ * move; the worker moves only an entity that carries its own move's id, so a move is carried out once, and never
+ * on an entity created later at the same address ("Eventually consistent transactions pattern"). Updates of the
+ * entity keep it (they are carried along); a delete ends the move.
+ */
+export const MOVE_ID_PROPERTY = 'MoveId';
+
+/**
+ * Name of the String property that marks a move's copy at its new address while the entity is also still at its
+ * old one: the move's id. Only that move's own writes may change such an entity (others get CONFLICT, reason
+ * MovePending); the worker removes the mark once the old entity is deleted. It is how a redelivered move tells
+ * its own copy from an entity someone else created at the new address.
+ */
+export const MOVED_IN_PROPERTY = 'MovedIn';

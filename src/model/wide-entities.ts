@@ -21,7 +21,7 @@ import type { EntityAddress, EntityToWrite, StoredEntity, TransactionOperation }
 
 /** Properties an entity may hold besides PartitionKey, RowKey and Timestamp (the guide's "Capacity considerations"). */
 export const MAX_USER_PROPERTIES = 252;
-/** Properties the write path adds to every entity (and every part): EntityType, WriteId and, during a move, BasedOn. */
+/** Properties the write path adds to every entity (and every part): EntityType, WriteId and, during a move, MoveId or MovedIn. */
 export const SYSTEM_PROPERTIES = 3;
 /** Parts of one wide entity at most: all of them are written in one EGT, which holds 100 operations. */
 export const MAX_PARTS = 100;

@@ -91,6 +91,13 @@ export function createFanoutWorker(opts: FanoutWorkerOptions): QueueWorker {
         onUniqueConflict: (address) =>
           opts.log?.warn({ messageId: message.id, table: address.table, key: address.partitionKey }, 'a unique index entity belongs to another entity; left as it is'),
       });
+      if (result.kind === 'done' && result.outcome === 'abandoned') {
+        const { primary, move } = message;
+        opts.log?.warn(
+          { messageId: message.id, entity: message.entity, from: `${primary.table}/${primary.partitionKey}/${primary.rowKey}`, to: `${move!.to.table}/${move!.to.partitionKey}/${move!.to.rowKey}` },
+          'move abandoned: its new address was taken after the move was requested; the entity stays at its old address',
+        );
+      }
       return result.kind === 'done' ? { kind: 'done' } : { kind: 'retryLater', afterMs: result.afterMs };
     },
   });

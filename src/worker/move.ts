@@ -3,37 +3,54 @@
  * transactions pattern" lays it out: copy the entity to its new address, then delete it at the old one, then the
  * message goes. Each step is an ordinary write through the write path — the new partition's summaries and indexes
  * come with the create, the old partition's with the delete — and each is idempotent, so a redelivered message, or
- * a worker that died between the steps, ends where one delivery would ("Recovering from failures"):
- * - nothing at the old address: moved (or deleted by someone) — done;
- * - nothing at the new address: create it from the old entity as it is now, taking over its unique keys;
- * - something at the new address that differs from the old entity: replace it (a write to the old address after
- *   the copy is carried along);
- * - then delete the old entity, conditional on the ETag read; if it changed meanwhile, go round again.
+ * a worker that died between the steps, ends where one delivery would ("Recovering from failures").
+ *
+ * A move acts only on the entity its request marked (types.ts MOVE_ID_PROPERTY), and marks its copy while both
+ * exist (MOVED_IN_PROPERTY), so a message delivered again, late, after the move was carried out and the old address
+ * reused, changes nothing:
+ * - the old entity does not carry this move's mark: carried out already (its copy's mark is removed if still
+ *   there), deleted since by a client, or the request failed to mark it — nothing to do. An entity still in the
+ *   state the request read and not yet marked may yet be: the message waits for it up to the settle time;
+ * - no entity at the new address: create the copy, marked, taking over the old entity's unique keys;
+ * - the copy, marked by this move, differing from the old entity: replace it (an update of the old entity made
+ *   after the request is carried along);
+ * - an entity at the new address that is not this move's copy: someone created it after the request checked the
+ *   address was free; the move cannot be honoured without destroying it, so it is abandoned — the old entity's
+ *   mark is removed and the abandonment reported (`outcome: 'abandoned'`);
+ * - then delete the old entity, conditional on the ETag read (if it changed meanwhile, go round again), and remove
+ *   the copy's mark.
  * An archive (`@write(to:)`) is the same, the copy being of the target type: its fields filled from the fields of
  * the same name, its own indexes and summaries coming with its create. A `@blob` field's blob is copied to a name
  * under the new address (the delete's cleanup message then takes the old one).
  */
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
-import { valuesOf } from '../model/entity-codec';
+import { entityWrites, valuesOf } from '../model/entity-codec';
 import { blobFields } from '../model/blob-fields';
 import type { BlobCopy } from '../write/blob-writes';
-import type { EntityModel, Model, WriteModel } from '../model/types';
+import { MOVE_ID_PROPERTY, MOVED_IN_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type WriteModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
-import type { StorageObserver } from '../storage/types';
-import type { FanoutMessage } from '../write/fanout-message';
-import type { WriteExecutor } from '../write/write-executor';
-import type { ReconcileResult } from './reconciler';
+import type { StorageObserver, StoredEntity } from '../storage/types';
+import { stateId, type FanoutMessage } from '../write/fanout-message';
+import { isMarked } from '../write/move';
+import type { ReconcileOptions, ReconcileResult } from './reconciler';
 
 /** Rounds before giving up on an entity that keeps changing under the move (the message is then retried). */
 const PASSES = 10;
 
+/** What a move message came to: carried out now, nothing left to do, or given up (the new address was taken). */
+export type MoveOutcome = 'moved' | 'nothingToDo' | 'abandoned';
+
 /**
+ * Carries out (or finishes) the move a message names.
+ * @param opts.settleMs how long after the request an unmarked entity in the state it read may still be marked
+ *   (ms, default 30000); see ReconcileOptions
+ * @returns done with the outcome, or retryLater while the request's mark may still come
  * @throws TablegraphError BAD_USER_INPUT when the worker has no write path or the type is unknown (the message can
  *   never succeed: poison); STORAGE_UNAVAILABLE when the entity kept changing; what the writes throw otherwise
  */
 export async function carryOutMove(
   message: FanoutMessage,
-  opts: { model: Model; store: TableStore; writer?: WriteExecutor; observer?: StorageObserver; afterUpserts?(m: FanoutMessage): void | Promise<void> },
+  opts: Pick<ReconcileOptions, 'model' | 'store' | 'writer' | 'observer' | 'afterUpserts' | 'settleMs' | 'holdMs' | 'now'>,
 ): Promise<ReconcileResult> {
   const entity = opts.model.entities.get(message.entity);
   if (!entity) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `move message ${message.id} names ${message.entity}, which the schema does not have`);
@@ -49,31 +66,57 @@ export async function carryOutMove(
     inputFields: new Set([...of.fields.keys()].filter((f) => !of.summaryFields.has(f) && !of.copies.has(f) && !of.fields.get(f)!.series)),
     payloadField: '',
   });
+  const moveId = message.writeId;
   // The same type takes over the unique keys it holds at the old address; another type has its own.
-  const takeOver = target === entity ? { takeOverFrom: message.primary } : {};
+  const step = { moveId, ...(target === entity && { takeOverFrom: message.primary }) };
+  const { store } = opts;
   const call = { observer: opts.observer };
+  const now = opts.now ?? Date.now;
+  const settleMs = opts.settleMs ?? 30000;
+  const holdUntil = now() + (opts.holdMs ?? 500);
+  const done = (pass: number, outcome: MoveOutcome, written = 0): ReconcileResult => ({ kind: 'done', passes: pass, upserted: written, deleted: written, outcome });
   for (let pass = 1; pass <= PASSES; pass++) {
-    const [old, moved] = await Promise.all([opts.store.getEntity(message.primary, call), opts.store.getEntity(to, call)]);
-    if (!old) return { kind: 'done', passes: pass, upserted: 0, deleted: 0 };
-    const input: Record<string, unknown> = {};
-    const values = valuesOf(entity, old.properties);
-    for (const f of writes('CREATE', target).inputFields) input[f] = values[f] ?? null;
-    // A @blob is copied to a name of the new address: the old address's cleanup deletes the blobs under its own.
-    for (const { name } of blobFields(target)) {
-      const blob = entity.fields.get(name)?.blob;
-      input[name] = typeof values[name] === 'string' && blob ? ({ copyOf: { container: blob.container, name: values[name] } } satisfies BlobCopy) : null;
-    }
-    Object.assign(input, keys);
+    const [old, copy] = await Promise.all([store.getEntity(message.primary, call), store.getEntity(to, call)]);
+    const ours = old?.properties[MOVE_ID_PROPERTY] === moveId;
+    const ourCopy = copy?.properties[MOVED_IN_PROPERTY] === moveId;
     try {
-      if (!moved) {
-        await opts.writer.execute(writes('CREATE', target), input, opts.observer, undefined, takeOver);
-      } else if (!sameValues(input, valuesOf(target, moved.properties))) {
-        await opts.writer.execute(writes('REPLACE', target), { ...input, ifMatch: moved.etag }, opts.observer, undefined, takeOver);
+      if (!ours) {
+        if (ourCopy) {
+          await release(store, target, copy!, MOVED_IN_PROPERTY, call); // deleted the old entity, died before this
+          return done(pass, 'moved');
+        }
+        // The request marks the entity right after queueing: unmarked in the state it read, it may still be.
+        if (old && !isMarked(old) && stateId(old) === message.basedOn && now() - message.enqueuedAt < settleMs) {
+          if (now() < holdUntil) {
+            await new Promise((r) => setTimeout(r, 20));
+            pass--; // a wait for the mark, not a pass
+            continue;
+          }
+          return { kind: 'retryLater', afterMs: settleMs - (now() - message.enqueuedAt) };
+        }
+        return done(pass, 'nothingToDo');
       }
+      if (copy && !ourCopy) {
+        await release(store, entity, old!, MOVE_ID_PROPERTY, call);
+        return done(pass, 'abandoned');
+      }
+      const input: Record<string, unknown> = {};
+      const values = valuesOf(entity, old!.properties);
+      for (const f of writes('CREATE', target).inputFields) input[f] = values[f] ?? null;
+      // A @blob is copied to a name of the new address: the old address's cleanup deletes the blobs under its own.
+      for (const { name } of blobFields(target)) {
+        const blob = entity.fields.get(name)?.blob;
+        input[name] = typeof values[name] === 'string' && blob ? ({ copyOf: { container: blob.container, name: values[name] } } satisfies BlobCopy) : null;
+      }
+      Object.assign(input, keys);
+      if (!copy) await opts.writer.execute(writes('CREATE', target), input, opts.observer, undefined, step);
+      else if (!sameValues(input, valuesOf(target, copy.properties))) await opts.writer.execute(writes('REPLACE', target), { ...input, ifMatch: copy.etag }, opts.observer, undefined, step);
       await opts.afterUpserts?.(message); // copied, not yet deleted: where a killed worker leaves it
-      const oldKeys = Object.fromEntries(entity.keyFields.map((k) => [k, valuesOf(entity, old.properties)[k]]));
-      await opts.writer.execute(writes('DELETE', entity), { ...oldKeys, ifMatch: old.etag }, opts.observer);
-      return { kind: 'done', passes: pass, upserted: 1, deleted: 1 };
+      const oldKeys = Object.fromEntries(entity.keyFields.map((k) => [k, values[k]]));
+      await opts.writer.execute(writes('DELETE', entity), { ...oldKeys, ifMatch: old!.etag }, opts.observer, undefined, step);
+      const copied = await store.getEntity(to, call);
+      if (copied?.properties[MOVED_IN_PROPERTY] === moveId) await release(store, target, copied, MOVED_IN_PROPERTY, call);
+      return done(pass, 'moved', 1);
     } catch (e) {
       // Someone wrote one of the two addresses between the reads and the writes: read both again.
       if (isTablegraphError(e, ErrorCode.CONFLICT) && ['ETagMismatch', 'EntityAlreadyExists'].includes(String(e.details.reason))) continue;
@@ -82,6 +125,21 @@ export async function carryOutMove(
     }
   }
   throw new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, `${entity.name} ${message.primary.partitionKey}/${message.primary.rowKey} kept changing while it was moved`, { messageId: message.id });
+}
+
+/**
+ * Rewrites an entity without one move mark, as it is otherwise (same values, same WriteId: the same state for the
+ * fan-out), conditional on the ETag read. A merge cannot remove a property, so this is a replace, its properties
+ * typed by the model. @throws TablegraphError CONFLICT (ETagMismatch) or NOT_FOUND when it changed meanwhile
+ */
+async function release(store: TableStore, of: EntityModel, stored: StoredEntity, mark: string, call: { observer?: StorageObserver }): Promise<void> {
+  const writeId = stored.properties[WRITE_ID_PROPERTY];
+  const { primary } = entityWrites(of, valuesOf(of, stored.properties), typeof writeId === 'string' ? writeId : undefined);
+  for (const other of [MOVE_ID_PROPERTY, MOVED_IN_PROPERTY]) {
+    const value = stored.properties[other];
+    if (other !== mark && typeof value === 'string' && value !== '') primary.entity.properties[other] = { type: 'String', value };
+  }
+  await store.updateEntity(primary.table, primary.entity, 'replace', { ...call, ifMatch: stored.etag });
 }
 
 function sameValues(a: Record<string, unknown>, b: Record<string, unknown>): boolean {

@@ -16,7 +16,7 @@ import { addressKey, stateId, type FanoutMessage } from '../write/fanout-message
 import { isPendingReservation, pointsAt } from '../write/reservations';
 import { reconcileContributions } from './contributions';
 import { reconcileCopies } from './copies';
-import { carryOutMove } from './move';
+import { carryOutMove, type MoveOutcome } from './move';
 import type { WriteExecutor } from '../write/write-executor';
 
 export interface ReconcileOptions {
@@ -46,7 +46,7 @@ export interface ReconcileOptions {
 }
 
 export type ReconcileResult =
-  | { kind: 'done'; passes: number; upserted: number; deleted: number }
+  | { kind: 'done'; passes: number; upserted: number; deleted: number; /** A move message's (move.ts). */ outcome?: MoveOutcome }
   | { kind: 'retryLater'; afterMs: number };
 
 /**

@@ -32,6 +32,8 @@ export interface GroupMember {
    * rather than refused as taken.
    */
   takeOverFrom?: EntityAddress;
+  /** The move (worker/move.ts) this write is a step of: its id, which marks its copy (write-plan.ts moveMarks). */
+  moveId?: string;
 }
 
 /** What was read for the group: entities and summary holders by addressKey (null: absent). */
@@ -93,7 +95,7 @@ export function planGroup<M extends GroupMember>(model: Model, members: M[], sta
     let address: string;
     try {
       address = addressKey(addressOf(member.write, member.input));
-      plan = planWrite(model, member.write, member.input, { current: state.entities.get(address) ?? null, holders: state.holders, references: state.references, copyHolders: state.copyHolders }, member.writeId);
+      plan = planWrite(model, member.write, member.input, { current: state.entities.get(address) ?? null, holders: state.holders, references: state.references, copyHolders: state.copyHolders }, member.writeId, member.moveId);
       checkPlan(member.write.entity, plan, target);
       member.check?.(plan.previous, plan.values);
       checkTransaction([...plan.operations, ...plan.copyOperations, ...holderOperations(mergeDeltas(new Map(), plan.holderDeltas), state).operations], target);

@@ -29,6 +29,7 @@ interface Reader {
   address: EntityAddress;
   ownAttempts: ReadonlySet<string>;
   takeOverFrom?: EntityAddress;
+  moveId?: string;
 }
 
 /**
@@ -92,7 +93,7 @@ export async function readGroupState(
     const current = entities.get(addressKey(m.address)) ?? null;
     let next: Values | null = null;
     try {
-      next = nextValues(m.write, m.input, current);
+      next = nextValues(m.write, m.input, current, m.moveId);
     } catch {
       continue; // planGroup refuses it with the same error
     }

@@ -7,10 +7,10 @@
  * table.
  */
 import { randomUUID } from 'node:crypto';
-import { ErrorCode, TablegraphError } from '../errors';
+import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { primaryAddress, valuesOf } from '../model/entity-codec';
 import { referenceAddress } from '../model/references';
-import type { Model, WriteModel } from '../model/types';
+import { MOVE_ID_PROPERTY, MOVED_IN_PROPERTY, type Model, type WriteModel } from '../model/types';
 import { IF_MATCH_FIELD } from '../model/writes';
 import { checkKey } from '../storage/limits';
 import type { TableStore } from '../storage/table-store';
@@ -21,13 +21,21 @@ import type { FanoutSender, WriteResult } from './partition-committer';
 import { checkReferences } from './references';
 import type { Values } from './write-plan';
 
+/** Attempts at marking the entity when other writes keep changing it between the read and the mark. */
+const MARK_ATTEMPTS = 5;
+
 /**
- * Checks a move and queues it.
+ * Checks a move, queues it, then marks the entity with the move's id (types.ts MOVE_ID_PROPERTY), conditional on
+ * the ETag read: the worker carries out only a move whose mark the entity carries, so the move acts on this
+ * entity once, and never on one created later at the same address. The message goes first, so that no entity is
+ * ever marked for a move nobody will carry out; when the mark fails, the message is withdrawn (or, received
+ * already, finds no mark and does nothing).
  * @returns the entity as it is now, at its old address (the move is carried out eventually)
  * @throws TablegraphError BAD_USER_INPUT (a key value that cannot form a key, or no key changes), LIMIT_EXCEEDED (the
  *   new keys over the target's limits), NOT_FOUND (nothing at the old address; ReferenceMissing: a reference of the
  *   moved entity would point at nothing), CONFLICT (ETagMismatch: stale `ifMatch`; EntityAlreadyExists: the new
- *   address is taken), FORBIDDEN (from `check`), STORAGE_UNAVAILABLE
+ *   address is taken; MovePending: a move of the entity, or into its new address, is already under way),
+ *   FORBIDDEN (from `check`), STORAGE_UNAVAILABLE (also when other writes kept changing the entity)
  */
 export async function requestMove(
   ctx: { model: Model; store: TableStore; fanout: FanoutSender },
@@ -50,35 +58,56 @@ export async function requestMove(
   if (addressKey(from) === addressKey(to)) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${write.coordinate}: the new keys address the same ${entity.name}: nothing to move`);
   const becomes = target === entity ? entity.name : `${target.name} (${entity.name} archived)`;
   const call = { observer };
-  const [current, taken] = await Promise.all([ctx.store.getEntity(from, call), ctx.store.getEntity(to, call)]);
-  if (!current) throw new TablegraphError(ErrorCode.NOT_FOUND, `${entity.name} ${from.partitionKey}/${from.rowKey} does not exist`);
-  if (typeof input[IF_MATCH_FIELD] === 'string' && input[IF_MATCH_FIELD] !== current.etag) {
-    throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name} ${from.partitionKey}/${from.rowKey} changed since it was read (stale ifMatch ETag)`, { reason: 'ETagMismatch', currentEtag: current.etag });
+  for (let attempt = 1; ; attempt++) {
+    const [current, taken] = await Promise.all([ctx.store.getEntity(from, call), ctx.store.getEntity(to, call)]);
+    if (!current) throw new TablegraphError(ErrorCode.NOT_FOUND, `${entity.name} ${from.partitionKey}/${from.rowKey} does not exist`);
+    if (typeof input[IF_MATCH_FIELD] === 'string' && input[IF_MATCH_FIELD] !== current.etag) {
+      throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name} ${from.partitionKey}/${from.rowKey} changed since it was read (stale ifMatch ETag)`, { reason: 'ETagMismatch', currentEtag: current.etag });
+    }
+    if (isMarked(current)) {
+      throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name} ${from.partitionKey}/${from.rowKey}: a move of it is under way; request another once it is carried out`, { reason: 'MovePending' });
+    }
+    if (taken) throw new TablegraphError(ErrorCode.CONFLICT, `${becomes} ${to.partitionKey}/${to.rowKey} already exists: the move would overwrite it`, { reason: 'EntityAlreadyExists' });
+    const previous = valuesOf(entity, current.properties);
+    const moved = { ...previous, ...keys };
+    // Its references from the new address must point at something (the department it moves to exists).
+    const targets = new Map<string, StoredEntity | null>();
+    for (const path of ctx.model.references.get(target.name) ?? []) {
+      const address = referenceAddress(path, moved);
+      if (address && !targets.has(addressKey(address))) targets.set(addressKey(address), await ctx.store.getEntity(address, call));
+    }
+    checkReferences(ctx.model, { ...write, entity: target, action: 'REPLACE' }, moved, moved, targets);
+    check?.(previous, moved);
+    const moveId = randomUUID();
+    const sent = await ctx.fanout.send(
+      encodeFanout({
+        v: 2,
+        id: randomUUID(),
+        entity: entity.name,
+        primary: from,
+        writeId: moveId,
+        basedOn: stateId(current),
+        deleted: false,
+        candidates: [],
+        enqueuedAt: Date.now(),
+        move: { to, keys, ...(target !== entity && { entity: target.name }) },
+      }),
+    );
+    try {
+      const mark = { partitionKey: from.partitionKey, rowKey: from.rowKey, properties: { [MOVE_ID_PROPERTY]: { type: 'String' as const, value: moveId } } };
+      const etag = await ctx.store.updateEntity(from.table, mark, 'merge', { ...call, ifMatch: current.etag });
+      return { address: from, values: previous, etag, deleted: false };
+    } catch (e) {
+      if (sent) await ctx.fanout.withdraw?.(sent).catch(() => undefined);
+      // Written or deleted since it was read: read it again (a client's ifMatch is then stale, said above).
+      const changed = isTablegraphError(e, ErrorCode.CONFLICT) || isTablegraphError(e, ErrorCode.NOT_FOUND);
+      if (!changed) throw e;
+      if (attempt === MARK_ATTEMPTS) throw new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, `${entity.name} ${from.partitionKey}/${from.rowKey} kept changing while its move was requested`);
+    }
   }
-  if (taken) throw new TablegraphError(ErrorCode.CONFLICT, `${becomes} ${to.partitionKey}/${to.rowKey} already exists: the move would overwrite it`, { reason: 'EntityAlreadyExists' });
-  const previous = valuesOf(entity, current.properties);
-  const moved = { ...previous, ...keys };
-  // Its references from the new address must point at something (the department it moves to exists).
-  const targets = new Map<string, StoredEntity | null>();
-  for (const path of ctx.model.references.get(target.name) ?? []) {
-    const address = referenceAddress(path, moved);
-    if (address && !targets.has(addressKey(address))) targets.set(addressKey(address), await ctx.store.getEntity(address, call));
-  }
-  checkReferences(ctx.model, { ...write, entity: target, action: 'REPLACE' }, moved, moved, targets);
-  check?.(previous, moved);
-  await ctx.fanout.send(
-    encodeFanout({
-      v: 2,
-      id: randomUUID(),
-      entity: entity.name,
-      primary: from,
-      writeId: randomUUID(),
-      basedOn: stateId(current),
-      deleted: false,
-      candidates: [],
-      enqueuedAt: Date.now(),
-      move: { to, keys, ...(target !== entity && { entity: target.name }) },
-    }),
-  );
-  return { address: from, values: previous, etag: current.etag, deleted: false };
+}
+
+/** Whether a stored entity is the old entity of a move under way, or a move's copy not yet released (types.ts). */
+export function isMarked(e: StoredEntity): boolean {
+  return [MOVE_ID_PROPERTY, MOVED_IN_PROPERTY].some((p) => typeof e.properties[p] === 'string' && e.properties[p] !== '');
 }

@@ -37,6 +37,9 @@ export interface WriteExecutorOptions {
   blobs?: BlobWriting;
 }
 
+/** What a step of a move (worker/move.ts) tells the write path; see WriteExecutor.execute. */
+export type MoveStep = Pick<GroupMember, 'takeOverFrom' | 'moveId'>;
+
 /** Runs mutations. One instance serves every request of a process. */
 export class WriteExecutor {
   private readonly committers = new Map<string, PartitionCommitter>();
@@ -50,27 +53,29 @@ export class WriteExecutor {
    * @param check decides on the entity as read and as it would be written whether the caller may (`@auth`);
    *   throwing refuses the write alone, before anything of it is sent
    * @param options.takeOverFrom a move's create (worker/move.ts): the entity's old address, whose unique keys it takes over
+   * @param options.moveId the move (worker/move.ts) this write is a step of: a create marks its copy with it, and
+   *   only its steps may change that copy (others: CONFLICT, reason MovePending)
    * A MOVE is checked and queued (move.ts): its result is the entity as it is, at its old address. A write of `@blob`
    * fields uploads first (blob-writes.ts); its result holds the upload URLs of blobs the client uploads.
    * @throws TablegraphError CONFLICT (reason EntityAlreadyExists, ETagMismatch, UniqueKeyTaken, HasDependents), FORBIDDEN,
    *   NOT_FOUND, BAD_USER_INPUT and LIMIT_EXCEEDED (before anything is read or sent), STORAGE_UNAVAILABLE
    */
-  execute(write: WriteModel, input: Values, observer?: StorageObserver, check?: GroupMember['check'], options: { takeOverFrom?: EntityAddress } = {}): Promise<WriteResult> {
+  execute(write: WriteModel, input: Values, observer?: StorageObserver, check?: GroupMember['check'], options: MoveStep = {}): Promise<WriteResult> {
     if (write.action === 'MOVE') return requestMove({ model: this.opts.model, store: this.opts.store, fanout: this.opts.fanout }, write, input, observer, check);
     const address = addressOf(write, input);
     const blobs = planBlobs(write, input, address);
     checkInput(write, blobs?.input ?? input, address, this.opts.store);
-    return blobs ? this.withBlobs(blobs, write, address, observer, check, options.takeOverFrom) : this.enqueue(write, input, address, observer, check, options.takeOverFrom);
+    return blobs ? this.withBlobs(blobs, write, address, observer, check, options) : this.enqueue(write, input, address, observer, check, options);
   }
 
   /** A write of `@blob` fields: its blobs first (blob-writes.ts), then its entity, within the commit window. */
-  private async withBlobs(blobs: BlobPlan, write: WriteModel, address: EntityAddress, observer?: StorageObserver, check?: GroupMember['check'], takeOverFrom?: EntityAddress): Promise<WriteResult> {
+  private async withBlobs(blobs: BlobPlan, write: WriteModel, address: EntityAddress, observer: StorageObserver | undefined, check: GroupMember['check'], step: MoveStep): Promise<WriteResult> {
     const applied = await applyBlobs(blobs, write, address, this.opts.fanout, this.opts.blobs);
-    const result = await this.enqueue(write, applied.input, address, observer, check, takeOverFrom, applied.sendBy);
+    const result = await this.enqueue(write, applied.input, address, observer, check, step, applied.sendBy);
     return { ...result, uploadUrls: applied.uploadUrls };
   }
 
-  private enqueue(write: WriteModel, input: Values, address: EntityAddress, observer?: StorageObserver, check?: GroupMember['check'], takeOverFrom?: EntityAddress, sendBy?: number): Promise<WriteResult> {
+  private enqueue(write: WriteModel, input: Values, address: EntityAddress, observer: StorageObserver | undefined, check: GroupMember['check'], step: MoveStep, sendBy?: number): Promise<WriteResult> {
     const key = `${address.table}\u0000${address.partitionKey}`;
     let committer = this.committers.get(key);
     if (!committer) {
@@ -80,7 +85,7 @@ export class WriteExecutor {
     }
     const queued = committer;
     return new Promise<WriteResult>((resolve, reject) =>
-      queued.enqueue({ write, input, writeId: '', address, observer, attempts: 0, ownAttempts: new Set(), resolve, reject, check, takeOverFrom, sendBy }),
+      queued.enqueue({ write, input, writeId: '', address, observer, attempts: 0, ownAttempts: new Set(), resolve, reject, check, ...step, sendBy }),
     );
   }
 }

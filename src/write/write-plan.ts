@@ -15,7 +15,7 @@ import { derive, entityWrites, indexWrite, primaryAddress, seriesProperties, typ
 import { contributionOf } from '../model/contributions';
 import { decimalText } from '../model/decimal';
 import { holderAddress, summaryContribution } from '../model/summaries';
-import { ENTITY_TYPE_PROPERTY, WRITE_ID_PROPERTY, type CopyModel, type IndexModel, type Model, type StoredField, type SummaryModel, type WriteModel } from '../model/types';
+import { ENTITY_TYPE_PROPERTY, MOVE_ID_PROPERTY, MOVED_IN_PROPERTY, WRITE_ID_PROPERTY, type CopyModel, type IndexModel, type Model, type StoredField, type SummaryModel, type WriteModel } from '../model/types';
 import { checkEntity, checkTransaction } from '../storage/limits';
 import type { EntityAddress, EntityToWrite, StorageTarget, StoredEntity, TransactionOperation } from '../storage/types';
 import { addressKey, stateId, type FanoutMessage } from './fanout-message';
@@ -74,11 +74,14 @@ export function addressOf(write: WriteModel, input: Values): EntityAddress {
 
 /**
  * The entity's values after the write, from the input and the current values ("Merge or replace").
+ * @param moveId the move (`@write(action: MOVE)`, worker/move.ts) this write is a step of, if any: only its own
+ *   steps may change a move's copy still marked MovedIn
  * @throws TablegraphError CONFLICT (reason EntityAlreadyExists) when creating an existing entity; NOT_FOUND when
  *   changing a missing one without `ifMatch`; CONFLICT (reason ETagMismatch) when `input.ifMatch` is not the
- *   current ETag, or names an entity deleted since it was read
+ *   current ETag, or names an entity deleted since it was read; CONFLICT (reason MovePending) when the entity is
+ *   a move's copy that the move has not finished yet
  */
-export function nextValues(write: WriteModel, input: Values, current: StoredEntity | null): Values | null {
+export function nextValues(write: WriteModel, input: Values, current: StoredEntity | null, moveId?: string): Values | null {
   const { entity, action } = write;
   const ifMatch = input.ifMatch;
   const other = current?.properties[ENTITY_TYPE_PROPERTY];
@@ -89,6 +92,14 @@ export function nextValues(write: WriteModel, input: Values, current: StoredEnti
       throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name} ${describeKeys(write, input)}: a ${String(other)} exists with these keys`, { reason: 'EntityAlreadyExists', entityType: other });
     }
     throw new TablegraphError(ErrorCode.NOT_FOUND, `${entity.name} ${describeKeys(write, input)} does not exist (a ${String(other)} has these keys)`, { entityType: other });
+  }
+  const movingIn = current?.properties[MOVED_IN_PROPERTY];
+  if (action !== 'CREATE' && typeof movingIn === 'string' && movingIn !== '' && movingIn !== moveId) {
+    // Written now, the copy would differ from the entity still at the old address, and a redelivered move could
+    // not tell its copy from someone else's entity: the move finishes first (seconds, src/worker/move.ts).
+    throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name} ${describeKeys(write, input)} is being moved here: write it again once the move is carried out`, {
+      reason: 'MovePending',
+    });
   }
   if (action === 'INCREMENT') return incremented(write, input, current);
   if (action === 'CREATE') {
@@ -264,10 +275,10 @@ const bigints = (_k: string, v: unknown) => (typeof v === 'bigint' ? v.toString(
  *   (reason ReferenceMissing) when a reference the write sets points at nothing (references.ts);
  *   CONFLICT (reason HasDependents) when deleting a holder whose counts are not 0
  */
-export function planWrite(model: Model, write: WriteModel, input: Values, state: ReadState, writeId: string): WritePlan {
+export function planWrite(model: Model, write: WriteModel, input: Values, state: ReadState, writeId: string, moveId?: string): WritePlan {
   const { entity } = write;
   const address = addressOf(write, input);
-  const values = nextValues(write, input, state.current);
+  const values = nextValues(write, input, state.current, moveId);
   const previous = state.current ? valuesOf(entity, state.current.properties) : null;
 
   if (write.action === 'DELETE') {
@@ -288,6 +299,7 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
 
   const operations: TransactionOperation[] = [];
   const next = values ? entityWrites(entity, values, writeId) : undefined;
+  if (next) Object.assign(next.primary.entity.properties, moveMarks(write, state.current, moveId));
   if (write.action === 'CREATE' || (write.action === 'INCREMENT' && !state.current)) operations.push({ kind: 'create', entity: next!.primary.entity });
   else if (write.action === 'INCREMENT') operations.push({ kind: 'update', mode: 'merge', entity: incrementMerge(write, input, values!, address, writeId), ifMatch: state.current!.etag });
   else if (next) operations.push({ kind: 'update', mode: 'replace', entity: next.primary.entity, ifMatch: state.current!.etag });
@@ -334,6 +346,24 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
     plan.fanout = { v: 2, entity: entity.name, primary: address, writeId, basedOn, deleted: values === null, candidates: [...candidates.values()] };
   }
   return plan;
+}
+
+/**
+ * The move marks (types.ts MOVE_ID_PROPERTY, MOVED_IN_PROPERTY) the entity keeps through a write that rewrites it
+ * whole: a replace carries them along — an update of an entity whose move is requested is moved with it — and a
+ * move's own create of its copy marks the copy. (An INCREMENT merges, and so keeps them anyway.)
+ */
+function moveMarks(write: WriteModel, current: StoredEntity | null, moveId: string | undefined): EntityToWrite['properties'] {
+  const marks: EntityToWrite['properties'] = {};
+  if (write.action === 'CREATE') {
+    if (moveId) marks[MOVED_IN_PROPERTY] = { type: 'String', value: moveId };
+    return marks;
+  }
+  for (const name of [MOVE_ID_PROPERTY, MOVED_IN_PROPERTY]) {
+    const mark = current?.properties[name];
+    if (typeof mark === 'string' && mark !== '') marks[name] = { type: 'String', value: mark };
+  }
+  return marks;
 }
 
 /**

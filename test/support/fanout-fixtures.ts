@@ -248,12 +248,12 @@ export async function deliverTwiceByTwoWorkers(messages: FanoutMessage[], opts: 
  * Every message on `tablePrefix`'s fan-out queue, delivered until none is left (moves send messages of their own
  * writes): each batch twice, in random order, by two workers that die mid-message one time in five
  * (deliverTwiceByTwoWorkers), then everything seen so far again, late and in reverse.
- * @returns messages received and deliveries killed
+ * @returns messages received, deliveries killed, and every message received (to deliver again later)
  */
 export async function drainWithRedelivery(
   opts: { model: Model; store: TableStore; writer: WriteExecutor; queues: QueueStore; tablePrefix: string },
   random: () => number,
-): Promise<{ messages: number; killed: number }> {
+): Promise<{ messages: number; killed: number; seen: FanoutMessage[] }> {
   const reconcileOpts = { model: opts.model, store: opts.store, settleMs: 0, holdMs: 0, writer: opts.writer };
   let messages = 0;
   let killed = 0;
@@ -266,5 +266,5 @@ export async function drainWithRedelivery(
     killed += (await deliverTwiceByTwoWorkers(batch, reconcileOpts, random)).killed;
     for (const m of [...seen].reverse()) await reconcile(m, reconcileOpts);
   }
-  return { messages, killed };
+  return { messages, killed, seen };
 }
