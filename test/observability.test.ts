@@ -80,6 +80,18 @@ test('/metrics: requests by operation and code, durations, storage calls by kind
   expect(sample(await (await fetch(new URL('/metrics', server.url))).text(), `tablegraph_requests_total{operation="${'x'.repeat(200)}",code="OK"}`)).toBeUndefined();
 });
 
+test('/metrics: operation names make at most 100 series, later names and names of no operation count apart', async () => {
+  const names = Array.from({ length: 150 }, (_, i) => `Flood${i}`);
+  for (const name of names) await server.query(`query ${name} { __typename }`);
+  for (let i = 0; i < 20; i++) await post(JSON.stringify({ query: 'query Real { __typename }', operationName: `Ghost${i}` }), `obs-ghost-${i}`);
+  const text = await (await fetch(new URL('/metrics', server.url))).text();
+  const operations = new Set([...text.matchAll(/^tablegraph_requests_total\{operation="([^"]*)"/gm)].map((m) => m[1]));
+  expect(operations.size).toBeLessThanOrEqual(100 + 3); // the bound, then other, anonymous and invalid
+  expect(sample(text, 'tablegraph_requests_total{operation="other",code="OK"}')).toBeGreaterThanOrEqual(50);
+  expect([...operations].filter((o) => o.startsWith('Ghost'))).toEqual([]);
+  expect(sample(text, 'tablegraph_requests_total{operation="anonymous",code="OPERATION_RESOLUTION_FAILURE"}')).toBeGreaterThanOrEqual(20);
+});
+
 test('/metrics is for this machine by default, for everyone with TABLEGRAPH_METRICS=on, for nobody with off', async () => {
   const external = Object.values(os.networkInterfaces()).flat().find((i) => i && i.family === 'IPv4' && !i.internal)?.address;
   if (!external) throw new Error('this test needs a non-loopback IPv4 address on the machine');

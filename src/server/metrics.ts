@@ -1,8 +1,10 @@
 /**
  * Prometheus metrics at `GET /metrics` (prom-client, text exposition format), one registry per server:
  *
- * - `tablegraph_requests_total{operation,code}`: GraphQL requests by operation name (`anonymous` without one) and
- *   outcome (`OK`, or the first error's `extensions.code`, refusals at the door included);
+ * - `tablegraph_requests_total{operation,code}`: GraphQL requests by operation name and outcome (`OK`, or the first
+ *   error's `extensions.code`, refusals at the door included). The name is that of the operation the document
+ *   holds (`anonymous` without one, or when the request named no operation of its document); the first
+ *   `maxOperationLabels` names have series of their own, later ones count as `other`;
  * - `tablegraph_request_duration_seconds{operation}`: their duration (s), from the first byte read to the last sent;
  * - `tablegraph_storage_calls_total{kind}`: storage calls made by requests, by kind (`pointQuery`, `rangeQuery`,
  *   `partitionScan`, `tableScan`, `write`), and `tablegraph_storage_round_trips_total`;
@@ -29,15 +31,18 @@ export interface RequestOutcome {
 }
 
 export interface MetricsDeps {
+  /**
+   * Distinct operation names labelled (names; default DEFAULT_MAX_OPERATION_LABELS): the first ones seen keep their
+   * series, every later one counts as `other`, so no client can make the exposition grow without bound.
+   */
+  maxOperationLabels?: number;
   queues?: QueueStore;
   queueNames?: { queue: string; poison: string };
   worker?: () => QueueWorker | undefined;
 }
 
-/** Operation names become label values: bounded in length and alphabet, so a client cannot blow up the series. */
-function operationLabel(name: string): string {
-  return /^[A-Za-z_][A-Za-z0-9_]{0,63}$/.test(name) ? name : 'invalid';
-}
+/** Distinct operation names with series of their own, by default; later names count as `other`. */
+export const DEFAULT_MAX_OPERATION_LABELS = 100;
 
 export class Metrics {
   readonly registry = new client.Registry();
@@ -46,8 +51,11 @@ export class Metrics {
   private readonly storageCalls: client.Counter<'kind'>;
   private readonly roundTrips: client.Counter;
   private readonly entitiesRead: client.Counter;
+  private readonly operationLabels = new Set<string>();
+  private readonly maxOperationLabels: number;
 
   constructor(deps: MetricsDeps = {}) {
+    this.maxOperationLabels = deps.maxOperationLabels ?? DEFAULT_MAX_OPERATION_LABELS;
     const registers = [this.registry];
     client.collectDefaultMetrics({ register: this.registry, prefix: 'tablegraph_' });
     this.requests = new client.Counter({ name: 'tablegraph_requests_total', help: 'GraphQL requests by operation name and outcome code', labelNames: ['operation', 'code'], registers });
@@ -112,9 +120,21 @@ export class Metrics {
     }
   }
 
+  /**
+   * The label of an operation name: the name itself while fewer than maxOperationLabels names have series (and it
+   * is a GraphQL name of at most 64 characters), `invalid` for what is no such name, `other` past the bound.
+   */
+  private operationLabel(name: string): string {
+    if (!/^[A-Za-z_][A-Za-z0-9_]{0,63}$/.test(name)) return 'invalid';
+    if (this.operationLabels.has(name)) return name;
+    if (this.operationLabels.size >= this.maxOperationLabels) return 'other';
+    this.operationLabels.add(name);
+    return name;
+  }
+
   /** Counts one finished GraphQL request. */
   observe(o: RequestOutcome): void {
-    const operation = operationLabel(o.operation);
+    const operation = this.operationLabel(o.operation);
     this.requests.inc({ operation, code: o.code });
     this.duration.observe({ operation }, o.durationMs / 1000);
     const c = o.cost;

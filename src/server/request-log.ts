@@ -156,8 +156,9 @@ export function requestLogPlugin(log: Logger, model: Model): ApolloServerPlugin<
         async willSendResponse({ response, contextValue, operationName, request, document }) {
           if (response.body.kind !== 'single') return;
           const errors = response.body.singleResult.errors;
-          // A document that failed validation has no resolved operation: the name the client gave, or the only one.
-          const named = operationName ?? request.operationName ?? (document && getOperationAST(document)?.name?.value);
+          // A document that failed validation has no resolved operation: the one the client named, or the only one.
+          // A name that names no operation of the document is not kept: any client could make up names at will.
+          const named = operationName ?? (document && getOperationAST(document, request.operationName)?.name?.value);
           contextValue.outcome.operationName = named ?? undefined;
           contextValue.outcome.errorCodes = (errors ?? []).map((e) => String(e.extensions?.code ?? 'INTERNAL_SERVER_ERROR'));
           if (errors) {
