@@ -19,6 +19,8 @@ import { startServer } from '../src/runtime/start-server';
 import { createGraphqlApp, MAX_QUERY_DEPTH } from '../src/server/app';
 import { devConnectionString } from '../src/storage/connection';
 import { TableStore } from '../src/storage/table-store';
+import { QueueStore } from '../src/storage/queue-store';
+import { QueueWorker } from '../src/worker/queue-worker';
 import { planEgtBatches, writeEgtBatches } from '../src/write/egt-batches';
 import { compileHr, connectionString, ROOT, SCHEMA_DIR, startTestServer, testStore, uniquePrefix, type TestServer, testBlobs, testQueues } from './support/harness';
 
@@ -81,6 +83,49 @@ describe('/health', () => {
     }
   });
 });
+
+test("/health: a worker's failed receive shows as when and which code, never its text, and goes once the queue answers", async () => {
+  const prefix = uniquePrefix();
+  const live = testQueues();
+  const dead = new QueueStore({ connectionString: devConnectionString({ blob: 1, queue: await deadPort(), table: 1 }), retry: { maxTries: 1 }, timeoutMs: 1000 });
+  let outage = true;
+  // The real queue service, or a port nothing answers on while the outage lasts.
+  const queues = new Proxy(live, { get: (target, prop) => (prop === 'receive' && outage ? dead.receive.bind(dead) : Reflect.get(target, prop, target)) });
+  const names = { queue: `${prefix}-health`, poison: `${prefix}-health-poison` };
+  const worker = new QueueWorker({ queues, queue: names.queue, poisonQueue: names.poison, idleBackoffMs: { min: 10, max: 50 }, handle: async () => ({ kind: 'done' }) });
+  const { schema, model } = compileHr(prefix);
+  attachResolvers(schema, model);
+  const { handler, apollo } = await createGraphqlApp({
+    schema, model, store: testStore(), queues: live, queueNames: names, worker: () => worker, cursors: new CursorCodec('x'), readConcurrency: 4, log: silent, storageTarget: 'azurite',
+  });
+  const http: Server = createServer(handler);
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+  const health = async () => (await (await fetch(`http://127.0.0.1:${(http.address() as AddressInfo).port}/health`)).json()) as any;
+  try {
+    worker.start();
+    await pollFor(() => worker.stats().lastError !== undefined);
+    const during = await health();
+    expect(during.fanout.worker).toMatchObject({ lastErrorCode: 'STORAGE_UNAVAILABLE', lastErrorAt: expect.any(Number) });
+    expect(JSON.stringify(during)).not.toMatch(/127\.0\.0\.1|ECONNREFUSED|Queue service|lastError"/);
+    outage = false;
+    await pollFor(() => worker.stats().lastError === undefined);
+    expect((await health()).fanout.worker.lastErrorCode).toBeUndefined();
+  } finally {
+    await worker.stop();
+    await new Promise<void>((resolve) => http.close(() => resolve()));
+    await apollo.stop();
+    await Promise.all([live.deleteQueue(names.queue), live.deleteQueue(names.poison)]);
+  }
+});
+
+/** Waits until `done()` holds (polling every 20 ms, 10 s at most). */
+async function pollFor(done: () => boolean): Promise<void> {
+  const until = Date.now() + 10_000;
+  while (!done()) {
+    if (Date.now() > until) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
 
 describe('seeding an empty store', () => {
   const SEED_QUERY = `{ departments { edges { node { id name employeeCount } } }

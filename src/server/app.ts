@@ -198,5 +198,8 @@ async function fanoutHealth(deps: AppDeps): Promise<Record<string, unknown> | un
     deps.queues.approximateDepth(deps.queueNames.poison),
   ]);
   const worker = deps.worker?.();
-  return { queueDepth, poisonCount, worker: worker ? worker.stats() : 'not in this process' };
+  if (!worker) return { queueDepth, poisonCount, worker: 'not in this process' };
+  // An error's text can name the storage's host and port: /health answers anyone, so it shows when and which code.
+  const { lastError: _text, ...stats } = worker.stats();
+  return { queueDepth, poisonCount, worker: stats };
 }

@@ -6,7 +6,7 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import pino from 'pino';
-import { ErrorCode, TablegraphError } from '../errors';
+import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import type { Logger } from '../log';
 import { checkQueueName, MAX_MESSAGE_BYTES, MAX_RECEIVE, MAX_VISIBILITY_SECONDS } from '../storage/queue-store';
 import type { QueueStore, ReceivedMessage } from '../storage/queue-store';
@@ -39,7 +39,16 @@ export interface QueueWorkerOptions {
 /** Messages since construction: `failed` counts handler throws, `retried` retryLater answers. */
 type Counts = { handled: number; failed: number; poisoned: number; retried: number };
 /** What stats() returns: counts, recent lags (ms from enqueue to delete), whether the loop runs, last error. */
-export type QueueWorkerStats = Counts & { lag: LagSummary; running: boolean; lastError?: string };
+export type QueueWorkerStats = Counts & {
+  lag: LagSummary;
+  running: boolean;
+  /** The last error's message (for logs and tests: it can name hosts and ports, so /health shows only the next two). */
+  lastError?: string;
+  /** When it happened (ms since the epoch). */
+  lastErrorAt?: number;
+  /** Its `extensions.code` (TablegraphError), or `ERROR`. */
+  lastErrorCode?: string;
+};
 type Settings = Required<Omit<QueueWorkerOptions, 'log' | 'enqueuedAt'>> & Pick<QueueWorkerOptions, 'enqueuedAt'>;
 
 const MAX_REMEMBERED_ERRORS = 1000;
@@ -64,7 +73,7 @@ export class QueueWorker {
   private receives = 0;
   private idleAt = 0;
   private wake?: AbortController;
-  private lastError?: string;
+  private lastError?: { message: string; at: number; code: string; receiving: boolean };
 
   constructor(opts: QueueWorkerOptions) {
     const given = Object.fromEntries(Object.entries(opts).filter(([, v]) => v !== undefined)) as QueueWorkerOptions;
@@ -141,7 +150,8 @@ export class QueueWorker {
   /** Counts since construction, recent lags (ms from enqueue to delete), whether the loop runs, the last error. */
   stats(): QueueWorkerStats {
     const running = !!this.loop && !this.stopping;
-    return { ...this.counts, lag: this.lag.summary(), running, ...(this.lastError && { lastError: this.lastError }) };
+    const e = this.lastError;
+    return { ...this.counts, lag: this.lag.summary(), running, ...(e && { lastError: e.message, lastErrorAt: e.at, lastErrorCode: e.code }) };
   }
 
   private async run(): Promise<void> {
@@ -161,6 +171,7 @@ export class QueueWorker {
         const max = Math.min(this.o.batchSize, free);
         const visibilityTimeoutSeconds = this.o.visibilityTimeoutSeconds;
         const messages = await queues.receive(queue, { max, visibilityTimeoutSeconds });
+        if (this.lastError?.receiving) this.lastError = undefined; // the queue answers again: that error is over
         if (this.stopping) {
           // Received after stop(): visible again at once for another worker (else back after the timeout).
           await Promise.all(messages.map((m) => queues.defer(queue, m, 0).catch(() => undefined)));
@@ -178,7 +189,7 @@ export class QueueWorker {
         }
       } catch (e) {
         // The SDK's retry policy already retried the call: back off and go on, never end the loop.
-        this.log.warn({ err: e, queue }, `queue worker: receive failed: ${this.noteError(e)}`);
+        this.log.warn({ err: e, queue }, `queue worker: receive failed: ${this.noteError(e, true)}`);
       }
       await this.sleep(idleMs);
       idleMs = Math.min(idleMs * 2, idleBackoffMs.max);
@@ -279,8 +290,11 @@ export class QueueWorker {
     if (at !== undefined && Number.isFinite(at)) this.lag.record(Date.now() - at);
   }
 
-  private noteError(e: unknown): string {
-    return (this.lastError = e instanceof Error ? e.message : String(e));
+  /** Keeps the error for stats(); `receiving`: a failed receive, forgotten once a receive succeeds. */
+  private noteError(e: unknown, receiving = false): string {
+    const message = e instanceof Error ? e.message : String(e);
+    this.lastError = { message, at: Date.now(), code: isTablegraphError(e) ? e.code : 'ERROR', receiving };
+    return message;
   }
 }
 
