@@ -97,6 +97,13 @@ export interface Config {
   maxStorageInFlight: number;
   /** TABLEGRAPH_MAX_STORAGE_QUEUE: storage reads waiting, all requests together, before OVERLOADED (calls, default 2000). */
   maxStorageQueue: number;
+  /**
+   * TABLEGRAPH_MAX_HEAVY_REQUESTS: heavy queries running at once; the others wait their turn, or are refused at once
+   * with OVERLOADED when they could not finish before their deadline (requests, default 4; src/read/request-admission.ts).
+   */
+  maxHeavyRequests: number;
+  /** TABLEGRAPH_HEAVY_REQUEST_CALLS: a query whose demand estimate exceeds this is heavy (storage calls, default 16). */
+  heavyRequestCalls: number;
   /** TABLEGRAPH_RATE_LIMIT: requests a caller (subject, or IP address) may make per minute (requests, default 1200). */
   rateLimit: number;
 }
@@ -163,6 +170,8 @@ const specs = {
   TABLEGRAPH_REQUEST_TIMEOUT_MS: positiveInt({ default: 30000 }),
   TABLEGRAPH_MAX_STORAGE_INFLIGHT: positiveInt({ default: 8 }),
   TABLEGRAPH_MAX_STORAGE_QUEUE: positiveInt({ default: 2000 }),
+  TABLEGRAPH_MAX_HEAVY_REQUESTS: positiveInt({ default: 4 }),
+  TABLEGRAPH_HEAVY_REQUEST_CALLS: positiveInt({ default: 16 }),
   TABLEGRAPH_RATE_LIMIT: positiveInt({ default: 1200 }),
   TABLEGRAPH_AUTH: str<'off'>({ choices: ['off'], default: undefined, desc: 'off: serve without authentication, on purpose' }),
   TABLEGRAPH_JWKS_URL: url({ default: undefined, desc: "the OpenID provider's JWKS" }),
@@ -260,6 +269,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     requestTimeoutMs: e.TABLEGRAPH_REQUEST_TIMEOUT_MS,
     maxStorageInFlight: e.TABLEGRAPH_MAX_STORAGE_INFLIGHT,
     maxStorageQueue: e.TABLEGRAPH_MAX_STORAGE_QUEUE,
+    maxHeavyRequests: e.TABLEGRAPH_MAX_HEAVY_REQUESTS,
+    heavyRequestCalls: e.TABLEGRAPH_HEAVY_REQUEST_CALLS,
     rateLimit: e.TABLEGRAPH_RATE_LIMIT,
   };
 }

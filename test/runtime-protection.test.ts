@@ -4,6 +4,7 @@
  */
 import { SignJWT } from 'jose';
 import { StorageAdmission } from '../src/read/admission';
+import { RequestAdmission } from '../src/read/request-admission';
 import { gate } from './support/fanout-fixtures';
 import { startTestServer, type TestServer } from './support/harness';
 
@@ -37,8 +38,85 @@ describe('StorageAdmission', () => {
   });
 });
 
+describe('RequestAdmission', () => {
+  test('heavy requests run a few at a time, first come first served; light ones never wait', async () => {
+    const admission = new RequestAdmission({ maxHeavy: 2, heavyCalls: 10, initialRunMs: 10 });
+    const first = await admission.admit(50);
+    const second = await admission.admit(50);
+    const started: number[] = [];
+    const waiting = [3, 4, 5].map((n) => admission.admit(50).then((t) => (started.push(n), t)));
+    expect(await admission.admit(10)).toBeDefined(); // light: at once
+    expect(admission.load()).toMatchObject({ running: 2, waiting: 3 });
+    first.release();
+    first.release(); // twice is once
+    await new Promise((r) => setImmediate(r));
+    expect(started).toEqual([3]);
+    second.release();
+    const [third, fourth] = await Promise.all(waiting.slice(0, 2));
+    expect(started).toEqual([3, 4]);
+    third.release();
+    (await waiting[2]).release();
+    fourth.release();
+    expect(admission.load()).toMatchObject({ running: 0, waiting: 0 });
+  });
+
+  test('a heavy request that could not finish before its deadline is refused at once with OVERLOADED and a Retry-After', async () => {
+    const admission = new RequestAdmission({ maxHeavy: 1, heavyCalls: 1, initialRunMs: 1000 });
+    const running = await admission.admit(5, Date.now() + 30_000);
+    const queued = admission.admit(5, Date.now() + 30_000); // 1 s to wait, 1 s to run: fits half of 30 s
+    const t = Date.now();
+    await expect(admission.admit(5, Date.now() + 3000)).rejects.toMatchObject({ code: 'OVERLOADED', details: { reason: 'HeavyRequestsQueued', retryAfterSeconds: 2 } });
+    expect(Date.now() - t).toBeLessThan(100);
+    running.release();
+    (await queued).release();
+  });
+
+  test('a request still waiting when only its run time is left is refused then, not left to time out', async () => {
+    const admission = new RequestAdmission({ maxHeavy: 1, heavyCalls: 1, initialRunMs: 50 });
+    const running = await admission.admit(5);
+    const late = admission.admit(5, Date.now() + 400);
+    await expect(late).rejects.toMatchObject({ code: 'OVERLOADED' });
+    expect(admission.load().waiting).toBe(0);
+    running.release();
+    expect(admission.load().running).toBe(0);
+  });
+});
+
 describe('the server', () => {
   afterEach(() => jest.restoreAllMocks());
+
+  test('many heavy queries at once: each completes or is refused early with 503 OVERLOADED and Retry-After, none times out; a light query is served', async () => {
+    // Each heavy query (the departments, then their employees, then each one's department) makes 3 range queries
+    // of 100 ms here; 30 of them at once, sharing 8 storage calls in flight, all end past their 1 s deadline.
+    const server = await startTestServer({ TABLEGRAPH_REQUEST_TIMEOUT_MS: '1000', TABLEGRAPH_MAX_HEAVY_REQUESTS: '2', TABLEGRAPH_HEAVY_REQUEST_CALLS: '2' });
+    try {
+      const range = server.store.queryRange.bind(server.store);
+      jest.spyOn(server.store, 'queryRange').mockImplementation(async (q, o) => {
+        await new Promise((r) => setTimeout(r, 100));
+        return range(q, o);
+      });
+      const heavy = '{ departments(first: 10) { edges { node { id employees(first: 10) { edges { node { id department { name } } } } } } } }';
+      const send = async (query: string) => {
+        const t = performance.now();
+        const res = await fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) });
+        return { status: res.status, retryAfter: res.headers.get('retry-after'), body: (await res.json()) as any, ms: performance.now() - t };
+      };
+      const answers = await Promise.all([...Array.from({ length: 30 }, () => send(heavy)), send('{ department(id: "Sales") { name } }')]);
+      const light = answers.pop()!;
+      expect(light.body).toMatchObject({ data: { department: { name: 'Sales' } } });
+      const codes = answers.map((a) => a.body.errors?.[0]?.extensions?.code ?? 'OK');
+      expect(codes.filter((c) => c !== 'OK' && c !== 'OVERLOADED')).toEqual([]); // no REQUEST_TIMEOUT
+      expect(codes.filter((c) => c === 'OK').length).toBeGreaterThanOrEqual(2);
+      const refused = answers.filter((a) => a.body.errors);
+      expect(refused.length).toBeGreaterThan(0);
+      for (const r of refused) {
+        expect([r.status, r.body.errors[0].extensions.reason, Number(r.retryAfter)]).toEqual([503, 'HeavyRequestsQueued', expect.any(Number)]);
+        expect(Number(r.retryAfter)).toBeGreaterThanOrEqual(1);
+      }
+    } finally {
+      await server.close();
+    }
+  });
 
   test('a request past its deadline sends no further storage call: REQUEST_TIMEOUT', async () => {
     const server = await startTestServer({ TABLEGRAPH_REQUEST_TIMEOUT_MS: '100' });

@@ -42,6 +42,8 @@ export interface RequestContext {
   projection(info: GraphQLResolveInfo): Projection;
   /** What the request turned out to be, for its log line and metrics (src/server/request-log.ts fills it). */
   outcome: { operationName?: string; errorCodes: string[] };
+  /** When the request's time ends (ms since the epoch; ContextDeps.requestTimeoutMs), if it has a deadline. */
+  deadline?: number;
 }
 
 /** What stays the same across requests. */
@@ -70,6 +72,7 @@ export interface ContextDeps {
 export function createRequestContext(deps: ContextDeps, requestId: string = randomUUID(), principal?: Principal): RequestContext {
   const cost = new CostTracker();
   let projection: Projection | undefined;
+  const deadline = deps.requestTimeoutMs === undefined ? undefined : Date.now() + deps.requestTimeoutMs;
   return {
     requestId,
     principal,
@@ -86,8 +89,9 @@ export function createRequestContext(deps: ContextDeps, requestId: string = rand
       concurrency: deps.readConcurrency,
       observer: cost,
       admission: deps.admission && { gate: deps.admission, lane: requestId },
-      deadline: deps.requestTimeoutMs === undefined ? undefined : Date.now() + deps.requestTimeoutMs,
+      deadline,
     }),
+    deadline,
     projection(info) {
       projection ??= collectProjection(info.schema, deps.model, info.operation, info.fragments);
       return projection;

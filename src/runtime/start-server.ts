@@ -14,6 +14,7 @@ import { createFanoutWorker, ensureFanoutQueues, fanoutQueueNames, queueSender }
 import type { QueueWorker } from '../worker/queue-worker';
 import { ErrorCode, TablegraphError } from '../errors';
 import { StorageAdmission } from '../read/admission';
+import { RequestAdmission } from '../read/request-admission';
 import { authConfigured, createAuthenticator, isLoopback, type Authenticator } from '../server/auth';
 import { createRateLimit } from '../server/rate-limit';
 import { partitionSasSigner } from '../storage/sas';
@@ -105,6 +106,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     authenticate,
     rateLimit: createRateLimit(config.rateLimit),
     admission: new StorageAdmission({ maxInFlight: config.maxStorageInFlight, maxQueued: config.maxStorageQueue }),
+    requestAdmission: new RequestAdmission({ maxHeavy: config.maxHeavyRequests, heavyCalls: config.heavyRequestCalls }),
     requestTimeoutMs: config.requestTimeoutMs,
     signSas: partitionSasSigner(storage.connectionString),
     blobs: storage.blobs,

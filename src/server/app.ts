@@ -28,6 +28,7 @@ import { DEFAULT_QUERY_LIMITS, queryLimits, type QueryLimits } from './query-lim
 import { httpErrorHandler, notFoundHandler } from './http-errors';
 import { recordContext, recordDoorRefusal, requestIdMiddleware, requestIdOf, requestLineMiddleware, requestLogPlugin } from './request-log';
 import { Metrics } from './metrics';
+import type { RequestAdmission } from '../read/request-admission';
 import { isLoopback } from './auth';
 import { mountIde, schemaSdlHandler } from './ide';
 import { graphqlPostHandler } from './graphql-post';
@@ -67,6 +68,8 @@ export interface AppDeps extends ContextDeps {
   authenticate?: Authenticator;
   /** Counts each request against its caller's rate (subject, or IP address); absent: no limit. */
   rateLimit?: RateLimit;
+  /** Takes heavy queries a few at a time and refuses early those that could not finish in time; absent: none. */
+  requestAdmission?: RequestAdmission;
 }
 
 export interface GraphqlApp {
@@ -88,7 +91,7 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
     plugins: [
       costPlugin,
       requestLogPlugin(deps.log, deps.model),
-      demandPlugin(deps.model, deps.budget ?? DEFAULT_DEMAND_BUDGET),
+      demandPlugin(deps.model, deps.budget ?? DEFAULT_DEMAND_BUDGET, deps.requestAdmission),
       ...(limits.plugins as Array<ApolloServerPlugin<RequestContext>>),
       // The IDE is ours (ide.ts): Apollo's landing page loads its script from a CDN.
       ApolloServerPluginLandingPageDisabled(),

@@ -9,6 +9,8 @@ import { GraphQLError } from 'graphql';
 import type { Model } from '../model/types';
 import { estimateDemand, type DemandEstimate } from '../read/demand';
 import type { RequestContext } from '../resolvers/context';
+import { isTablegraphError } from '../errors';
+import type { AdmissionTicket, RequestAdmission } from '../read/request-admission';
 
 /** The budgets of one request: storage calls (calls) and response nodes (objects). */
 export interface DemandBudget {
@@ -24,13 +26,20 @@ export const QUERY_TOO_COSTLY = 'QUERY_TOO_COSTLY';
 
 /**
  * The Apollo plugin: estimates each operation once it is resolved (after validation, before execution), puts the
- * estimate in the context, and refuses an operation over `budget`.
- * @throws (to Apollo, answered as HTTP 400) GraphQLError QUERY_TOO_COSTLY with extensions { estimate, budget }
+ * estimate in the context, and refuses an operation over `budget`. With `admission`, a query estimated heavy then
+ * waits for its turn among the heavy ones (request-admission.ts), or is refused at once when it could not finish
+ * before its deadline; its turn ends when its response is sent.
+ * @throws (to Apollo) GraphQLError QUERY_TOO_COSTLY with extensions { estimate, budget } (HTTP 400); OVERLOADED
+ *   with extensions { reason: 'HeavyRequestsQueued', retryAfterSeconds } (HTTP 503, `Retry-After`)
  */
-export function demandPlugin(model: Model, budget: DemandBudget): ApolloServerPlugin<RequestContext> {
+export function demandPlugin(model: Model, budget: DemandBudget, admission?: RequestAdmission): ApolloServerPlugin<RequestContext> {
   return {
     async requestDidStart() {
+      let ticket: AdmissionTicket | undefined;
       return {
+        async willSendResponse() {
+          ticket?.release();
+        },
         async didResolveOperation({ schema, operation, document, request, contextValue }) {
           if (!operation) return; // Apollo refuses a document without a resolvable operation itself
           const fragments = Object.fromEntries(
@@ -42,7 +51,10 @@ export function demandPlugin(model: Model, budget: DemandBudget): ApolloServerPl
             estimate.storageCalls > budget.maxStorageCalls && `${estimate.storageCalls} storage calls (at most ${budget.maxStorageCalls})`,
             estimate.nodes > budget.maxNodes && `${estimate.nodes} response nodes (at most ${budget.maxNodes})`,
           ].filter((x): x is string => typeof x === 'string');
-          if (over.length === 0) return;
+          if (over.length === 0) {
+            if (admission && operation.operation === 'query') ticket = await admitted(admission, estimate, contextValue.deadline);
+            return;
+          }
           throw new GraphQLError(`The operation could cost ${over.join(' and ')} in the worst case: ask for smaller pages or fewer nested lists.`, {
             extensions: { code: QUERY_TOO_COSTLY, estimate, budget, http: { status: 400 } },
           });
@@ -50,4 +62,15 @@ export function demandPlugin(model: Model, budget: DemandBudget): ApolloServerPl
       };
     },
   };
+}
+
+/** The admission's ticket, or its refusal as the GraphQL error Apollo answers with (503, `Retry-After`). */
+async function admitted(admission: RequestAdmission, estimate: DemandEstimate, deadline: number | undefined): Promise<AdmissionTicket> {
+  try {
+    return await admission.admit(estimate.storageCalls, deadline);
+  } catch (e) {
+    if (!isTablegraphError(e)) throw e;
+    const retryAfter = String(e.details.retryAfterSeconds ?? 1);
+    throw new GraphQLError(e.message, { extensions: { code: e.code, ...e.details, http: { status: 503, headers: new Map([['retry-after', retryAfter]]) } } });
+  }
 }
