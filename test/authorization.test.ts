@@ -4,7 +4,8 @@
  * `department` claim names and writes nothing; an `employee` (subject = its e-mail) reads its own entity and may
  * change only its phone. A point query whose keys show it out of scope is refused before it is sent; a list never
  * shows an out-of-scope entity and never scans. Then a property: random tokens × random queries, never an entity
- * outside the token's scope.
+ * outside the token's scope — with default-valued variables, and lists paged to the end (pages left empty by
+ * `@auth` included: every entity in scope is reached).
  */
 import { AzureSASCredential, odata, TableClient } from '@azure/data-tables';
 import fc from 'fast-check';
@@ -38,6 +39,28 @@ beforeAll(async () => {
 afterAll(() => server?.close());
 afterEach(() => jest.restoreAllMocks());
 
+/**
+ * Every page of `employeesByLastName(lastName)` for token `t`, `first` at a time, following endCursor.
+ * @returns the employees seen (`departmentId/id`), every node as given, and how many pages came back empty with more to come
+ */
+async function pageAll(t: string, lastName: string, first = 2): Promise<{ seen: string[]; nodes: any[]; empty: number }> {
+  const PAGE = 'query($n: String!, $first: Int, $after: String) { employeesByLastName(lastName: $n, first: $first, after: $after) { edges { node { id departmentId email } } pageInfo { hasNextPage endCursor } } }';
+  const nodes: any[] = [];
+  let after: string | null = null;
+  let empty = 0;
+  for (let pages = 0; pages < 200; pages++) {
+    const r = await as(t, PAGE, { n: lastName, first, after });
+    if (r.errors) return { seen: [], nodes, empty }; // refused whole (a token that may read none of it)
+    const { edges, pageInfo } = r.data.employeesByLastName;
+    nodes.push(...edges.map((e: any) => e.node));
+    if (edges.length === 0 && pageInfo.hasNextPage) empty++;
+    if (!pageInfo.hasNextPage) return { seen: nodes.map((n) => `${n.departmentId}/${n.id}`), nodes, empty };
+    expect(pageInfo.endCursor).toEqual(expect.any(String));
+    after = pageInfo.endCursor;
+  }
+  throw new Error('more than 200 pages');
+}
+
 function spyStorage() {
   return [jest.spyOn(server.store, 'getEntity'), jest.spyOn(server.store, 'queryRange')];
 }
@@ -65,6 +88,15 @@ describe('a reader of ENGINEERING', () => {
     expect(williams.length).toBeGreaterThan(0);
     expect(new Set(williams)).toEqual(new Set(['ENGINEERING'])); // FINANCE's WILLIAMS is left out
     expect(lists.extensions.cost).toMatchObject({ partitionScans: 0, tableScans: 0 });
+  });
+
+  test('a list across departments paged to the end: every entity in scope reached, none out of scope, pages left empty by @auth included', async () => {
+    const everyone = (await pageAll(await ADMIN(), 'WILLIAMS')).seen;
+    for (const department of ['ENGINEERING', 'FINANCE', 'A/B #1']) {
+      const { seen, empty } = await pageAll(await READER(department), 'WILLIAMS');
+      expect([department, seen]).toEqual([department, everyone.filter((k) => k.startsWith(`${department}/`))]);
+      if (department === 'FINANCE') expect(empty).toBeGreaterThan(0); // ENGINEERING's 7 WILLIAMS come first
+    }
   });
 
   test('an employee of another department found through the e-mail index: FORBIDDEN once its department is seen', async () => {
@@ -132,11 +164,32 @@ test('property: random tokens × random queries never return an entity outside t
     fc.constantFrom(...emails).map((e) => `{ employeeByEmail(email: "${e}") { ${E} } }`),
     fc.constant('{ departments(first: 20) { edges { node { id } } } }'),
     fc.constantFrom('ENGINEERING', 'FINANCE').map((d) => `{ department(id: "${d}") { employeesByLastName(lastName: "WILLIAMS") { edges { node { ${E} } } } } }`),
+    // Default-valued variables, sent without variables: demand control and scope as with the value written out.
+    fc.constantFrom('WILLIAMS', 'SMITH').map((n) => `query($n: Int = 50) { employeesByLastName(lastName: "${n}", first: $n) { edges { node { ${E} } } } }`),
+    fc.constantFrom(...departments).map((d) => `query($f: Int = 20) { department(id: ${JSON.stringify(d)}) { id employees(first: $f) { edges { node { ${E} } } } } }`),
+    // Paged to the end through endCursor (pageAll), pages left empty by @auth included.
+    fc.constantFrom('WILLIAMS', 'GARCIA').map((n) => `#pageAll ${n}`),
   );
+  const everyone = new Map<string, string[]>();
+  for (const n of ['WILLIAMS', 'GARCIA']) everyone.set(n, (await pageAll(await ADMIN(), n, 50)).seen);
   let entitiesSeen = 0;
   await fc.assert(
     fc.asyncProperty(principal, query, async (p, q) => {
-      const r = await as(await token({ sub: p.sub, roles: p.roles, department: p.department }), q);
+      const t = await token({ sub: p.sub, roles: p.roles, department: p.department });
+      if (q.startsWith('#pageAll ')) {
+        const lastName = q.slice('#pageAll '.length);
+        const { nodes, seen } = await pageAll(t, lastName, 3);
+        const inScopeOfAll = (everyone.get(lastName) ?? []).filter((k) => p.roles.includes('hr-admin') || (p.roles.includes('reader') && k.startsWith(`${p.department}/`)));
+        // Every entity in a reader's (or hr-admin's) scope is reached.
+        expect(seen.filter((k) => inScopeOfAll.includes(k))).toEqual(inScopeOfAll);
+        for (const node of nodes) {
+          entitiesSeen++;
+          const ok = p.roles.includes('hr-admin') || (p.roles.includes('reader') && node.departmentId === p.department) || (p.roles.includes('employee') && node.email === p.sub);
+          if (!ok) throw new Error(`${JSON.stringify(p)} saw ${JSON.stringify(node)} paging ${lastName}`);
+        }
+        return;
+      }
+      const r = await as(t, q);
       expect(r.extensions?.cost).toMatchObject({ partitionScans: 0, tableScans: 0 });
       const admin = p.roles.includes('hr-admin');
       const inScope = (type: 'Employee' | 'Department', node: any) =>

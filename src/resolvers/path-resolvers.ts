@@ -130,6 +130,8 @@ interface Connection {
  * A range query over one partition, as a Relay connection: `first` entities (default `path.pageSize`, at most
  * `path.maxPageSize`) after the `after` cursor, in RowKey order — on a service that does not sort range results
  * (Cosmos DB), in RowKey order within each service page and every entity exactly once (TableStore.queryRange).
+ * Entities `@auth` leaves out still count towards `first`: such a page may hold fewer edges, even none, with
+ * `hasNextPage` true and an `endCursor` past the last entity read.
  * @throws TablegraphError BAD_USER_INPUT when `first` is negative or above the maximum, or the cursor is invalid
  */
 export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode | undefined, RequestContext, Record<string, unknown>, Promise<Connection>> {
@@ -180,13 +182,16 @@ export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode 
     const edges = path.join
       ? await joinEdges(path, page, ctx, projection)
       : page.map(({ stored, cursor, type }) => ({ cursor, node: toNode(path, stored, path.index ? path.target : type!) }));
+    // `@auth` may leave out entities read at the end of the page (or all of it): the end cursor is where the read
+    // stopped, so the next page starts after them and every entity in scope further on can still be reached.
+    const lastRead = positions.at(-1);
     return {
       edges,
       pageInfo: {
         hasNextPage: more,
         hasPreviousPage: false,
         startCursor: edges[0]?.cursor ?? null,
-        endCursor: edges.at(-1)?.cursor ?? null,
+        endCursor: page.length === entities.length || lastRead === undefined ? (edges.at(-1)?.cursor ?? null) : ctx.cursors.encode(scope, lastRead),
       },
     };
   };
