@@ -132,7 +132,14 @@ export function estimateDemand(
           add('storageCalls', times * first);
           add('entitiesRead', times * first);
         }
-        const projection = path.index && !(path.kind === 'range' && path.join) ? path.index.projection : undefined;
+        // Through an eventually consistent index, `@auth` on entity fields is decided on the entity itself, read
+        // at once (path-resolvers.ts): one more point query, and the node's fields come from it.
+        const decidesOnEntity = path.kind === 'point' && path.index?.scope === 'interPartition' && path.target.authFields.size > 0;
+        if (decidesOnEntity) {
+          add('storageCalls', times);
+          add('entitiesRead', times);
+        }
+        const projection = path.index && !(path.kind === 'range' && path.join) && !decidesOnEntity ? path.index.projection : undefined;
         if (path.kind === 'range') visitConnection(named, node.selectionSet, Math.min(CAP, times * first), inner, projection);
         else visit(named, node.selectionSet, times, inner, projection);
       } else {

@@ -48,6 +48,12 @@ export function collectProjection(
             for (const b of bound.bindings.values()) if (b.source === 'parent') props.add(b.name);
           }
         }
+        // Read through an eventually consistent index, an entity under `@auth` is read itself, and answered only
+        // while it still has the index's key values (path-resolvers.ts): those fields are read too.
+        if (path?.index?.scope === 'interPartition' && path.target.authFields.size > 0) {
+          const target = projectionFor(projection, path.target);
+          for (const f of [...path.index.layout.partitionKey.fields, ...path.index.layout.rowKey.fields]) target.add(f);
+        }
         const named = getNamedType(field.type);
         if (isObjectType(named)) visit(named, selection.selectionSet);
         // A field returning an interface: its selection applies to each implementation ("Inheritance relationships").

@@ -5,7 +5,7 @@
  */
 import { decide, forbidden, type AuthPolicy, type Principal } from '../model/authorization';
 import { parseKey } from '../model/key-template';
-import type { Layout } from '../model/types';
+import type { EntityModel, Layout } from '../model/types';
 
 /** Field values a pair of keys gives away, by the layout that rendered them (a hash bucket gives nothing). */
 export function keyValues(layout: Layout, partitionKey: string, rowKey?: string): Record<string, string> {
@@ -30,4 +30,18 @@ export function authorizeBefore(policies: Array<AuthPolicy | undefined>, princip
 /** After a read: whether every policy allows the entity with these stored properties. */
 export function allowsEntity(policies: Array<AuthPolicy | undefined>, principal: Principal | undefined, properties: Record<string, unknown>): boolean {
   return policies.every((p) => decide(p, principal, (f) => properties[f] ?? null) === 'allow');
+}
+
+/**
+ * Before a read of entity type `target`: its `@auth`, as authorizeBefore. An interface (the guide's "Inheritance
+ * relationships") has no policy of its own: the read is refused when the known values deny every implementation's
+ * (a token with no role included), so it is refused before the read as a concrete type's would be.
+ * @returns whether the entities read must still be checked one by one
+ * @throws TablegraphError FORBIDDEN
+ */
+export function authorizeTypeBefore(target: EntityModel, principal: Principal | undefined, known: Record<string, unknown>, what: string): boolean {
+  if (!target.implementations) return authorizeBefore([target.auth], principal, known, what);
+  const decisions = target.implementations.map((i) => decide(i.auth, principal, (f) => known[f]));
+  if (decisions.length > 0 && decisions.every((d) => d === 'deny')) throw forbidden(what, principal!);
+  return decisions.some((d) => d !== 'allow');
 }

@@ -12,7 +12,8 @@ import { referenceAddress, referenceFields } from '../model/references';
 import type { EntityAddress, StoredEntity } from '../storage/types';
 import { mergeParts, partAddresses, partSelect } from '../model/wide-entities';
 import { forbidden } from '../model/authorization';
-import { allowsEntity, authorizeBefore, keyValues } from './authorize';
+import { allowsEntity, authorizeBefore, authorizeTypeBefore, keyValues } from './authorize';
+import { primaryAddress } from '../model/entity-codec';
 import { bindingValues } from './bindings';
 import type { RequestContext } from './context';
 import type { EntityNode } from './entity-node';
@@ -72,10 +73,13 @@ function hasNullKey(path: PointPath, values: Record<string, unknown>): boolean {
  * A point query ("Point Query", the guide's most efficient lookup). Returns null when the entity does not exist
  * and the field is nullable (a dangling reference), and, with no storage call, when an optional reference's key
  * field is null.
+ * Through an eventually consistent (inter-partition) index, when `@auth` decides on fields the keys do not give,
+ * the entity itself is read too and decides — and answers only while it still has the value looked up.
+ * @returns null also for an entity `@auth` leaves out once read (a nullable field: as if absent, no oracle)
  * @throws TablegraphError BAD_USER_INPUT when an argument cannot form a key (e.g. `id: "abc"` for a padded id);
  *   NOT_FOUND when a non-null field's entity does not exist (a dangling reference); LIMIT_EXCEEDED when a key is
  *   over the target's length limit; FORBIDDEN when `@auth` does not let the caller read it (from its keys, before
- *   the read, where they tell); STORAGE_UNAVAILABLE from the store
+ *   the read, where they tell; or, for a non-null field, once read); STORAGE_UNAVAILABLE from the store
  */
 export function pointResolver(path: PointPath): Resolver {
   return async (parent, args, ctx, info) => {
@@ -89,17 +93,37 @@ export function pointResolver(path: PointPath): Resolver {
     // Authorization from the keys first: an entity the keys show out of scope is never read.
     const policies = [path.auth, path.target.auth];
     const what = `read ${path.coordinate} at ${JSON.stringify(values)}`;
-    authorizeBefore(policies, ctx.principal, keyValues(path.index?.layout ?? path.target.layout, partitionKey, rowKey), what);
+    const known = keyValues(path.index?.layout ?? path.target.layout, partitionKey, rowKey);
+    const byField = authorizeBefore([path.auth], ctx.principal, known, what);
+    // An eventually consistent index entity's keys are a copy that may be old: what they allow is decided again on
+    // the entity itself, once read (what they deny is denied: it is the caller's own lookup that does not fit).
+    const eventual = path.index?.scope === 'interPartition' && !!ctx.principal && path.target.authFields.size > 0;
+    const later = authorizeTypeBefore(path.target, ctx.principal, known, what) || byField || eventual;
     const address = { table: tableName(path, values), partitionKey, rowKey };
-    const stored = await (path.index
+    let stored = await (path.index
       ? ctx.loaders.point.load({ ...address, select: indexSelect(projection, path.index) })
       : loadEntity(ctx, path.target, address, entitySelect(projection, path.target))
     ).catch(absentTable(path, null));
-    const type = stored ? nodeType(path, stored) : undefined;
+    let type = stored ? nodeType(path, stored) : undefined;
+    let fromIndex = !!path.index;
+    if (stored && type && eventual && path.index) {
+      // An eventually consistent index entity may hold an old copy of what the scope decides on (an e-mail changed
+      // a moment ago): decide on the entity itself, and answer it only while it still has the value looked up.
+      const primary = await loadEntity(ctx, path.target, primaryAddress(path.target, stored.properties), entitySelect(projection, path.target));
+      const { layout } = path.index;
+      const still =
+        primary?.properties[ENTITY_TYPE_PROPERTY] === path.target.entityType &&
+        renderKey(layout.partitionKey, primary.properties) === partitionKey &&
+        renderKey(layout.rowKey, primary.properties) === rowKey;
+      [stored, type, fromIndex] = still ? [primary, path.target, false] : [null, undefined, false];
+    }
     if (stored && type) {
       // Through an interface, the stored entity's own type decides too (unknown before the read).
-      if (!allowsEntity([...policies, type.auth], ctx.principal, stored.properties)) throw forbidden(what, ctx.principal!);
-      return toNode(path, stored, type);
+      if (allowsEntity([...policies, type.auth], ctx.principal, stored.properties)) return fromIndex ? toNode(path, stored, type) : { entity: type, stored };
+      // Decided on what was read: out of scope, a nullable field answers as if nothing were there — a FORBIDDEN
+      // would tell the caller that something exists at keys it chose (an e-mail address, say).
+      if (!later || isNonNullType(info.returnType)) throw forbidden(what, ctx.principal!);
+      return null;
     }
     if (isNonNullType(info.returnType)) {
       throw new TablegraphError(ErrorCode.NOT_FOUND, `${path.coordinate}: the ${path.target.name} it refers to does not exist`, {
@@ -156,7 +180,10 @@ export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode 
     // Authorization from the partition first: a list wholly out of scope is never read.
     const read = readType(path);
     const policies = [path.auth, read.auth];
-    authorizeBefore(policies, ctx.principal, keyValues(path.index?.layout ?? read.layout, partitionKey), `read ${path.coordinate} in partition ${JSON.stringify(partitionKey)}`);
+    const known = keyValues(path.index?.layout ?? read.layout, partitionKey);
+    const what = `read ${path.coordinate} in partition ${JSON.stringify(partitionKey)}`;
+    authorizeBefore([path.auth], ctx.principal, known, what);
+    authorizeTypeBefore(read, ctx.principal, known, what);
     // Bounds as declared: inclusive or exclusive at either end (prefix form: from inclusive, to exclusive).
     const fromExclusive = !path.rowKeyPrefix && path.fromInclusive === false;
     const toInclusive = !path.rowKeyPrefix && path.toInclusive === true;
