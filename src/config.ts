@@ -85,9 +85,10 @@ export interface Config {
   /**
    * Authentication (src/server/auth.ts): TABLEGRAPH_JWKS_URL with TABLEGRAPH_JWT_ISSUER and TABLEGRAPH_JWT_AUDIENCE
    * (production), or TABLEGRAPH_JWT_SECRET (HS256, at least 32 characters: development and tests);
-   * TABLEGRAPH_JWT_ROLES_CLAIM (default `roles`). `off` (TABLEGRAPH_AUTH=off) says on purpose that there is none.
+   * TABLEGRAPH_JWT_ROLES_CLAIM (default `roles`); TABLEGRAPH_JWT_REQUIRE_EXP (default true: a token without `exp`
+   * is refused). `off` (TABLEGRAPH_AUTH=off) says on purpose that there is none.
    */
-  auth: { off: boolean; jwksUrl?: string; issuer?: string; audience?: string; secret?: string; rolesClaim: string };
+  auth: { off: boolean; jwksUrl?: string; issuer?: string; audience?: string; secret?: string; rolesClaim: string; requireExp: boolean };
   /** TABLEGRAPH_REQUEST_TIMEOUT_MS: a request's time; after it no further storage read of it is sent (ms, default 30000). */
   requestTimeoutMs: number;
   /**
@@ -179,6 +180,7 @@ const specs = {
   TABLEGRAPH_JWT_AUDIENCE: str({ default: undefined }),
   TABLEGRAPH_JWT_SECRET: str({ default: undefined, desc: 'HS256 key, development and tests' }),
   TABLEGRAPH_JWT_ROLES_CLAIM: str({ default: 'roles' }),
+  TABLEGRAPH_JWT_REQUIRE_EXP: bool({ default: true, desc: 'refuse tokens without an exp claim' }),
   TABLEGRAPH_MAX_NODES: positiveInt({ default: 10000 }),
   TABLEGRAPH_CORS_ORIGINS: originList({ default: [], desc: 'origins allowed to call /graphql from a browser, comma-separated' }),
 };
@@ -265,6 +267,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
       audience: e.TABLEGRAPH_JWT_AUDIENCE,
       secret: e.TABLEGRAPH_JWT_SECRET,
       rolesClaim: e.TABLEGRAPH_JWT_ROLES_CLAIM,
+      requireExp: e.TABLEGRAPH_JWT_REQUIRE_EXP,
     },
     requestTimeoutMs: e.TABLEGRAPH_REQUEST_TIMEOUT_MS,
     maxStorageInFlight: e.TABLEGRAPH_MAX_STORAGE_INFLIGHT,

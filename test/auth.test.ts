@@ -41,6 +41,7 @@ describe('HS256 (development and tests)', () => {
       [forged, /not valid/],
       [await hs256({ sub: 'ana@example.test' }, '-1m'), /expired/],
       [await hs256({}), /no subject/],
+      [await new SignJWT({ sub: 'ana@example.test' }).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode(SECRET)), /no exp claim/],
     ];
     for (const [token, why] of cases) {
       const r = await ask(server, token);
@@ -50,6 +51,40 @@ describe('HS256 (development and tests)', () => {
       expect(r.body.errors[0].message).toMatch(why);
     }
     for (const spy of spies) expect(spy).not.toHaveBeenCalled();
+  });
+
+  test('requests with no token or a refused one count against their address: past its rate, 429 RATE_LIMITED, not 401 for ever', async () => {
+    const limited = await startTestServer({ TABLEGRAPH_JWT_SECRET: SECRET, TABLEGRAPH_RATE_LIMIT: '5' });
+    try {
+      const forged = await new SignJWT({ sub: 'x' }).setProtectedHeader({ alg: 'HS256' }).setExpirationTime('5m').sign(new TextEncoder().encode('another-secret-of-at-least-32-chars!!'));
+      const statuses: number[] = [];
+      for (let i = 0; i < 8; i++) statuses.push((await ask(limited, i % 2 ? forged : undefined)).status);
+      expect(statuses.slice(0, 5)).toEqual([401, 401, 401, 401, 401]);
+      const after = await ask(limited);
+      expect([after.status, after.body.errors[0].extensions.code, Number(after.headers.get('retry-after')) > 0]).toEqual([429, 'RATE_LIMITED', true]);
+      expect(statuses.slice(5)).toEqual([429, 429, 429]);
+    } finally {
+      await limited.close();
+    }
+  });
+
+  test('TABLEGRAPH_JWT_REQUIRE_EXP=false accepts a token without exp (a setting said on purpose)', async () => {
+    const lenient = await startTestServer({ TABLEGRAPH_JWT_SECRET: SECRET, TABLEGRAPH_JWT_REQUIRE_EXP: 'false' });
+    try {
+      const eternal = await new SignJWT({ sub: 'ana@example.test', roles: ['hr-admin'] }).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode(SECRET));
+      expect((await ask(lenient, eternal)).status).toBe(200);
+    } finally {
+      await lenient.close();
+    }
+  });
+
+  test('/schema.graphql, which spells out the @auth rules, only for a valid token, as introspection', async () => {
+    const url = server.url.replace(/\/graphql$/, '/schema.graphql');
+    const anonymous = await fetch(url);
+    expect([anonymous.status, anonymous.headers.get('www-authenticate'), ((await anonymous.json()) as any).errors[0].extensions.code]).toEqual([401, 'Bearer', 'UNAUTHENTICATED']);
+    const withToken = await fetch(url, { headers: { authorization: `Bearer ${await hs256({ sub: 'ana@example.test' })}` } });
+    expect(withToken.status).toBe(200);
+    expect(await withToken.text()).toMatch(/@auth\(rules:/);
   });
 
   test('a valid token is served', async () => {

@@ -100,7 +100,10 @@ test('GraphiQL, served by the server with nothing from elsewhere, runs the READM
 
 test('GET /schema.graphql answers the compiled SDL, directives included; an API client\'s GET on /graphql is still GraphQL', async () => {
   const origin = new URL(server.url).origin;
-  const sdl = await fetch(`${origin}/schema.graphql`);
+  // Authentication is on: like introspection, the SDL is for a valid token only.
+  expect((await fetch(`${origin}/schema.graphql`)).status).toBe(401);
+  const token = await new SignJWT({ sub: 'ide-user' }).setProtectedHeader({ alg: 'HS256' }).setExpirationTime('5m').sign(new TextEncoder().encode(SECRET));
+  const sdl = await fetch(`${origin}/schema.graphql`, { headers: { authorization: `Bearer ${token}` } });
   expect(sdl.status).toBe(200);
   expect(sdl.headers.get('content-type')).toMatch(/^text\/plain/);
   const text = await sdl.text();

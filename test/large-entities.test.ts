@@ -12,9 +12,10 @@ import { blobPrefix } from '../src/model/blob-fields';
 import { ErrorCode, isTablegraphError, type TablegraphError } from '../src/errors';
 import { verifyDerived, formatVerifyReport } from '../src/maintenance/verify';
 import { cleanUpBlobs } from '../src/worker/blob-cleanup';
-import { blobCleanupMessage } from '../src/write/blob-cleanup-message';
+import { blobCleanupMessage, decodeBlobCleanup } from '../src/write/blob-cleanup-message';
+import { WriteExecutor } from '../src/write/write-executor';
 import { BlobStore } from '../src/storage/blob-store';
-import { compileHr, connectionString, SCHEMA_DIR, startTestServer, testBlobs, type TestServer } from './support/harness';
+import { compileHr, connectionString, SCHEMA_DIR, startTestServer, testBlobs, uniquePrefix, type TestServer } from './support/harness';
 import type { EntityAddress } from '../src/storage/types';
 
 /** Short enough to wait for in a test: uploads URLs last 12 s, EGTs are sent within 16 s, cleanups take blobs older than 24 s. */
@@ -211,6 +212,49 @@ describe('setEmployeePhoto and Employee.photoUrl against Azurite', () => {
   }, (DELAY_S + 150) * 1000);
 });
 
+describe('cleanup messages', () => {
+  test('only for a write that makes a blob or drops one its entity named: none for failed writes, nor for entities without a blob', async () => {
+    const prefix = uniquePrefix();
+    const sdl = `
+type Doc @entity(table: "Docs", partitionKey: "{group}", rowKey: "doc_{id}") { group: ID! id: ID! title: String scan: String @blob(container: "scans") }
+type Query { doc(group: ID!, id: ID!): Doc @point }
+type Mutation {
+  createDoc(input: CreateDocInput!): DocPayload! @write(entity: "Doc", action: CREATE)
+  updateDoc(input: UpdateDocInput!): DocPayload! @write(entity: "Doc", action: UPDATE)
+  replaceDoc(input: ReplaceDocInput!): DocPayload! @write(entity: "Doc", action: REPLACE)
+  deleteDoc(input: DeleteDocInput!): DocPayload! @write(entity: "Doc", action: DELETE)
+}`;
+    const directives = { name: 'directives.graphql', body: readFileSync(path.join(SCHEMA_DIR, 'directives.graphql'), 'utf8') };
+    const { model: docs } = compileSchema([directives, { name: 'docs.graphql', body: sdl }], { tablePrefix: prefix });
+    const sent: string[] = [];
+    const writer = new WriteExecutor({ model: docs, store: server.store, fanout: { send: async (text) => void sent.push(text) }, blobs: { store: blobs, cleanupDelaySeconds: DELAY_S } });
+    for (const t of docs.tables) await server.store.ensureTable(t);
+    const cleanups = () => sent.filter((t) => decodeBlobCleanup(t) !== undefined).length;
+    const write = async (mutation: string, input: Record<string, unknown>): Promise<string> => {
+      const before = cleanups();
+      const outcome = await writer.execute(docs.writes.get(`Mutation.${mutation}`)!, input).then(() => 'OK', (e: TablegraphError) => e.code);
+      return `${outcome}, ${cleanups() - before} cleanup`;
+    };
+    const scan = { contentType: 'image/png', base64: png(7).toString('base64') };
+    const steps: Array<[string, Record<string, unknown>, string]> = [
+      ['createDoc', { group: 'g', id: '1', title: 'plain' }, 'OK, 0 cleanup'],
+      ['createDoc', { group: 'g', id: '2', scan }, 'OK, 1 cleanup'], // it uploads
+      ['deleteDoc', { group: 'g', id: '9' }, 'NOT_FOUND, 0 cleanup'],
+      ['replaceDoc', { group: 'g', id: '1', title: 'still plain' }, 'OK, 0 cleanup'],
+      ['updateDoc', { group: 'g', id: '2', scan: null, ifMatch: 'W/"stale"' }, 'CONFLICT, 0 cleanup'],
+      ['updateDoc', { group: 'g', id: '2', title: 'titled' }, 'OK, 0 cleanup'], // keeps its blob
+      ['deleteDoc', { group: 'g', id: '1' }, 'OK, 0 cleanup'],
+      ['replaceDoc', { group: 'g', id: '2', title: 'no scan now' }, 'OK, 1 cleanup'], // drops its blob
+      ['createDoc', { group: 'g', id: '3', scan }, 'OK, 1 cleanup'],
+      ['deleteDoc', { group: 'g', id: '3' }, 'OK, 1 cleanup'],
+    ];
+    const outcomes = [];
+    for (const [mutation, input] of steps) outcomes.push(`${mutation} ${input.id}: ${await write(mutation, input)}`);
+    expect(outcomes).toEqual(steps.map(([mutation, input, expected]) => `${mutation} ${input.id}: ${expected}`));
+    await Promise.all(docs.tables.map((t) => server.store.deleteTable(t)));
+  });
+});
+
 describe('the cleanup handler, redelivered and killed midway', () => {
   test('run twice on one message, and once more after a worker died between deletes: the same end', async () => {
     const hr = compileHr(server.config.tablePrefix).model;
@@ -230,11 +274,33 @@ describe('the cleanup handler, redelivered and killed midway', () => {
     };
     await expect(cleanUpBlobs(message, { model: hr, store: server.store, blobs: dying, now: later })).rejects.toThrow('worker killed');
     expect(await listed('Sales', '900')).toHaveLength(3);
-    expect(await cleanUpBlobs(message, { model: hr, store: server.store, blobs, now: later })).toEqual({ deleted: 2, kept: 1 });
-    expect(await cleanUpBlobs(message, { model: hr, store: server.store, blobs, now: later })).toEqual({ deleted: 0, kept: 1 });
+    expect(await cleanUpBlobs(message, { model: hr, store: server.store, blobs, now: later })).toEqual({ deleted: 2, kept: 1, rejected: 0 });
+    expect(await cleanUpBlobs(message, { model: hr, store: server.store, blobs, now: later })).toEqual({ deleted: 0, kept: 1, rejected: 0 });
     expect(await listed('Sales', '900')).toEqual([named]);
     // Before the delay, nothing is old enough to judge: a write in flight keeps its blob.
     expect((await setPhoto('Sales', '900', png(64))).errors).toBeUndefined();
-    expect(await cleanUpBlobs(message, { model: hr, store: server.store, blobs })).toEqual({ deleted: 0, kept: 2 });
+    expect(await cleanUpBlobs(message, { model: hr, store: server.store, blobs })).toEqual({ deleted: 0, kept: 2, rejected: 0 });
+  });
+
+  test('an upload URL cannot limit size or type: the cleanup deletes a named blob that breaks the declaration once its URL has expired', async () => {
+    const hr = compileHr(server.config.tablePrefix).model;
+    expect((await createEmployee('Sales', '901')).errors).toBeUndefined();
+    const html = Buffer.from(`<html>${'x'.repeat(300_000)}</html>`);
+    for (const [id, body, type] of [['901', html, 'text/html'], ['902', png(5), 'image/png']] as const) {
+      if (id === '902') expect((await createEmployee('Sales', id)).errors).toBeUndefined();
+      const r = await server.query(SET, { input: { departmentId: 'Sales', id, photoUrl: { contentType: 'image/png' } } });
+      const put = await fetch(r.data.setEmployeePhoto.photoUploadUrl, { method: 'PUT', headers: { 'x-ms-blob-type': 'BlockBlob', 'content-type': type }, body });
+      expect(put.status).toBe(201); // accepted: Blob storage checks neither
+    }
+    const later = () => Date.now() + DELAY_S * 1000;
+    const clean = (id: string) => cleanUpBlobs(blobCleanupMessage('Employee', address('Sales', id), DELAY_S), { model: hr, store: server.store, blobs, now: later });
+    expect(await clean('901')).toEqual({ deleted: 1, kept: 0, rejected: 1 });
+    expect(await listed('Sales', '901')).toEqual([]);
+    expect((await fetch((await server.query(READ, { d: 'Sales', id: '901' })).data.employee.photoUrl)).status).toBe(404);
+    expect(await clean('902')).toEqual({ deleted: 0, kept: 1, rejected: 0 }); // a PNG within maxBytes stays
+    // Before its upload URL has expired, it is not judged: the client may still be uploading.
+    const r = await server.query(SET, { input: { departmentId: 'Sales', id: '901', photoUrl: { contentType: 'image/png' } } });
+    await fetch(r.data.setEmployeePhoto.photoUploadUrl, { method: 'PUT', headers: { 'x-ms-blob-type': 'BlockBlob', 'content-type': 'text/html' }, body: html });
+    expect(await cleanUpBlobs(blobCleanupMessage('Employee', address('Sales', '901'), DELAY_S), { model: hr, store: server.store, blobs })).toEqual({ deleted: 0, kept: 1, rejected: 0 });
   });
 });

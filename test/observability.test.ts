@@ -53,6 +53,30 @@ test('one log line per request: its id (the client\'s, answered back), operation
   expect(requestLines('obs-huge-1')).toEqual([expect.objectContaining({ operationName: null, status: 413, errors: ['PAYLOAD_TOO_LARGE'] })]);
 });
 
+test("Apollo's codeless refusals of a persisted query: 400 with a code of their own, logged as the client's error", async () => {
+  const cases = [
+    ['obs-pq-1', { query: '{ __typename }', extensions: { persistedQuery: { version: 1, sha256Hash: 'abc' } } }, 'PERSISTED_QUERY_HASH_MISMATCH'],
+    ['obs-pq-2', { query: '{ __typename }', extensions: { persistedQuery: { version: 2, sha256Hash: 'abc' } } }, 'PERSISTED_QUERY_VERSION_UNSUPPORTED'],
+  ] as const;
+  for (const [id, body, code] of cases) {
+    const res = await post(JSON.stringify(body), id);
+    expect([res.status, ((await res.json()) as any).errors[0].extensions]).toEqual([400, { code, requestId: id }]);
+  }
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  for (const [id, , code] of cases) {
+    expect(lines.filter((l) => l.requestId === id && l.level >= 50)).toEqual([]); // nothing at error level
+    expect(requestLines(id)).toEqual([expect.objectContaining({ status: 400, errors: [code] })]);
+  }
+});
+
+test('the audit line of a mutation names its keys, and for a move its destination too', async () => {
+  const move = await server.query('mutation { moveEmployee(input: { departmentId: "Marketing", id: "1", toDepartmentId: "Sales" }) { employee { id } } }');
+  expect(move.errors).toBeUndefined();
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  const audit = lines.filter((l) => l.audit && l.field === 'moveEmployee');
+  expect(audit).toEqual([expect.objectContaining({ keys: { departmentId: 'Marketing', id: '1' }, to: { departmentId: 'Sales', id: '1' }, outcome: 'OK' })]);
+});
+
 test('/metrics: requests by operation and code, durations, storage calls by kind, entities read, queue and worker gauges, process metrics', async () => {
   for (let i = 0; i < 3; i++) await server.query('query Sales { department(id: "Sales") { employeeCount } }');
   await server.query('query Misspelt { nope }');

@@ -243,6 +243,17 @@ describe('LagStats', () => {
     expect(() => new LagStats(0)).toThrow(RangeError);
   });
 
+  it('by default covers the whole 5-minute window, not the last 1,000 messages: 50 messages a second for 4 minutes', () => {
+    let now = Date.UTC(2026, 10, 22, 12);
+    const s = new LagStats(undefined, undefined, () => now);
+    for (let i = 0; i < 12_000; i++) {
+      s.record(i < 600 ? 3000 : 20); // a slow first 12 seconds, then fast
+      now += 20;
+    }
+    expect(s.summary()).toMatchObject({ count: 12_000, p50Ms: 20, maxMs: 3000, windowMs: 300_000 });
+    expect(s.summary().p99Ms).toBe(3000); // 600 of 12,000: the slow start is in the p99
+  });
+
   it('covers a recent time window only: an hour after a burst, its lags no longer show', () => {
     let now = Date.UTC(2026, 10, 22, 12);
     const s = new LagStats(1000, 60_000, () => now);

@@ -110,6 +110,9 @@ test("/health: a worker's failed receive shows as when and which code, never its
     outage = false;
     await pollFor(() => worker.stats().lastError === undefined);
     expect((await health()).fanout.worker.lastErrorCode).toBeUndefined();
+    // A message sent with a delay (a blob cleanup's) is counted apart: a drained queue shows none visible.
+    await live.send(names.queue, 'later', { visibilityDelaySeconds: 60 });
+    expect((await health()).fanout).toMatchObject({ queueDepth: 1, visibleMessages: 0, hiddenMessages: 1 });
   } finally {
     await worker.stop();
     await new Promise<void>((resolve) => http.close(() => resolve()));
@@ -341,6 +344,8 @@ describe('HTTP hardening', () => {
     await expectJsonError(await post(JSON.stringify({ query: `# ${'x'.repeat(1100 * 1024)}\n{ __typename }` })), 413, 'PAYLOAD_TOO_LARGE');
     await expectJsonError(await post('{}', { 'content-type': 'application/json; charset=klingon' }), 415, 'UNSUPPORTED_MEDIA_TYPE');
     await expectJsonError(await fetch(`${baseUrl(server.url)}/nothing-here`), 404, 'NOT_FOUND');
+    // Headers over node:http's limit (a 20 KB token): refused by the HTTP parser itself, still as JSON with a code.
+    await expectJsonError(await post('{ "query": "{ __typename }" }', { authorization: `Bearer ${'x'.repeat(20_000)}` }), 431, 'HEADERS_TOO_LARGE');
   });
 
   test('the request id: a plain one given is kept, anything else replaced; every error carries it', async () => {
@@ -410,11 +415,23 @@ describe('TABLEGRAPH_INTROSPECTION=false', () => {
       expect(schema.errors?.[0].extensions.code).toBe('GRAPHQL_VALIDATION_FAILED');
       const typo = await server.query('{ departmnt(id: "Sales") { id } }');
       expect(typo.errors?.[0].message).not.toMatch(/Did you mean|department/);
+      // Nor enum values, in a literal or in a variable, nor argument and input field names.
+      const enumTypos = [
+        await server.query('mutation { createEmployee(input: { departmentId: "Sales", id: "9", email: "e@x.test", fullOrPartTime: FULL_TIM }) { employee { id } } }'),
+        await server.query('mutation($input: CreateEmployeeInput!) { createEmployee(input: $input) { employee { id } } }', { input: { departmentId: 'Sales', id: '9', email: 'e@x.test', fullOrPartTime: 'FULL_TIM' } }),
+        await server.query('{ department(idd: "Sales") { id } }'),
+      ];
+      for (const r of enumTypos) {
+        expect(r.errors?.length).toBeGreaterThan(0);
+        for (const e of r.errors!) expect(e.message).not.toMatch(/Did you mean|FULL_TIME/);
+      }
       const page = await fetch(server.url, { headers: { accept: 'text/html' } });
       expect(await page.text()).not.toMatch(/<html/i);
       // With it on (the default): both answer, and the typo is explained.
       expect((await open.query('{ __schema { queryType { name } } }')).data).toEqual({ __schema: { queryType: { name: 'Query' } } });
       expect((await open.query('{ departmnt(id: "Sales") { id } }')).errors?.[0].message).toMatch(/Did you mean "department"/);
+      const openEnum = await open.query('mutation { createEmployee(input: { departmentId: "Sales", id: "9", email: "e@x.test", fullOrPartTime: FULL_TIM }) { employee { id } } }');
+      expect(openEnum.errors?.map((e: { message: string }) => e.message).join('\n')).toMatch(/Did you mean the enum value "FULL_TIME"/);
     } finally {
       await server.close();
       await open.close();

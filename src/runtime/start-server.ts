@@ -3,6 +3,7 @@
  * create the tables, seed an empty store, serve HTTP; and stop it gracefully.
  */
 import { createServer, type Server } from 'node:http';
+import { clientErrorHandler } from '../server/http-errors';
 import type { AddressInfo } from 'node:net';
 import type { Config } from '../config';
 import type { Logger } from '../log';
@@ -127,6 +128,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
         })
       : undefined;
   const server: Server = createServer(handler);
+  server.on('clientError', clientErrorHandler(log));
   try {
     await new Promise<void>((resolve, reject) => {
       server.once('error', (e: NodeJS.ErrnoException) => reject(listenError(e, config.host, config.port)));

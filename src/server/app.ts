@@ -23,7 +23,7 @@ import type { Authenticator } from './auth';
 import type { RateLimit } from './rate-limit';
 import { costPlugin } from './cost-plugin';
 import { DEFAULT_DEMAND_BUDGET, demandPlugin, type DemandBudget } from './demand-plugin';
-import { formatError } from './format-error';
+import { formatError, formatErrorWithoutSuggestions } from './format-error';
 import { DEFAULT_QUERY_LIMITS, queryLimits, type QueryLimits } from './query-limits';
 import { httpErrorHandler, notFoundHandler } from './http-errors';
 import { recordContext, recordDoorRefusal, requestIdMiddleware, requestIdOf, requestLineMiddleware, requestLogPlugin } from './request-log';
@@ -96,7 +96,7 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
       // The IDE is ours (ide.ts): Apollo's landing page loads its script from a CDN.
       ApolloServerPluginLandingPageDisabled(),
     ],
-    formatError,
+    formatError: introspection ? formatError : formatErrorWithoutSuggestions,
     validationRules: limits.validationRules,
     parseOptions: limits.parseOptions,
     introspection,
@@ -139,7 +139,7 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
   }
   if (introspection) {
     mountIde(app, '/graphql');
-    if (deps.sdl !== undefined) app.get('/schema.graphql', schemaSdlHandler(deps.sdl));
+    if (deps.sdl !== undefined) app.get('/schema.graphql', schemaSdlHandler(deps.sdl, deps.authenticate));
   }
   const origins = deps.corsOrigins ?? [];
   const corsMiddleware = origins.length > 0 ? cors({ origin: origins }) : undefined;
@@ -171,9 +171,17 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
 function contextFunction(deps: AppDeps) {
   return async ({ req, res }: { req: IncomingMessage; res: ServerResponse }): Promise<RequestContext> => {
     try {
-      const principal = deps.authenticate && (await deps.authenticate(req.headers.authorization));
       // The peer's address: the server trusts no proxy header to name the caller.
-      await deps.rateLimit?.(principal ? `sub:${principal.subject}` : `ip:${req.socket.remoteAddress ?? 'unknown'}`);
+      const address = `ip:${req.socket.remoteAddress ?? 'unknown'}`;
+      let principal;
+      try {
+        principal = deps.authenticate && (await deps.authenticate(req.headers.authorization));
+      } catch (e) {
+        // A missing or refused token counts against its address: past the rate, 429 rather than 401 after 401.
+        await deps.rateLimit?.(address);
+        throw e;
+      }
+      await deps.rateLimit?.(principal ? `sub:${principal.subject}` : address);
       if (deps.admission?.saturated()) {
         throw new GraphQLError('The server is overloaded; try again shortly.', {
           extensions: { code: ErrorCode.OVERLOADED, http: { status: 503, headers: new Map([['retry-after', '1']]) } },
@@ -190,19 +198,27 @@ function contextFunction(deps: AppDeps) {
   };
 }
 
+/** Visible messages /health counts exactly, with one peek (the Queue service's most). */
+const VISIBLE_PEEK = 32;
+
 /**
  * The eventual-consistency side of /health: fan-out queue depth and poison count (messages, approximate, as the
- * service reports them), and the in-process worker's counters and enqueue-to-reconcile lag (ms).
+ * service reports them), the messages visible now (up to 32, then `32+`) and hidden (sent with a delay, or being
+ * handled), and the in-process worker's counters and enqueue-to-reconcile lag (ms).
  */
 async function fanoutHealth(deps: AppDeps): Promise<Record<string, unknown> | undefined> {
   if (!deps.queues || !deps.queueNames) return undefined;
-  const [queueDepth, poisonCount] = await Promise.all([
+  const [queueDepth, visible, poisonCount] = await Promise.all([
     deps.queues.approximateDepth(deps.queueNames.queue),
+    deps.queues.visibleCount(deps.queueNames.queue, VISIBLE_PEEK),
     deps.queues.approximateDepth(deps.queueNames.poison),
   ]);
+  // Hidden: messages sent with a delay (blob cleanups) or being handled; a drained queue has none visible.
+  const visibleMessages = visible < VISIBLE_PEEK ? visible : `${VISIBLE_PEEK}+`;
+  const queue = { queueDepth, visibleMessages, hiddenMessages: visible < VISIBLE_PEEK ? Math.max(0, queueDepth - visible) : undefined, poisonCount };
   const worker = deps.worker?.();
-  if (!worker) return { queueDepth, poisonCount, worker: 'not in this process' };
+  if (!worker) return { ...queue, worker: 'not in this process' };
   // An error's text can name the storage's host and port: /health answers anyone, so it shows when and which code.
   const { lastError: _text, ...stats } = worker.stats();
-  return { queueDepth, poisonCount, worker: stats };
+  return { ...queue, worker: stats };
 }

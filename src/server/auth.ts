@@ -22,6 +22,8 @@ export interface AuthSettings {
   secret?: string;
   /** The claim holding the roles (default `roles`). */
   rolesClaim?: string;
+  /** Whether a token must carry `exp` (default true): a token without one would be valid for ever. */
+  requireExp?: boolean;
 }
 
 /** Verifies a request's `Authorization` header; resolves to its Principal. */
@@ -60,6 +62,7 @@ export function createAuthenticator(settings: AuthSettings): Authenticator {
     issuer: settings.issuer,
     audience: settings.audience,
     algorithms: settings.jwksUrl ? ['RS256', 'RS384', 'RS512', 'PS256', 'ES256', 'ES384', 'EdDSA'] : ['HS256'],
+    requiredClaims: settings.requireExp === false ? [] : ['exp'],
   };
   const rolesClaim = settings.rolesClaim ?? 'roles';
   return async (authorization) => {
@@ -69,7 +72,14 @@ export function createAuthenticator(settings: AuthSettings): Authenticator {
     try {
       ({ payload } = await (typeof key === 'function' ? jwtVerify(match[1], key, options) : jwtVerify(match[1], key, options)));
     } catch (e) {
-      const why = e instanceof joseErrors.JWTExpired ? 'the token has expired' : e instanceof joseErrors.JWTClaimValidationFailed ? `the token's ${e.claim} is not accepted` : 'the token is not valid';
+      const why =
+        e instanceof joseErrors.JWTExpired
+          ? 'the token has expired'
+          : e instanceof joseErrors.JWTClaimValidationFailed
+            ? e.reason === 'missing'
+              ? `the token has no ${e.claim} claim`
+              : `the token's ${e.claim} is not accepted`
+            : 'the token is not valid';
       throw unauthenticated(why);
     }
     if (typeof payload.sub !== 'string' || payload.sub === '') throw unauthenticated('the token has no subject');

@@ -5,7 +5,7 @@
  * get a plain message, and the whole error is logged with the request id the response carries (request-log.ts).
  * Anything unexpected is shown as INTERNAL_SERVER_ERROR without internals.
  */
-import type { GraphQLFormattedError } from 'graphql';
+import { GraphQLError, type GraphQLFormattedError } from 'graphql';
 import { unwrapResolverError } from '@apollo/server/errors';
 import { ErrorCode, TablegraphError } from '../errors';
 
@@ -37,6 +37,23 @@ export function clientError(e: TablegraphError): { message: string; extensions: 
   return { message, extensions: { ...extensions, code: e.code } };
 }
 
+/** Codes of Apollo's own refusals that come without one (answered HTTP 400), by their message. */
+const APOLLO_REFUSALS: Record<string, string> = {
+  'provided sha does not match query': 'PERSISTED_QUERY_HASH_MISMATCH',
+  'Unsupported persisted query version': 'PERSISTED_QUERY_VERSION_UNSUPPORTED',
+};
+
+/**
+ * The code of a refusal Apollo made without one, before execution, with an HTTP 4xx status (a persisted query's
+ * hash that does not match its query, say): the client's mistake, never INTERNAL_SERVER_ERROR. Undefined otherwise.
+ */
+export function codelessRefusal(error: unknown): string | undefined {
+  if (!(error instanceof GraphQLError) || typeof error.extensions?.code === 'string') return undefined;
+  const status = (error.extensions?.http as { status?: unknown } | undefined)?.status;
+  if (typeof status !== 'number' || status < 400 || status >= 500) return undefined;
+  return APOLLO_REFUSALS[error.message] ?? 'BAD_REQUEST';
+}
+
 /** An Apollo `formatError` hook. */
 export function formatError(formatted: GraphQLFormattedError, error: unknown): GraphQLFormattedError {
   const original = unwrapResolverError(error);
@@ -44,10 +61,26 @@ export function formatError(formatted: GraphQLFormattedError, error: unknown): G
     const { message, extensions } = clientError(original);
     return { ...formatted, message, extensions };
   }
+  const refusal = codelessRefusal(error);
+  if (refusal) return { message: (error as GraphQLError).message, extensions: { code: refusal } };
   if (formatted.extensions?.code && formatted.extensions.code !== 'INTERNAL_SERVER_ERROR') {
     // GraphQL's and the server's own refusals (parse, validation, limits, demand): their figures are for clients.
     const { stacktrace: _s, http: _h, ...extensions } = formatted.extensions;
     return { ...formatted, extensions };
   }
   return { message: 'Internal server error', locations: formatted.locations, path: formatted.path, extensions: { code: 'INTERNAL_SERVER_ERROR' } };
+}
+
+/** graphql-js's suggestions: ` Did you mean "x"?`, ` Did you mean the enum value "X"?`, ` Did you mean "a" or "b"?`. */
+const SUGGESTION = /\s*Did you mean [^?]*\?/g;
+
+/**
+ * `formatError` for a schema that is not to be spelled out (introspection off): as formatError, and without
+ * graphql-js's "Did you mean …?" suggestions — of fields, arguments, input fields, types and enum values — which
+ * would name the schema's members one typo at a time.
+ */
+export function formatErrorWithoutSuggestions(formatted: GraphQLFormattedError, error: unknown): GraphQLFormattedError {
+  const out = formatError(formatted, error);
+  const message = out.message.replace(SUGGESTION, '');
+  return message === out.message ? out : { ...out, message };
 }

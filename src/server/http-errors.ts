@@ -1,9 +1,12 @@
 /**
  * Errors that happen before GraphQL sees a request — a body that is not JSON (400), too large (413), in an encoding
  * the server does not read (415) — and routes that do not exist (404), answered as GraphQL-over-HTTP JSON with a
- * stable `extensions.code` and the request id, never Express's HTML page with a stack trace and paths.
+ * stable `extensions.code` and the request id, never Express's HTML page with a stack trace and paths. So are
+ * requests node:http refuses itself before any handler runs (headers over its limit: 431).
  */
+import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { NextFunction, Request, Response } from 'express';
 import type { Logger } from '../log';
 import { recordDoorRefusal, requestIdOf } from './request-log';
@@ -48,4 +51,36 @@ export function httpErrorHandler(log: Logger) {
 /** Express handler for any route not served: 404 as JSON. */
 export function notFoundHandler(req: Request, res: Response): void {
   sendHttpError(res, 404, 'NOT_FOUND', `Nothing is served at ${req.method} ${req.path}: the API is at /graphql.`, requestIdOf(req));
+}
+
+/** What node:http's own refusals answer, by the parser's error code; any other client error closes the connection. */
+const PARSER_REFUSALS: Record<string, { status: number; reason: string; code: string; message: string }> = {
+  HPE_HEADER_OVERFLOW: {
+    status: 431,
+    reason: 'Request Header Fields Too Large',
+    code: 'HEADERS_TOO_LARGE',
+    message: 'The request headers are larger than the server accepts (16 KiB in all): send a shorter token or fewer headers.',
+  },
+};
+
+/**
+ * A node:http server's `clientError` listener: a request the HTTP parser refuses — headers over the limit — gets
+ * GraphQL-over-HTTP JSON with a code and a request id, where Node would answer a bare status line; any other parse
+ * failure closes the connection as Node does.
+ */
+export function clientErrorHandler(log: Logger) {
+  return (err: NodeJS.ErrnoException, socket: Duplex): void => {
+    const refusal = err.code ? PARSER_REFUSALS[err.code] : undefined;
+    if (!refusal || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const requestId = randomUUID();
+    log.info({ requestId, status: refusal.status, code: refusal.code }, `client error: ${refusal.message}`);
+    const body = JSON.stringify({ errors: [{ message: refusal.message, extensions: { code: refusal.code, requestId } }] });
+    socket.end(
+      `HTTP/1.1 ${refusal.status} ${refusal.reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        `X-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  };
 }

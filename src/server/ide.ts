@@ -10,6 +10,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type express from 'express';
 import type { Request, Response, NextFunction } from 'express';
+import { UNAUTHENTICATED, type Authenticator } from './auth';
+import { sendHttpError } from './http-errors';
+import { requestIdOf } from './request-log';
 
 /** Where the IDE's files are served from. */
 export const IDE_ASSETS = '/ide';
@@ -129,9 +132,22 @@ export function mountIde(app: express.Express, endpoint: string): void {
   });
 }
 
-/** `GET /schema.graphql`: the compiled SDL as UTF-8 text (mounted only when introspection is on: it tells as much). */
-export function schemaSdlHandler(sdl: string) {
-  return (_req: Request, res: Response) => {
+/**
+ * `GET /schema.graphql`: the compiled SDL as UTF-8 text (mounted only when introspection is on: it tells as much).
+ * With `authenticate`, only for a valid bearer token, as introspection through /graphql is: the SDL spells out the
+ * `@auth` rules too. Without one: 401 UNAUTHENTICATED as JSON.
+ */
+export function schemaSdlHandler(sdl: string, authenticate?: Authenticator) {
+  return async (req: Request, res: Response) => {
+    if (authenticate) {
+      try {
+        await authenticate(req.headers.authorization);
+      } catch (e) {
+        res.setHeader('www-authenticate', 'Bearer');
+        sendHttpError(res, 401, UNAUTHENTICATED, e instanceof Error ? e.message : 'Authentication required.', requestIdOf(req));
+        return;
+      }
+    }
     res.setHeader('x-content-type-options', 'nosniff');
     res.type('text/plain; charset=utf-8').send(sdl);
   };

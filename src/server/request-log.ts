@@ -22,6 +22,7 @@ import type { Logger } from '../log';
 import type { Model } from '../model/types';
 import type { RequestContext } from '../resolvers/context';
 import type { Metrics } from './metrics';
+import { codelessRefusal } from './format-error';
 
 /** The header that carries a request's id, both ways. */
 export const REQUEST_ID_HEADER = 'x-request-id';
@@ -130,6 +131,8 @@ export function requestLogPlugin(log: Logger, model: Model): ApolloServerPlugin<
               }
             } else if (typeof error.extensions?.code === 'string' && error.extensions.code !== 'INTERNAL_SERVER_ERROR') {
               log.info({ ...where, code: error.extensions.code }, `client error: ${error.message}`);
+            } else if (codelessRefusal(error)) {
+              log.info({ ...where, code: codelessRefusal(error) }, `client error: ${error.message}`);
             } else {
               log.error({ ...where, err: original }, 'unexpected error');
             }
@@ -145,10 +148,12 @@ export function requestLogPlugin(log: Logger, model: Model): ApolloServerPlugin<
               const write = model.writes.get(`${info.parentType.name}.${info.fieldName}`);
               const input = (args as { input?: Record<string, unknown> }).input ?? {};
               const keys = Object.fromEntries((write?.entity.keyFields ?? []).map((k) => [k, input[k]]));
+              // A move's destination: the new key values, as the move request takes them (write/move.ts).
+              const to = write?.moveTo && Object.fromEntries([...write.moveTo].map(([toField, key]) => [key, input[toField] ?? input[key]]));
               return (error) => {
                 const outcome = error ? (isTablegraphError(unwrapResolverError(error)) ? (unwrapResolverError(error) as { code: string }).code : 'ERROR') : 'OK';
                 const subject = contextValue.principal?.subject ?? null;
-                log.info({ audit: true, requestId: contextValue.requestId, subject, field: info.fieldName, keys, outcome }, `mutation ${info.fieldName}: ${outcome}`);
+                log.info({ audit: true, requestId: contextValue.requestId, subject, field: info.fieldName, keys, ...(to && { to }), outcome }, `mutation ${info.fieldName}: ${outcome}`);
               };
             },
           };

@@ -22,10 +22,14 @@ export interface BlobStoreOptions {
   timeoutMs?: number;
 }
 
-/** A listed blob: its name and when it was last written (the service's clock). */
+/** A listed blob: its name, when it was last written (the service's clock), its size and content type. */
 export interface ListedBlob {
   name: string;
   lastModified: Date;
+  /** Its size (bytes). */
+  bytes: number;
+  /** Its Content-Type, as it was uploaded (absent when none was given). */
+  contentType?: string;
 }
 
 /** One storage account's blobs. The SDK client is made on first use, so a server with no `@blob` field needs none. */
@@ -78,7 +82,10 @@ export class BlobStore {
     const out: ListedBlob[] = [];
     try {
       await this.call('list', container, async (abortSignal) => {
-        for await (const b of this.container(container).listBlobsFlat({ prefix, abortSignal })) out.push({ name: b.name, lastModified: b.properties.lastModified });
+        for await (const b of this.container(container).listBlobsFlat({ prefix, abortSignal })) {
+          const { lastModified, contentLength, contentType } = b.properties;
+          out.push({ name: b.name, lastModified, bytes: contentLength ?? 0, ...(contentType && { contentType }) });
+        }
       });
     } catch (e) {
       if (e instanceof TablegraphError && e.code === ErrorCode.NOT_FOUND) return [];

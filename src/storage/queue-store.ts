@@ -205,6 +205,17 @@ export class QueueStore {
   }
 
   /**
+   * How many messages are visible now, up to `max` (at most 32; messages): one peek, which neither hides nor changes
+   * them. Messages sent with a visibility delay, or received and not yet deleted, are not counted — unlike
+   * approximateDepth, which counts them all. @throws NOT_FOUND.
+   */
+  async visibleCount(name: string, max = 32): Promise<number> {
+    const client = this.client(name);
+    const peeked = await this.call('peekMessages', name, (abortSignal) => client.peekMessages({ numberOfMessages: Math.min(Math.max(1, max), 32), abortSignal }));
+    return peeked.peekedMessageItems.length;
+  }
+
+  /**
    * How long the message at the front of the queue has waited (ms since it was inserted; 0 when no message is
    * visible): one peek, which neither hides nor changes the message. @throws NOT_FOUND.
    */

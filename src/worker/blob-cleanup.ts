@@ -7,9 +7,9 @@
  * redelivered message, or one whose worker died midway, ends where one delivery would.
  */
 import { ErrorCode, TablegraphError } from '../errors';
-import { blobFields, blobPrefix } from '../model/blob-fields';
+import { blobFields, blobPrefix, type BlobSpec } from '../model/blob-fields';
 import type { Model } from '../model/types';
-import type { BlobStore } from '../storage/blob-store';
+import type { BlobStore, ListedBlob } from '../storage/blob-store';
 import type { TableStore } from '../storage/table-store';
 import type { StorageObserver } from '../storage/types';
 import { blobTimes, type BlobCleanupMessage } from '../write/blob-cleanup-message';
@@ -24,11 +24,15 @@ export interface BlobCleanupOptions {
 }
 
 /**
- * @returns blobs deleted and kept (named by the entity, or too recent to judge)
+ * A blob the entity names is checked too once it can no longer change (older than half the delay: its upload URL
+ * has expired): one uploaded through an upload URL — which cannot limit size or type — over the field's `maxBytes`
+ * or of a content type it does not allow is deleted (`rejected`), so it is not served; the field's read URL then
+ * answers 404, as before an upload.
+ * @returns blobs deleted (rejected ones included), kept (named by the entity, or too recent to judge) and rejected
  * @throws TablegraphError BAD_USER_INPUT when the schema has no such type (poison); CONFIG_INVALID with no blob
  *   store (retried, then poison); storage errors (retried)
  */
-export async function cleanUpBlobs(message: BlobCleanupMessage, opts: BlobCleanupOptions): Promise<{ deleted: number; kept: number }> {
+export async function cleanUpBlobs(message: BlobCleanupMessage, opts: BlobCleanupOptions): Promise<{ deleted: number; kept: number; rejected: number }> {
   const entity = opts.model.entities.get(message.entity);
   if (!entity) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `blob cleanup message ${message.id} names ${message.entity}, which the schema does not have`);
   if (!opts.blobs) throw new TablegraphError(ErrorCode.CONFIG_INVALID, `blob cleanup message ${message.id}: this worker has no blob store`);
@@ -38,13 +42,23 @@ export async function cleanUpBlobs(message: BlobCleanupMessage, opts: BlobCleanu
   const before = (opts.now ?? Date.now)() - blobTimes((message.visibleAt - message.enqueuedAt) / 1000).cleanupAgeMs;
   let deleted = 0;
   let kept = 0;
+  let rejected = 0;
   for (const { name, blob } of fields) {
     const named = stored?.properties[name];
     const listed = await opts.blobs.list(blob.container, blobPrefix(message.primary, name));
     for (const b of listed) {
-      if (b.name === named || b.lastModified.getTime() > before) kept++;
+      const final = b.lastModified.getTime() <= before;
+      if (b.name === named && final && breaks(blob, b)) {
+        if (await opts.blobs.delete(blob.container, b.name)) (deleted++, rejected++);
+      } else if (b.name === named || !final) kept++;
       else if (await opts.blobs.delete(blob.container, b.name)) deleted++;
     }
   }
-  return { deleted, kept };
+  return { deleted, kept, rejected };
+}
+
+/** Whether a stored blob breaks its field's declaration: over `maxBytes`, or of a content type it does not allow. */
+function breaks(blob: BlobSpec, b: ListedBlob): boolean {
+  const type = b.contentType?.split(';')[0].trim().toLowerCase() ?? '';
+  return b.bytes > blob.maxBytes || (blob.contentTypes.length > 0 && !blob.contentTypes.includes(type));
 }

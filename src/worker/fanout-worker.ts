@@ -77,8 +77,9 @@ export function createFanoutWorker(opts: FanoutWorkerOptions): QueueWorker {
     async handle(text) {
       const cleanup = decodeBlobCleanup(text);
       if (cleanup) {
-        const { deleted, kept } = await cleanUpBlobs(cleanup, { model: opts.model, store: opts.store, blobs: opts.blobs });
+        const { deleted, kept, rejected } = await cleanUpBlobs(cleanup, { model: opts.model, store: opts.store, blobs: opts.blobs });
         opts.log?.debug({ messageId: cleanup.id, entity: cleanup.entity, deleted, kept }, 'blob cleanup');
+        if (rejected > 0) opts.log?.warn({ messageId: cleanup.id, entity: cleanup.entity, rejected }, 'blob cleanup: deleted an uploaded blob over its field\'s maxBytes or of a content type it does not allow');
         return { kind: 'done' };
       }
       const message = decodeFanout(text);

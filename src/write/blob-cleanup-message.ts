@@ -10,6 +10,8 @@
  *   name (its EGT not applied) is never taken: that write's own message comes later for it.
  */
 import { randomUUID } from 'node:crypto';
+import { blobFields } from '../model/blob-fields';
+import type { EntityModel } from '../model/types';
 import type { EntityAddress } from '../storage/types';
 
 export interface BlobCleanupMessage {
@@ -50,4 +52,28 @@ export function decodeBlobCleanup(text: string): BlobCleanupMessage | undefined 
   const valid = m?.kind === 'blobCleanup' && m.v === 1 && typeof m.id === 'string' && typeof m.entity === 'string' && typeof m.enqueuedAt === 'number' &&
     typeof m.visibleAt === 'number' && typeof a === 'object' && a !== null && typeof a.table === 'string' && typeof a.partitionKey === 'string' && typeof a.rowKey === 'string';
   return valid ? m : undefined;
+}
+
+/** Whether a write leaves a blob its entity named unnamed: it replaces, clears or deletes one (values: null = deleted). */
+export function dropsBlob(entity: EntityModel, previous: Record<string, unknown> | null, values: Record<string, unknown> | null): boolean {
+  return blobFields(entity).some(({ name }) => typeof previous?.[name] === 'string' && values?.[name] !== previous[name]);
+}
+
+/**
+ * The cleanup message of a write that drops a stored blob and made none (applyBlobs sent none): sent once its entity
+ * was read, before its EGT, hidden for the cleanup delay.
+ * @returns the time by which the write's EGT must be applied (ms since the epoch), or undefined when none was needed
+ */
+export async function sendDropCleanup(
+  entity: EntityModel,
+  address: EntityAddress,
+  previous: Record<string, unknown> | null,
+  values: Record<string, unknown> | null,
+  fanout: { send(text: string, opts: { visibilityDelaySeconds: number }): Promise<unknown> },
+  cleanupDelaySeconds: number | undefined,
+): Promise<number | undefined> {
+  if (cleanupDelaySeconds === undefined || !dropsBlob(entity, previous, values)) return undefined;
+  const sentAt = Date.now();
+  await fanout.send(JSON.stringify(blobCleanupMessage(entity.name, address, cleanupDelaySeconds, sentAt)), { visibilityDelaySeconds: cleanupDelaySeconds });
+  return sentAt + blobTimes(cleanupDelaySeconds).commitWindowMs;
 }

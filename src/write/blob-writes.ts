@@ -33,7 +33,11 @@ export interface BlobPlan {
   copies: Array<{ field: string; blob: BlobSpec; name: string; from: BlobCopy['copyOf'] }>;
   /** Blobs the client uploads itself, through an upload URL. */
   pending: Array<{ field: string; blob: BlobSpec; name: string }>;
-  /** Whether the write may leave a blob no entity names: it uploads, replaces, clears or deletes one. */
+  /**
+   * Whether the write makes a blob (an upload, a copy, an upload URL), which it may leave unnamed: its cleanup
+   * message goes before. A write that only replaces, clears or deletes a stored blob sends its message once its
+   * entity is read, and only when that names a blob (dropsBlob).
+   */
   cleanup: boolean;
 }
 
@@ -49,12 +53,10 @@ const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$
 export function planBlobs(write: WriteModel, input: Values, address: EntityAddress): BlobPlan | undefined {
   const fields = blobFields(write.entity);
   if (fields.length === 0) return undefined;
-  const plan: BlobPlan = { input: { ...input }, uploads: [], copies: [], pending: [], cleanup: write.action === 'DELETE' || write.action === 'REPLACE' };
+  const plan: BlobPlan = { input: { ...input }, uploads: [], copies: [], pending: [], cleanup: false };
   for (const { name: field, blob } of fields) {
     const given = input[field];
-    if (given === undefined) continue;
-    if (write.action !== 'CREATE') plan.cleanup = true;
-    if (given === null) continue;
+    if (given === undefined || given === null) continue;
     plan.cleanup = true;
     const name = newBlobName(address, field);
     plan.input[field] = name;
@@ -122,3 +124,4 @@ export async function applyBlobs(
   const uploadUrls = Object.fromEntries(plan.pending.map((p) => [p.field, store.uploadUrl(p.blob.container, p.name, expiresOn)]));
   return { input, sendBy: sentAt + times.commitWindowMs, uploadUrls };
 }
+

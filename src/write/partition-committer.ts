@@ -26,6 +26,7 @@ import { readEntity, readGroupState, readUniqueKeys } from './group-read';
 import { etagAfter, writtenBy } from '../model/wide-entities';
 import { leaseMs, releaseReservations, reservationEntity, reserveKey, uniqueKeyTaken, type HeldReservation, type KeyState } from './reservations';
 import type { Values, WritePlan } from './write-plan';
+import { sendDropCleanup } from './blob-cleanup-message';
 
 /** A reference to a sent fan-out message, by which it can be withdrawn. */
 export type SentMessage = { id: string; popReceipt: string };
@@ -75,6 +76,8 @@ export interface CommitContext {
   fanout: FanoutSender;
   /** Attempts before a write that keeps meeting concurrent writers of other processes fails (default 8). */
   maxAttempts: number;
+  /** The blob cleanup delay (s; blob-writes.ts): absent, a write that drops a blob sends no cleanup message. */
+  blobCleanupDelaySeconds?: number;
 }
 
 /** Writes one EGT holds at most (writes); the EGT's own limits (100 operations, 4 MiB) may cut it shorter. */
@@ -312,6 +315,7 @@ export class PartitionCommitter {
     const done: Effects = { held: [] };
     effects.set(member, done);
     try {
+      member.sendBy ??= await sendDropCleanup(member.write.entity, member.address, plan.previous, plan.values, fanout, this.ctx.blobCleanupDelaySeconds);
       if (plan.fanout) done.sent = await fanout.send(encodeFanout({ ...plan.fanout, id: randomUUID(), enqueuedAt: Date.now() }));
       for (const r of plan.reservations) {
         const reservation = reservationEntity(r, plan, reservedUntil);

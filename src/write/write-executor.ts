@@ -79,7 +79,7 @@ export class WriteExecutor {
     const key = `${address.table}\u0000${address.partitionKey}`;
     let committer = this.committers.get(key);
     if (!committer) {
-      const ctx = { model: this.opts.model, store: this.opts.store, fanout: this.opts.fanout, maxAttempts: this.opts.maxAttempts ?? 8 };
+      const ctx = { model: this.opts.model, store: this.opts.store, fanout: this.opts.fanout, maxAttempts: this.opts.maxAttempts ?? 8, blobCleanupDelaySeconds: this.opts.blobs?.cleanupDelaySeconds };
       committer = new PartitionCommitter(ctx, address.table, () => this.committers.delete(key));
       this.committers.set(key, committer);
     }
