@@ -227,7 +227,10 @@ test('hr-admin reads and writes everything; a token with no role reads nothing',
 
 test('property: random tokens × random queries never return an entity outside the token\'s scope', async () => {
   const departments = ['ENGINEERING', 'FINANCE', 'A/B #1', 'Marketing', 'NOPE'];
-  const emails = [ME.email, employeeRow('FINANCE', 1015).email, 'nobody@example.test'];
+  // While the property runs, hr-admin keeps changing one employee's e-mail between two addresses (both among the
+  // tokens' subjects): reads race the change and its eventually consistent index entities.
+  const FLIPPED = 'flipped@example.test';
+  const emails = [ME.email, FLIPPED, employeeRow('FINANCE', 1015).email, 'nobody@example.test'];
   const principal = fc.record({
     roles: fc.subarray(['hr-admin', 'reader', 'employee']),
     department: fc.constantFrom(...departments),
@@ -250,6 +253,17 @@ test('property: random tokens × random queries never return an entity outside t
   const everyone = new Map<string, string[]>();
   for (const n of ['WILLIAMS', 'GARCIA']) everyone.set(n, (await pageAll(await ADMIN(), n, 50)).seen);
   let entitiesSeen = 0;
+  let flips = 0;
+  let flipping = true;
+  const flipper = (async () => {
+    const admin = await ADMIN();
+    while (flipping) {
+      const email = flips++ % 2 === 0 ? FLIPPED : ME.email;
+      const r = await as(admin, 'mutation($input: UpdateEmployeeInput!) { updateEmployee(input: $input) { employee { id } } }', { input: { departmentId: 'ENGINEERING', id: ME.id, email } });
+      if (r.errors) throw new Error(`the e-mail change failed: ${JSON.stringify(r.errors)}`);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  })();
   await fc.assert(
     fc.asyncProperty(principal, query, async (p, q) => {
       const t = await token({ sub: p.sub, roles: p.roles, department: p.department });
@@ -286,8 +300,14 @@ test('property: random tokens × random queries never return an entity outside t
       walk(r.data ?? {});
     }),
     { numRuns: 150, seed: Number(process.env.AUTH_SEED) || undefined },
-  );
+  ).finally(async () => {
+    flipping = false;
+    await flipper;
+  });
   expect(entitiesSeen).toBeGreaterThan(50);
+  expect(flips).toBeGreaterThan(10);
+  // ME's address as the other tests expect it (the index entities follow through the worker).
+  if (flips % 2 === 1) await as(await ADMIN(), 'mutation($input: UpdateEmployeeInput!) { updateEmployee(input: $input) { employee { id } } }', { input: { departmentId: 'ENGINEERING', id: ME.id, email: ME.email } });
 }, 120_000);
 
 describe('the compiler', () => {
