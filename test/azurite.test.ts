@@ -119,10 +119,12 @@ describe('loadConfig', () => {
       maxBodyBytes: 262144,
       maxStorageCalls: 1000,
       maxNodes: 10000,
-      auth: { off: false, jwksUrl: undefined, issuer: undefined, audience: undefined, secret: undefined, rolesClaim: 'roles' },
+      auth: { off: false, jwksUrl: undefined, issuer: undefined, audience: undefined, secret: undefined, rolesClaim: 'roles', requireExp: true },
       requestTimeoutMs: 30000,
       maxStorageInFlight: 8,
       maxStorageQueue: 2000,
+      maxHeavyRequests: 4,
+      heavyRequestCalls: 16,
       metrics: 'loopback',
       rateLimit: 1200,
     });
