@@ -184,10 +184,14 @@ export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode 
     const what = `read ${path.coordinate} in partition ${JSON.stringify(partitionKey)}`;
     authorizeBefore([path.auth], ctx.principal, known, what);
     authorizeTypeBefore(read, ctx.principal, known, what);
-    // Bounds as declared: inclusive or exclusive at either end (prefix form: from inclusive, to exclusive).
+    // Bounds as declared: inclusive or exclusive at either end (prefix form: from inclusive, to exclusive). A bound
+    // is a prefix: a key template may go on after it (`invoice_{date}` before `_{id}`), so an inclusive `to` takes
+    // every RowKey that starts with it, and an exclusive `from` leaves every one out.
     const fromExclusive = !path.rowKeyPrefix && path.fromInclusive === false;
     const toInclusive = !path.rowKeyPrefix && path.toInclusive === true;
     const scope = JSON.stringify([table, partitionKey, rowKeyFrom ?? '', rowKeyTo ?? null, fromExclusive, toInclusive]);
+    if (fromExclusive && rowKeyFrom) rowKeyFrom = prefixUpperBound(rowKeyFrom) ?? rowKeyFrom;
+    if (toInclusive && rowKeyTo !== undefined) rowKeyTo = prefixUpperBound(rowKeyTo);
     const after = typeof args.after === 'string' ? ctx.cursors.decode(scope, args.after) : undefined;
     const projection = ctx.projection(info);
     const { entities, more, positions } = await ctx.loaders.range
@@ -195,10 +199,8 @@ export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode 
         table,
         partitionKey,
         rowKeyFrom: rowKeyFrom || undefined,
-        rowKeyFromExclusive: fromExclusive || undefined,
         after,
         rowKeyTo,
-        rowKeyToInclusive: toInclusive || undefined,
         limit: first,
         select: path.join ? joinSelect(path.join, path.index) : path.index ? indexSelect(projection, path.index) : entitySelect(projection, path.target),
       })
