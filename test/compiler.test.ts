@@ -677,6 +677,14 @@ describe('rejections name the type, the field and the SDL line', () => {
     expect(error.message).toContain(`${coordinate} (test.graphql:${problem!.locations[0].line}:`);
   });
 
+  test('the heading says what kind of problem it is: a typo in the GraphQL is not a storage design that would scan', () => {
+    const typo = rejection(`${BASE.replace('partitionKey: "{group}", rowKey: "item_{id:06}"', 'partitionKy: "{group}", rowKey: "item_{id:06}"')}\ntype Query { item(group: ID!, id: ID!): Item @point }`);
+    expect(typo.message).toMatch(/^The schema is not valid GraphQL: fix these first \(2 problem\(s\)\)/); // the typo, and the argument it leaves out
+    expect(typo.message).toMatch(/Did you mean "partitionKey"\?/);
+    const design = rejection(`${BASE}\ntype Query {\n  a: [Item]\n}`);
+    expect(design.message).toMatch(/^The schema cannot be served without scans or is inconsistent/);
+  });
+
   test('all problems of a schema are reported at once', () => {
     const error = rejection(`${BASE}\ntype Query {\n  a: [Item]\n  b(id: ID!): Item @point\n}`);
     expect((error.details.problems as Array<{ coordinate: string }>).map((p) => p.coordinate).sort()).toEqual(['Query.a', 'Query.b']);

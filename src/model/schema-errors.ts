@@ -24,7 +24,7 @@ export class SchemaProblems {
 
   /** Records an error graphql-js found in the SDL itself (syntax, an unknown directive argument…), with its location. */
   addGraphQLError(error: GraphQLError): void {
-    this.list.push({ coordinate: 'SDL', message: error.message, error });
+    this.list.push({ coordinate: SDL, message: error.message, error });
   }
 
   /**
@@ -36,7 +36,7 @@ export class SchemaProblems {
     const lines = this.list.map((p) => `  - ${p.coordinate}${where(p.error)}: ${p.message}`);
     throw new TablegraphError(
       ErrorCode.SCHEMA_INVALID,
-      `The schema cannot be served without scans or is inconsistent (${this.list.length} problem(s)):\n${lines.join('\n')}`,
+      `${this.heading()} (${this.list.length} problem(s)):\n${lines.join('\n')}`,
       {
         problems: this.list.map((p) => ({
           coordinate: p.coordinate,
@@ -47,7 +47,18 @@ export class SchemaProblems {
       },
     );
   }
+
+  /** What the problems are: mistakes in the SDL's GraphQL (a typo, a syntax error), in its storage design, or both. */
+  private heading(): string {
+    const sdl = this.list.filter((p) => p.coordinate === SDL).length;
+    if (sdl === this.list.length) return 'The schema is not valid GraphQL: fix these first';
+    if (sdl === 0) return 'The schema cannot be served without scans or is inconsistent';
+    return 'The schema is not valid GraphQL, and cannot be served without scans or is inconsistent';
+  }
 }
+
+/** The coordinate of a problem graphql-js found in the SDL itself. */
+const SDL = 'SDL';
 
 function where(error: GraphQLError): string {
   const loc = error.locations?.[0];
