@@ -120,6 +120,8 @@ describe('verify and rebuild-index on one data set', () => {
     expect(text).toContain(`FAIL Employee.byLastName`);
     expect(text).toContain(`different  PartitionKey ${JSON.stringify(changed.partitionKey)} RowKey ${JSON.stringify(changed.rowKey)}: Extra, firstName`);
     expect(formatVerifyReport(report, 1)).toContain('… and 2 more');
+    // The totals line names what fails and how to repair it: an index here, nothing else.
+    expect(text).toMatch(/^verify: 3 problems in 1 of 5 indexes \(Employee\.byLastName\) \(\d+ entities read in [\d.]+ s\); repair with rebuild-index <Type>$/m);
 
     const phases: string[] = [];
     const result = await rebuildIndex({ store, model, type: 'Employee', index: 'byLastName', onProgress: (p) => phases.push(p.phase) });

@@ -7,7 +7,7 @@
  */
 import fc from 'fast-check';
 import { repairSummaries, readSummaryState } from '../src/maintenance/summary-state';
-import { verifyDerived } from '../src/maintenance/verify';
+import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify';
 import { hrWorld, run } from './support/fanout-fixtures';
 import { uniquePrefix } from './support/harness';
 import { employeeInput } from './support/write-fixtures';
@@ -105,6 +105,9 @@ test('verify finds a drifted summary; repair-summaries recounts and fixes it, an
   const drifted = Object.fromEntries(report.summaries.map((s) => [s.summary, s.different.filter((x) => x.partitionKey === d)]));
   expect(drifted['Department.payroll']).toEqual([expect.objectContaining({ stored: '11530.5000001', expected: '11530.5' })]);
   expect(drifted['Department.employeeCount']).toEqual([expect.objectContaining({ stored: '7', expected: '2' })]);
+  // The totals line names the summaries that fail (beside the index this world's worker never ran for), and the
+  // command that repairs them.
+  expect(formatVerifyReport(report)).toMatch(/^verify: \d+ problems in .*2 of 2 summaries \(Department\.employeeCount, Department\.payroll\) .*; repair with .*repair-summaries$/m);
 
   const repaired = await repairSummaries({ store, model });
   expect(repaired.repaired.filter((a) => a.partitionKey === d)).toHaveLength(1);

@@ -59,8 +59,8 @@ runMain(
     checkStepOrder(model, steps.map((s) => s.type));
     let totalRows = 0;
     for (const s of steps) {
-      fileFormat(s.file);
-      totalRows += await estimateDataRows(s.file).catch((e: Error) => {
+      const headerLines = fileFormat(s.file) === 'csv' ? 1 : 0;
+      totalRows += await estimateDataRows(s.file, headerLines).catch((e: Error) => {
         throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `Cannot read ${s.file}: ${e.message}`, { file: s.file });
       });
     }

@@ -14,18 +14,18 @@ export interface ProgressReporter {
 }
 
 /**
- * An estimate of a CSV file's data rows, for the bar's total: its line breaks minus the header (a last line
- * without a break counts). Over-counts quoted fields that span lines and blank lines; the bar's total is
- * corrected at the end. @throws the fs error when the file cannot be read
+ * An estimate of a file's data rows, for the bar's total: its lines (a last line without a break counts) minus
+ * `headerLines` — 1 for a CSV's header, 0 for NDJSON. Over-counts quoted fields that span lines and blank lines;
+ * the bar's total is corrected at the end. @throws the fs error when the file cannot be read
  */
-export async function estimateDataRows(file: string): Promise<number> {
+export async function estimateDataRows(file: string, headerLines = 1): Promise<number> {
   let breaks = 0;
   let last = 0x0a;
   for await (const chunk of createReadStream(file) as AsyncIterable<Buffer>) {
     for (let i = chunk.indexOf(0x0a); i >= 0; i = chunk.indexOf(0x0a, i + 1)) breaks++;
     if (chunk.length > 0) last = chunk[chunk.length - 1];
   }
-  return Math.max(0, breaks + (last === 0x0a ? 0 : 1) - 1);
+  return Math.max(0, breaks + (last === 0x0a ? 0 : 1) - headerLines);
 }
 
 /**

@@ -226,7 +226,8 @@ export async function loadEntities(opts: LoadOptions): Promise<LoadSummary> {
       if (await store.deleteEntity(address, { observer }).catch((e: unknown) => (isTablegraphError(e, ErrorCode.NOT_FOUND) ? false : Promise.reject(e)))) totals.entities++;
     }
     for (const { summary, address } of plan.eventualHolders.values()) {
-      if (await resumHolder(store, summary, address, attempts, observer)) holders++;
+      // Only a holder whose value changed counts: loading the same files again writes none.
+      if ((await resumHolder(store, summary, address, attempts, observer)) === 'written') holders++;
     }
     let staleDeleted = 0;
     for (const { primary, addresses } of plan.stale) {

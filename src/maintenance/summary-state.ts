@@ -188,7 +188,7 @@ export async function repairSummaries(opts: SummaryStateOptions & { attempts?: n
     const s = summaries.find((x) => `${x.holder.name}.${x.field}` === d.summary)!;
     for (const a of d.different) {
       const address = { table: a.table, partitionKey: a.partitionKey, rowKey: a.rowKey };
-      if (s.scope === 'eventual') (await resumHolder(opts.store, s, address, attempts, opts.observer)) ? result.repaired.push(address) : result.busy.push(address);
+      if (s.scope === 'eventual') (await resumHolder(opts.store, s, address, attempts, opts.observer)) !== 'busy' ? result.repaired.push(address) : result.busy.push(address);
       else todo.set(addressKey(address), address);
     }
   }

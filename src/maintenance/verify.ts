@@ -147,15 +147,21 @@ export function formatVerifyReport(report: VerifyReport, limit = 50): string {
     for (const line of details.slice(0, limit)) lines.push(`       ${line}`);
     if (details.length > limit) lines.push(`       … and ${details.length - limit} more`);
   }
-  const failing =
-    report.indexes.filter((d) => problemCount(d) > 0).length + report.summaries.filter((d) => summaryProblems(d) > 0).length + report.copies.filter((d) => d.different.length > 0).length +
-    report.blobs.filter((d) => d.orphaned.length > 0).length;
   const what = `${report.indexes.length} ${report.indexes.length === 1 ? 'index' : 'indexes'}, ${report.summaries.length} ${report.summaries.length === 1 ? 'summary' : 'summaries'}, ${report.copies.length} ${report.copies.length === 1 ? 'copy' : 'copies'} and ${report.blobs.length} @blob ${report.blobs.length === 1 ? 'field' : 'fields'}`;
-  lines.push(
-    report.ok
-      ? `verify: ok — ${what} match their primaries (${report.scanned} entities read in ${report.seconds.toFixed(1)} s)`
-      : `verify: ${report.problems} problems in ${failing} of ${what} (${report.scanned} entities read in ${report.seconds.toFixed(1)} s); repair with rebuild-index (rebuild-index <Type> copies for copies) and repair-summaries`,
-  );
+  if (report.ok) {
+    lines.push(`verify: ok — ${what} match their primaries (${report.scanned} entities read in ${report.seconds.toFixed(1)} s)`);
+    return lines.join('\n');
+  }
+  // What fails, by kind and by name, each with the command that repairs it.
+  const kinds = [
+    { failing: report.indexes.filter((d) => problemCount(d) > 0).map((d) => `${d.type}.${d.index}`), of: report.indexes.length, one: 'index', many: 'indexes', repair: 'rebuild-index <Type>' },
+    { failing: report.summaries.filter((d) => summaryProblems(d) > 0).map((d) => d.summary), of: report.summaries.length, one: 'summary', many: 'summaries', repair: 'repair-summaries' },
+    { failing: report.copies.filter((d) => d.different.length > 0).map((d) => d.copy), of: report.copies.length, one: 'copy', many: 'copies', repair: 'rebuild-index <Type> copies' },
+    { failing: report.blobs.filter((d) => d.orphaned.length > 0).map((d) => d.field), of: report.blobs.length, one: '@blob field', many: '@blob fields', repair: 'the blob cleanup (or delete the orphans)' },
+  ].filter((k) => k.failing.length > 0);
+  const where = kinds.map((k) => `${k.failing.length} of ${k.of} ${k.of === 1 ? k.one : k.many} (${k.failing.join(', ')})`).join(', ');
+  const repairs = kinds.map((k) => k.repair).join(', ');
+  lines.push(`verify: ${report.problems} problems in ${where} (${report.scanned} entities read in ${report.seconds.toFixed(1)} s); repair with ${repairs}`);
   return lines.join('\n');
 }
 
