@@ -685,6 +685,14 @@ describe('rejections name the type, the field and the SDL line', () => {
     expect(design.message).toMatch(/^The schema cannot be served without scans or is inconsistent/);
   });
 
+  test('a refused summary is one problem: its field is never taken for an input of the generated mutations', () => {
+    const sdl = `${BASE.replace('tags: String', 'tags: String price: Float').replace('name: String! }', 'name: String! total: Float! @summary(of: "Item", via: "owner", sum: ["price"]) }')}
+type Query { item(group: ID!, id: ID!): Item @point }
+type Mutation { createOwner(input: CreateOwnerInput!): OwnerPayload! @write(entity: "Owner", action: CREATE) }`;
+    const problems = rejection(sdl).details.problems as Array<{ coordinate: string; message: string }>;
+    expect(problems.map((p) => p.coordinate)).toEqual(['Owner.total']);
+  });
+
   test('all problems of a schema are reported at once', () => {
     const error = rejection(`${BASE}\ntype Query {\n  a: [Item]\n  b(id: ID!): Item @point\n}`);
     expect((error.details.problems as Array<{ coordinate: string }>).map((p) => p.coordinate).sort()).toEqual(['Query.a', 'Query.b']);

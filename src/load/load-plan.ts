@@ -223,14 +223,17 @@ export class LoadPlan {
     const stale: EntityAddress[] = [];
     const holders: Array<{ summary: SummaryModel; address: EntityAddress }> = [];
     for (const s of this.eventual) {
-      const c = contributionOf(s, primary, values)!;
-      if (!(await this.store.exists(c.holder, s.holder.entityType))) {
+      // Null with an optional reference that is null: the row counts towards no holder.
+      const c = contributionOf(s, primary, values);
+      if (c && !(await this.store.exists(c.holder, s.holder.entityType))) {
         throw skip(ErrorCode.NOT_FOUND, `${s.via.fieldName}: no ${s.holder.name} at ${c.holder.partitionKey}/${c.holder.rowKey} to hold ${s.holder.name}.${s.field}, neither stored nor loaded before (ReferenceMissing)`);
       }
-      writes.push({ table: c.address.table, entity: contributionEntity(s, c, primary) });
-      holders.push({ summary: s, address: c.holder });
+      if (c) {
+        writes.push({ table: c.address.table, entity: contributionEntity(s, c, primary) });
+        holders.push({ summary: s, address: c.holder });
+      }
       const old = before && contributionOf(s, primary, before);
-      if (old && addressKey(old.address) !== addressKey(c.address)) {
+      if (old && (!c || addressKey(old.address) !== addressKey(c.address))) {
         stale.push(old.address);
         holders.push({ summary: s, address: old.holder });
       }
@@ -272,6 +275,7 @@ export class LoadPlan {
     const out = new Map<string, { address: EntityAddress; sums: Map<SummaryModel, Decimal> }>();
     for (const s of this.summaries) {
       const address = holderAddress(s, values);
+      if (!address) continue; // an optional reference that is null: it counts towards no holder
       if (!(await this.store.exists(address, s.holder.entityType))) {
         throw skip(ErrorCode.NOT_FOUND, `${s.via.fieldName}: no ${s.holder.name} at ${address.partitionKey}/${address.rowKey} to hold ${s.holder.name}.${s.field}, neither stored nor loaded before (ReferenceMissing)`);
       }
@@ -339,7 +343,9 @@ export class LoadPlan {
         for (const s of all.keys()) {
           let points: string | undefined;
           try {
-            points = addressKey(holderAddress(s, values));
+            const holder = holderAddress(s, values);
+            if (!holder) continue;
+            points = addressKey(holder);
           } catch {
             continue;
           }

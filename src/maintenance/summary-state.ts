@@ -100,7 +100,9 @@ export async function readSummaryState(opts: SummaryStateOptions): Promise<Summa
             const values = valuesOf(s.of, e.properties);
             let at: string;
             try {
-              at = addressKey(holderAddress(s, values));
+              const holder = holderAddress(s, values);
+              if (!holder) continue; // an optional reference that is null: counted towards no holder
+              at = addressKey(holder);
             } catch {
               continue;
             }
@@ -232,7 +234,8 @@ export async function repairHolder(store: TableStore, summaries: SummaryModel[],
 function holderKeyOf(s: SummaryModel, e: StoredEntity): string | undefined {
   if (e.properties[ENTITY_TYPE_PROPERTY] !== s.of.entityType) return undefined;
   try {
-    return addressKey(holderAddress(s, valuesOf(s.of, e.properties)));
+    const holder = holderAddress(s, valuesOf(s.of, e.properties));
+    return holder && addressKey(holder);
   } catch {
     return undefined;
   }

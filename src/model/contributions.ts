@@ -43,6 +43,7 @@ export function contributionAddress(s: SummaryModel, holder: EntityAddress, prim
 export function contributionOf(s: SummaryModel, primary: EntityAddress, values: Record<string, unknown> | null): { address: EntityAddress; holder: EntityAddress; value: Decimal } | null {
   if (!values) return null;
   const holder = holderAddress(s, values);
+  if (!holder) return null; // an optional reference that is null: no holder
   return { address: contributionAddress(s, holder, primary), holder, value: summaryContribution(s, values) };
 }
 

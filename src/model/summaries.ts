@@ -55,6 +55,8 @@ export function buildSummaries(
         problems.add(coordinate, '@summary goes on a stored field of an @entity type', d.node);
         continue;
       }
+      // A summary field is never an input, even one refused below (its own problem says why, not a second one).
+      holder.summaryFields.add(field.name);
       const of = entities.get(d.of);
       if (!of) {
         problems.add(coordinate, `@summary(of: "${d.of}"): no @entity type of that name`, d.node);
@@ -76,10 +78,6 @@ export function buildSummaries(
         problems.add(coordinate, `@summary(via: "${d.via}"): ${of.name}.${d.via} must be a @point field reaching ${holder.name} itself`, d.node);
         continue;
       }
-      if ([...via.partitionKey.bindings.values(), ...via.rowKey.bindings.values()].some((b) => b.optional)) {
-        problems.add(coordinate, `@summary(via: "${d.via}"): ${of.name}.${d.via} is an optional reference; every ${of.name} must reach one ${holder.name}, so its key fields must be non-null`, d.node);
-        continue;
-      }
       // A holder in the counted entity's partition is kept in its EGT; anywhere else, eventually, by the worker.
       const scope = samePartition(via, of) ? 'egt' : 'eventual';
       const terms = d.sum.map((t) => parseTerm(t, of, coordinate, problems, d.node));
@@ -89,7 +87,6 @@ export function buildSummaries(
         problems.add(coordinate, `an Int sum adds up Int fields and whole constants only; hold it in a Decimal field to add ${'field' in inexact ? inexact.field : inexact.constant}`, d.node);
         continue;
       }
-      holder.summaryFields.add(field.name);
       for (const index of holder.indexes.values()) {
         if (index.projection.has(field.name)) {
           problems.add(`${holder.name}@index(${index.name})`, `includes "${field.name}", a summary value kept on the entity only: its copy on the index entities would never change; remove it from include`, index.node);
@@ -116,10 +113,16 @@ function samePartition(via: AccessPath, of: EntityModel): boolean {
 }
 
 /**
- * The holder an entity with `values` contributes to: the summary's `via` reference rendered from its values.
+ * The holder an entity with `values` contributes to: the summary's `via` reference rendered from its values;
+ * undefined when `via` is an optional reference whose key fields are null — such an entity counts towards no holder
+ * (a product without a category), and one whose reference changes from null to a value, or back, moves its
+ * contribution with it.
  * @throws TablegraphError BAD_USER_INPUT when a value cannot form the holder's key (from renderKey)
  */
-export function holderAddress(summary: SummaryModel, values: Record<string, unknown>): EntityAddress {
+export function holderAddress(summary: SummaryModel, values: Record<string, unknown>): EntityAddress | undefined {
+  for (const b of [...summary.via.partitionKey.bindings.values(), ...summary.via.rowKey.bindings.values()]) {
+    if (b.optional && (values[b.name] === null || values[b.name] === undefined)) return undefined;
+  }
   const render = (which: 'partitionKey' | 'rowKey') =>
     renderKey(summary.via[which].template, Object.fromEntries([...summary.via[which].bindings].map(([placeholder, b]) => [placeholder, values[b.name]])));
   return { table: summary.via.table, partitionKey: render('partitionKey'), rowKey: render('rowKey') };

@@ -79,7 +79,8 @@ export async function readGroupState(
   for (const m of members) {
     for (const s of summariesOf(model, m.write)) {
       const keyed = [...s.via.partitionKey.bindings.values(), ...s.via.rowKey.bindings.values()].every((b) => m.write.entity.keyFields.includes(b.name));
-      if (keyed) wantHolder(holderAddress(s, m.input));
+      const holder = keyed ? holderAddress(s, m.input) : undefined;
+      if (holder) wantHolder(holder);
     }
     // A create or replace gives every field (those it leaves out become null), so its references are known now.
     if (m.write.action === 'CREATE' || m.write.action === 'REPLACE') {
@@ -101,7 +102,8 @@ export async function readGroupState(
       if (!vals) continue;
       for (const s of summariesOf(model, m.write)) {
         try {
-          wantHolder(holderAddress(s, vals));
+          const holder = holderAddress(s, vals);
+          if (holder) wantHolder(holder);
         } catch {
           // a value that cannot form the holder's key: planGroup refuses the write
         }

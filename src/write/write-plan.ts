@@ -390,6 +390,7 @@ function summaryDeltas(model: Model, write: WriteModel, previous: Values | null,
     for (const [vals, sign] of [[previous, -1], [values, 1]] as const) {
       if (!vals) continue;
       const address = holderAddress(s, vals);
+      if (!address) continue; // an optional reference that is null: this state counts towards no holder
       const key = addressKey(address);
       let entry = byHolder.get(key);
       if (!entry) byHolder.set(key, (entry = { address, deltas: new Map() }));
