@@ -140,7 +140,7 @@ describe('npm run load', () => {
     const report = await verifyDerived({ store: server.store, model });
     expect(report.problems).toBe(0);
     expect(report.summaries.map((s) => [s.summary, s.different.length, s.contributions.length])).toEqual([
-      ['Project.issueCount', 0, 0], ['Project.estimateTotal', 0, 0], ['User.reportedCount', 0, 0], ['User.reportedEstimate', 0, 0], ['Issue.commentCount', 0, 0],
+      ['Project.issueCount', 0, 0], ['Project.estimateTotal', 0, 0], ['User.reportedCount', 0, 0], ['User.reportedEstimate', 0, 0], ['User.assignedCount', 0, 0], ['Issue.commentCount', 0, 0],
     ]);
   }, 120_000);
 });
@@ -209,6 +209,8 @@ describe('every access path against the fixtures', () => {
         .sort((a, b) => (a.projectKey === b.projectKey ? byNumber(a, b) : a.projectKey < b.projectKey ? -1 : 1))
         .map((i) => ({ projectKey: i.projectKey, number: i.number, state: i.state }));
       expect(assigned).toEqual(expected);
+      // A summary over an optional reference: unassigned issues count towards nobody.
+      expect((await ok('User.assignedCount', 'query($id: ID!) { user(id: $id) { assignedCount } }', { id: u.id })).user.assignedCount).toBe(expected.length);
     }
   });
 
