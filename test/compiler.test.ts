@@ -685,6 +685,30 @@ describe('rejections name the type, the field and the SDL line', () => {
     expect(design.message).toMatch(/^The schema cannot be served without scans or is inconsistent/);
   });
 
+  test('a sum over a field that is itself a summary is refused with its location: it would not follow its changes', () => {
+    const sdl = `
+type Customer @entity(table: "Shop", partitionKey: "{customer}", rowKey: "customer") {
+  customer: ID!
+  totalSpent: Decimal! @summary(of: "Invoice", via: "owner", sum: ["total"])
+  invoiceCount: Int! @summary(of: "Invoice", via: "owner", count: true)
+}
+type Invoice @entity(table: "Shop", partitionKey: "{customer}", rowKey: "invoice_{id}") {
+  customer: ID! id: ID!
+  owner: Customer! @point(partitionKey: "{customer}", rowKey: "customer")
+  total: Decimal! @summary(of: "Line", via: "invoice", sum: ["amount"])
+}
+type Line @entity(table: "Shop", partitionKey: "{customer}", rowKey: "line_{invoiceId}_{n}") {
+  customer: ID! invoiceId: ID! n: ID! amount: Decimal
+  invoice: Invoice! @point(partitionKey: "{customer}", rowKey: "invoice_{invoiceId}")
+}
+type Query { customer(customer: ID!): Customer @point }`;
+    const error = rejection(sdl);
+    const problems = error.details.problems as Array<{ coordinate: string; message: string; locations: Array<{ line: number }> }>;
+    expect(problems.map((p) => p.coordinate)).toEqual(['Customer.totalSpent']); // a count of invoices is fine
+    expect(problems[0].message).toMatch(/Invoice\.total is itself a @summary/);
+    expect(problems[0].locations[0].line).toBe(lineOf(sdl, 'totalSpent'));
+  });
+
   test('a refused summary is one problem: its field is never taken for an input of the generated mutations', () => {
     const sdl = `${BASE.replace('tags: String', 'tags: String price: Float').replace('name: String! }', 'name: String! total: Float! @summary(of: "Item", via: "owner", sum: ["price"]) }')}
 type Query { item(group: ID!, id: ID!): Item @point }

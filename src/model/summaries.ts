@@ -4,7 +4,7 @@
  * "Entity Group Transactions", and its advice to keep aggregates beside the data they count), and eventually,
  * through the fan-out queue and contribution entities, where they do not (src/model/contributions.ts).
  */
-import { isObjectType, type GraphQLSchema } from 'graphql';
+import { isObjectType, type GraphQLObjectType, type GraphQLSchema } from 'graphql';
 import { Decimal, storedDecimal } from './decimal';
 import type { EntityAddress } from '../storage/types';
 import { readSummary } from './directives';
@@ -14,10 +14,22 @@ import type { AccessPath, EntityModel, SummaryFactor, SummaryModel } from './typ
 
 const NUMERIC = new Set(['Int', 'Float', 'Decimal']);
 
-/** Parses `"hourlyRate * typicalHours * 52"` into factors; undefined (with a problem) when malformed. */
-function parseTerm(term: string, of: EntityModel, coordinate: string, problems: SchemaProblems, node: SummaryModelNode): SummaryFactor[] | undefined {
+/**
+ * Parses `"hourlyRate * typicalHours * 52"` into factors; undefined (with a problem) when malformed, or when a
+ * factor is itself a summary (`summarized`: every `Type.field` with `@summary`): a write of the summarised entity
+ * changes that value without a write of its own entity, so a sum over it would never follow.
+ */
+function parseTerm(term: string, of: EntityModel, coordinate: string, problems: SchemaProblems, node: SummaryModelNode, summarized: ReadonlySet<string>): SummaryFactor[] | undefined {
   const factors: SummaryFactor[] = [];
   for (const raw of term.split('*').map((f) => f.trim())) {
+    if (summarized.has(`${of.name}.${raw}`)) {
+      problems.add(
+        coordinate,
+        `sum term "${term}": ${of.name}.${raw} is itself a @summary, changed by writes of what it counts, not of ${of.name}, so this sum would not follow it. Sum what ${of.name}.${raw} sums instead, over a reference from those entities to this holder (a summary of a summary is not kept)`,
+        node,
+      );
+      return undefined;
+    }
     if (/^-?\d+(\.\d+)?$/.test(raw)) {
       factors.push({ constant: Number(raw) });
     } else if (NUMERIC.has(of.fields.get(raw)?.graphqlType ?? '') && !of.fields.get(raw)?.series) {
@@ -43,7 +55,9 @@ export function buildSummaries(
   problems: SchemaProblems,
 ): Map<string, SummaryModel> {
   const summaries = new Map<string, SummaryModel>();
-  for (const type of Object.values(schema.getTypeMap())) {
+  const types = Object.values(schema.getTypeMap()).filter((t) => isObjectType(t) && !t.name.startsWith('__'));
+  const summarized = new Set(types.flatMap((t) => Object.values((t as GraphQLObjectType).getFields()).filter((f) => readSummary(schema, f.astNode)).map((f) => `${t.name}.${f.name}`)));
+  for (const type of types) {
     if (!isObjectType(type) || type.name.startsWith('__')) continue;
     for (const field of Object.values(type.getFields())) {
       const d = readSummary(schema, field.astNode);
@@ -80,7 +94,7 @@ export function buildSummaries(
       }
       // A holder in the counted entity's partition is kept in its EGT; anywhere else, eventually, by the worker.
       const scope = samePartition(via, of) ? 'egt' : 'eventual';
-      const terms = d.sum.map((t) => parseTerm(t, of, coordinate, problems, d.node));
+      const terms = d.sum.map((t) => parseTerm(t, of, coordinate, problems, d.node, summarized));
       if (terms.some((t) => t === undefined)) continue;
       const inexact = (terms as SummaryFactor[][]).flat().find((f) => ('field' in f ? of.fields.get(f.field)!.graphqlType !== 'Int' : !Number.isInteger(f.constant)));
       if (stored.graphqlType === 'Int' && inexact) {
