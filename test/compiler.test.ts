@@ -215,15 +215,6 @@ describe('rejections name the type, the field and the SDL line', () => {
       marker: 'parentId',
     },
     {
-      name: 'a summary reached through an optional reference',
-      sdl: `${BASE} type Query { item(group: ID!, id: ID!): Item @point }
-        type Box @entity(table: "Items", partitionKey: "{group}", rowKey: "box_{id}") { group: ID! id: ID! count: Int! @summary(of: "Thing", via: "box", count: true) }
-        type Thing @entity(table: "Items", partitionKey: "{group}", rowKey: "thing_{id}") { group: ID! id: ID! boxId: ID box: Box @point(rowKey: "box_{boxId}") }`,
-      coordinate: 'Box.count',
-      message: /Thing.box is an optional reference/,
-      marker: 'count: Int!',
-    },
-    {
       name: 'a many-to-many connection whose reference reaches another type than its nodes',
       sdl: `${BASE}\ntype Query {\n  items(group: ID!, first: Int, after: String): ItemConnection! @range(rowKeyPrefix: "item_", through: "Item.owner")\n}`,
       coordinate: 'Query.items',
