@@ -13,6 +13,7 @@ import { compileSchema } from '../src/model/compile';
 import { loadSchemaSources } from '../src/model/load-schema';
 import type { Model } from '../src/model/types';
 import { reconcile } from '../src/worker/reconciler';
+import { WriteExecutor } from '../src/write/write-executor';
 import type { FanoutMessage } from '../src/write/fanout-message';
 import { ROOT, startTestServer, testQueues, type TestServer } from './support/harness';
 import { deliverTwiceByTwoWorkers } from './support/fanout-fixtures';
@@ -111,10 +112,19 @@ test("copies in the target's own partition change in the target's EGT, with no w
   expect((await verifyDerived({ store: server.store, model })).problems).toBe(0);
 });
 
-test('a deleted target leaves null copies; verify finds a wrong copy and the rebuild repairs it', async () => {
+test('a deleted target: its copies null, its join entities deleted by the worker (verify reports them until then); verify finds a wrong copy and the rebuild repairs it', async () => {
   await run('deleteLabel', 'label', { projectKey: 'P1', name: 'bug' });
-  for (const m of (await receiveFanout(testQueues(), server.config.tablePrefix)).map((r) => r.message)) await reconcile(m, { model, store: server.store, settleMs: 0, holdMs: 0 });
+  const messages = (await receiveFanout(testQueues(), server.config.tablePrefix)).map((r) => r.message);
+  // A worker without a write path nulls the copies, and leaves the join entities: verify reports them dangling.
+  for (const m of messages) await reconcile(m, { model, store: server.store, settleMs: 0, holdMs: 0 });
   expect((await issueLabel('1'))?.properties.labelColor).toBeUndefined();
+  const dangling = (await verifyDerived({ store: server.store, model })).references.find((r) => r.reference === 'IssueLabel.label')!;
+  expect([dangling.join, dangling.dangling.map((d) => d.rowKey).sort()]).toEqual([true, [1, 2, 3, 4, 5].map((n) => `issuelabel_${String(n).padStart(6, '0')}_bug`)]);
+  // The worker as it runs, with its write path: the join entities go (and the issues' label pages with them).
+  const writer = new WriteExecutor({ model, store: server.store, fanout: { send: async () => undefined } });
+  for (const m of messages) await reconcile(m, { model, store: server.store, settleMs: 0, holdMs: 0, writer });
+  for (let n = 1; n <= 5; n++) expect(await issueLabel(String(n))).toBeNull();
+  expect((await server.query('{ issue(projectKey: "P1", number: "1") { labels { edges { node { name } } } } }')).data.issue.labels.edges).toEqual([]);
 
   const wrong = (await server.store.queryRange({ table: tracker, partitionKey: 'P2', rowKeyFrom: 'issue_', rowKeyTo: 'issue`', limit: 1 })).entities[0];
   await server.store.updateEntity(tracker, { partitionKey: 'P2', rowKey: wrong.rowKey, properties: { reporterName: { type: 'String', value: 'nobody' } } }, 'merge');

@@ -15,6 +15,7 @@ import type { Model } from '../model/types';
 import type { StorageObserver } from '../storage/types';
 import type { TableStore } from '../storage/table-store';
 import { problemCount, readDerivedState, resolveEntity, type IndexDiff, type ScanProgress } from './derived-state';
+import { readReferenceState, type ReferenceDiff } from './reference-state';
 import { readCopyState, type CopyDiff } from './copy-state';
 import { readSummaryState, summaryProblems, type SummaryDiff } from './summary-state';
 import { readBlobState, type BlobDiff } from './blob-state';
@@ -48,6 +49,8 @@ export interface VerifyReport {
   copies: CopyDiff[];
   /** One entry per `@blob` field of the types checked (empty without a blob store): orphaned blobs are problems. */
   blobs: BlobDiff[];
+  /** One entry per reference a write checks, of the types checked: a dangling one (a join entity's included) is a problem. */
+  references: ReferenceDiff[];
 }
 
 /**
@@ -88,9 +91,10 @@ export async function verifyDerived(opts: VerifyOptions): Promise<VerifyReport> 
   const blobs = opts.blobs
     ? await readBlobState({ store: opts.store, blobs: opts.blobs.store, model: opts.model, types: entities.map((e) => e.name), cleanupDelaySeconds: opts.blobs.cleanupDelaySeconds, observer: opts.observer })
     : [];
+  const references = await readReferenceState(opts.store, opts.model, entities.map((e) => e.name), opts.observer);
   const problems = diffs.reduce((n, d) => n + problemCount(d), 0) + summaries.reduce((n, d) => n + summaryProblems(d), 0) + copies.reduce((n, d) => n + d.different.length, 0) +
-    blobs.reduce((n, d) => n + d.orphaned.length, 0);
-  return { ok: problems === 0, problems, scanned, seconds: (performance.now() - started) / 1000, indexes: diffs, summaries, copies, blobs };
+    blobs.reduce((n, d) => n + d.orphaned.length, 0) + references.reduce((n, d) => n + d.dangling.length, 0);
+  return { ok: problems === 0, problems, scanned, seconds: (performance.now() - started) / 1000, indexes: diffs, summaries, copies, blobs, references };
 }
 
 /** `PartitionKey 'x' RowKey 'y'`, quoted as JSON so spaces and escapes stay visible. */
@@ -147,7 +151,13 @@ export function formatVerifyReport(report: VerifyReport, limit = 50): string {
     for (const line of details.slice(0, limit)) lines.push(`       ${line}`);
     if (details.length > limit) lines.push(`       … and ${details.length - limit} more`);
   }
-  const what = `${report.indexes.length} ${report.indexes.length === 1 ? 'index' : 'indexes'}, ${report.summaries.length} ${report.summaries.length === 1 ? 'summary' : 'summaries'}, ${report.copies.length} ${report.copies.length === 1 ? 'copy' : 'copies'} and ${report.blobs.length} @blob ${report.blobs.length === 1 ? 'field' : 'fields'}`;
+  for (const d of report.references) {
+    lines.push(`${d.dangling.length === 0 ? 'ok  ' : 'FAIL'} ${d.reference} (${d.join ? 'join entities\' reference' : 'reference'}, table ${d.table}): ${d.checked} checked; ${d.dangling.length} dangling`);
+    const details = d.dangling.map((a) => `dangling   ${keys(a)}: nothing at ${a.target.table} ${keys(a.target)}`);
+    for (const line of details.slice(0, limit)) lines.push(`       ${line}`);
+    if (details.length > limit) lines.push(`       … and ${details.length - limit} more`);
+  }
+  const what = `${report.indexes.length} ${report.indexes.length === 1 ? 'index' : 'indexes'}, ${report.summaries.length} ${report.summaries.length === 1 ? 'summary' : 'summaries'}, ${report.copies.length} ${report.copies.length === 1 ? 'copy' : 'copies'}, ${report.references.length} ${report.references.length === 1 ? 'reference' : 'references'} and ${report.blobs.length} @blob ${report.blobs.length === 1 ? 'field' : 'fields'}`;
   if (report.ok) {
     lines.push(`verify: ok — ${what} match their primaries (${report.scanned} entities read in ${report.seconds.toFixed(1)} s)`);
     return lines.join('\n');
@@ -158,6 +168,7 @@ export function formatVerifyReport(report: VerifyReport, limit = 50): string {
     { failing: report.summaries.filter((d) => summaryProblems(d) > 0).map((d) => d.summary), of: report.summaries.length, one: 'summary', many: 'summaries', repair: 'repair-summaries' },
     { failing: report.copies.filter((d) => d.different.length > 0).map((d) => d.copy), of: report.copies.length, one: 'copy', many: 'copies', repair: 'rebuild-index <Type> copies' },
     { failing: report.blobs.filter((d) => d.orphaned.length > 0).map((d) => d.field), of: report.blobs.length, one: '@blob field', many: '@blob fields', repair: 'the blob cleanup (or delete the orphans)' },
+    { failing: report.references.filter((d) => d.dangling.length > 0).map((d) => d.reference), of: report.references.length, one: 'reference', many: 'references', repair: 'a delete of each dangling entity (the worker deletes join entities once their target is deleted)' },
   ].filter((k) => k.failing.length > 0);
   const where = kinds.map((k) => `${k.failing.length} of ${k.of} ${k.of === 1 ? k.one : k.many} (${k.failing.join(', ')})`).join(', ');
   const repairs = kinds.map((k) => k.repair).join(', ');

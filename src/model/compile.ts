@@ -9,6 +9,7 @@ import { validateSDL } from 'graphql/validation/validate';
 import { buildAccessPaths, findConnections, type PageDefaults } from './access-paths';
 import { buildAuthorization } from './authorization';
 import { buildCopies, coverJoins } from './copies';
+import { buildJoins } from './joins';
 import { buildSasFields } from './sas-fields';
 import { buildEntities } from './layouts';
 import { checkPeriodTableUses } from './table-template';
@@ -122,6 +123,7 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
   const summaries = buildSummaries(schema, entities, accessPaths, problems);
   const copiesOf = buildCopies(schema, entities, accessPaths, summaries, problems);
   coverJoins(accessPaths);
+  const joinsOf = buildJoins(accessPaths, problems);
   const { writes } = buildWrites(schema, entities, problems);
   const tables = new Set<string>();
   for (const e of entities.values()) {
@@ -135,7 +137,7 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
     if (path.kind !== 'point' || !path.checkOnWrite) continue;
     references.set(path.parentType, [...(references.get(path.parentType) ?? []), path]);
   }
-  const model: Model = { entities, interfaces, accessPaths, connections, summaries, writes, tables: [...tables].sort(), sasFields, references, copiesOf };
+  const model: Model = { entities, interfaces, accessPaths, connections, summaries, writes, tables: [...tables].sort(), sasFields, references, copiesOf, joinsOf };
   buildAuthorization(schema, model, problems);
   checkPeriodTableUses(schema, model, problems);
   checkWideUses(schema, model, problems);

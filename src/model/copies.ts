@@ -86,7 +86,7 @@ export function buildCopies(
 }
 
 /** A range field of `target` whose entities are `holder`'s (or its index entities, or its join entities), keyed by `target`'s fields. */
-function reverseRange(target: EntityModel, holder: EntityModel, accessPaths: Map<string, AccessPath>): RangePath | undefined {
+export function reverseRange(target: EntityModel, holder: EntityModel, accessPaths: Map<string, AccessPath>): RangePath | undefined {
   for (const path of accessPaths.values()) {
     if (path.kind !== 'range' || path.parentType !== target.name || !path.rowKeyPrefix) continue;
     const lists = path.join?.entity ?? path.index?.entity ?? path.target;
@@ -122,7 +122,7 @@ export function coverJoins(accessPaths: Map<string, AccessPath>): void {
 }
 
 /** The target layout's placeholder at the position of `placeholder` in `template` (which has the layout's shape). */
-function targetFieldAt(layout: { segments: Array<{ kind: string; name?: string }> }, template: { segments: Array<{ kind: string; name?: string }> }, placeholder: string): string | undefined {
+export function targetFieldAt(layout: { segments: Array<{ kind: string; name?: string }> }, template: { segments: Array<{ kind: string; name?: string }> }, placeholder: string): string | undefined {
   const i = template.segments.findIndex((s) => s.kind === 'placeholder' && s.name === placeholder);
   const seg = layout.segments[i];
   return seg?.kind === 'placeholder' ? seg.name : undefined;

@@ -269,6 +269,26 @@ export interface Model {
   references: Map<string, PointPath[]>;
   /** Every copy (`@copy`), by the name of the type copied from: what a write of that type must bring up to date. */
   copiesOf: Map<string, CopyModel[]>;
+  /**
+   * The join entities of many-to-many connections (`@range(through)`), by the name of the type their reference
+   * reaches: what the worker deletes once that entity is deleted, or re-points once it is moved (joins.ts).
+   */
+  joinsOf: Map<string, JoinModel[]>;
+}
+
+/**
+ * A join type's reference used by a many-to-many connection (`@range(through: "Join.field")`): its join entities
+ * point at entities of `reference.target`, and `reverse`, a range of that target type, lists them.
+ */
+export interface JoinModel {
+  /** The join type. */
+  entity: EntityModel;
+  /** Its reference to the target (`Join.field`). */
+  reference: PointPath;
+  /** A range of the target type over the join entities (or their index entities) pointing at one target. */
+  reverse: RangePath;
+  /** The join fields the reference binds, by the target key field each takes its value from. */
+  keyFields: Map<string, string>;
 }
 
 /** Name of the property that tells the types in a shared partition apart. */

@@ -274,6 +274,9 @@ function coveredEdges(path: RangePath, page: Array<{ stored: StoredEntity; curso
   return page.flatMap(({ stored, cursor }) => {
     const properties: Record<string, unknown> = { [ENTITY_TYPE_PROPERTY]: target.entityType };
     for (const [field, from] of covered) if (stored.properties[from] !== undefined) properties[field] = stored.properties[from];
+    // A non-null field of the target whose copy is null: the worker nulled it, the target is gone — left out, as the
+    // second wave leaves out a target it does not find, until the worker deletes the join entity too.
+    if ([...covered.keys()].some((f) => target.fields.get(f)?.nonNull && (properties[f] === undefined || properties[f] === null))) return [];
     if (!allowsEntity([target.auth], ctx.principal, properties)) return [];
     return [{ cursor, node: { entity: target, stored: { partitionKey: '', rowKey: '', etag: '', properties }, fromIndex: holds } }];
   });

@@ -9,7 +9,7 @@ import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { entityWrites, primaryAddress, typedValue, valuesOf } from '../model/entity-codec';
 import { parseKey, prefixUpperBound, renderKey, renderKeyPrefix } from '../model/key-template';
 import { referenceAddress } from '../model/references';
-import { ENTITY_TYPE_PROPERTY, WRITE_ID_PROPERTY, type CopyModel, type EntityModel, type Model } from '../model/types';
+import { ENTITY_TYPE_PROPERTY, WRITE_ID_PROPERTY, type CopyModel, type EntityModel, type Model, type RangePath } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity, TypedValue } from '../storage/types';
 
@@ -36,11 +36,20 @@ export async function reconcileCopies(model: Model, store: TableStore, entity: E
  * The entities holding copies of the entity at `primary`, through the copy's reverse range (all pages). Its keys
  * come from the target's values, or — the target deleted — from its own keys, where they suffice.
  */
-async function copyHolders(store: TableStore, copy: CopyModel, target: EntityModel, primary: EntityAddress, current: StoredEntity | null, observer?: StorageObserver): Promise<EntityAddress[]> {
+function copyHolders(store: TableStore, copy: CopyModel, target: EntityModel, primary: EntityAddress, current: StoredEntity | null, observer?: StorageObserver): Promise<EntityAddress[]> {
+  return listedBy(store, copy.reverse, copy.entity, target, primary, current, observer);
+}
+
+/**
+ * The entities of `holder` a range of `target` (`reverse`: over them, their index entities or join entities)
+ * lists for the target at `primary` (all pages): their addresses. The range's keys come from the target's values,
+ * or — the target deleted — from its own keys, where they suffice (none listed otherwise).
+ */
+export async function listedBy(store: TableStore, reverse: RangePath, holder: EntityModel, target: EntityModel, primary: EntityAddress, current: StoredEntity | null, observer?: StorageObserver): Promise<EntityAddress[]> {
   const values: Record<string, unknown> = current
     ? valuesOf(target, current.properties)
     : { ...parseKey(target.layout.partitionKey, primary.partitionKey), ...parseKey(target.layout.rowKey, primary.rowKey) };
-  const path = copy.reverse;
+  const path = reverse;
   const render = (bound: NonNullable<typeof path.rowKeyPrefix>, prefix: boolean) => {
     const args = Object.fromEntries([...bound.bindings].map(([placeholder, b]) => [placeholder, values[b.name]]));
     return prefix ? renderKeyPrefix(bound.template, args) : renderKey(bound.template, args);
@@ -51,12 +60,12 @@ async function copyHolders(store: TableStore, copy: CopyModel, target: EntityMod
     partitionKey = render(path.partitionKey, false);
     rowKeyFrom = render(path.rowKeyPrefix!, true);
   } catch {
-    return []; // the deleted target's keys do not give the range: its copies stay as they were
+    return []; // the deleted target's keys do not give the range: what it lists stays as it was
   }
   const range = await store.queryRange({ table: path.table, partitionKey, rowKeyFrom, rowKeyTo: prefixUpperBound(rowKeyFrom), limit: Number.MAX_SAFE_INTEGER - 1 }, { observer });
   const listed = path.join?.entity ?? path.index?.entity ?? path.target;
   const type = path.index ? path.index.entityType : listed.entityType;
-  return range.entities.filter((e) => e.properties[ENTITY_TYPE_PROPERTY] === type).map((e) => primaryAddress(copy.entity, e.properties));
+  return range.entities.filter((e) => e.properties[ENTITY_TYPE_PROPERTY] === type).map((e) => primaryAddress(holder, e.properties));
 }
 
 /**

@@ -32,6 +32,7 @@ import type { TableStore } from '../storage/table-store';
 import type { StorageObserver, StoredEntity } from '../storage/types';
 import { stateId, type FanoutMessage } from '../write/fanout-message';
 import { isMarked } from '../write/move';
+import { repointJoins } from './joins';
 import type { ReconcileOptions, ReconcileResult } from './reconciler';
 
 /** Rounds before giving up on an entity that keeps changing under the move (the message is then retried). */
@@ -112,6 +113,8 @@ export async function carryOutMove(
       if (!copy) await opts.writer.execute(writes('CREATE', target), input, opts.observer, undefined, step);
       else if (!sameValues(input, valuesOf(target, copy.properties))) await opts.writer.execute(writes('REPLACE', target), { ...input, ifMatch: copy.etag }, opts.observer, undefined, step);
       await opts.afterUpserts?.(message); // copied, not yet deleted: where a killed worker leaves it
+      // Join entities pointing at it follow it to its new address (the same type's; an archive's are deleted after).
+      if (target === entity) await repointJoins(opts.model, store, opts.writer, entity, message.primary, old!, keys, opts.observer);
       const oldKeys = Object.fromEntries(entity.keyFields.map((k) => [k, values[k]]));
       await opts.writer.execute(writes('DELETE', entity), { ...oldKeys, ifMatch: old!.etag }, opts.observer, undefined, step);
       const copied = await store.getEntity(to, call);

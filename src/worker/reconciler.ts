@@ -16,6 +16,7 @@ import { addressKey, stateId, type FanoutMessage } from '../write/fanout-message
 import { isPendingReservation, pointsAt } from '../write/reservations';
 import { reconcileContributions } from './contributions';
 import { reconcileCopies } from './copies';
+import { deleteDanglingJoins } from './joins';
 import { carryOutMove, type MoveOutcome } from './move';
 import type { WriteExecutor } from '../write/write-executor';
 
@@ -38,7 +39,10 @@ export interface ReconcileOptions {
   observer?: StorageObserver;
   /** Called after the upserts of each pass: lets tests stop a worker mid-message. */
   afterUpserts?(message: FanoutMessage): void | Promise<void>;
-  /** The write path, for the moves the queue carries (move.ts); without it a move message fails (poison). */
+  /**
+   * The write path, for the moves the queue carries (move.ts) — without it a move message fails (poison) — and for
+   * the join entities of a deleted entity (joins.ts), left as they are without it.
+   */
   writer?: WriteExecutor;
   /** Told about a unique index entity that belongs to another entity (should not happen: reservations prevent it). */
   onUniqueConflict?(address: EntityAddress, message: FanoutMessage): void;
@@ -98,6 +102,7 @@ export async function reconcile(message: FanoutMessage, opts: ReconcileOptions):
     }
     upserted += await reconcileContributions(opts.model, store, entity, message.primary, current, old, opts.observer);
     upserted += await reconcileCopies(opts.model, store, entity, message.primary, current, opts.observer);
+    deleted += await deleteDanglingJoins(opts.model, store, opts.writer, entity, message.primary, current, opts.observer);
     await opts.afterUpserts?.(message);
     let leaseEnds = 0;
     for (const [key, address] of old) {

@@ -1,0 +1,115 @@
+/**
+ * The worker's side of join entities (src/model/joins.ts, the guide's "Modelling relationships": one join entity
+ * per pair of a many-to-many relationship). Their target's fate is theirs:
+ * - a target deleted: each join entity still pointing at it is deleted (deleteDanglingJoins), after the target's
+ *   own message — through the write path, so the summaries that count join entities and their indexes follow;
+ * - a target moved (`@write(action: MOVE)` to the same type): each is re-pointed at the new address before the old
+ *   entity goes (repointJoins, from src/worker/move.ts) — created with the new key values, then deleted.
+ * Each join entity is found through the join's reverse range, read again, and written conditionally on its ETag;
+ * every step is idempotent, so redelivered and concurrently handled messages converge.
+ */
+import { ErrorCode, isTablegraphError } from '../errors';
+import { primaryAddress, valuesOf } from '../model/entity-codec';
+import { referenceAddress } from '../model/references';
+import { ENTITY_TYPE_PROPERTY, type EntityModel, type JoinModel, type Model, type WriteModel } from '../model/types';
+import type { TableStore } from '../storage/table-store';
+import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
+import { addressKey } from '../write/fanout-message';
+import type { WriteExecutor } from '../write/write-executor';
+import { listedBy } from './copies';
+
+/** A write of a join entity by the worker, not by a client: every stored field but summaries, copies and series. */
+function joinWrite(join: EntityModel, action: WriteModel['action']): WriteModel {
+  const inputFields = new Set([...join.fields.keys()].filter((f) => !join.summaryFields.has(f) && !join.copies.has(f) && !join.fields.get(f)!.series));
+  return { coordinate: `${join.name}.join`, entity: join, action, inputFields, payloadField: '' };
+}
+
+/** The join entities of `join` that point at `primary` now, each as read. */
+async function pointingAt(store: TableStore, join: JoinModel, target: EntityModel, primary: EntityAddress, values: StoredEntity | null, observer?: StorageObserver): Promise<StoredEntity[]> {
+  const out: StoredEntity[] = [];
+  for (const address of await listedBy(store, join.reverse, join.entity, target, primary, values, observer)) {
+    const stored = await store.getEntity(address, { observer });
+    if (!stored || stored.properties[ENTITY_TYPE_PROPERTY] !== join.entity.entityType) continue;
+    const at = referenceAddress(join.reference, valuesOf(join.entity, stored.properties));
+    if (at && addressKey(at) === addressKey(primary)) out.push(stored);
+  }
+  return out;
+}
+
+/**
+ * Deletes the join entities that point at the entity at `primary` when it is gone (`current` null, or another type's).
+ * Without a write path (`writer`), nothing: their deletes must go through it for the counts to follow.
+ * @returns join entities deleted
+ * @throws storage errors (the message is retried)
+ */
+export async function deleteDanglingJoins(
+  model: Model,
+  store: TableStore,
+  writer: WriteExecutor | undefined,
+  entity: EntityModel,
+  primary: EntityAddress,
+  current: StoredEntity | null,
+  observer?: StorageObserver,
+): Promise<number> {
+  const joins = model.joinsOf.get(entity.name) ?? [];
+  if (joins.length === 0 || !writer || (current && current.properties[ENTITY_TYPE_PROPERTY] === entity.entityType)) return 0;
+  let deleted = 0;
+  for (const join of joins) {
+    for (const stored of await pointingAt(store, join, entity, primary, null, observer)) {
+      // Re-created meanwhile at the same address: its join entities are its own again.
+      const again = await store.getEntity(primary, { observer });
+      if (again && again.properties[ENTITY_TYPE_PROPERTY] === entity.entityType) return deleted;
+      const keys = Object.fromEntries(join.entity.keyFields.map((k) => [k, valuesOf(join.entity, stored.properties)[k]]));
+      if (await quietly(writer.execute(joinWrite(join.entity, 'DELETE'), { ...keys, ifMatch: stored.etag }, observer))) deleted++;
+    }
+  }
+  return deleted;
+}
+
+/**
+ * Re-points the join entities that point at the entity at `from` to its new key values (`keys`, by target field):
+ * each is created with them, then deleted at its old address.
+ * @returns join entities re-pointed
+ * @throws storage errors and refusals of the create (a reference it would break): the move is retried
+ */
+export async function repointJoins(
+  model: Model,
+  store: TableStore,
+  writer: WriteExecutor,
+  entity: EntityModel,
+  from: EntityAddress,
+  old: StoredEntity,
+  keys: Record<string, unknown>,
+  observer?: StorageObserver,
+): Promise<number> {
+  let moved = 0;
+  for (const join of model.joinsOf.get(entity.name) ?? []) {
+    for (const stored of await pointingAt(store, join, entity, from, old, observer)) {
+      const values = valuesOf(join.entity, stored.properties);
+      const next: Record<string, unknown> = {};
+      for (const f of joinWrite(join.entity, 'CREATE').inputFields) next[f] = values[f] ?? null;
+      for (const [targetField, joinField] of join.keyFields) if (keys[targetField] !== undefined) next[joinField] = keys[targetField];
+      if (addressKey(primaryAddress(join.entity, next)) === addressKey(primaryAddress(join.entity, values))) {
+        // Its own keys do not name the target: the same join entity, its reference changed in place.
+        if (await quietly(writer.execute(joinWrite(join.entity, 'REPLACE'), { ...next, ifMatch: stored.etag }, observer))) moved++;
+        continue;
+      }
+      await quietly(writer.execute(joinWrite(join.entity, 'CREATE'), next, observer)); // already there: re-pointed before
+      const oldKeys = Object.fromEntries(join.entity.keyFields.map((k) => [k, values[k]]));
+      await quietly(writer.execute(joinWrite(join.entity, 'DELETE'), { ...oldKeys, ifMatch: stored.etag }, observer));
+      moved++;
+    }
+  }
+  return moved;
+}
+
+/** Whether a worker's write went through; false when it found its entity already changed (a redelivery did it). */
+async function quietly(write: Promise<unknown>): Promise<boolean> {
+  try {
+    await write;
+    return true;
+  } catch (e) {
+    if (isTablegraphError(e, ErrorCode.CONFLICT) || (isTablegraphError(e, ErrorCode.NOT_FOUND) && e.details.reason === undefined)) return false;
+    throw e;
+  }
+}
