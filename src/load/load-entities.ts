@@ -13,12 +13,13 @@
  * rows again writes nothing (what is stored exactly as it would write it is not written) and leaves no orphan.
  */
 import { backOff } from 'exponential-backoff';
+import pLimit from 'p-limit';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
-import { resumHolder } from '../maintenance/contribution-repair';
 import { repairHolder } from '../maintenance/summary-state';
 import type { Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
-import type { StorageObserver } from '../storage/types';
+import type { StorageObserver, StoredEntity } from '../storage/types';
+import { writeEventualHolders } from './eventual-holders';
 import { deleteIfPointsAt } from '../worker/reconciler';
 import { writeEgtBatches, type EgtBatch } from '../write/egt-batches';
 import { LoadPlan, type SkippedRow } from './load-plan';
@@ -107,10 +108,15 @@ export interface LoadSummary {
   entitiesPerSecond: number;
 }
 
-/** The loader's reads: a whole partition (all pages), and point queries. */
+/** The loader's reads: a whole partition or table (all pages), and point queries. */
 function storeReads(store: TableStore, observer?: StorageObserver): LoadReads {
   return {
     partition: async (table, partitionKey) => (await store.queryRange({ table, partitionKey, limit: Number.MAX_SAFE_INTEGER - 1 }, { observer })).entities,
+    table: async (table) => {
+      const all: StoredEntity[] = [];
+      for await (const page of store.scan(table, { observer })) all.push(...page);
+      return all;
+    },
     entity: (address) => store.getEntity(address, { observer }),
   };
 }
@@ -208,27 +214,29 @@ export async function loadEntities(opts: LoadOptions): Promise<LoadSummary> {
 
     let holders = 0;
     const summaries = [...model.summaries.values()].filter((s) => s.of === entity);
-    for (const merge of await plan.holderMerges()) {
-      if (failedPartitions.has(merge.address.partitionKey)) {
-        // Some of the partition's entities may not be stored: count what is.
-        if (await repairHolder(store, summaries.filter((s) => s.via.table === merge.address.table), merge.address, attempts, observer)) holders++;
-        continue;
-      }
-      if (merge.unchanged) continue;
-      await retrying(() => store.updateEntity(merge.address.table, { partitionKey: merge.address.partitionKey, rowKey: merge.address.rowKey, properties: merge.properties }, 'merge', { observer }));
-      totals.entities++;
-      totals.transactions++;
-      holders++;
-    }
+    const merging = pLimit(concurrency);
+    await Promise.all(
+      (await plan.holderMerges()).map((merge) =>
+        merging(async () => {
+          if (failedPartitions.has(merge.address.partitionKey)) {
+            // Some of the partition's entities may not be stored: count what is.
+            if (await repairHolder(store, summaries.filter((s) => s.via.table === merge.address.table), merge.address, attempts, observer)) holders++;
+            return;
+          }
+          if (merge.unchanged) return;
+          await retrying(() => store.updateEntity(merge.address.table, { partitionKey: merge.address.partitionKey, rowKey: merge.address.rowKey, properties: merge.properties }, 'merge', { observer }));
+          totals.entities++;
+          totals.transactions++;
+          holders++;
+        }),
+      ),
+    );
     // Summaries held in other partitions: their stale contribution entities go, and each holder is set to the sum
     // of its contributions.
     for (const address of plan.staleContributions) {
       if (await store.deleteEntity(address, { observer }).catch((e: unknown) => (isTablegraphError(e, ErrorCode.NOT_FOUND) ? false : Promise.reject(e)))) totals.entities++;
     }
-    for (const { summary, address } of plan.eventualHolders.values()) {
-      // Only a holder whose value changed counts: loading the same files again writes none.
-      if ((await resumHolder(store, summary, address, attempts, observer)) === 'written') holders++;
-    }
+    holders += await writeEventualHolders(plan, store, { attempts, concurrency, observer, retrying, onWrite: () => totals.entities++ });
     let staleDeleted = 0;
     for (const { primary, addresses } of plan.stale) {
       for (const address of addresses) {

@@ -25,8 +25,9 @@ import { randomUUID } from 'node:crypto';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { Decimal, decimalText } from '../model/decimal';
 import { entityWrites, indexWrite, primaryAddress, typedValue, valuesOf, type TableWrite } from '../model/entity-codec';
-import { contributionEntity, contributionOf } from '../model/contributions';
+import { CONTRIBUTION, contributionEntity, contributionOf, contributionPrefix, isContribution } from '../model/contributions';
 import { holderAddress, summaryContribution } from '../model/summaries';
+import { escapeKeyValue } from '../storage/key-escape';
 import { ENTITY_TYPE_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type IndexModel, type Model, type SummaryModel } from '../model/types';
 import { checkEntity, limitsFor } from '../storage/limits';
 import type { EntityAddress, StorageTarget, StoredEntity, TypedValue } from '../storage/types';
@@ -101,6 +102,8 @@ export class LoadPlan {
   private readonly eventual: SummaryModel[];
   /** The holders of `eventual` summaries the rows contribute to, or did: each is set to the sum of its contributions. */
   readonly eventualHolders = new Map<string, { summary: SummaryModel; address: EntityAddress }>();
+  /** The contribution entities this step's rows give: their values, by table and PartitionKey, then RowKey. */
+  private readonly contributed = new Map<string, Map<string, Decimal>>();
   /** Contribution entities of rewritten entities' earlier states that their new state does not have: to delete. */
   readonly staleContributions: EntityAddress[] = [];
   /** The store as this step reads it: whole partitions and single entities, each once. */
@@ -191,12 +194,13 @@ export class LoadPlan {
     const written = entityWrites(entity, values, unchanged ? String(stored!.properties[WRITE_ID_PROPERTY] ?? randomUUID()) : randomUUID());
     const writes = [written.primary, ...written.indexes];
     const contributed = await this.contributions(address, values, before);
-    writes.push(...contributed.writes);
+    writes.push(...contributed.writes.map((c) => c.write));
     for (const w of writes) checkEntity(w.entity, this.opts.target);
     await this.checkReferences(values);
     const holders = await this.holdersOf(values);
     await this.claimUnique(written.indexes, address);
     this.staleContributions.push(...contributed.stale);
+    const out = await this.changed(writes);
     for (const h of contributed.holders) this.eventualHolders.set(`${h.summary.holder.name}.${h.summary.field}\u0000${addressKey(h.address)}`, h);
 
     mine.set(address.rowKey, line);
@@ -210,7 +214,23 @@ export class LoadPlan {
     if (before) this.noteStale(address, before, writes);
     if (unchanged) this.unchanged++;
     this.loaded++;
-    return this.changed(writes);
+    return out;
+  }
+
+  /**
+   * An eventual summary's holder after this step, known without a read (the step read the holder's partition
+   * before writing there): its sum — the contribution entities the partition held, with those this step wrote or
+   * took back — and the holder as read, or null when it is gone.
+   */
+  async holderAfter(summary: SummaryModel, address: EntityAddress): Promise<{ sum: Decimal; holder: StoredEntity | null }> {
+    const partition = await this.store.partition(address.table, address.partitionKey);
+    const prefix = `${contributionPrefix(summary)}${escapeKeyValue(address.rowKey)}_`;
+    const values = new Map<string, Decimal>();
+    for (const [rowKey, e] of partition) if (rowKey.startsWith(prefix) && isContribution(summary, e)) values.set(rowKey, new Decimal(String(e.properties[CONTRIBUTION.value])));
+    for (const [rowKey, value] of this.contributed.get(`${address.table}\u0000${address.partitionKey}`) ?? []) if (rowKey.startsWith(prefix)) values.set(rowKey, value);
+    for (const a of this.staleContributions) if (a.table === address.table && a.partitionKey === address.partitionKey && a.rowKey.startsWith(prefix)) values.delete(a.rowKey);
+    const sum = [...values.values()].reduce((n, v) => n.plus(v), new Decimal(0));
+    return { sum, holder: partition.get(address.rowKey) ?? null };
   }
 
   /**
@@ -219,7 +239,7 @@ export class LoadPlan {
    * @throws TablegraphError NOT_FOUND when a holder does not exist
    */
   private async contributions(primary: EntityAddress, values: Record<string, unknown>, before: Record<string, unknown> | null) {
-    const writes: TableWrite[] = [];
+    const writes: Array<{ write: TableWrite }> = [];
     const stale: EntityAddress[] = [];
     const holders: Array<{ summary: SummaryModel; address: EntityAddress }> = [];
     for (const s of this.eventual) {
@@ -229,8 +249,11 @@ export class LoadPlan {
         throw skip(ErrorCode.NOT_FOUND, `${s.via.fieldName}: no ${s.holder.name} at ${c.holder.partitionKey}/${c.holder.rowKey} to hold ${s.holder.name}.${s.field}, neither stored nor loaded before (ReferenceMissing)`);
       }
       if (c) {
-        writes.push({ table: c.address.table, entity: contributionEntity(s, c, primary) });
+        const write = { table: c.address.table, entity: contributionEntity(s, c, primary) };
+        writes.push({ write });
         holders.push({ summary: s, address: c.holder });
+        const partition = `${c.address.table}\u0000${c.address.partitionKey}`;
+        this.contributed.set(partition, (this.contributed.get(partition) ?? new Map()).set(c.address.rowKey, c.value));
       }
       const old = before && contributionOf(s, primary, before);
       if (old && (!c || addressKey(old.address) !== addressKey(c.address))) {
