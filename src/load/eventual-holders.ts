@@ -20,6 +20,7 @@ import type { LoadPlan } from './load-plan';
 
 /**
  * @param opts.concurrency holders written at once (calls)
+ * @param opts.failedPartitions PartitionKeys whose EGT failed: a holder folded into one is summed here
  * @param opts.retrying sends a call again after a failure to answer (the step's back-off)
  * @param opts.onWrite called for each holder written (an entity)
  * @returns holders written (entities)
@@ -28,10 +29,12 @@ import type { LoadPlan } from './load-plan';
 export async function writeEventualHolders(
   plan: LoadPlan,
   store: TableStore,
-  opts: { attempts: number; concurrency: number; observer?: StorageObserver; retrying<T>(call: () => Promise<T>): Promise<T>; onWrite(): void },
+  opts: { attempts: number; concurrency: number; failedPartitions: ReadonlySet<string>; observer?: StorageObserver; retrying<T>(call: () => Promise<T>): Promise<T>; onWrite(): void },
 ): Promise<number> {
   const byHolder = new Map<string, { address: EntityAddress; summaries: SummaryModel[] }>();
   for (const { summary, address } of plan.eventualHolders.values()) {
+    // Written in its partition's last EGT (load-plan.ts), unless that EGT failed: then summed again here.
+    if (plan.folded.has(addressKey(address)) && !opts.failedPartitions.has(address.partitionKey)) continue;
     const entry = byHolder.get(addressKey(address)) ?? { address, summaries: [] };
     entry.summaries.push(summary);
     byHolder.set(addressKey(address), entry);

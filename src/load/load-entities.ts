@@ -20,6 +20,7 @@ import type { Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { StorageObserver, StoredEntity } from '../storage/types';
 import { writeEventualHolders } from './eventual-holders';
+import { addressKey } from '../write/fanout-message';
 import { deleteIfPointsAt } from '../worker/reconciler';
 import { writeEgtBatches, type EgtBatch } from '../write/egt-batches';
 import { LoadPlan, type SkippedRow } from './load-plan';
@@ -223,7 +224,7 @@ export async function loadEntities(opts: LoadOptions): Promise<LoadSummary> {
             if (await repairHolder(store, summaries.filter((s) => s.via.table === merge.address.table), merge.address, attempts, observer)) holders++;
             return;
           }
-          if (merge.unchanged) return;
+          if (merge.unchanged || plan.folded.has(addressKey(merge.address))) return; // written in its partition's last EGT
           await retrying(() => store.updateEntity(merge.address.table, { partitionKey: merge.address.partitionKey, rowKey: merge.address.rowKey, properties: merge.properties }, 'merge', { observer }));
           totals.entities++;
           totals.transactions++;
@@ -236,7 +237,8 @@ export async function loadEntities(opts: LoadOptions): Promise<LoadSummary> {
     for (const address of plan.staleContributions) {
       if (await store.deleteEntity(address, { observer }).catch((e: unknown) => (isTablegraphError(e, ErrorCode.NOT_FOUND) ? false : Promise.reject(e)))) totals.entities++;
     }
-    holders += await writeEventualHolders(plan, store, { attempts, concurrency, observer, retrying, onWrite: () => totals.entities++ });
+    holders += [...plan.folded].filter((key) => !failedPartitions.has(key.split('\u0000')[1])).length;
+    holders += await writeEventualHolders(plan, store, { attempts, concurrency, failedPartitions, observer, retrying, onWrite: () => totals.entities++ });
     let staleDeleted = 0;
     for (const { primary, addresses } of plan.stale) {
       for (const address of addresses) {
