@@ -7,16 +7,14 @@
  * redelivered and reordered messages, two workers, workers killed mid-message, and a delete and re-create of one key.
  */
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify';
 import { compileSchema } from '../src/model/compile';
-import { loadSchemaSources } from '../src/model/load-schema';
 import type { Model } from '../src/model/types';
 import { reconcile } from '../src/worker/reconciler';
 import { queueSender, fanoutQueueNames } from '../src/worker/fanout-worker';
 import { WriteExecutor } from '../src/write/write-executor';
-import { SCHEMA_DIR, startTestServer, testQueues, type TestServer } from './support/harness';
+import { SCHEMA_DIR, startSdlServer, testQueues, type TestServer } from './support/harness';
 import { drainWithRedelivery, seededRng } from './support/fanout-fixtures';
 import { receiveFanout } from './support/write-fixtures';
 
@@ -53,20 +51,13 @@ type Mutation {
 let server: TestServer;
 let model: Model;
 let writer: WriteExecutor;
-let dir: string;
+let close: () => Promise<void>;
 
 beforeAll(async () => {
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tablegraph-joins-'));
-  fs.copyFileSync(path.join(SCHEMA_DIR, 'directives.graphql'), path.join(dir, 'directives.graphql'));
-  fs.writeFileSync(path.join(dir, 'library.graphql'), SDL);
-  server = await startTestServer({ TABLEGRAPH_SCHEMA_DIR: dir, TABLEGRAPH_WORKER: 'off' });
-  model = compileSchema(loadSchemaSources(dir), { tablePrefix: server.config.tablePrefix }).model;
+  ({ server, model, close } = await startSdlServer(SDL, { TABLEGRAPH_WORKER: 'off' }));
   writer = new WriteExecutor({ model, store: server.store, fanout: queueSender(testQueues(), fanoutQueueNames(server.config.tablePrefix).queue) });
 }, 60_000);
-afterAll(async () => {
-  await server?.close();
-  fs.rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => close?.());
 
 async function ok(mutation: string, inputType: string, input: Record<string, unknown>): Promise<void> {
   const r = await server.query(`mutation($input: ${inputType}!) { ${mutation}(input: $input) { __typename } }`, { input });

@@ -6,15 +6,10 @@
  * contribution — exactly, under concurrent writers, redelivered and reordered messages, two workers and workers
  * killed mid-message; `verify` recounts the same, and `npm run load` of the same rows writes no holder again.
  */
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { verifyDerived, formatVerifyReport } from '../src/maintenance/verify';
 import { loadEntities } from '../src/load/load-entities';
-import { compileSchema } from '../src/model/compile';
-import { loadSchemaSources } from '../src/model/load-schema';
 import type { Model } from '../src/model/types';
-import { SCHEMA_DIR, startTestServer, testQueues, type TestServer } from './support/harness';
+import { startSdlServer, testQueues, type TestServer } from './support/harness';
 import { deliverTwiceByTwoWorkers, seededRng } from './support/fanout-fixtures';
 import { receiveFanout } from './support/write-fixtures';
 
@@ -48,19 +43,12 @@ type Mutation {
 
 let server: TestServer;
 let model: Model;
-let dir: string;
+let close: () => Promise<void>;
 
 beforeAll(async () => {
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tablegraph-optional-'));
-  fs.copyFileSync(path.join(SCHEMA_DIR, 'directives.graphql'), path.join(dir, 'directives.graphql'));
-  fs.writeFileSync(path.join(dir, 'shop.graphql'), SDL);
-  server = await startTestServer({ TABLEGRAPH_SCHEMA_DIR: dir, TABLEGRAPH_WORKER: 'off' });
-  model = compileSchema(loadSchemaSources(dir), { tablePrefix: server.config.tablePrefix }).model;
+  ({ server, model, close } = await startSdlServer(SDL, { TABLEGRAPH_WORKER: 'off' }));
 }, 60_000);
-afterAll(async () => {
-  await server?.close();
-  fs.rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => close?.());
 
 async function ok(mutation: string, input: Record<string, unknown>): Promise<void> {
   const r = await server.query(`mutation($input: ${mutation[0].toUpperCase()}${mutation.slice(1)}Input!) { ${mutation}(input: $input) { __typename } }`, { input });

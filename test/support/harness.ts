@@ -2,6 +2,8 @@
  * Test harness: the test run's Azurite (started by test/setup/global-setup.ts), a store over it, the HR schema
  * compiled with a table prefix of the test file's own (so test files never share tables), and a real server.
  */
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { loadConfig, type Config } from '../../src/config';
 import { createLogger, type Logger } from '../../src/log';
@@ -9,6 +11,7 @@ import { compileSchema, type CompiledSchema } from '../../src/model/compile';
 import { loadSchemaSources } from '../../src/model/load-schema';
 import type { OpenStorage } from '../../src/runtime/open-storage';
 import { startServer, type RunningServer } from '../../src/runtime/start-server';
+import type { Model } from '../../src/model/types';
 import { QueueStore } from '../../src/storage/queue-store';
 import { BlobStore } from '../../src/storage/blob-store';
 import { TableStore } from '../../src/storage/table-store';
@@ -109,6 +112,27 @@ export async function startTestServer(env: Record<string, string> = {}, opts: { 
         body: JSON.stringify({ query, variables }),
       });
       return (await res.json()) as any;
+    },
+  };
+}
+
+/**
+ * A test server on a schema of its own: `sdl` beside tablegraph's directive definitions in a temporary folder
+ * (removed by `close`), and the compiled model with the server's table prefix.
+ */
+export async function startSdlServer(sdl: string, env: Record<string, string> = {}): Promise<{ server: TestServer; model: Model; dir: string; close(): Promise<void> }> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tablegraph-sdl-'));
+  fs.copyFileSync(path.join(SCHEMA_DIR, 'directives.graphql'), path.join(dir, 'directives.graphql'));
+  fs.writeFileSync(path.join(dir, 'schema.graphql'), sdl);
+  const server = await startTestServer({ TABLEGRAPH_SCHEMA_DIR: dir, ...env });
+  const { model } = compileSchema(loadSchemaSources(dir), { tablePrefix: server.config.tablePrefix });
+  return {
+    server,
+    model,
+    dir,
+    async close() {
+      await server.close();
+      fs.rmSync(dir, { recursive: true, force: true });
     },
   };
 }
