@@ -37,7 +37,7 @@ const NO_TICKET: AdmissionTicket = { release: () => undefined };
 /** The admission of one server. */
 export class RequestAdmission {
   private running = 0;
-  private readonly waiting: Array<{ start: () => void; refuse: (e: Error) => void }> = [];
+  private readonly waiting: Array<{ start: () => void }> = [];
   /** Moving average of how long a heavy request ran once admitted (ms). */
   private runMs: number;
 
@@ -65,7 +65,7 @@ export class RequestAdmission {
     const waitMs = Math.ceil((this.waiting.length + 1) / this.limits.maxHeavy) * this.runMs;
     if (deadline !== undefined && waitMs + this.runMs > (deadline - Date.now()) * DEADLINE_SHARE) throw this.overloaded(waitMs);
     await new Promise<void>((resolve, reject) => {
-      const entry = { start: resolve, refuse: reject };
+      const entry = { start: resolve };
       this.waiting.push(entry);
       if (deadline === undefined) return;
       // Still waiting when only its own run time is left: it could no longer finish.
