@@ -109,14 +109,25 @@ export interface LoadSummary {
   entitiesPerSecond: number;
 }
 
-/** The loader's reads: a whole partition or table (all pages), and point queries. */
-function storeReads(store: TableStore, observer?: StorageObserver): LoadReads {
+/**
+ * The loader's reads: a whole partition or table (all pages), and point queries. A table's scan is kept in `scans`
+ * for the next steps, until a step writes to that table (loadEntities drops it then).
+ */
+function storeReads(store: TableStore, scans: Map<string, Promise<StoredEntity[]>>, observer?: StorageObserver): LoadReads {
   return {
     partition: async (table, partitionKey) => (await store.queryRange({ table, partitionKey, limit: Number.MAX_SAFE_INTEGER - 1 }, { observer })).entities,
-    table: async (table) => {
-      const all: StoredEntity[] = [];
-      for await (const page of store.scan(table, { observer })) all.push(...page);
-      return all;
+    table: (table) => {
+      let scanned = scans.get(table);
+      if (!scanned) {
+        scanned = (async () => {
+          const all: StoredEntity[] = [];
+          for await (const page of store.scan(table, { observer })) all.push(...page);
+          return all;
+        })();
+        scanned.catch(() => scans.delete(table));
+        scans.set(table, scanned);
+      }
+      return scanned;
     },
     entity: (address) => store.getEntity(address, { observer }),
   };
@@ -168,10 +179,20 @@ export async function loadEntities(opts: LoadOptions): Promise<LoadSummary> {
   if (!Number.isSafeInteger(concurrency) || concurrency < 1) {
     throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `concurrency must be a positive integer, not ${concurrency}.`);
   }
-  const { store, model, observer } = opts;
+  const { store, model } = opts;
+  // Tables a step wrote to (any write, failed ones included): their scans are not kept for the next step.
+  const writtenTables = new Set<string>();
+  const observer: StorageObserver = {
+    onCallStart: () => opts.observer?.onCallStart?.(),
+    onCall: (r) => {
+      if (r.kind === 'transaction' || r.kind === 'write') writtenTables.add(r.table);
+      opts.observer?.onCall(r);
+    },
+  };
   checkStepOrder(model, opts.steps.map((s) => s.type));
   for (const table of model.tables) await store.ensureTable(table);
-  const reads = storeReads(store, observer);
+  const scans = new Map<string, Promise<StoredEntity[]>>();
+  const reads = storeReads(store, scans, observer);
   const written = new Set<string>();
   const failed: FailedBatch[] = [];
   const totals = { entities: 0, transactions: 0, retries: 0 };
@@ -245,6 +266,8 @@ export async function loadEntities(opts: LoadOptions): Promise<LoadSummary> {
         if ((await deleteIfPointsAt(store, entity, address, primary, { observer }, Date.now)) === 'deleted') staleDeleted++;
       }
     }
+    for (const table of writtenTables) scans.delete(table);
+    writtenTables.clear();
     progress();
     steps.push({
       type: step.type,
