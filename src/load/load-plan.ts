@@ -395,9 +395,17 @@ export class LoadPlan {
 
   /**
    * One merge per summary holder the rows contribute to: the file's totals plus what the stored entities of the
-   * type the file does not rewrite contribute. Call after `batches()` is exhausted.
+   * type the file does not rewrite contribute. Call after `batches()` is exhausted; computed once (batches() needs
+   * them first, to write holders in their partition's last EGT).
    */
-  async holderMerges(): Promise<HolderMerge[]> {
+  holderMerges(): Promise<HolderMerge[]> {
+    this.merges ??= this.computeHolderMerges();
+    return this.merges;
+  }
+
+  private merges?: Promise<HolderMerge[]>;
+
+  private async computeHolderMerges(): Promise<HolderMerge[]> {
     const merges: HolderMerge[] = [];
     for (const [key, { address, sums }] of this.totals) {
       const all = new Map(sums);
