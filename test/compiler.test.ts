@@ -236,6 +236,13 @@ describe('rejections name the type, the field and the SDL line', () => {
       marker: 'ownerName',
     },
     {
+      name: 'a unique index in the entity\'s own partition, where nothing would enforce it',
+      sdl: `${BASE.replace('rowKey: "item_{id:06}") {', 'rowKey: "item_{id:06}")\n  @index(name: "byName", rowKey: "name_{name}", unique: true) {')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+      coordinate: 'Item@index(byName)',
+      message: /@index\(name: "byName", unique: true\) shares Item's table and PartitionKey, where uniqueness is not enforced/,
+      marker: '@index(name: "byName"',
+    },
+    {
       name: 'a copy of a field that is not a reference',
       sdl: `${BASE.replace('tags: String', 'tags: String\n  other: String @copy(from: "tags", field: "name")')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
       coordinate: 'Item.other',

@@ -8,7 +8,7 @@
  */
 import path from 'node:path';
 import { repairCopies } from '../src/maintenance/copy-state';
-import { verifyDerived } from '../src/maintenance/verify';
+import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify';
 import { compileSchema } from '../src/model/compile';
 import { loadSchemaSources } from '../src/model/load-schema';
 import type { Model } from '../src/model/types';
@@ -16,7 +16,7 @@ import { reconcile } from '../src/worker/reconciler';
 import { WriteExecutor } from '../src/write/write-executor';
 import type { FanoutMessage } from '../src/write/fanout-message';
 import { ROOT, startTestServer, testQueues, type TestServer } from './support/harness';
-import { deliverTwiceByTwoWorkers } from './support/fanout-fixtures';
+import { deliverTwiceByTwoWorkers, drainWithRedelivery, queueWriter } from './support/fanout-fixtures';
 import { receiveFanout } from './support/write-fixtures';
 
 const SCHEMA = path.join(ROOT, 'examples/tracker');
@@ -32,7 +32,7 @@ beforeAll(async () => {
 afterAll(() => server?.close());
 
 async function run(mutation: string, type: string, input: Record<string, unknown>, selection = '__typename'): Promise<any> {
-  const inputType = { createUser: 'CreateUserInput', updateUser: 'UpdateUserInput', createProject: 'CreateProjectInput', createIssue: 'CreateIssueInput', updateIssue: 'UpdateIssueInput', createLabel: 'CreateLabelInput', updateLabel: 'UpdateLabelInput', deleteLabel: 'DeleteLabelInput', labelIssue: 'CreateIssueLabelInput' }[mutation];
+  const inputType = { createUser: 'CreateUserInput', updateUser: 'UpdateUserInput', createProject: 'CreateProjectInput', createIssue: 'CreateIssueInput', updateIssue: 'UpdateIssueInput', createLabel: 'CreateLabelInput', renameLabel: 'MoveLabelInput', updateLabel: 'UpdateLabelInput', deleteLabel: 'DeleteLabelInput', labelIssue: 'CreateIssueLabelInput' }[mutation];
   const r = await server.query(`mutation($input: ${inputType}!) { ${mutation}(input: $input) { ${type} { ${selection} } } }`, { input });
   expect(r.errors).toBeUndefined();
   return r.data[mutation][type];
@@ -43,20 +43,20 @@ function random(seed: number): () => number {
   return () => ((x = (x * 1664525 + 1013904223) >>> 0) / 2 ** 32);
 }
 
-const issueLabel = (n: string) => server.store.getEntity({ table: tracker, partitionKey: 'P1', rowKey: `issuelabel_${n.padStart(6, '0')}_bug` });
+const issueLabel = (n: string) => server.store.getEntity({ table: tracker, partitionKey: 'P1', rowKey: `issuelabel_${n.padStart(6, '0')}_7` });
 
 test('copies set by the writer, kept in step by the worker under concurrency, redelivery and killed workers', async () => {
   const seed = Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31;
   const rand = random(seed);
   for (const id of ['ana', 'bo']) await run('createUser', 'user', { id, email: `${id}@copies.example`, name: `${id} one` });
   for (const key of ['P1', 'P2']) await run('createProject', 'project', { key, name: key });
-  await run('createLabel', 'label', { projectKey: 'P1', name: 'bug', color: '#111111' });
+  await run('createLabel', 'label', { projectKey: 'P1', id: '7', name: 'bug', color: '#111111' });
   const issue = (key: string, n: number, reporterId: string) => ({ projectKey: key, number: String(n), title: `t${n}`, state: 'OPEN', openedAt: '2026-11-22T10:00:00.000Z', reporterId });
   const first = ['P1', 'P2'].flatMap((key) => Array.from({ length: 10 }, (_, i) => issue(key, i + 1, rand() < 0.5 ? 'ana' : 'bo')));
   const created = await Promise.all(first.map((input) => run('createIssue', 'issue', input, 'reporterName')));
   // The writer copies at once, with no worker: each issue carries its reporter's name.
   expect(created.map((c) => c.reporterName)).toEqual(first.map((i) => `${i.reporterId} one`));
-  for (let n = 1; n <= 5; n++) await run('labelIssue', 'issueLabel', { projectKey: 'P1', issueNumber: String(n), labelName: 'bug' }, 'labelColor');
+  for (let n = 1; n <= 5; n++) await run('labelIssue', 'issueLabel', { projectKey: 'P1', issueNumber: String(n), labelId: '7' }, 'labelColor');
   expect((await issueLabel('1'))?.properties.labelColor).toBe('#111111');
 
   const opts = { model, store: server.store, settleMs: 0, holdMs: 0 };
@@ -109,17 +109,34 @@ test("copies in the target's own partition change in the target's EGT, with no w
   expect(r.data.issue.labels.edges).toEqual([{ node: { name: 'bug', color: '#333333' } }]);
   // The worker, handling the message later, finds nothing left to do.
   for (const m of (await receiveFanout(testQueues(), server.config.tablePrefix)).map((x) => x.message)) await reconcile(m, { model, store: server.store, settleMs: 0, holdMs: 0 });
-  expect((await verifyDerived({ store: server.store, model })).problems).toBe(0);
+  const report = await verifyDerived({ store: server.store, model });
+  if (report.problems) console.log(formatVerifyReport(report));
+  expect(report.problems).toBe(0);
+});
+
+test('a label renamed (moved to the RowKey of its new name): the join entities name it by id, and stay as they were', async () => {
+  await drainWithRedelivery({ model, store: server.store, writer: queueWriter(model, server), queues: testQueues(), tablePrefix: server.config.tablePrefix }, random(7));
+  const before = await Promise.all([1, 2, 3, 4, 5].map((n) => issueLabel(String(n))));
+  await run('renameLabel', 'label', { projectKey: 'P1', name: 'bug', toName: 'defect' });
+  await drainWithRedelivery({ model, store: server.store, writer: queueWriter(model, server), queues: testQueues(), tablePrefix: server.config.tablePrefix }, random(8));
+  const after = await Promise.all([1, 2, 3, 4, 5].map((n) => issueLabel(String(n))));
+  expect(after.map((e) => e?.etag)).toEqual(before.map((e) => e?.etag));
+  const r = await server.query('{ issue(projectKey: "P1", number: "1") { labels { edges { node { id name color } } } } }');
+  expect(r.data.issue.labels.edges).toEqual([{ node: { id: '7', name: 'defect', color: '#333333' } }]);
+  expect((await server.query('{ label(projectKey: "P1", name: "bug") { id } }')).data.label).toBeNull();
+  const report = await verifyDerived({ store: server.store, model });
+  if (report.problems) console.log(formatVerifyReport(report));
+  expect(report.problems).toBe(0);
 });
 
 test('a deleted target: its copies null, its join entities deleted by the worker (verify reports them until then); verify finds a wrong copy and the rebuild repairs it', async () => {
-  await run('deleteLabel', 'label', { projectKey: 'P1', name: 'bug' });
+  await run('deleteLabel', 'label', { projectKey: 'P1', name: 'defect' });
   const messages = (await receiveFanout(testQueues(), server.config.tablePrefix)).map((r) => r.message);
   // A worker without a write path nulls the copies, and leaves the join entities: verify reports them dangling.
   for (const m of messages) await reconcile(m, { model, store: server.store, settleMs: 0, holdMs: 0 });
   expect((await issueLabel('1'))?.properties.labelColor).toBeUndefined();
   const dangling = (await verifyDerived({ store: server.store, model })).references.find((r) => r.reference === 'IssueLabel.label')!;
-  expect([dangling.join, dangling.dangling.map((d) => d.rowKey).sort()]).toEqual([true, [1, 2, 3, 4, 5].map((n) => `issuelabel_${String(n).padStart(6, '0')}_bug`)]);
+  expect([dangling.join, dangling.dangling.map((d) => d.rowKey).sort()]).toEqual([true, [1, 2, 3, 4, 5].map((n) => `issuelabel_${String(n).padStart(6, '0')}_7`)]);
   // The worker as it runs, with its write path: the join entities go (and the issues' label pages with them).
   const writer = new WriteExecutor({ model, store: server.store, fanout: { send: async () => undefined } });
   for (const m of messages) await reconcile(m, { model, store: server.store, settleMs: 0, holdMs: 0, writer });

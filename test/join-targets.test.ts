@@ -12,10 +12,9 @@ import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify';
 import { compileSchema } from '../src/model/compile';
 import type { Model } from '../src/model/types';
 import { reconcile } from '../src/worker/reconciler';
-import { queueSender, fanoutQueueNames } from '../src/worker/fanout-worker';
-import { WriteExecutor } from '../src/write/write-executor';
+import type { WriteExecutor } from '../src/write/write-executor';
 import { SCHEMA_DIR, startSdlServer, testQueues, type TestServer } from './support/harness';
-import { drainWithRedelivery, seededRng } from './support/fanout-fixtures';
+import { drainWithRedelivery, expectMutation, queueWriter, seededRng } from './support/fanout-fixtures';
 import { receiveFanout } from './support/write-fixtures';
 
 const SDL = `
@@ -55,14 +54,11 @@ let close: () => Promise<void>;
 
 beforeAll(async () => {
   ({ server, model, close } = await startSdlServer(SDL, { TABLEGRAPH_WORKER: 'off' }));
-  writer = new WriteExecutor({ model, store: server.store, fanout: queueSender(testQueues(), fanoutQueueNames(server.config.tablePrefix).queue) });
+  writer = queueWriter(model, server);
 }, 60_000);
 afterAll(() => close?.());
 
-async function ok(mutation: string, inputType: string, input: Record<string, unknown>): Promise<void> {
-  const r = await server.query(`mutation($input: ${inputType}!) { ${mutation}(input: $input) { __typename } }`, { input });
-  expect([mutation, input, r.errors]).toEqual([mutation, input, undefined]);
-}
+const ok = (mutation: string, inputType: string, input: Record<string, unknown>) => expectMutation(server, mutation, inputType, input);
 /**
  * A book's shelves as two selections see them: ids and names alone (served from the join entities: the id from
  * its key, the name from its copy), and with what only the shelf holds (read in a second wave); and its count.

@@ -33,7 +33,7 @@ import { checkEntity, limitsFor } from '../storage/limits';
 import type { EntityAddress, StorageTarget, StoredEntity, TypedValue } from '../storage/types';
 import { planEgtBatches, type EgtBatch } from '../write/egt-batches';
 import { addressKey } from '../write/fanout-message';
-import { referenceAddress } from '../model/references';
+import { readReferenced, referenceAddress } from '../model/references';
 import type { LoadRow } from './load-rows';
 import { StepStore, storedAs, type LoadReads } from './step-store';
 
@@ -229,9 +229,8 @@ export class LoadPlan {
     for (const field of entity.summaryFields) values[field] = before ? before[field] : 0;
     // Copies (@copy) are taken from their targets as stored (loaded by earlier steps, or before).
     for (const copy of entity.copies.values()) {
-      const at = referenceAddress(copy.reference, values);
-      const target = at ? await this.store.read(at) : null;
-      values[copy.field] = target && target.properties[ENTITY_TYPE_PROPERTY] === copy.reference.target.entityType ? (target.properties[copy.targetField] ?? null) : null;
+      const target = await readReferenced(copy.reference, values, (a) => this.store.read(a));
+      values[copy.field] = target ? (target.properties[copy.targetField] ?? null) : null;
     }
     const unchanged = before !== null && sameValues(entity, before, values);
     const written = entityWrites(entity, values, unchanged ? String(stored!.properties[WRITE_ID_PROPERTY] ?? randomUUID()) : randomUUID());

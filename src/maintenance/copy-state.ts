@@ -4,7 +4,7 @@
  * with the field of the entity its reference points at (one point query per target, each read once).
  */
 import { valuesOf } from '../model/entity-codec';
-import { referenceAddress } from '../model/references';
+import { readReferenced } from '../model/references';
 import { ENTITY_TYPE_PROPERTY, type EntityModel, type Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
@@ -35,6 +35,11 @@ function copying(model: Model, types?: string[]): EntityModel[] {
 export async function readCopyState(store: TableStore, model: Model, types?: string[], observer?: StorageObserver): Promise<CopyDiff[]> {
   const diffs: CopyDiff[] = [];
   const targets = new Map<string, Promise<StoredEntity | null>>();
+  // Each address read once: a target (or, through a unique index, its index entity) many copies name.
+  const get = (at: EntityAddress) => {
+    if (!targets.has(addressKey(at))) targets.set(addressKey(at), store.getEntity(at, { observer }));
+    return targets.get(addressKey(at))!;
+  };
   for (const entity of copying(model, types)) {
     const mine = [...entity.copies.values()].map((c) => ({ c, diff: { copy: `${entity.name}.${c.field}`, table: entity.layout.table, checked: 0, different: [] } as CopyDiff }));
     for await (const page of store.scan(entity.layout.table, { observer })) {
@@ -43,13 +48,8 @@ export async function readCopyState(store: TableStore, model: Model, types?: str
         const values = valuesOf(entity, e.properties);
         for (const { c, diff } of mine) {
           diff.checked++;
-          const at = referenceAddress(c.reference, values);
-          let target: StoredEntity | null = null;
-          if (at) {
-            if (!targets.has(addressKey(at))) targets.set(addressKey(at), store.getEntity(at, { observer }));
-            target = await targets.get(addressKey(at))!;
-          }
-          const expected = target && target.properties[ENTITY_TYPE_PROPERTY] === c.reference.target.entityType ? target.properties[c.targetField] : null;
+          const target = await readReferenced(c.reference, values, get);
+          const expected = target ? target.properties[c.targetField] : null;
           if (text(expected) !== text(e.properties[c.field])) {
             diff.different.push({ table: entity.layout.table, partitionKey: e.partitionKey, rowKey: e.rowKey, stored: text(e.properties[c.field]), expected: text(expected) });
           }

@@ -5,7 +5,7 @@
  * deleted, left before the worker deleted it, say — is reported as dangling.
  */
 import { valuesOf } from '../model/entity-codec';
-import { referenceAddress } from '../model/references';
+import { readReferenced, referenceAddress } from '../model/references';
 import { ENTITY_TYPE_PROPERTY, type Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
@@ -31,6 +31,10 @@ export interface ReferenceDiff {
 export async function readReferenceState(store: TableStore, model: Model, types?: string[], observer?: StorageObserver): Promise<ReferenceDiff[]> {
   const diffs: ReferenceDiff[] = [];
   const targets = new Map<string, Promise<StoredEntity | null>>();
+  const get = (at: EntityAddress) => {
+    if (!targets.has(addressKey(at))) targets.set(addressKey(at), store.getEntity(at, { observer }));
+    return targets.get(addressKey(at))!;
+  };
   const joins = new Set([...model.joinsOf.values()].flat().map((j) => j.reference));
   for (const [type, paths] of model.references) {
     if (types && !types.includes(type)) continue;
@@ -45,11 +49,9 @@ export async function readReferenceState(store: TableStore, model: Model, types?
           const at = referenceAddress(path, values);
           if (!at) continue; // an optional reference that is not set
           diff.checked++;
-          if (!targets.has(addressKey(at))) targets.set(addressKey(at), store.getEntity(at, { observer, select: [ENTITY_TYPE_PROPERTY] }));
-          const target = await targets.get(addressKey(at))!;
-          if (!target || target.properties[ENTITY_TYPE_PROPERTY] !== path.target.entityType) {
-            diff.dangling.push({ table: entity.layout.table, partitionKey: e.partitionKey, rowKey: e.rowKey, target: at });
-          }
+          // Through a unique index: its index entity, then the entity whose keys it holds.
+          const target = await readReferenced(path, values, get);
+          if (!target) diff.dangling.push({ table: entity.layout.table, partitionKey: e.partitionKey, rowKey: e.rowKey, target: at });
         }
       }
     }

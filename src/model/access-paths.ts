@@ -7,6 +7,7 @@ import { getNamedType, isListType, isNonNullType, isObjectType, type GraphQLSche
 import { readPoint, readRange, type PointDirective, type RangeDirective } from './directives';
 import { boundTable, boundTemplate, derivedPrefix, type FieldContext } from './field-bindings';
 import { leadingLiteral } from './layouts';
+import { notAReference } from './references';
 import type { SchemaProblems } from './schema-errors';
 import type { AccessPath, BoundTemplate, EntityModel, IndexModel, Layout, PointPath, RangePath } from './types';
 
@@ -119,7 +120,8 @@ export function buildAccessPaths(
 
 /**
  * The join of a many-to-many connection: `through` names a reference of the join type (every key from the join
- * entity's own fields) to the connection's node type; through an index, the index entities hold those fields.
+ * entity's own fields, addressing the node type or a unique index of it) to the connection's node type; when the
+ * range reads the join type's index, the index entities hold those fields.
  * @returns the join, or why there is none
  */
 function resolveJoin(path: RangePath, through: string, paths: Map<string, AccessPath>, entities: Map<string, EntityModel>): RangePath['join'] | string {
@@ -128,8 +130,9 @@ function resolveJoin(path: RangePath, through: string, paths: Map<string, Access
   const join = entities.get(joinName)!; // compileRange checked it
   if (!reference || reference.kind !== 'point') return `${joinName} has no @point field "${fieldName}"`;
   if (reference.target !== path.target) return `${through} reaches ${reference.target.name}, but the connection's nodes are ${path.target.name}`;
+  const why = notAReference(reference, joinName);
+  if (why) return why;
   const bindings = [...reference.partitionKey.bindings.values(), ...reference.rowKey.bindings.values()];
-  if (bindings.some((b) => b.source !== 'parent') || reference.index) return `${through} must be a reference: its keys from ${joinName}'s own fields, no argument, no index`;
   const missing = path.index ? bindings.filter((b) => !path.index!.projection.has(b.name)).map((b) => b.name) : [];
   if (missing.length) return `the index "${path.index!.name}" does not hold ${missing.join(', ')}: add ${missing.length > 1 ? 'them' : 'it'} to its include`;
   return { entity: join, reference, covered: new Map() }; // `covered` is filled once copies are known (copies.ts)

@@ -8,7 +8,9 @@
 import { isObjectType, type GraphQLSchema } from 'graphql';
 import { readCopy } from './directives';
 import type { SchemaProblems } from './schema-errors';
+import { notAReference, referenceKeyFields } from './references';
 import type { AccessPath, CopyModel, EntityModel, RangePath, SummaryModel } from './types';
+
 
 /**
  * Reads every `@copy` field into its entity's `copies`.
@@ -35,9 +37,9 @@ export function buildCopies(
         continue;
       }
       const reference = accessPaths.get(`${type.name}.${d.from}`);
-      const bindings = reference?.kind === 'point' ? [...reference.partitionKey.bindings.values(), ...reference.rowKey.bindings.values()] : [];
-      if (!reference || reference.kind !== 'point' || reference.index || bindings.some((b) => b.source !== 'parent')) {
-        problems.add(coordinate, `@copy(from: "${d.from}"): ${type.name}.${d.from} must be a reference — a @point whose keys come from ${type.name}'s own fields`, d.node);
+      const why = reference?.kind === 'point' ? notAReference(reference, type.name) : `${type.name}.${d.from} must be a reference: a @point field whose keys come from ${type.name}'s own fields`;
+      if (!reference || reference.kind !== 'point' || why) {
+        problems.add(coordinate, `@copy(from: "${d.from}"): ${why}`, d.node);
         continue;
       }
       const target = reference.target;
@@ -98,32 +100,16 @@ export function reverseRange(target: EntityModel, holder: EntityModel, accessPat
 }
 
 /**
- * Fills each many-to-many path's `covered`: the target's key fields, from the join entity's fields its reference
- * binds them from, and the target's fields the join entity copies through that reference — unless the range reads
+ * Fills each many-to-many path's `covered`: the target's fields that name it (its key fields, or through a unique
+ * index the fields the index is keyed by), from the join entity's fields its reference binds them from, and the target's fields the join entity copies through that reference — unless the range reads
  * index entities, which hold no copies.
  */
 export function coverJoins(accessPaths: Map<string, AccessPath>): void {
   for (const path of accessPaths.values()) {
     if (path.kind !== 'range' || !path.join) continue;
     const { reference, entity, covered } = path.join;
-    const target = reference.target;
-    for (const bound of [reference.partitionKey, reference.rowKey]) {
-      for (const seg of bound.template.segments) {
-        if (seg.kind !== 'placeholder') continue;
-        // The reference's template has the target layout's shape: the same position holds the target's field.
-        const targetField = targetFieldAt(bound === reference.partitionKey ? target.layout.partitionKey : target.layout.rowKey, bound.template, seg.name);
-        const from = bound.bindings.get(seg.name);
-        if (targetField && from && (!path.index || path.index.projection.has(from.name))) covered.set(targetField, from.name);
-      }
-    }
+    for (const [targetField, from] of referenceKeyFields(reference)) if (!path.index || path.index.projection.has(from)) covered.set(targetField, from);
     if (path.index) continue;
     for (const copy of entity.copies.values()) if (copy.reference === reference) covered.set(copy.targetField, copy.field);
   }
-}
-
-/** The target layout's placeholder at the position of `placeholder` in `template` (which has the layout's shape). */
-export function targetFieldAt(layout: { segments: Array<{ kind: string; name?: string }> }, template: { segments: Array<{ kind: string; name?: string }> }, placeholder: string): string | undefined {
-  const i = template.segments.findIndex((s) => s.kind === 'placeholder' && s.name === placeholder);
-  const seg = layout.segments[i];
-  return seg?.kind === 'placeholder' ? seg.name : undefined;
 }

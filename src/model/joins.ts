@@ -6,7 +6,8 @@
  * points at nothing. To find a target's join entities, the worker needs a range of the target's type over them,
  * keyed by its own fields — as a copy does (copies.ts).
  */
-import { reverseRange, targetFieldAt } from './copies';
+import { reverseRange } from './copies';
+import { referenceKeyFields } from './references';
 import type { SchemaProblems } from './schema-errors';
 import type { AccessPath, JoinModel } from './types';
 
@@ -30,15 +31,7 @@ export function buildJoins(accessPaths: Map<string, AccessPath>, problems: Schem
       );
       continue;
     }
-    const keyFields = new Map<string, string>();
-    for (const [bound, layout] of [[reference.partitionKey, target.layout.partitionKey], [reference.rowKey, target.layout.rowKey]] as const) {
-      for (const seg of bound.template.segments) {
-        if (seg.kind !== 'placeholder') continue;
-        const targetField = targetFieldAt(layout, bound.template, seg.name);
-        const from = bound.bindings.get(seg.name);
-        if (targetField && from?.source === 'parent') keyFields.set(targetField, from.name);
-      }
-    }
+    const keyFields = referenceKeyFields(reference);
     joinsOf.set(target.name, [...(joinsOf.get(target.name) ?? []), { entity, reference, reverse, keyFields }]);
   }
   return joinsOf;

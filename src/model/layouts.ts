@@ -238,6 +238,12 @@ export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, t
         entityType: `${entity.entityType}.${d.name}`,
         node: d.node,
       };
+      if (index.unique && index.scope === 'intraPartition') {
+        // Its index entities are upserted in the entity's own EGT, which would overwrite another entity's: unique
+        // values are reserved only in an index of their own table or partition (src/write/reservations.ts).
+        problems.add(coordinate, `@index(name: "${d.name}", unique: true) shares ${type.name}'s table and PartitionKey, where uniqueness is not enforced: give it a table or a partitionKey of its own`, d.node);
+        continue;
+      }
       entity.indexes.set(d.name, index);
     }
     entities.set(type.name, entity);

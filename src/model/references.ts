@@ -2,10 +2,17 @@
  * References: `@point` fields of an entity type whose keys all come from the entity's own stored fields (the
  * guide's "Modelling relationships"). Where one points, from an entity's values; the write path checks that it
  * points at something (src/write/references.ts), many-to-many connections follow it (`@range(through)`).
+ *
+ * A reference either gives its target's own keys (`IssueLabel.label` from the join's `projectKey` and
+ * `labelName`), or looks its target up through a unique index of the target (`@point(index: "byId")`, the guide's
+ * "Index Entities Pattern"): then the entity holds only what the index is keyed by (a `labelId`), its address is the
+ * index entity's, and the index entity holds the target's keys — one more point query, and nothing to change on the
+ * referring entities when the target moves.
  */
+import { primaryAddress } from './entity-codec';
 import { renderKey } from './key-template';
-import type { PointPath } from './types';
-import type { EntityAddress } from '../storage/types';
+import { ENTITY_TYPE_PROPERTY, type PointPath } from './types';
+import type { EntityAddress, StoredEntity } from '../storage/types';
 
 type Values = Record<string, unknown>;
 
@@ -15,8 +22,8 @@ export function referenceFields(path: PointPath): string[] {
 }
 
 /**
- * The address a reference of an entity with `values` points at; null when an optional reference's key field is
- * null (it points at nothing).
+ * The address a reference of an entity with `values` points at — through a unique index, the index entity's;
+ * null when an optional reference's key field is null (it points at nothing).
  * @throws TablegraphError BAD_USER_INPUT when a value cannot form the key (from renderKey)
  */
 export function referenceAddress(path: PointPath, values: Values): EntityAddress | null {
@@ -33,4 +40,66 @@ export function referenceAddress(path: PointPath, values: Values): EntityAddress
     rendered[which] = renderKey(bound.template, args);
   }
   return rendered;
+}
+
+/** The EntityType stored at a reference's address when it points at something: the target's, or its index's. */
+export function referencedType(path: PointPath): string {
+  return path.index ? path.index.entityType : path.target.entityType;
+}
+
+/**
+ * The target's own address, given what was read at a reference's address: that address itself for a reference by
+ * keys; through a unique index, the address the index entity's copy of the target's keys gives.
+ * @returns null when nothing of the expected type is stored there (the reference points at nothing)
+ */
+export function targetAddress(path: PointPath, at: EntityAddress, read: StoredEntity | null): EntityAddress | null {
+  if (!read || read.properties[ENTITY_TYPE_PROPERTY] !== referencedType(path)) return null;
+  return path.index ? primaryAddress(path.target, read.properties) : at;
+}
+
+/**
+ * Reads the entity a reference of an entity with `values` points at: one point query (`get`), or through a unique
+ * index two in turn — the index entity, then the entity its keys give.
+ * @param get reads one address (null: nothing there); `step` says whether it is the index entity or the target
+ * @returns the target as stored, or null when the reference is null or points at nothing of the target's type
+ * @throws TablegraphError BAD_USER_INPUT when a value cannot form the key; what `get` throws
+ */
+export async function readReferenced(path: PointPath, values: Values, get: (a: EntityAddress, step: 'index' | 'target') => Promise<StoredEntity | null>): Promise<StoredEntity | null> {
+  const at = referenceAddress(path, values);
+  if (!at) return null;
+  const first = await get(at, path.index ? 'index' : 'target');
+  const address = targetAddress(path, at, first);
+  if (!address) return null;
+  const target = path.index ? await get(address, 'target') : first;
+  return target && target.properties[ENTITY_TYPE_PROPERTY] === path.target.entityType ? target : null;
+}
+
+/**
+ * The fields of the referring entity that name the target, by the target's field each holds: the target's key
+ * fields for a reference by keys (`labelName` for `name`), the fields its index is keyed by for one through an
+ * index (`labelId` for `id`). Only placeholders that stand alone at the same position of both templates pair up.
+ */
+export function referenceKeyFields(path: PointPath): Map<string, string> {
+  const layout = path.index?.layout ?? path.target.layout;
+  const out = new Map<string, string>();
+  for (const [bound, template] of [[path.partitionKey, layout.partitionKey], [path.rowKey, layout.rowKey]] as const) {
+    bound.template.segments.forEach((seg, i) => {
+      const other = template.segments[i];
+      const from = seg.kind === 'placeholder' ? bound.bindings.get(seg.name) : undefined;
+      if (other?.kind === 'placeholder' && from?.source === 'parent') out.set(other.name, from.name);
+    });
+  }
+  return out;
+}
+
+/**
+ * Why a `@point` field of `holder` is not a reference that `@copy`, `@range(through)` and `@summary(via)` can
+ * follow: one whose keys all come from the holder's own fields, addressing the target itself or a unique index of
+ * it (a non-unique index entity would not name one target); undefined when it is one.
+ */
+export function notAReference(path: PointPath, holder: string): string | undefined {
+  const bindings = [...(path.tableTemplate?.bindings.values() ?? []), ...path.partitionKey.bindings.values(), ...path.rowKey.bindings.values()];
+  if (bindings.some((b) => b.source !== 'parent')) return `${path.coordinate} must be a reference: its keys from ${holder}'s own fields, none from an argument`;
+  if (path.index && !path.index.unique) return `${path.coordinate} reads ${path.target.name}@index(${path.index.name}), which is not unique: a reference through an index needs unique: true, so that it names one ${path.target.name}`;
+  return undefined;
 }

@@ -88,8 +88,17 @@ export function buildSummaries(
         continue;
       }
       const via = accessPaths.get(`${of.name}.${d.via}`);
-      if (!via || via.kind !== 'point' || via.target !== holder || via.index) {
-        problems.add(coordinate, `@summary(via: "${d.via}"): ${of.name}.${d.via} must be a @point field reaching ${holder.name} itself`, d.node);
+      if (!via || via.kind !== 'point' || via.target !== holder) {
+        problems.add(coordinate, `@summary(via: "${d.via}"): ${of.name}.${d.via} must be a @point field reaching ${holder.name}`, d.node);
+        continue;
+      }
+      if (via.index) {
+        // Its contributions live in the holder's partition, which only a read of the index entity tells: not kept yet.
+        problems.add(
+          coordinate,
+          `@summary(via: "${d.via}"): ${of.name}.${d.via} reaches ${holder.name} through its index "${via.index.name}"; a summary is kept only over a reference by ${holder.name}'s own keys — add a reference by keys to ${of.name} for it`,
+          d.node,
+        );
         continue;
       }
       // A holder in the counted entity's partition is kept in its EGT; anywhere else, eventually, by the worker.

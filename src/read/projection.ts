@@ -11,6 +11,7 @@ import {
   Kind,
   type FragmentDefinitionNode,
   type GraphQLObjectType,
+  type GraphQLResolveInfo,
   type GraphQLSchema,
   type OperationDefinitionNode,
   type SelectionSetNode,
@@ -110,4 +111,30 @@ export function indexCovers(projection: Projection, index: IndexModel): boolean 
   if (!needed) return true;
   for (const f of needed) if (!index.projection.has(f)) return false;
   return true;
+}
+
+/**
+ * The names of the fields a connection field's selection asks of its nodes (`edges { node { … } }`, fragments
+ * included), whatever their type: what a page must answer, as opposed to the projection, which adds every type's
+ * keys.
+ */
+export function selectedNodeFields(info: GraphQLResolveInfo): Set<string> {
+  const out = new Set<string>();
+  const walk = (set: SelectionSetNode | undefined, depth: 'connection' | 'edge' | 'node', seen: Set<string>): void => {
+    for (const selection of set?.selections ?? []) {
+      if (selection.kind === Kind.FIELD) {
+        const name = selection.name.value;
+        if (depth === 'node') out.add(name);
+        else if (depth === 'connection' && name === 'edges') walk(selection.selectionSet, 'edge', seen);
+        else if (depth === 'edge' && name === 'node') walk(selection.selectionSet, 'node', seen);
+      } else if (selection.kind === Kind.INLINE_FRAGMENT) {
+        walk(selection.selectionSet, depth, seen);
+      } else if (!seen.has(selection.name.value)) {
+        seen.add(selection.name.value);
+        walk(info.fragments[selection.name.value]?.selectionSet, depth, seen);
+      }
+    }
+  };
+  for (const node of info.fieldNodes) walk(node.selectionSet, 'connection', new Set());
+  return out;
 }

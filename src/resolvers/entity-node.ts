@@ -16,6 +16,11 @@ export interface EntityNode {
   stored: StoredEntity;
   /** Set when `stored` is an index entity of this index. */
   fromIndex?: IndexModel;
+  /**
+   * How to read the entity itself when `stored` cannot address it: a many-to-many node served from a join entity
+   * that names its target through a unique index (its keys are not on the join). Default: by `stored`'s keys.
+   */
+  primary?: () => Promise<StoredEntity | null>;
 }
 
 /**
@@ -34,6 +39,11 @@ export async function etagOf(node: EntityNode, ctx: RequestContext, info: GraphQ
 }
 
 async function loadPrimary(node: EntityNode, ctx: RequestContext, info: GraphQLResolveInfo): Promise<StoredEntity> {
+  if (node.primary) {
+    const stored = await node.primary();
+    if (!stored) throw new TablegraphError(ErrorCode.NOT_FOUND, `the ${node.entity.name} a join entity names through index ${node.fromIndex?.name} does not exist`, { index: node.fromIndex?.name });
+    return stored;
+  }
   const address = primaryAddress(node.entity, node.stored.properties);
   const stored = await ctx.loaders.point.load({ ...address, select: entitySelect(ctx.projection(info), node.entity) });
   if (!stored) {

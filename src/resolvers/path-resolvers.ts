@@ -2,13 +2,13 @@
  * The two generic resolvers every storage-reading field gets: one point query, or one range query returned as a
  * Relay connection. Neither knows which schema it serves; the model's AccessPath says everything.
  */
-import { isNonNullType, type GraphQLFieldResolver } from 'graphql';
+import { isNonNullType, type GraphQLFieldResolver, type GraphQLResolveInfo } from 'graphql';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { prefixUpperBound, renderKey } from '../model/key-template';
 import { concreteType } from '../model/inheritance';
 import { ENTITY_TYPE_PROPERTY, type EntityModel, type PointPath, type RangePath } from '../model/types';
-import { entitySelect, indexSelect, type Projection } from '../read/projection';
-import { referenceAddress, referenceFields } from '../model/references';
+import { entitySelect, indexSelect, selectedNodeFields, type Projection } from '../read/projection';
+import { readReferenced, referenceFields } from '../model/references';
 import type { EntityAddress, StoredEntity } from '../storage/types';
 import { mergeParts, partAddresses, partSelect } from '../model/wide-entities';
 import { forbidden } from '../model/authorization';
@@ -209,7 +209,7 @@ export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode 
       .map((stored, i) => ({ stored, cursor: ctx.cursors.encode(scope, positions[i]), type: nodeType(path, stored) }))
       .filter(({ stored, type }) => type && allowsEntity([...policies, type.auth], ctx.principal, stored.properties));
     const edges = path.join
-      ? await joinEdges(path, page, ctx, projection)
+      ? await joinEdges(path, page, ctx, projection, info)
       : page.map(({ stored, cursor, type }) => ({ cursor, node: toNode(path, stored, path.index ? path.target : type!) }));
     // `@auth` may leave out entities read at the end of the page (or all of it): the end cursor is where the read
     // stopped, so the next page starts after them and every entity in scope further on can still be reached.
@@ -234,38 +234,47 @@ function joinSelect(join: NonNullable<RangePath['join']>, index: RangePath['inde
 
 /**
  * The nodes of a many-to-many page: the entity each join entity's reference points at, read in one batched wave
- * (the point loader). A join entity whose target is gone, or out of the caller's `@auth` scope, is left out.
+ * (the point loader) — two through a unique index of the target: the index entities, then the entities their keys
+ * give. A join entity whose target is gone, or out of the caller's `@auth` scope, is left out.
  */
 async function joinEdges(
   path: RangePath,
   page: Array<{ stored: StoredEntity; cursor: string }>,
   ctx: RequestContext,
   projection: Projection,
+  info: GraphQLResolveInfo,
 ): Promise<Connection['edges']> {
   const { reference, covered } = path.join!;
-  const needed = projection.get(path.target.name) ?? new Set([...path.target.keyFields, ...path.target.authFields]);
-  if ([...needed].every((f) => covered.has(f))) return coveredEdges(path, page, ctx);
-  const select = entitySelect(projection, path.target);
-  const targets = await Promise.all(
-    page.map(({ stored }) => {
-      const address = referenceAddress(reference, stored.properties);
-      return address ? ctx.loaders.point.load({ ...address, select }) : null;
-    }),
-  );
+  const target = path.target;
+  // The target's fields the page must answer. Through an index the join entities do not hold the target's keys,
+  // which every projection lists: what the selection asks, and what `@auth` decides on, is what counts there.
+  const needed = reference.index
+    ? new Set([...selectedNodeFields(info)].filter((f) => target.fields.has(f) || f === 'etag').concat([...target.authFields]))
+    : (projection.get(target.name) ?? new Set([...target.keyFields, ...target.authFields]));
+  const read = (stored: StoredEntity) =>
+    readReferenced(reference, stored.properties, (a, step) => ctx.loaders.point.load({ ...a, select: step === 'index' ? [...target.keyFields, ENTITY_TYPE_PROPERTY] : entitySelect(projection, target) }));
+  if ([...needed].every((f) => covered.has(f))) return coveredEdges(path, page, ctx, reference.index ? read : undefined);
+  const found = await Promise.all(page.map(({ stored }) => read(stored)));
+  if (reference.index?.scope === 'interPartition') ctx.eventuallyConsistent.add(`${target.name}.${reference.index.name}`);
   return page.flatMap(({ cursor }, i) => {
-    const target = targets[i];
-    if (!target || target.properties[ENTITY_TYPE_PROPERTY] !== path.target.entityType) return [];
-    if (!allowsEntity([path.target.auth], ctx.principal, target.properties)) return [];
-    return [{ cursor, node: { entity: path.target, stored: target } }];
+    const stored = found[i];
+    if (!stored || !allowsEntity([target.auth], ctx.principal, stored.properties)) return [];
+    return [{ cursor, node: { entity: target, stored } }];
   });
 }
 
 /**
  * A many-to-many page served from the join entities alone — no second wave — when they hold every field of the
- * target the request needs: its keys and its copies (`@copy`, the guide's "Denormalization pattern"). Each node
- * reads as if from an index entity holding those fields: one that needs more (its ETag) reads the target then.
+ * target the request needs: its keys (or through a unique index, its id) and its copies (`@copy`, the guide's
+ * "Denormalization pattern"). Each node reads as if from an index entity holding those fields: one that needs more
+ * (its ETag) reads the target then — by its keys, or with `read` through the index.
  */
-function coveredEdges(path: RangePath, page: Array<{ stored: StoredEntity; cursor: string }>, ctx: RequestContext): Connection['edges'] {
+function coveredEdges(
+  path: RangePath,
+  page: Array<{ stored: StoredEntity; cursor: string }>,
+  ctx: RequestContext,
+  read?: (join: StoredEntity) => Promise<StoredEntity | null>,
+): Connection['edges'] {
   const { entity: join, reference, covered } = path.join!;
   const target = path.target;
   const holds = { name: `${join.name}.${reference.fieldName}`, entity: target, layout: target.layout, scope: 'intraPartition' as const, projection: new Set(covered.keys()), unique: false, entityType: target.entityType };
@@ -278,6 +287,8 @@ function coveredEdges(path: RangePath, page: Array<{ stored: StoredEntity; curso
     // second wave leaves out a target it does not find, until the worker deletes the join entity too.
     if ([...covered.keys()].some((f) => target.fields.get(f)?.nonNull && (properties[f] === undefined || properties[f] === null))) return [];
     if (!allowsEntity([target.auth], ctx.principal, properties)) return [];
-    return [{ cursor, node: { entity: target, stored: { partitionKey: '', rowKey: '', etag: '', properties }, fromIndex: holds } }];
+    const node: EntityNode = { entity: target, stored: { partitionKey: '', rowKey: '', etag: '', properties }, fromIndex: holds };
+    if (read) node.primary = () => read(stored);
+    return [{ cursor, node }];
   });
 }

@@ -8,8 +8,8 @@
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { entityWrites, primaryAddress, typedValue, valuesOf } from '../model/entity-codec';
 import { parseKey, prefixUpperBound, renderKey, renderKeyPrefix } from '../model/key-template';
-import { referenceAddress } from '../model/references';
-import { ENTITY_TYPE_PROPERTY, WRITE_ID_PROPERTY, type CopyModel, type EntityModel, type Model, type RangePath } from '../model/types';
+import { readReferenced } from '../model/references';
+import { ENTITY_TYPE_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type Model, type RangePath } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity, TypedValue } from '../storage/types';
 
@@ -21,11 +21,19 @@ const ATTEMPTS = 10;
  * @returns entities whose copies were written (entities)
  * @throws TablegraphError STORAGE_UNAVAILABLE when an entity kept changing; storage errors
  */
-export async function reconcileCopies(model: Model, store: TableStore, entity: EntityModel, primary: EntityAddress, current: StoredEntity | null, observer?: StorageObserver): Promise<number> {
+export async function reconcileCopies(
+  model: Model,
+  store: TableStore,
+  entity: EntityModel,
+  primary: EntityAddress,
+  current: StoredEntity | null,
+  candidates: readonly EntityAddress[],
+  observer?: StorageObserver,
+): Promise<number> {
   let written = 0;
   if (entity.copies.size > 0 && current) written += (await refreshCopies(store, entity, primary, observer)) ? 1 : 0;
   for (const copy of model.copiesOf.get(entity.name) ?? []) {
-    for (const holder of await copyHolders(store, copy, entity, primary, current, observer)) {
+    for (const holder of await listedBy(store, copy.reverse, copy.entity, entity, primary, current, candidates, observer)) {
       if (await refreshCopies(store, copy.entity, holder, observer)) written++;
     }
   }
@@ -33,22 +41,22 @@ export async function reconcileCopies(model: Model, store: TableStore, entity: E
 }
 
 /**
- * The entities holding copies of the entity at `primary`, through the copy's reverse range (all pages). Its keys
- * come from the target's values, or — the target deleted — from its own keys, where they suffice.
- */
-function copyHolders(store: TableStore, copy: CopyModel, target: EntityModel, primary: EntityAddress, current: StoredEntity | null, observer?: StorageObserver): Promise<EntityAddress[]> {
-  return listedBy(store, copy.reverse, copy.entity, target, primary, current, observer);
-}
-
-/**
  * The entities of `holder` a range of `target` (`reverse`: over them, their index entities or join entities)
  * lists for the target at `primary` (all pages): their addresses. The range's keys come from the target's values,
- * or — the target deleted — from its own keys, where they suffice (none listed otherwise).
+ * or — the target deleted — from what its keys and its index entities' keys (`candidates`, the message's) tell,
+ * where that suffices (none listed otherwise).
  */
-export async function listedBy(store: TableStore, reverse: RangePath, holder: EntityModel, target: EntityModel, primary: EntityAddress, current: StoredEntity | null, observer?: StorageObserver): Promise<EntityAddress[]> {
-  const values: Record<string, unknown> = current
-    ? valuesOf(target, current.properties)
-    : { ...parseKey(target.layout.partitionKey, primary.partitionKey), ...parseKey(target.layout.rowKey, primary.rowKey) };
+export async function listedBy(
+  store: TableStore,
+  reverse: RangePath,
+  holder: EntityModel,
+  target: EntityModel,
+  primary: EntityAddress,
+  current: StoredEntity | null,
+  candidates: readonly EntityAddress[],
+  observer?: StorageObserver,
+): Promise<EntityAddress[]> {
+  const values = current ? valuesOf(target, current.properties) : keyedValues(target, primary, candidates);
   const path = reverse;
   const render = (bound: NonNullable<typeof path.rowKeyPrefix>, prefix: boolean) => {
     const args = Object.fromEntries([...bound.bindings].map(([placeholder, b]) => [placeholder, values[b.name]]));
@@ -69,6 +77,26 @@ export async function listedBy(store: TableStore, reverse: RangePath, holder: En
 }
 
 /**
+ * What the keys of a deleted entity tell of its values: its own keys, and the keys of its index entities among
+ * `candidates` (a unique index's `{id}`, say, when the entity's keys do not hold it). A hash bucket tells nothing.
+ */
+function keyedValues(entity: EntityModel, primary: EntityAddress, candidates: readonly EntityAddress[]): Record<string, unknown> {
+  const values: Record<string, unknown> = { ...parseKey(entity.layout.partitionKey, primary.partitionKey), ...parseKey(entity.layout.rowKey, primary.rowKey) };
+  for (const index of entity.indexes.values()) {
+    for (const a of candidates) {
+      if (a.table !== index.layout.table) continue;
+      const pk = parseKey(index.layout.partitionKey, a.partitionKey);
+      const rk = parseKey(index.layout.rowKey, a.rowKey);
+      if (!pk || !rk) continue;
+      const found = { ...pk, ...rk };
+      // Another index's entity may parse too: taken only where it agrees with what is known already.
+      if (Object.entries(found).every(([k, v]) => values[k] === undefined || values[k] === v)) Object.assign(values, found);
+    }
+  }
+  return values;
+}
+
+/**
  * Writes an entity's copies from their targets as they are now, if any differs: the entity replaced with If-Match
  * on the ETag read (again after a conflict). A target gone (or not of its type) gives null copies.
  * @returns whether anything was written
@@ -80,16 +108,15 @@ export async function refreshCopies(store: TableStore, entity: EntityModel, addr
     if (!stored || stored.properties[ENTITY_TYPE_PROPERTY] !== entity.entityType) return false;
     const values = valuesOf(entity, stored.properties);
     const changed: Record<string, unknown> = {};
-    const targets = new Map<string, Promise<StoredEntity | null>>();
+    const reads = new Map<string, Promise<StoredEntity | null>>();
+    const get = (at: EntityAddress) => {
+      const key = `${at.table}\u0000${at.partitionKey}\u0000${at.rowKey}`;
+      if (!reads.has(key)) reads.set(key, store.getEntity(at, call));
+      return reads.get(key)!;
+    };
     for (const copy of entity.copies.values()) {
-      const at = referenceAddress(copy.reference, values);
-      let target: StoredEntity | null = null;
-      if (at) {
-        const key = `${at.table}\u0000${at.partitionKey}\u0000${at.rowKey}`;
-        if (!targets.has(key)) targets.set(key, store.getEntity(at, call));
-        target = await targets.get(key)!;
-      }
-      const wanted = target && target.properties[ENTITY_TYPE_PROPERTY] === copy.reference.target.entityType ? (target.properties[copy.targetField] ?? null) : null;
+      const target = await readReferenced(copy.reference, values, get);
+      const wanted = target ? (target.properties[copy.targetField] ?? null) : null;
       const field = entity.fields.get(copy.field)!;
       if (same(typedValue(field, wanted), typedValue(field, values[copy.field]))) continue;
       changed[copy.field] = wanted;

@@ -4,13 +4,14 @@
  * - a target deleted: each join entity still pointing at it is deleted (deleteDanglingJoins), after the target's
  *   own message — through the write path, so the summaries that count join entities and their indexes follow;
  * - a target moved (`@write(action: MOVE)` to the same type): each is re-pointed at the new address before the old
- *   entity goes (repointJoins, from src/worker/move.ts) — created with the new key values, then deleted.
+ *   entity goes (repointJoins, from src/worker/move.ts) — created with the new key values, then deleted; one that
+ *   names its target through a unique index by fields the move keeps (an id) needs nothing.
  * Each join entity is found through the join's reverse range, read again, and written conditionally on its ETag;
  * every step is idempotent, so redelivered and concurrently handled messages converge.
  */
 import { ErrorCode, isTablegraphError } from '../errors';
 import { primaryAddress, valuesOf } from '../model/entity-codec';
-import { referenceAddress } from '../model/references';
+import { readReferenced, referenceAddress } from '../model/references';
 import { ENTITY_TYPE_PROPERTY, type EntityModel, type JoinModel, type Model, type WriteModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
@@ -24,13 +25,31 @@ function joinWrite(join: EntityModel, action: WriteModel['action']): WriteModel 
   return { coordinate: `${join.name}.join`, entity: join, action, inputFields, payloadField: '' };
 }
 
-/** The join entities of `join` that point at `primary` now, each as read. */
-async function pointingAt(store: TableStore, join: JoinModel, target: EntityModel, primary: EntityAddress, values: StoredEntity | null, observer?: StorageObserver): Promise<StoredEntity[]> {
+/**
+ * The join entities of `join` that point at the target at `primary` (`values`: as it is or was; null: deleted,
+ * known by its keys and `candidates`), each as read: those whose fields naming the target hold its values.
+ */
+async function pointingAt(
+  store: TableStore,
+  join: JoinModel,
+  target: EntityModel,
+  primary: EntityAddress,
+  values: StoredEntity | null,
+  candidates: readonly EntityAddress[],
+  observer?: StorageObserver,
+): Promise<StoredEntity[]> {
   const out: StoredEntity[] = [];
-  for (const address of await listedBy(store, join.reverse, join.entity, target, primary, values, observer)) {
+  const targetValues = values ? valuesOf(target, values.properties) : null;
+  for (const address of await listedBy(store, join.reverse, join.entity, target, primary, values, candidates, observer)) {
     const stored = await store.getEntity(address, { observer });
     if (!stored || stored.properties[ENTITY_TYPE_PROPERTY] !== join.entity.entityType) continue;
-    const at = referenceAddress(join.reference, valuesOf(join.entity, stored.properties));
+    const own = valuesOf(join.entity, stored.properties);
+    if (join.reference.index) {
+      // Through an index the join names the target by the index's key fields; the reverse range is keyed by them.
+      if (!targetValues || [...join.keyFields].every(([t, f]) => String(own[f]) === String(targetValues[t]))) out.push(stored);
+      continue;
+    }
+    const at = referenceAddress(join.reference, own);
     if (at && addressKey(at) === addressKey(primary)) out.push(stored);
   }
   return out;
@@ -49,16 +68,18 @@ export async function deleteDanglingJoins(
   entity: EntityModel,
   primary: EntityAddress,
   current: StoredEntity | null,
+  candidates: readonly EntityAddress[],
   observer?: StorageObserver,
 ): Promise<number> {
   const joins = model.joinsOf.get(entity.name) ?? [];
   if (joins.length === 0 || !writer || (current && current.properties[ENTITY_TYPE_PROPERTY] === entity.entityType)) return 0;
   let deleted = 0;
   for (const join of joins) {
-    for (const stored of await pointingAt(store, join, entity, primary, null, observer)) {
-      // Re-created meanwhile at the same address: its join entities are its own again.
-      const again = await store.getEntity(primary, { observer });
-      if (again && again.properties[ENTITY_TYPE_PROPERTY] === entity.entityType) return deleted;
+    for (const stored of await pointingAt(store, join, entity, primary, null, candidates, observer)) {
+      // Re-created meanwhile at the same address, or (through an index) one with the same key there: the join
+      // entity points at something again, and stays.
+      const again = await readReferenced(join.reference, valuesOf(join.entity, stored.properties), (a) => store.getEntity(a, { observer }));
+      if (again) continue;
       const keys = Object.fromEntries(join.entity.keyFields.map((k) => [k, valuesOf(join.entity, stored.properties)[k]]));
       if (await quietly(writer.execute(joinWrite(join.entity, 'DELETE'), { ...keys, ifMatch: stored.etag }, observer))) deleted++;
     }
@@ -84,7 +105,9 @@ export async function repointJoins(
 ): Promise<number> {
   let moved = 0;
   for (const join of model.joinsOf.get(entity.name) ?? []) {
-    for (const stored of await pointingAt(store, join, entity, from, old, observer)) {
+    // A join that names its target by fields the move keeps (an id, through a unique index) still points at it.
+    if (![...join.keyFields.keys()].some((t) => keys[t] !== undefined && String(keys[t]) !== String(valuesOf(entity, old.properties)[t]))) continue;
+    for (const stored of await pointingAt(store, join, entity, from, old, [], observer)) {
       const values = valuesOf(join.entity, stored.properties);
       const next: Record<string, unknown> = {};
       for (const f of joinWrite(join.entity, 'CREATE').inputFields) next[f] = values[f] ?? null;

@@ -101,8 +101,8 @@ export async function reconcile(message: FanoutMessage, opts: ReconcileOptions):
       old.set(addressKey(address), address);
     }
     upserted += await reconcileContributions(opts.model, store, entity, message.primary, current, old, opts.observer);
-    upserted += await reconcileCopies(opts.model, store, entity, message.primary, current, opts.observer);
-    deleted += await deleteDanglingJoins(opts.model, store, opts.writer, entity, message.primary, current, opts.observer);
+    upserted += await reconcileCopies(opts.model, store, entity, message.primary, current, [...old.values()], opts.observer);
+    deleted += await deleteDanglingJoins(opts.model, store, opts.writer, entity, message.primary, current, [...old.values()], opts.observer);
     await opts.afterUpserts?.(message);
     let leaseEnds = 0;
     for (const [key, address] of old) {

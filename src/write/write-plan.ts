@@ -224,7 +224,12 @@ function fillCopies(write: WriteModel, input: Values, values: Values | null, tar
     sets = true;
     const address = referenceAddress(copy.reference, values);
     const target = address ? targets.get(addressKey(address)) : null;
-    if (target !== undefined) values[copy.field] = target?.properties[copy.targetField] ?? null;
+    if (target === undefined) continue;
+    // Through a unique index, what was read is the index entity: it holds the copied field only when the index
+    // includes it; otherwise the copy is null until the worker reads the target.
+    const index = copy.reference.index;
+    const holds = !index || (index.projection.has(copy.targetField) && target?.properties[ENTITY_TYPE_PROPERTY] === index.entityType);
+    values[copy.field] = holds ? (target?.properties[copy.targetField] ?? null) : null;
   }
   return sets;
 }

@@ -16,7 +16,8 @@ import { reconcile, type ReconcileOptions, type ReconcileResult } from '../../sr
 import { decodeFanout, type FanoutMessage } from '../../src/write/fanout-message';
 import type { FanoutSender } from '../../src/write/write-executor';
 import { WriteExecutor } from '../../src/write/write-executor';
-import { compileHr, testStore } from './harness';
+import { queueSender, fanoutQueueNames } from '../../src/worker/fanout-worker';
+import { compileHr, testQueues, testStore, type TestServer } from './harness';
 import { receiveFanout } from './write-fixtures';
 
 /** A reproducible random source: the same seed gives the same sequence of choices. */
@@ -267,4 +268,18 @@ export async function drainWithRedelivery(
     for (const m of [...seen].reverse()) await reconcile(m, reconcileOpts);
   }
   return { messages, killed, seen };
+}
+
+/**
+ * A write path whose fan-out goes to the test server's queue: for the worker's own writes (a move's copy, a join
+ * entity's delete) in tests that drive the worker by hand.
+ */
+export function queueWriter(model: Model, server: Pick<TestServer, 'store' | 'config'>): WriteExecutor {
+  return new WriteExecutor({ model, store: server.store, fanout: queueSender(testQueues(), fanoutQueueNames(server.config.tablePrefix).queue) });
+}
+
+/** Runs one mutation of a test schema and expects no error (the mutation and its input named if one comes). */
+export async function expectMutation(server: Pick<TestServer, 'query'>, mutation: string, inputType: string, input: Record<string, unknown>): Promise<void> {
+  const r = await server.query(`mutation($input: ${inputType}!) { ${mutation}(input: $input) { __typename } }`, { input });
+  expect([mutation, input, r.errors]).toEqual([mutation, input, undefined]);
 }
