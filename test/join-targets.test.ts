@@ -10,11 +10,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify';
 import { compileSchema } from '../src/model/compile';
-import type { Model } from '../src/model/types';
 import { reconcile } from '../src/worker/reconciler';
-import type { WriteExecutor } from '../src/write/write-executor';
-import { SCHEMA_DIR, startSdlServer, testQueues, type TestServer } from './support/harness';
-import { drainWithRedelivery, expectMutation, queueWriter, seededRng } from './support/fanout-fixtures';
+import { SCHEMA_DIR, testQueues } from './support/harness';
+import { seededRng, useSdlWorld } from './support/fanout-fixtures';
 import { receiveFanout } from './support/write-fixtures';
 
 const SDL = `
@@ -47,35 +45,25 @@ type Mutation {
   place(input: CreatePlacementInput!): PlacementPayload! @write(entity: "Placement", action: CREATE)
 }`;
 
-let server: TestServer;
-let model: Model;
-let writer: WriteExecutor;
-let close: () => Promise<void>;
+const world = useSdlWorld(SDL);
+const { ok, drain } = world;
 
-beforeAll(async () => {
-  ({ server, model, close } = await startSdlServer(SDL, { TABLEGRAPH_WORKER: 'off' }));
-  writer = queueWriter(model, server);
-}, 60_000);
-afterAll(() => close?.());
-
-const ok = (mutation: string, inputType: string, input: Record<string, unknown>) => expectMutation(server, mutation, inputType, input);
 /**
  * A book's shelves as two selections see them: ids and names alone (served from the join entities: the id from
  * its key, the name from its copy), and with what only the shelf holds (read in a second wave); and its count.
  */
 async function book(id: string): Promise<{ named: string[]; read: string[]; count: number | null }> {
-  const r = await server.query('query($id: ID!) { book(library: "L", id: $id) { shelfCount a: shelves { edges { node { id name } } } b: shelves { edges { node { id name etag } } } } }', { id });
+  const r = await world.server.query('query($id: ID!) { book(library: "L", id: $id) { shelfCount a: shelves { edges { node { id name } } } b: shelves { edges { node { id name etag } } } } }', { id });
   expect(r.errors).toBeUndefined();
   const b = r.data.book;
   if (!b) return { named: [], read: [], count: null };
   return { named: b.a.edges.map((e: any) => `${e.node.id}:${e.node.name}`), read: b.b.edges.map((e: any) => `${e.node.id}:${e.node.name}`), count: b.shelfCount };
 }
 async function booksOn(shelf: string): Promise<string[]> {
-  const r = await server.query('query($id: ID!) { shelf(library: "L", id: $id) { books { edges { node { id } } } } }', { id: shelf });
+  const r = await world.server.query('query($id: ID!) { shelf(library: "L", id: $id) { books { edges { node { id } } } } }', { id: shelf });
   expect(r.errors).toBeUndefined();
   return r.data.shelf ? r.data.shelf.books.edges.map((e: any) => e.node.id) : [];
 }
-const drain = (random: () => number) => drainWithRedelivery({ model, store: server.store, writer, queues: testQueues(), tablePrefix: server.config.tablePrefix }, random);
 
 test('deleted and moved targets: join entities deleted or re-pointed, pages never failing, counts following, verify clean', async () => {
   const seed = Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31;
@@ -91,15 +79,15 @@ test('deleted and moved targets: join entities deleted or re-pointed, pages neve
   // delete them): a page served from the copies leaves s2 out rather than fail on the null, as the page reading
   // the shelves does; verify reports the join entities dangling.
   await ok('deleteShelf', 'DeleteShelfInput', { library: 'L', id: 's2' });
-  const deleted = (await receiveFanout(testQueues(), server.config.tablePrefix)).map((r) => r.message);
-  for (const m of deleted) await reconcile(m, { model, store: server.store, settleMs: 0, holdMs: 0 });
+  const deleted = (await receiveFanout(testQueues(), world.server.config.tablePrefix)).map((r) => r.message);
+  for (const m of deleted) await reconcile(m, { model: world.model, store: world.server.store, settleMs: 0, holdMs: 0 });
   expect(await book('b1')).toEqual({ named: ['s1:One', 's3:Three'], read: ['s1:One', 's3:Three'], count: 3 });
-  const report = await verifyDerived({ store: server.store, model });
+  const report = await verifyDerived({ store: world.server.store, model: world.model });
   expect(report.references.find((r) => r.reference === 'Placement.shelf')!.dangling.map((d) => d.rowKey).sort()).toEqual(['placement_b1_s2', 'placement_b2_s2']);
   expect(formatVerifyReport(report)).toMatch(/FAIL Placement\.shelf \(join entities' reference.*2 dangling/);
 
   // The worker as it runs: the join entities go, and the books' counts with them.
-  for (const m of deleted) await reconcile(m, { model, store: server.store, settleMs: 0, holdMs: 0, writer });
+  for (const m of deleted) await reconcile(m, { model: world.model, store: world.server.store, settleMs: 0, holdMs: 0, writer: world.writer });
   await drain(random);
   expect(await book('b1')).toEqual({ named: ['s1:One', 's3:Three'], read: ['s1:One', 's3:Three'], count: 2 });
   expect(await book('b2')).toEqual({ named: [], read: [], count: 0 });
@@ -113,7 +101,7 @@ test('deleted and moved targets: join entities deleted or re-pointed, pages neve
   expect(await book('b1')).toEqual({ named: ['s3:Three again', 's9:One'], read: ['s3:Three again', 's9:One'], count: 2 });
   expect(await booksOn('s9')).toEqual(['b1']);
   expect(await booksOn('s1')).toEqual([]);
-  const after = await verifyDerived({ store: server.store, model });
+  const after = await verifyDerived({ store: world.server.store, model: world.model });
   if (!after.ok) console.log(formatVerifyReport(after));
   expect(after.problems).toBe(0);
   console.log(`join targets seed ${seed}: ${messages} messages delivered twice and late, ${killed} deliveries killed mid-message`);

@@ -26,7 +26,7 @@ import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { Decimal, decimalText } from '../model/decimal';
 import { entityWrites, indexWrite, primaryAddress, typedValue, valuesOf, type TableWrite } from '../model/entity-codec';
 import { CONTRIBUTION, contributionEntity, contributionOf, contributionPrefix, isContribution } from '../model/contributions';
-import { holderAddress, summaryContribution, summaryValue } from '../model/summaries';
+import { holderAddress, resolveHolder, summaryContribution, summaryValue } from '../model/summaries';
 import { escapeKeyValue } from '../storage/key-escape';
 import { ENTITY_TYPE_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type IndexModel, type Model, type SummaryModel } from '../model/types';
 import { checkEntity, limitsFor } from '../storage/limits';
@@ -284,9 +284,16 @@ export class LoadPlan {
     const writes: Array<{ write: TableWrite }> = [];
     const stale: EntityAddress[] = [];
     const holders: Array<{ summary: SummaryModel; address: EntityAddress }> = [];
+    const read = (a: EntityAddress) => this.store.read(a);
     for (const s of this.eventual) {
+      // Through a unique index, the holder is where its index entity says; none there: no such holder.
+      const resolved = s.via.index ? await resolveHolder(s, values, read) : undefined;
+      if (resolved === null) {
+        const at = holderAddress(s, values)!;
+        throw skip(ErrorCode.NOT_FOUND, `${s.via.fieldName}: no ${s.holder.name} at ${at.partitionKey}/${at.rowKey} to hold ${s.holder.name}.${s.field}, neither stored nor loaded before (ReferenceMissing)`);
+      }
       // Null with an optional reference that is null: the row counts towards no holder.
-      const c = contributionOf(s, primary, values);
+      const c = contributionOf(s, primary, values, resolved);
       if (c && !(await this.store.exists(c.holder, s.holder.entityType))) {
         throw skip(ErrorCode.NOT_FOUND, `${s.via.fieldName}: no ${s.holder.name} at ${c.holder.partitionKey}/${c.holder.rowKey} to hold ${s.holder.name}.${s.field}, neither stored nor loaded before (ReferenceMissing)`);
       }
@@ -297,7 +304,7 @@ export class LoadPlan {
         const partition = `${c.address.table}\u0000${c.address.partitionKey}`;
         this.contributed.set(partition, (this.contributed.get(partition) ?? new Map()).set(c.address.rowKey, c.value));
       }
-      const old = before && contributionOf(s, primary, before);
+      const old = before && contributionOf(s, primary, before, s.via.index ? await resolveHolder(s, before, read) : undefined);
       if (old && (!c || addressKey(old.address) !== addressKey(c.address))) {
         stale.push(old.address);
         holders.push({ summary: s, address: old.holder });

@@ -9,7 +9,7 @@ import { CONTRIBUTION, contributionOf, contributionPrefix, isContribution } from
 import { Decimal, decimalText } from '../model/decimal';
 import { prefixUpperBound } from '../model/key-template';
 import { typedValue, valuesOf } from '../model/entity-codec';
-import { summaryValue } from '../model/summaries';
+import { resolveHolder, summaryValue } from '../model/summaries';
 import type { SummaryModel } from '../model/types';
 import { escapeKeyValue, unescapeKeyValue } from '../storage/key-escape';
 import type { TableStore } from '../storage/table-store';
@@ -38,7 +38,9 @@ export async function repairContributions(store: TableStore, s: SummaryModel, ad
     const primary = primaryOf(s, address);
     if (!primary) continue;
     const entity = await store.getEntity(primary, { observer });
-    const want = contributionOf(s, primary, entity ? valuesOf(s.of, entity.properties) : null);
+    const values = entity ? valuesOf(s.of, entity.properties) : null;
+    const resolved = s.via.index && values ? await resolveHolder(s, values, (a) => store.getEntity(a, { observer })) : undefined;
+    const want = contributionOf(s, primary, values, resolved);
     const wanted = want && addressKey(want.address) === addressKey(address) ? want : null;
     if (await applyContribution(store, s, address, wanted, primary, observer)) changed++;
   }

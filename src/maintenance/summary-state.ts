@@ -11,7 +11,7 @@ import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { decimalText, Decimal } from '../model/decimal';
 import { typedValue, valuesOf } from '../model/entity-codec';
 import { CONTRIBUTION, contributionOf, isContribution } from '../model/contributions';
-import { holderAddress, summaryContribution, summaryValue } from '../model/summaries';
+import { holderAddress, resolveHolder, summaryContribution, summaryValue } from '../model/summaries';
 import { ENTITY_TYPE_PROPERTY, type Model, type SummaryModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
@@ -87,6 +87,11 @@ export async function readSummaryState(opts: SummaryStateOptions): Promise<Summa
   const contributions = new Map<SummaryModel, Map<string, StoredEntity>>(summaries.map((s) => [s, new Map()])); // stored, by address
   const derived = new Map<SummaryModel, Map<string, string>>(summaries.map((s) => [s, new Map()])); // wanted: address → value
   let scanned = 0;
+  const indexEntities = new Map<string, Promise<StoredEntity | null>>();
+  const lookup = (a: EntityAddress) => {
+    if (!indexEntities.has(addressKey(a))) indexEntities.set(addressKey(a), opts.store.getEntity(a, { observer: opts.observer }).catch(absentTable));
+    return indexEntities.get(addressKey(a))!;
+  };
   for (const table of new Set(summaries.flatMap((s) => [s.holder.layout.table, s.of.layout.table]))) {
     try {
       for await (const page of opts.store.scan(table, { observer: opts.observer })) {
@@ -99,18 +104,21 @@ export async function readSummaryState(opts: SummaryStateOptions): Promise<Summa
             if (type !== s.of.entityType || table !== s.of.layout.table) continue;
             const values = valuesOf(s.of, e.properties);
             let at: string;
+            let holder: EntityAddress | null | undefined;
             try {
-              const holder = holderAddress(s, values);
-              if (!holder) continue; // an optional reference that is null: counted towards no holder
-              at = addressKey(holder);
-            } catch {
+              // Through a unique index: where the index entity says (each read once); none there counts as orphaned.
+              holder = s.via.index ? await resolveHolder(s, values, lookup) : holderAddress(s, values);
+              if (holder === undefined) continue; // an optional reference that is null: counted towards no holder
+              at = addressKey(holder ?? holderAddress(s, values)!); // no index entity: orphaned, at the index's address
+            } catch (err) {
+              if (!isTablegraphError(err, ErrorCode.BAD_USER_INPUT)) throw err;
               continue;
             }
             const byHolder = totals.get(s)!;
             byHolder.set(at, (byHolder.get(at) ?? new Decimal(0)).plus(summaryContribution(s, values)));
             diffs.get(s)!.counted++;
-            if (s.scope === 'eventual') {
-              const c = contributionOf(s, address, values)!;
+            if (s.scope === 'eventual' && holder) {
+              const c = contributionOf(s, address, values, s.via.index ? holder : undefined)!;
               derived.get(s)!.set(addressKey(c.address), decimalText(c.value));
             }
           }
@@ -145,6 +153,12 @@ export async function readSummaryState(opts: SummaryStateOptions): Promise<Summa
     for (const key of stored.keys()) if (!wanted.has(key)) diff.contributions.push(addressOfKey(key));
   }
   return [...diffs.values()];
+}
+
+/** A table not created yet holds nothing. */
+function absentTable(e: unknown): null {
+  if (isTablegraphError(e, ErrorCode.NOT_FOUND)) return null;
+  throw e;
 }
 
 function addressOfKey(key: string): EntityAddress {

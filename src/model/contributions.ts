@@ -39,11 +39,23 @@ export function contributionAddress(s: SummaryModel, holder: EntityAddress, prim
   return { table: holder.table, partitionKey: holder.partitionKey, rowKey };
 }
 
-/** What an `of` entity with `values` at `primary` contributes: where, and how much (null values: nothing). */
-export function contributionOf(s: SummaryModel, primary: EntityAddress, values: Record<string, unknown> | null): { address: EntityAddress; holder: EntityAddress; value: Decimal } | null {
+/**
+ * What an `of` entity with `values` at `primary` contributes: where, and how much (null values: nothing).
+ * @param resolved the holder's address as read through `via`'s unique index (summaries.ts resolveHolder); needed
+ *   when `via` has one, since only the index entity tells where the holder is
+ */
+export function contributionOf(
+  s: SummaryModel,
+  primary: EntityAddress,
+  values: Record<string, unknown> | null,
+  resolved?: EntityAddress | null,
+): { address: EntityAddress; holder: EntityAddress; value: Decimal } | null {
   if (!values) return null;
-  const holder = holderAddress(s, values);
-  if (!holder) return null; // an optional reference that is null: no holder
+  const at = holderAddress(s, values);
+  if (!at) return null; // an optional reference that is null: no holder
+  if (s.via.index && resolved === undefined) throw new Error(`${s.holder.name}.${s.field}: its holder is found through an index; resolve it first`);
+  const holder = s.via.index ? resolved : at;
+  if (!holder) return null; // through an index, naming no holder
   return { address: contributionAddress(s, holder, primary), holder, value: summaryContribution(s, values) };
 }
 

@@ -9,8 +9,10 @@ import { Decimal, storedDecimal } from './decimal';
 import type { EntityAddress } from '../storage/types';
 import { readSummary } from './directives';
 import { renderKey } from './key-template';
+import { notAReference, targetAddress } from './references';
 import type { SchemaProblems } from './schema-errors';
 import type { AccessPath, EntityModel, SummaryFactor, SummaryModel } from './types';
+import type { StoredEntity } from '../storage/types';
 
 const NUMERIC = new Set(['Int', 'Float', 'Decimal']);
 
@@ -92,17 +94,14 @@ export function buildSummaries(
         problems.add(coordinate, `@summary(via: "${d.via}"): ${of.name}.${d.via} must be a @point field reaching ${holder.name}`, d.node);
         continue;
       }
-      if (via.index) {
-        // Its contributions live in the holder's partition, which only a read of the index entity tells: not kept yet.
-        problems.add(
-          coordinate,
-          `@summary(via: "${d.via}"): ${of.name}.${d.via} reaches ${holder.name} through its index "${via.index.name}"; a summary is kept only over a reference by ${holder.name}'s own keys — add a reference by keys to ${of.name} for it`,
-          d.node,
-        );
+      const why = notAReference(via, of.name);
+      if (why) {
+        problems.add(coordinate, `@summary(via: "${d.via}"): ${why}`, d.node);
         continue;
       }
-      // A holder in the counted entity's partition is kept in its EGT; anywhere else, eventually, by the worker.
-      const scope = samePartition(via, of) ? 'egt' : 'eventual';
+      // A holder in the counted entity's partition is kept in its EGT; anywhere else, eventually, by the worker —
+      // and always so through a unique index, where only a read of the index entity tells the holder's partition.
+      const scope = !via.index && samePartition(via, of) ? 'egt' : 'eventual';
       const terms = d.sum.map((t) => parseTerm(t, of, coordinate, problems, d.node, summarized));
       if (terms.some((t) => t === undefined)) continue;
       const inexact = (terms as SummaryFactor[][]).flat().find((f) => ('field' in f ? of.fields.get(f.field)!.graphqlType !== 'Int' : !Number.isInteger(f.constant)));
@@ -136,10 +135,10 @@ function samePartition(via: AccessPath, of: EntityModel): boolean {
 }
 
 /**
- * The holder an entity with `values` contributes to: the summary's `via` reference rendered from its values;
- * undefined when `via` is an optional reference whose key fields are null — such an entity counts towards no holder
- * (a product without a category), and one whose reference changes from null to a value, or back, moves its
- * contribution with it.
+ * The holder an entity with `values` contributes to: the summary's `via` reference rendered from its values —
+ * through a unique index, the index entity's address, where `resolveHolder` finds the holder's; undefined when
+ * `via` is an optional reference whose key fields are null — such an entity counts towards no holder (a product
+ * without a category), and one whose reference changes from null to a value, or back, moves its contribution.
  * @throws TablegraphError BAD_USER_INPUT when a value cannot form the holder's key (from renderKey)
  */
 export function holderAddress(summary: SummaryModel, values: Record<string, unknown>): EntityAddress | undefined {
@@ -149,6 +148,18 @@ export function holderAddress(summary: SummaryModel, values: Record<string, unkn
   const render = (which: 'partitionKey' | 'rowKey') =>
     renderKey(summary.via[which].template, Object.fromEntries([...summary.via[which].bindings].map(([placeholder, b]) => [placeholder, values[b.name]])));
   return { table: summary.via.table, partitionKey: render('partitionKey'), rowKey: render('rowKey') };
+}
+
+/**
+ * The holder an entity with `values` contributes to, read through `via`'s unique index when it has one (`get`
+ * reads the index entity; one point query). Undefined when the reference is null; null when the index entity is
+ * not there (no holder has that key: the entity counts towards none).
+ * @throws TablegraphError BAD_USER_INPUT when a value cannot form the key; what `get` throws
+ */
+export async function resolveHolder(summary: SummaryModel, values: Record<string, unknown>, get: (a: EntityAddress) => Promise<StoredEntity | null>): Promise<EntityAddress | null | undefined> {
+  const at = holderAddress(summary, values);
+  if (!at || !summary.via.index) return at;
+  return targetAddress(summary.via, at, await get(at));
 }
 
 /**

@@ -201,7 +201,7 @@ export interface SummaryModel {
   terms: SummaryFactor[][];
   /**
    * `egt`: the holder shares the `of` entity's partition, and every write changes it in its own EGT. `eventual`:
-   * the holder is elsewhere; the fan-out worker keeps it, exactly, through one contribution entity per `of` entity
+   * the holder is elsewhere (or `via` reaches it through a unique index); the fan-out worker keeps it, exactly, through one contribution entity per `of` entity
    * in the holder's partition (src/model/contributions.ts), changed in one EGT with the holder.
    */
   scope: 'egt' | 'eventual';
@@ -287,7 +287,10 @@ export interface JoinModel {
   reference: PointPath;
   /** A range of the target type over the join entities (or their index entities) pointing at one target. */
   reverse: RangePath;
-  /** The join fields the reference binds, by the target key field each takes its value from. */
+  /**
+   * The join fields that name the target, by the target field each holds: its key fields, or through a unique
+   * index the fields the index is keyed by (references.ts referenceKeyFields).
+   */
   keyFields: Map<string, string>;
 }
 

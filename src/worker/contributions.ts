@@ -7,10 +7,11 @@
  * as wanted changes nothing ("Eventually consistent transactions pattern", "Entity Group Transactions").
  */
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
-import { CONTRIBUTION, contributionEntity, contributionOf, contributionPrefix, isContribution } from '../model/contributions';
+import { CONTRIBUTION, contributionAddress, contributionEntity, contributionOf, contributionPrefix, isContribution } from '../model/contributions';
+import { targetAddress } from '../model/references';
 import { Decimal, decimalText } from '../model/decimal';
 import { typedValue, valuesOf } from '../model/entity-codec';
-import { summaryValue } from '../model/summaries';
+import { resolveHolder, summaryValue } from '../model/summaries';
 import { ENTITY_TYPE_PROPERTY, type EntityModel, type Model, type SummaryModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity, TransactionOperation } from '../storage/types';
@@ -22,7 +23,10 @@ const ATTEMPTS = 10;
 /**
  * Reconciles the contributions of the entity at `primary`, now `current` (null: deleted), to every summary held
  * in another partition, given the contribution addresses a message names (`candidates`, old ones included; the
- * addresses wanted now are added to it, so that a later pass over a newer state removes them if they go).
+ * addresses wanted now are added to it, so that a later pass over a newer state removes them if they go). A
+ * summary that finds its holder through a unique index finds it by reading the index entity: at the address the
+ * entity's values give now, and at those the message names (`lookups`, the old state's).
+ * @param lookups index entity addresses through which the message's states found their holders
  * @returns contribution entities changed (entities)
  * @throws TablegraphError STORAGE_UNAVAILABLE when a holder kept changing; storage errors
  */
@@ -33,20 +37,35 @@ export async function reconcileContributions(
   primary: EntityAddress,
   current: StoredEntity | null,
   candidates: Map<string, EntityAddress>,
+  lookups: readonly EntityAddress[],
   observer?: StorageObserver,
 ): Promise<number> {
   let changed = 0;
   const values = current ? valuesOf(entity, current.properties) : null;
+  const reads = new Map<string, Promise<StoredEntity | null>>();
+  const get = (a: EntityAddress) => {
+    if (!reads.has(addressKey(a))) reads.set(addressKey(a), readOrNull(store, a, { observer }));
+    return reads.get(addressKey(a))!;
+  };
   for (const s of model.summaries.values()) {
     if (s.of !== entity || s.scope !== 'eventual') continue;
     let want: ReturnType<typeof contributionOf> = null;
     try {
-      want = contributionOf(s, primary, values);
-    } catch {
-      want = null; // a value that cannot form the holder's key contributes nowhere (the write path refuses such writes)
+      want = contributionOf(s, primary, values, s.via.index && values ? await resolveHolder(s, values, get) : undefined);
+    } catch (e) {
+      // a value that cannot form the holder's key contributes nowhere (the write path refuses such writes)
+      if (!isTablegraphError(e, ErrorCode.BAD_USER_INPUT)) throw e;
+      want = null;
     }
     const addresses = new Map<string, EntityAddress>();
     for (const a of candidates.values()) if (a.table === s.via.table && a.rowKey.startsWith(contributionPrefix(s))) addresses.set(addressKey(a), a);
+    if (s.via.index) {
+      // The old state's holders, each read through its index entity: where its contributions were.
+      for (const at of lookups) {
+        const holder = at.table === s.via.table ? targetAddress(s.via, at, await get(at)) : null;
+        if (holder) addresses.set(addressKey(contributionAddress(s, holder, primary)), contributionAddress(s, holder, primary));
+      }
+    }
     if (want) {
       addresses.set(addressKey(want.address), want.address);
       candidates.set(addressKey(want.address), want.address);

@@ -100,7 +100,7 @@ export async function reconcile(message: FanoutMessage, opts: ReconcileOptions):
       upserted += 1;
       old.set(addressKey(address), address);
     }
-    upserted += await reconcileContributions(opts.model, store, entity, message.primary, current, old, opts.observer);
+    upserted += await reconcileContributions(opts.model, store, entity, message.primary, current, old, message.holderLookups ?? [], opts.observer);
     upserted += await reconcileCopies(opts.model, store, entity, message.primary, current, [...old.values()], opts.observer);
     deleted += await deleteDanglingJoins(opts.model, store, opts.writer, entity, message.primary, current, [...old.values()], opts.observer);
     await opts.afterUpserts?.(message);

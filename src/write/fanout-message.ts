@@ -27,6 +27,11 @@ export interface FanoutMessage {
   deleted: boolean;
   /** Addresses of the derived entities of the old and the new state. */
   candidates: EntityAddress[];
+  /**
+   * Where the old and the new state's summaries held elsewhere find their holders when they reach them through a
+   * unique index (`@summary(via)` over `@point(index:)`): the index entities' addresses, read by the worker.
+   */
+  holderLookups?: EntityAddress[];
   /** When the message was enqueued (ms since the epoch): the start of the fan-out lag. */
   enqueuedAt: number;
   /**
@@ -79,6 +84,7 @@ export function decodeFanout(text: string): FanoutMessage {
     typeof m.deleted === 'boolean' &&
     Array.isArray(m.candidates) &&
     m.candidates.every(isAddress) &&
+    (m.holderLookups === undefined || (Array.isArray(m.holderLookups) && m.holderLookups.every(isAddress))) &&
     typeof m.enqueuedAt === 'number' &&
     (m.move === undefined || (isAddress(m.move.to) && typeof m.move.keys === 'object' && m.move.keys !== null && (m.move.entity === undefined || typeof m.move.entity === 'string')));
   if (!valid) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, 'fan-out message has an unknown shape', { messageId: m?.id });

@@ -202,11 +202,19 @@ export function eventualSummariesOf(model: Model, entity: WriteModel['entity']):
   return [...model.summaries.values()].filter((s) => s.of === entity && s.scope === 'eventual');
 }
 
-/** The contribution entities (address and value) an entity's values give its eventual summaries, as one signature. */
-function contributions(model: Model, entity: WriteModel['entity'], primary: EntityAddress, values: Values | null): Array<{ address: EntityAddress; signature: string }> {
-  return eventualSummariesOf(model, entity).flatMap((s) => {
+/**
+ * The contribution entities (address and value) an entity's values give its eventual summaries, as one signature;
+ * for a summary that finds its holder through a unique index, the index entity's address (`lookup`) stands for the
+ * contribution's, which the worker finds by reading it.
+ */
+function contributions(model: Model, entity: WriteModel['entity'], primary: EntityAddress, values: Values | null): Array<{ address: EntityAddress; lookup: boolean; signature: string }> {
+  return eventualSummariesOf(model, entity).flatMap((s): Array<{ address: EntityAddress; lookup: boolean; signature: string }> => {
+    if (s.via.index) {
+      const at = values && holderAddress(s, values);
+      return at ? [{ address: at, lookup: true, signature: `${s.holder.name}.${s.field}\u0000${addressKey(at)}\u0000${decimalText(summaryContribution(s, values))}` }] : [];
+    }
     const c = contributionOf(s, primary, values);
-    return c ? [{ address: c.address, signature: `${addressKey(c.address)}\u0000${decimalText(c.value)}` }] : [];
+    return c ? [{ address: c.address, lookup: false, signature: `${addressKey(c.address)}\u0000${decimalText(c.value)}` }] : [];
   });
 }
 
@@ -349,8 +357,10 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
       const a = { table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey };
       candidates.set(addressKey(a), a);
     }
-    for (const c of [...contributedBefore, ...contributedAfter]) candidates.set(addressKey(c.address), c.address);
+    const lookups = new Map<string, EntityAddress>();
+    for (const c of [...contributedBefore, ...contributedAfter]) (c.lookup ? lookups : candidates).set(addressKey(c.address), c.address);
     plan.fanout = { v: 2, entity: entity.name, primary: address, writeId, basedOn, deleted: values === null, candidates: [...candidates.values()] };
+    if (lookups.size > 0) plan.fanout.holderLookups = [...lookups.values()];
   }
   return plan;
 }

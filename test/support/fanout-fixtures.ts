@@ -17,7 +17,7 @@ import { decodeFanout, type FanoutMessage } from '../../src/write/fanout-message
 import type { FanoutSender } from '../../src/write/write-executor';
 import { WriteExecutor } from '../../src/write/write-executor';
 import { queueSender, fanoutQueueNames } from '../../src/worker/fanout-worker';
-import { compileHr, testQueues, testStore, type TestServer } from './harness';
+import { compileHr, startSdlServer, testQueues, testStore, type TestServer } from './harness';
 import { receiveFanout } from './write-fixtures';
 
 /** A reproducible random source: the same seed gives the same sequence of choices. */
@@ -282,4 +282,34 @@ export function queueWriter(model: Model, server: Pick<TestServer, 'store' | 'co
 export async function expectMutation(server: Pick<TestServer, 'query'>, mutation: string, inputType: string, input: Record<string, unknown>): Promise<void> {
   const r = await server.query(`mutation($input: ${inputType}!) { ${mutation}(input: $input) { __typename } }`, { input });
   expect([mutation, input, r.errors]).toEqual([mutation, input, undefined]);
+}
+
+/** A server on a schema of the test's own, with the worker off, and what a test drives it with. */
+export interface SdlWorld {
+  server: TestServer;
+  model: Model;
+  /** The worker's write path (queueWriter). */
+  writer: WriteExecutor;
+  close(): Promise<void>;
+  /** Runs one mutation and expects no error (expectMutation). */
+  ok(mutation: string, inputType: string, input: Record<string, unknown>): Promise<void>;
+  /** The worker by hand until the queue is empty: every message twice, late, by two workers that die (drainWithRedelivery). */
+  drain(random: () => number): ReturnType<typeof drainWithRedelivery>;
+}
+
+/**
+ * Starts a server on `sdl` before the file's tests (`TABLEGRAPH_WORKER: 'off'`) and closes it after them.
+ * @returns the world, filled in once `beforeAll` has run
+ */
+export function useSdlWorld(sdl: string): SdlWorld {
+  const world = {
+    ok: (mutation: string, inputType: string, input: Record<string, unknown>) => expectMutation(world.server, mutation, inputType, input),
+    drain: (random: () => number) => drainWithRedelivery({ model: world.model, store: world.server.store, writer: world.writer, queues: testQueues(), tablePrefix: world.server.config.tablePrefix }, random),
+  } as SdlWorld;
+  beforeAll(async () => {
+    const { server, model, close } = await startSdlServer(sdl, { TABLEGRAPH_WORKER: 'off' });
+    Object.assign(world, { server, model, close, writer: queueWriter(model, server) });
+  }, 60_000);
+  afterAll(() => world.close?.());
+  return world;
 }
