@@ -83,8 +83,9 @@ test(`create / duplicate / delete of one e-mail, ${CYCLES} cycles, late and shuf
   console.log(`unique lifecycle seed ${SEED}: ${CYCLES} cycles, ${sender.messages.length} messages, ${deliveries} late deliveries (${failed} failed and came back)`);
   expect(refused).toBe(CYCLES);
   expect(deliveries).toBeGreaterThanOrEqual(sender.messages.length);
-  // One message per committed write: a create and a delete per cycle (the refused creates sent none).
-  expect(sender.messages.filter((m) => m.entity === 'Employee')).toHaveLength(2 * CYCLES);
+  // One message per committed write: a create and a delete per cycle (the refused creates sent none; an attempt
+  // that could not commit withdrew its own).
+  expect(sender.kept().filter((m) => m.entity === 'Employee')).toHaveLength(2 * CYCLES);
   const report = await expectConverged(store, model);
   expect(report.indexes.flatMap((d) => d.duplicates)).toEqual([]);
   const count = (await store.getEntity({ table: `${world.prefix}Directory`, partitionKey: 'RC', rowKey: 'department' }))?.properties.employeeCount;

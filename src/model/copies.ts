@@ -11,7 +11,6 @@ import type { SchemaProblems } from './schema-errors';
 import { notAReference, referenceKeyFields } from './references';
 import type { AccessPath, CopyModel, EntityModel, RangePath, SummaryModel } from './types';
 
-
 /**
  * Reads every `@copy` field into its entity's `copies`.
  * @returns the copies by the name of the type copied from
@@ -101,8 +100,9 @@ export function reverseRange(target: EntityModel, holder: EntityModel, accessPat
 
 /**
  * Fills each many-to-many path's `covered`: the target's fields that name it (its key fields, or through a unique
- * index the fields the index is keyed by), from the join entity's fields its reference binds them from, and the target's fields the join entity copies through that reference — unless the range reads
- * index entities, which hold no copies.
+ * index the fields the index is keyed by), from the join entity's fields its reference binds them from, and the
+ * target's fields the join entity copies through that reference — unless the range reads index entities, which
+ * hold no copies.
  */
 export function coverJoins(accessPaths: Map<string, AccessPath>): void {
   for (const path of accessPaths.values()) {

@@ -3,9 +3,9 @@
  * guide's "Modelling relationships"). Where one points, from an entity's values; the write path checks that it
  * points at something (src/write/references.ts), many-to-many connections follow it (`@range(through)`).
  *
- * A reference either gives its target's own keys (`IssueLabel.label` from the join's `projectKey` and
- * `labelName`), or looks its target up through a unique index of the target (`@point(index: "byId")`, the guide's
- * "Index Entities Pattern"): then the entity holds only what the index is keyed by (a `labelId`), its address is the
+ * A reference either gives its target's own keys (an order's `region` and `customerId` for a customer stored by
+ * region), or looks its target up through a unique index of the target (`@point(index: "byId")`, the guide's "Index
+ * Entities Pattern"): then the entity holds only what the index is keyed by (the `customerId`), its address is the
  * index entity's, and the index entity holds the target's keys — one more point query, and nothing to change on the
  * referring entities when the target moves.
  */
@@ -76,8 +76,8 @@ export async function readReferenced(path: PointPath, values: Values, get: (a: E
 
 /**
  * The fields of the referring entity that name the target, by the target's field each holds: the target's key
- * fields for a reference by keys (`labelName` for `name`), the fields its index is keyed by for one through an
- * index (`labelId` for `id`). Only placeholders that stand alone at the same position of both templates pair up.
+ * fields for a reference by keys, the fields its index is keyed by for one through an index (`customerId` for
+ * `id`). Only placeholders that stand alone at the same position of both templates pair up.
  */
 export function referenceKeyFields(path: PointPath): Map<string, string> {
   const layout = path.index?.layout ?? path.target.layout;

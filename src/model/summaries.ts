@@ -6,13 +6,12 @@
  */
 import { isObjectType, type GraphQLObjectType, type GraphQLSchema } from 'graphql';
 import { Decimal, storedDecimal } from './decimal';
-import type { EntityAddress } from '../storage/types';
+import type { EntityAddress, StoredEntity } from '../storage/types';
 import { readSummary } from './directives';
 import { renderKey } from './key-template';
 import { notAReference, targetAddress } from './references';
 import type { SchemaProblems } from './schema-errors';
 import type { AccessPath, EntityModel, SummaryFactor, SummaryModel } from './types';
-import type { StoredEntity } from '../storage/types';
 
 const NUMERIC = new Set(['Int', 'Float', 'Decimal']);
 

@@ -201,8 +201,9 @@ export interface SummaryModel {
   terms: SummaryFactor[][];
   /**
    * `egt`: the holder shares the `of` entity's partition, and every write changes it in its own EGT. `eventual`:
-   * the holder is elsewhere (or `via` reaches it through a unique index); the fan-out worker keeps it, exactly, through one contribution entity per `of` entity
-   * in the holder's partition (src/model/contributions.ts), changed in one EGT with the holder.
+   * the holder is elsewhere (or `via` reaches it through a unique index); the fan-out worker keeps it, exactly,
+   * through one contribution entity per `of` entity in the holder's partition (src/model/contributions.ts), changed
+   * in one EGT with the holder.
    */
   scope: 'egt' | 'eventual';
 }

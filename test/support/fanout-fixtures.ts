@@ -14,7 +14,7 @@ import type { QueueStore } from '../../src/storage/queue-store';
 import type { TableStore } from '../../src/storage/table-store';
 import { reconcile, type ReconcileOptions, type ReconcileResult } from '../../src/worker/reconciler';
 import { decodeFanout, type FanoutMessage } from '../../src/write/fanout-message';
-import type { FanoutSender } from '../../src/write/write-executor';
+import type { FanoutSender, SentMessage } from '../../src/write/write-executor';
 import { WriteExecutor } from '../../src/write/write-executor';
 import { queueSender, fanoutQueueNames } from '../../src/worker/fanout-worker';
 import { compileHr, startSdlServer, testQueues, testStore, type TestServer } from './harness';
@@ -63,13 +63,28 @@ export function seededRng(seed: number): Rng {
  */
 export class RecordingSender implements FanoutSender {
   readonly messages: FanoutMessage[] = [];
+  /**
+   * Ids of messages withdrawn by attempts that could not commit (a storage timeout under load, say). They stay in
+   * `messages`, as a queue may have delivered them already; a count of committed writes leaves them out.
+   */
+  readonly withdrawn = new Set<string>();
   /** Called with each message after it is recorded; the write waits for it. */
   onSend?: (m: FanoutMessage) => void | Promise<void>;
 
-  async send(text: string): Promise<void> {
+  async send(text: string): Promise<SentMessage> {
     const m = decodeFanout(text);
     this.messages.push(m);
     await this.onSend?.(m);
+    return { id: m.id, popReceipt: '' };
+  }
+
+  async withdraw(sent: SentMessage): Promise<void> {
+    this.withdrawn.add(sent.id);
+  }
+
+  /** The messages no attempt withdrew: one per committed write that changed something derived. */
+  kept(): FanoutMessage[] {
+    return this.messages.filter((m) => !this.withdrawn.has(m.id));
   }
 }
 
