@@ -9,10 +9,9 @@
  * - `employeeByEmail` finds imported employees by the e-mail the import derives.
  * The expected sets are computed here from the CSV itself, not from the importer.
  */
-import { readFileSync } from 'node:fs';
 import { parse } from 'csv-parse/sync';
 import { importEmployees, type ImportSummary } from '../src/import/import-employees';
-import { CHICAGO_CSV, compileHr, startTestServer, type TestServer } from './support/harness';
+import { CHICAGO_CSV, chicagoCsvText, compileHr, startTestServer, type TestServer } from './support/harness';
 
 const TIMEOUT_MS = 300_000;
 const RENAMED = 'WILLIAMS-RENAMED';
@@ -25,7 +24,7 @@ interface FileEmployee {
 
 /** The file's employees whose last name — the text before the comma, trimmed — is `lastName`. */
 function fromFile(lastName: string): FileEmployee[] {
-  const rows = parse(readFileSync(CHICAGO_CSV), { from_line: 2 }) as string[][];
+  const rows = parse(chicagoCsvText(), { from_line: 2 }) as string[][];
   return rows.flatMap((r, i) => (r[0].slice(0, r[0].indexOf(',')).trim() === lastName ? [{ id: String(i + 1), departmentId: r[2] }] : []));
 }
 

@@ -1,5 +1,5 @@
 /**
- * The schema compiler: the shipped schema compiles to the access paths DESIGN.md describes, and every kind of
+ * The schema compiler: the shipped schema compiles to the access paths docs/architecture.md describes, and every kind of
  * schema that could not be served by point and range queries is refused at start-up with the type, the field
  * and the SDL location.
  */

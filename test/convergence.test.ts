@@ -1,5 +1,5 @@
 /**
- * Inter-partition indexes converge (DESIGN.md §4.2; the guide's "Eventually consistent transactions pattern" and
+ * Inter-partition indexes converge (docs/architecture.md, "Fan-out and reconciliation"; the guide's "Eventually consistent transactions pattern" and
  * "Inter-partition secondary index pattern"): whatever the delivery of the fan-out messages — duplicated,
  * shuffled, concurrent, early, cut short by a dying worker — once every message has been delivered after its
  * write, every index entity equals derive(primary) and none is an orphan. Writes run through the real

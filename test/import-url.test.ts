@@ -8,7 +8,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { CHICAGO_CSV } from './support/harness';
+import { chicagoCsvText } from './support/harness';
 import { killCommandProcesses, runCommand } from './support/processes';
 
 jest.setTimeout(120_000);
@@ -22,7 +22,7 @@ const served: string[] = [];
 
 beforeAll(async () => {
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tablegraph-import-url-'));
-  csv = fs.readFileSync(CHICAGO_CSV, 'utf8').split('\n').slice(0, ROWS + 1).join('\n') + '\n';
+  csv = chicagoCsvText().split('\n').slice(0, ROWS + 1).join('\n') + '\n';
   server = http.createServer((req, res) => {
     served.push(req.url ?? '');
     if (req.url === '/api/views/xzkq-xp2w/rows.csv?accessType=DOWNLOAD') {

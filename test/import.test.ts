@@ -3,7 +3,7 @@
  * importEmployees on a small file (re-imported after a rename, with verify clean; EGTs that time out sent again,
  * or given up on and reported), and the whole real file against the test run's Azurite, imported twice.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { TableClient } from '@azure/data-tables';
@@ -17,7 +17,7 @@ import type { StoredEntity } from '../src/storage/types';
 import { ErrorCode, TablegraphError } from '../src/errors';
 import { reconcile } from '../src/worker/reconciler';
 import { expectConverged, hookedStore, hrWorld, run } from './support/fanout-fixtures';
-import { CHICAGO_CSV, compileHr, connectionString, testStore, uniquePrefix } from './support/harness';
+import { CHICAGO_CSV, chicagoCsvText, compileHr, connectionString, testStore, uniquePrefix } from './support/harness';
 import { employeeInput } from './support/write-fixtures';
 
 const store = testStore();
@@ -287,7 +287,7 @@ function fail(e: Error): never {
 
 /** What the test expects of the real file, computed here without the importer's code. */
 function chicagoFacts() {
-  const rows = parse(readFileSync(CHICAGO_CSV), { from_line: 2 }) as string[][];
+  const rows = parse(chicagoCsvText(), { from_line: 2 }) as string[][];
   const police = rows.filter((r) => r[2] === 'POLICE');
   // Exact, in decimal.js directly (not the importer's arithmetic): rate × hours × 52 for hourly staff.
   const pay = (r: string[]) => (r[4] === 'Salary' ? new Decimal(r[6]) : new Decimal(r[7]).times(r[5]).times(52));

@@ -6,6 +6,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { ErrorCode, isTablegraphError } from '../src/errors';
 import { checkStepOrder } from '../src/load/load-entities';
 import { readLoadRows, type LoadRow } from '../src/load/load-rows';
@@ -69,6 +70,17 @@ test('NDJSON: one object per line; a line that is not an object is a bad row; a 
   const got = await rows(p);
   expect(got[0]).toEqual({ line: 1, values: { projectKey: 'CORE', number: '1', title: 'x', state: 'CLOSED', views: '12' } });
   expect(got.slice(1).map((r) => [r.line, r.reason?.split(':')[0]])).toEqual([[2, 'not a JSON object'], [3, 'not JSON'], [4, 'the key field(s) number are missing']]);
+});
+
+test('a gzip-compressed file (.csv.gz, .ndjson.gz) reads as the plain one; one that is not gzip is an error', async () => {
+  const csv = 'projectKey,number,title,state,reporterId\nCORE,1,Packed,OPEN,ada\nCORE,2,Bad,REOPENED,ada\n';
+  const packed = path.join(dir, 'issues.csv.gz');
+  fs.writeFileSync(packed, gzipSync(csv));
+  expect(await rows(packed)).toEqual(await rows(file('plain.csv', csv)));
+  const ndjson = path.join(dir, 'issues.ndjson.gz');
+  fs.writeFileSync(ndjson, gzipSync(JSON.stringify({ projectKey: 'CORE', number: '7', title: 't', state: 'OPEN' }) + '\n'));
+  expect(await rows(ndjson)).toEqual([{ line: 1, values: { projectKey: 'CORE', number: '7', title: 't', state: 'OPEN' } }]);
+  await expect(rows(file('fake.csv.gz', csv))).rejects.toThrow(/incorrect header check/);
 });
 
 test('a header naming an unknown field, a summary or missing a key field is refused before any row', async () => {

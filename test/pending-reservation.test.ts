@@ -1,7 +1,7 @@
 /**
  * A stale fan-out message must not free a unique key that a write still in flight has reserved: the reservation
  * carries its write's id and the state that write read, and the reconciler — reading the entity again after the
- * reservation — leaves it alone while the entity is still in that state (DESIGN.md §4.2, "Eventually consistent
+ * reservation — leaves it alone while the entity is still in that state (docs/architecture.md, "Unique values", "Eventually consistent
  * transactions pattern").
  */
 import { ErrorCode, isTablegraphError } from '../src/errors';

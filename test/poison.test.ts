@@ -1,6 +1,6 @@
 /**
- * Poison handling of the fan-out queue (DESIGN.md §4.2: "a message that keeps failing moves to a poison queue
- * after N dequeues, with the error, and the rest go on"; the guide's "Eventually consistent transactions
+ * Poison handling of the fan-out queue (docs/architecture.md, "Fan-out and reconciliation": a message that keeps
+ * failing moves to a poison queue after N dequeues, with its error, and the others go on; the guide's "Eventually consistent transactions
  * pattern"). A message that can never succeed — not JSON, an entity type the schema does not have, a handler
  * that always throws — lands in the poison queue after TABLEGRAPH_MAX_DEQUEUE_COUNT receives with its error
  * text, the other messages are reconciled, and the server's /health shows it.

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { isProcessAlive } from '../src/storage/azurite';
-import { CHICAGO_CSV } from './support/harness';
+import { chicagoCsvText } from './support/harness';
 import { azuriteState, freePort, killCommandProcesses, queryPort, runCommand, startServerProcess, waitUntilGone } from './support/processes';
 
 jest.setTimeout(180_000);
@@ -34,7 +34,7 @@ const COUNT = (id: string) => `{ department(id: ${JSON.stringify(id)}) { employe
 beforeAll(() => {
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tablegraph-shared-'));
   slice = path.join(tmp, 'slice.csv');
-  const lines = fs.readFileSync(CHICAGO_CSV, 'utf8').split('\n');
+  const lines = chicagoCsvText().split('\n');
   fs.writeFileSync(slice, `${lines.slice(0, ROWS + 1).join('\n')}\n`);
 });
 

@@ -1,5 +1,5 @@
 /**
- * Summary values are exact and checkable (DESIGN.md §4; the guide's "Entity Group Transactions" keep a department's
+ * Summary values are exact and checkable (docs/architecture.md, "Writes"; the guide's "Entity Group Transactions" keep a department's
  * payroll in the same EGT as its employees): any sequence of writes followed by their inverses returns the payroll
  * to its exact earlier value (decimal arithmetic, src/model/decimal.ts); 50 and 200 concurrent unconditional
  * creates into one department all succeed with exact totals (group commit); verify compares every summary with a

@@ -1,5 +1,5 @@
 /**
- * The unique e-mail index (DESIGN.md §4.2): a unique inter-partition key is reserved with a conditional insert
+ * The unique e-mail index (docs/architecture.md, "Unique values"): a unique inter-partition key is reserved with a conditional insert
  * before the entity's EGT, so two employees never own one address; the worker frees an address an employee
  * gave up, and a reservation whose EGT failed is released — by the executor, or by the worker after the settle
  * time ("Inter-partition secondary index pattern", "Eventually consistent transactions pattern").

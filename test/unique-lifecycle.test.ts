@@ -1,5 +1,5 @@
 /**
- * One e-mail, one owner, across lives of one key (DESIGN.md §4.2; the guide's "Eventually consistent transactions
+ * One e-mail, one owner, across lives of one key (docs/architecture.md, "Unique values"; the guide's "Eventually consistent transactions
  * pattern" with a unique "Inter-partition secondary index pattern"). The loop that once gave an address two owners:
  * create RC/1 with E; create RC/2 with E (must fail UniqueKeyTaken); delete RC/1 — a thousand times, while the
  * fan-out messages pile up undelivered (a worker stopped, a backlog), then are delivered late — past their settle

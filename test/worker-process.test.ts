@@ -1,6 +1,6 @@
 /**
- * `npm run worker` as a process of its own (DESIGN.md §4.2: "the worker runs … as its own process when it must
- * scale out"): a server started with TABLEGRAPH_WORKER=off leaves its fan-out messages on the queue, and the child
+ * `npm run worker` as a process of its own (docs/architecture.md, "The worker": competing consumers on one
+ * queue): a server started with TABLEGRAPH_WORKER=off leaves its fan-out messages on the queue, and the child
  * worker reconciles them; on SIGTERM the child finishes the message in hand, logs "stopped" and exits 0, and
  * messages sent after that stay on the queue ("Eventually consistent transactions pattern").
  */

@@ -1,5 +1,5 @@
 /**
- * `npm run import -- --file ../shared/data/chicago-employees.csv [--concurrency 8]`: loads the Chicago employee
+ * `npm run import -- --file examples/hr/data/chicago-employees.csv.gz [--concurrency 8]`: loads the Chicago employee
  * file — a path, or an http(s) address such as the data portal's CSV export, downloaded first into
  * `<data folder>/downloads/` — into the HR schema's tables (see src/import/import-employees.ts) on the configured storage, or the
  * embedded Azurite. Progress on stderr (a bar on a terminal, log lines otherwise); the summary on stdout.
@@ -36,7 +36,7 @@ runMain(
   async (log) => {
     const options = new Command('import')
       .description('import the City of Chicago employee CSV into the HR schema (idempotent)')
-      .requiredOption('--file <path or address>', 'the CSV file, e.g. ../shared/data/chicago-employees.csv, or its http(s) address')
+      .requiredOption('--file <path or address>', 'the CSV file (.csv, or gzip-compressed .csv.gz), e.g. examples/hr/data/chicago-employees.csv.gz, or its http(s) address')
       .option('--concurrency <n>', 'EGTs in flight at once', positiveIntArgument, 8)
       .parse()
       .opts<{ file: string; concurrency: number }>();

@@ -37,7 +37,7 @@ runMain(
     const options = new Command('load')
       .description('load CSV or NDJSON files into the schema\'s entity types (idempotent)')
       .option('--type <Type>', 'the entity type of --file')
-      .option('--file <path>', 'a .csv (header = field names) or .ndjson file of --type')
+      .option('--file <path>', 'a .csv (header = field names) or .ndjson file of --type, or either gzip-compressed (.gz)')
       .option('--manifest <path>', 'a JSON manifest of several files in dependency order: { "steps": [ { "type", "file", "existing"? } ] }')
       .option('--existing <mode>', 'with --file: an entity already stored is replaced or kept', 'replace')
       .option('--concurrency <n>', 'EGTs in flight at once', positiveIntArgument, 8)

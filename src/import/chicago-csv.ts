@@ -1,5 +1,5 @@
 /**
- * Reads the City of Chicago employee file (`../shared/data/chicago-employees.csv`, see its README) into
+ * Reads the City of Chicago employee file (`examples/hr/data/chicago-employees.csv.gz`, see the README beside it) into
  * employee records, streaming, one row at a time. Every data row gets a stable id — its position among the
  * file's data rows, the first being 1 — and malformed rows keep their position, so fixing one later never shifts
  * the ids of the others. A malformed row is reported with its physical line number (header = line 1) and why.

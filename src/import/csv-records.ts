@@ -6,7 +6,7 @@
  * line cannot stand as a record of its own (it does not have the header's column count with balanced quotes);
  * otherwise the first line is reported alone as malformed and the next one is read as the record it is.
  */
-import { createReadStream } from 'node:fs';
+import { openDataFile } from '../load/file-stream';
 import { parse } from 'csv-parse/sync';
 
 /** One record: its first physical line (1-based) and its fields, or why it cannot be read. */
@@ -40,7 +40,7 @@ function standsAlone(line: string, columns: number): boolean {
 /** The physical lines of a file, each without its line break, and the break that ended it ('' at the end). */
 async function* physicalLines(file: string): AsyncGenerator<{ text: string; eol: string }> {
   let rest = '';
-  for await (const chunk of createReadStream(file, { encoding: 'utf8' }) as AsyncIterable<string>) {
+  for await (const chunk of openDataFile(file, 'utf8') as AsyncIterable<string>) {
     rest += chunk;
     let start = 0;
     for (let at = rest.indexOf('\n'); at >= 0; at = rest.indexOf('\n', start)) {

@@ -2,7 +2,7 @@
  * How a long import shows its progress: a cli-progress bar on stderr when stderr is a terminal, otherwise a log
  * line every few seconds (so CI logs and `2> file` stay readable, and stdout stays the summary's alone).
  */
-import { createReadStream } from 'node:fs';
+import { openDataFile } from '../load/file-stream';
 import { Presets, SingleBar } from 'cli-progress';
 import type { Logger } from '../log';
 import type { ImportProgress } from './import-employees';
@@ -21,7 +21,7 @@ export interface ProgressReporter {
 export async function estimateDataRows(file: string, headerLines = 1): Promise<number> {
   let breaks = 0;
   let last = 0x0a;
-  for await (const chunk of createReadStream(file) as AsyncIterable<Buffer>) {
+  for await (const chunk of openDataFile(file) as AsyncIterable<Buffer>) {
     for (let i = chunk.indexOf(0x0a); i >= 0; i = chunk.indexOf(0x0a, i + 1)) breaks++;
     if (chunk.length > 0) last = chunk[chunk.length - 1];
   }

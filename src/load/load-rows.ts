@@ -1,13 +1,13 @@
 /**
  * The rows of a load file, as field values of one entity type: CSV whose header names the fields (`.csv`), or
- * NDJSON, one JSON object per line (`.ndjson`, `.jsonl`). CSV cells are text: an empty cell is null, `true` and
+ * NDJSON, one JSON object per line (`.ndjson`, `.jsonl`), either one gzip-compressed too (`.csv.gz`). CSV cells are text: an empty cell is null, `true` and
  * `false` are Booleans, and the rest is typed by the field (entity-codec.ts's typedValue reads numbers, Longs,
  * Decimals and dates from text). Enum values are checked against the enum here, since a stored enum is a String.
  *
  * A bad row is reported with its line and the reason, never thrown: the loader skips it and goes on. A bad header
  * (an unknown field, a summary field, a missing key field) is an error before anything is read further.
  */
-import { createReadStream } from 'node:fs';
+import { openDataFile } from './file-stream';
 import { createInterface } from 'node:readline';
 import { extname } from 'node:path';
 import { isEnumType, type GraphQLSchema } from 'graphql';
@@ -18,12 +18,12 @@ import { readCsvRecords } from '../import/csv-records';
 /** A row of a load file: its line (1-based, the header is line 1 of a CSV) and its values, or why it is skipped. */
 export type LoadRow = { line: number; values: Record<string, unknown>; reason?: undefined } | { line: number; values?: undefined; reason: string };
 
-/** The file formats the loader reads, by extension. */
+/** The file formats the loader reads, by extension (after a `.gz`: gzip-compressed, file-stream.ts). */
 export function fileFormat(file: string): 'csv' | 'ndjson' {
-  const ext = extname(file).toLowerCase();
+  const ext = extname(file.toLowerCase().replace(/\.gz$/, ''));
   if (ext === '.csv') return 'csv';
   if (ext === '.ndjson' || ext === '.jsonl') return 'ndjson';
-  throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${file}: a load file is .csv (a header of field names) or .ndjson/.jsonl (one JSON object per line)`, { file });
+  throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${file}: a load file is .csv (a header of field names) or .ndjson/.jsonl (one JSON object per line), each also gzip-compressed (.gz)`, { file });
 }
 
 /**
@@ -101,7 +101,7 @@ export async function* readLoadRows(file: string, entity: EntityModel, schema?: 
     }
     let line = 0;
     const seen = new Set<string>();
-    for await (const text of createInterface({ input: createReadStream(file, { encoding: 'utf8' }), crlfDelay: Infinity })) {
+    for await (const text of createInterface({ input: openDataFile(file, 'utf8'), crlfDelay: Infinity })) {
       line++;
       if (text.trim() === '') continue;
       let parsed: unknown;

@@ -1,6 +1,6 @@
 /**
  * The derived state of indexes, read in full and compared with what the primary entities derive — the shared
- * core of `verify` and `rebuild-index` (DESIGN.md §4 item 3; the guide's "Index Entities Pattern",
+ * core of `verify` and `rebuild-index` (docs/architecture.md, "Maintenance"; the guide's "Index Entities Pattern",
  * "Intra-partition secondary index pattern", "Inter-partition secondary index pattern").
  *
  * It reads whole tables on purpose: every index entity of the index (the index's table scanned, kept by the

@@ -1,5 +1,5 @@
 /**
- * `rebuild-index`: makes one index equal to what the primary entities derive (DESIGN.md §4 item 3) — for an
+ * `rebuild-index`: makes one index equal to what the primary entities derive (docs/architecture.md, "Maintenance") — for an
  * index added to an existing schema, or one that verify found out of line. It reads whole tables on purpose
  * (derived-state.ts), then writes only what differs: the missing and different index entities, and deletes of
  * the orphaned ones, as EGTs per partition ("Entity Group Transactions", "Index Entities Pattern").

@@ -1,5 +1,5 @@
 /**
- * Summary values checked against a recount, and repaired (DESIGN.md §4 item 4; the guide's "Entity Group
+ * Summary values checked against a recount, and repaired (docs/architecture.md, "Maintenance"; the guide's "Entity Group
  * Transactions" keep summaries in step with what they count, this proves it). Where a summary holder and the
  * entities it counts share a partition, a repair recounts one partition under the holder's ETag: every write that
  * changes a contribution changes the holder in the same EGT, so an unchanged ETag proves the recount current.

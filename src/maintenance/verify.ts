@@ -1,5 +1,5 @@
 /**
- * `verify`: checks that every index entity equals what its primary entity derives (DESIGN.md §4 item 3) — the
+ * `verify`: checks that every index entity equals what its primary entity derives (docs/architecture.md, "Maintenance") — the
  * intra-partition indexes kept in the entity's EGT and the inter-partition ones the fan-out worker keeps
  * ("Index Entities Pattern", "Eventually consistent transactions pattern") — and that every summary value equals
  * a recount of what it summarises (summary-state.ts), every copy its target (copy-state.ts), and that no blob of a

@@ -300,14 +300,14 @@ export const ENTITY_TYPE_PROPERTY = 'EntityType';
 
 /**
  * Name of the String property that identifies the write which produced an entity's current state: a fresh UUID
- * for every write attempt, never reused — not after a delete, not after a failed attempt (DESIGN.md §4.2). A
+ * for every write attempt, never reused — not after a delete, not after a failed attempt (docs/architecture.md, "Fan-out and reconciliation"). A
  * fan-out message names the write it announces and the state that write was based on, so the worker can tell
  * whether that write is still pending, committed, or superseded.
  */
 export const WRITE_ID_PROPERTY = 'WriteId';
 
 /**
- * Properties of a unique index entity while it is a reservation (DESIGN.md §4.2): `BasedOn`, the state id the
+ * Properties of a unique index entity while it is a reservation (docs/architecture.md, "Unique values"): `BasedOn`, the state id the
  * reserving write read (absent: a create, which needs no entity); `ReservedUntil`, the end of its lease, after
  * which the reserving write can no longer commit (it sends its EGT only well before). The reserving write's own
  * id is in WRITE_ID_PROPERTY. A reconciled index entity carries none of them.

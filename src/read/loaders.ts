@@ -1,5 +1,5 @@
 /**
- * Per-request DataLoaders over the Table service (DESIGN.md §3). One set per GraphQL request, never shared
+ * Per-request DataLoaders over the Table service (docs/architecture.md, "Reads"). One set per GraphQL request, never shared
  * between requests or users.
  *
  * - Point loader: de-duplicates keys, groups them by table and PartitionKey, sends point queries in parallel

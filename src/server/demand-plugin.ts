@@ -1,5 +1,5 @@
 /**
- * Demand control at the door (DESIGN.md §3): once an operation is parsed and validated, its worst case is computed
+ * Demand control at the door (docs/architecture.md, "Reads"): once an operation is parsed and validated, its worst case is computed
  * from the access paths (src/read/demand.ts) and compared with the budgets; over one, the request is refused with
  * QUERY_TOO_COSTLY and the figures, before any resolver runs — so before any storage call. The estimate is also
  * put beside the actual cost in `extensions.cost.estimate` (cost-plugin.ts).

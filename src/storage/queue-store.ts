@@ -1,6 +1,6 @@
 /**
  * The thin adapter over `@azure/storage-queue` that carries the fan-out messages of the guide's "Eventually
- * consistent transactions pattern" (DESIGN.md §4.2): send before the EGT commits, receive, hide again, delete.
+ * consistent transactions pattern" (docs/architecture.md, "Fan-out and reconciliation"): send before the EGT commits, receive, hide again, delete.
  * Limits are checked before a request leaves the process, the SDK's own retry policy is configured (never
  * re-written), and every SDK error becomes a TablegraphError here, through storage-errors.ts's mapping.
  */

@@ -1,6 +1,6 @@
 /**
  * The competing-consumer loop that drives fan-out messages (the guide's "Eventually consistent transactions
- * pattern", DESIGN.md §4.2) through any handler: receive, handle, then delete, hide again, or move to the poison
+ * pattern", docs/architecture.md, "Fan-out and reconciliation") through any handler: receive, handle, then delete, hide again, or move to the poison
  * queue. It knows nothing about entities: the reconciler is the handler. Every step is safe to repeat, because
  * the queue delivers at least once and several workers may share one queue.
  */

@@ -1,5 +1,5 @@
 /**
- * The reconciler (DESIGN.md §4.2): brings an entity's derived entities — its inter-partition index entities, and
+ * The reconciler (docs/architecture.md, "Fan-out and reconciliation"): brings an entity's derived entities — its inter-partition index entities, and
  * its contributions to summaries held in other partitions (contributions.ts) — in line with the entity as it is
  * now, whatever the message says happened. It reads the entity, upserts what it derives, deletes the old derived entities it no longer derives (only where they still point at this entity),
  * then reads the entity again and repeats if it changed meanwhile. Every step is idempotent, so redelivered,

@@ -1,5 +1,5 @@
 /**
- * The fan-out message (DESIGN.md §4.2, the guide's "Eventually consistent transactions pattern"): put on the
+ * The fan-out message (docs/architecture.md, "Fan-out and reconciliation", the guide's "Eventually consistent transactions pattern"): put on the
  * queue before the EGT of a write commits, it names the entity, the write (its WriteId, a UUID never reused) and
  * the state that write was based on, and every derived entity (inter-partition index entity) the old and the new
  * state derive. The worker reconciles from the truth, so the message carries no values, only addresses.

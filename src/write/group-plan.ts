@@ -1,5 +1,5 @@
 /**
- * Group commit, the planning half (DESIGN.md §4.3): writes of one partition that arrive together become one
+ * Group commit, the planning half (docs/architecture.md, "Group commit"): writes of one partition that arrive together become one
  * entity-group transaction. Each write is planned against the state read for the group (write-plan.ts); their
  * operations are concatenated in arrival order, and every summary holder gets one merge with the sum of all the
  * group's deltas, conditional on the ETag read — so concurrent writers of one department no longer fail on each

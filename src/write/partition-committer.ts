@@ -1,5 +1,5 @@
 /**
- * Group commit, the doing half (DESIGN.md §4.3): one committer per table and PartitionKey with writes waiting.
+ * Group commit, the doing half (docs/architecture.md, "Group commit"): one committer per table and PartitionKey with writes waiting.
  * It takes every write that arrived while the previous EGT was in flight, reads what they need in one wave, plans
  * them as one EGT (group-plan.ts), puts each write's fan-out message on the queue, reserves unique keys, and
  * commits. One EGT of a partition is in flight at a time, so writes of one partition keep their arrival order and

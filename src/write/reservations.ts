@@ -1,6 +1,6 @@
 /**
  * Reservations of unique inter-partition keys (an e-mail address): the "Inter-partition secondary index pattern"
- * with a uniqueness rule, kept with the guide's "Eventually consistent transactions pattern" (DESIGN.md §4.2).
+ * with a uniqueness rule, kept with the guide's "Eventually consistent transactions pattern" (docs/architecture.md, "Unique values").
  *
  * A write that gives its entity a unique value first inserts the index entity conditionally — the reservation —
  * then commits its EGT. The reservation carries the write's id (WriteId), the state the write read (BasedOn) and

@@ -1,5 +1,5 @@
 /**
- * Runs mutations (DESIGN.md §4). A write is checked first — its keys, every value it gives against its type,
+ * Runs mutations (docs/architecture.md, "Writes"). A write is checked first — its keys, every value it gives against its type,
  * `@constraint` and the target's size limits — and refused before anything is read or sent when it cannot
  * succeed. Then it joins the writes of its partition: a PartitionCommitter per table and PartitionKey commits them
  * together, one EGT at a time ("group commit", partition-committer.ts), so concurrent writers of one partition

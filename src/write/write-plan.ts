@@ -1,5 +1,5 @@
 /**
- * The write planner (DESIGN.md §4): one mutation and the state it read become a write plan. Same-partition
+ * The write planner (docs/architecture.md, "Writes"): one mutation and the state it read become a write plan. Same-partition
  * effects — the entity, its intra-partition index entities — are EGT operations; the summary values it
  * contributes to are deltas per holder, which group-plan.ts adds up over every write sharing an EGT;
  * cross-partition effects — inter-partition index entities — become a fan-out message and, for unique indexes,
@@ -385,7 +385,7 @@ function moveMarks(write: WriteModel, current: StoredEntity | null, moveId: stri
 
 /**
  * Checks one write's own operations and derived entities against the target's limits before anything is sent
- * (DESIGN.md §4.1): its EGT operations as a transaction of their own (operations, bytes, each entity), and every
+ * (docs/architecture.md, "The write plan"): its EGT operations as a transaction of their own (operations, bytes, each entity), and every
  * inter-partition index entity it derives, so that a write whose index entities the worker could never store (a
  * key over the target's limit, say) is refused now rather than poisoning the queue later ("Entity Group
  * Transactions", "Inter-partition secondary index pattern").

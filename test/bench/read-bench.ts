@@ -23,7 +23,7 @@ import { BlobStore } from '../../src/storage/blob-store';
 import { TableStore } from '../../src/storage/table-store';
 
 const ROOT = path.resolve(__dirname, '../..');
-const CSV = path.resolve(ROOT, '../shared/data/chicago-employees.csv');
+const CSV = path.join(ROOT, 'examples/hr/data/chicago-employees.csv.gz');
 const PREFIX = 'bench';
 const runsArg = process.argv.indexOf('--runs');
 const RUNS = runsArg > 0 ? Number(process.argv[runsArg + 1]) : 20;

@@ -4,7 +4,7 @@
  * delivery loops over `reconcile` (in order, or twice by two workers that get killed), a store with hooks between the steps of a writer or a worker (to make a race
  * happen exactly), an HR world with its own tables, and the check that every inter-partition index entity equals what its primary
  * derives — the "Done when" of the guide's "Eventually consistent transactions pattern" and "Inter-partition
- * secondary index pattern" (DESIGN.md §4.2).
+ * secondary index pattern" (docs/architecture.md, "Fan-out and reconciliation").
  */
 import fc from 'fast-check';
 import pLimit from 'p-limit';

@@ -5,6 +5,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { gunzipSync } from 'node:zlib';
 import { loadConfig, type Config } from '../../src/config';
 import { createLogger, type Logger } from '../../src/log';
 import { compileSchema, type CompiledSchema } from '../../src/model/compile';
@@ -19,7 +20,13 @@ import { startShufflingProxy } from './shuffling-proxy';
 
 export const ROOT = path.resolve(__dirname, '../..');
 export const SCHEMA_DIR = path.join(ROOT, 'schema');
-export const CHICAGO_CSV = path.resolve(ROOT, '../shared/data/chicago-employees.csv');
+/** The Chicago employee snapshot the repository carries, gzip-compressed (examples/hr/data/README.md). */
+export const CHICAGO_CSV = path.join(ROOT, 'examples/hr/data/chicago-employees.csv.gz');
+
+/** The snapshot's text, decompressed (2.2 MB): for tests that read the file themselves. */
+export function chicagoCsvText(): string {
+  return gunzipSync(fs.readFileSync(CHICAGO_CSV)).toString('utf8');
+}
 
 /** The test run's Azurite connection string. */
 export function connectionString(): string {
