@@ -1,7 +1,7 @@
 /**
  * Input files given as an address: `npm run import -- --file https://…` downloads the file first (streamed to disk,
  * never held in memory), into `<data folder>/downloads/`, then imports it like a local file. For the Chicago data
- * set, the data portal's CSV export of `xzkq-xp2w` (see the README).
+ * set, the data portal's CSV export of `xzkq-xp2w` (see examples/hr/data/README.md).
  */
 import fs from 'node:fs';
 import path from 'node:path';

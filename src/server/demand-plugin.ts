@@ -18,7 +18,7 @@ export interface DemandBudget {
   maxNodes: number;
 }
 
-/** Defaults: every query of the README passes, a query that multiplies connections three deep does not. */
+/** Defaults: every query of the docs passes, a query that multiplies connections three deep does not. */
 export const DEFAULT_DEMAND_BUDGET: DemandBudget = { maxStorageCalls: 1000, maxNodes: 10_000 };
 
 /** The stable code of a refused operation. */

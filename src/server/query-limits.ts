@@ -21,7 +21,7 @@ export interface QueryLimits {
   maxTokens: number;
 }
 
-/** The defaults: every query of the README passes; the documents of an attack do not. */
+/** The defaults: every query of the docs passes; the documents of an attack do not. */
 export const DEFAULT_QUERY_LIMITS: QueryLimits = { maxDepth: 12, maxAliases: 30, maxDirectives: 50, maxTokens: 5000 };
 
 /**
