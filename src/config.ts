@@ -100,7 +100,8 @@ export interface Config {
   maxStorageQueue: number;
   /**
    * TABLEGRAPH_MAX_HEAVY_REQUESTS: heavy queries running at once; the others wait their turn, or are refused at once
-   * with OVERLOADED when they could not finish before their deadline (requests, default 4; src/read/request-admission.ts).
+   * with OVERLOADED when they could not finish before their deadline (requests, default 4;
+   * src/read/request-admission.ts).
    */
   maxHeavyRequests: number;
   /** TABLEGRAPH_HEAVY_REQUEST_CALLS: a query whose demand estimate exceeds this is heavy (storage calls, default 16). */
@@ -126,7 +127,10 @@ const portOrZero = makeValidator<number>((input: string) => {
 
 /** Comma-separated origins, each `scheme://host[:port]` with no path. */
 const originList = makeValidator<string[]>((input: string) => {
-  const origins = input.split(',').map((o) => o.trim()).filter(Boolean);
+  const origins = input
+    .split(',')
+    .map((o) => o.trim())
+    .filter(Boolean);
   for (const o of origins) {
     let url: URL;
     try {
@@ -227,11 +231,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     });
   }
   const authProblem =
-    (e.TABLEGRAPH_JWKS_URL && (!e.TABLEGRAPH_JWT_ISSUER || !e.TABLEGRAPH_JWT_AUDIENCE) && ['TABLEGRAPH_JWKS_URL', 'needs TABLEGRAPH_JWT_ISSUER and TABLEGRAPH_JWT_AUDIENCE']) ||
-    (e.TABLEGRAPH_JWT_SECRET !== undefined && e.TABLEGRAPH_JWT_SECRET.length < 32 && ['TABLEGRAPH_JWT_SECRET', 'must be at least 32 characters (an HS256 key)']) ||
-    (e.TABLEGRAPH_AUTH === 'off' && (e.TABLEGRAPH_JWKS_URL || e.TABLEGRAPH_JWT_SECRET) && ['TABLEGRAPH_AUTH', 'is off, but TABLEGRAPH_JWKS_URL or TABLEGRAPH_JWT_SECRET is set']);
+    (e.TABLEGRAPH_JWKS_URL &&
+      (!e.TABLEGRAPH_JWT_ISSUER || !e.TABLEGRAPH_JWT_AUDIENCE) && ['TABLEGRAPH_JWKS_URL', 'needs TABLEGRAPH_JWT_ISSUER and TABLEGRAPH_JWT_AUDIENCE']) ||
+    (e.TABLEGRAPH_JWT_SECRET !== undefined &&
+      e.TABLEGRAPH_JWT_SECRET.length < 32 && ['TABLEGRAPH_JWT_SECRET', 'must be at least 32 characters (an HS256 key)']) ||
+    (e.TABLEGRAPH_AUTH === 'off' &&
+      (e.TABLEGRAPH_JWKS_URL || e.TABLEGRAPH_JWT_SECRET) && ['TABLEGRAPH_AUTH', 'is off, but TABLEGRAPH_JWKS_URL or TABLEGRAPH_JWT_SECRET is set']);
   if (authProblem) {
-    throw new TablegraphError(ErrorCode.CONFIG_INVALID, `Invalid configuration: ${authProblem[0]} ${authProblem[1]}.`, { errors: { [authProblem[0]]: authProblem[1] } });
+    throw new TablegraphError(ErrorCode.CONFIG_INVALID, `Invalid configuration: ${authProblem[0]} ${authProblem[1]}.`, {
+      errors: { [authProblem[0]]: authProblem[1] },
+    });
   }
   return {
     port: e.PORT,

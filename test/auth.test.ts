@@ -34,7 +34,10 @@ describe('HS256 (development and tests)', () => {
 
   test('no token, a malformed one, a forged one, an expired one, one without subject: 401 UNAUTHENTICATED, nothing read', async () => {
     const spies = [jest.spyOn(server.store, 'getEntity'), jest.spyOn(server.store, 'queryRange')];
-    const forged = await new SignJWT({ sub: 'x' }).setProtectedHeader({ alg: 'HS256' }).setExpirationTime('5m').sign(new TextEncoder().encode('another-secret-of-at-least-32-chars!!'));
+    const forged = await new SignJWT({ sub: 'x' })
+      .setProtectedHeader({ alg: 'HS256' })
+      .setExpirationTime('5m')
+      .sign(new TextEncoder().encode('another-secret-of-at-least-32-chars!!'));
     const cases: Array<[string | undefined, RegExp]> = [
       [undefined, /no token/],
       ['Basic dXNlcjpwYXNz', /not a bearer token/],
@@ -56,7 +59,10 @@ describe('HS256 (development and tests)', () => {
   test('requests with no token or a refused one count against their address: past its rate, 429 RATE_LIMITED, not 401 for ever', async () => {
     const limited = await startTestServer({ TABLEGRAPH_JWT_SECRET: SECRET, TABLEGRAPH_RATE_LIMIT: '5' });
     try {
-      const forged = await new SignJWT({ sub: 'x' }).setProtectedHeader({ alg: 'HS256' }).setExpirationTime('5m').sign(new TextEncoder().encode('another-secret-of-at-least-32-chars!!'));
+      const forged = await new SignJWT({ sub: 'x' })
+        .setProtectedHeader({ alg: 'HS256' })
+        .setExpirationTime('5m')
+        .sign(new TextEncoder().encode('another-secret-of-at-least-32-chars!!'));
       const statuses: number[] = [];
       for (let i = 0; i < 8; i++) statuses.push((await ask(limited, i % 2 ? forged : undefined)).status);
       expect(statuses.slice(0, 5)).toEqual([401, 401, 401, 401, 401]);
@@ -71,7 +77,9 @@ describe('HS256 (development and tests)', () => {
   test('TABLEGRAPH_JWT_REQUIRE_EXP=false accepts a token without exp (a setting said on purpose)', async () => {
     const lenient = await startTestServer({ TABLEGRAPH_JWT_SECRET: SECRET, TABLEGRAPH_JWT_REQUIRE_EXP: 'false' });
     try {
-      const eternal = await new SignJWT({ sub: 'ana@example.test', roles: ['hr-admin'] }).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode(SECRET));
+      const eternal = await new SignJWT({ sub: 'ana@example.test', roles: ['hr-admin'] })
+        .setProtectedHeader({ alg: 'HS256' })
+        .sign(new TextEncoder().encode(SECRET));
       expect((await ask(lenient, eternal)).status).toBe(200);
     } finally {
       await lenient.close();
@@ -81,7 +89,11 @@ describe('HS256 (development and tests)', () => {
   test('/schema.graphql, which spells out the @auth rules, only for a valid token, as introspection', async () => {
     const url = server.url.replace(/\/graphql$/, '/schema.graphql');
     const anonymous = await fetch(url);
-    expect([anonymous.status, anonymous.headers.get('www-authenticate'), ((await anonymous.json()) as any).errors[0].extensions.code]).toEqual([401, 'Bearer', 'UNAUTHENTICATED']);
+    expect([anonymous.status, anonymous.headers.get('www-authenticate'), ((await anonymous.json()) as any).errors[0].extensions.code]).toEqual([
+      401,
+      'Bearer',
+      'UNAUTHENTICATED',
+    ]);
     const withToken = await fetch(url, { headers: { authorization: `Bearer ${await hs256({ sub: 'ana@example.test' })}` } });
     expect(withToken.status).toBe(200);
     expect(await withToken.text()).toMatch(/@auth\(rules:/);
@@ -124,10 +136,30 @@ describe('RS256 against a JWKS (an OpenID provider)', () => {
 
   test('another audience, another issuer, another key, or an HS256 token made with the public key: UNAUTHENTICATED', async () => {
     const other = await generateKeyPair('RS256');
-    const wrongAudience = await new SignJWT({ sub: 'a' }).setProtectedHeader({ alg: 'RS256', kid: 'k1' }).setIssuer(issuer).setAudience('api://other').setExpirationTime('5m').sign(privateKey);
-    const wrongIssuer = await new SignJWT({ sub: 'a' }).setProtectedHeader({ alg: 'RS256', kid: 'k1' }).setIssuer('https://evil.example').setAudience(audience).setExpirationTime('5m').sign(privateKey);
-    const hs = await new SignJWT({ sub: 'a' }).setProtectedHeader({ alg: 'HS256', kid: 'k1' }).setIssuer(issuer).setAudience(audience).setExpirationTime('5m').sign(new TextEncoder().encode(SECRET));
-    for (const [token, why] of [[wrongAudience, /aud/], [wrongIssuer, /iss/], [await rs256({ sub: 'a' }, other.privateKey), /not valid/], [hs, /not valid/]] as const) {
+    const wrongAudience = await new SignJWT({ sub: 'a' })
+      .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
+      .setIssuer(issuer)
+      .setAudience('api://other')
+      .setExpirationTime('5m')
+      .sign(privateKey);
+    const wrongIssuer = await new SignJWT({ sub: 'a' })
+      .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
+      .setIssuer('https://evil.example')
+      .setAudience(audience)
+      .setExpirationTime('5m')
+      .sign(privateKey);
+    const hs = await new SignJWT({ sub: 'a' })
+      .setProtectedHeader({ alg: 'HS256', kid: 'k1' })
+      .setIssuer(issuer)
+      .setAudience(audience)
+      .setExpirationTime('5m')
+      .sign(new TextEncoder().encode(SECRET));
+    for (const [token, why] of [
+      [wrongAudience, /aud/],
+      [wrongIssuer, /iss/],
+      [await rs256({ sub: 'a' }, other.privateKey), /not valid/],
+      [hs, /not valid/],
+    ] as const) {
       const r = await ask(server, token);
       expect([r.status, r.body.errors[0].extensions.code]).toEqual([401, 'UNAUTHENTICATED']);
       expect(r.body.errors[0].message).toMatch(why);
@@ -137,7 +169,11 @@ describe('RS256 against a JWKS (an OpenID provider)', () => {
 
 describe('secure defaults', () => {
   const env = (extra: Record<string, string>) => ({
-    PORT: '0', AZURE_STORAGE_CONNECTION_STRING: 'UseDevelopmentStorage=true', TABLEGRAPH_SCHEMA_DIR: SCHEMA_DIR, TABLEGRAPH_TABLE_PREFIX: uniquePrefix(), ...extra,
+    PORT: '0',
+    AZURE_STORAGE_CONNECTION_STRING: 'UseDevelopmentStorage=true',
+    TABLEGRAPH_SCHEMA_DIR: SCHEMA_DIR,
+    TABLEGRAPH_TABLE_PREFIX: uniquePrefix(),
+    ...extra,
   });
 
   test('a non-loopback HOST without authentication: the server refuses to start, before binding or touching storage', async () => {
@@ -145,12 +181,17 @@ describe('secure defaults', () => {
     const ensure = jest.spyOn(store, 'ensureTable');
     const config = loadConfig(env({ HOST: '0.0.0.0' }), ROOT);
     const storage = { store, queues: testQueues(), blobs: testBlobs(), connectionString: 'unused', target: 'azurite' as const, close: async () => {} };
-    await expect(startServer(config, storage, createLogger({ level: 'silent' }))).rejects.toMatchObject({ code: 'CONFIG_INVALID', message: expect.stringMatching(/TABLEGRAPH_AUTH=off/) });
+    await expect(startServer(config, storage, createLogger({ level: 'silent' }))).rejects.toMatchObject({
+      code: 'CONFIG_INVALID',
+      message: expect.stringMatching(/TABLEGRAPH_AUTH=off/),
+    });
     expect(ensure).not.toHaveBeenCalled();
   });
 
   test('contradictory or weak settings are CONFIG_INVALID', () => {
-    expect(() => loadConfig(env({ TABLEGRAPH_JWKS_URL: 'https://login.example.test/keys' }), ROOT)).toThrow(/needs TABLEGRAPH_JWT_ISSUER and TABLEGRAPH_JWT_AUDIENCE/);
+    expect(() => loadConfig(env({ TABLEGRAPH_JWKS_URL: 'https://login.example.test/keys' }), ROOT)).toThrow(
+      /needs TABLEGRAPH_JWT_ISSUER and TABLEGRAPH_JWT_AUDIENCE/,
+    );
     expect(() => loadConfig(env({ TABLEGRAPH_JWT_SECRET: 'short' }), ROOT)).toThrow(/at least 32 characters/);
     expect(() => loadConfig(env({ TABLEGRAPH_AUTH: 'off', TABLEGRAPH_JWT_SECRET: SECRET }), ROOT)).toThrow(/TABLEGRAPH_AUTH is off/);
     expect(loadConfig(env({ TABLEGRAPH_AUTH: 'off', HOST: '0.0.0.0' }), ROOT).auth.off).toBe(true);

@@ -29,7 +29,11 @@ const ME = employeeRow('ENGINEERING', 12); // an employee of the fixtures
 const EMPLOYEE = (email = ME.email) => token({ sub: email, roles: ['employee'] });
 
 async function as(t: string, query: string, variables?: Record<string, unknown>) {
-  const res = await fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${t}` }, body: JSON.stringify({ query, variables }) });
+  const res = await fetch(server.url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${t}` },
+    body: JSON.stringify({ query, variables }),
+  });
   return (await res.json()) as { data?: any; errors?: any[]; extensions?: any };
 }
 
@@ -42,10 +46,12 @@ afterEach(() => jest.restoreAllMocks());
 
 /**
  * Every page of `employeesByLastName(lastName)` for token `t`, `first` at a time, following endCursor.
- * @returns the employees seen (`departmentId/id`), every node as given, and how many pages came back empty with more to come
+ * @returns the employees seen (`departmentId/id`), every node as given, and how many pages came back empty with more to
+ *   come
  */
 async function pageAll(t: string, lastName: string, first = 2): Promise<{ seen: string[]; nodes: any[]; empty: number }> {
-  const PAGE = 'query($n: String!, $first: Int, $after: String) { employeesByLastName(lastName: $n, first: $first, after: $after) { edges { node { id departmentId email } } pageInfo { hasNextPage endCursor } } }';
+  const PAGE =
+    'query($n: String!, $first: Int, $after: String) { employeesByLastName(lastName: $n, first: $first, after: $after) { edges { node { id departmentId email } } pageInfo { hasNextPage endCursor } } }';
   const nodes: any[] = [];
   let after: string | null = null;
   let empty = 0;
@@ -83,7 +89,10 @@ describe('a reader of ENGINEERING', () => {
     const own = await as(t, '{ department(id: "ENGINEERING") { employeeCount employees(first: 3) { edges { node { id departmentId } } } } }');
     expect(own.data.department.employeeCount).toBe(250);
     expect(own.data.department.employees.edges.map((e: any) => e.node.departmentId)).toEqual(['ENGINEERING', 'ENGINEERING', 'ENGINEERING']);
-    const lists = await as(t, '{ departments(first: 10) { edges { node { id } } } employeesByLastName(lastName: "WILLIAMS", first: 100) { edges { node { id departmentId } } } }');
+    const lists = await as(
+      t,
+      '{ departments(first: 10) { edges { node { id } } } employeesByLastName(lastName: "WILLIAMS", first: 100) { edges { node { id departmentId } } } }',
+    );
     expect(lists.data.departments.edges.map((e: any) => e.node.id)).toEqual(['ENGINEERING']);
     const williams = lists.data.employeesByLastName.edges.map((e: any) => e.node.departmentId);
     expect(williams.length).toBeGreaterThan(0);
@@ -122,7 +131,10 @@ describe('a reader of ENGINEERING', () => {
 
   test('writes nothing', async () => {
     const spies = spyStorage();
-    const r = await as(await READER('ENGINEERING'), 'mutation { updateEmployee(input: { departmentId: "ENGINEERING", id: "12", phone: "555 0100" }) { employee { id } } }');
+    const r = await as(
+      await READER('ENGINEERING'),
+      'mutation { updateEmployee(input: { departmentId: "ENGINEERING", id: "12", phone: "555 0100" }) { employee { id } } }',
+    );
     expect(r.errors?.[0].extensions.code).toBe('FORBIDDEN');
     for (const spy of spies) expect(spy).not.toHaveBeenCalled();
   });
@@ -142,7 +154,7 @@ describe('an employee', () => {
     expect(list.errors?.[0].extensions.code).toBe('FORBIDDEN'); // the department itself is not the employee's to read
   });
 
-  test('changes its own phone, and nothing else; not another employee\'s', async () => {
+  test("changes its own phone, and nothing else; not another employee's", async () => {
     const t = await EMPLOYEE();
     const ok = await as(t, UPDATE, { input: { departmentId: 'ENGINEERING', id: '12', phone: '+1 312 555 0100' } });
     expect(ok.data.updateEmployee.employee).toEqual({ id: '12', phone: '+1 312 555 0100' });
@@ -162,11 +174,20 @@ test('after an e-mail change, a token of the old address reads nothing of the em
   try {
     await writeFixtures(stale.store, compileHr(stale.config.tablePrefix).model);
     const ask = async (t: string, query: string, variables?: Record<string, unknown>) =>
-      (await (await fetch(stale.url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${t}` }, body: JSON.stringify({ query, variables }) })).json()) as any;
+      (await (
+        await fetch(stale.url, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${t}` },
+          body: JSON.stringify({ query, variables }),
+        })
+      ).json()) as any;
     const old = employeeRow('ENGINEERING', 20).email;
     const Q = 'query($e: String!) { employeeByEmail(email: $e) { id email phone annualSalary } }';
     expect((await ask(await EMPLOYEE(old), Q, { e: old })).data.employeeByEmail).toMatchObject({ id: '20', email: old });
-    const changed = await ask(await ADMIN(), 'mutation { updateEmployee(input: { departmentId: "ENGINEERING", id: "20", email: "moved-on@example.test" }) { employee { email } } }');
+    const changed = await ask(
+      await ADMIN(),
+      'mutation { updateEmployee(input: { departmentId: "ENGINEERING", id: "20", email: "moved-on@example.test" }) { employee { email } } }',
+    );
     expect(changed.errors).toBeUndefined();
     const indexEntity = await stale.store.getEntity(emailAddress(compileHr(stale.config.tablePrefix).model, old));
     expect(indexEntity).not.toBeNull(); // still there: the window the check must not trust
@@ -174,7 +195,9 @@ test('after an e-mail change, a token of the old address reads nothing of the em
     expect(await ask(asOld, Q, { e: old })).toMatchObject({ data: { employeeByEmail: null } });
     expect(await ask(asOld, '{ employee(departmentId: "ENGINEERING", id: "20") { phone } }')).toMatchObject({ data: { employee: null } });
     // The new address's owner reads it by key meanwhile; hr-admin through the stale index gets nothing stale.
-    expect((await ask(await EMPLOYEE('moved-on@example.test'), '{ employee(departmentId: "ENGINEERING", id: "20") { email } }')).data.employee).toEqual({ email: 'moved-on@example.test' });
+    expect((await ask(await EMPLOYEE('moved-on@example.test'), '{ employee(departmentId: "ENGINEERING", id: "20") { email } }')).data.employee).toEqual({
+      email: 'moved-on@example.test',
+    });
     const admin = await ask(await ADMIN(), Q, { e: old });
     expect(admin.data.employeeByEmail === null || admin.data.employeeByEmail.email === old).toBe(true); // hr-admin: no scope to check, the index as it is
   } finally {
@@ -191,7 +214,9 @@ test('e-mail changes racing reads: a node read for a token of one address always
   const until = Date.now() + 2000;
   const flip = async (id: string) => {
     for (let i = 1; Date.now() < until; i++) {
-      const r = await as(admin, 'mutation($input: UpdateEmployeeInput!) { updateEmployee(input: $input) { employee { id } } }', { input: { departmentId: 'ENGINEERING', id, email: addresses(id)[i % 2] } });
+      const r = await as(admin, 'mutation($input: UpdateEmployeeInput!) { updateEmployee(input: $input) { employee { id } } }', {
+        input: { departmentId: 'ENGINEERING', id, email: addresses(id)[i % 2] },
+      });
       expect(r.errors).toBeUndefined();
     }
   };
@@ -199,7 +224,11 @@ test('e-mail changes racing reads: a node read for a token of one address always
     while (Date.now() < until) {
       const email = addresses(id)[reads % 2];
       const t = await EMPLOYEE(email);
-      const r = await as(t, 'query($e: String!, $id: ID!) { byEmail: employeeByEmail(email: $e) { email phone } byKey: employee(departmentId: "ENGINEERING", id: $id) { email phone } }', { e: email, id });
+      const r = await as(
+        t,
+        'query($e: String!, $id: ID!) { byEmail: employeeByEmail(email: $e) { email phone } byKey: employee(departmentId: "ENGINEERING", id: $id) { email phone } }',
+        { e: email, id },
+      );
       reads++;
       for (const node of [r.data?.byEmail, r.data?.byKey]) {
         if (!node) continue;
@@ -212,7 +241,10 @@ test('e-mail changes racing reads: a node read for a token of one address always
   expect(reads).toBeGreaterThan(20);
   expect(answered).toBeGreaterThan(0);
   // Put the fixtures' addresses back for the other tests.
-  for (const id of ids) await as(admin, 'mutation($input: UpdateEmployeeInput!) { updateEmployee(input: $input) { employee { id } } }', { input: { departmentId: 'ENGINEERING', id, email: addresses(id)[0] } });
+  for (const id of ids)
+    await as(admin, 'mutation($input: UpdateEmployeeInput!) { updateEmployee(input: $input) { employee { id } } }', {
+      input: { departmentId: 'ENGINEERING', id, email: addresses(id)[0] },
+    });
 }, 60_000);
 
 test('hr-admin reads and writes everything; a token with no role reads nothing', async () => {
@@ -225,7 +257,7 @@ test('hr-admin reads and writes everything; a token with no role reads nothing',
   expect(nobody.errors?.[0].extensions.code).toBe('FORBIDDEN');
 });
 
-test('property: random tokens × random queries never return an entity outside the token\'s scope', async () => {
+test("property: random tokens × random queries never return an entity outside the token's scope", async () => {
   const departments = ['ENGINEERING', 'FINANCE', 'A/B #1', 'Marketing', 'NOPE'];
   // While the property runs, hr-admin keeps changing one employee's e-mail between two addresses (both among the
   // tokens' subjects): reads race the change and its eventually consistent index entities.
@@ -239,14 +271,20 @@ test('property: random tokens × random queries never return an entity outside t
   const E = 'id departmentId email';
   const query = fc.oneof(
     fc.constantFrom(...departments).map((d) => `{ department(id: ${JSON.stringify(d)}) { id employees(first: 20) { edges { node { ${E} } } } } }`),
-    fc.tuple(fc.constantFrom(...departments), fc.constantFrom('1', '12', '35', '1001', '1015', '2001')).map(([d, id]) => `{ employee(departmentId: ${JSON.stringify(d)}, id: "${id}") { ${E} department { id } } }`),
+    fc
+      .tuple(fc.constantFrom(...departments), fc.constantFrom('1', '12', '35', '1001', '1015', '2001'))
+      .map(([d, id]) => `{ employee(departmentId: ${JSON.stringify(d)}, id: "${id}") { ${E} department { id } } }`),
     fc.constantFrom('WILLIAMS', 'SMITH', 'GARCIA').map((n) => `{ employeesByLastName(lastName: "${n}", first: 50) { edges { node { ${E} } } } }`),
     fc.constantFrom(...emails).map((e) => `{ employeeByEmail(email: "${e}") { ${E} } }`),
     fc.constant('{ departments(first: 20) { edges { node { id } } } }'),
-    fc.constantFrom('ENGINEERING', 'FINANCE').map((d) => `{ department(id: "${d}") { employeesByLastName(lastName: "WILLIAMS") { edges { node { ${E} } } } } }`),
+    fc
+      .constantFrom('ENGINEERING', 'FINANCE')
+      .map((d) => `{ department(id: "${d}") { employeesByLastName(lastName: "WILLIAMS") { edges { node { ${E} } } } } }`),
     // Default-valued variables, sent without variables: demand control and scope as with the value written out.
     fc.constantFrom('WILLIAMS', 'SMITH').map((n) => `query($n: Int = 50) { employeesByLastName(lastName: "${n}", first: $n) { edges { node { ${E} } } } }`),
-    fc.constantFrom(...departments).map((d) => `query($f: Int = 20) { department(id: ${JSON.stringify(d)}) { id employees(first: $f) { edges { node { ${E} } } } } }`),
+    fc
+      .constantFrom(...departments)
+      .map((d) => `query($f: Int = 20) { department(id: ${JSON.stringify(d)}) { id employees(first: $f) { edges { node { ${E} } } } } }`),
     // Paged to the end through endCursor (pageAll), pages left empty by @auth included.
     fc.constantFrom('WILLIAMS', 'GARCIA').map((n) => `#pageAll ${n}`),
   );
@@ -259,55 +297,69 @@ test('property: random tokens × random queries never return an entity outside t
     const admin = await ADMIN();
     while (flipping) {
       const email = flips++ % 2 === 0 ? FLIPPED : ME.email;
-      const r = await as(admin, 'mutation($input: UpdateEmployeeInput!) { updateEmployee(input: $input) { employee { id } } }', { input: { departmentId: 'ENGINEERING', id: ME.id, email } });
+      const r = await as(admin, 'mutation($input: UpdateEmployeeInput!) { updateEmployee(input: $input) { employee { id } } }', {
+        input: { departmentId: 'ENGINEERING', id: ME.id, email },
+      });
       if (r.errors) throw new Error(`the e-mail change failed: ${JSON.stringify(r.errors)}`);
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
   })();
-  await fc.assert(
-    fc.asyncProperty(principal, query, async (p, q) => {
-      const t = await token({ sub: p.sub, roles: p.roles, department: p.department });
-      if (q.startsWith('#pageAll ')) {
-        const lastName = q.slice('#pageAll '.length);
-        const { nodes, seen } = await pageAll(t, lastName, 3);
-        const inScopeOfAll = (everyone.get(lastName) ?? []).filter((k) => p.roles.includes('hr-admin') || (p.roles.includes('reader') && k.startsWith(`${p.department}/`)));
-        // Every entity in a reader's (or hr-admin's) scope is reached.
-        expect(seen.filter((k) => inScopeOfAll.includes(k))).toEqual(inScopeOfAll);
-        for (const node of nodes) {
-          entitiesSeen++;
-          const ok = p.roles.includes('hr-admin') || (p.roles.includes('reader') && node.departmentId === p.department) || (p.roles.includes('employee') && node.email === p.sub);
-          if (!ok) throw new Error(`${JSON.stringify(p)} saw ${JSON.stringify(node)} paging ${lastName}`);
+  await fc
+    .assert(
+      fc.asyncProperty(principal, query, async (p, q) => {
+        const t = await token({ sub: p.sub, roles: p.roles, department: p.department });
+        if (q.startsWith('#pageAll ')) {
+          const lastName = q.slice('#pageAll '.length);
+          const { nodes, seen } = await pageAll(t, lastName, 3);
+          const inScopeOfAll = (everyone.get(lastName) ?? []).filter(
+            (k) => p.roles.includes('hr-admin') || (p.roles.includes('reader') && k.startsWith(`${p.department}/`)),
+          );
+          // Every entity in a reader's (or hr-admin's) scope is reached.
+          expect(seen.filter((k) => inScopeOfAll.includes(k))).toEqual(inScopeOfAll);
+          for (const node of nodes) {
+            entitiesSeen++;
+            const ok =
+              p.roles.includes('hr-admin') ||
+              (p.roles.includes('reader') && node.departmentId === p.department) ||
+              (p.roles.includes('employee') && node.email === p.sub);
+            if (!ok) throw new Error(`${JSON.stringify(p)} saw ${JSON.stringify(node)} paging ${lastName}`);
+          }
+          return;
         }
-        return;
-      }
-      const r = await as(t, q);
-      expect(r.extensions?.cost).toMatchObject({ partitionScans: 0, tableScans: 0 });
-      const admin = p.roles.includes('hr-admin');
-      const inScope = (type: 'Employee' | 'Department', node: any) =>
-        admin ||
-        (type === 'Department' ? p.roles.includes('reader') && node.id === p.department : (p.roles.includes('reader') && node.departmentId === p.department) || (p.roles.includes('employee') && node.email === p.sub));
-      // Every Employee selected carries departmentId; every Department selected carries id and no departmentId.
-      const walk = (value: any): void => {
-        if (Array.isArray(value)) return value.forEach(walk);
-        if (!value || typeof value !== 'object') return;
-        const type = 'departmentId' in value ? 'Employee' : 'id' in value ? 'Department' : undefined;
-        if (type) {
-          entitiesSeen++;
-          if (!inScope(type, value)) throw new Error(`${JSON.stringify(p)} saw ${type} ${JSON.stringify(value)} with ${q}`);
-        }
-        Object.values(value).forEach(walk);
-      };
-      walk(r.data ?? {});
-    }),
-    { numRuns: 150, seed: Number(process.env.AUTH_SEED) || undefined },
-  ).finally(async () => {
-    flipping = false;
-    await flipper;
-  });
+        const r = await as(t, q);
+        expect(r.extensions?.cost).toMatchObject({ partitionScans: 0, tableScans: 0 });
+        const admin = p.roles.includes('hr-admin');
+        const inScope = (type: 'Employee' | 'Department', node: any) =>
+          admin ||
+          (type === 'Department'
+            ? p.roles.includes('reader') && node.id === p.department
+            : (p.roles.includes('reader') && node.departmentId === p.department) || (p.roles.includes('employee') && node.email === p.sub));
+        // Every Employee selected carries departmentId; every Department selected carries id and no departmentId.
+        const walk = (value: any): void => {
+          if (Array.isArray(value)) return value.forEach(walk);
+          if (!value || typeof value !== 'object') return;
+          const type = 'departmentId' in value ? 'Employee' : 'id' in value ? 'Department' : undefined;
+          if (type) {
+            entitiesSeen++;
+            if (!inScope(type, value)) throw new Error(`${JSON.stringify(p)} saw ${type} ${JSON.stringify(value)} with ${q}`);
+          }
+          Object.values(value).forEach(walk);
+        };
+        walk(r.data ?? {});
+      }),
+      { numRuns: 150, seed: Number(process.env.AUTH_SEED) || undefined },
+    )
+    .finally(async () => {
+      flipping = false;
+      await flipper;
+    });
   expect(entitiesSeen).toBeGreaterThan(50);
   expect(flips).toBeGreaterThan(10);
   // ME's address as the other tests expect it (the index entities follow through the worker).
-  if (flips % 2 === 1) await as(await ADMIN(), 'mutation($input: UpdateEmployeeInput!) { updateEmployee(input: $input) { employee { id } } }', { input: { departmentId: 'ENGINEERING', id: ME.id, email: ME.email } });
+  if (flips % 2 === 1)
+    await as(await ADMIN(), 'mutation($input: UpdateEmployeeInput!) { updateEmployee(input: $input) { employee { id } } }', {
+      input: { departmentId: 'ENGINEERING', id: ME.id, email: ME.email },
+    });
 }, 120_000);
 
 describe('the compiler', () => {
@@ -320,7 +372,9 @@ type Query { thing(owner: ID!, id: ID!): Thing @point other(id: ID!): Other @poi
 
   test('@sas only on a String field of an entity type, for 60 s to 7 days', () => {
     expect(compile(BASE.replace('AUTH', '').replace('secret: String }', 'secret: String sas: Int @sas }'))).toThrow(/Thing.sas.*@sas goes on a String field/);
-    expect(compile(BASE.replace('AUTH', '').replace('secret: String }', 'secret: String sas: String @sas(expiresInSeconds: 10) }'))).toThrow(/between 60 and 604800/);
+    expect(compile(BASE.replace('AUTH', '').replace('secret: String }', 'secret: String sas: String @sas(expiresInSeconds: 10) }'))).toThrow(
+      /between 60 and 604800/,
+    );
     expect(compile(BASE.replace('AUTH', '').replace('secret: String }', 'secret: String sas: String @sas }'))).not.toThrow();
   });
 
@@ -329,10 +383,18 @@ type Query { thing(owner: ID!, id: ID!): Thing @point other(id: ID!): Other @poi
   });
 
   test('a scope field that is not a stored field, and an index that does not project a scope field, are refused', () => {
-    const other = (sdl: string) => sdl.replace('type Other @entity(table: "Others", partitionKey: "{id}", rowKey: "other")', 'type Other @entity(table: "Others", partitionKey: "{id}", rowKey: "other") @auth(rules: [{ roles: ["admin"] }])');
-    expect(compile(other(BASE.replace('AUTH', '@auth(rules: [{ scope: [{ field: "tenant", claim: "tid" }] }])')))).toThrow(/scope field "tenant" is not a stored field of Thing/);
+    const other = (sdl: string) =>
+      sdl.replace(
+        'type Other @entity(table: "Others", partitionKey: "{id}", rowKey: "other")',
+        'type Other @entity(table: "Others", partitionKey: "{id}", rowKey: "other") @auth(rules: [{ roles: ["admin"] }])',
+      );
+    expect(compile(other(BASE.replace('AUTH', '@auth(rules: [{ scope: [{ field: "tenant", claim: "tid" }] }])')))).toThrow(
+      /scope field "tenant" is not a stored field of Thing/,
+    );
     const index = '@index(name: "byId", table: "ById", partitionKey: "{id}", rowKey: "t_{owner}")';
-    expect(compile(other(BASE.replace('AUTH', `${index} @auth(rules: [{ scope: [{ field: "secret", claim: "s" }] }])`)))).toThrow(/Thing@index\(byId\).*projects no "secret"/);
+    expect(compile(other(BASE.replace('AUTH', `${index} @auth(rules: [{ scope: [{ field: "secret", claim: "s" }] }])`)))).toThrow(
+      /Thing@index\(byId\).*projects no "secret"/,
+    );
     // Key fields are always projected: a scope on one needs nothing more.
     expect(compile(other(BASE.replace('AUTH', `${index} @auth(rules: [{ scope: [{ field: "owner", claim: "sub" }] }])`)))).not.toThrow();
   });

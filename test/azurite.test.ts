@@ -74,9 +74,7 @@ describe('connection strings', () => {
     expect(resolveTarget(`${azure};TableEndpoint=https://acme.table.cosmos.azure.com:443/;`)).toBe('cosmos');
     expect(resolveTarget('AccountName=acme;AccountKey=a2V5;TableEndpoint=http://localhost:10002/acme')).toBe('azurite');
     expect(resolveTarget('AccountName=acme;AccountKey=a2V5;TableEndpoint=http://[::1]:10002/acme')).toBe('azurite');
-    expect(resolveTarget('AccountName=devstoreaccount1;AccountKey=a2V5;TableEndpoint=http://azurite:10002/x')).toBe(
-      'azurite',
-    );
+    expect(resolveTarget('AccountName=devstoreaccount1;AccountKey=a2V5;TableEndpoint=http://azurite:10002/x')).toBe('azurite');
     expect(resolveTarget(azure, 'cosmos')).toBe('cosmos');
   });
 
@@ -84,12 +82,8 @@ describe('connection strings', () => {
     const parsed = parseConnectionString('ACCOUNTNAME=acme; accountKey=a2V5==;');
     expect(parsed).toEqual({ accountname: 'acme', accountkey: 'a2V5==' });
     expect(tableEndpoint(azure)).toBe('https://acme.table.core.windows.net');
-    expect(tableEndpoint('TableEndpoint=http://127.0.0.1:9/devstoreaccount1/;AccountName=x')).toBe(
-      'http://127.0.0.1:9/devstoreaccount1',
-    );
-    expect(() => parseConnectionString('not a connection string')).toThrow(
-      expect.objectContaining({ code: ErrorCode.CONFIG_INVALID }),
-    );
+    expect(tableEndpoint('TableEndpoint=http://127.0.0.1:9/devstoreaccount1/;AccountName=x')).toBe('http://127.0.0.1:9/devstoreaccount1');
+    expect(() => parseConnectionString('not a connection string')).toThrow(expect.objectContaining({ code: ErrorCode.CONFIG_INVALID }));
   });
 });
 

@@ -114,8 +114,9 @@ test('renaming a WILLIAMS: the department index changes at once, the city-wide o
 
   // Before: the department-local index lists the target among its department's WILLIAMS.
   expect(new Set(keysOf(await inDepartment(target.departmentId, 'WILLIAMS')))).toEqual(new Set(colleagues.map(key)));
-  const { email } = (await server.query('query($d: ID!, $id: ID!) { employee(departmentId: $d, id: $id) { email } }', { d: target.departmentId, id: target.id }))
-    .data.employee;
+  const { email } = (
+    await server.query('query($d: ID!, $id: ID!) { employee(departmentId: $d, id: $id) { email } }', { d: target.departmentId, id: target.id })
+  ).data.employee;
 
   const res = await server.query('mutation($input: UpdateEmployeeInput!) { updateEmployee(input: $input) { employee { id lastName } } }', {
     input: { departmentId: target.departmentId, id: target.id, lastName: RENAMED },

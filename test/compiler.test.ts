@@ -1,7 +1,7 @@
 /**
- * The schema compiler: the shipped schema compiles to the access paths docs/architecture.md describes, and every kind of
- * schema that could not be served by point and range queries is refused at start-up with the type, the field
- * and the SDL location.
+ * The schema compiler: the shipped schema compiles to the access paths docs/architecture.md describes, and every kind
+ * of schema that could not be served by point and range queries is refused at start-up with the type, the field and the
+ * SDL location.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -55,7 +55,9 @@ describe('the shipped HR schema', () => {
   const { model } = compileHr('');
 
   test('every root field is a point or range query', () => {
-    const paths = Object.fromEntries([...model.accessPaths].map(([k, p]) => [k, `${p.kind} ${p.tableTemplate?.template.source ?? p.table} ${p.index?.name ?? ''}`.trim()]));
+    const paths = Object.fromEntries(
+      [...model.accessPaths].map(([k, p]) => [k, `${p.kind} ${p.tableTemplate?.template.source ?? p.table} ${p.index?.name ?? ''}`.trim()]),
+    );
     expect(paths).toEqual({
       'Query.department': 'point Directory',
       'Query.departments': 'range Departments all',
@@ -85,7 +87,12 @@ describe('the shipped HR schema', () => {
       'Query.contractor': 'point Directory',
       'Department.workers': 'range Directory',
     });
-    expect(model.interfaces.get('Worker')!.implementations!.map((e) => e.name).sort()).toEqual(['Contractor', 'Volunteer']);
+    expect(
+      model.interfaces
+        .get('Worker')!
+        .implementations!.map((e) => e.name)
+        .sort(),
+    ).toEqual(['Contractor', 'Volunteer']);
   });
 
   test('indexes are classified by table and PartitionKey', () => {
@@ -148,13 +155,22 @@ describe('the shipped HR schema', () => {
   });
 
   test('a table prefix applies to every table', () => {
-    expect(compileHr('abc').model.tables).toEqual(['abcArchive', 'abcDepartments', 'abcDirectory', 'abcEmployeesByEmail', 'abcEmployeesByLastName', 'abcEmployeesByTitle']);
+    expect(compileHr('abc').model.tables).toEqual([
+      'abcArchive',
+      'abcDepartments',
+      'abcDirectory',
+      'abcEmployeesByEmail',
+      'abcEmployeesByLastName',
+      'abcEmployeesByTitle',
+    ]);
   });
 });
 
 describe('a valid custom schema', () => {
   test('a summary whose holder lives in another partition is kept eventually', () => {
-    const { model } = compile(`${BASE.replace('name: String! }', 'name: String! total: Int! @summary(of: "Item", via: "owner", count: true) }').replace('owner: Owner! @point(partitionKey: "{group}", rowKey: "owner")', 'owner: Owner! @point(partitionKey: "{name}", rowKey: "owner")')}\ntype Query { item(group: ID!, id: ID!): Item @point }`);
+    const { model } = compile(
+      `${BASE.replace('name: String! }', 'name: String! total: Int! @summary(of: "Item", via: "owner", count: true) }').replace('owner: Owner! @point(partitionKey: "{group}", rowKey: "owner")', 'owner: Owner! @point(partitionKey: "{name}", rowKey: "owner")')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+    );
     expect(model.summaries.get('Owner.total')!.scope).toBe('eventual');
     expect(compileHr('').model.summaries.get('Department.payroll')!.scope).toBe('egt');
   });
@@ -236,7 +252,7 @@ describe('rejections name the type, the field and the SDL line', () => {
       marker: 'ownerName',
     },
     {
-      name: 'a unique index in the entity\'s own partition, where nothing would enforce it',
+      name: "a unique index in the entity's own partition, where nothing would enforce it",
       sdl: `${BASE.replace('rowKey: "item_{id:06}") {', 'rowKey: "item_{id:06}")\n  @index(name: "byName", rowKey: "name_{name}", unique: true) {')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
       coordinate: 'Item@index(byName)',
       message: /@index\(name: "byName", unique: true\) shares Item's table and PartitionKey, where uniqueness is not enforced/,
@@ -285,7 +301,7 @@ describe('rejections name the type, the field and the SDL line', () => {
       marker: 'items(',
     },
     {
-      name: 'bounds outside the type\'s RowKeys',
+      name: "bounds outside the type's RowKeys",
       sdl: `${BASE}\ntype Query {\n  items(group: ID!, first: Int, after: String): ItemConnection! @range(rowKeyFrom: "a", rowKeyTo: "z")\n}`,
       coordinate: 'Query.items',
       message: /must start with "item_"/,
@@ -642,10 +658,11 @@ describe('rejections name the type, the field and the SDL line', () => {
       marker: 'hits: Int!',
     },
     {
-      name: "an interface whose implementations are stored apart (one field returning it could not be one query)",
+      name: 'an interface whose implementations are stored apart (one field returning it could not be one query)',
       sdl: `${BASE}\ninterface Thing { group: ID! id: ID! }\ntype Gadget implements Thing @entity(table: "Items", partitionKey: "{group}", rowKey: "thing_{id:06}") { group: ID! id: ID! }\ntype Widget implements Thing @entity(table: "Items", partitionKey: "{group}", rowKey: "widget_{id:06}") { group: ID! id: ID! }\ntype Query { thing(group: ID!, id: ID!): Thing @point }`,
       coordinate: 'Thing',
-      message: /Gadget is stored in table Items, PartitionKey "\{group\}", RowKey "thing_\{id:06\}" but Widget in table Items, PartitionKey "\{group\}", RowKey "widget_\{id:06\}"/,
+      message:
+        /Gadget is stored in table Items, PartitionKey "\{group\}", RowKey "thing_\{id:06\}" but Widget in table Items, PartitionKey "\{group\}", RowKey "widget_\{id:06\}"/,
       marker: 'interface Thing',
     },
     {
@@ -676,7 +693,9 @@ describe('rejections name the type, the field and the SDL line', () => {
   });
 
   test('the heading says what kind of problem it is: a typo in the GraphQL is not a storage design that would scan', () => {
-    const typo = rejection(`${BASE.replace('partitionKey: "{group}", rowKey: "item_{id:06}"', 'partitionKy: "{group}", rowKey: "item_{id:06}"')}\ntype Query { item(group: ID!, id: ID!): Item @point }`);
+    const typo = rejection(
+      `${BASE.replace('partitionKey: "{group}", rowKey: "item_{id:06}"', 'partitionKy: "{group}", rowKey: "item_{id:06}"')}\ntype Query { item(group: ID!, id: ID!): Item @point }`,
+    );
     expect(typo.message).toMatch(/^The schema is not valid GraphQL: fix these first \(2 problem\(s\)\)/); // the typo, and the argument it leaves out
     expect(typo.message).toMatch(/Did you mean "partitionKey"\?/);
     const design = rejection(`${BASE}\ntype Query {\n  a: [Item]\n}`);
@@ -745,7 +764,8 @@ type Mutation {
   test('a schema of entity types and root fields compiles without the directive file or any helper type', () => {
     const compiled = compileSchema([{ name: 'books.graphql', body: MINIMAL }]);
     const types = compiled.schema.getTypeMap();
-    for (const name of ['BookConnection', 'BookEdge', 'PageInfo', 'CreateBookInput', 'UpdateBookInput', 'DeleteBookInput', 'BookPayload']) expect(types[name]).toBeDefined();
+    for (const name of ['BookConnection', 'BookEdge', 'PageInfo', 'CreateBookInput', 'UpdateBookInput', 'DeleteBookInput', 'BookPayload'])
+      expect(types[name]).toBeDefined();
     // Only what the schema refers to: no replace input.
     expect(types.ReplaceBookInput).toBeUndefined();
     const fields = (name: string) => Object.fromEntries(Object.values((types[name] as any).getFields()).map((f: any) => [f.name, String(f.type)]));
@@ -798,7 +818,10 @@ test('one mistake, one error: a misspelled key field of the HR schema is reporte
   }
   const problems = error!.details.problems as Array<{ coordinate: string; message: string; locations: Array<{ line: number }> }>;
   expect(problems).toEqual([
-    expect.objectContaining({ coordinate: 'Employee', message: 'RowKey template "empid_{idd:08}" names {idd}, which is not a stored field of the type. Did you mean "{id}"?' }),
+    expect.objectContaining({
+      coordinate: 'Employee',
+      message: 'RowKey template "empid_{idd:08}" names {idd}, which is not a stored field of the type. Did you mean "{id}"?',
+    }),
   ]);
   expect(problems[0].locations[0].line).toBe(lineOf(typo, 'empid_{idd:08}'));
 });
@@ -807,9 +830,18 @@ test('MOVE: its input is generated (keys, ifMatch, to<Key>); a type that holds s
   const { schema, model } = compileHr('');
   const input = schema.getType('MoveEmployeeInput') as any;
   expect(Object.fromEntries(Object.values(input.getFields()).map((f: any) => [f.name, String(f.type)]))).toEqual({
-    departmentId: 'ID!', id: 'ID!', ifMatch: 'String', toDepartmentId: 'ID', toId: 'ID',
+    departmentId: 'ID!',
+    id: 'ID!',
+    ifMatch: 'String',
+    toDepartmentId: 'ID',
+    toId: 'ID',
   });
-  expect(model.writes.get('Mutation.moveEmployee')!.moveTo).toEqual(new Map([['toDepartmentId', 'departmentId'], ['toId', 'id']]));
+  expect(model.writes.get('Mutation.moveEmployee')!.moveTo).toEqual(
+    new Map([
+      ['toDepartmentId', 'departmentId'],
+      ['toId', 'id'],
+    ]),
+  );
   const hr = readFileSync(path.join(SCHEMA_DIR, 'hr.graphql'), 'utf8');
   const sdl = `${hr}\nextend type Mutation { moveDepartment(input: MoveDepartmentInput!): DepartmentPayload! @write(entity: "Department", action: MOVE) @auth(rules: [{ roles: ["hr-admin"] }]) }`;
   let error: TablegraphError | undefined;
@@ -818,7 +850,10 @@ test('MOVE: its input is generated (keys, ifMatch, to<Key>); a type that holds s
   } catch (e) {
     if (isTablegraphError(e, ErrorCode.SCHEMA_INVALID)) error = e;
   }
-  expect((error!.details.problems as Array<{ coordinate: string; message: string }>)).toEqual([
-    expect.objectContaining({ coordinate: 'Mutation.moveDepartment', message: expect.stringContaining('Department holds summaries (employeeCount, payroll): moving it would leave what they count behind') }),
+  expect(error!.details.problems as Array<{ coordinate: string; message: string }>).toEqual([
+    expect.objectContaining({
+      coordinate: 'Mutation.moveDepartment',
+      message: expect.stringContaining('Department holds summaries (employeeCount, payroll): moving it would leave what they count behind'),
+    }),
   ]);
 });

@@ -29,7 +29,11 @@ function dotNetInvertedTicks(iso: string): string {
 
 describe('Compound key pattern: Employee.reviews and Employee.review(year)', () => {
   beforeAll(async () => {
-    for (const [year, rating] of [[2022, 3], [2024, 5], [2023, 4]]) {
+    for (const [year, rating] of [
+      [2022, 3],
+      [2024, 5],
+      [2023, 4],
+    ]) {
       const r = await server.query(CREATE_REVIEW, { input: { departmentId: 'Sales', employeeId: '10', year, rating, summary: `review ${year}` } });
       expect(r.errors).toBeUndefined();
     }
@@ -37,28 +41,37 @@ describe('Compound key pattern: Employee.reviews and Employee.review(year)', () 
 
   test('stored beside the employee, RowKey review_<id:08>_<9999 - year>, with its EntityType', async () => {
     const stored = await server.store.getEntity({ table: directory, partitionKey: 'Sales', rowKey: 'review_00000010_7975' });
-    expect(stored).toMatchObject({ partitionKey: 'Sales', rowKey: 'review_00000010_7975', properties: expect.objectContaining({ EntityType: 'EmployeeReview', year: 2024, rating: 5, employeeId: '10' }) });
+    expect(stored).toMatchObject({
+      partitionKey: 'Sales',
+      rowKey: 'review_00000010_7975',
+      properties: expect.objectContaining({ EntityType: 'EmployeeReview', year: 2024, rating: 5, employeeId: '10' }),
+    });
   });
 
   test('reviews: newest year first, one point query and one range query; pages continue with the cursor', async () => {
     const q = `query ($after: String) { employee(departmentId: "Sales", id: "10") { reviews(first: 2, after: $after) { edges { node { year rating } } pageInfo { hasNextPage endCursor } } } }`;
     const first = await server.query(q);
     expect(first.errors).toBeUndefined();
-    expect(first.data.employee.reviews.edges.map((e: any) => e.node)).toEqual([{ year: 2024, rating: 5 }, { year: 2023, rating: 4 }]);
+    expect(first.data.employee.reviews.edges.map((e: any) => e.node)).toEqual([
+      { year: 2024, rating: 5 },
+      { year: 2023, rating: 4 },
+    ]);
     expect(first.extensions.cost).toMatchObject({ pointQueries: 1, rangeQueries: 1, roundTrips: 2, entitiesRead: 3 });
     const next = await server.query(q, { after: first.data.employee.reviews.pageInfo.endCursor });
     expect(next.data.employee.reviews).toMatchObject({ edges: [{ node: { year: 2022, rating: 3 } }], pageInfo: { hasNextPage: false } });
   });
 
   test('review(year): a point query; a year without a review is null', async () => {
-    const r = await server.query(`{ employee(departmentId: "Sales", id: "10") { review(year: 2023) { year summary employee { firstName } } none: review(year: 2019) { year } } }`);
+    const r = await server.query(
+      `{ employee(departmentId: "Sales", id: "10") { review(year: 2023) { year summary employee { firstName } } none: review(year: 2019) { year } } }`,
+    );
     expect(r.errors).toBeUndefined();
     expect(r.data.employee).toEqual({ review: { year: 2023, summary: 'review 2023', employee: { firstName: 'Ken' } }, none: null });
     // employee, its two reviews (one missing), and the review's employee (the DataLoader's cache: no second read)
     expect(r.extensions.cost).toMatchObject({ pointQueries: 3, rangeQueries: 0, roundTrips: 3 });
   });
 
-  test('the department\'s employees range reads no review: each type has its own RowKey literal', async () => {
+  test("the department's employees range reads no review: each type has its own RowKey literal", async () => {
     const r = await server.query(`{ department(id: "Sales") { employees { edges { node { id } } } } }`);
     expect(r.data.department.employees.edges.map((e: any) => e.node.id)).toEqual(['10']);
     expect(r.extensions.cost.entitiesRead).toBe(2);
@@ -93,7 +106,9 @@ describe('Log tail pattern: Employee.expenseClaims(from, to)', () => {
   const dates = ['2026-01-31T23:59:59.999Z', '2026-02-01T00:00:00.000Z', '2026-02-14T12:30:00.000Z', '2026-02-28T23:59:59.999Z', '2026-03-01T00:00:00.000Z'];
   beforeAll(async () => {
     for (const [i, submittedAt] of dates.entries()) {
-      const r = await server.query(SUBMIT_CLAIM, { input: { departmentId: 'Marketing', employeeId: '1', submittedAt, amount: `${i + 1}0.50`, description: `claim ${i}` } });
+      const r = await server.query(SUBMIT_CLAIM, {
+        input: { departmentId: 'Marketing', employeeId: '1', submittedAt, amount: `${i + 1}0.50`, description: `claim ${i}` },
+      });
       expect(r.errors).toBeUndefined();
     }
   });
@@ -107,7 +122,9 @@ describe('Log tail pattern: Employee.expenseClaims(from, to)', () => {
   });
 
   test('newest first within the closed window [from, to], both ends included: one range query', async () => {
-    const r = await server.query(`{ employee(departmentId: "Marketing", id: "1") { expenseClaims(from: "2026-02-01T00:00:00Z", to: "2026-02-28T23:59:59.999Z") { edges { node { submittedAt amount } } } } }`);
+    const r = await server.query(
+      `{ employee(departmentId: "Marketing", id: "1") { expenseClaims(from: "2026-02-01T00:00:00Z", to: "2026-02-28T23:59:59.999Z") { edges { node { submittedAt amount } } } } }`,
+    );
     expect(r.errors).toBeUndefined();
     expect(r.data.employee.expenseClaims.edges.map((e: any) => e.node)).toEqual([
       { submittedAt: '2026-02-28T23:59:59.999Z', amount: '40.5' },
@@ -132,10 +149,14 @@ describe('Log tail pattern: Employee.expenseClaims(from, to)', () => {
   });
 
   test('a window that ends before it starts is empty; a date that is no date is refused before any read', async () => {
-    const empty = await server.query(`{ employee(departmentId: "Marketing", id: "1") { expenseClaims(from: "2026-03-01", to: "2026-01-01") { edges { node { description } } } } }`);
+    const empty = await server.query(
+      `{ employee(departmentId: "Marketing", id: "1") { expenseClaims(from: "2026-03-01", to: "2026-01-01") { edges { node { description } } } } }`,
+    );
     expect(empty.errors).toBeUndefined();
     expect(empty.data.employee.expenseClaims.edges).toEqual([]);
-    const bad = await server.query(`{ employee(departmentId: "Marketing", id: "1") { expenseClaims(from: "yesterday", to: "2026-01-01") { edges { node { description } } } } }`);
+    const bad = await server.query(
+      `{ employee(departmentId: "Marketing", id: "1") { expenseClaims(from: "yesterday", to: "2026-01-01") { edges { node { description } } } } }`,
+    );
     expect(bad.errors?.[0].extensions.code).toBe('GRAPHQL_VALIDATION_FAILED');
     const q = `query ($from: DateTime!) { employee(departmentId: "Marketing", id: "1") { expenseClaims(from: $from, to: "2026-01-01") { edges { node { description } } } } }`;
     const badVariable = await server.query(q, { from: '2026-02-30' });

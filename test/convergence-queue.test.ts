@@ -1,9 +1,9 @@
 /**
- * Inter-partition indexes converge through the real fan-out queue (docs/architecture.md, "Fan-out and reconciliation"; the guide's "Eventually
- * consistent transactions pattern"): four writers change twelve employees at once while two fan-out workers
- * compete for the messages on one Azurite queue, one of them dying mid-message now and then. When both have
- * drained the queue, every index entity equals derive(primary), none is an orphan, and nothing was poisoned.
- * The seed of the writers' choices is printed; FANOUT_SEED=<seed> replays them (the interleaving is not).
+ * Inter-partition indexes converge through the real fan-out queue (docs/architecture.md, "Fan-out and reconciliation";
+ * the guide's "Eventually consistent transactions pattern"): four writers change twelve employees at once while two
+ * fan-out workers compete for the messages on one Azurite queue, one of them dying mid-message now and then. When both
+ * have drained the queue, every index entity equals derive(primary), none is an orphan, and nothing was poisoned. The
+ * seed of the writers' choices is printed; FANOUT_SEED=<seed> replays them (the interleaving is not).
  */
 import { ErrorCode, isTablegraphError } from '../src/errors';
 import { createFanoutWorker, ensureFanoutQueues, fanoutQueueNames } from '../src/worker/fanout-worker';

@@ -1,12 +1,12 @@
 /**
- * Inter-partition indexes converge (docs/architecture.md, "Fan-out and reconciliation"; the guide's "Eventually consistent transactions pattern" and
- * "Inter-partition secondary index pattern"): whatever the delivery of the fan-out messages — duplicated,
- * shuffled, concurrent, early, cut short by a dying worker — once every message has been delivered after its
- * write, every index entity equals derive(primary) and none is an orphan. Writes run through the real
- * WriteExecutor against the test Azurite; messages are recorded and delivered by hand through `reconcile` (the
- * same through real queues and competing QueueWorkers: convergence-queue.test.ts). Then three races, each made
- * to happen exactly with store hooks: a write that dies between its reservation and its EGT, a worker acting on
- * an old read while an e-mail changes hands, two writes of one employee racing to the same new e-mail.
+ * Inter-partition indexes converge (docs/architecture.md, "Fan-out and reconciliation"; the guide's "Eventually
+ * consistent transactions pattern" and "Inter-partition secondary index pattern"): whatever the delivery of the fan-out
+ * messages — duplicated, shuffled, concurrent, early, cut short by a dying worker — once every message has been
+ * delivered after its write, every index entity equals derive(primary) and none is an orphan. Writes run through the
+ * real WriteExecutor against the test Azurite; messages are recorded and delivered by hand through `reconcile` (the
+ * same through real queues and competing QueueWorkers: convergence-queue.test.ts). Then three races, each made to
+ * happen exactly with store hooks: a write that dies between its reservation and its EGT, a worker acting on an old
+ * read while an e-mail changes hands, two writes of one employee racing to the same new e-mail.
  *
  * The random sequence is seeded: the seed is printed; FANOUT_SEED=<seed> replays it.
  */
@@ -17,7 +17,16 @@ import type { FanoutMessage } from '../src/write/fanout-message';
 import { WriteExecutor } from '../src/write/write-executor';
 import { EmployeeScenario, type ScenarioOp } from './support/employee-scenario';
 import {
-  deliverAll, expectConverged, foundIndexEntities, gate, hookedStore, hrWorld, pausedAfterFirstRead, RecordingSender, run, seededRng,
+  deliverAll,
+  expectConverged,
+  foundIndexEntities,
+  gate,
+  hookedStore,
+  hrWorld,
+  pausedAfterFirstRead,
+  RecordingSender,
+  run,
+  seededRng,
 } from './support/fanout-fixtures';
 import { emailAddress } from './support/write-fixtures';
 import { uniquePrefix } from './support/harness';
@@ -62,7 +71,12 @@ describe('fan-out convergence', () => {
     const base: Omit<ReconcileOptions, 'settleMs'> = { model, store };
     const stall = gate();
     const early: Early = { before: [], held: [], background: [], stalled: [], crashes: 0 };
-    const dying: Partial<ReconcileOptions> = { afterUpserts: () => { early.crashes++; throw new Error('worker died mid-message'); } };
+    const dying: Partial<ReconcileOptions> = {
+      afterUpserts: () => {
+        early.crashes++;
+        throw new Error('worker died mid-message');
+      },
+    };
     let earlyDelivery = true;
 
     // (d) Deliveries at the moment of sending — before the write's reservations and EGT: at once (must defer),
@@ -95,7 +109,10 @@ describe('fan-out convergence', () => {
       scenario.checkpoint();
       earlyDelivery = false;
       for (const op of scenario.conflicts()) {
-        const refused = await run(world, op.mutation, op.input).then(() => undefined, (e: unknown) => e);
+        const refused = await run(world, op.mutation, op.input).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
         expect(isTablegraphError(refused, ErrorCode.CONFLICT) && refused.details.reason).toBe('UniqueKeyTaken');
       }
       earlyDelivery = true;
@@ -224,7 +241,9 @@ describe('fan-out convergence', () => {
 
     // The address is free again, and an update that dies the same way leaves the current index entities alone.
     await run(world, 'createEmployee', { ...ghost, id: '2' });
-    await expect(run(dying, 'updateEmployee', { departmentId: 'NEVER', id: '2', email: 'ghost2@conv.example', lastName: 'GONE' })).rejects.toThrow('process died');
+    await expect(run(dying, 'updateEmployee', { departmentId: 'NEVER', id: '2', email: 'ghost2@conv.example', lastName: 'GONE' })).rejects.toThrow(
+      'process died',
+    );
     expect(await store.getEntity(emailAddress(model, 'ghost2@conv.example'))).not.toBeNull();
     await deliverPending();
     const leaseEnd2 = ((await store.getEntity(emailAddress(model, 'ghost2@conv.example')))!.properties.ReservedUntil as Date).getTime();

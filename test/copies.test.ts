@@ -32,7 +32,18 @@ beforeAll(async () => {
 afterAll(() => server?.close());
 
 async function run(mutation: string, type: string, input: Record<string, unknown>, selection = '__typename'): Promise<any> {
-  const inputType = { createUser: 'CreateUserInput', updateUser: 'UpdateUserInput', createProject: 'CreateProjectInput', createIssue: 'CreateIssueInput', updateIssue: 'UpdateIssueInput', createLabel: 'CreateLabelInput', renameLabel: 'MoveLabelInput', updateLabel: 'UpdateLabelInput', deleteLabel: 'DeleteLabelInput', labelIssue: 'CreateIssueLabelInput' }[mutation];
+  const inputType = {
+    createUser: 'CreateUserInput',
+    updateUser: 'UpdateUserInput',
+    createProject: 'CreateProjectInput',
+    createIssue: 'CreateIssueInput',
+    updateIssue: 'UpdateIssueInput',
+    createLabel: 'CreateLabelInput',
+    renameLabel: 'MoveLabelInput',
+    updateLabel: 'UpdateLabelInput',
+    deleteLabel: 'DeleteLabelInput',
+    labelIssue: 'CreateIssueLabelInput',
+  }[mutation];
   const r = await server.query(`mutation($input: ${inputType}!) { ${mutation}(input: $input) { ${type} { ${selection} } } }`, { input });
   expect(r.errors).toBeUndefined();
   return r.data[mutation][type];
@@ -40,7 +51,7 @@ async function run(mutation: string, type: string, input: Record<string, unknown
 
 function random(seed: number): () => number {
   let x = seed >>> 0 || 1;
-  return () => ((x = (x * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+  return () => (x = (x * 1664525 + 1013904223) >>> 0) / 2 ** 32;
 }
 
 const issueLabel = (n: string) => server.store.getEntity({ table: tracker, partitionKey: 'P1', rowKey: `issuelabel_${n.padStart(6, '0')}_7` });
@@ -51,7 +62,14 @@ test('copies set by the writer, kept in step by the worker under concurrency, re
   for (const id of ['ana', 'bo']) await run('createUser', 'user', { id, email: `${id}@copies.example`, name: `${id} one` });
   for (const key of ['P1', 'P2']) await run('createProject', 'project', { key, name: key });
   await run('createLabel', 'label', { projectKey: 'P1', id: '7', name: 'bug', color: '#111111' });
-  const issue = (key: string, n: number, reporterId: string) => ({ projectKey: key, number: String(n), title: `t${n}`, state: 'OPEN', openedAt: '2026-11-22T10:00:00.000Z', reporterId });
+  const issue = (key: string, n: number, reporterId: string) => ({
+    projectKey: key,
+    number: String(n),
+    title: `t${n}`,
+    state: 'OPEN',
+    openedAt: '2026-11-22T10:00:00.000Z',
+    reporterId,
+  });
   const first = ['P1', 'P2'].flatMap((key) => Array.from({ length: 10 }, (_, i) => issue(key, i + 1, rand() < 0.5 ? 'ana' : 'bo')));
   const created = await Promise.all(first.map((input) => run('createIssue', 'issue', input, 'reporterName')));
   // The writer copies at once, with no worker: each issue carries its reporter's name.
@@ -84,8 +102,14 @@ test('copies set by the writer, kept in step by the worker under concurrency, re
   reporters.set(`${moved.projectKey}/${moved.number}`, 'ana');
   for (const [key, reporterId] of reporters) {
     const [projectKey, number] = key.split('/');
-    const r = await server.query('query($k: ID!, $n: ID!) { issue(projectKey: $k, number: $n) { reporterName reporter { name } } }', { k: projectKey, n: number });
-    expect(r.data.issue).toEqual({ reporterName: reporterId === 'ana' ? 'ana three' : 'bo one', reporter: { name: reporterId === 'ana' ? 'ana three' : 'bo one' } });
+    const r = await server.query('query($k: ID!, $n: ID!) { issue(projectKey: $k, number: $n) { reporterName reporter { name } } }', {
+      k: projectKey,
+      n: number,
+    });
+    expect(r.data.issue).toEqual({
+      reporterName: reporterId === 'ana' ? 'ana three' : 'bo one',
+      reporter: { name: reporterId === 'ana' ? 'ana three' : 'bo one' },
+    });
   }
   for (let n = 1; n <= 5; n++) expect((await issueLabel(String(n)))?.properties.labelColor).toBe('#222222');
   const report = await verifyDerived({ store: server.store, model });
@@ -108,17 +132,24 @@ test("copies in the target's own partition change in the target's EGT, with no w
   const r = await server.query('{ issue(projectKey: "P1", number: "1") { labels { edges { node { name color } } } } }');
   expect(r.data.issue.labels.edges).toEqual([{ node: { name: 'bug', color: '#333333' } }]);
   // The worker, handling the message later, finds nothing left to do.
-  for (const m of (await receiveFanout(testQueues(), server.config.tablePrefix)).map((x) => x.message)) await reconcile(m, { model, store: server.store, settleMs: 0, holdMs: 0 });
+  for (const m of (await receiveFanout(testQueues(), server.config.tablePrefix)).map((x) => x.message))
+    await reconcile(m, { model, store: server.store, settleMs: 0, holdMs: 0 });
   const report = await verifyDerived({ store: server.store, model });
   if (report.problems) console.log(formatVerifyReport(report));
   expect(report.problems).toBe(0);
 });
 
 test('a label renamed (moved to the RowKey of its new name): the join entities name it by id, and stay as they were', async () => {
-  await drainWithRedelivery({ model, store: server.store, writer: queueWriter(model, server), queues: testQueues(), tablePrefix: server.config.tablePrefix }, random(7));
+  await drainWithRedelivery(
+    { model, store: server.store, writer: queueWriter(model, server), queues: testQueues(), tablePrefix: server.config.tablePrefix },
+    random(7),
+  );
   const before = await Promise.all([1, 2, 3, 4, 5].map((n) => issueLabel(String(n))));
   await run('renameLabel', 'label', { projectKey: 'P1', name: 'bug', toName: 'defect' });
-  await drainWithRedelivery({ model, store: server.store, writer: queueWriter(model, server), queues: testQueues(), tablePrefix: server.config.tablePrefix }, random(8));
+  await drainWithRedelivery(
+    { model, store: server.store, writer: queueWriter(model, server), queues: testQueues(), tablePrefix: server.config.tablePrefix },
+    random(8),
+  );
   const after = await Promise.all([1, 2, 3, 4, 5].map((n) => issueLabel(String(n))));
   expect(after.map((e) => e?.etag)).toEqual(before.map((e) => e?.etag));
   const r = await server.query('{ issue(projectKey: "P1", number: "1") { labels { edges { node { id name color } } } } }');
@@ -136,7 +167,10 @@ test('a deleted target: its copies null, its join entities deleted by the worker
   for (const m of messages) await reconcile(m, { model, store: server.store, settleMs: 0, holdMs: 0 });
   expect((await issueLabel('1'))?.properties.labelColor).toBeUndefined();
   const dangling = (await verifyDerived({ store: server.store, model })).references.find((r) => r.reference === 'IssueLabel.label')!;
-  expect([dangling.join, dangling.dangling.map((d) => d.rowKey).sort()]).toEqual([true, [1, 2, 3, 4, 5].map((n) => `issuelabel_${String(n).padStart(6, '0')}_7`)]);
+  expect([dangling.join, dangling.dangling.map((d) => d.rowKey).sort()]).toEqual([
+    true,
+    [1, 2, 3, 4, 5].map((n) => `issuelabel_${String(n).padStart(6, '0')}_7`),
+  ]);
   // The worker as it runs, with its write path: the join entities go (and the issues' label pages with them).
   const writer = new WriteExecutor({ model, store: server.store, fanout: { send: async () => undefined } });
   for (const m of messages) await reconcile(m, { model, store: server.store, settleMs: 0, holdMs: 0, writer });
@@ -144,7 +178,11 @@ test('a deleted target: its copies null, its join entities deleted by the worker
   expect((await server.query('{ issue(projectKey: "P1", number: "1") { labels { edges { node { name } } } } }')).data.issue.labels.edges).toEqual([]);
 
   const wrong = (await server.store.queryRange({ table: tracker, partitionKey: 'P2', rowKeyFrom: 'issue_', rowKeyTo: 'issue`', limit: 1 })).entities[0];
-  await server.store.updateEntity(tracker, { partitionKey: 'P2', rowKey: wrong.rowKey, properties: { reporterName: { type: 'String', value: 'nobody' } } }, 'merge');
+  await server.store.updateEntity(
+    tracker,
+    { partitionKey: 'P2', rowKey: wrong.rowKey, properties: { reporterName: { type: 'String', value: 'nobody' } } },
+    'merge',
+  );
   const report = await verifyDerived({ store: server.store, model });
   expect(report.copies.find((c) => c.copy === 'Issue.reporterName')!.different).toEqual([
     expect.objectContaining({ partitionKey: 'P2', rowKey: wrong.rowKey, stored: '"nobody"' }),

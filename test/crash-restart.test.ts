@@ -12,7 +12,15 @@ import { TableStore } from '../src/storage/table-store';
 import { planEgtBatches, writeEgtBatches } from '../src/write/egt-batches';
 import { compileHr } from './support/harness';
 import { isProcessAlive } from '../src/storage/azurite';
-import { azuriteState as stateOf, freePort, killCommandProcesses, queryPort, startServerProcess as startServer, waitUntilGone, type CommandProcess } from './support/processes';
+import {
+  azuriteState as stateOf,
+  freePort,
+  killCommandProcesses,
+  queryPort,
+  startServerProcess as startServer,
+  waitUntilGone,
+  type CommandProcess,
+} from './support/processes';
 
 jest.setTimeout(120_000);
 
@@ -82,7 +90,12 @@ test('kill -9, restart, graceful stop, cold start: every acknowledged write is s
   // One more write, straight through the SDK on Azurite's connection string: acknowledged once the EGT returns.
   const { model } = compileHr('');
   const ada = entityWrites(model.entities.get('Employee')!, {
-    departmentId: 'Sales', id: '11', email: 'ada@contoso.com', firstName: 'Ada', lastName: 'Lovelace', title: 'ANALYST/PROGRAMMER',
+    departmentId: 'Sales',
+    id: '11',
+    email: 'ada@contoso.com',
+    firstName: 'Ada',
+    lastName: 'Lovelace',
+    title: 'ANALYST/PROGRAMMER',
   });
   const store = new TableStore({ connectionString: state1.connectionString, target: 'azurite' });
   await writeEgtBatches(store, planEgtBatches([ada.primary, ...ada.indexes], 'azurite'), { concurrency: 1 });

@@ -82,7 +82,9 @@ test('32 concurrent writers on one entity, through one server and through two: e
     expect(acknowledged).toBeGreaterThanOrEqual(16);
     const r = await server.query(STATS, { d: 'Sales', id: '10', day });
     expect(r.data.employee.messageStats.hourly).toEqual(expected);
-    console.log(`data series: 32 concurrent increments over 2 servers, ${acknowledged} acknowledged, ${refusals.length} refused (CONFLICT), sum ${expected.reduce((a, b) => a + b, 0)} stored exactly; EGTs lost to the other server: ${JSON.stringify(lost)}`);
+    console.log(
+      `data series: 32 concurrent increments over 2 servers, ${acknowledged} acknowledged, ${refusals.length} refused (CONFLICT), sum ${expected.reduce((a, b) => a + b, 0)} stored exactly; EGTs lost to the other server: ${JSON.stringify(lost)}`,
+    );
     // Not a race in name only: the two write paths met, and the losers were read again and retried.
     expect(lost.ETagMismatch ?? 0).toBeGreaterThan(0);
 

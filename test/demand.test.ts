@@ -34,7 +34,7 @@ describe('the estimate', () => {
     expect(estimate(q, { n: 5000 }).nodes).toBe(1 + 1 + 100 + 100);
   });
 
-  test("a variable not sent counts with its declared default, as execution will run it", () => {
+  test('a variable not sent counts with its declared default, as execution will run it', () => {
     const q = 'query($n: Int = 100) { department(id: "X") { employees(first: $n) { edges { node { id } } } } }';
     expect(estimate(q, {}).nodes).toBe(1 + 1 + 100 + 100);
     expect(estimate(q, { n: 3 }).nodes).toBe(1 + 1 + 3 + 3);
@@ -54,7 +54,8 @@ describe('the estimate', () => {
   });
 
   test('a mutation counts its writes', () => {
-    const q = 'mutation { a: deleteEmployee(input: { departmentId: "A", id: "1" }) { employee { id } } b: deleteEmployee(input: { departmentId: "A", id: "2" }) { employee { id } } }';
+    const q =
+      'mutation { a: deleteEmployee(input: { departmentId: "A", id: "1" }) { employee { id } } b: deleteEmployee(input: { departmentId: "A", id: "2" }) { employee { id } } }';
     expect(estimate(q).storageCalls).toBeGreaterThanOrEqual(16);
   });
 
@@ -89,9 +90,18 @@ describe('the server', () => {
   });
 
   test.each([
-    ['a department and a page of 5', '{ department(id: "ENGINEERING") { employeeCount employees(first: 5) { edges { node { id lastName title } } pageInfo { hasNextPage endCursor } } } }'],
-    ['WILLIAMS with a field the index lacks and the department', '{ department(id: "ENGINEERING") { employeesByLastName(lastName: "WILLIAMS", first: 50) { edges { node { id annualSalary department { id employeeCount } } } } } }'],
-    ['every department with 10 employees and their department', '{ departments(first: 36) { edges { node { id employees(first: 10) { edges { node { id department { name } } } } } } } }'],
+    [
+      'a department and a page of 5',
+      '{ department(id: "ENGINEERING") { employeeCount employees(first: 5) { edges { node { id lastName title } } pageInfo { hasNextPage endCursor } } } }',
+    ],
+    [
+      'WILLIAMS with a field the index lacks and the department',
+      '{ department(id: "ENGINEERING") { employeesByLastName(lastName: "WILLIAMS", first: 50) { edges { node { id annualSalary department { id employeeCount } } } } } }',
+    ],
+    [
+      'every department with 10 employees and their department',
+      '{ departments(first: 36) { edges { node { id employees(first: 10) { edges { node { id department { name } } } } } } } }',
+    ],
     ['WILLIAMS across the organisation', '{ employeesByLastName(lastName: "WILLIAMS", first: 100) { edges { node { id firstName title } } } }'],
   ])('%s: served, and the estimate beside the cost is never below it', async (_name, query) => {
     const r = await server.query(query);
@@ -129,7 +139,12 @@ test('npm run explain -- --query prints the worst case and whether the budgets a
   const path = await import('node:path');
   const { ROOT } = await import('./support/harness');
   const run = (query: string) =>
-    JSON.parse(execFileSync(process.execPath, [path.join(ROOT, 'node_modules/tsx/dist/cli.mjs'), 'src/cli/explain.ts', '--json', '--query', query], { cwd: ROOT, encoding: 'utf8' }));
+    JSON.parse(
+      execFileSync(process.execPath, [path.join(ROOT, 'node_modules/tsx/dist/cli.mjs'), 'src/cli/explain.ts', '--json', '--query', query], {
+        cwd: ROOT,
+        encoding: 'utf8',
+      }),
+    );
   expect(run('{ department(id: "POLICE") { employees(first: 5) { edges { node { id } } } } }')).toEqual({
     estimate: { storageCalls: 2, entitiesRead: 7, nodes: 12 },
     budget: { maxStorageCalls: 1000, maxNodes: 10_000 },

@@ -44,7 +44,8 @@ test('every directive has a section with its arguments, types and defaults', () 
       }
       if (row.type !== print(a.type)) problems.push(`@${d.name.value}(${a.name.value}): type ${row.type}, declared ${print(a.type)}`);
       // A declared default is the table's, word for word; an argument without one has none in the table either.
-      if (a.defaultValue && row.default !== `\`${print(a.defaultValue)}\``) problems.push(`@${d.name.value}(${a.name.value}): default ${row.default}, declared ${print(a.defaultValue)}`);
+      if (a.defaultValue && row.default !== `\`${print(a.defaultValue)}\``)
+        problems.push(`@${d.name.value}(${a.name.value}): default ${row.default}, declared ${print(a.defaultValue)}`);
     }
   }
   expect(problems).toEqual([]);
@@ -62,6 +63,9 @@ test("the README's own schema compiles as it is written", () => {
   const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
   const blocks = [...readme.matchAll(/```graphql\n([\s\S]*?)```/g)].map((m) => m[1]).filter((b) => b.includes('@entity'));
   expect(blocks).toHaveLength(1);
-  const { model } = compileSchema([{ name: 'directives.graphql', body: directivesSdl }, { name: 'README.md', body: blocks[0] }]);
+  const { model } = compileSchema([
+    { name: 'directives.graphql', body: directivesSdl },
+    { name: 'README.md', body: blocks[0] },
+  ]);
   expect([...model.accessPaths.keys()].sort()).toEqual(['Query.note', 'Query.notes']);
 });

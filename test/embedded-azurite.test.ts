@@ -63,7 +63,7 @@ afterAll(async () => {
   await Promise.all(dirs.map((d) => fs.promises.rm(d, { recursive: true, force: true })));
 }, 60_000);
 
-test('starts one, attaches to it; the last handle to detach stops it; a crash\'s lock and state files are no obstacle', async () => {
+test("starts one, attaches to it; the last handle to detach stops it; a crash's lock and state files are no obstacle", async () => {
   const dataDir = await tempDataDir();
   const dead = await deadPid();
   // What a process killed while starting Azurite leaves: a lock not refreshed for a minute, a state file of a dead pid.
@@ -71,7 +71,10 @@ test('starts one, attaches to it; the last handle to detach stops it; a crash\'s
   fs.mkdirSync(lock);
   const old = new Date(Date.now() - 60_000);
   fs.utimesSync(lock, old, old);
-  fs.writeFileSync(path.join(dataDir, 'azurite.json'), JSON.stringify({ pid: dead, ports: { blob: 1, queue: 2, table: 3 }, connectionString: 'x', location: 'x' }));
+  fs.writeFileSync(
+    path.join(dataDir, 'azurite.json'),
+    JSON.stringify({ pid: dead, ports: { blob: 1, queue: 2, table: 3 }, connectionString: 'x', location: 'x' }),
+  );
 
   const first = await attach(dataDir);
   expect(first.startedHere).toBe(true);
@@ -105,7 +108,7 @@ test('two concurrent starts on one data folder start a single Azurite; it stops 
   expect(isProcessAlive(a.pid)).toBe(false);
 });
 
-test('whenAlone runs only while no other live process is attached; a dead process\'s handle does not count', async () => {
+test("whenAlone runs only while no other live process is attached; a dead process's handle does not count", async () => {
   const dataDir = await tempDataDir();
   const a = await attach(dataDir);
   const b = await attach(dataDir);
@@ -128,11 +131,10 @@ test('whenAlone runs only while no other live process is attached; a dead proces
 test('an acknowledged write survives kill -9 of the process that started Azurite, and a restart', async () => {
   const dataDir = await tempDataDir();
   const table = `durable${Math.random().toString(36).slice(2, 8)}`;
-  const writer: ChildProcess = spawn(
-    process.execPath,
-    ['--import', 'tsx', path.join(ROOT, 'test/fixtures/azurite-writer.ts'), dataDir, table, 'pk1', 'rk1'],
-    { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+  const writer: ChildProcess = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'test/fixtures/azurite-writer.ts'), dataDir, table, 'pk1', 'rk1'], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   strayPids.push(writer.pid as number);
   let stderr = '';
   writer.stderr?.on('data', (d: Buffer) => (stderr += d.toString('utf8')));

@@ -26,11 +26,14 @@ beforeAll(async () => {
 afterAll(async () => server?.close());
 
 async function createEmployee(s: TestServer, id: string, homeAddress: string): Promise<void> {
-  const r = await s.query(CREATE, { input: { departmentId: 'Sales', id, email: `e${id}.${Date.now()}@contoso.com`, firstName: `F${id}`, lastName: 'Enc', homeAddress } });
+  const r = await s.query(CREATE, {
+    input: { departmentId: 'Sales', id, email: `e${id}.${Date.now()}@contoso.com`, firstName: `F${id}`, lastName: 'Enc', homeAddress },
+  });
   expect(r.errors).toBeUndefined();
 }
 const rowKey = (id: string) => `empid_${id.padStart(8, '0')}`;
-const sealedOf = async (id: string) => (await raw.getEntity({ table: directory, partitionKey: 'Sales', rowKey: rowKey(id) }))!.properties.homeAddress as Uint8Array;
+const sealedOf = async (id: string) =>
+  (await raw.getEntity({ table: directory, partitionKey: 'Sales', rowKey: rowKey(id) }))!.properties.homeAddress as Uint8Array;
 
 test('stored sealed, as Edm.Binary without the text; read back as the text; not read at all when not asked for', async () => {
   await createEmployee(server, '501', ADDRESS);
@@ -47,7 +50,9 @@ test('stored sealed, as Edm.Binary without the text; read back as the text; not 
   expect(r.data.employee).toEqual({ id: '501', firstName: 'F501', homeAddress: ADDRESS });
   expect(r.extensions.cost).toMatchObject({ pointQueries: 1, roundTrips: 1 });
   // An update of another field keeps the address (read, opened, sealed again with the entity).
-  const u = await server.query(`mutation { updateEmployee(input: { departmentId: "Sales", id: "501", phone: "+1 312 555 0100" }) { employee { phone homeAddress } } }`);
+  const u = await server.query(
+    `mutation { updateEmployee(input: { departmentId: "Sales", id: "501", phone: "+1 312 555 0100" }) { employee { phone homeAddress } } }`,
+  );
   expect(u.data.updateEmployee.employee).toEqual({ phone: '+1 312 555 0100', homeAddress: ADDRESS });
 });
 
@@ -55,7 +60,17 @@ test('a changed byte, a value copied from another employee, text written around 
   await createEmployee(server, '511', 'One Microsoft Way, Redmond');
   await createEmployee(server, '512', '1600 Amphitheatre Parkway');
   const tamper = async (id: string, homeAddress: unknown) =>
-    raw.upsertEntity(directory, { partitionKey: 'Sales', rowKey: rowKey(id), properties: { homeAddress: homeAddress instanceof Uint8Array ? { type: 'Binary', value: homeAddress } : { type: 'String', value: String(homeAddress) } } }, 'merge');
+    raw.upsertEntity(
+      directory,
+      {
+        partitionKey: 'Sales',
+        rowKey: rowKey(id),
+        properties: {
+          homeAddress: homeAddress instanceof Uint8Array ? { type: 'Binary', value: homeAddress } : { type: 'String', value: String(homeAddress) },
+        },
+      },
+      'merge',
+    );
   const flipped = Buffer.from(await sealedOf('511'));
   flipped[flipped.length - 1] ^= 1;
   const cases: Array<[string, () => Promise<unknown>, string]> = [
@@ -86,7 +101,10 @@ test('keys rotate: the first key seals, older keys still open; a key no longer h
     const sealed = (await raw.getEntity({ table: `${prefix}Directory`, partitionKey: 'Sales', rowKey: rowKey('602') }))!.properties.homeAddress as Uint8Array;
     expect(Buffer.from(sealed).subarray(5, 7).toString('ascii')).toBe('k2'); // TGE1, the id's length, the id
     expect((await onlyNew.query(READ, { d: 'Sales', id: '602' })).data.employee.homeAddress).toBe('Sealed with k2');
-    expect((await onlyNew.query(READ, { d: 'Sales', id: '601' })).errors?.[0].extensions).toMatchObject({ code: ErrorCode.DATA_INTEGRITY, reason: 'UnknownKey' });
+    expect((await onlyNew.query(READ, { d: 'Sales', id: '601' })).errors?.[0].extensions).toMatchObject({
+      code: ErrorCode.DATA_INTEGRITY,
+      reason: 'UnknownKey',
+    });
     // The server with the development key (the test Azurite's) cannot open either.
     expect((await old.query(READ, { d: 'Sales', id: '602' })).errors?.[0].extensions.code).toBe(ErrorCode.DATA_INTEGRITY);
   } finally {
@@ -124,6 +142,8 @@ test('configuration: a key that is not 32 bytes is refused by name; storage othe
   }
   expect(refused).toBeInstanceOf(TablegraphError);
   expect((refused as TablegraphError).code).toBe(ErrorCode.CONFIG_INVALID);
-  expect((refused as TablegraphError).message).toMatch(/encrypts Employee.homeAddress, ArchivedEmployee.homeAddress, and TABLEGRAPH_ENCRYPTION_KEYS is not set/);
+  expect((refused as TablegraphError).message).toMatch(
+    /encrypts Employee.homeAddress, ArchivedEmployee.homeAddress, and TABLEGRAPH_ENCRYPTION_KEYS is not set/,
+  );
   expect(() => attachCipher(store, model, loadConfig({ TABLEGRAPH_ENCRYPTION_KEYS: `k1:${key()}` }, ROOT), azure, log)).not.toThrow();
 });

@@ -43,7 +43,7 @@ const PROJECTS = ['ALPHA', 'BETA', 'GAMMA'];
 /** A seeded random in [0, 1). */
 function random(seed: number): () => number {
   let x = seed >>> 0 || 1;
-  return () => ((x = (x * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+  return () => (x = (x * 1664525 + 1013904223) >>> 0) / 2 ** 32;
 }
 
 async function userSummaries(): Promise<Record<string, { reportedCount: number; reportedEstimate: string }>> {
@@ -59,7 +59,8 @@ async function userSummaries(): Promise<Record<string, { reportedCount: number; 
 test('exact after concurrent writers, redelivery, reordering, two workers and a worker killed mid-message', async () => {
   const seed = Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31;
   const rand = random(seed);
-  for (const id of USERS) await ok('mutation($input: CreateUserInput!) { createUser(input: $input) { user { id } } }', { id, email: `${id}@eventual.example`, name: id });
+  for (const id of USERS)
+    await ok('mutation($input: CreateUserInput!) { createUser(input: $input) { user { id } } }', { id, email: `${id}@eventual.example`, name: id });
   for (const key of PROJECTS) await ok('mutation($input: CreateProjectInput!) { createProject(input: $input) { project { key } } }', { key, name: key });
 
   // The truth, kept here: issue → reporter and estimate.
@@ -91,7 +92,9 @@ test('exact after concurrent writers, redelivery, reordering, two workers and a 
 
   // Then concurrent updates that move issues to other reporters and change estimates, deletes, and a delete and
   // re-create of one key: the contributions counted above must now leave their holders.
-  const changes = creates.filter(() => rand() < 0.5).map((c) => ({ ...issueInput(c.projectKey, Number(c.number)), title: undefined, state: undefined, openedAt: undefined }));
+  const changes = creates
+    .filter(() => rand() < 0.5)
+    .map((c) => ({ ...issueInput(c.projectKey, Number(c.number)), title: undefined, state: undefined, openedAt: undefined }));
   await Promise.all(changes.map((input) => ok(UPDATE, input)));
   for (const c of changes) truth.set(`${c.projectKey}/${c.number}`, { reporterId: c.reporterId, estimateHours: c.estimateHours });
   const gone = creates.filter(() => rand() < 0.15);
@@ -126,7 +129,13 @@ test('verify finds a drifted holder and a lost contribution; repair-summaries re
   const id = USERS.find((u) => before[u].reportedCount > 0)!;
   await server.store.updateEntity(users, { partitionKey: 'users', rowKey: id, properties: { reportedCount: { type: 'Int32', value: 999 } } }, 'merge');
   const s = model.summaries.get('User.reportedCount')!;
-  const contributions = await server.store.queryRange({ table: users, partitionKey: 'users', rowKeyFrom: contributionPrefix(s), rowKeyTo: `${contributionPrefix(s)}\uffff`, limit: 1000 });
+  const contributions = await server.store.queryRange({
+    table: users,
+    partitionKey: 'users',
+    rowKeyFrom: contributionPrefix(s),
+    rowKeyTo: `${contributionPrefix(s)}\uffff`,
+    limit: 1000,
+  });
   const lost = contributions.entities.find((e) => e.rowKey.startsWith(`${contributionPrefix(s)}${id}_`))!;
   await server.store.deleteEntity({ table: users, partitionKey: 'users', rowKey: lost.rowKey });
 

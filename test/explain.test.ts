@@ -10,7 +10,10 @@ import { compileHr, ROOT } from './support/harness';
 const explanation = explainModel(compileHr('').model);
 
 test('--json prints the explanation as structured data on a clean stdout', () => {
-  const stdout = execFileSync(process.execPath, [path.join(ROOT, 'node_modules/tsx/dist/cli.mjs'), 'src/cli/explain.ts', '--json'], { cwd: ROOT, encoding: 'utf8' });
+  const stdout = execFileSync(process.execPath, [path.join(ROOT, 'node_modules/tsx/dist/cli.mjs'), 'src/cli/explain.ts', '--json'], {
+    cwd: ROOT,
+    encoding: 'utf8',
+  });
   const printed = JSON.parse(stdout) as Explanation;
   expect(printed).toEqual(JSON.parse(JSON.stringify(explanation)));
 }, 60_000);
@@ -23,7 +26,11 @@ test('a field: its keys as templates with where each placeholder comes from', ()
     table: 'Directory',
     tableTemplate: null,
     partitionKey: { template: '{id}', bindings: [{ placeholder: 'id', source: 'parent', name: 'id', optional: false }] },
-    rowKey: { kind: 'prefix', template: 'lastname_{lastName}_', bindings: [{ placeholder: 'lastName', source: 'argument', name: 'lastName', optional: false }] },
+    rowKey: {
+      kind: 'prefix',
+      template: 'lastname_{lastName}_',
+      bindings: [{ placeholder: 'lastName', source: 'argument', name: 'lastName', optional: false }],
+    },
     index: { name: 'byLastNameInDepartment', scope: 'intraPartition', projection: expect.arrayContaining(['firstName', 'email']) },
     through: null,
     waves: 1,
@@ -49,7 +56,14 @@ test('a field reading a table per period: the template naming its table, and whe
 test('summaries, references and mutations', () => {
   expect(explanation.summaries).toEqual([
     { coordinate: 'Department.employeeCount', of: 'Employee', via: 'Employee.department', kind: 'count', terms: [], keptIn: 'egt' },
-    { coordinate: 'Department.payroll', of: 'Employee', via: 'Employee.department', kind: 'sum', terms: ['annualSalary', 'hourlyRate * typicalHours * 52'], keptIn: 'egt' },
+    {
+      coordinate: 'Department.payroll',
+      of: 'Employee',
+      via: 'Employee.department',
+      kind: 'sum',
+      terms: ['annualSalary', 'hourlyRate * typicalHours * 52'],
+      keptIn: 'egt',
+    },
   ]);
   expect(explanation.references).toEqual([
     { coordinate: 'DailyMessages.employee', target: 'Employee', fields: ['departmentId', 'employeeId'], optional: false, checkOnWrite: true },
@@ -84,13 +98,17 @@ test('the text rendering names every part', () => {
   const text = formatExplanation(explanation);
   expect(text).toContain('Query.employeeByEmail\n  point query on table EmployeesByEmail (eventually consistent)');
   expect(text).toContain('RowKey       "empid_{headEmployeeId:08}" (headEmployeeId ← parent.headEmployeeId (optional))');
-  expect(text).toContain('Department.payroll = sum over Employee of annualSalary + hourlyRate * typicalHours * 52, reached through Employee.department, kept in the EGT of every write');
+  expect(text).toContain(
+    'Department.payroll = sum over Employee of annualSalary + hourlyRate * typicalHours * 52, reached through Employee.department, kept in the EGT of every write',
+  );
   expect(text).toContain('Employee.department → Department by departmentId, checked on write');
   expect(text).toContain('Mutation.deleteDepartment: DELETE Department; EGT: Department; eventually: index all');
 });
 
 test('a @blob field (the guide\'s "Large entities pattern"): its container, and the mutations that upload it', () => {
-  expect(explanation.blobs).toEqual([{ coordinate: 'Employee.photoUrl', container: 'photos', maxBytes: 131072, contentTypes: ['image/jpeg', 'image/png', 'image/webp'], expiresInSeconds: 900 }]);
+  expect(explanation.blobs).toEqual([
+    { coordinate: 'Employee.photoUrl', container: 'photos', maxBytes: 131072, contentTypes: ['image/jpeg', 'image/png', 'image/webp'], expiresInSeconds: 900 },
+  ]);
   expect(explanation.mutations.find((m) => m.coordinate === 'Mutation.setEmployeePhoto')!.blobs).toEqual(['photoUrl']);
   expect(explanation.mutations.find((m) => m.coordinate === 'Mutation.deleteEmployee')!.blobs).toEqual([]);
   const text = formatExplanation(explanation);

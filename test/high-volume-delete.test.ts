@@ -54,7 +54,11 @@ function dotNetInvertedTicks(iso: string): string {
 describe('a table per day', () => {
   const d = day(2);
   beforeAll(async () => {
-    for (const [at, ok] of [[`${d.iso}T08:00:00.000Z`, false], [`${d.iso}T08:00:05.000Z`, true], [`${d.iso}T23:59:59.999Z`, false]] as const) {
+    for (const [at, ok] of [
+      [`${d.iso}T08:00:00.000Z`, false],
+      [`${d.iso}T08:00:05.000Z`, true],
+      [`${d.iso}T23:59:59.999Z`, false],
+    ] as const) {
       const r = await record(KEN, at, ok);
       expect(r.errors).toBeUndefined();
     }
@@ -123,7 +127,9 @@ test("a new day's first attempts, 40 at once from two servers: every one recorde
   try {
     const d = day(3);
     const results = await Promise.all(
-      Array.from({ length: 40 }, (_, i) => record(`user${i % 8}@example.test`, `${d.iso}T12:00:00.${String(i).padStart(3, '0')}Z`, i % 2 === 0, '10.0.0.1', i % 2 ? other : server)),
+      Array.from({ length: 40 }, (_, i) =>
+        record(`user${i % 8}@example.test`, `${d.iso}T12:00:00.${String(i).padStart(3, '0')}Z`, i % 2 === 0, '10.0.0.1', i % 2 ? other : server),
+      ),
     );
     expect(results.filter((r) => r.errors).map((r) => r.errors)).toEqual([]);
     let total = 0;
@@ -152,7 +158,12 @@ describe('expire: a day dropped in one storage operation', () => {
     const deletes = jest.spyOn(server.store, 'deleteTable');
     const listings = jest.spyOn(server.store, 'listTables');
     try {
-      const report = await expireTables({ store: server.store, entity: compileHr(server.config.tablePrefix).model.entities.get('LoginAttempt')!, cutoff: new Date(Date.now() - 60 * 86_400_000), dryRun: true });
+      const report = await expireTables({
+        store: server.store,
+        entity: compileHr(server.config.tablePrefix).model.entities.get('LoginAttempt')!,
+        cutoff: new Date(Date.now() - 60 * 86_400_000),
+        dryRun: true,
+      });
       expect(report.expired).toEqual([older.table, old.table]);
       expect(report.kept).toEqual(expect.arrayContaining([recent.table, yesterday.table]));
       expect(deletes).not.toHaveBeenCalled();

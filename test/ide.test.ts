@@ -44,7 +44,10 @@ async function responseText(page: Page, expected: string): Promise<string> {
   const pane = page.locator('.graphiql-response');
   await pane.getByText(expected, { exact: false }).first().waitFor({ timeout: 20000 });
   // CodeMirror draws only the lines in view: the whole text is its document's, on the editor's element.
-  return pane.locator('.CodeMirror').first().evaluate((el) => (el as unknown as { CodeMirror: { getValue(): string } }).CodeMirror.getValue());
+  return pane
+    .locator('.CodeMirror')
+    .first()
+    .evaluate((el) => (el as unknown as { CodeMirror: { getValue(): string } }).CodeMirror.getValue());
 }
 
 test('GraphiQL, served by the server with nothing from elsewhere, runs the README query with a bearer token from its headers editor', async () => {
@@ -73,7 +76,11 @@ test('GraphiQL, served by the server with nothing from elsewhere, runs the READM
   await page.locator('.graphiql-execute-button').click();
   expect(await responseText(page, 'UNAUTHENTICATED')).toContain('"code": "UNAUTHENTICATED"');
 
-  const token = await new SignJWT({ sub: 'ide-user', roles: ['hr-admin'] }).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime('5m').sign(new TextEncoder().encode(SECRET));
+  const token = await new SignJWT({ sub: 'ide-user', roles: ['hr-admin'] })
+    .setProtectedHeader({ alg: 'HS256' })
+    .setIssuedAt()
+    .setExpirationTime('5m')
+    .sign(new TextEncoder().encode(SECRET));
   await page.locator('.graphiql-editor-tools button[data-name="headers"]').click();
   await setEditor(page, '.graphiql-editor-tool', JSON.stringify({ Authorization: `Bearer ${token}` }));
   await page.locator('.graphiql-execute-button').click();
@@ -98,7 +105,7 @@ test('GraphiQL, served by the server with nothing from elsewhere, runs the READM
   await context.close();
 }, 90000);
 
-test('GET /schema.graphql answers the compiled SDL, directives included; an API client\'s GET on /graphql is still GraphQL', async () => {
+test("GET /schema.graphql answers the compiled SDL, directives included; an API client's GET on /graphql is still GraphQL", async () => {
   const origin = new URL(server.url).origin;
   // Authentication is on: like introspection, the SDL is for a valid token only.
   expect((await fetch(`${origin}/schema.graphql`)).status).toBe(401);

@@ -22,7 +22,11 @@ const served: string[] = [];
 
 beforeAll(async () => {
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tablegraph-import-url-'));
-  csv = chicagoCsvText().split('\n').slice(0, ROWS + 1).join('\n') + '\n';
+  csv =
+    chicagoCsvText()
+      .split('\n')
+      .slice(0, ROWS + 1)
+      .join('\n') + '\n';
   server = http.createServer((req, res) => {
     served.push(req.url ?? '');
     if (req.url === '/api/views/xzkq-xp2w/rows.csv?accessType=DOWNLOAD') {

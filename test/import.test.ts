@@ -78,8 +78,17 @@ describe('parseChicagoFields', () => {
   it('maps F/P and Salary/Hourly case-insensitively and numbers to numbers or null', () => {
     expect(row('f', 'SALARY', '', '111444.00', '')).toEqual({
       employee: {
-        id: 7, departmentId: 'FIRE', lastName: 'DOE', firstName: 'JANE', middleInitial: 'Q', title: 'PARAMEDIC I/C',
-        fullOrPartTime: 'FULL_TIME', salaryOrHourly: 'SALARY', typicalHours: null, annualSalary: 111444, hourlyRate: null,
+        id: 7,
+        departmentId: 'FIRE',
+        lastName: 'DOE',
+        firstName: 'JANE',
+        middleInitial: 'Q',
+        title: 'PARAMEDIC I/C',
+        fullOrPartTime: 'FULL_TIME',
+        salaryOrHourly: 'SALARY',
+        typicalHours: null,
+        annualSalary: 111444,
+        hourlyRate: null,
       },
     });
     expect(row(' P ', 'hourly', '20', '', '35.5')).toMatchObject({
@@ -132,30 +141,47 @@ const SMALL_SKIPPED = [
 ];
 
 describe('readChicagoCsv', () => {
-  it.each([['LF', '\n'], ['CRLF', '\r\n']])('reports malformed rows with their physical line (%s)', async (_name, eol) => {
+  it.each([
+    ['LF', '\n'],
+    ['CRLF', '\r\n'],
+  ])('reports malformed rows with their physical line (%s)', async (_name, eol) => {
     const file = path.join(tmp, `small-${_name}.csv`);
     writeFileSync(file, SMALL_LINES.join(eol));
     const rows = await collect(file);
     expect(rows.map((r) => [r.id, r.line, r.employee ? 'ok' : 'bad'])).toEqual([
-      [1, 2, 'ok'], [2, 3, 'ok'], [3, 4, 'bad'], [4, 5, 'bad'], [5, 7, 'bad'], [6, 8, 'bad'],
-      [7, 9, 'ok'], [8, 11, 'bad'], [9, 12, 'ok'], [10, 13, 'ok'],
+      [1, 2, 'ok'],
+      [2, 3, 'ok'],
+      [3, 4, 'bad'],
+      [4, 5, 'bad'],
+      [5, 7, 'bad'],
+      [6, 8, 'bad'],
+      [7, 9, 'ok'],
+      [8, 11, 'bad'],
+      [9, 12, 'ok'],
+      [10, 13, 'ok'],
     ]);
     expect(rows[6].employee?.title).toBe(`TITLE${eol}SECOND`);
   });
 
   it('a quote opened and never closed costs its own row, reported at its line; the next row is read as it is', async () => {
     const file = path.join(tmp, 'stray-quote.csv');
-    writeFileSync(file, [
-      SMALL_LINES[0],
-      '"AARON,  JEFFERY M",SERGEANT,POLICE,F,Salary,,111444.00,', // 2
-      '"DOE,  JANE",CLERK,FIRE,F,Salary,,1,', // 3
-      '"SMITH,  JOHN,CLERK,POLICE,F,Salary,,50000,', // 4: the quote before SMITH is never closed
-      '"BROWN,  BOB",CLERK,POLICE,F,Salary,,2,', // 5: must not vanish
-      '"LAST,  ONE",CLERK,POLICE,F,"Salary,,3,', // 6: never closed, at the end of the file
-    ].join('\n'));
+    writeFileSync(
+      file,
+      [
+        SMALL_LINES[0],
+        '"AARON,  JEFFERY M",SERGEANT,POLICE,F,Salary,,111444.00,', // 2
+        '"DOE,  JANE",CLERK,FIRE,F,Salary,,1,', // 3
+        '"SMITH,  JOHN,CLERK,POLICE,F,Salary,,50000,', // 4: the quote before SMITH is never closed
+        '"BROWN,  BOB",CLERK,POLICE,F,Salary,,2,', // 5: must not vanish
+        '"LAST,  ONE",CLERK,POLICE,F,"Salary,,3,', // 6: never closed, at the end of the file
+      ].join('\n'),
+    );
     const rows = await collect(file);
     expect(rows.map((r) => [r.id, r.line, r.employee ? r.employee.lastName : r.reason])).toEqual([
-      [1, 2, 'AARON'], [2, 3, 'DOE'], [3, 4, 'a quote opened on this line is never closed'], [4, 5, 'BROWN'],
+      [1, 2, 'AARON'],
+      [2, 3, 'DOE'],
+      [3, 4, 'a quote opened on this line is never closed'],
+      [4, 5, 'BROWN'],
       [5, 6, 'a quote opened on this line is never closed'],
     ]);
   });
@@ -190,13 +216,24 @@ describe('importEmployees on a small file', () => {
     const directory = await scanAll(employee.layout.table);
     const employeeKeys = directory.filter((e) => e.properties.EntityType === 'Employee').map((e) => `${e.partitionKey}/${e.rowKey}`);
     expect(employeeKeys.sort()).toEqual([
-      'FIRE/empid_00000002', 'POLICE/empid_00000001', 'POLICE/empid_00000007', 'POLICE/empid_00000009',
+      'FIRE/empid_00000002',
+      'POLICE/empid_00000001',
+      'POLICE/empid_00000007',
+      'POLICE/empid_00000009',
       'STREETS & SAN/empid_00000010',
     ]);
     const jane = directory.find((e) => e.rowKey === 'empid_00000002')!;
     expect(jane.properties).toMatchObject({
-      EntityType: 'Employee', id: '2', departmentId: 'FIRE', lastName: 'DOE', firstName: 'JANE', title: 'FIREFIGHTER/PARAMEDIC',
-      fullOrPartTime: 'PART_TIME', salaryOrHourly: 'HOURLY', typicalHours: 20, hourlyRate: '35.5',
+      EntityType: 'Employee',
+      id: '2',
+      departmentId: 'FIRE',
+      lastName: 'DOE',
+      firstName: 'JANE',
+      title: 'FIREFIGHTER/PARAMEDIC',
+      fullOrPartTime: 'PART_TIME',
+      salaryOrHourly: 'HOURLY',
+      typicalHours: 20,
+      hourlyRate: '35.5',
     });
     // Empty cells are null fields: no property at all.
     expect(jane.properties).not.toHaveProperty('annualSalary');
@@ -237,7 +274,8 @@ describe('re-import after writes through the API', () => {
     expect(again.staleDeleted).toBe(2);
     const report = await expectConverged(s, model);
     expect(report.summaries.map((d) => [d.summary, d.holders, d.different.length])).toEqual([
-      ['Department.employeeCount', 3, 0], ['Department.payroll', 3, 0],
+      ['Department.employeeCount', 3, 0],
+      ['Department.payroll', 3, 0],
     ]);
     const police = await s.getEntity({ table: `${world.prefix}Directory`, partitionKey: 'POLICE', rowKey: 'department' });
     expect(police?.properties).toMatchObject({ employeeCount: 4, payroll: '172445' });
@@ -277,7 +315,10 @@ describe('EGTs that fail for want of an answer', () => {
     expect(await store.getEntity({ table: directory, partitionKey: 'FIRE', rowKey: 'empid_00000002' })).toBeNull();
     expect((await store.getEntity({ table: directory, partitionKey: 'POLICE', rowKey: 'empid_00000001' }))?.properties.lastName).toBe('AARON');
     // FIRE's employee never arrived: its department counts what is stored, not what the file held.
-    expect((await store.getEntity({ table: directory, partitionKey: 'FIRE', rowKey: 'department' }))?.properties).toMatchObject({ employeeCount: 0, payroll: '0' });
+    expect((await store.getEntity({ table: directory, partitionKey: 'FIRE', rowKey: 'department' }))?.properties).toMatchObject({
+      employeeCount: 0,
+      payroll: '0',
+    });
   });
 });
 
@@ -311,7 +352,9 @@ describe('importEmployees on the whole Chicago file', () => {
   const departmentsTable = department.indexes.get('all')!.layout.table;
   const facts = chicagoFacts();
   const employeeAddress = (departmentId: string, id: number) => ({
-    table: employee.layout.table, partitionKey: departmentId, rowKey: renderKey(employee.layout.rowKey, { id }),
+    table: employee.layout.table,
+    partitionKey: departmentId,
+    rowKey: renderKey(employee.layout.rowKey, { id }),
   });
   const williamsRange = () => {
     const prefix = renderKeyPrefix(byLastName.layout.rowKey, { lastName: 'WILLIAMS' });
@@ -375,7 +418,13 @@ describe('importEmployees on the whole Chicago file', () => {
       // The Directory: every employee, its intra-partition index entity and the departments; each organisation-wide
       // index table: one per employee; the archive: nothing (the import archives no one).
       model.tables.map((t) =>
-        t === departmentsTable ? facts.departments : t === employee.layout.table ? 32928 * 2 + facts.departments : t === model.entities.get('ArchivedEmployee')!.layout.table ? 0 : 32928,
+        t === departmentsTable
+          ? facts.departments
+          : t === employee.layout.table
+            ? 32928 * 2 + facts.departments
+            : t === model.entities.get('ArchivedEmployee')!.layout.table
+              ? 0
+              : 32928,
       ),
     );
     // One e-mail index entity per employee: the derived addresses are unique across the file.
@@ -389,6 +438,8 @@ describe('importEmployees on the whole Chicago file', () => {
     expect(await counts()).toEqual(countsBefore);
     expect((await store.getEntity(policeAddress))?.etag).toBe(police?.etag);
     // For the report: how long each import took (not asserted).
-    console.log(`whole-file import: ${summary.seconds.toFixed(1)} s, re-import ${again.seconds.toFixed(1)} s, test ${(Date.now() - started) / 1000} s (first part ${firstSeconds} s)`);
+    console.log(
+      `whole-file import: ${summary.seconds.toFixed(1)} s, re-import ${again.seconds.toFixed(1)} s, test ${(Date.now() - started) / 1000} s (first part ${firstSeconds} s)`,
+    );
   }, 300_000);
 });

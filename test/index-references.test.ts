@@ -69,11 +69,15 @@ async function notesTagged(tag: string): Promise<string[]> {
   return r.data.tag ? r.data.tag.notes.edges.map((e: any) => e.node.id).sort() : [];
 }
 
-test('a join holding only the far side\'s id: read through the index, copies kept, moves need nothing, deletes followed, verify clean', async () => {
+test("a join holding only the far side's id: read through the index, copies kept, moves need nothing, deletes followed, verify clean", async () => {
   const seed = Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31;
   const rng = seededRng(seed);
   const random = () => rng.int(0x7fffffff) / 0x7fffffff;
-  for (const [group, name, id, color] of [['work', 'urgent', 't1', 'red'], ['home', 'later', 't2', 'blue'], ['home', 'maybe', 't3', 'grey']]) {
+  for (const [group, name, id, color] of [
+    ['work', 'urgent', 't1', 'red'],
+    ['home', 'later', 't2', 'blue'],
+    ['home', 'maybe', 't3', 'grey'],
+  ]) {
     await ok('createTag', 'CreateTagInput', { group, name, id, color });
   }
   for (const id of ['n1', 'n2']) await ok('createNote', 'CreateNoteInput', { notebook: 'N', id, text: id });
@@ -83,13 +87,24 @@ test('a join holding only the far side\'s id: read through the index, copies kep
 
   // Concurrent writers: tags put on notes while t1's color changes twice.
   await Promise.all([
-    ...[['n1', 't1'], ['n1', 't2'], ['n1', 't3'], ['n2', 't1']].map(([noteId, tagId]) => ok('tagNote', 'CreateNoteTagInput', { notebook: 'N', noteId, tagId })),
-    ok('updateTag', 'UpdateTagInput', { group: 'work', name: 'urgent', color: 'crimson' }).then(() => ok('updateTag', 'UpdateTagInput', { group: 'work', name: 'urgent', color: 'orange' })),
+    ...[
+      ['n1', 't1'],
+      ['n1', 't2'],
+      ['n1', 't3'],
+      ['n2', 't1'],
+    ].map(([noteId, tagId]) => ok('tagNote', 'CreateNoteTagInput', { notebook: 'N', noteId, tagId })),
+    ok('updateTag', 'UpdateTagInput', { group: 'work', name: 'urgent', color: 'crimson' }).then(() =>
+      ok('updateTag', 'UpdateTagInput', { group: 'work', name: 'urgent', color: 'orange' }),
+    ),
   ]);
   // Before the worker: the page reads each tag through its index entity — two batched waves after the range: the
   // note, the range, 3 index entities, 3 tags (a point query is a round trip of its own).
   const read = await query('query { note(notebook: "N", id: "n1") { tags { edges { node { id name color } } } } }', {});
-  expect(read.data.note.tags.edges.map((e: any) => `${e.node.id}:${e.node.name}:${e.node.color}`)).toEqual(['t1:urgent:orange', 't2:later:blue', 't3:maybe:grey']);
+  expect(read.data.note.tags.edges.map((e: any) => `${e.node.id}:${e.node.name}:${e.node.color}`)).toEqual([
+    't1:urgent:orange',
+    't2:later:blue',
+    't3:maybe:grey',
+  ]);
   expect(read.extensions.cost).toMatchObject({ rangeQueries: 1, pointQueries: 1 + 3 + 3, roundTrips: 8 });
   await drain(random);
   expect(await tagsOf('n1')).toEqual(['t1:work:urgent:orange', 't2:home:later:blue', 't3:home:maybe:grey']);
@@ -100,7 +115,16 @@ test('a join holding only the far side\'s id: read through the index, copies kep
   expect(await notesTagged('t1')).toEqual(['n1', 'n2']);
 
   // t1 moved to another group and renamed: its join entities name it by id and are not written at all.
-  const joinEtags = async () => (await world.server.store.queryRange({ table: world.model.entities.get('NoteTag')!.layout.table, partitionKey: 'N', rowKeyFrom: 'notetag_', rowKeyTo: 'notetag`', limit: 100 })).entities.map((e) => e.etag);
+  const joinEtags = async () =>
+    (
+      await world.server.store.queryRange({
+        table: world.model.entities.get('NoteTag')!.layout.table,
+        partitionKey: 'N',
+        rowKeyFrom: 'notetag_',
+        rowKeyTo: 'notetag`',
+        limit: 100,
+      })
+    ).entities.map((e) => e.etag);
   const before = await joinEtags();
   await ok('moveTag', 'MoveTagInput', { group: 'work', name: 'urgent', toGroup: 'archive', toName: 'old-urgent' });
   // t2 deleted: its join entity goes once the worker has seen it. t3 deleted and created again (a new color) before
@@ -132,7 +156,8 @@ test('verify reports a join entity whose id names no tag', async () => {
   await drain(() => 0.5);
   await ok('deleteTag', 'DeleteTagInput', { group: 'g', name: 'solo' });
   // A worker without a write path cleans the index but cannot delete the join entity: verify names it.
-  for (const { message } of await receiveFanout(testQueues(), world.server.config.tablePrefix)) await reconcile(message, { model: world.model, store: world.server.store, settleMs: 0, holdMs: 0 });
+  for (const { message } of await receiveFanout(testQueues(), world.server.config.tablePrefix))
+    await reconcile(message, { model: world.model, store: world.server.store, settleMs: 0, holdMs: 0 });
   expect(await tagsOf('n9')).toEqual([]);
   const report = await verifyDerived({ store: world.server.store, model: world.model });
   expect(report.references.find((r) => r.reference === 'NoteTag.tag')!.dangling.map((d) => d.rowKey)).toEqual(['notetag_n9_t9']);
@@ -141,5 +166,7 @@ test('verify reports a join entity whose id names no tag', async () => {
 test('the compiler: a reference through an index must be through a unique one', () => {
   const directives = { name: 'directives.graphql', body: fs.readFileSync(path.join(SCHEMA_DIR, 'directives.graphql'), 'utf8') };
   const compile = (sdl: string) => () => compileSchema([directives, { name: 'notes.graphql', body: sdl }]);
-  expect(compile(SDL.replace(', unique: true)', ')'))).toThrow(/NoteTag\.tag reads Tag@index\(byId\), which is not unique: a reference through an index needs unique: true/);
+  expect(compile(SDL.replace(', unique: true)', ')'))).toThrow(
+    /NoteTag\.tag reads Tag@index\(byId\), which is not unique: a reference through an index needs unique: true/,
+  );
 });

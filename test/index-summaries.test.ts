@@ -88,7 +88,11 @@ test('orders counted towards the customer their id names, read through its index
   expect(report.summaries.find((s) => s.summary === 'Customer.orderCount')).toMatchObject({ holders: 2, counted: ids.filter((id) => owner.get(id)).length });
 
   // A holder left wrong: verify names it.
-  await world.server.store.updateEntity(`${world.server.config.tablePrefix}Customers`, { partitionKey: 'south', rowKey: 'customer_c2', properties: { orderCount: { type: 'Int32', value: 99 } } }, 'merge');
+  await world.server.store.updateEntity(
+    `${world.server.config.tablePrefix}Customers`,
+    { partitionKey: 'south', rowKey: 'customer_c2', properties: { orderCount: { type: 'Int32', value: 99 } } },
+    'merge',
+  );
   const wrong = await verifyDerived({ store: world.server.store, model: world.model });
   expect(wrong.summaries.find((s) => s.summary === 'Customer.orderCount')!.different.map((d) => d.rowKey)).toEqual(['customer_c2']);
   // repair-summaries sums it again from its contribution entities.
@@ -99,7 +103,13 @@ test('orders counted towards the customer their id names, read through its index
 
 test('load finds each holder through its index, counts the same, and a second load writes nothing', async () => {
   const steps = () => [
-    { type: 'Customer', rows: (async function* () { yield { line: 2, values: { region: 'west', id: 'L1' } }; yield { line: 3, values: { region: 'east', id: 'L2' } }; })() },
+    {
+      type: 'Customer',
+      rows: (async function* () {
+        yield { line: 2, values: { region: 'west', id: 'L1' } };
+        yield { line: 3, values: { region: 'east', id: 'L2' } };
+      })(),
+    },
     {
       type: 'Order',
       rows: (async function* () {
@@ -112,11 +122,17 @@ test('load finds each holder through its index, counts the same, and a second lo
     },
   ];
   const first = await loadEntities({ store: world.server.store, model: world.model, steps: steps() });
-  expect(first.steps.map((s) => [s.type, s.loaded, s.skipped.map((k) => k.line)])).toEqual([['Customer', 2, []], ['Order', 4, [6]]]);
+  expect(first.steps.map((s) => [s.type, s.loaded, s.skipped.map((k) => k.line)])).toEqual([
+    ['Customer', 2, []],
+    ['Order', 4, [6]],
+  ]);
   expect(first.steps[1].skipped[0].reason).toMatch(/customer: no Customer at customers\/L404/);
   expect(await summaries(['L1', 'L2'])).toEqual(['2/3.5', '1/4']);
   const again = await loadEntities({ store: world.server.store, model: world.model, steps: steps() });
-  expect(again.steps.map((s) => [s.type, s.unchanged, s.holders])).toEqual([['Customer', 2, 0], ['Order', 4, 0]]);
+  expect(again.steps.map((s) => [s.type, s.unchanged, s.holders])).toEqual([
+    ['Customer', 2, 0],
+    ['Order', 4, 0],
+  ]);
   expect(again.entities).toBe(0);
   expect((await verifyDerived({ store: world.server.store, model: world.model })).problems).toBe(0);
 });

@@ -14,7 +14,9 @@ let directory: string;
 beforeAll(async () => {
   server = await startTestServer();
   directory = `${server.config.tablePrefix}Directory`;
-  const c = await server.query(CREATE_CONTRACTOR, { input: { departmentId: 'Sales', id: '500', name: 'Ada Byron', agency: 'Analytical Staffing', dailyRate: '640.50' } });
+  const c = await server.query(CREATE_CONTRACTOR, {
+    input: { departmentId: 'Sales', id: '500', name: 'Ada Byron', agency: 'Analytical Staffing', dailyRate: '640.50' },
+  });
   const v = await server.query(CREATE_VOLUNTEER, { input: { departmentId: 'Sales', id: '501', name: 'Grace Hopper', hoursPerWeek: 6 } });
   expect([c.errors, v.errors]).toEqual([undefined, undefined]);
 });
@@ -46,7 +48,9 @@ test('Query.worker: one point query, the entity as its own type', async () => {
 });
 
 test('Department.workers: one range query, each entity as its own type, in id order; the employees range reads none', async () => {
-  const r = await server.query(`{ department(id: "Sales") { workers { edges { node { __typename id ... on Contractor { agency } ... on Volunteer { hoursPerWeek } } } } employees { edges { node { id } } } } }`);
+  const r = await server.query(
+    `{ department(id: "Sales") { workers { edges { node { __typename id ... on Contractor { agency } ... on Volunteer { hoursPerWeek } } } } employees { edges { node { id } } } } }`,
+  );
   expect(r.errors).toBeUndefined();
   expect(r.data.department.workers.edges.map((e: any) => e.node)).toEqual([
     { __typename: 'Contractor', id: '500', agency: 'Analytical Staffing' },
@@ -80,7 +84,9 @@ test("writes of one type never change, replace or delete the other's entity at t
 
 test('delete and recreate as the other type, and 24 concurrent creates of both types at one address over two servers: one wins, as its own type', async () => {
   expect((await server.query(DELETE_VOLUNTEER, { input: { departmentId: 'Sales', id: '501' } })).errors).toBeUndefined();
-  const recreated = await server.query(CREATE_CONTRACTOR, { input: { departmentId: 'Sales', id: '501', name: 'Grace Hopper', agency: 'Navy Reserve', dailyRate: '1' } });
+  const recreated = await server.query(CREATE_CONTRACTOR, {
+    input: { departmentId: 'Sales', id: '501', name: 'Grace Hopper', agency: 'Navy Reserve', dailyRate: '1' },
+  });
   expect(recreated.errors).toBeUndefined();
   expect((await server.query(WORKER, { id: '501' })).data.worker).toMatchObject({ __typename: 'Contractor', agency: 'Navy Reserve' });
 
@@ -90,8 +96,12 @@ test('delete and recreate as the other type, and 24 concurrent creates of both t
       Array.from({ length: 24 }, (_, i) => {
         const on = i % 2 ? other : server;
         return i % 3 === 0
-          ? on.query(CREATE_VOLUNTEER, { input: { departmentId: 'Sales', id: '600', name: `volunteer ${i}` } }).then((r) => ({ r, as: 'Volunteer', name: `volunteer ${i}` }))
-          : on.query(CREATE_CONTRACTOR, { input: { departmentId: 'Sales', id: '600', name: `contractor ${i}`, agency: 'A', dailyRate: '2' } }).then((r) => ({ r, as: 'Contractor', name: `contractor ${i}` }));
+          ? on
+              .query(CREATE_VOLUNTEER, { input: { departmentId: 'Sales', id: '600', name: `volunteer ${i}` } })
+              .then((r) => ({ r, as: 'Volunteer', name: `volunteer ${i}` }))
+          : on
+              .query(CREATE_CONTRACTOR, { input: { departmentId: 'Sales', id: '600', name: `contractor ${i}`, agency: 'A', dailyRate: '2' } })
+              .then((r) => ({ r, as: 'Contractor', name: `contractor ${i}` }));
       }),
     );
     const won = results.filter(({ r }) => !r.errors);

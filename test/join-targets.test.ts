@@ -53,11 +53,18 @@ const { ok, drain } = world;
  * its key, the name from its copy), and with what only the shelf holds (read in a second wave); and its count.
  */
 async function book(id: string): Promise<{ named: string[]; read: string[]; count: number | null }> {
-  const r = await world.server.query('query($id: ID!) { book(library: "L", id: $id) { shelfCount a: shelves { edges { node { id name } } } b: shelves { edges { node { id name etag } } } } }', { id });
+  const r = await world.server.query(
+    'query($id: ID!) { book(library: "L", id: $id) { shelfCount a: shelves { edges { node { id name } } } b: shelves { edges { node { id name etag } } } } }',
+    { id },
+  );
   expect(r.errors).toBeUndefined();
   const b = r.data.book;
   if (!b) return { named: [], read: [], count: null };
-  return { named: b.a.edges.map((e: any) => `${e.node.id}:${e.node.name}`), read: b.b.edges.map((e: any) => `${e.node.id}:${e.node.name}`), count: b.shelfCount };
+  return {
+    named: b.a.edges.map((e: any) => `${e.node.id}:${e.node.name}`),
+    read: b.b.edges.map((e: any) => `${e.node.id}:${e.node.name}`),
+    count: b.shelfCount,
+  };
 }
 async function booksOn(shelf: string): Promise<string[]> {
   const r = await world.server.query('query($id: ID!) { shelf(library: "L", id: $id) { books { edges { node { id } } } } }', { id: shelf });
@@ -69,9 +76,20 @@ test('deleted and moved targets: join entities deleted or re-pointed, pages neve
   const seed = Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31;
   const rng = seededRng(seed);
   const random = () => rng.int(0x7fffffff) / 0x7fffffff;
-  for (const [id, name] of [['s1', 'One'], ['s2', 'Two'], ['s3', 'Three']]) await ok('createShelf', 'CreateShelfInput', { library: 'L', id, name });
+  for (const [id, name] of [
+    ['s1', 'One'],
+    ['s2', 'Two'],
+    ['s3', 'Three'],
+  ])
+    await ok('createShelf', 'CreateShelfInput', { library: 'L', id, name });
   for (const id of ['b1', 'b2']) await ok('createBook', 'CreateBookInput', { library: 'L', id, title: id });
-  for (const [bookId, shelfId] of [['b1', 's1'], ['b1', 's2'], ['b1', 's3'], ['b2', 's2']]) await ok('place', 'CreatePlacementInput', { library: 'L', bookId, shelfId });
+  for (const [bookId, shelfId] of [
+    ['b1', 's1'],
+    ['b1', 's2'],
+    ['b1', 's3'],
+    ['b2', 's2'],
+  ])
+    await ok('place', 'CreatePlacementInput', { library: 'L', bookId, shelfId });
   await drain(random);
   expect(await book('b1')).toEqual({ named: ['s1:One', 's2:Two', 's3:Three'], read: ['s1:One', 's2:Two', 's3:Three'], count: 3 });
 
@@ -83,7 +101,12 @@ test('deleted and moved targets: join entities deleted or re-pointed, pages neve
   for (const m of deleted) await reconcile(m, { model: world.model, store: world.server.store, settleMs: 0, holdMs: 0 });
   expect(await book('b1')).toEqual({ named: ['s1:One', 's3:Three'], read: ['s1:One', 's3:Three'], count: 3 });
   const report = await verifyDerived({ store: world.server.store, model: world.model });
-  expect(report.references.find((r) => r.reference === 'Placement.shelf')!.dangling.map((d) => d.rowKey).sort()).toEqual(['placement_b1_s2', 'placement_b2_s2']);
+  expect(
+    report.references
+      .find((r) => r.reference === 'Placement.shelf')!
+      .dangling.map((d) => d.rowKey)
+      .sort(),
+  ).toEqual(['placement_b1_s2', 'placement_b2_s2']);
   expect(formatVerifyReport(report)).toMatch(/FAIL Placement\.shelf \(join entities' reference.*2 dangling/);
 
   // The worker as it runs: the join entities go, and the books' counts with them.
@@ -107,7 +130,7 @@ test('deleted and moved targets: join entities deleted or re-pointed, pages neve
   console.log(`join targets seed ${seed}: ${messages} messages delivered twice and late, ${killed} deliveries killed mid-message`);
 }, 120_000);
 
-test('the compiler asks for the range that finds a target\'s join entities', () => {
+test("the compiler asks for the range that finds a target's join entities", () => {
   const directives = { name: 'directives.graphql', body: fs.readFileSync(path.join(SCHEMA_DIR, 'directives.graphql'), 'utf8') };
   const without = SDL.replace(/\n {2}books\(first: Int, after: String\): BookConnection!\n {4}@range\([^\n]*\)/, '');
   expect(() => compileSchema([directives, { name: 'library.graphql', body: without }])).toThrow(

@@ -39,7 +39,10 @@ describe('escapeKeyValue', () => {
   });
 
   it('round-trips any string, lone surrogates included', () => {
-    fc.assert(fc.property(anyValue, (s) => unescapeKeyValue(escapeKeyValue(s)) === s), { numRuns: 2000 });
+    fc.assert(
+      fc.property(anyValue, (s) => unescapeKeyValue(escapeKeyValue(s)) === s),
+      { numRuns: 2000 },
+    );
   });
 
   it('never leaves a forbidden character or a bare _ in the result', () => {

@@ -83,9 +83,8 @@ describe('checkTemplateSeparators', () => {
     expect(checkTemplateSeparators(parseKeyTemplate('{a}{b}-{c}'))).toHaveLength(2);
   });
 
-  it.each(['{a}_{b:08}', 'x_{a}', '{a}', 'department', '{a:08}{b:invertedTicks}{c}', 'lastname_{lastName}_{id:08}', '{a}__{b}'])(
-    'accepts %j',
-    (source) => expect(checkTemplateSeparators(parseKeyTemplate(source))).toEqual([]),
+  it.each(['{a}_{b:08}', 'x_{a}', '{a}', 'department', '{a:08}{b:invertedTicks}{c}', 'lastname_{lastName}_{id:08}', '{a}__{b}'])('accepts %j', (source) =>
+    expect(checkTemplateSeparators(parseKeyTemplate(source))).toEqual([]),
   );
 });
 
@@ -155,7 +154,7 @@ describe('renderKey', () => {
   it('keeps the numeric order of padded numbers', () => {
     const n = parseKeyTemplate('empid_{id:08}');
     const id = fc.integer({ min: 0, max: 99999999 });
-    fc.assert(fc.property(id, id, (a, b) => (a < b) === (renderKey(n, { id: a }) < renderKey(n, { id: b }))));
+    fc.assert(fc.property(id, id, (a, b) => a < b === renderKey(n, { id: a }) < renderKey(n, { id: b })));
   });
 });
 
@@ -202,7 +201,7 @@ describe('invertedTicks', () => {
   });
 
   it('sorts later dates first', () => {
-    fc.assert(fc.property(keyDate, keyDate, (a, b) => (a.getTime() < b.getTime()) === (invertedTicks(a) > invertedTicks(b))));
+    fc.assert(fc.property(keyDate, keyDate, (a, b) => a.getTime() < b.getTime() === invertedTicks(a) > invertedTicks(b)));
   });
 
   it('is always 19 digits and round-trips through fromInvertedTicks', () => {
@@ -280,7 +279,11 @@ describe('renderKeyPrefix and prefixUpperBound', () => {
   });
 
   it('a last-name prefix never matches a longer last name (SMITH vs SMITH_JONES)', () => {
-    const other = fc.oneof(text, text.map((s) => `SMITH${s}`), text.map((s) => `SMITH_${s}`));
+    const other = fc.oneof(
+      text,
+      text.map((s) => `SMITH${s}`),
+      text.map((s) => `SMITH_${s}`),
+    );
     fc.assert(
       fc.property(fc.oneof(text, fc.constant('SMITH')), other, fc.integer({ min: 0, max: 99999999 }), (name, otherName, id) => {
         const prefix = renderKeyPrefix(t, { lastName: name });
@@ -296,7 +299,11 @@ describe('renderKeyPrefix and prefixUpperBound', () => {
 describe('hash-bucket placeholders ({field:hashN})', () => {
   // Imported here so the block stays self-contained at the end of this file.
   const { fnv1a32, hashBucket } = jest.requireActual('../src/model/hash-bucket') as typeof import('../src/model/hash-bucket');
-  const { parseKeyTemplate: parse, renderKey: render, parseKey: parseBack } = jest.requireActual('../src/model/key-template') as typeof import('../src/model/key-template');
+  const {
+    parseKeyTemplate: parse,
+    renderKey: render,
+    parseKey: parseBack,
+  } = jest.requireActual('../src/model/key-template') as typeof import('../src/model/key-template');
 
   test('FNV-1a 32 matches the published test vectors', () => {
     expect(fnv1a32('')).toBe(0x811c9dc5);
@@ -309,7 +316,7 @@ describe('hash-bucket placeholders ({field:hashN})', () => {
     const key = render(t, { lastName: 'WILLIAMS' });
     expect(key).toBe(`lastname_${String(fnv1a32('WILLIAMS') % 64).padStart(2, '0')}`);
     expect(render(t, { lastName: 'WILLIAMS' })).toBe(key);
-    for (const name of ['A', 'SMITH', 'O\'BRIEN', 'MÜLLER', 'JONES']) {
+    for (const name of ['A', 'SMITH', "O'BRIEN", 'MÜLLER', 'JONES']) {
       expect(Number(hashBucket(name, 64))).toBeLessThan(64);
       expect(hashBucket(name, 64)).toHaveLength(2);
     }
@@ -336,7 +343,7 @@ describe('descending numbers {x:desc0N}', () => {
 
   it('reverses the numeric order: the largest number sorts first', () => {
     const year = fc.integer({ min: 0, max: 9999 });
-    fc.assert(fc.property(year, year, (a, b) => (a < b) === (renderKey(t, { employeeId: 1, year: a }) > renderKey(t, { employeeId: 1, year: b }))));
+    fc.assert(fc.property(year, year, (a, b) => a < b === renderKey(t, { employeeId: 1, year: a }) > renderKey(t, { employeeId: 1, year: b })));
   });
 
   it('refuses what padding refuses: too wide, negative, not an integer; widths outside 1..19', () => {
@@ -359,7 +366,7 @@ describe('calendar placeholders {x:yyyyMMdd} and {x:yyyyMM} (a table per period)
     expect(renderKey(month, { at: '2026-12-31T23:00:00Z' })).toBe('Logins202612');
   });
 
-  test('parse back to the ISO date of the day, or of the month\'s first day; a name that is no date does not parse', () => {
+  test("parse back to the ISO date of the day, or of the month's first day; a name that is no date does not parse", () => {
     expect(parseKey(day, 'Logins20261122')).toEqual({ at: '2026-11-22' });
     expect(parseKey(month, 'Logins202602')).toEqual({ at: '2026-02-01' });
     expect(parseKey(day, 'Logins20260230')).toBeNull();
@@ -375,11 +382,15 @@ describe('calendar placeholders {x:yyyyMMdd} and {x:yyyyMM} (a table per period)
 
   test('sort as the dates do', () => {
     fc.assert(
-      fc.property(fc.date({ min: new Date('0001-01-01T00:00:00Z'), max: new Date('9999-12-31T23:59:59Z'), noInvalidDate: true }), fc.date({ min: new Date('0001-01-01T00:00:00Z'), max: new Date('9999-12-31T23:59:59Z'), noInvalidDate: true }), (a, b) => {
-        const [ka, kb] = [renderKey(day, { at: a }), renderKey(day, { at: b })];
-        const [da, db] = [a.toISOString().slice(0, 10), b.toISOString().slice(0, 10)];
-        expect(ka < kb ? -1 : ka > kb ? 1 : 0).toBe(da < db ? -1 : da > db ? 1 : 0);
-      }),
+      fc.property(
+        fc.date({ min: new Date('0001-01-01T00:00:00Z'), max: new Date('9999-12-31T23:59:59Z'), noInvalidDate: true }),
+        fc.date({ min: new Date('0001-01-01T00:00:00Z'), max: new Date('9999-12-31T23:59:59Z'), noInvalidDate: true }),
+        (a, b) => {
+          const [ka, kb] = [renderKey(day, { at: a }), renderKey(day, { at: b })];
+          const [da, db] = [a.toISOString().slice(0, 10), b.toISOString().slice(0, 10)];
+          expect(ka < kb ? -1 : ka > kb ? 1 : 0).toBe(da < db ? -1 : da > db ? 1 : 0);
+        },
+      ),
     );
   });
 });

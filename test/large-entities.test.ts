@@ -45,9 +45,17 @@ const stored = async (d: string, id: string) => (await server.store.getEntity(ad
 const bytesAt = async (url: string) => Buffer.from(await (await fetch(url)).arrayBuffer());
 const createEmployee = (d: string, id: string, photo?: Buffer) =>
   server.query(`mutation ($input: CreateEmployeeInput!) { createEmployee(input: $input) { employee { id photoUrl } } }`, {
-    input: { departmentId: d, id, email: `blob${d}${id}@contoso.com`, firstName: 'B', lastName: 'Lob', ...(photo && { photoUrl: { contentType: 'image/png', base64: photo.toString('base64') } }) },
+    input: {
+      departmentId: d,
+      id,
+      email: `blob${d}${id}@contoso.com`,
+      firstName: 'B',
+      lastName: 'Lob',
+      ...(photo && { photoUrl: { contentType: 'image/png', base64: photo.toString('base64') } }),
+    },
   });
-const deleteEmployee = (d: string, id: string) => server.query(`mutation ($input: DeleteEmployeeInput!) { deleteEmployee(input: $input) { employee { id } } }`, { input: { departmentId: d, id } });
+const deleteEmployee = (d: string, id: string) =>
+  server.query(`mutation ($input: DeleteEmployeeInput!) { deleteEmployee(input: $input) { employee { id } } }`, { input: { departmentId: d, id } });
 
 /** Polls until `check` holds or `timeoutMs` passed; returns how long it took (ms). */
 async function until(check: () => Promise<boolean>, timeoutMs: number): Promise<number> {
@@ -86,23 +94,35 @@ ${extra}`;
   });
 
   test('refuses a @blob in a key template, a blob input that is not BlobInput and a @blobUpload naming no @blob', () => {
-    expect(refusal(base('scan: String @blob(container: "scans")').replace('rowKey: "doc_{id}"', 'rowKey: "doc_{id}_{scan}"')).message).toMatch(/names \{scan\}, a @blob/);
+    expect(refusal(base('scan: String @blob(container: "scans")').replace('rowKey: "doc_{id}"', 'rowKey: "doc_{id}_{scan}"')).message).toMatch(
+      /names \{scan\}, a @blob/,
+    );
     const mutation = (input: string, payload: string) =>
-      base('scan: String @blob(container: "scans")', `input SetScan { group: ID! id: ID! ${input} }\ntype SetScanPayload { doc: Doc! ${payload} }\ntype Mutation { setScan(input: SetScan!): SetScanPayload! @write(entity: "Doc", action: UPDATE) }`);
+      base(
+        'scan: String @blob(container: "scans")',
+        `input SetScan { group: ID! id: ID! ${input} }\ntype SetScanPayload { doc: Doc! ${payload} }\ntype Mutation { setScan(input: SetScan!): SetScanPayload! @write(entity: "Doc", action: UPDATE) }`,
+      );
     expect(refusal(mutation('scan: String', '')).message).toMatch(/SetScan\.scan must be a nullable BlobInput/);
-    expect(refusal(mutation('scan: BlobInput', 'url: String @blobUpload(field: "id")')).message).toMatch(/@blobUpload\(field: "id"\) must name a @blob field of Doc/);
+    expect(refusal(mutation('scan: BlobInput', 'url: String @blobUpload(field: "id")')).message).toMatch(
+      /@blobUpload\(field: "id"\) must name a @blob field of Doc/,
+    );
     const ok = compileSchema([directives, { name: 'docs.graphql', body: mutation('scan: BlobInput', 'url: String @blobUpload(field: "scan")') }]);
     expect(ok.model.writes.get('Mutation.setScan')!.uploadFields).toEqual(new Map([['url', 'scan']]));
   });
 
   test('the HR schema: Employee.photoUrl in the photos container, setEmployeePhoto with its upload URL field', () => {
-    expect(model.entities.get('Employee')!.fields.get('photoUrl')!.blob).toEqual({ container: 'photos', maxBytes: 131072, contentTypes: ['image/jpeg', 'image/png', 'image/webp'], expiresInSeconds: 900 });
+    expect(model.entities.get('Employee')!.fields.get('photoUrl')!.blob).toEqual({
+      container: 'photos',
+      maxBytes: 131072,
+      contentTypes: ['image/jpeg', 'image/png', 'image/webp'],
+      expiresInSeconds: 900,
+    });
     expect(model.writes.get('Mutation.setEmployeePhoto')!.uploadFields).toEqual(new Map([['photoUploadUrl', 'photoUrl']]));
   });
 });
 
 describe('setEmployeePhoto and Employee.photoUrl against Azurite', () => {
-  test('base64 bytes: uploaded under the entity\'s prefix, the entity holds the name, photoUrl reads them back (no storage call)', async () => {
+  test("base64 bytes: uploaded under the entity's prefix, the entity holds the name, photoUrl reads them back (no storage call)", async () => {
     const photo = png(1);
     const r = await setPhoto('Marketing', '1', photo);
     expect(r.errors).toBeUndefined();
@@ -151,65 +171,93 @@ describe('setEmployeePhoto and Employee.photoUrl against Azurite', () => {
     expect({ name: await stored('Sales', '10'), blobs: await listed('Sales', '10') }).toEqual(before);
   });
 
-  test('replaced, cleared, deleted, failed, concurrent, recreated and moved: no orphan once the cleanups drained; verify reports one', async () => {
-    // Replaced three times, the last through an upload URL never used; and concurrently, eight writers of one employee.
-    for (const n of [10, 11, 12]) expect((await setPhoto('Sales', '10', png(n))).errors).toBeUndefined();
-    const concurrent = await Promise.all([20, 21, 22, 23, 24, 25, 26, 27].map((n) => setPhoto('Marketing', '1', png(n))));
-    expect(concurrent.map((r) => r.errors)).toEqual(concurrent.map(() => undefined));
-    // Writers under one ETag: one wins, the others fail with CONFLICT after their upload — a failed write's blob.
-    const etag = (await setPhoto('Marketing', '2', png(30))).data.setEmployeePhoto.employee.etag;
-    const raced = await Promise.all([31, 32, 33].map((n) => setPhoto('Marketing', '2', png(n), { ifMatch: etag })));
-    expect(raced.filter((r) => r.errors?.[0].extensions.code === ErrorCode.CONFLICT)).toHaveLength(2);
-    const winner = raced.findIndex((r) => !r.errors);
-    // Cleared; deleted; deleted and created again under the same key with another photo.
-    expect((await createEmployee('Sales', '801', png(40))).errors).toBeUndefined();
-    expect((await setPhoto('Sales', '801', null)).errors).toBeUndefined();
-    expect((await createEmployee('Sales', '802', png(41))).errors).toBeUndefined();
-    expect((await deleteEmployee('Sales', '802')).errors).toBeUndefined();
-    expect((await createEmployee('Sales', '803', png(42))).errors).toBeUndefined();
-    expect((await deleteEmployee('Sales', '803')).errors).toBeUndefined();
-    expect((await createEmployee('Sales', '803', png(43))).errors).toBeUndefined();
-    // Moved to another department: the photo is copied to a name of the new address.
-    expect((await createEmployee('Sales', '804', png(44))).errors).toBeUndefined();
-    const moved = await server.query(`mutation ($input: MoveEmployeeInput!) { moveEmployee(input: $input) { employee { id } } }`, { input: { departmentId: 'Sales', id: '804', toDepartmentId: 'Marketing' } });
-    expect(moved.errors).toBeUndefined();
-    // A blob no write made, under the prefix of an employee nobody writes: no message will ever come for it.
-    const stray = `${blobPrefix(address('Sales', '805'), 'photoUrl')}stray`;
-    await blobs.upload(container, stray, png(50), 'image/png');
-    const sentAt = Date.now();
+  test(
+    'replaced, cleared, deleted, failed, concurrent, recreated and moved: no orphan once the cleanups drained; verify reports one',
+    async () => {
+      // Replaced three times, the last through an upload URL never used; and concurrently, eight writers of one employee.
+      for (const n of [10, 11, 12]) expect((await setPhoto('Sales', '10', png(n))).errors).toBeUndefined();
+      const concurrent = await Promise.all([20, 21, 22, 23, 24, 25, 26, 27].map((n) => setPhoto('Marketing', '1', png(n))));
+      expect(concurrent.map((r) => r.errors)).toEqual(concurrent.map(() => undefined));
+      // Writers under one ETag: one wins, the others fail with CONFLICT after their upload — a failed write's blob.
+      const etag = (await setPhoto('Marketing', '2', png(30))).data.setEmployeePhoto.employee.etag;
+      const raced = await Promise.all([31, 32, 33].map((n) => setPhoto('Marketing', '2', png(n), { ifMatch: etag })));
+      expect(raced.filter((r) => r.errors?.[0].extensions.code === ErrorCode.CONFLICT)).toHaveLength(2);
+      const winner = raced.findIndex((r) => !r.errors);
+      // Cleared; deleted; deleted and created again under the same key with another photo.
+      expect((await createEmployee('Sales', '801', png(40))).errors).toBeUndefined();
+      expect((await setPhoto('Sales', '801', null)).errors).toBeUndefined();
+      expect((await createEmployee('Sales', '802', png(41))).errors).toBeUndefined();
+      expect((await deleteEmployee('Sales', '802')).errors).toBeUndefined();
+      expect((await createEmployee('Sales', '803', png(42))).errors).toBeUndefined();
+      expect((await deleteEmployee('Sales', '803')).errors).toBeUndefined();
+      expect((await createEmployee('Sales', '803', png(43))).errors).toBeUndefined();
+      // Moved to another department: the photo is copied to a name of the new address.
+      expect((await createEmployee('Sales', '804', png(44))).errors).toBeUndefined();
+      const moved = await server.query(`mutation ($input: MoveEmployeeInput!) { moveEmployee(input: $input) { employee { id } } }`, {
+        input: { departmentId: 'Sales', id: '804', toDepartmentId: 'Marketing' },
+      });
+      expect(moved.errors).toBeUndefined();
+      // A blob no write made, under the prefix of an employee nobody writes: no message will ever come for it.
+      const stray = `${blobPrefix(address('Sales', '805'), 'photoUrl')}stray`;
+      await blobs.upload(container, stray, png(50), 'image/png');
+      const sentAt = Date.now();
 
-    expect(await listed('Sales', '10')).toHaveLength(3);
-    const expected = {
-      'Sales/10': 1, 'Marketing/1': 1, 'Marketing/2': 1, 'Sales/801': 0, 'Sales/802': 0, 'Sales/803': 1, 'Sales/804': 0, 'Marketing/804': 1,
-    };
-    const counts = async () => Object.fromEntries(await Promise.all(Object.keys(expected).map(async (k) => [k, (await listed(...(k.split('/') as [string, string]))).length])));
-    const waited = await until(async () => JSON.stringify(await counts()) === JSON.stringify(expected), (DELAY_S + 60) * 1000);
-    expect(await counts()).toEqual(expected);
-    process.stdout.write(`blob cleanup converged ${((Date.now() - sentAt) / 1000).toFixed(1)} s after the last write (delay ${DELAY_S} s; polled ${(waited / 1000).toFixed(1)} s)\n`);
+      expect(await listed('Sales', '10')).toHaveLength(3);
+      const expected = {
+        'Sales/10': 1,
+        'Marketing/1': 1,
+        'Marketing/2': 1,
+        'Sales/801': 0,
+        'Sales/802': 0,
+        'Sales/803': 1,
+        'Sales/804': 0,
+        'Marketing/804': 1,
+      };
+      const counts = async () =>
+        Object.fromEntries(await Promise.all(Object.keys(expected).map(async (k) => [k, (await listed(...(k.split('/') as [string, string]))).length])));
+      const waited = await until(async () => JSON.stringify(await counts()) === JSON.stringify(expected), (DELAY_S + 60) * 1000);
+      expect(await counts()).toEqual(expected);
+      process.stdout.write(
+        `blob cleanup converged ${((Date.now() - sentAt) / 1000).toFixed(1)} s after the last write (delay ${DELAY_S} s; polled ${(waited / 1000).toFixed(1)} s)\n`,
+      );
 
-    // What is left is what the entities name, and it reads back.
-    for (const [d, id, photo] of [['Sales', '10', null], ['Marketing', '1', null], ['Marketing', '2', png(31 + winner)], ['Sales', '803', png(43)], ['Marketing', '804', png(44)]] as const) {
-      const name = await stored(d, id);
-      expect(await listed(d, id)).toEqual([name]);
-      const url = (await server.query(READ, { d, id })).data.employee.photoUrl;
-      if (photo) expect(await bytesAt(url)).toEqual(photo);
-    }
-    expect(await bytesAt((await server.query(READ, { d: 'Sales', id: '10' })).data.employee.photoUrl)).toEqual(png(12));
-    const last = await bytesAt((await server.query(READ, { d: 'Marketing', id: '1' })).data.employee.photoUrl);
-    expect([20, 21, 22, 23, 24, 25, 26, 27].map(png).some((p) => p.equals(last))).toBe(true);
-    expect(await stored('Sales', '801')).toBeNull();
+      // What is left is what the entities name, and it reads back.
+      for (const [d, id, photo] of [
+        ['Sales', '10', null],
+        ['Marketing', '1', null],
+        ['Marketing', '2', png(31 + winner)],
+        ['Sales', '803', png(43)],
+        ['Marketing', '804', png(44)],
+      ] as const) {
+        const name = await stored(d, id);
+        expect(await listed(d, id)).toEqual([name]);
+        const url = (await server.query(READ, { d, id })).data.employee.photoUrl;
+        if (photo) expect(await bytesAt(url)).toEqual(photo);
+      }
+      expect(await bytesAt((await server.query(READ, { d: 'Sales', id: '10' })).data.employee.photoUrl)).toEqual(png(12));
+      const last = await bytesAt((await server.query(READ, { d: 'Marketing', id: '1' })).data.employee.photoUrl);
+      expect([20, 21, 22, 23, 24, 25, 26, 27].map(png).some((p) => p.equals(last))).toBe(true);
+      expect(await stored('Sales', '801')).toBeNull();
 
-    // verify: the stray blob is an orphan (older than the delay by now); removed, everything is clean.
-    const check = () => verifyDerived({ store: server.store, model: compileHr(server.config.tablePrefix).model, types: ['Employee'], blobs: { store: blobs, cleanupDelaySeconds: DELAY_S } });
-    const report = await check();
-    expect(report.blobs).toEqual([expect.objectContaining({ field: 'Employee.photoUrl', container, orphaned: [expect.objectContaining({ name: stray })] })]);
-    expect(report.ok).toBe(false);
-    expect(formatVerifyReport(report)).toMatch(/FAIL Employee\.photoUrl \(@blob, container .*\): .* 1 orphaned/);
-    await blobs.delete(container, stray);
-    const clean = await check();
-    expect(clean.blobs[0].orphaned).toEqual([]);
-    expect(clean.ok).toBe(true);
-  }, (DELAY_S + 150) * 1000);
+      // verify: the stray blob is an orphan (older than the delay by now); removed, everything is clean.
+      const check = () =>
+        verifyDerived({
+          store: server.store,
+          model: compileHr(server.config.tablePrefix).model,
+          types: ['Employee'],
+          blobs: { store: blobs, cleanupDelaySeconds: DELAY_S },
+        });
+      const report = await check();
+      expect(report.blobs).toEqual([expect.objectContaining({ field: 'Employee.photoUrl', container, orphaned: [expect.objectContaining({ name: stray })] })]);
+      expect(report.ok).toBe(false);
+      expect(formatVerifyReport(report)).toMatch(/FAIL Employee\.photoUrl \(@blob, container .*\): .* 1 orphaned/);
+      await blobs.delete(container, stray);
+      const clean = await check();
+      expect(clean.blobs[0].orphaned).toEqual([]);
+      expect(clean.ok).toBe(true);
+    },
+    (DELAY_S + 150) * 1000,
+  );
 });
 
 describe('cleanup messages', () => {
@@ -227,12 +275,20 @@ type Mutation {
     const directives = { name: 'directives.graphql', body: readFileSync(path.join(SCHEMA_DIR, 'directives.graphql'), 'utf8') };
     const { model: docs } = compileSchema([directives, { name: 'docs.graphql', body: sdl }], { tablePrefix: prefix });
     const sent: string[] = [];
-    const writer = new WriteExecutor({ model: docs, store: server.store, fanout: { send: async (text) => void sent.push(text) }, blobs: { store: blobs, cleanupDelaySeconds: DELAY_S } });
+    const writer = new WriteExecutor({
+      model: docs,
+      store: server.store,
+      fanout: { send: async (text) => void sent.push(text) },
+      blobs: { store: blobs, cleanupDelaySeconds: DELAY_S },
+    });
     for (const t of docs.tables) await server.store.ensureTable(t);
     const cleanups = () => sent.filter((t) => decodeBlobCleanup(t) !== undefined).length;
     const write = async (mutation: string, input: Record<string, unknown>): Promise<string> => {
       const before = cleanups();
-      const outcome = await writer.execute(docs.writes.get(`Mutation.${mutation}`)!, input).then(() => 'OK', (e: TablegraphError) => e.code);
+      const outcome = await writer.execute(docs.writes.get(`Mutation.${mutation}`)!, input).then(
+        () => 'OK',
+        (e: TablegraphError) => e.code,
+      );
       return `${outcome}, ${cleanups() - before} cleanup`;
     };
     const scan = { contentType: 'image/png', base64: png(7).toString('base64') };
@@ -286,14 +342,22 @@ describe('the cleanup handler, redelivered and killed midway', () => {
     const hr = compileHr(server.config.tablePrefix).model;
     expect((await createEmployee('Sales', '901')).errors).toBeUndefined();
     const html = Buffer.from(`<html>${'x'.repeat(300_000)}</html>`);
-    for (const [id, body, type] of [['901', html, 'text/html'], ['902', png(5), 'image/png']] as const) {
+    for (const [id, body, type] of [
+      ['901', html, 'text/html'],
+      ['902', png(5), 'image/png'],
+    ] as const) {
       if (id === '902') expect((await createEmployee('Sales', id)).errors).toBeUndefined();
       const r = await server.query(SET, { input: { departmentId: 'Sales', id, photoUrl: { contentType: 'image/png' } } });
-      const put = await fetch(r.data.setEmployeePhoto.photoUploadUrl, { method: 'PUT', headers: { 'x-ms-blob-type': 'BlockBlob', 'content-type': type }, body });
+      const put = await fetch(r.data.setEmployeePhoto.photoUploadUrl, {
+        method: 'PUT',
+        headers: { 'x-ms-blob-type': 'BlockBlob', 'content-type': type },
+        body,
+      });
       expect(put.status).toBe(201); // accepted: Blob storage checks neither
     }
     const later = () => Date.now() + DELAY_S * 1000;
-    const clean = (id: string) => cleanUpBlobs(blobCleanupMessage('Employee', address('Sales', id), DELAY_S), { model: hr, store: server.store, blobs, now: later });
+    const clean = (id: string) =>
+      cleanUpBlobs(blobCleanupMessage('Employee', address('Sales', id), DELAY_S), { model: hr, store: server.store, blobs, now: later });
     expect(await clean('901')).toEqual({ deleted: 1, kept: 0, rejected: 1 });
     expect(await listed('Sales', '901')).toEqual([]);
     expect((await fetch((await server.query(READ, { d: 'Sales', id: '901' })).data.employee.photoUrl)).status).toBe(404);
@@ -301,6 +365,10 @@ describe('the cleanup handler, redelivered and killed midway', () => {
     // Before its upload URL has expired, it is not judged: the client may still be uploading.
     const r = await server.query(SET, { input: { departmentId: 'Sales', id: '901', photoUrl: { contentType: 'image/png' } } });
     await fetch(r.data.setEmployeePhoto.photoUploadUrl, { method: 'PUT', headers: { 'x-ms-blob-type': 'BlockBlob', 'content-type': 'text/html' }, body: html });
-    expect(await cleanUpBlobs(blobCleanupMessage('Employee', address('Sales', '901'), DELAY_S), { model: hr, store: server.store, blobs })).toEqual({ deleted: 0, kept: 1, rejected: 0 });
+    expect(await cleanUpBlobs(blobCleanupMessage('Employee', address('Sales', '901'), DELAY_S), { model: hr, store: server.store, blobs })).toEqual({
+      deleted: 0,
+      kept: 1,
+      rejected: 0,
+    });
   });
 });

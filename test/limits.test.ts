@@ -1,8 +1,6 @@
 /** Pure tests of the per-target limits checked before a request leaves the process (src/storage/limits.ts). */
 import { ErrorCode, isTablegraphError, TablegraphError } from '../src/errors';
-import {
-  checkEntity, checkKey, checkTableName, checkTransaction, estimateEntityBytes, limitsFor,
-} from '../src/storage/limits';
+import { checkEntity, checkKey, checkTableName, checkTransaction, estimateEntityBytes, limitsFor } from '../src/storage/limits';
 import { EntityToWrite, TransactionOperation, TypedValue } from '../src/storage/types';
 
 function thrown(fn: () => void): TablegraphError {
@@ -62,14 +60,11 @@ describe('checkKey', () => {
     expect(thrown(() => checkKey('RowKey', 'x'.repeat(1025), 'azure')).code).toBe(ErrorCode.LIMIT_EXCEEDED);
   });
 
-  it.each(['a/b', 'a\\b', 'a#b', 'a?b', 'a\u0000b', 'tab\there', 'a\u007fb', 'a\u0085b'])(
-    'refuses the forbidden character in %j as BAD_USER_INPUT',
-    (key) => {
-      const e = thrown(() => checkKey('RowKey', key, 'azure'));
-      expect(e.code).toBe(ErrorCode.BAD_USER_INPUT);
-      expect(e.details.position).toBe(key.search(/[/\\#?\u0000-\u001f\u007f-\u009f]/));
-    },
-  );
+  it.each(['a/b', 'a\\b', 'a#b', 'a?b', 'a\u0000b', 'tab\there', 'a\u007fb', 'a\u0085b'])('refuses the forbidden character in %j as BAD_USER_INPUT', (key) => {
+    const e = thrown(() => checkKey('RowKey', key, 'azure'));
+    expect(e.code).toBe(ErrorCode.BAD_USER_INPUT);
+    expect(e.details.position).toBe(key.search(/[/\\#?\u0000-\u001f\u007f-\u009f]/));
+  });
 
   it('accepts the empty key, quotes, spaces and non-ASCII letters', () => {
     for (const key of ['', "O'Brien", 'a b', 'Zürich_東京', 'lastname_WILLIAMS_000123']) {
@@ -131,14 +126,11 @@ describe('checkEntity', () => {
   });
 
   const badNames = ['1abc', 'a-b', 'a.b', 'odata.type', 'x@odata.type', '', 'a b', 'n'.repeat(256)];
-  it.each(badNames.map((n) => [n.slice(0, 20), n]))(
-    'refuses the property name %j',
-    (_label, name) => {
-      const e = thrown(() => checkEntity(entity({ [name]: str('v') }), 'azure'));
-      expect(e.code).toBe(ErrorCode.BAD_USER_INPUT);
-      expect(e.details.property).toBe(name);
-    },
-  );
+  it.each(badNames.map((n) => [n.slice(0, 20), n]))('refuses the property name %j', (_label, name) => {
+    const e = thrown(() => checkEntity(entity({ [name]: str('v') }), 'azure'));
+    expect(e.code).toBe(ErrorCode.BAD_USER_INPUT);
+    expect(e.details.property).toBe(name);
+  });
 
   it.each(['PartitionKey', 'rowKey', 'Timestamp', 'etag'])('refuses the reserved name %s', (name) => {
     expect(thrown(() => checkEntity(entity({ [name]: str('v') }), 'azure')).code).toBe(ErrorCode.BAD_USER_INPUT);
@@ -190,9 +182,7 @@ describe('checkTransaction', () => {
     const twoPartitions = thrown(() => checkTransaction([create('a'), create('b', 'q')], 'azure'));
     expect(twoPartitions.code).toBe(ErrorCode.BAD_USER_INPUT);
     expect(twoPartitions.details).toMatchObject({ operationIndex: 1, partitionKey: 'q' });
-    const repeated = thrown(() =>
-      checkTransaction([create('a'), { kind: 'delete', partitionKey: 'p', rowKey: 'a' }], 'azure'),
-    );
+    const repeated = thrown(() => checkTransaction([create('a'), { kind: 'delete', partitionKey: 'p', rowKey: 'a' }], 'azure'));
     expect(repeated.code).toBe(ErrorCode.BAD_USER_INPUT);
     expect(repeated.details).toMatchObject({ operationIndex: 1, rowKey: 'a' });
   });

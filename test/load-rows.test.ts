@@ -46,13 +46,16 @@ async function refusal(run: () => Promise<unknown>): Promise<{ code: string; mes
 }
 
 test('CSV: empty cells are null, quoted cells keep commas, a wrong column count or enum is a bad row with its line', async () => {
-  const p = file('issues.csv', [
-    'projectKey,number,title,state,estimateHours,reporterId',
-    'CORE,1,"Comma, inside",OPEN,,ada',
-    'CORE,2,Too few,OPEN',
-    '',
-    'CORE,3,Wrong state,REOPENED,1.5,ada',
-  ].join('\n'));
+  const p = file(
+    'issues.csv',
+    [
+      'projectKey,number,title,state,estimateHours,reporterId',
+      'CORE,1,"Comma, inside",OPEN,,ada',
+      'CORE,2,Too few,OPEN',
+      '',
+      'CORE,3,Wrong state,REOPENED,1.5,ada',
+    ].join('\n'),
+  );
   expect(await rows(p)).toEqual([
     { line: 2, values: { projectKey: 'CORE', number: '1', title: 'Comma, inside', state: 'OPEN', estimateHours: null, reporterId: 'ada' } },
     { line: 3, reason: 'has 4 fields, the header 6' },
@@ -61,15 +64,22 @@ test('CSV: empty cells are null, quoted cells keep commas, a wrong column count 
 });
 
 test('NDJSON: one object per line; a line that is not an object is a bad row; a missing key field too', async () => {
-  const p = file('issues.ndjson', [
-    JSON.stringify({ projectKey: 'CORE', number: '1', title: 'x', state: 'CLOSED', views: '12' }),
-    '[1, 2]',
-    '{ nope',
-    JSON.stringify({ projectKey: 'CORE', title: 'no number' }),
-  ].join('\n'));
+  const p = file(
+    'issues.ndjson',
+    [
+      JSON.stringify({ projectKey: 'CORE', number: '1', title: 'x', state: 'CLOSED', views: '12' }),
+      '[1, 2]',
+      '{ nope',
+      JSON.stringify({ projectKey: 'CORE', title: 'no number' }),
+    ].join('\n'),
+  );
   const got = await rows(p);
   expect(got[0]).toEqual({ line: 1, values: { projectKey: 'CORE', number: '1', title: 'x', state: 'CLOSED', views: '12' } });
-  expect(got.slice(1).map((r) => [r.line, r.reason?.split(':')[0]])).toEqual([[2, 'not a JSON object'], [3, 'not JSON'], [4, 'the key field(s) number are missing']]);
+  expect(got.slice(1).map((r) => [r.line, r.reason?.split(':')[0]])).toEqual([
+    [2, 'not a JSON object'],
+    [3, 'not JSON'],
+    [4, 'the key field(s) number are missing'],
+  ]);
 });
 
 test('a gzip-compressed file (.csv.gz, .ndjson.gz) reads as the plain one; one that is not gzip is an error', async () => {
@@ -88,9 +98,13 @@ test('a header naming an unknown field, a summary or missing a key field is refu
     code: ErrorCode.BAD_USER_INPUT,
     message: expect.stringContaining('"titel" is not a stored field of Issue'),
   });
-  expect((await refusal(() => rows(file('b.csv', 'projectKey,number,commentCount\nCORE,1,3\n')))).message).toContain('commentCount is a summary, kept by the loader');
+  expect((await refusal(() => rows(file('b.csv', 'projectKey,number,commentCount\nCORE,1,3\n')))).message).toContain(
+    'commentCount is a summary, kept by the loader',
+  );
   expect((await refusal(() => rows(file('c.csv', 'projectKey,title\nCORE,x\n')))).message).toContain('the key field(s) number of Issue are missing');
-  expect((await refusal(() => rows(file('d.ndjson', '{"projectKey":"CORE","number":"1","colour":"red"}\n')))).message).toContain('"colour" is not a stored field');
+  expect((await refusal(() => rows(file('d.ndjson', '{"projectKey":"CORE","number":"1","colour":"red"}\n')))).message).toContain(
+    '"colour" is not a stored field',
+  );
   expect((await refusal(() => rows(file('e.txt', 'x')))).message).toContain('a load file is .csv');
 });
 
@@ -98,9 +112,13 @@ test('manifests and step order', async () => {
   const m = file('manifest.json', JSON.stringify({ steps: [{ type: 'Issue', file: 'issues.csv', existing: 'keep' }] }));
   expect(readManifest(m)).toEqual([{ type: 'Issue', file: path.join(dir, 'issues.csv'), existing: 'keep' }]);
   expect((await refusal(async () => readManifest(file('bad.json', '{"steps": []}')))).message).toContain('at least one step');
-  expect((await refusal(async () => readManifest(file('bad2.json', '{"steps": [{"type": "Issue", "file": "x", "existing": "merge"}]}')))).message).toContain('"existing" is "replace" or "keep"');
+  expect((await refusal(async () => readManifest(file('bad2.json', '{"steps": [{"type": "Issue", "file": "x", "existing": "merge"}]}')))).message).toContain(
+    '"existing" is "replace" or "keep"',
+  );
   // An issue refers to its project and its reporter: they load first. An optional reference (the assignee) does not order.
-  expect((await refusal(async () => checkStepOrder(model, ['Issue', 'Project', 'User']))).message).toBe('Issue refers to Project, which is loaded after it: load Project first');
+  expect((await refusal(async () => checkStepOrder(model, ['Issue', 'Project', 'User']))).message).toBe(
+    'Issue refers to Project, which is loaded after it: load Project first',
+  );
   expect(() => checkStepOrder(model, ['User', 'Project', 'Issue'])).not.toThrow();
   expect((await refusal(async () => checkStepOrder(model, ['Ticket']))).message).toContain('Ticket is not an @entity type');
 });

@@ -98,7 +98,11 @@ describe('verify and rebuild-index on one data set', () => {
     const before = (await store.getEntity(changed))!;
     await store.upsertEntity(
       changed.table,
-      { partitionKey: changed.partitionKey, rowKey: changed.rowKey, properties: { firstName: { type: 'String', value: 'CHANGED' }, Extra: { type: 'Int32', value: 1 } } },
+      {
+        partitionKey: changed.partitionKey,
+        rowKey: changed.rowKey,
+        properties: { firstName: { type: 'String', value: 'CHANGED' }, Extra: { type: 'Int32', value: 1 } },
+      },
       'merge',
     );
     // An index entity of an employee that does not exist (FINANCE has no employee 1999).
@@ -121,7 +125,9 @@ describe('verify and rebuild-index on one data set', () => {
     expect(text).toContain(`different  PartitionKey ${JSON.stringify(changed.partitionKey)} RowKey ${JSON.stringify(changed.rowKey)}: Extra, firstName`);
     expect(formatVerifyReport(report, 1)).toContain('… and 2 more');
     // The totals line names what fails and how to repair it: an index here, nothing else.
-    expect(text).toMatch(/^verify: 3 problems in 1 of 5 indexes \(Employee\.byLastName\) \(\d+ entities read in [\d.]+ s\); repair with rebuild-index <Type>$/m);
+    expect(text).toMatch(
+      /^verify: 3 problems in 1 of 5 indexes \(Employee\.byLastName\) \(\d+ entities read in [\d.]+ s\); repair with rebuild-index <Type>$/m,
+    );
 
     const phases: string[] = [];
     const result = await rebuildIndex({ store, model, type: 'Employee', index: 'byLastName', onProgress: (p) => phases.push(p.phase) });
@@ -156,7 +162,11 @@ describe('verify and rebuild-index on one data set', () => {
     // 1021's index entity differs at the scan; 1020's is missing; both in partition ENGINEER, so in one EGT.
     const staleWrite = indexWrite(byTitle, { ...employeeRow('FINANCE', 1021) })!;
     const stale = indexAddress(employee, 'byTitle', 1021);
-    await store.upsertEntity(stale.table, { ...staleWrite.entity, properties: { ...staleWrite.entity.properties, lastName: { type: 'String', value: 'STALE' } } }, 'replace');
+    await store.upsertEntity(
+      stale.table,
+      { ...staleWrite.entity, properties: { ...staleWrite.entity.properties, lastName: { type: 'String', value: 'STALE' } } },
+      'replace',
+    );
     expect(stale.partitionKey).toBe(gone.partitionKey);
     const orphan = indexWrite(byTitle, { ...employeeRow('FINANCE', 1998) })!;
     await store.upsertEntity(orphan.table, orphan.entity, 'replace');

@@ -41,7 +41,8 @@ async function ok(query: string, variables: Record<string, unknown>): Promise<an
 }
 
 /** Every message on the queue, delivered twice, reordered, by workers that die mid-message, until none is left. */
-const drain = (random: () => number) => drainWithRedelivery({ model, store: server.store, writer, queues: testQueues(), tablePrefix: server.config.tablePrefix }, random);
+const drain = (random: () => number) =>
+  drainWithRedelivery({ model, store: server.store, writer, queues: testQueues(), tablePrefix: server.config.tablePrefix }, random);
 
 test('the request refuses what cannot be moved, before anything is queued', async () => {
   for (const id of ['MV1', 'MV2']) await ok(CREATE_DEPARTMENT, { input: { id, name: id } });
@@ -77,10 +78,15 @@ test('moves carried out exactly under concurrency, redelivery, two workers and k
   await ok(UPDATE_EMPLOYEE, { input: { departmentId: 'SRC', id: moving[0].id, lastName: 'RENAMED' } });
   // Another is deleted and created again at the old address: the delete ends its move, and the new entity, which
   // no move was requested for, stays where it was created.
-  await ok('mutation($input: DeleteEmployeeInput!) { deleteEmployee(input: $input) { employee { id } } }', { input: { departmentId: 'SRC', id: moving[7].id } });
+  await ok('mutation($input: DeleteEmployeeInput!) { deleteEmployee(input: $input) { employee { id } } }', {
+    input: { departmentId: 'SRC', id: moving[7].id },
+  });
   await ok(CREATE_EMPLOYEE, { input: { ...moving[7], lastName: 'AGAIN' } });
   // A second move of an entity whose move is under way is refused, not acknowledged and dropped.
-  expect(firstError(await server.query(MOVE, { input: { departmentId: 'SRC', id: moving[1].id, toDepartmentId: 'MV2' } })).extensions).toMatchObject({ code: 'CONFLICT', reason: 'MovePending' });
+  expect(firstError(await server.query(MOVE, { input: { departmentId: 'SRC', id: moving[1].id, toDepartmentId: 'MV2' } })).extensions).toMatchObject({
+    code: 'CONFLICT',
+    reason: 'MovePending',
+  });
   // Before the worker: the old address answers, the new one does not.
   expect((await ok(WHERE, { d: 'SRC', id: moving[1].id })).employee.departmentId).toBe('SRC');
   expect((await ok(WHERE, { d: 'DST', id: moving[1].id })).employee).toBeNull();
@@ -137,7 +143,12 @@ test('archived through the queue: copied to the Archive table, deleted from the 
   for (const id of ['2', '3', '5']) {
     expect((await ok(EMPLOYEE_ID, { d: 'AR1', id })).employee).toBeNull();
     expect((await ok(ARCHIVED, { d: 'AR1', id })).archivedEmployee).toEqual({
-      id, departmentId: 'AR1', email: employeeInput('AR1', id).email, lastName: 'SMITH', annualSalary: `${id}000`, homeAddress: `Street ${id}`,
+      id,
+      departmentId: 'AR1',
+      email: employeeInput('AR1', id).email,
+      lastName: 'SMITH',
+      annualSalary: `${id}000`,
+      homeAddress: `Street ${id}`,
     });
   }
   const stored = await testStore().getEntity({ table: `${server.config.tablePrefix}Archive`, partitionKey: 'AR1', rowKey: 'empid_00000002' });
@@ -149,11 +160,16 @@ test('archived through the queue: copied to the Archive table, deleted from the 
   const report = await verifyDerived({ store: server.store, model });
   if (report.problems) console.log(formatVerifyReport(report));
   expect(report.problems).toBe(0);
-  console.log(`archive seed ${seed}: 3 employees archived, ${messages} messages delivered twice each, ${killed} deliveries killed mid-message (an archive between its copy and its delete)`);
+  console.log(
+    `archive seed ${seed}: 3 employees archived, ${messages} messages delivered twice each, ${killed} deliveries killed mid-message (an archive between its copy and its delete)`,
+  );
 
   // An employee archived already cannot be archived again from a re-created one until the archive is free.
   await ok(CREATE_EMPLOYEE, { input: employeeInput('AR1', 2) });
-  expect((await server.query(ARCHIVE, { input: { departmentId: 'AR1', id: '2' } })).errors?.[0].extensions).toMatchObject({ code: 'CONFLICT', reason: 'EntityAlreadyExists' });
+  expect((await server.query(ARCHIVE, { input: { departmentId: 'AR1', id: '2' } })).errors?.[0].extensions).toMatchObject({
+    code: 'CONFLICT',
+    reason: 'EntityAlreadyExists',
+  });
 });
 
 test('move and archive messages delivered again late, after the old addresses are reused, change nothing acknowledged', async () => {
@@ -171,7 +187,10 @@ test('move and archive messages delivered again late, after the old addresses ar
   const [{ message: third }] = await receiveFanout(testQueues(), server.config.tablePrefix);
   const killedAfterCopy = () => Promise.reject(new Error('worker killed mid-message'));
   await expect(reconcile(third, { ...reconcileOpts, afterUpserts: killedAfterCopy })).rejects.toThrow('worker killed mid-message');
-  expect(firstError(await server.query(UPDATE_EMPLOYEE, { input: { departmentId: 'LD', id: '3', lastName: 'EARLY' } })).extensions).toMatchObject({ code: 'CONFLICT', reason: 'MovePending' });
+  expect(firstError(await server.query(UPDATE_EMPLOYEE, { input: { departmentId: 'LD', id: '3', lastName: 'EARLY' } })).extensions).toMatchObject({
+    code: 'CONFLICT',
+    reason: 'MovePending',
+  });
   await ok(UPDATE_EMPLOYEE, { input: { departmentId: 'LS', id: '3', lastName: 'CARRIED' } }); // the old entity: carried along
   // 1 and 2 are moved, 4 and 5 archived; 6 is moved, but before the worker someone creates LD/6: it cannot be honoured.
   for (const id of ['1', '2', '6']) await ok(MOVE, { input: { departmentId: 'LS', id, toDepartmentId: 'LD' } });
@@ -211,18 +230,31 @@ test('move and archive messages delivered again late, after the old addresses ar
     expect((await ok(ARCHIVED, { d: 'LS', id })).archivedEmployee).toMatchObject({ id, lastName: 'SMITH', email: people[Number(id) - 1].email });
     await expectEmployee('LD', id, null);
   }
-  for (const [email, departmentId, id] of [...reborn.map((r) => [r.email, 'LS', r.id]), [people[5].email, 'LS', '6'], [people[0].email, 'LD', '1'], [people[2].email, 'LD', '3'], ['squatter@example.test', 'LD', '6']]) {
+  for (const [email, departmentId, id] of [
+    ...reborn.map((r) => [r.email, 'LS', r.id]),
+    [people[5].email, 'LS', '6'],
+    [people[0].email, 'LD', '1'],
+    [people[2].email, 'LD', '3'],
+    ['squatter@example.test', 'LD', '6'],
+  ]) {
     expect((await ok('query($e: String!) { employeeByEmail(email: $e) { departmentId id } }', { e: email })).employeeByEmail).toEqual({ departmentId, id });
   }
   expect((await ok(DEPARTMENT_SUMMARY, { id: 'LS' })).department).toMatchObject({ employeeCount: 6, payroll: '605' }); // 5 × 1 + 600
   expect((await ok(DEPARTMENT_SUMMARY, { id: 'LD' })).department).toMatchObject({ employeeCount: 4, payroll: '607' }); // 100 + 200 + 300 + 7
   // No mark is left on any of them.
-  for (const [d, id] of [['LS', '6'], ['LD', '1'], ['LD', '2'], ['LD', '3']]) {
+  for (const [d, id] of [
+    ['LS', '6'],
+    ['LD', '1'],
+    ['LD', '2'],
+    ['LD', '3'],
+  ]) {
     const stored = await testStore().getEntity({ table: `${server.config.tablePrefix}Directory`, partitionKey: d, rowKey: `empid_${id.padStart(8, '0')}` });
     expect([d, id, stored?.properties.MoveId ?? null, stored?.properties.MovedIn ?? null]).toEqual([d, id, null, null]);
   }
   const report = await verifyDerived({ store: server.store, model });
   if (report.problems) console.log(formatVerifyReport(report));
   expect(report.problems).toBe(0);
-  console.log(`late moves seed ${seed}: 6 move and archive messages (1 abandoned) delivered again late ${late.deliveries} times, ${first.killed + late.killed} deliveries killed mid-message`);
+  console.log(
+    `late moves seed ${seed}: 6 move and archive messages (1 abandoned) delivered again late ${late.deliveries} times, ${first.killed + late.killed} deliveries killed mid-message`,
+  );
 }, 120_000);

@@ -9,8 +9,22 @@ import { escapeKeyValue } from '../src/storage/key-escape';
 import type { StoredEntity, TransactionOperation } from '../src/storage/types';
 import { compileHr, startTestServer, testQueues, type TestServer } from './support/harness';
 import {
-  CREATE_DEPARTMENT, CREATE_EMPLOYEE, DELETE_DEPARTMENT, DELETE_EMPLOYEE, DEPARTMENT_SUMMARY, drainFanout, emailAddress, employeeInput,
-  firstError, partitionSnapshot, pollUntil, rawEntity, receiveFanout, REPLACE_EMPLOYEE, startNoteServer, UPDATE_EMPLOYEE,
+  CREATE_DEPARTMENT,
+  CREATE_EMPLOYEE,
+  DELETE_DEPARTMENT,
+  DELETE_EMPLOYEE,
+  DEPARTMENT_SUMMARY,
+  drainFanout,
+  emailAddress,
+  employeeInput,
+  firstError,
+  partitionSnapshot,
+  pollUntil,
+  rawEntity,
+  receiveFanout,
+  REPLACE_EMPLOYEE,
+  startNoteServer,
+  UPDATE_EMPLOYEE,
 } from './support/write-fixtures';
 
 let server: TestServer;
@@ -41,15 +55,23 @@ const summary = async (id: string) => (await server.query(DEPARTMENT_SUMMARY, { 
 const employeeAt = (d: string, id: number) => ({ table: directory, partitionKey: escapeKeyValue(d), rowKey: `empid_${String(id).padStart(8, '0')}` });
 const snapshot = (d: string) => partitionSnapshot(server.store, directory, escapeKeyValue(d));
 const lastNameIndex = async (d: string, lastName: string) =>
-  (await server.query('query($d: ID!, $n: String!) { department(id: $d) { employeesByLastName(lastName: $n) { edges { node { id firstName } } } } }', { d, n: lastName }))
-    .data.department.employeesByLastName.edges.map((e: any) => Number(e.node.id));
+  (
+    await server.query('query($d: ID!, $n: String!) { department(id: $d) { employeesByLastName(lastName: $n) { edges { node { id firstName } } } } }', {
+      d,
+      n: lastName,
+    })
+  ).data.department.employeesByLastName.edges.map((e: any) => Number(e.node.id));
 
 describe('create, update, replace, delete', () => {
   test('summaries are exact, the intra-partition index is consistent at once, every write changes the ETag', async () => {
     const d = await newDepartment();
     const etags = new Set<string>([(await summary(d)).etag]);
     const hourly = { salaryOrHourly: 'HOURLY', annualSalary: null, hourlyRate: 20.25, typicalHours: 30 };
-    for (const [id, extra] of [[1, {}], [2, { annualSalary: 61000.5 }], [3, hourly]] as const) {
+    for (const [id, extra] of [
+      [1, {}],
+      [2, { annualSalary: 61000.5 }],
+      [3, hourly],
+    ] as const) {
       const { employee } = await ok(CREATE_EMPLOYEE, employeeInput(d, id, extra));
       expect(employee.etag).toBe((await rawEntity(server.store, employeeAt(d, id)))!.etag);
       etags.add(employee.etag).add((await summary(d)).etag);
@@ -120,7 +142,9 @@ describe('ETags', () => {
     const d = await newDepartment();
     const { etag } = (await ok(CREATE_EMPLOYEE, employeeInput(d, 1))).employee;
     const salaries = [61000, 62000];
-    const results = await Promise.all(salaries.map((s) => server.query(UPDATE_EMPLOYEE, { input: { departmentId: d, id: '1', ifMatch: etag, annualSalary: s } })));
+    const results = await Promise.all(
+      salaries.map((s) => server.query(UPDATE_EMPLOYEE, { input: { departmentId: d, id: '1', ifMatch: etag, annualSalary: s } })),
+    );
     const winners = results.filter((r) => !r.errors);
     expect(winners).toHaveLength(1);
     expect(firstError(results.find((r) => r.errors)!)).toMatchObject({ code: 'CONFLICT', extensions: { reason: 'ETagMismatch' } });
@@ -175,7 +199,11 @@ describe('no partial state after a failed EGT', () => {
     const get = server.store.getEntity.bind(server.store);
     jest.spyOn(server.store, 'getEntity').mockImplementation(async (a, o) => (a.rowKey === 'empid_00000001' ? null : get(a, o)));
     const input = employeeInput(d, 1, { lastName: 'NEWNAME', email: `late${seq}@example.test` });
-    const e = await expectNothingWritten(d, (ops) => ops, () => server.query(CREATE_EMPLOYEE, { input }));
+    const e = await expectNothingWritten(
+      d,
+      (ops) => ops,
+      () => server.query(CREATE_EMPLOYEE, { input }),
+    );
     expect(e).toMatchObject({ code: 'CONFLICT', extensions: { operationIndex: 0, reason: 'EntityAlreadyExists' } });
     expect(await rawEntity(server.store, emailAddress(model, input.email as string))).toBeNull();
   });
@@ -185,18 +213,26 @@ describe('no partial state after a failed EGT', () => {
     const pk = escapeKeyValue(d);
     const missing: TransactionOperation = { kind: 'update', mode: 'merge', entity: { partitionKey: pk, rowKey: 'missing', properties: {} } };
     const input = employeeInput(d, 1, { email: `rolled${seq}@example.test` });
-    const e = await expectNothingWritten(d, (ops) => [...ops, missing], () => server.query(CREATE_EMPLOYEE, { input }));
+    const e = await expectNothingWritten(
+      d,
+      (ops) => [...ops, missing],
+      () => server.query(CREATE_EMPLOYEE, { input }),
+    );
     expect(e).toMatchObject({ code: 'NOT_FOUND', extensions: { operationIndex: 3 } });
     expect((await snapshot(d)).size).toBe(1); // the department alone
     expect(await summary(d)).toMatchObject({ employeeCount: 0, payroll: '0' });
     expect(await rawEntity(server.store, emailAddress(model, input.email as string))).toBeNull();
   });
 
-  test('the old intra-partition index entity deleted behind the planner\'s back: its delete (op 2) fails, the rename is not half-done', async () => {
+  test("the old intra-partition index entity deleted behind the planner's back: its delete (op 2) fails, the rename is not half-done", async () => {
     const d = await newDepartment();
     await ok(CREATE_EMPLOYEE, employeeInput(d, 1));
     await server.store.deleteEntity({ table: directory, partitionKey: escapeKeyValue(d), rowKey: 'lastname_SMITH_00000001' });
-    const e = await expectNothingWritten(d, (ops) => ops, () => server.query(UPDATE_EMPLOYEE, { input: { departmentId: d, id: '1', lastName: 'JONES' } }));
+    const e = await expectNothingWritten(
+      d,
+      (ops) => ops,
+      () => server.query(UPDATE_EMPLOYEE, { input: { departmentId: d, id: '1', lastName: 'JONES' } }),
+    );
     // The failing operation is named by its index; its keys stay in the server's log (format-error.ts).
     expect(e).toMatchObject({ code: 'NOT_FOUND', extensions: { operationIndex: 2 } });
     expect(e.extensions.rowKey).toBeUndefined();
@@ -247,7 +283,9 @@ describe('validation before anything is sent', () => {
 
   test('a missing required field: a GraphQL validation error, nothing written', async () => {
     const d = await newDepartment();
-    const literal = await server.query(`mutation { createEmployee(input: { departmentId: "${d}", id: "1", email: "a@b", firstName: "A" }) { employee { id } } }`);
+    const literal = await server.query(
+      `mutation { createEmployee(input: { departmentId: "${d}", id: "1", email: "a@b", firstName: "A" }) { employee { id } } }`,
+    );
     expect(firstError(literal)).toMatchObject({ code: 'GRAPHQL_VALIDATION_FAILED' });
     const { lastName: _omitted, ...input } = employeeInput(d, 1);
     expect(firstError(await server.query(CREATE_EMPLOYEE, { input }))).toMatchObject({ code: 'BAD_USER_INPUT' });
@@ -264,7 +302,9 @@ describe('validation before anything is sent', () => {
       expect(firstError(r)).toMatchObject({ code: 'LIMIT_EXCEEDED', extensions: { limit: 1024 * 1024 } });
       expect(r.extensions.cost.writes).toBe(0);
       const { p17: _dropped, ...fits } = big;
-      expect((await notes.query('mutation($input: CreateNoteInput!) { createNote(input: $input) { note { id } } }', { input: { id: 'n1', ...fits } })).errors).toBeUndefined();
+      expect(
+        (await notes.query('mutation($input: CreateNoteInput!) { createNote(input: $input) { note { id } } }', { input: { id: 'n1', ...fits } })).errors,
+      ).toBeUndefined();
     } finally {
       await notes.close();
     }
@@ -285,7 +325,9 @@ test('an update that changes no org-wide index: the entity and its department re
 test('10 concurrent creates in one department (no ifMatch) all succeed, and the count is exactly +10', async () => {
   const d = await newDepartment();
   await ok(CREATE_EMPLOYEE, employeeInput(d, 100));
-  const results = await Promise.all(Array.from({ length: 10 }, (_, i) => server.query(CREATE_EMPLOYEE, { input: employeeInput(d, i + 1, { annualSalary: 1000 * (i + 1) }) })));
+  const results = await Promise.all(
+    Array.from({ length: 10 }, (_, i) => server.query(CREATE_EMPLOYEE, { input: employeeInput(d, i + 1, { annualSalary: 1000 * (i + 1) }) })),
+  );
   expect(results.map((r) => r.errors)).toEqual(Array(10).fill(undefined));
   expect(await summary(d)).toMatchObject({ employeeCount: 11, payroll: '105000' });
   const ids = [...(await snapshot(d)).values()].filter((e: StoredEntity) => e.rowKey.startsWith('lastname_')).length;
@@ -330,7 +372,10 @@ describe('org-wide indexes, kept by the inline worker', () => {
     const changed = { email: `w${seq}.new@example.test`, lastName: `NEW${seq}`, title: `NEW/${seq}` };
     expect((await live.query(UPDATE_EMPLOYEE, { input: { departmentId: d, id: '7', ...changed } })).errors).toBeUndefined();
     const after = await pollUntil('the new index entities and the old ones gone', async () => {
-      const [now, old] = [await org(changed.email, changed.lastName, changed.title), await org(input.email as string, input.lastName as string, input.title as string)];
+      const [now, old] = [
+        await org(changed.email, changed.lastName, changed.title),
+        await org(input.email as string, input.lastName as string, input.title as string),
+      ];
       return now.byEmail && !old.byEmail && old.byLastName.length + old.byTitle.length === 0 ? now : undefined;
     });
     expect([after.byEmail, after.byLastName, after.byTitle]).toEqual([{ id: '7', lastName: changed.lastName, title: changed.title }, ['7'], ['7']]);

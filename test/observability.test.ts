@@ -34,8 +34,11 @@ function sample(text: string, series: string): number | undefined {
   return line === undefined ? undefined : Number(line.slice(series.length + 1));
 }
 
-test('one log line per request: its id (the client\'s, answered back), operation, status, duration, storage cost and error codes', async () => {
-  const ok = await post(JSON.stringify({ query: 'query Marketing { department(id: "Marketing") { employeeCount employees { edges { node { id } } } } }' }), 'obs-ok-1');
+test("one log line per request: its id (the client's, answered back), operation, status, duration, storage cost and error codes", async () => {
+  const ok = await post(
+    JSON.stringify({ query: 'query Marketing { department(id: "Marketing") { employeeCount employees { edges { node { id } } } } }' }),
+    'obs-ok-1',
+  );
   expect(ok.headers.get('x-request-id')).toBe('obs-ok-1');
   expect(((await ok.json()) as any).data.department.employeeCount).toBe(2);
   const invalid = await post(JSON.stringify({ query: 'query Broken { department(id: "Marketing") { nope } }' }), 'obs-invalid-1');
@@ -101,7 +104,9 @@ test('/metrics: requests by operation and code, durations, storage calls by kind
   // The name matches no operation of the document: the client's mistake, not a 500.
   expect(unnamed.status).toBe(400);
   expect(((await unnamed.json()) as any).errors[0].extensions).toEqual({ code: 'OPERATION_RESOLUTION_FAILURE', requestId: 'obs-name' });
-  expect(sample(await (await fetch(new URL('/metrics', server.url))).text(), `tablegraph_requests_total{operation="${'x'.repeat(200)}",code="OK"}`)).toBeUndefined();
+  expect(
+    sample(await (await fetch(new URL('/metrics', server.url))).text(), `tablegraph_requests_total{operation="${'x'.repeat(200)}",code="OK"}`),
+  ).toBeUndefined();
 });
 
 test('/metrics: operation names make at most 100 series, later names and names of no operation count apart', async () => {
@@ -117,7 +122,9 @@ test('/metrics: operation names make at most 100 series, later names and names o
 });
 
 test('/metrics is for this machine by default, for everyone with TABLEGRAPH_METRICS=on, for nobody with off', async () => {
-  const external = Object.values(os.networkInterfaces()).flat().find((i) => i && i.family === 'IPv4' && !i.internal)?.address;
+  const external = Object.values(os.networkInterfaces())
+    .flat()
+    .find((i) => i && i.family === 'IPv4' && !i.internal)?.address;
   if (!external) throw new Error('this test needs a non-loopback IPv4 address on the machine');
   const open = await startTestServer({ HOST: '0.0.0.0', TABLEGRAPH_AUTH: 'off' });
   const onForAll = await startTestServer({ HOST: '0.0.0.0', TABLEGRAPH_AUTH: 'off', TABLEGRAPH_METRICS: 'on' });

@@ -51,7 +51,9 @@ beforeAll(async () => {
 afterAll(() => close?.());
 
 async function ok(mutation: string, input: Record<string, unknown>): Promise<void> {
-  const r = await server.query(`mutation($input: ${mutation[0].toUpperCase()}${mutation.slice(1)}Input!) { ${mutation}(input: $input) { __typename } }`, { input });
+  const r = await server.query(`mutation($input: ${mutation[0].toUpperCase()}${mutation.slice(1)}Input!) { ${mutation}(input: $input) { __typename } }`, {
+    input,
+  });
   expect([mutation, input, r.errors]).toEqual([mutation, input, undefined]);
 }
 /** The worker by hand: every message, twice, reordered, by two workers that die one time in five, until none is left. */
@@ -66,7 +68,9 @@ async function drain(random: () => number): Promise<number> {
   return messages;
 }
 async function counts(): Promise<Record<string, number>> {
-  const r = await server.query('{ c1: category(shop: "S", id: "c1") { productCount stock } c2: category(shop: "S", id: "c2") { productCount stock } b1: brand(id: "b1") { productCount } }');
+  const r = await server.query(
+    '{ c1: category(shop: "S", id: "c1") { productCount stock } c2: category(shop: "S", id: "c2") { productCount stock } b1: brand(id: "b1") { productCount } }',
+  );
   expect(r.errors).toBeUndefined();
   return { c1: r.data.c1.productCount, c1Stock: r.data.c1.stock, c2: r.data.c2.productCount, c2Stock: r.data.c2.stock, b1: r.data.b1.productCount };
 }
@@ -121,41 +125,90 @@ test('load counts rows with a null reference towards no holder, and a second loa
     { shop: 'L', id: 'c', units: 4, categoryId: 'k1' },
   ];
   const steps = () => [
-    { type: 'Category', rows: (async function* () { yield { line: 2, values: { shop: 'L', id: 'k1' } }; })() },
-    { type: 'Brand', rows: (async function* () { yield { line: 2, values: { id: 'lb' } }; })() },
-    { type: 'Product', rows: (async function* () { for (const [i, values] of rows.entries()) yield { line: i + 2, values }; })() },
+    {
+      type: 'Category',
+      rows: (async function* () {
+        yield { line: 2, values: { shop: 'L', id: 'k1' } };
+      })(),
+    },
+    {
+      type: 'Brand',
+      rows: (async function* () {
+        yield { line: 2, values: { id: 'lb' } };
+      })(),
+    },
+    {
+      type: 'Product',
+      rows: (async function* () {
+        for (const [i, values] of rows.entries()) yield { line: i + 2, values };
+      })(),
+    },
   ];
   const first = await loadEntities({ store: server.store, model, steps: steps() });
-  expect(first.steps.map((s) => [s.type, s.loaded, s.skipped.length])).toEqual([['Category', 1, 0], ['Brand', 1, 0], ['Product', 3, 0]]);
+  expect(first.steps.map((s) => [s.type, s.loaded, s.skipped.length])).toEqual([
+    ['Category', 1, 0],
+    ['Brand', 1, 0],
+    ['Product', 3, 0],
+  ]);
   const r = await server.query('{ category(shop: "L", id: "k1") { productCount stock } brand(id: "lb") { productCount } }');
   expect(r.data).toEqual({ category: { productCount: 2, stock: 5 }, brand: { productCount: 1 } });
   const again = await loadEntities({ store: server.store, model, steps: steps() });
-  expect(again.steps.map((s) => [s.type, s.unchanged, s.holders])).toEqual([['Category', 1, 0], ['Brand', 1, 0], ['Product', 3, 0]]);
+  expect(again.steps.map((s) => [s.type, s.unchanged, s.holders])).toEqual([
+    ['Category', 1, 0],
+    ['Brand', 1, 0],
+    ['Product', 3, 0],
+  ]);
   expect((await verifyDerived({ store: server.store, model })).problems).toBe(0);
 });
 
 test('a load over more partitions than it reads one by one: the rest of the table read in one scan, a reload writing nothing, a drifted holder summed again', async () => {
   const brands = Array.from({ length: 40 }, (_, i) => ({ id: `many${i}` }));
   // 40 shops: the products fill 40 partitions of the Shop table.
-  const products = brands.flatMap((b, i) => [{ shop: `M${i}`, id: 'a', units: 1, brandId: b.id }, { shop: `M${i}`, id: 'b', units: 2, brandId: i % 2 ? b.id : null }]);
+  const products = brands.flatMap((b, i) => [
+    { shop: `M${i}`, id: 'a', units: 1, brandId: b.id },
+    { shop: `M${i}`, id: 'b', units: 2, brandId: i % 2 ? b.id : null },
+  ]);
   const steps = () => [
-    { type: 'Brand', rows: (async function* () { for (const [i, values] of brands.entries()) yield { line: i + 2, values }; })() },
-    { type: 'Product', rows: (async function* () { for (const [i, values] of products.entries()) yield { line: i + 2, values }; })() },
+    {
+      type: 'Brand',
+      rows: (async function* () {
+        for (const [i, values] of brands.entries()) yield { line: i + 2, values };
+      })(),
+    },
+    {
+      type: 'Product',
+      rows: (async function* () {
+        for (const [i, values] of products.entries()) yield { line: i + 2, values };
+      })(),
+    },
   ];
   let scans = 0;
   const observer = { onCall: (r: { kind: string }) => void (r.kind === 'tableScan' && scans++) };
   const first = await loadEntities({ store: server.store, model, steps: steps(), observer });
-  expect(first.steps.map((s) => [s.type, s.loaded, s.skipped.length])).toEqual([['Brand', 40, 0], ['Product', 80, 0]]);
+  expect(first.steps.map((s) => [s.type, s.loaded, s.skipped.length])).toEqual([
+    ['Brand', 40, 0],
+    ['Product', 80, 0],
+  ]);
   expect(scans).toBeGreaterThan(0); // 40 shop partitions: past the first ones, the Shop table was scanned
   const count = async (id: string) => (await server.query('query($id: ID!) { brand(id: $id) { productCount } }', { id })).data.brand.productCount;
   expect([await count('many0'), await count('many1')]).toEqual([1, 2]);
   const again = await loadEntities({ store: server.store, model, steps: steps() });
-  expect(again.steps.map((s) => [s.type, s.unchanged, s.holders])).toEqual([['Brand', 40, 0], ['Product', 80, 0]]);
+  expect(again.steps.map((s) => [s.type, s.unchanged, s.holders])).toEqual([
+    ['Brand', 40, 0],
+    ['Product', 80, 0],
+  ]);
   expect(again.entities).toBe(0);
   // A holder left wrong (a load that failed midway, a hand edit): the next load sums it again.
-  await server.store.updateEntity(`${server.config.tablePrefix}Brands`, { partitionKey: 'brands', rowKey: 'many3', properties: { productCount: { type: 'Int32', value: 99 } } }, 'merge');
+  await server.store.updateEntity(
+    `${server.config.tablePrefix}Brands`,
+    { partitionKey: 'brands', rowKey: 'many3', properties: { productCount: { type: 'Int32', value: 99 } } },
+    'merge',
+  );
   const repaired = await loadEntities({ store: server.store, model, steps: steps() });
-  expect(repaired.steps.map((s) => [s.type, s.holders])).toEqual([['Brand', 0], ['Product', 1]]);
+  expect(repaired.steps.map((s) => [s.type, s.holders])).toEqual([
+    ['Brand', 0],
+    ['Product', 1],
+  ]);
   expect(await count('many3')).toBe(2);
   expect((await verifyDerived({ store: server.store, model })).problems).toBe(0);
 });
@@ -163,15 +216,32 @@ test('a load over more partitions than it reads one by one: the rest of the tabl
 test('a step reads what the steps before it wrote: two types in one table over many partitions, holders written whole', async () => {
   const steps = (name: string, extra: number) => {
     const categories = Array.from({ length: 30 }, (_, i) => ({ shop: `N${i}`, id: 'k', name }));
-    const products = categories.flatMap((c, i) => [{ shop: c.shop, id: 'x', units: i + extra, categoryId: 'k' }, { shop: c.shop, id: 'y', units: 1, categoryId: i % 3 ? 'k' : null }]);
+    const products = categories.flatMap((c, i) => [
+      { shop: c.shop, id: 'x', units: i + extra, categoryId: 'k' },
+      { shop: c.shop, id: 'y', units: 1, categoryId: i % 3 ? 'k' : null },
+    ]);
     return [
-      { type: 'Category', rows: (async function* () { for (const [i, values] of categories.entries()) yield { line: i + 2, values }; })() },
-      { type: 'Product', rows: (async function* () { for (const [i, values] of products.entries()) yield { line: i + 2, values }; })() },
+      {
+        type: 'Category',
+        rows: (async function* () {
+          for (const [i, values] of categories.entries()) yield { line: i + 2, values };
+        })(),
+      },
+      {
+        type: 'Product',
+        rows: (async function* () {
+          for (const [i, values] of products.entries()) yield { line: i + 2, values };
+        })(),
+      },
     ];
   };
   const first = await loadEntities({ store: server.store, model, steps: steps('first', 0) });
-  expect(first.steps.map((s) => [s.type, s.loaded, s.skipped.length])).toEqual([['Category', 30, 0], ['Product', 60, 0]]);
-  const read = async () => (await server.query('{ a: category(shop: "N0", id: "k") { name productCount stock } b: category(shop: "N29", id: "k") { name productCount stock } }')).data;
+  expect(first.steps.map((s) => [s.type, s.loaded, s.skipped.length])).toEqual([
+    ['Category', 30, 0],
+    ['Product', 60, 0],
+  ]);
+  const read = async () =>
+    (await server.query('{ a: category(shop: "N0", id: "k") { name productCount stock } b: category(shop: "N29", id: "k") { name productCount stock } }')).data;
   expect(await read()).toEqual({ a: { name: 'first', productCount: 1, stock: 0 }, b: { name: 'first', productCount: 2, stock: 30 } });
   // The Category step renames every category (its scan of the Shop table, taken before, is then out of date); the
   // Product step changes each category's stock and writes the category whole in its partition's last EGT: from

@@ -1,8 +1,8 @@
 /**
- * A stale fan-out message must not free a unique key that a write still in flight has reserved: the reservation
- * carries its write's id and the state that write read, and the reconciler — reading the entity again after the
- * reservation — leaves it alone while the entity is still in that state (docs/architecture.md, "Unique values", "Eventually consistent
- * transactions pattern").
+ * A stale fan-out message must not free a unique key that a write still in flight has reserved: the reservation carries
+ * its write's id and the state that write read, and the reconciler — reading the entity again after the reservation —
+ * leaves it alone while the entity is still in that state (docs/architecture.md, "Unique values", "Eventually
+ * consistent transactions pattern").
  */
 import { ErrorCode, isTablegraphError } from '../src/errors';
 import { reconcile } from '../src/worker/reconciler';

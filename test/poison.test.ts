@@ -1,9 +1,9 @@
 /**
  * Poison handling of the fan-out queue (docs/architecture.md, "Fan-out and reconciliation": a message that keeps
- * failing moves to a poison queue after N dequeues, with its error, and the others go on; the guide's "Eventually consistent transactions
- * pattern"). A message that can never succeed — not JSON, an entity type the schema does not have, a handler
- * that always throws — lands in the poison queue after TABLEGRAPH_MAX_DEQUEUE_COUNT receives with its error
- * text, the other messages are reconciled, and the server's /health shows it.
+ * failing moves to a poison queue after N dequeues, with its error, and the others go on; the guide's "Eventually
+ * consistent transactions pattern"). A message that can never succeed — not JSON, an entity type the schema does not
+ * have, a handler that always throws — lands in the poison queue after TABLEGRAPH_MAX_DEQUEUE_COUNT receives with its
+ * error text, the other messages are reconciled, and the server's /health shows it.
  *
  * Timing: a failing message is hidden again for min(visibility timeout, 2^(receives-1)) s, so with a maximum of
  * 2 receives it is poisoned on its third receive, about 1 + 2 s after it was sent.
@@ -29,7 +29,11 @@ interface PoisonEntry {
 /** Every entry of a poison queue (received, hidden for 30 s, not deleted). */
 async function poisonEntries(queue: string): Promise<PoisonEntry[]> {
   const out: PoisonEntry[] = [];
-  for (let batch = await queues.receive(queue, { max: 32, visibilityTimeoutSeconds: 30 }); batch.length > 0; batch = await queues.receive(queue, { max: 32, visibilityTimeoutSeconds: 30 })) {
+  for (
+    let batch = await queues.receive(queue, { max: 32, visibilityTimeoutSeconds: 30 });
+    batch.length > 0;
+    batch = await queues.receive(queue, { max: 32, visibilityTimeoutSeconds: 30 })
+  ) {
     out.push(...batch.map((m) => JSON.parse(m.text) as PoisonEntry));
   }
   return out;
@@ -52,27 +56,42 @@ describe('poison messages through the server', () => {
     expect((await health()).fanout).toMatchObject({ poisonCount: 0, queueDepth: 0 });
     const employee = compileHr(server.config.tablePrefix).model.entities.get('Employee')!;
     const unknownType: FanoutMessage = {
-      v: 2, id: 'unknown-type', entity: 'Nope', primary: primaryAddress(employee, { departmentId: 'Marketing', id: '1' }),
-      writeId: 'w-unknown', basedOn: null, deleted: false, candidates: [], enqueuedAt: Date.now(),
+      v: 2,
+      id: 'unknown-type',
+      entity: 'Nope',
+      primary: primaryAddress(employee, { departmentId: 'Marketing', id: '1' }),
+      writeId: 'w-unknown',
+      basedOn: null,
+      deleted: false,
+      candidates: [],
+      enqueuedAt: Date.now(),
     };
     // A message whose write never shows (a create of an employee that never appears): not poison — after the
     // settle time it is reconciled.
     const neverVisible: FanoutMessage = {
-      ...unknownType, id: 'never-visible', entity: 'Employee', writeId: 'w-never', primary: primaryAddress(employee, { departmentId: 'Marketing', id: '999' }),
+      ...unknownType,
+      id: 'never-visible',
+      entity: 'Employee',
+      writeId: 'w-never',
+      primary: primaryAddress(employee, { departmentId: 'Marketing', id: '999' }),
     };
     await queues.send(names.queue, 'not json {');
     await queues.send(names.queue, encodeFanout(unknownType));
     await queues.send(names.queue, encodeFanout(neverVisible));
-    const created = await server.query(
-      'mutation($input: CreateEmployeeInput!) { createEmployee(input: $input) { employee { id } } }',
-      { input: { departmentId: 'Marketing', id: '77', email: 'still-handled@contoso.com', lastName: 'Handled', firstName: 'Ok' } },
-    );
+    const created = await server.query('mutation($input: CreateEmployeeInput!) { createEmployee(input: $input) { employee { id } } }', {
+      input: { departmentId: 'Marketing', id: '77', email: 'still-handled@contoso.com', lastName: 'Handled', firstName: 'Ok' },
+    });
     expect(created.errors).toBeUndefined();
 
-    const settled = await pollUntil('two poisoned messages and an empty fan-out queue', async () => {
-      const h = await health();
-      return h.fanout.poisonCount === 2 && h.fanout.queueDepth === 0 ? h : undefined;
-    }, 20_000, 100);
+    const settled = await pollUntil(
+      'two poisoned messages and an empty fan-out queue',
+      async () => {
+        const h = await health();
+        return h.fanout.poisonCount === 2 && h.fanout.queueDepth === 0 ? h : undefined;
+      },
+      20_000,
+      100,
+    );
     expect(settled.fanout.worker).toMatchObject({
       running: true,
       poisoned: 2,
@@ -112,7 +131,12 @@ describe('a handler that always throws', () => {
     }
     const cursed = primaryAddress(world.model.entities.get('Employee')!, { departmentId: 'D', id: '666' });
     const worker = createFanoutWorker({
-      model: world.model, store: world.store, queues, tablePrefix: world.prefix, maxDequeueCount: 2, settleMs: 500,
+      model: world.model,
+      store: world.store,
+      queues,
+      tablePrefix: world.prefix,
+      maxDequeueCount: 2,
+      settleMs: 500,
       afterUpserts: (m) => {
         if (m.primary.rowKey === cursed.rowKey) throw new Error('forced failure for employee 666');
       },

@@ -179,7 +179,10 @@ describe('QueueWorker', () => {
 
   it('records lags from the caller’s enqueue time, falling back to insertedOn', async () => {
     const at = Date.now() - 60_000;
-    const opts = await setup('lag', numbered(3, 'x').map((id) => JSON.stringify({ id, at })));
+    const opts = await setup(
+      'lag',
+      numbered(3, 'x').map((id) => JSON.stringify({ id, at })),
+    );
     await queues.send(opts.queue, 'not json');
     const worker = new QueueWorker({
       ...opts,
@@ -198,8 +201,11 @@ describe('QueueWorker', () => {
     const dead = connectionString.replace(/QueueEndpoint=http:\/\/[^:]+:\d+/, 'QueueEndpoint=http://127.0.0.1:1');
     const offline = new QueueStore({ connectionString: dead, retry: { maxTries: 1 }, timeoutMs: 1000 });
     const worker = new QueueWorker({
-      queues: offline, queue: `${prefix}-dead`, poisonQueue: `${prefix}-dead-poison`,
-      idleBackoffMs: { min: 10, max: 50 }, handle: async () => done,
+      queues: offline,
+      queue: `${prefix}-dead`,
+      poisonQueue: `${prefix}-dead-poison`,
+      idleBackoffMs: { min: 10, max: 50 },
+      handle: async () => done,
     });
     const err = await worker.drain({ timeoutMs: 500 }).catch((e: unknown) => e);
     expect(isTablegraphError(err, ErrorCode.STORAGE_UNAVAILABLE) && err.details.reason).toBe('drainTimeout');
@@ -214,8 +220,15 @@ describe('QueueWorker', () => {
 
   it('refuses invalid options with CONFIG_INVALID', () => {
     const base = { queues, queue: 'abc', poisonQueue: 'abc-poison', handle: async () => done };
-    for (const bad of [{ batchSize: 33 }, { concurrency: 0 }, { poisonQueue: 'abc' }, { queue: 'A_B' },
-      { visibilityTimeoutSeconds: 0 }, { maxDequeueCount: 0 }, { idleBackoffMs: { min: 10, max: 5 } }]) {
+    for (const bad of [
+      { batchSize: 33 },
+      { concurrency: 0 },
+      { poisonQueue: 'abc' },
+      { queue: 'A_B' },
+      { visibilityTimeoutSeconds: 0 },
+      { maxDequeueCount: 0 },
+      { idleBackoffMs: { min: 10, max: 5 } },
+    ]) {
       let code: unknown;
       try {
         new QueueWorker({ ...base, ...bad });

@@ -55,7 +55,11 @@ beforeAll(async () => {
   const writes = DAYS.map((at, i) => entityWrites(entry, { stream: 'S', at, note: `day ${i + 1}` }).primary);
   // Three invoices a day, the key going on after the date: inv_<inverted ticks>_<id>.
   const invoice = model.entities.get('Invoice')!;
-  writes.push(...DAYS.flatMap((date, i) => [1, 2, 3].map((n) => entityWrites(invoice, { customer: 'C', date, id: String(i * 10 + n), note: `day ${i + 1} #${n}` }).primary)));
+  writes.push(
+    ...DAYS.flatMap((date, i) =>
+      [1, 2, 3].map((n) => entityWrites(invoice, { customer: 'C', date, id: String(i * 10 + n), note: `day ${i + 1} #${n}` }).primary),
+    ),
+  );
   await writeEgtBatches(server.store, planEgtBatches(writes, server.store.target), { concurrency: 1 });
 });
 afterAll(async () => {
@@ -68,9 +72,14 @@ async function read(field: string, from: Date, to: Date, owner = 'stream: "S"'):
   const notes: string[] = [];
   let after: string | undefined;
   for (let page = 0; page < 20; page++) {
-    const r = await server.query(`query($from: DateTime!, $to: DateTime!, $after: String) { ${field}(${owner}, from: $from, to: $to, first: 2, after: $after) { edges { node { note } } pageInfo { hasNextPage endCursor } } }`, {
-      from: from.toISOString(), to: to.toISOString(), after,
-    });
+    const r = await server.query(
+      `query($from: DateTime!, $to: DateTime!, $after: String) { ${field}(${owner}, from: $from, to: $to, first: 2, after: $after) { edges { node { note } } pageInfo { hasNextPage endCursor } } }`,
+      {
+        from: from.toISOString(),
+        to: to.toISOString(),
+        after,
+      },
+    );
     expect(r.errors).toBeUndefined();
     expect(r.extensions.cost).toMatchObject({ partitionScans: 0, tableScans: 0, rangeQueries: 1 });
     const conn = r.data[field];

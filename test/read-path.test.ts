@@ -110,7 +110,7 @@ describe('departments: one range query on the Departments index', () => {
 });
 
 describe('employeesByLastName: the intra-partition index', () => {
-  test('returns exactly the department\'s WILLIAMS (not WILLIAMSON, not another department\'s) from index entities', async () => {
+  test("returns exactly the department's WILLIAMS (not WILLIAMSON, not another department's) from index entities", async () => {
     const spy = jest.spyOn(server.store, 'queryRange');
     const r = await server.query(`{ department(id: "ENGINEERING") {
       employeesByLastName(lastName: "WILLIAMS") { edges { node { id firstName lastName title } } } } }`);
@@ -159,7 +159,7 @@ describe('projection: each query selects what the operation reads', () => {
     for (const e of entities) expect(Object.keys(e.properties).sort()).toEqual(['EntityType', 'departmentId', 'email', 'firstName', 'id']);
   });
 
-  test('reads through an index select the index projection, then the entity\'s missing fields', async () => {
+  test("reads through an index select the index projection, then the entity's missing fields", async () => {
     const range = jest.spyOn(server.store, 'queryRange');
     const point = jest.spyOn(server.store, 'getEntity');
     await server.query('{ department(id: "ENGINEERING") { employeesByLastName(lastName: "WILLIAMS") { edges { node { id annualSalary } } } } }');
@@ -196,8 +196,12 @@ describe('projection: each query selects what the operation reads', () => {
     expect(entitySelect(projection, employee)).toEqual(['EntityType', 'annualSalary', 'departmentId', 'email', 'id', 'title']);
     expect(indexSelect(projection, byLastName)).toEqual(['EntityType', 'departmentId', 'email', 'id', 'title']);
     expect(indexCovers(projection, byLastName)).toBe(false);
-    const covered = collectProjection(schema, m, parse('{ department(id: "X") { employeesByLastName(lastName: "A") { edges { node { firstName title } } } } }')
-      .definitions[0] as OperationDefinitionNode, {});
+    const covered = collectProjection(
+      schema,
+      m,
+      parse('{ department(id: "X") { employeesByLastName(lastName: "A") { edges { node { firstName title } } } } }').definitions[0] as OperationDefinitionNode,
+      {},
+    );
     expect(indexCovers(covered, byLastName)).toBe(true);
   });
 });
@@ -220,14 +224,15 @@ describe('keys and arguments', () => {
   });
 
   test('a department id holding `/` and `#` is escaped in its keys and reads back unchanged', async () => {
-    const r = await server.query(`query($d: ID!) {
+    const r = await server.query(
+      `query($d: ID!) {
       department(id: $d) { id name employeeCount employees { edges { node { id departmentId } } } }
-      employee(departmentId: $d, id: "2002") { id departmentId department { id } } }`, { d: 'A/B #1' });
+      employee(departmentId: $d, id: "2002") { id departmentId department { id } } }`,
+      { d: 'A/B #1' },
+    );
     expect(r.errors).toBeUndefined();
     expect(r.data.department).toMatchObject({ id: 'A/B #1', name: 'A/B #1', employeeCount: 3 });
-    expect(r.data.department.employees.edges.map((e: any) => e.node)).toEqual(
-      SLASHED.employees.map((e) => ({ id: e.id, departmentId: 'A/B #1' })),
-    );
+    expect(r.data.department.employees.edges.map((e: any) => e.node)).toEqual(SLASHED.employees.map((e) => ({ id: e.id, departmentId: 'A/B #1' })));
     expect(r.data.employee).toEqual({ id: '2002', departmentId: 'A/B #1', department: { id: 'A/B #1' } });
     // department + employee in wave 1; the employees range in wave 2; employee.department is the cached read.
     expectCost(r, { pointQueries: 2, rangeQueries: 1, entitiesRead: 5, waves: 2 });

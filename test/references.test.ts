@@ -44,7 +44,10 @@ test('a reference to nothing is refused with NOT_FOUND naming the field, and not
   expect((await rawEntity(server.store, address))!.etag).toBe(before!.etag);
 
   // On create too; and a key value that cannot form the RowKey is BAD_USER_INPUT.
-  expect(firstError(await server.query(CREATE, { input: { id: 'REF3', name: 'x', headEmployeeId: '7' } }))).toMatchObject({ code: 'NOT_FOUND', extensions: { field: 'head' } });
+  expect(firstError(await server.query(CREATE, { input: { id: 'REF3', name: 'x', headEmployeeId: '7' } }))).toMatchObject({
+    code: 'NOT_FOUND',
+    extensions: { field: 'head' },
+  });
   expect(await rawEntity(server.store, { table, partitionKey: 'REF3', rowKey: 'department' })).toBeNull();
   expect(firstError(await server.query(UPDATE, { input: { id: 'REF2', headEmployeeId: 'seven' } })).code).toBe('BAD_USER_INPUT');
 
@@ -69,7 +72,10 @@ test('a reference to an existing entity is kept; once its target is deleted it r
   expect(dangling.errors).toBeUndefined();
   expect(dangling.data.department).toEqual({ name: 'Renamed', headEmployeeId: '3', head: null });
   // Clearing the reference needs no check.
-  expect((await server.query(UPDATE, { input: { id: 'REF5', headEmployeeId: null } })).data.updateDepartment.department).toEqual({ headEmployeeId: null, head: null });
+  expect((await server.query(UPDATE, { input: { id: 'REF5', headEmployeeId: null } })).data.updateDepartment.department).toEqual({
+    headEmployeeId: null,
+    head: null,
+  });
 });
 
 describe('checkOnWrite: false, and a reference across tables', () => {

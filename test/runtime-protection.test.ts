@@ -65,7 +65,10 @@ describe('RequestAdmission', () => {
     const running = await admission.admit(5, Date.now() + 30_000);
     const queued = admission.admit(5, Date.now() + 30_000); // 1 s to wait, 1 s to run: fits half of 30 s
     const t = Date.now();
-    await expect(admission.admit(5, Date.now() + 3000)).rejects.toMatchObject({ code: 'OVERLOADED', details: { reason: 'HeavyRequestsQueued', retryAfterSeconds: 2 } });
+    await expect(admission.admit(5, Date.now() + 3000)).rejects.toMatchObject({
+      code: 'OVERLOADED',
+      details: { reason: 'HeavyRequestsQueued', retryAfterSeconds: 2 },
+    });
     expect(Date.now() - t).toBeLessThan(100);
     running.release();
     (await queued).release();
@@ -148,7 +151,11 @@ describe('the server', () => {
       const first = server.query('{ department(id: "Sales") { name } }');
       const second = server.query('{ department(id: "Marketing") { name } }');
       await new Promise((r) => setTimeout(r, 200)); // both in: one call in flight, one waiting
-      const res = await fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ __typename }' }) });
+      const res = await fetch(server.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ query: '{ __typename }' }),
+      });
       expect(res.status).toBe(503);
       expect(res.headers.get('retry-after')).toBe('1');
       expect(((await res.json()) as any).errors[0].extensions.code).toBe('OVERLOADED');
@@ -165,7 +172,11 @@ describe('the server', () => {
     const server: TestServer = await startTestServer({ TABLEGRAPH_RATE_LIMIT: '3', TABLEGRAPH_JWT_SECRET: secret });
     const token = (sub: string) => new SignJWT({ sub }).setProtectedHeader({ alg: 'HS256' }).setExpirationTime('5m').sign(new TextEncoder().encode(secret));
     const ask = async (t: string) =>
-      fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${t}` }, body: JSON.stringify({ query: '{ __typename }' }) });
+      fetch(server.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${t}` },
+        body: JSON.stringify({ query: '{ __typename }' }),
+      });
     try {
       const ana = await token('ana@example.test');
       for (let i = 0; i < 3; i++) expect((await ask(ana)).status).toBe(200);

@@ -22,7 +22,18 @@ import { TableStore } from '../src/storage/table-store';
 import { QueueStore } from '../src/storage/queue-store';
 import { QueueWorker } from '../src/worker/queue-worker';
 import { planEgtBatches, writeEgtBatches } from '../src/write/egt-batches';
-import { compileHr, connectionString, ROOT, SCHEMA_DIR, startTestServer, testStore, uniquePrefix, type TestServer, testBlobs, testQueues } from './support/harness';
+import {
+  compileHr,
+  connectionString,
+  ROOT,
+  SCHEMA_DIR,
+  startTestServer,
+  testStore,
+  uniquePrefix,
+  type TestServer,
+  testBlobs,
+  testQueues,
+} from './support/harness';
 
 const silent = createLogger({ level: 'silent' });
 const baseUrl = (graphqlUrl: string) => graphqlUrl.replace(/\/graphql$/, '');
@@ -54,7 +65,13 @@ describe('/health', () => {
     const { schema, model } = compileHr(uniquePrefix());
     attachResolvers(schema, model);
     const { handler, apollo } = await createGraphqlApp({
-      schema, model, store, cursors: new CursorCodec('x'), readConcurrency: 4, log: silent, storageTarget: 'azurite',
+      schema,
+      model,
+      store,
+      cursors: new CursorCodec('x'),
+      readConcurrency: 4,
+      log: silent,
+      storageTarget: 'azurite',
     });
     const http: Server = createServer(handler);
     await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
@@ -87,16 +104,35 @@ describe('/health', () => {
 test("/health: a worker's failed receive shows as when and which code, never its text, and goes once the queue answers", async () => {
   const prefix = uniquePrefix();
   const live = testQueues();
-  const dead = new QueueStore({ connectionString: devConnectionString({ blob: 1, queue: await deadPort(), table: 1 }), retry: { maxTries: 1 }, timeoutMs: 1000 });
+  const dead = new QueueStore({
+    connectionString: devConnectionString({ blob: 1, queue: await deadPort(), table: 1 }),
+    retry: { maxTries: 1 },
+    timeoutMs: 1000,
+  });
   let outage = true;
   // The real queue service, or a port nothing answers on while the outage lasts.
   const queues = new Proxy(live, { get: (target, prop) => (prop === 'receive' && outage ? dead.receive.bind(dead) : Reflect.get(target, prop, target)) });
   const names = { queue: `${prefix}-health`, poison: `${prefix}-health-poison` };
-  const worker = new QueueWorker({ queues, queue: names.queue, poisonQueue: names.poison, idleBackoffMs: { min: 10, max: 50 }, handle: async () => ({ kind: 'done' }) });
+  const worker = new QueueWorker({
+    queues,
+    queue: names.queue,
+    poisonQueue: names.poison,
+    idleBackoffMs: { min: 10, max: 50 },
+    handle: async () => ({ kind: 'done' }),
+  });
   const { schema, model } = compileHr(prefix);
   attachResolvers(schema, model);
   const { handler, apollo } = await createGraphqlApp({
-    schema, model, store: testStore(), queues: live, queueNames: names, worker: () => worker, cursors: new CursorCodec('x'), readConcurrency: 4, log: silent, storageTarget: 'azurite',
+    schema,
+    model,
+    store: testStore(),
+    queues: live,
+    queueNames: names,
+    worker: () => worker,
+    cursors: new CursorCodec('x'),
+    readConcurrency: 4,
+    log: silent,
+    storageTarget: 'azurite',
   });
   const http: Server = createServer(handler);
   await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
@@ -135,7 +171,7 @@ describe('seeding an empty store', () => {
     marketing: department(id: "Marketing") { employees { edges { node { id firstName lastName } } } }
     sales: department(id: "Sales") { employees { edges { node { id firstName lastName } } } } }`;
 
-  test('the first start writes the guide\'s rows; a second start on the same tables neither duplicates nor overwrites', async () => {
+  test("the first start writes the guide's rows; a second start on the same tables neither duplicates nor overwrites", async () => {
     const first = await startTestServer();
     const prefix = first.config.tablePrefix;
     let firstOpen = true;
@@ -144,8 +180,12 @@ describe('seeding an empty store', () => {
       const r = await first.query(SEED_QUERY);
       expect(r.errors).toBeUndefined();
       expect(r.data).toEqual({
-        departments: { edges: [{ node: { id: 'Marketing', name: 'Marketing', employeeCount: 2 } }, { node: { id: 'Sales', name: 'Sales', employeeCount: 1 } }] },
-        marketing: { employees: { edges: [{ node: { id: '1', firstName: 'Don', lastName: 'Hall' } }, { node: { id: '2', firstName: 'Jun', lastName: 'Cao' } }] } },
+        departments: {
+          edges: [{ node: { id: 'Marketing', name: 'Marketing', employeeCount: 2 } }, { node: { id: 'Sales', name: 'Sales', employeeCount: 1 } }],
+        },
+        marketing: {
+          employees: { edges: [{ node: { id: '1', firstName: 'Don', lastName: 'Hall' } }, { node: { id: '2', firstName: 'Jun', lastName: 'Cao' } }] },
+        },
         sales: { employees: { edges: [{ node: { id: '10', firstName: 'Ken', lastName: 'Kwok' } }] } },
       });
 
@@ -201,11 +241,17 @@ describe('refusing to start', () => {
     try {
       fs.cpSync(SCHEMA_DIR, dir, { recursive: true });
       fs.writeFileSync(path.join(dir, 'zz-bad.graphql'), '# would need a scan\nextend type Query {\n  x: [Employee!]!\n}\n');
-      const config = loadConfig({ PORT: '0', AZURE_STORAGE_CONNECTION_STRING: 'UseDevelopmentStorage=true', TABLEGRAPH_SCHEMA_DIR: dir, TABLEGRAPH_TABLE_PREFIX: uniquePrefix() }, ROOT);
+      const config = loadConfig(
+        { PORT: '0', AZURE_STORAGE_CONNECTION_STRING: 'UseDevelopmentStorage=true', TABLEGRAPH_SCHEMA_DIR: dir, TABLEGRAPH_TABLE_PREFIX: uniquePrefix() },
+        ROOT,
+      );
       const store = testStore();
       const ensure = jest.spyOn(store, 'ensureTable');
       const storage = { store, queues: testQueues(), blobs: testBlobs(), connectionString: 'unused', target: 'azurite' as const, close: async () => {} };
-      const error = await startServer(config, storage, silent).then(() => undefined, (e: unknown) => e);
+      const error = await startServer(config, storage, silent).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(error).toBeInstanceOf(TablegraphError);
       const e = error as TablegraphError;
       expect(e.code).toBe(ErrorCode.SCHEMA_INVALID);
@@ -222,9 +268,29 @@ describe('friendly failures', () => {
   test('a port in use: CONFIG_INVALID naming the port and how to choose another, no stack trace', async () => {
     const first = await startTestServer({ TABLEGRAPH_WORKER: 'off' });
     try {
-      const config = loadConfig({ PORT: String(first.port), HOST: '127.0.0.1', AZURE_STORAGE_CONNECTION_STRING: 'UseDevelopmentStorage=true', TABLEGRAPH_SCHEMA_DIR: SCHEMA_DIR, TABLEGRAPH_TABLE_PREFIX: uniquePrefix(), TABLEGRAPH_WORKER: 'off' }, ROOT);
-      const storage = { store: testStore(), queues: testQueues(), blobs: testBlobs(), connectionString: connectionString(), target: 'azurite' as const, close: async () => {} };
-      const error = (await startServer(config, storage, silent).then(() => undefined, (e: unknown) => e)) as TablegraphError;
+      const config = loadConfig(
+        {
+          PORT: String(first.port),
+          HOST: '127.0.0.1',
+          AZURE_STORAGE_CONNECTION_STRING: 'UseDevelopmentStorage=true',
+          TABLEGRAPH_SCHEMA_DIR: SCHEMA_DIR,
+          TABLEGRAPH_TABLE_PREFIX: uniquePrefix(),
+          TABLEGRAPH_WORKER: 'off',
+        },
+        ROOT,
+      );
+      const storage = {
+        store: testStore(),
+        queues: testQueues(),
+        blobs: testBlobs(),
+        connectionString: connectionString(),
+        target: 'azurite' as const,
+        close: async () => {},
+      };
+      const error = (await startServer(config, storage, silent).then(
+        () => undefined,
+        (e: unknown) => e,
+      )) as TablegraphError;
       expect(error).toBeInstanceOf(TablegraphError);
       expect(error.code).toBe(ErrorCode.CONFIG_INVALID);
       expect(error.details).toMatchObject({ reason: 'PortInUse', port: first.port });
@@ -358,9 +424,18 @@ describe('HTTP hardening', () => {
 
   test('what storage said stays in the log: the client gets the code, a plain message and the request id', async () => {
     jest.spyOn(server.store, 'getEntity').mockRejectedValue(
-      new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, "getEntity on entity (PartitionKey 'Sales', RowKey 'department') in table 'tX1Directory' got no answer: connect ECONNREFUSED 10.1.2.3:10002", {
-        operation: 'getEntity', table: 'tX1Directory', partitionKey: 'Sales', rowKey: 'department', storageMessage: 'connect ECONNREFUSED 10.1.2.3:10002', reason: 'network',
-      }),
+      new TablegraphError(
+        ErrorCode.STORAGE_UNAVAILABLE,
+        "getEntity on entity (PartitionKey 'Sales', RowKey 'department') in table 'tX1Directory' got no answer: connect ECONNREFUSED 10.1.2.3:10002",
+        {
+          operation: 'getEntity',
+          table: 'tX1Directory',
+          partitionKey: 'Sales',
+          rowKey: 'department',
+          storageMessage: 'connect ECONNREFUSED 10.1.2.3:10002',
+          reason: 'network',
+        },
+      ),
     );
     const r = await server.query('{ department(id: "Sales") { name } }');
     expect(r.errors![0].extensions).toEqual({ code: 'STORAGE_UNAVAILABLE', reason: 'network', requestId: expect.any(String) });
@@ -383,7 +458,10 @@ describe('HTTP hardening', () => {
       expect(body.extensions.cost).toMatchObject({ pointQueries: 1, roundTrips: 1 });
     }
     // Another origin gets no CORS header on either door.
-    for (const res of [await post(JSON.stringify({ query }), { origin: 'https://evil.example' }), await post(gzipSync(JSON.stringify({ query })), { origin: 'https://evil.example', 'content-encoding': 'gzip' })]) {
+    for (const res of [
+      await post(JSON.stringify({ query }), { origin: 'https://evil.example' }),
+      await post(gzipSync(JSON.stringify({ query })), { origin: 'https://evil.example', 'content-encoding': 'gzip' }),
+    ]) {
       expect(res.headers.get('access-control-allow-origin')).toBeNull();
     }
     // The strict JSON of both doors: a JSON string is no request body.
@@ -417,8 +495,12 @@ describe('TABLEGRAPH_INTROSPECTION=false', () => {
       expect(typo.errors?.[0].message).not.toMatch(/Did you mean|department/);
       // Nor enum values, in a literal or in a variable, nor argument and input field names.
       const enumTypos = [
-        await server.query('mutation { createEmployee(input: { departmentId: "Sales", id: "9", email: "e@x.test", fullOrPartTime: FULL_TIM }) { employee { id } } }'),
-        await server.query('mutation($input: CreateEmployeeInput!) { createEmployee(input: $input) { employee { id } } }', { input: { departmentId: 'Sales', id: '9', email: 'e@x.test', fullOrPartTime: 'FULL_TIM' } }),
+        await server.query(
+          'mutation { createEmployee(input: { departmentId: "Sales", id: "9", email: "e@x.test", fullOrPartTime: FULL_TIM }) { employee { id } } }',
+        ),
+        await server.query('mutation($input: CreateEmployeeInput!) { createEmployee(input: $input) { employee { id } } }', {
+          input: { departmentId: 'Sales', id: '9', email: 'e@x.test', fullOrPartTime: 'FULL_TIM' },
+        }),
         await server.query('{ department(idd: "Sales") { id } }'),
       ];
       for (const r of enumTypos) {
@@ -430,7 +512,9 @@ describe('TABLEGRAPH_INTROSPECTION=false', () => {
       // With it on (the default): both answer, and the typo is explained.
       expect((await open.query('{ __schema { queryType { name } } }')).data).toEqual({ __schema: { queryType: { name: 'Query' } } });
       expect((await open.query('{ departmnt(id: "Sales") { id } }')).errors?.[0].message).toMatch(/Did you mean "department"/);
-      const openEnum = await open.query('mutation { createEmployee(input: { departmentId: "Sales", id: "9", email: "e@x.test", fullOrPartTime: FULL_TIM }) { employee { id } } }');
+      const openEnum = await open.query(
+        'mutation { createEmployee(input: { departmentId: "Sales", id: "9", email: "e@x.test", fullOrPartTime: FULL_TIM }) { employee { id } } }',
+      );
       expect(openEnum.errors?.map((e: { message: string }) => e.message).join('\n')).toMatch(/Did you mean the enum value "FULL_TIME"/);
     } finally {
       await server.close();

@@ -77,7 +77,7 @@ test('two servers on one data folder: stopping or killing one leaves the other s
   expect(azuriteState(dir)).toBeUndefined();
 });
 
-test('a server, then an import: the import attaches and its end leaves the server\'s Azurite; an import killed -9 harms nothing', async () => {
+test("a server, then an import: the import attaches and its end leaves the server's Azurite; an import killed -9 harms nothing", async () => {
   const dir = dataDir('server-then-import');
   const port = await freePort();
   const server = await startServerProcess(dir, port);
@@ -103,7 +103,7 @@ test('a server, then an import: the import attaches and its end leaves the serve
   expect(await waitUntilGone(azurite, 15_000)).toBe(true);
 });
 
-test('an import, then a server: the server attaches, seeds nothing into the import\'s store, and keeps Azurite when the import ends', async () => {
+test("an import, then a server: the server attaches, seeds nothing into the import's store, and keeps Azurite when the import ends", async () => {
   const dir = dataDir('import-then-server');
   const port = await freePort();
   const load = runCommand('import', ['--file', slice, '--concurrency', '1'], dir);

@@ -23,7 +23,10 @@ test('the store pages an unsorted range by continuation token: each entity exact
     await store.ensureTable(table);
     const rowKeys = Array.from({ length: 57 }, (_, i) => `row${String((i * 37) % 101).padStart(3, '0')}`);
     for (let i = 0; i < rowKeys.length; i += 50) {
-      await store.submitTransaction(table, rowKeys.slice(i, i + 50).map((rowKey) => ({ kind: 'upsertReplace' as const, entity: { partitionKey: 'p', rowKey, properties: {} } })));
+      await store.submitTransaction(
+        table,
+        rowKeys.slice(i, i + 50).map((rowKey) => ({ kind: 'upsertReplace' as const, entity: { partitionKey: 'p', rowKey, properties: {} } })),
+      );
     }
     const seen: string[] = [];
     let after: RangePosition | undefined;

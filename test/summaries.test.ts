@@ -1,9 +1,9 @@
 /**
- * Summary values are exact and checkable (docs/architecture.md, "Writes"; the guide's "Entity Group Transactions" keep a department's
- * payroll in the same EGT as its employees): any sequence of writes followed by their inverses returns the payroll
- * to its exact earlier value (decimal arithmetic, src/model/decimal.ts); 50 and 200 concurrent unconditional
- * creates into one department all succeed with exact totals (group commit); verify compares every summary with a
- * recount, and repair-summaries fixes a drifted one.
+ * Summary values are exact and checkable (docs/architecture.md, "Writes"; the guide's "Entity Group Transactions" keep
+ * a department's payroll in the same EGT as its employees): any sequence of writes followed by their inverses returns
+ * the payroll to its exact earlier value (decimal arithmetic, src/model/decimal.ts); 50 and 200 concurrent
+ * unconditional creates into one department all succeed with exact totals (group commit); verify compares every summary
+ * with a recount, and repair-summaries fixes a drifted one.
  */
 import fc from 'fast-check';
 import { repairSummaries, readSummaryState } from '../src/maintenance/summary-state';
@@ -61,7 +61,12 @@ test('random writes followed by their inverses return the payroll to its exact s
         } else {
           const before = (await store.getEntity({ table: directory, partitionKey: d, rowKey: `empid_${String(id).padStart(8, '0')}` }))!.properties;
           await run(world, 'updateEmployee', { departmentId: d, id: String(id), ...next });
-          const back = { salaryOrHourly: before.salaryOrHourly, annualSalary: before.annualSalary ?? null, hourlyRate: before.hourlyRate ?? null, typicalHours: before.typicalHours ?? null };
+          const back = {
+            salaryOrHourly: before.salaryOrHourly,
+            annualSalary: before.annualSalary ?? null,
+            hourlyRate: before.hourlyRate ?? null,
+            typicalHours: before.typicalHours ?? null,
+          };
           undo.push(() => run(world, 'updateEmployee', { departmentId: d, id: String(id), ...back }));
         }
       }
@@ -83,23 +88,31 @@ test('1e20 added and taken away leaves the payroll exactly as it was (a double w
   expect(await summary(d)).toEqual({ employeeCount: 1, payroll: '111444' });
 });
 
-test.each([50, 200])('%i concurrent unconditional creates into one department all succeed; count and payroll exact', async (n) => {
-  const d = await newDepartment();
-  const results = await Promise.allSettled(
-    Array.from({ length: n }, (_, i) => run(world, 'createEmployee', employeeInput(d, i + 1, { annualSalary: `${1000 + i}.01` }))),
-  );
-  expect(results.filter((r) => r.status === 'rejected')).toEqual([]);
-  // Σ (1000 + i + 0.01) for i < n, in cents.
-  const cents = BigInt(n) * 100_001n + BigInt((n * (n - 1)) / 2) * 100n;
-  expect(await summary(d)).toEqual({ employeeCount: n, payroll: `${cents / 100n}.${String(cents % 100n).padStart(2, '0')}`.replace(/\.?0+$/, '') });
-}, 120_000);
+test.each([50, 200])(
+  '%i concurrent unconditional creates into one department all succeed; count and payroll exact',
+  async (n) => {
+    const d = await newDepartment();
+    const results = await Promise.allSettled(
+      Array.from({ length: n }, (_, i) => run(world, 'createEmployee', employeeInput(d, i + 1, { annualSalary: `${1000 + i}.01` }))),
+    );
+    expect(results.filter((r) => r.status === 'rejected')).toEqual([]);
+    // Σ (1000 + i + 0.01) for i < n, in cents.
+    const cents = BigInt(n) * 100_001n + BigInt((n * (n - 1)) / 2) * 100n;
+    expect(await summary(d)).toEqual({ employeeCount: n, payroll: `${cents / 100n}.${String(cents % 100n).padStart(2, '0')}`.replace(/\.?0+$/, '') });
+  },
+  120_000,
+);
 
 test('verify finds a drifted summary; repair-summaries recounts and fixes it, and verify is clean again', async () => {
   const d = await newDepartment();
   await run(world, 'createEmployee', employeeInput(d, 1, { annualSalary: '1000.5' }));
   await run(world, 'createEmployee', employeeInput(d, 2, { salaryOrHourly: 'HOURLY', annualSalary: null, hourlyRate: '20.25', typicalHours: 10 }));
   // Drift, as an older version's doubles or a hand edit would leave it.
-  await store.updateEntity(directory, { partitionKey: d, rowKey: 'department', properties: { payroll: { type: 'String', value: '11530.5000001' }, employeeCount: { type: 'Int32', value: 7 } } }, 'merge');
+  await store.updateEntity(
+    directory,
+    { partitionKey: d, rowKey: 'department', properties: { payroll: { type: 'String', value: '11530.5000001' }, employeeCount: { type: 'Int32', value: 7 } } },
+    'merge',
+  );
   const report = await verifyDerived({ store, model, types: ['Department'] });
   expect(report.ok).toBe(false);
   const drifted = Object.fromEntries(report.summaries.map((s) => [s.summary, s.different.filter((x) => x.partitionKey === d)]));
@@ -107,7 +120,9 @@ test('verify finds a drifted summary; repair-summaries recounts and fixes it, an
   expect(drifted['Department.employeeCount']).toEqual([expect.objectContaining({ stored: '7', expected: '2' })]);
   // The totals line names the summaries that fail (beside the index this world's worker never ran for), and the
   // command that repairs them.
-  expect(formatVerifyReport(report)).toMatch(/^verify: \d+ problems in .*2 of 2 summaries \(Department\.employeeCount, Department\.payroll\) .*; repair with .*repair-summaries$/m);
+  expect(formatVerifyReport(report)).toMatch(
+    /^verify: \d+ problems in .*2 of 2 summaries \(Department\.employeeCount, Department\.payroll\) .*; repair with .*repair-summaries$/m,
+  );
 
   const repaired = await repairSummaries({ store, model });
   expect(repaired.repaired.filter((a) => a.partitionKey === d)).toHaveLength(1);

@@ -258,9 +258,7 @@ describe('entity-group transactions', () => {
   it('a delete inside a batch honours If-Match (stale → CONFLICT, current → deleted)', async () => {
     const stale = await store.upsertEntity(T, entity('egt4', 'd', { n: int(1) }), 'replace');
     const current = await store.upsertEntity(T, entity('egt4', 'd', { n: int(2) }), 'replace');
-    const e = await rejection(
-      store.submitTransaction(T, [{ kind: 'delete', partitionKey: 'egt4', rowKey: 'd', ifMatch: stale }]),
-    );
+    const e = await rejection(store.submitTransaction(T, [{ kind: 'delete', partitionKey: 'egt4', rowKey: 'd', ifMatch: stale }]));
     expect(e.details).toMatchObject({ reason: 'ETagMismatch', operationIndex: 0 });
     expect(await store.getEntity({ table: T, partitionKey: 'egt4', rowKey: 'd' })).not.toBeNull();
     await store.submitTransaction(T, [{ kind: 'delete', partitionKey: 'egt4', rowKey: 'd', ifMatch: current }]);

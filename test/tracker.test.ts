@@ -30,7 +30,10 @@ const MANIFEST = path.join(FIXTURES, 'manifest.json');
 // The fixtures, read here with nothing of tablegraph's.
 type Row = Record<string, string>;
 const csv = (file: string): Row[] => parse(readFileSync(path.join(FIXTURES, file), 'utf8'), { columns: true }) as Row[];
-const ndjsonLines = (file: string) => readFileSync(path.join(FIXTURES, file), 'utf8').split('\n').filter((l) => l !== '');
+const ndjsonLines = (file: string) =>
+  readFileSync(path.join(FIXTURES, file), 'utf8')
+    .split('\n')
+    .filter((l) => l !== '');
 const users = ndjsonLines('users.ndjson').map((l) => JSON.parse(l) as Row);
 const projects = csv('projects.csv');
 const issueRows = csv('issues.csv');
@@ -89,25 +92,44 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => {
   await server?.close();
-  console.log(`tracker query costs (round trips):\n${costs.filter(([n], i) => costs.findIndex(([m]) => m === n) === i).map(([n, c]) => `  ${n}: ${c}`).join('\n')}`);
+  console.log(
+    `tracker query costs (round trips):\n${costs
+      .filter(([n], i) => costs.findIndex(([m]) => m === n) === i)
+      .map(([n, c]) => `  ${n}: ${c}`)
+      .join('\n')}`,
+  );
 });
 
 describe('npm run load', () => {
   test('loads the manifest; bad rows are reported with their lines and skipped', async () => {
-    const { stdout, stderr: rawStderr } = await promisify(execFile)(process.execPath, [path.join(ROOT, 'node_modules/tsx/dist/cli.mjs'), 'src/cli/load.ts', '--manifest', MANIFEST], {
-      cwd: ROOT,
-      env: {
-        ...process.env,
-        AZURE_STORAGE_CONNECTION_STRING: connectionString(),
-        TABLEGRAPH_TARGET: 'azurite',
-        TABLEGRAPH_SCHEMA_DIR: SCHEMA,
-        TABLEGRAPH_TABLE_PREFIX: server.config.tablePrefix,
-        LOG_LEVEL: 'info',
+    const { stdout, stderr: rawStderr } = await promisify(execFile)(
+      process.execPath,
+      [path.join(ROOT, 'node_modules/tsx/dist/cli.mjs'), 'src/cli/load.ts', '--manifest', MANIFEST],
+      {
+        cwd: ROOT,
+        env: {
+          ...process.env,
+          AZURE_STORAGE_CONNECTION_STRING: connectionString(),
+          TABLEGRAPH_TARGET: 'azurite',
+          TABLEGRAPH_SCHEMA_DIR: SCHEMA,
+          TABLEGRAPH_TABLE_PREFIX: server.config.tablePrefix,
+          LOG_LEVEL: 'info',
+        },
       },
-    });
+    );
     const line = (title: string) => issueRows.findIndex((r) => r.title === title) + 2;
     // The log lines on stderr are JSON (not a terminal): their messages.
-    const stderr = rawStderr.split('\n').filter(Boolean).map((l) => { try { return (JSON.parse(l) as { msg: string }).msg; } catch { return l; } }).join('\n');
+    const stderr = rawStderr
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => {
+        try {
+          return (JSON.parse(l) as { msg: string }).msg;
+        } catch {
+          return l;
+        }
+      })
+      .join('\n');
     expect(stdout).toContain(`User             rows ${users.length}, loaded ${users.length}`);
     expect(stdout).toContain(`Project          rows ${projects.length}, loaded ${projects.length}`);
     expect(stdout).toContain(`Issue            rows ${issueRows.length}, loaded ${issues.length} (0 unchanged), kept 0, skipped 4`);
@@ -142,18 +164,35 @@ describe('npm run load', () => {
     const report = await verifyDerived({ store: server.store, model });
     expect(report.problems).toBe(0);
     expect(report.summaries.map((s) => [s.summary, s.different.length, s.contributions.length])).toEqual([
-      ['Project.issueCount', 0, 0], ['Project.estimateTotal', 0, 0], ['User.reportedCount', 0, 0], ['User.reportedEstimate', 0, 0], ['User.assignedCount', 0, 0], ['Issue.commentCount', 0, 0],
+      ['Project.issueCount', 0, 0],
+      ['Project.estimateTotal', 0, 0],
+      ['User.reportedCount', 0, 0],
+      ['User.reportedEstimate', 0, 0],
+      ['User.assignedCount', 0, 0],
+      ['Issue.commentCount', 0, 0],
     ]);
   }, 120_000);
 });
 
 describe('every access path against the fixtures', () => {
   test('projects, their summaries, lead (an optional reference across tables) and SAS', async () => {
-    const keys = (await allPages('Query.projects', 'query($first: Int, $after: String) { projects(first: $first, after: $after) { edges { node { key } } pageInfo { hasNextPage endCursor } } }', {}, (d) => d.projects, 2)).map((n) => n.key);
+    const keys = (
+      await allPages(
+        'Query.projects',
+        'query($first: Int, $after: String) { projects(first: $first, after: $after) { edges { node { key } } pageInfo { hasNextPage endCursor } } }',
+        {},
+        (d) => d.projects,
+        2,
+      )
+    ).map((n) => n.key);
     expect(keys).toEqual(projects.map((p) => p.key).sort());
     for (const p of projects) {
       const mine = issues.filter((i) => i.projectKey === p.key);
-      const d = await ok('Query.project + lead + summaries', 'query($key: ID!) { project(key: $key) { name leadId lead { name } issueCount estimateTotal boardSas } }', { key: p.key });
+      const d = await ok(
+        'Query.project + lead + summaries',
+        'query($key: ID!) { project(key: $key) { name leadId lead { name } issueCount estimateTotal boardSas } }',
+        { key: p.key },
+      );
       expect(d.project).toMatchObject({
         name: p.name,
         leadId: p.leadId || null,
@@ -168,10 +207,20 @@ describe('every access path against the fixtures', () => {
   test("a project's issues, all and by state, in number order", async () => {
     for (const p of projects) {
       const mine = issues.filter((i) => i.projectKey === p.key).sort(byNumber);
-      const all = await allPages('Project.issues', 'query($key: ID!, $first: Int, $after: String) { project(key: $key) { issues(first: $first, after: $after) { edges { node { number title } } pageInfo { hasNextPage endCursor } } } }', { key: p.key }, (d) => d.project.issues);
+      const all = await allPages(
+        'Project.issues',
+        'query($key: ID!, $first: Int, $after: String) { project(key: $key) { issues(first: $first, after: $after) { edges { node { number title } } pageInfo { hasNextPage endCursor } } } }',
+        { key: p.key },
+        (d) => d.project.issues,
+      );
       expect(all).toEqual(mine.map((i) => ({ number: i.number, title: i.title })));
       for (const state of ['OPEN', 'CLOSED']) {
-        const some = await allPages('Project.issuesByState', 'query($key: ID!, $state: IssueState!, $first: Int, $after: String) { project(key: $key) { issuesByState(state: $state, first: $first, after: $after) { edges { node { number state priority } } pageInfo { hasNextPage endCursor } } } }', { key: p.key, state }, (d) => d.project.issuesByState);
+        const some = await allPages(
+          'Project.issuesByState',
+          'query($key: ID!, $state: IssueState!, $first: Int, $after: String) { project(key: $key) { issuesByState(state: $state, first: $first, after: $after) { edges { node { number state priority } } pageInfo { hasNextPage endCursor } } } }',
+          { key: p.key, state },
+          (d) => d.project.issuesByState,
+        );
         expect(some).toEqual(mine.filter((i) => i.state === state).map((i) => ({ number: i.number, state, priority: i.priority || null })));
       }
     }
@@ -179,7 +228,11 @@ describe('every access path against the fixtures', () => {
 
   test('each issue by its keys, with its references and typed fields', async () => {
     for (const i of issues) {
-      const d = await ok('Query.issue + project, assignee, reporter', 'query($k: ID!, $n: ID!) { issue(projectKey: $k, number: $n) { title state priority estimateHours openedAt views assignee { id } reporter { name } project { key } commentCount } }', { k: i.projectKey, n: i.number });
+      const d = await ok(
+        'Query.issue + project, assignee, reporter',
+        'query($k: ID!, $n: ID!) { issue(projectKey: $k, number: $n) { title state priority estimateHours openedAt views assignee { id } reporter { name } project { key } commentCount } }',
+        { k: i.projectKey, n: i.number },
+      );
       expect(d.issue).toEqual({
         title: i.title,
         state: i.state,
@@ -198,14 +251,21 @@ describe('every access path against the fixtures', () => {
   test('users by id and by e-mail (a unique index), and the issues assigned to each across projects', async () => {
     for (const u of users) {
       const reported = issues.filter((i) => i.reporterId === u.id);
-      expect((await ok('Query.user + eventual summaries', 'query($id: ID!) { user(id: $id) { email name reportedCount reportedEstimate } }', { id: u.id })).user).toEqual({
+      expect(
+        (await ok('Query.user + eventual summaries', 'query($id: ID!) { user(id: $id) { email name reportedCount reportedEstimate } }', { id: u.id })).user,
+      ).toEqual({
         email: u.email,
         name: u.name,
         reportedCount: reported.length,
         reportedEstimate: reported.reduce((sum, i) => sum.plus(i.estimateHours || 0), new Decimal(0)).toString(),
       });
       expect((await ok('Query.userByEmail', 'query($e: String!) { userByEmail(email: $e) { id } }', { e: u.email })).userByEmail).toEqual({ id: u.id });
-      const assigned = await allPages('User.assigned', 'query($id: ID!, $first: Int, $after: String) { user(id: $id) { assigned(first: $first, after: $after) { edges { node { projectKey number state } } pageInfo { hasNextPage endCursor } } } }', { id: u.id }, (d) => d.user.assigned);
+      const assigned = await allPages(
+        'User.assigned',
+        'query($id: ID!, $first: Int, $after: String) { user(id: $id) { assigned(first: $first, after: $after) { edges { node { projectKey number state } } pageInfo { hasNextPage endCursor } } } }',
+        { id: u.id },
+        (d) => d.user.assigned,
+      );
       const expected = issues
         .filter((i) => i.assigneeId === u.id)
         .sort((a, b) => (a.projectKey === b.projectKey ? byNumber(a, b) : a.projectKey < b.projectKey ? -1 : 1))
@@ -221,26 +281,58 @@ describe('every access path against the fixtures', () => {
     expect(withComments.length).toBeGreaterThan(5);
     for (const i of withComments) {
       const mine = comments.filter((c) => c.projectKey === i.projectKey && c.issueNumber === i.number).sort(newestFirst);
-      const all = await allPages('Issue.comments + author, issue', 'query($k: ID!, $n: ID!, $first: Int, $after: String) { issue(projectKey: $k, number: $n) { comments(first: $first, after: $after) { edges { node { at body author { id } issue { number } } } pageInfo { hasNextPage endCursor } } } }', { k: i.projectKey, n: i.number }, (d) => d.issue.comments, 2);
+      const all = await allPages(
+        'Issue.comments + author, issue',
+        'query($k: ID!, $n: ID!, $first: Int, $after: String) { issue(projectKey: $k, number: $n) { comments(first: $first, after: $after) { edges { node { at body author { id } issue { number } } } pageInfo { hasNextPage endCursor } } } }',
+        { k: i.projectKey, n: i.number },
+        (d) => d.issue.comments,
+        2,
+      );
       expect(all).toEqual(mine.map((c) => ({ at: new Date(c.at).toISOString(), body: c.body, author: { id: c.authorId }, issue: { number: i.number } })));
       if (mine.length < 3) continue;
       // Both ends in: from the second oldest to the newest.
       const from = mine[mine.length - 2].at;
       const to = mine[0].at;
-      const window = await allPages('Query.commentsBetween', 'query($k: ID!, $n: ID!, $from: DateTime!, $to: DateTime!, $first: Int, $after: String) { commentsBetween(projectKey: $k, issueNumber: $n, from: $from, to: $to, first: $first, after: $after) { edges { node { at } } pageInfo { hasNextPage endCursor } } }', { k: i.projectKey, n: i.number, from, to }, (d) => d.commentsBetween, 2);
-      expect(window.map((c) => c.at)).toEqual(mine.filter((c) => Date.parse(c.at) >= Date.parse(from) && Date.parse(c.at) <= Date.parse(to)).map((c) => new Date(c.at).toISOString()));
+      const window = await allPages(
+        'Query.commentsBetween',
+        'query($k: ID!, $n: ID!, $from: DateTime!, $to: DateTime!, $first: Int, $after: String) { commentsBetween(projectKey: $k, issueNumber: $n, from: $from, to: $to, first: $first, after: $after) { edges { node { at } } pageInfo { hasNextPage endCursor } } }',
+        { k: i.projectKey, n: i.number, from, to },
+        (d) => d.commentsBetween,
+        2,
+      );
+      expect(window.map((c) => c.at)).toEqual(
+        mine.filter((c) => Date.parse(c.at) >= Date.parse(from) && Date.parse(c.at) <= Date.parse(to)).map((c) => new Date(c.at).toISOString()),
+      );
     }
   });
 
-  test('many-to-many: an issue\'s labels and a label\'s issues, through the join entities, in one range and one wave', async () => {
+  test("many-to-many: an issue's labels and a label's issues, through the join entities, in one range and one wave", async () => {
     for (const i of issues) {
-      const expected = issueLabels.filter((r) => r.projectKey === i.projectKey && r.issueNumber === i.number).sort((a, b) => (a.labelId < b.labelId ? -1 : 1)).map(labelName); // in RowKey order: by label id
-      const mine = await allPages('Issue.labels (through IssueLabel)', 'query($k: ID!, $n: ID!, $first: Int, $after: String) { issue(projectKey: $k, number: $n) { labels(first: $first, after: $after) { edges { node { name color } } pageInfo { hasNextPage endCursor } } } }', { k: i.projectKey, n: i.number }, (d) => d.issue.labels, 1);
+      const expected = issueLabels
+        .filter((r) => r.projectKey === i.projectKey && r.issueNumber === i.number)
+        .sort((a, b) => (a.labelId < b.labelId ? -1 : 1))
+        .map(labelName); // in RowKey order: by label id
+      const mine = await allPages(
+        'Issue.labels (through IssueLabel)',
+        'query($k: ID!, $n: ID!, $first: Int, $after: String) { issue(projectKey: $k, number: $n) { labels(first: $first, after: $after) { edges { node { name color } } pageInfo { hasNextPage endCursor } } } }',
+        { k: i.projectKey, n: i.number },
+        (d) => d.issue.labels,
+        1,
+      );
       expect(mine).toEqual(expected.map((name) => ({ name, color: labels.find((l) => l.projectKey === i.projectKey && l.name === name)!.color || null })));
     }
     for (const l of labels) {
-      const expected = issueLabels.filter((r) => r.projectKey === l.projectKey && r.labelId === l.id).map((r) => r.issueNumber).sort((a, b) => Number(a) - Number(b));
-      const mine = await allPages('Label.issues (through the byLabel index)', 'query($k: ID!, $n: String!, $first: Int, $after: String) { label(projectKey: $k, name: $n) { issues(first: $first, after: $after) { edges { node { number title } } pageInfo { hasNextPage endCursor } } } }', { k: l.projectKey, n: l.name }, (d) => d.label.issues, 3);
+      const expected = issueLabels
+        .filter((r) => r.projectKey === l.projectKey && r.labelId === l.id)
+        .map((r) => r.issueNumber)
+        .sort((a, b) => Number(a) - Number(b));
+      const mine = await allPages(
+        'Label.issues (through the byLabel index)',
+        'query($k: ID!, $n: String!, $first: Int, $after: String) { label(projectKey: $k, name: $n) { issues(first: $first, after: $after) { edges { node { number title } } pageInfo { hasNextPage endCursor } } } }',
+        { k: l.projectKey, n: l.name },
+        (d) => d.label.issues,
+        3,
+      );
       expect(mine).toEqual(expected.map((n) => ({ number: n, title: issues.find((i) => i.projectKey === l.projectKey && i.number === n)!.title })));
     }
     // The join entities hold the label's id and a copy of its color: a page of { id color } needs no second wave;
@@ -248,17 +340,29 @@ describe('every access path against the fixtures', () => {
     // and so is its ETag.
     const i = issues.find((x) => issueLabels.filter((r) => r.projectKey === x.projectKey && r.issueNumber === x.number).length >= 2)!;
     const n = issueLabels.filter((r) => r.projectKey === i.projectKey && r.issueNumber === i.number).length;
-    const covered = await server.query('query($k: ID!, $n: ID!) { issue(projectKey: $k, number: $n) { labels(first: 5) { edges { node { id color } } } } }', { k: i.projectKey, n: i.number });
+    const covered = await server.query('query($k: ID!, $n: ID!) { issue(projectKey: $k, number: $n) { labels(first: 5) { edges { node { id color } } } } }', {
+      k: i.projectKey,
+      n: i.number,
+    });
     expect(covered.extensions.cost).toMatchObject({ pointQueries: 1, rangeQueries: 1, waves: 2 });
     expect(covered.extensions.consistency.indexes).toContain('IssueLabel.label');
-    const named = await server.query('query($k: ID!, $n: ID!) { issue(projectKey: $k, number: $n) { labels(first: 5) { edges { node { name color } } } } }', { k: i.projectKey, n: i.number });
+    const named = await server.query('query($k: ID!, $n: ID!) { issue(projectKey: $k, number: $n) { labels(first: 5) { edges { node { name color } } } } }', {
+      k: i.projectKey,
+      n: i.number,
+    });
     expect(named.extensions.cost).toMatchObject({ pointQueries: 1 + 2 * n, rangeQueries: 1, waves: 4 });
-    const withEtag = await server.query('query($k: ID!, $n: ID!) { issue(projectKey: $k, number: $n) { labels(first: 5) { edges { node { name etag } } } } }', { k: i.projectKey, n: i.number });
+    const withEtag = await server.query('query($k: ID!, $n: ID!) { issue(projectKey: $k, number: $n) { labels(first: 5) { edges { node { name etag } } } } }', {
+      k: i.projectKey,
+      n: i.number,
+    });
     expect(withEtag.data.issue.labels.edges.every((e: any) => typeof e.node.etag === 'string' && e.node.etag.length > 0)).toBe(true);
     expect(withEtag.extensions.cost.pointQueries).toBeGreaterThan(1);
     // One range query, then one wave of point queries for the page's nodes.
     const label = labels.find((l) => issueLabels.filter((r) => r.projectKey === l.projectKey && r.labelId === l.id).length >= 3)!;
-    const r = await server.query('query($k: ID!, $n: String!) { label(projectKey: $k, name: $n) { issues(first: 3) { edges { node { title } } } } }', { k: label.projectKey, n: label.name });
+    const r = await server.query('query($k: ID!, $n: String!) { label(projectKey: $k, name: $n) { issues(first: 3) { edges { node { title } } } } }', {
+      k: label.projectKey,
+      n: label.name,
+    });
     expect(r.extensions.cost).toMatchObject({ pointQueries: 1 + 3, rangeQueries: 1, waves: 3 });
     expect(r.extensions.cost.estimate.storageCalls).toBeGreaterThanOrEqual(r.extensions.cost.pointQueries + r.extensions.cost.rangeQueries);
   });
@@ -279,9 +383,22 @@ describe('mutations on the loaded data', () => {
   test('a new issue updates its project in the same EGT and reaches its assignee through the queue', async () => {
     const core = issues.filter((i) => i.projectKey === 'CORE');
     const before = core.reduce((sum, i) => sum.plus(i.estimateHours || 0), new Decimal(0));
-    const input = { projectKey: 'CORE', number: '500', title: 'Written through the API', state: 'OPEN', openedAt: '2026-11-22T10:00:00.000Z', estimateHours: '0.1', assigneeId: 'ken', reporterId: 'ada' };
+    const input = {
+      projectKey: 'CORE',
+      number: '500',
+      title: 'Written through the API',
+      state: 'OPEN',
+      openedAt: '2026-11-22T10:00:00.000Z',
+      estimateHours: '0.1',
+      assigneeId: 'ken',
+      reporterId: 'ada',
+    };
     const d = await ok('Mutation.createIssue', CREATE, { input });
-    expect(d.createIssue.issue).toEqual({ number: '500', assignee: { id: 'ken' }, project: { issueCount: core.length + 1, estimateTotal: before.plus('0.1').toString() } });
+    expect(d.createIssue.issue).toEqual({
+      number: '500',
+      assignee: { id: 'ken' },
+      project: { issueCount: core.length + 1, estimateTotal: before.plus('0.1').toString() },
+    });
     await pollUntil('the assignee index', async () => {
       const r = await server.query('{ user(id: "ken") { assigned(first: 100) { edges { node { number } } } } }');
       return r.data.user.assigned.edges.some((e: any) => e.node.number === '500') || undefined;
@@ -291,8 +408,14 @@ describe('mutations on the loaded data', () => {
     expect(firstError(refused)).toMatchObject({ code: 'NOT_FOUND', extensions: { reason: 'ReferenceMissing', field: 'assignee' } });
     // An issue with comments is a summary holder whose count is not 0: it cannot be deleted.
     const busy = comments[0];
-    const del = await server.query('mutation($input: DeleteIssueInput!) { deleteIssue(input: $input) { issue { number } } }', { input: { projectKey: busy.projectKey, number: busy.issueNumber } });
+    const del = await server.query('mutation($input: DeleteIssueInput!) { deleteIssue(input: $input) { issue { number } } }', {
+      input: { projectKey: busy.projectKey, number: busy.issueNumber },
+    });
     expect(firstError(del)).toMatchObject({ code: 'CONFLICT', extensions: { reason: 'HasDependents' } });
-    await pollUntil('the fan-out queue to drain', async () => ((await verifyDerived({ store: server.store, model })).problems === 0 ? true : undefined), 30_000);
+    await pollUntil(
+      'the fan-out queue to drain',
+      async () => ((await verifyDerived({ store: server.store, model })).problems === 0 ? true : undefined),
+      30_000,
+    );
   }, 60_000);
 });

@@ -1,14 +1,23 @@
 /**
- * The unique e-mail index (docs/architecture.md, "Unique values"): a unique inter-partition key is reserved with a conditional insert
- * before the entity's EGT, so two employees never own one address; the worker frees an address an employee
- * gave up, and a reservation whose EGT failed is released — by the executor, or by the worker after the settle
+ * The unique e-mail index (docs/architecture.md, "Unique values"): a unique inter-partition key is reserved with a
+ * conditional insert before the entity's EGT, so two employees never own one address; the worker frees an address an
+ * employee gave up, and a reservation whose EGT failed is released — by the executor, or by the worker after the settle
  * time ("Inter-partition secondary index pattern", "Eventually consistent transactions pattern").
  */
 import type { Model } from '../src/model/types';
 import type { EntityAddress, TransactionOperation } from '../src/storage/types';
 import { compileHr, startTestServer, testQueues, type TestServer } from './support/harness';
 import {
-  CREATE_DEPARTMENT, CREATE_EMPLOYEE, drainFanout, emailAddress, employeeInput, firstError, pollUntil, rawEntity, tableSnapshot, UPDATE_EMPLOYEE,
+  CREATE_DEPARTMENT,
+  CREATE_EMPLOYEE,
+  drainFanout,
+  emailAddress,
+  employeeInput,
+  firstError,
+  pollUntil,
+  rawEntity,
+  tableSnapshot,
+  UPDATE_EMPLOYEE,
 } from './support/write-fixtures';
 
 let server: TestServer;
@@ -70,7 +79,7 @@ test('8 concurrent creates with one e-mail in 8 departments: exactly one wins, n
   }
 });
 
-test("an e-mail another employee holds is refused; a free one is taken, and the old one is freed by reconciliation", async () => {
+test('an e-mail another employee holds is refused; a free one is taken, and the old one is freed by reconciliation', async () => {
   const d = await department();
   const [a, b] = [`a${seq}@example.test`, `b${seq}@example.test`];
   await create(employeeInput(d, 1, { email: a }));
@@ -79,7 +88,11 @@ test("an e-mail another employee holds is refused; a free one is taken, and the 
   expect(firstError(taken)).toMatchObject({ code: 'CONFLICT', extensions: { reason: 'UniqueKeyTaken' } });
   // Refused on a read of the reservation: nothing written, no fan-out message.
   expect(taken.extensions.cost.writes).toBe(0);
-  expect((await drainFanout({ queues: testQueues(), store: server.store, model, tablePrefix: server.config.tablePrefix })).filter((h) => h.message.primary.rowKey === 'empid_00000001' && h.message.candidates.some((c) => c.rowKey === b))).toEqual([]);
+  expect(
+    (await drainFanout({ queues: testQueues(), store: server.store, model, tablePrefix: server.config.tablePrefix })).filter(
+      (h) => h.message.primary.rowKey === 'empid_00000001' && h.message.candidates.some((c) => c.rowKey === b),
+    ),
+  ).toEqual([]);
   expect((await rawEntity(server.store, reservation(server, b)))?.properties).toMatchObject({ departmentId: d, id: '2' });
 
   const moved = `a${seq}.moved@example.test`;

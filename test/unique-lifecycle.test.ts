@@ -1,10 +1,10 @@
 /**
- * One e-mail, one owner, across lives of one key (docs/architecture.md, "Unique values"; the guide's "Eventually consistent transactions
- * pattern" with a unique "Inter-partition secondary index pattern"). The loop that once gave an address two owners:
- * create RC/1 with E; create RC/2 with E (must fail UniqueKeyTaken); delete RC/1 — a thousand times, while the
- * fan-out messages pile up undelivered (a worker stopped, a backlog), then are delivered late — past their settle
- * time, shuffled, several at once — while the loop goes on. Write ids are never reused, so a late message of an
- * earlier life of RC/1 can never take the live reservation for its own; every cycle's refusal is checked, and at
+ * One e-mail, one owner, across lives of one key (docs/architecture.md, "Unique values"; the guide's "Eventually
+ * consistent transactions pattern" with a unique "Inter-partition secondary index pattern"). The loop that once gave an
+ * address two owners: create RC/1 with E; create RC/2 with E (must fail UniqueKeyTaken); delete RC/1 — a thousand
+ * times, while the fan-out messages pile up undelivered (a worker stopped, a backlog), then are delivered late — past
+ * their settle time, shuffled, several at once — while the loop goes on. Write ids are never reused, so a late message
+ * of an earlier life of RC/1 can never take the live reservation for its own; every cycle's refusal is checked, and at
  * the end every index entity equals what its employee derives and no address is owned twice.
  */
 import { ErrorCode, isTablegraphError } from '../src/errors';
@@ -80,7 +80,9 @@ test(`create / duplicate / delete of one e-mail, ${CYCLES} cycles, late and shuf
   // Once more, every message late: whatever order the backlog came in, the end state is derived from the truth.
   for (const m of rng.shuffle(sender.messages)) await reconcile(m, { model, store, settleMs: SETTLE_MS, holdMs: 0, now: () => Date.now() + SETTLE_MS + 1 });
 
-  console.log(`unique lifecycle seed ${SEED}: ${CYCLES} cycles, ${sender.messages.length} messages, ${deliveries} late deliveries (${failed} failed and came back)`);
+  console.log(
+    `unique lifecycle seed ${SEED}: ${CYCLES} cycles, ${sender.messages.length} messages, ${deliveries} late deliveries (${failed} failed and came back)`,
+  );
   expect(refused).toBe(CYCLES);
   expect(deliveries).toBeGreaterThanOrEqual(sender.messages.length);
   // One message per committed write: a create and a delete per cycle (the refused creates sent none; an attempt

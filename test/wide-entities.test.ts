@@ -31,7 +31,10 @@ const record = (s: TestServer, employeeId: string, year: number, at: number, by:
 const rowKey = (employeeId: string, year: number) => `dailymessages_${employeeId.padStart(8, '0')}_${year}`;
 const part = (employeeId: string, year: number, n: 1 | 2) =>
   server.store.getEntity({ table: directory, partitionKey: 'Sales', rowKey: n === 1 ? rowKey(employeeId, year) : `${rowKey(employeeId, year)}_part2` });
-const dailyOf = (properties: Record<string, unknown>) => Object.keys(properties).filter((p) => p.startsWith('daily')).sort();
+const dailyOf = (properties: Record<string, unknown>) =>
+  Object.keys(properties)
+    .filter((p) => p.startsWith('daily'))
+    .sort();
 
 /** The EGTs a server sends while `run` runs: each one's operations, by kind and RowKey. */
 async function egtsDuring(s: TestServer, run: () => Promise<unknown>): Promise<Array<Array<{ kind: string; rowKey: string; ifMatch: boolean }>>> {
@@ -39,7 +42,13 @@ async function egtsDuring(s: TestServer, run: () => Promise<unknown>): Promise<A
   const submit = s.store.submitTransaction.bind(s.store);
   const spy = jest.spyOn(s.store, 'submitTransaction').mockImplementation(async (table, operations, options) => {
     if (table === directory) {
-      sent.push(operations.map((op) => ({ kind: op.kind === 'update' ? `${op.mode}` : op.kind, rowKey: op.kind === 'delete' ? op.rowKey : op.entity.rowKey, ifMatch: 'ifMatch' in op && op.ifMatch !== undefined })));
+      sent.push(
+        operations.map((op) => ({
+          kind: op.kind === 'update' ? `${op.mode}` : op.kind,
+          rowKey: op.kind === 'delete' ? op.rowKey : op.entity.rowKey,
+          ifMatch: 'ifMatch' in op && op.ifMatch !== undefined,
+        })),
+      );
     }
     return submit(table, operations, options);
   });
@@ -60,15 +69,19 @@ test('the compiler spreads 366 counts over two entities: the keys in each, 246 c
 });
 
 test('load refuses a wide type with BAD_USER_INPUT (it writes one entity per row)', () => {
-  expect(() => checkStepOrder(compileHr('').model, ['DailyMessages'])).toThrow(expect.objectContaining({ code: ErrorCode.BAD_USER_INPUT, message: expect.stringMatching(/wide entity/) }));
+  expect(() => checkStepOrder(compileHr('').model, ['DailyMessages'])).toThrow(
+    expect.objectContaining({ code: ErrorCode.BAD_USER_INPUT, message: expect.stringMatching(/wide entity/) }),
+  );
 });
 
 test('two entities as the guide draws them: created together in one EGT, a later day merged alone into the entity holding it', async () => {
   const first = await egtsDuring(server, () => record(server, '10', 2026, 0, 5));
-  expect(first).toEqual([[
-    { kind: 'create', rowKey: rowKey('10', 2026), ifMatch: false },
-    { kind: 'create', rowKey: `${rowKey('10', 2026)}_part2`, ifMatch: false },
-  ]]);
+  expect(first).toEqual([
+    [
+      { kind: 'create', rowKey: rowKey('10', 2026), ifMatch: false },
+      { kind: 'create', rowKey: `${rowKey('10', 2026)}_part2`, ifMatch: false },
+    ],
+  ]);
   const [one, two] = [await part('10', 2026, 1), await part('10', 2026, 2)];
   expect(one?.properties).toMatchObject({ EntityType: 'DailyMessages', departmentId: 'Sales', employeeId: '10', year: 2026, daily000: 5 });
   expect(two?.properties).toMatchObject({ EntityType: 'DailyMessages', departmentId: 'Sales', employeeId: '10', year: 2026 });
@@ -103,7 +116,14 @@ test('read as one value: two point queries in one wave, 366 counts, the ETag of 
   const [one, two] = [await part('10', 2026, 1), await part('10', 2026, 2)];
   expect(r.data.employee.dailyMessages.etag).toBe(`${one!.etag} ${two!.etag}`);
   // The employee (1 point query), then its year's two entities side by side.
-  expect(r.extensions.cost).toMatchObject({ pointQueries: 3, rangeQueries: 0, roundTrips: 3, entitiesRead: 3, waves: 2, estimate: { storageCalls: 3, entitiesRead: 3 } });
+  expect(r.extensions.cost).toMatchObject({
+    pointQueries: 3,
+    rangeQueries: 0,
+    roundTrips: 3,
+    entitiesRead: 3,
+    waves: 2,
+    estimate: { storageCalls: 3, entitiesRead: 3 },
+  });
   console.log(`wide entity: Employee.dailyMessages(year) costs ${JSON.stringify(r.extensions.cost)}`);
 
   const none = await server.query(YEAR, { d: 'Sales', id: '10', year: 2025 });
@@ -123,7 +143,11 @@ test('bad input is refused with a code before anything is written', async () => 
     const r = await server.query(RECORD, { input });
     expect(r.errors?.[0].extensions.code).toBe(code);
   }
-  for (const [id, year] of [['10', 2030], ['10', 0], ['404', 2030]] as const) {
+  for (const [id, year] of [
+    ['10', 2030],
+    ['10', 0],
+    ['404', 2030],
+  ] as const) {
     for (const n of [1, 2] as const) expect(await part(id, year, n)).toBeNull();
   }
 });
@@ -138,10 +162,12 @@ test('delete: both entities in one EGT, each under its ETag; a stale ifMatch del
   expect(await part('10', 2027, 1)).not.toBeNull();
 
   const deleted = await egtsDuring(server, () => server.query(DELETE, { input: { departmentId: 'Sales', employeeId: '10', year: 2027 } }));
-  expect(deleted).toEqual([[
-    { kind: 'delete', rowKey: rowKey('10', 2027), ifMatch: true },
-    { kind: 'delete', rowKey: `${rowKey('10', 2027)}_part2`, ifMatch: true },
-  ]]);
+  expect(deleted).toEqual([
+    [
+      { kind: 'delete', rowKey: rowKey('10', 2027), ifMatch: true },
+      { kind: 'delete', rowKey: `${rowKey('10', 2027)}_part2`, ifMatch: true },
+    ],
+  ]);
   for (const n of [1, 2] as const) expect(await part('10', 2027, n)).toBeNull();
   expect((await server.query(YEAR, { d: 'Sales', id: '10', year: 2027 })).data.employee.dailyMessages).toBeNull();
 
@@ -167,14 +193,33 @@ test('a part missing beside a stored one (a type that grew a part) reads as abse
 
 test('a replace writes every part under its ETag and creates a part not stored (planned operations)', () => {
   const entity = compileHr('').model.entities.get('DailyMessages')!;
-  const properties = { EntityType: { type: 'String' as const, value: 'DailyMessages' }, year: { type: 'Int32' as const, value: 2026 }, daily001: { type: 'Int32' as const, value: 1 }, daily300: { type: 'Int32' as const, value: 2 } };
+  const properties = {
+    EntityType: { type: 'String' as const, value: 'DailyMessages' },
+    year: { type: 'Int32' as const, value: 2026 },
+    daily001: { type: 'Int32' as const, value: 1 },
+    daily300: { type: 'Int32' as const, value: 2 },
+  };
   const op: TransactionOperation = { kind: 'update', mode: 'replace', entity: { partitionKey: 'P', rowKey: 'R', properties }, ifMatch: 'e1 -' };
-  const current = { partitionKey: 'P', rowKey: 'R', etag: 'e1 -', properties: {}, parts: [{ partitionKey: 'P', rowKey: 'R', etag: 'e1', properties: {} }, null] };
+  const current = {
+    partitionKey: 'P',
+    rowKey: 'R',
+    etag: 'e1 -',
+    properties: {},
+    parts: [{ partitionKey: 'P', rowKey: 'R', etag: 'e1', properties: {} }, null],
+  };
   const { operations, parts } = partOperations(entity, op, op.entity, current);
   expect(parts).toEqual([0, 1]);
   expect(operations).toEqual([
-    { kind: 'update', mode: 'replace', ifMatch: 'e1', entity: { partitionKey: 'P', rowKey: 'R', properties: { EntityType: properties.EntityType, year: properties.year, daily001: properties.daily001 } } },
-    { kind: 'create', entity: { partitionKey: 'P', rowKey: 'R_part2', properties: { EntityType: properties.EntityType, year: properties.year, daily300: properties.daily300 } } },
+    {
+      kind: 'update',
+      mode: 'replace',
+      ifMatch: 'e1',
+      entity: { partitionKey: 'P', rowKey: 'R', properties: { EntityType: properties.EntityType, year: properties.year, daily001: properties.daily001 } },
+    },
+    {
+      kind: 'create',
+      entity: { partitionKey: 'P', rowKey: 'R_part2', properties: { EntityType: properties.EntityType, year: properties.year, daily300: properties.daily300 } },
+    },
   ]);
 });
 
@@ -187,12 +232,16 @@ test('32 concurrent writers on one year, days in both entities, through one serv
     const days = [0, 100, 250, 365];
     const writers = Array.from({ length: 32 }, (_, i) => ({ via: i % 2 === 0 ? server : other, at: days[i % 4], by: (i % 3) + 1 }));
     // EGTs that failed on what the other server wrote: the entity created first there, or its ETag changed.
-    const { expected, acknowledged, refusals, lost } = await runConcurrentIncrements([server, other], writers, 366, (w) => record(w.via, '10', year, w.at, w.by));
+    const { expected, acknowledged, refusals, lost } = await runConcurrentIncrements([server, other], writers, 366, (w) =>
+      record(w.via, '10', year, w.at, w.by),
+    );
     expect(refusals.every((c) => c === ErrorCode.CONFLICT)).toBe(true);
     expect(acknowledged).toBeGreaterThanOrEqual(16);
     const r = await server.query(YEAR, { d: 'Sales', id: '10', year });
     expect(r.data.employee.dailyMessages.daily).toEqual(expected);
-    console.log(`wide entity: 32 concurrent increments of one year over 2 servers, ${acknowledged} acknowledged, ${refusals.length} refused (CONFLICT), sum ${expected.reduce((a, b) => a + b, 0)} stored exactly; EGTs lost to the other server: ${JSON.stringify(lost)}`);
+    console.log(
+      `wide entity: 32 concurrent increments of one year over 2 servers, ${acknowledged} acknowledged, ${refusals.length} refused (CONFLICT), sum ${expected.reduce((a, b) => a + b, 0)} stored exactly; EGTs lost to the other server: ${JSON.stringify(lost)}`,
+    );
     expect((lost.ETagMismatch ?? 0) + (lost.EntityAlreadyExists ?? 0)).toBeGreaterThan(0);
 
     // One server alone, days in both entities: none refused, and each write planned on what the one before it wrote,
@@ -233,14 +282,16 @@ describe('a schema of its own: 300 fields of one type, stored as two entities', 
   const SELECT = `survey { etag ${FIELDS.join(' ')} }`;
   const read = async (id: string) => (await wide.query(`query { survey(group: "g", id: "${id}") { etag ${FIELDS.join(' ')} } }`)).data.survey;
 
-  test('a create of all 300 fields (over one entity\'s 252) is accepted, stored as 2 entities, and read back whole', async () => {
+  test("a create of all 300 fields (over one entity's 252) is accepted, stored as 2 entities, and read back whole", async () => {
     const input = { group: 'g', id: '1', ...Object.fromEntries(FIELDS.map((f, i) => [f, `v${i}`])) };
     const r = await wide.query(`mutation ($input: CreateSurveyInput!) { createSurvey(input: $input) { ${SELECT} } }`, { input });
     expect(r.errors).toBeUndefined();
     const table = `${wide.config.tablePrefix}Surveys`;
     const [one, two] = await Promise.all(['survey_1', 'survey_1_part2'].map((rowKey) => wide.store.getEntity({ table, partitionKey: 'g', rowKey })));
     // 249 properties each at most besides the system ones: the keys, then 247 fields in the first, 53 in the second.
-    expect([Object.keys(one!.properties).filter((p) => /^f\d+$/.test(p)).length, Object.keys(two!.properties).filter((p) => /^f\d+$/.test(p)).length]).toEqual([247, 53]);
+    expect([Object.keys(one!.properties).filter((p) => /^f\d+$/.test(p)).length, Object.keys(two!.properties).filter((p) => /^f\d+$/.test(p)).length]).toEqual([
+      247, 53,
+    ]);
     const back = await read('1');
     expect(FIELDS.every((f, i) => back[f] === `v${i}`)).toBe(true);
     expect(back.etag).toBe(`${one!.etag} ${two!.etag}`);
@@ -248,18 +299,24 @@ describe('a schema of its own: 300 fields of one type, stored as two entities', 
 
   test('an update replaces both entities under their ETags; a stale ifMatch changes nothing', async () => {
     const before = await read('1');
-    const r = await wide.query(`mutation ($input: UpdateSurveyInput!) { updateSurvey(input: $input) { ${SELECT} } }`, { input: { group: 'g', id: '1', ifMatch: before.etag, f000: 'first', f299: 'last' } });
+    const r = await wide.query(`mutation ($input: UpdateSurveyInput!) { updateSurvey(input: $input) { ${SELECT} } }`, {
+      input: { group: 'g', id: '1', ifMatch: before.etag, f000: 'first', f299: 'last' },
+    });
     expect(r.errors).toBeUndefined();
     const after = await read('1');
     expect([after.f000, after.f150, after.f299]).toEqual(['first', 'v150', 'last']);
     expect(r.data.updateSurvey.survey.etag).toBe(after.etag);
-    const stale = await wide.query(`mutation ($input: UpdateSurveyInput!) { updateSurvey(input: $input) { survey { etag } } }`, { input: { group: 'g', id: '1', ifMatch: before.etag, f001: 'lost' } });
+    const stale = await wide.query(`mutation ($input: UpdateSurveyInput!) { updateSurvey(input: $input) { survey { etag } } }`, {
+      input: { group: 'g', id: '1', ifMatch: before.etag, f001: 'lost' },
+    });
     expect(stale.errors?.[0].extensions).toMatchObject({ code: ErrorCode.CONFLICT, reason: 'ETagMismatch' });
     expect((await read('1')).f001).toBe('v1');
   });
 
   test('a value over 64 KiB in the second entity is refused before anything is sent, naming the field', async () => {
-    const r = await wide.query(`mutation ($input: CreateSurveyInput!) { createSurvey(input: $input) { survey { etag } } }`, { input: { group: 'g', id: '2', f299: 'x'.repeat(40_000) } });
+    const r = await wide.query(`mutation ($input: CreateSurveyInput!) { createSurvey(input: $input) { survey { etag } } }`, {
+      input: { group: 'g', id: '2', f299: 'x'.repeat(40_000) },
+    });
     expect(r.errors?.[0].extensions).toMatchObject({ code: ErrorCode.LIMIT_EXCEEDED, property: 'f299' });
     expect(await read('2')).toBeNull();
   });

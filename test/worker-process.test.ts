@@ -61,10 +61,15 @@ afterAll(async () => {
 it('reconciles what a server without a worker writes; on SIGTERM finishes the message in hand and exits 0', async () => {
   // The server only queues: the child worker makes the organisation-wide index answer.
   expect((await server.query(CREATE, { input: employee('501') })).errors).toBeUndefined();
-  const found = await pollUntil('employeesByLastName to answer', async () => {
-    const nodes = await byLastName('Proc501');
-    return nodes?.length ? nodes : undefined;
-  }, 20_000, 100);
+  const found = await pollUntil(
+    'employeesByLastName to answer',
+    async () => {
+      const nodes = await byLastName('Proc501');
+      return nodes?.length ? nodes : undefined;
+    },
+    20_000,
+    100,
+  );
   expect(found).toEqual([{ id: '501', lastName: 'Proc501' }]);
 
   // A message that keeps the worker busy for a while: employee 502 was written without a message, and 500 stale
@@ -78,9 +83,23 @@ it('reconciles what a server without a worker writes; on SIGTERM finishes the me
     return { table: w.table, entity: { ...w.entity, partitionKey: 'lastname_stale' } };
   });
   await writeEgtBatches(server.store, planEgtBatches(stale, server.store.target), { concurrency: 2 });
-  const remaining = async () => (await server.store.queryRange({ table: lastNameIndex.layout.table, partitionKey: 'lastname_stale', limit: 1000 })).entities.length;
+  const remaining = async () =>
+    (await server.store.queryRange({ table: lastNameIndex.layout.table, partitionKey: 'lastname_stale', limit: 1000 })).entities.length;
   const candidates: EntityAddress[] = stale.map((w) => ({ table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey }));
-  await queues.send(names.queue, encodeFanout({ v: 2, id: 'busy', entity: 'Employee', primary: e502.address, writeId: 'w-busy', basedOn: null, deleted: false, candidates, enqueuedAt: Date.now() }));
+  await queues.send(
+    names.queue,
+    encodeFanout({
+      v: 2,
+      id: 'busy',
+      entity: 'Employee',
+      primary: e502.address,
+      writeId: 'w-busy',
+      basedOn: null,
+      deleted: false,
+      candidates,
+      enqueuedAt: Date.now(),
+    }),
+  );
 
   // SIGTERM while the worker is deleting them: it must finish that message before it exits.
   await pollUntil('the worker to start deleting the stale index entities', async () => ((await remaining()) < STALE ? true : undefined), 20_000, 10);

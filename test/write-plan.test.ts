@@ -46,11 +46,20 @@ function planWrite(_model: Model, w: WriteModel, input: Values, read: ReadState)
   const entities = new Map<string, StoredEntity | null>();
   try {
     const { layout } = w.entity;
-    entities.set(addressKey({ table: layout.table, partitionKey: renderKey(layout.partitionKey, input), rowKey: renderKey(layout.rowKey, input) }), read.current);
+    entities.set(
+      addressKey({ table: layout.table, partitionKey: renderKey(layout.partitionKey, input), rowKey: renderKey(layout.rowKey, input) }),
+      read.current,
+    );
   } catch {
     // a key that cannot be rendered: the planner refuses the write with BAD_USER_INPUT
   }
-  const group = planGroup(model, [{ write: w, input, writeId: WRITE_ID }], { entities, holders: read.holders, references: new Map(read.references ?? []) }, 'azurite', DIRECTORY);
+  const group = planGroup(
+    model,
+    [{ write: w, input, writeId: WRITE_ID }],
+    { entities, holders: read.holders, references: new Map(read.references ?? []) },
+    'azurite',
+    DIRECTORY,
+  );
   if (group.refused.length > 0) throw group.refused[0].error;
   return { ...group.planned[0].plan, operations: group.operations };
 }
@@ -90,11 +99,21 @@ describe('Employee', () => {
     expect(ifMatches(plan.operations)).toEqual([undefined, undefined, DEPT_ETAG]);
     expect(summaryOf(plan.operations[2])).toEqual({ employeeCount: { type: 'Int32', value: 6 }, payroll: { type: 'String', value: '350000' } });
     const created = plan.operations[0].kind === 'create' ? plan.operations[0].entity.properties : {};
-    expect(created).toMatchObject({ EntityType: { type: 'String', value: 'Employee' }, WriteId: { type: 'String', value: WRITE_ID }, annualSalary: { type: 'String', value: '50000' } });
+    expect(created).toMatchObject({
+      EntityType: { type: 'String', value: 'Employee' },
+      WriteId: { type: 'String', value: WRITE_ID },
+      annualSalary: { type: 'String', value: '50000' },
+    });
     expect(plan.writeId).toBe(WRITE_ID);
     expect(plan.previous).toBeNull();
     // A create is based on the entity's absence.
-    expect(plan.fanout).toMatchObject({ entity: 'Employee', writeId: WRITE_ID, basedOn: null, deleted: false, primary: { table: DIRECTORY, partitionKey: 'ENG', rowKey: 'empid_00000012' } });
+    expect(plan.fanout).toMatchObject({
+      entity: 'Employee',
+      writeId: WRITE_ID,
+      basedOn: null,
+      deleted: false,
+      primary: { table: DIRECTORY, partitionKey: 'ENG', rowKey: 'empid_00000012' },
+    });
     expect(candidates(plan)).toEqual([EMAIL_KEY, SMITH_KEY, ENGINEER_KEY].sort());
     expect(plan.fanout!.candidates.map((c) => c.table).sort()).toEqual(['EmployeesByEmail', 'EmployeesByLastName', 'EmployeesByTitle'].map((t) => PREFIX + t));
     expect(plan.reservations.map((r) => [r.index.name, show({ table: r.table, ...r.entity })])).toEqual([['byEmail', EMAIL_KEY]]);
@@ -166,7 +185,9 @@ describe('Employee', () => {
   test('update with the current ETag passes; with a stale one: CONFLICT (ETagMismatch) naming the current ETag', () => {
     const ok = planWrite(model, write('updateEmployee'), { departmentId: 'ENG', id: '12', ifMatch: EMP_ETAG, firstName: 'BO' }, state(employee()));
     expect(ifMatches(ok.operations)[0]).toBe(EMP_ETAG);
-    const e = plannedError(() => planWrite(model, write('updateEmployee'), { departmentId: 'ENG', id: '12', ifMatch: 'W/"stale"', firstName: 'BO' }, state(employee())));
+    const e = plannedError(() =>
+      planWrite(model, write('updateEmployee'), { departmentId: 'ENG', id: '12', ifMatch: 'W/"stale"', firstName: 'BO' }, state(employee())),
+    );
     expect([e.code, e.details.reason, e.details.currentEtag]).toEqual([ErrorCode.CONFLICT, 'ETagMismatch', EMP_ETAG]);
   });
 

@@ -49,7 +49,8 @@ runMain(
         dryRun: options.dryRun,
         onTable: (p) => log.info({ table: p.table, from: p.start.toISOString(), to: p.end.toISOString() }, options.dryRun ? 'would delete' : 'deleted'),
       });
-      const text = `${report.dryRun ? 'would delete' : 'deleted'} ${report.expired.length} table(s) of ${report.type} older than ${report.cutoff}; kept ${report.kept.length}` +
+      const text =
+        `${report.dryRun ? 'would delete' : 'deleted'} ${report.expired.length} table(s) of ${report.type} older than ${report.cutoff}; kept ${report.kept.length}` +
         report.expired.map((t) => `\n  ${t}`).join('');
       process.stdout.write(options.json ? `${JSON.stringify(report, null, 2)}\n` : `${text}\n`);
     } finally {

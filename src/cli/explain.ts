@@ -30,9 +30,12 @@ runMain(
     if (options.query !== undefined) {
       const document = parse(options.query);
       const errors = validate(schema, document);
-      if (errors.length > 0) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `The query is not valid against the schema: ${errors.map((e) => e.message).join('; ')}`);
+      if (errors.length > 0)
+        throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `The query is not valid against the schema: ${errors.map((e) => e.message).join('; ')}`);
       const operation = document.definitions.find((d): d is OperationDefinitionNode => d.kind === 'OperationDefinition')!;
-      const fragments = Object.fromEntries(document.definitions.flatMap((d) => (d.kind === 'FragmentDefinition' ? [[d.name.value, d as FragmentDefinitionNode]] : [])));
+      const fragments = Object.fromEntries(
+        document.definitions.flatMap((d) => (d.kind === 'FragmentDefinition' ? [[d.name.value, d as FragmentDefinitionNode]] : [])),
+      );
       const estimate = estimateDemand(schema, model, operation, fragments, JSON.parse(options.variables) as Record<string, unknown>);
       const budget = { maxStorageCalls: config.maxStorageCalls, maxNodes: config.maxNodes };
       const allowed = estimate.storageCalls <= budget.maxStorageCalls && estimate.nodes <= budget.maxNodes;

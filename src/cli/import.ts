@@ -1,11 +1,11 @@
 /**
  * `npm run import -- --file examples/hr/data/chicago-employees.csv.gz [--concurrency 8]`: loads the Chicago employee
- * file — a path, or an http(s) address such as the data portal's CSV export, downloaded first into
- * `<data folder>/downloads/` — into the HR schema's tables (see src/import/import-employees.ts) on the configured storage, or the
- * embedded Azurite. Progress on stderr (a bar on a terminal, log lines otherwise); the summary on stdout.
- * Exit code 0 even when rows were skipped (they are listed with their line numbers); 1 when an EGT was given up on
- * after its retries (its rows are listed: run it again) or on a fatal error. Running it again with the same file
- * changes no entity's properties, and removes the index entities of employees renamed since.
+ * file — a path, or an http(s) address such as the data portal's CSV export, downloaded first into `<data
+ * folder>/downloads/` — into the HR schema's tables (see src/import/import-employees.ts) on the configured storage, or
+ * the embedded Azurite. Progress on stderr (a bar on a terminal, log lines otherwise); the summary on stdout. Exit code
+ * 0 even when rows were skipped (they are listed with their line numbers); 1 when an EGT was given up on after its
+ * retries (its rows are listed: run it again) or on a fatal error. Running it again with the same file changes no
+ * entity's properties, and removes the index entities of employees renamed since.
  */
 import path from 'node:path';
 import { Command } from 'commander';
@@ -36,7 +36,10 @@ runMain(
   async (log) => {
     const options = new Command('import')
       .description('import the City of Chicago employee CSV into the HR schema (idempotent)')
-      .requiredOption('--file <path or address>', 'the CSV file (.csv, or gzip-compressed .csv.gz), e.g. examples/hr/data/chicago-employees.csv.gz, or its http(s) address')
+      .requiredOption(
+        '--file <path or address>',
+        'the CSV file (.csv, or gzip-compressed .csv.gz), e.g. examples/hr/data/chicago-employees.csv.gz, or its http(s) address',
+      )
       .option('--concurrency <n>', 'EGTs in flight at once', positiveIntArgument, 8)
       .parse()
       .opts<{ file: string; concurrency: number }>();

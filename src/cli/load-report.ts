@@ -30,7 +30,10 @@ export function formatTotals(s: Totals): string[] {
 /** One error line per EGT given up on, with the lines of its rows; sets exit code 1 when there is any. */
 export function reportFailed(log: Logger, failed: Totals['failed']): void {
   for (const f of failed) {
-    log.error({ table: f.table, partitionKey: f.partitionKey }, `an EGT was given up on after its retries: lines ${f.lines.join(', ')} not (fully) written: ${f.error}`);
+    log.error(
+      { table: f.table, partitionKey: f.partitionKey },
+      `an EGT was given up on after its retries: lines ${f.lines.join(', ')} not (fully) written: ${f.error}`,
+    );
   }
   if (failed.length > 0) process.exitCode = 1;
 }

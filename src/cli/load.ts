@@ -25,17 +25,14 @@ function formatSummary(s: LoadSummary): string {
       `${t.type.padEnd(16)} rows ${t.rows}, loaded ${t.loaded} (${t.unchanged} unchanged), kept ${t.kept}, skipped ${t.skipped.length}, ` +
       `stale index entities deleted ${t.staleDeleted}, summary holders ${t.holders}`,
   );
-  return [
-    ...lines,
-    ...formatTotals(s),
-  ].join('\n');
+  return [...lines, ...formatTotals(s)].join('\n');
 }
 
 runMain(
   'load',
   async (log) => {
     const options = new Command('load')
-      .description('load CSV or NDJSON files into the schema\'s entity types (idempotent)')
+      .description("load CSV or NDJSON files into the schema's entity types (idempotent)")
       .option('--type <Type>', 'the entity type of --file')
       .option('--file <path>', 'a .csv (header = field names) or .ndjson file of --type, or either gzip-compressed (.gz)')
       .option('--manifest <path>', 'a JSON manifest of several files in dependency order: { "steps": [ { "type", "file", "existing"? } ] }')
@@ -45,10 +42,12 @@ runMain(
       .opts<{ type?: string; file?: string; manifest?: string; existing: string; concurrency: number }>();
     let steps: ManifestStep[];
     if (options.manifest !== undefined) {
-      if (options.type !== undefined || options.file !== undefined) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, 'give either --manifest or --type and --file');
+      if (options.type !== undefined || options.file !== undefined)
+        throw new TablegraphError(ErrorCode.BAD_USER_INPUT, 'give either --manifest or --type and --file');
       steps = readManifest(path.resolve(options.manifest));
     } else {
-      if (options.type === undefined || options.file === undefined) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, 'give --type and --file, or --manifest');
+      if (options.type === undefined || options.file === undefined)
+        throw new TablegraphError(ErrorCode.BAD_USER_INPUT, 'give --type and --file, or --manifest');
       if (options.existing !== 'replace' && options.existing !== 'keep') throw new TablegraphError(ErrorCode.BAD_USER_INPUT, '--existing is replace or keep');
       steps = [{ type: options.type, file: path.resolve(options.file), existing: options.existing }];
     }
@@ -56,7 +55,10 @@ runMain(
     log.level = config.logLevel;
     const { schema, model } = compileConfiguredSchema(config);
     // Checked before storage starts: types, their order, file formats, and that every file can be read.
-    checkStepOrder(model, steps.map((s) => s.type));
+    checkStepOrder(
+      model,
+      steps.map((s) => s.type),
+    );
     let totalRows = 0;
     for (const s of steps) {
       const headerLines = fileFormat(s.file) === 'csv' ? 1 : 0;
@@ -92,7 +94,11 @@ runMain(
         progress.stop();
       }
       for (const step of summary.steps) {
-        reportSkipped(log, step.skipped, { where: (line) => `${path.basename(step.source ?? '')}:${line}`, fields: { type: step.type }, rows: `${step.type} rows` });
+        reportSkipped(log, step.skipped, {
+          where: (line) => `${path.basename(step.source ?? '')}:${line}`,
+          fields: { type: step.type },
+          rows: `${step.type} rows`,
+        });
       }
       process.stdout.write(`${formatSummary(summary)}\n`);
       reportFailed(log, summary.failed);

@@ -19,7 +19,6 @@ import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { openStorage } from '../runtime/open-storage';
 import { positiveIntArgument, runMain } from './run-main';
 
-
 function formatSummary(r: RebuildResult): string {
   return [
     `index            ${r.type}.${r.index} (table ${r.table})`,

@@ -28,7 +28,10 @@ runMain(
     const summaries = resolveSummaries(model, names); // an unknown name fails before storage starts
     const storage = await openStorage(config, log, model);
     try {
-      log.info({ summaries: summaries.map((s) => `${s.holder.name}.${s.field}`), storage: storage.target }, 'repairing summaries: reading whole tables on purpose');
+      log.info(
+        { summaries: summaries.map((s) => `${s.holder.name}.${s.field}`), storage: storage.target },
+        'repairing summaries: reading whole tables on purpose',
+      );
       const progress = createScanReporter({ label: 'repair-summaries', log });
       let result: Awaited<ReturnType<typeof repairSummaries>>;
       try {
@@ -36,7 +39,9 @@ runMain(
       } finally {
         progress.stop();
       }
-      const lines = result.diffs.map((d) => `${d.summary}: ${d.holders} holders, ${d.different.length} drifted, ${d.orphaned.length} counted entities without a holder`);
+      const lines = result.diffs.map(
+        (d) => `${d.summary}: ${d.holders} holders, ${d.different.length} drifted, ${d.orphaned.length} counted entities without a holder`,
+      );
       lines.push(`repaired ${result.repaired.length} holders; ${result.busy.length} kept changing${result.busy.length ? ' (run it again)' : ''}`);
       process.stdout.write(`${lines.join('\n')}\n`);
       if (result.busy.length > 0) process.exitCode = 1;

@@ -10,26 +10,30 @@ import { openStorage } from '../runtime/open-storage';
 import { startServer } from '../runtime/start-server';
 import { onShutdownSignal, runMain } from './run-main';
 
-runMain('server', async (log) => {
-  const config = loadConfig();
-  log.level = config.logLevel;
-  // A schema that cannot be served stops the start before Azurite is started.
-  const compiled = compileConfiguredSchema(config);
-  const storage = await openStorage(config, log, compiled.model);
-  let server;
-  try {
-    server = await startServer(config, storage, log, compiled);
-  } catch (e) {
-    await storage.close();
-    throw e;
-  }
-  // Azurite killed under it is started again on the same ports, so the server's clients carry on.
-  storage.azurite?.watch(log);
-  log.info({ url: server.url, storage: storage.target, embedded: Boolean(storage.azurite) }, `tablegraph is serving ${server.url}`);
-  onShutdownSignal(log, async (signal) => {
-    log.info({ signal }, 'shutting down: finishing in-flight requests and fan-out messages in hand');
-    await server.close();
-    await storage.close();
-    log.info('stopped');
-  });
-}, createLogger);
+runMain(
+  'server',
+  async (log) => {
+    const config = loadConfig();
+    log.level = config.logLevel;
+    // A schema that cannot be served stops the start before Azurite is started.
+    const compiled = compileConfiguredSchema(config);
+    const storage = await openStorage(config, log, compiled.model);
+    let server;
+    try {
+      server = await startServer(config, storage, log, compiled);
+    } catch (e) {
+      await storage.close();
+      throw e;
+    }
+    // Azurite killed under it is started again on the same ports, so the server's clients carry on.
+    storage.azurite?.watch(log);
+    log.info({ url: server.url, storage: storage.target, embedded: Boolean(storage.azurite) }, `tablegraph is serving ${server.url}`);
+    onShutdownSignal(log, async (signal) => {
+      log.info({ signal }, 'shutting down: finishing in-flight requests and fan-out messages in hand');
+      await server.close();
+      await storage.close();
+      log.info('stopped');
+    });
+  },
+  createLogger,
+);

@@ -14,7 +14,6 @@ import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { openStorage } from '../runtime/open-storage';
 import { positiveIntArgument, runMain } from './run-main';
 
-
 const collect = (value: string, previous: string[]) => [...previous, value];
 
 runMain(
@@ -41,7 +40,13 @@ runMain(
       );
       const progress = createScanReporter({ label: 'verify', log });
       try {
-        report = await verifyDerived({ store: storage.store, model, types, onProgress: progress.update, blobs: { store: storage.blobs, cleanupDelaySeconds: config.blobCleanupDelaySeconds } });
+        report = await verifyDerived({
+          store: storage.store,
+          model,
+          types,
+          onProgress: progress.update,
+          blobs: { store: storage.blobs, cleanupDelaySeconds: config.blobCleanupDelaySeconds },
+        });
       } finally {
         progress.stop();
       }

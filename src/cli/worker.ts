@@ -11,37 +11,41 @@ import { createFanoutWorker, ensureFanoutQueues, fanoutQueueNames, queueSender }
 import { WriteExecutor } from '../write/write-executor';
 import { onShutdownSignal, runMain } from './run-main';
 
-runMain('worker', async (log) => {
-  const config = loadConfig();
-  log.level = config.logLevel;
-  const { model } = compileConfiguredSchema(config);
-  const storage = await openStorage(config, log, model);
-  for (const table of model.tables) await storage.store.ensureTable(table);
-  await ensureFanoutQueues(storage.queues, config.tablePrefix);
-  // Moves are carried out through the write path, its own messages sent to the same queue.
-  const blobs = { store: storage.blobs, cleanupDelaySeconds: config.blobCleanupDelaySeconds };
-  const writer = new WriteExecutor({ model, store: storage.store, fanout: queueSender(storage.queues, fanoutQueueNames(config.tablePrefix).queue), blobs });
-  const worker = createFanoutWorker({
-    writer,
-    model,
-    store: storage.store,
-    queues: storage.queues,
-    tablePrefix: config.tablePrefix,
-    log,
-    concurrency: config.workerConcurrency,
-    maxDequeueCount: config.maxDequeueCount,
-    settleMs: config.settleMs,
-    blobs: storage.blobs,
-  });
-  worker.start();
-  storage.azurite?.watch(log);
-  log.info({ queue: fanoutQueueNames(config.tablePrefix).queue, concurrency: config.workerConcurrency }, 'fan-out worker started');
-  const report = setInterval(() => log.info(worker.stats(), 'fan-out worker'), 60000);
-  report.unref();
-  onShutdownSignal(log, async (signal) => {
-    log.info({ signal }, 'stopping: finishing the messages in hand');
-    await worker.stop();
-    await storage.close();
-    log.info(worker.stats(), 'stopped');
-  });
-}, createLogger);
+runMain(
+  'worker',
+  async (log) => {
+    const config = loadConfig();
+    log.level = config.logLevel;
+    const { model } = compileConfiguredSchema(config);
+    const storage = await openStorage(config, log, model);
+    for (const table of model.tables) await storage.store.ensureTable(table);
+    await ensureFanoutQueues(storage.queues, config.tablePrefix);
+    // Moves are carried out through the write path, its own messages sent to the same queue.
+    const blobs = { store: storage.blobs, cleanupDelaySeconds: config.blobCleanupDelaySeconds };
+    const writer = new WriteExecutor({ model, store: storage.store, fanout: queueSender(storage.queues, fanoutQueueNames(config.tablePrefix).queue), blobs });
+    const worker = createFanoutWorker({
+      writer,
+      model,
+      store: storage.store,
+      queues: storage.queues,
+      tablePrefix: config.tablePrefix,
+      log,
+      concurrency: config.workerConcurrency,
+      maxDequeueCount: config.maxDequeueCount,
+      settleMs: config.settleMs,
+      blobs: storage.blobs,
+    });
+    worker.start();
+    storage.azurite?.watch(log);
+    log.info({ queue: fanoutQueueNames(config.tablePrefix).queue, concurrency: config.workerConcurrency }, 'fan-out worker started');
+    const report = setInterval(() => log.info(worker.stats(), 'fan-out worker'), 60000);
+    report.unref();
+    onShutdownSignal(log, async (signal) => {
+      log.info({ signal }, 'stopping: finishing the messages in hand');
+      await worker.stop();
+      await storage.close();
+      log.info(worker.stats(), 'stopped');
+    });
+  },
+  createLogger,
+);

@@ -60,8 +60,7 @@ export interface SkippedRow {
 
 /** One data row as read: an employee, or the reason it is malformed. Both carry the row's id and line. */
 export type ChicagoRow =
-  | { line: number; id: number; employee: EmployeeRecord; reason?: undefined }
-  | { line: number; id: number; employee?: undefined; reason: string };
+  { line: number; id: number; employee: EmployeeRecord; reason?: undefined } | { line: number; id: number; employee?: undefined; reason: string };
 
 /** The parts of a `LAST,  FIRST M` name, or the reason it cannot be split. */
 export function splitName(name: string): { lastName: string; firstName: string; middleInitial: string | null } | { reason: string } {
@@ -69,7 +68,11 @@ export function splitName(name: string): { lastName: string; firstName: string; 
   if (comma < 0) return { reason: `Name ${JSON.stringify(name)} has no comma (expected "LAST,  FIRST M")` };
   const lastName = name.slice(0, comma).trim();
   if (!lastName) return { reason: `Name ${JSON.stringify(name)} has no last name before the comma` };
-  const words = name.slice(comma + 1).trim().split(/\s+/).filter(Boolean);
+  const words = name
+    .slice(comma + 1)
+    .trim()
+    .split(/\s+/)
+    .filter(Boolean);
   if (words.length === 0) return { reason: `Name ${JSON.stringify(name)} has no first name after the comma` };
   const last = words[words.length - 1];
   if (words.length > 1 && /^\p{L}$/u.test(last)) {
@@ -134,11 +137,9 @@ function checkHeader(header: readonly string[], file: string): void {
   const got = header.map((h) => h.trim().toLowerCase());
   const want = CHICAGO_COLUMNS.map((c) => c.toLowerCase());
   if (got.length !== want.length || got.some((h, i) => h !== want[i])) {
-    throw new TablegraphError(
-      ErrorCode.INVALID_ROW,
-      `${file}:1: the header is ${JSON.stringify(header)}; expected ${JSON.stringify(CHICAGO_COLUMNS)}.`,
-      { line: 1 },
-    );
+    throw new TablegraphError(ErrorCode.INVALID_ROW, `${file}:1: the header is ${JSON.stringify(header)}; expected ${JSON.stringify(CHICAGO_COLUMNS)}.`, {
+      line: 1,
+    });
   }
 }
 

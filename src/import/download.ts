@@ -37,12 +37,16 @@ export async function downloadToFile(address: string, dir: string, opts: { log?:
     .catch((e: Error) => fail(e.name === 'AbortError' ? 'no answer in time' : ((e as { cause?: Error }).cause?.message ?? e.message)))
     .finally(() => clearTimeout(timer));
   if (res.status !== 200 || !res.body) fail(`HTTP ${res.status} ${res.statusText}`);
-  if (/text\/html/i.test(res.headers.get('content-type') ?? '')) fail('it answered a web page, not a CSV file (check the address: the export link, not the data set\'s page)');
+  if (/text\/html/i.test(res.headers.get('content-type') ?? ''))
+    fail("it answered a web page, not a CSV file (check the address: the export link, not the data set's page)");
   await fs.promises.mkdir(dir, { recursive: true });
   const partial = `${target}.partial`;
   const total = Number(res.headers.get('content-length')) || undefined;
   let bytes = 0;
-  const tick = setInterval(() => opts.log?.info({ bytes, totalBytes: total }, `downloading: ${(bytes / 1e6).toFixed(1)} MB${total ? ` of ${(total / 1e6).toFixed(1)} MB` : ''}`), 2000);
+  const tick = setInterval(
+    () => opts.log?.info({ bytes, totalBytes: total }, `downloading: ${(bytes / 1e6).toFixed(1)} MB${total ? ` of ${(total / 1e6).toFixed(1)} MB` : ''}`),
+    2000,
+  );
   try {
     const body = Readable.fromWeb(res.body as unknown as WebReadableStream<Uint8Array>);
     body.on('data', (chunk: Buffer) => (bytes += chunk.length));

@@ -25,7 +25,13 @@ export function employeeValues(e: EmployeeRecord, email: string): Record<string,
 
 /** One lower-case word of letters and digits, accents dropped (`O'BRIEN` → `obrien`, `JOSÉ` → `jose`). */
 function emailPart(name: string): string {
-  return name.normalize('NFKD').replace(/[\u0300-\u036f]/g, '').toLowerCase().replace(/[^a-z0-9]+/g, '') || 'x';
+  return (
+    name
+      .normalize('NFKD')
+      .replace(/[\u0300-\u036f]/g, '')
+      .toLowerCase()
+      .replace(/[^a-z0-9]+/g, '') || 'x'
+  );
 }
 
 /**
@@ -111,7 +117,8 @@ export interface ImportSummary {
  */
 export async function importEmployees(opts: ImportOptions): Promise<ImportSummary> {
   for (const type of ['Department', 'Employee']) {
-    if (!opts.model.entities.has(type)) throw new TablegraphError(ErrorCode.SCHEMA_INVALID, `The import needs the HR schema's ${type} type (schema/hr.graphql).`);
+    if (!opts.model.entities.has(type))
+      throw new TablegraphError(ErrorCode.SCHEMA_INVALID, `The import needs the HR schema's ${type} type (schema/hr.graphql).`);
   }
   // Read once before anything is written: a file that is not the Chicago file fails here.
   for await (const _ of readChicagoCsv(opts.file)) break;
@@ -122,7 +129,8 @@ export async function importEmployees(opts: ImportOptions): Promise<ImportSummar
       { type: 'Department', rows: departmentRows(opts.file), existing: 'keep', source: opts.file },
       { type: 'Employee', rows: employeeRows(opts.file), source: opts.file },
     ],
-    onProgress: (p: LoadProgress) => opts.onProgress?.({ rowsRead: p.type === 'Employee' ? p.rowsRead : 0, entitiesWritten: p.entitiesWritten, transactions: p.transactions }),
+    onProgress: (p: LoadProgress) =>
+      opts.onProgress?.({ rowsRead: p.type === 'Employee' ? p.rowsRead : 0, entitiesWritten: p.entitiesWritten, transactions: p.transactions }),
   });
   const [departments, employees] = summary.steps;
   return {

@@ -29,7 +29,14 @@ import type { LoadPlan } from './load-plan';
 export async function writeEventualHolders(
   plan: LoadPlan,
   store: TableStore,
-  opts: { attempts: number; concurrency: number; failedPartitions: ReadonlySet<string>; observer?: StorageObserver; retrying<T>(call: () => Promise<T>): Promise<T>; onWrite(): void },
+  opts: {
+    attempts: number;
+    concurrency: number;
+    failedPartitions: ReadonlySet<string>;
+    observer?: StorageObserver;
+    retrying<T>(call: () => Promise<T>): Promise<T>;
+    onWrite(): void;
+  },
 ): Promise<number> {
   const byHolder = new Map<string, { address: EntityAddress; summaries: SummaryModel[] }>();
   for (const { summary, address } of plan.eventualHolders.values()) {
@@ -41,26 +48,32 @@ export async function writeEventualHolders(
   }
   let written = 0;
   const limit = pLimit(opts.concurrency);
-  await Promise.all([...byHolder.values()].map(({ address, summaries }) => limit(async () => {
-    const properties: Record<string, TypedValue | null> = {};
-    let etag: string | undefined;
-    for (const summary of summaries) {
-      const { sum, holder } = await plan.holderAfter(summary, address);
-      if (!holder) continue; // gone: nothing to set
-      etag = holder.etag;
-      if (summaryValue(holder.properties[summary.field]).equals(sum)) continue;
-      const field = summary.holder.fields.get(summary.field)!;
-      properties[summary.field] = typedValue(field, field.graphqlType === 'Int' ? sum.toNumber() : decimalText(sum));
-    }
-    if (Object.keys(properties).length === 0) return;
-    const merge = { partitionKey: address.partitionKey, rowKey: address.rowKey, properties };
-    const merged = await opts.retrying(() => store.updateEntity(address.table, merge, 'merge', { observer: opts.observer, ifMatch: etag })).then(
-      () => true,
-      (e: unknown) => (isTablegraphError(e, ErrorCode.CONFLICT) ? false : Promise.reject(e)),
-    );
-    if (!merged) for (const summary of summaries) await resumHolder(store, summary, address, opts.attempts, opts.observer);
-    opts.onWrite();
-    written++;
-  })));
+  await Promise.all(
+    [...byHolder.values()].map(({ address, summaries }) =>
+      limit(async () => {
+        const properties: Record<string, TypedValue | null> = {};
+        let etag: string | undefined;
+        for (const summary of summaries) {
+          const { sum, holder } = await plan.holderAfter(summary, address);
+          if (!holder) continue; // gone: nothing to set
+          etag = holder.etag;
+          if (summaryValue(holder.properties[summary.field]).equals(sum)) continue;
+          const field = summary.holder.fields.get(summary.field)!;
+          properties[summary.field] = typedValue(field, field.graphqlType === 'Int' ? sum.toNumber() : decimalText(sum));
+        }
+        if (Object.keys(properties).length === 0) return;
+        const merge = { partitionKey: address.partitionKey, rowKey: address.rowKey, properties };
+        const merged = await opts
+          .retrying(() => store.updateEntity(address.table, merge, 'merge', { observer: opts.observer, ifMatch: etag }))
+          .then(
+            () => true,
+            (e: unknown) => (isTablegraphError(e, ErrorCode.CONFLICT) ? false : Promise.reject(e)),
+          );
+        if (!merged) for (const summary of summaries) await resumHolder(store, summary, address, opts.attempts, opts.observer);
+        opts.onWrite();
+        written++;
+      }),
+    ),
+  );
   return written;
 }

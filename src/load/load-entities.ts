@@ -142,12 +142,20 @@ function storeReads(store: TableStore, scans: Map<string, Promise<StoredEntity[]
 export function checkStepOrder(model: Model, types: string[]): void {
   types.forEach((type, i) => {
     if (!model.entities.has(type)) {
-      throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${type} is not an @entity type of the schema (its types: ${[...model.entities.keys()].join(', ')})`, { type });
+      throw new TablegraphError(
+        ErrorCode.BAD_USER_INPUT,
+        `${type} is not an @entity type of the schema (its types: ${[...model.entities.keys()].join(', ')})`,
+        { type },
+      );
     }
     const { layout, wide } = model.entities.get(type)!;
     // Rows are loaded as one entity each, into one table: not yet a table per period or a wide entity's parts.
     if (layout.tableTemplate || wide) {
-      throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${type} ${wide ? 'is a wide entity' : 'has a table per period'}: load does not write such types yet; use its mutations`, { type });
+      throw new TablegraphError(
+        ErrorCode.BAD_USER_INPUT,
+        `${type} ${wide ? 'is a wide entity' : 'has a table per period'}: load does not write such types yet; use its mutations`,
+        { type },
+      );
     }
     const needs = [
       // An optional reference may be null: it does not order the steps (a row that sets it to an entity loaded
@@ -160,7 +168,10 @@ export function checkStepOrder(model: Model, types: string[]): void {
     for (const other of needs) {
       const j = types.indexOf(other, i + 1);
       if (j > i && other !== type) {
-        throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${type} refers to ${other}, which is loaded after it: load ${other} first`, { type, needs: other });
+        throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${type} refers to ${other}, which is loaded after it: load ${other} first`, {
+          type,
+          needs: other,
+        });
       }
     }
   });
@@ -189,7 +200,10 @@ export async function loadEntities(opts: LoadOptions): Promise<LoadSummary> {
       opts.observer?.onCall(r);
     },
   };
-  checkStepOrder(model, opts.steps.map((s) => s.type));
+  checkStepOrder(
+    model,
+    opts.steps.map((s) => s.type),
+  );
   for (const table of model.tables) await store.ensureTable(table);
   const scans = new Map<string, Promise<StoredEntity[]>>();
   const reads = storeReads(store, scans, observer);
@@ -242,11 +256,27 @@ export async function loadEntities(opts: LoadOptions): Promise<LoadSummary> {
         merging(async () => {
           if (failedPartitions.has(merge.address.partitionKey)) {
             // Some of the partition's entities may not be stored: count what is.
-            if (await repairHolder(store, summaries.filter((s) => s.via.table === merge.address.table), merge.address, attempts, observer)) holders++;
+            if (
+              await repairHolder(
+                store,
+                summaries.filter((s) => s.via.table === merge.address.table),
+                merge.address,
+                attempts,
+                observer,
+              )
+            )
+              holders++;
             return;
           }
           if (merge.unchanged || plan.folded.has(addressKey(merge.address))) return; // written in its partition's last EGT
-          await retrying(() => store.updateEntity(merge.address.table, { partitionKey: merge.address.partitionKey, rowKey: merge.address.rowKey, properties: merge.properties }, 'merge', { observer }));
+          await retrying(() =>
+            store.updateEntity(
+              merge.address.table,
+              { partitionKey: merge.address.partitionKey, rowKey: merge.address.rowKey, properties: merge.properties },
+              'merge',
+              { observer },
+            ),
+          );
           totals.entities++;
           totals.transactions++;
           holders++;
@@ -256,7 +286,8 @@ export async function loadEntities(opts: LoadOptions): Promise<LoadSummary> {
     // Summaries held in other partitions: their stale contribution entities go, and each holder is set to the sum
     // of its contributions.
     for (const address of plan.staleContributions) {
-      if (await store.deleteEntity(address, { observer }).catch((e: unknown) => (isTablegraphError(e, ErrorCode.NOT_FOUND) ? false : Promise.reject(e)))) totals.entities++;
+      if (await store.deleteEntity(address, { observer }).catch((e: unknown) => (isTablegraphError(e, ErrorCode.NOT_FOUND) ? false : Promise.reject(e))))
+        totals.entities++;
     }
     holders += [...plan.folded].filter((key) => !failedPartitions.has(key.split('\u0000')[1])).length;
     holders += await writeEventualHolders(plan, store, { attempts, concurrency, failedPartitions, observer, retrying, onWrite: () => totals.entities++ });
@@ -282,7 +313,15 @@ export async function loadEntities(opts: LoadOptions): Promise<LoadSummary> {
     });
   }
   const seconds = (performance.now() - started) / 1000;
-  return { steps, failed, retries: totals.retries, entities: totals.entities, transactions: totals.transactions, seconds, entitiesPerSecond: seconds > 0 ? totals.entities / seconds : 0 };
+  return {
+    steps,
+    failed,
+    retries: totals.retries,
+    entities: totals.entities,
+    transactions: totals.transactions,
+    seconds,
+    entitiesPerSecond: seconds > 0 ? totals.entities / seconds : 0,
+  };
 }
 
 /**

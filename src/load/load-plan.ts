@@ -80,7 +80,11 @@ function sameValues(entity: EntityModel, a: Record<string, unknown>, b: Record<s
   for (const field of entity.fields.values()) {
     const x = typedValue(field, a[field.name]);
     const y = typedValue(field, b[field.name]);
-    if (JSON.stringify(x, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) !== JSON.stringify(y, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))) return false;
+    if (
+      JSON.stringify(x, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) !==
+      JSON.stringify(y, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))
+    )
+      return false;
   }
   return true;
 }
@@ -193,7 +197,8 @@ export class LoadPlan {
     }
     for (const { summary, address } of this.eventualHolders.values()) {
       const { sum, holder } = await this.holderAfter(summary, address);
-      if (holder && !summaryValue(holder.properties[summary.field]).equals(sum)) change(address, summary.holder, summary.field, summary.holder.fields.get(summary.field)!.graphqlType === 'Int' ? sum.toNumber() : decimalText(sum));
+      if (holder && !summaryValue(holder.properties[summary.field]).equals(sum))
+        change(address, summary.holder, summary.field, summary.holder.fields.get(summary.field)!.graphqlType === 'Int' ? sum.toNumber() : decimalText(sum));
     }
     const writes: TableWrite[] = [];
     for (const { address, holder, values } of changes.values()) {
@@ -268,9 +273,12 @@ export class LoadPlan {
     const partition = await this.store.partition(address.table, address.partitionKey);
     const prefix = `${contributionPrefix(summary)}${escapeKeyValue(address.rowKey)}_`;
     const values = new Map<string, Decimal>();
-    for (const [rowKey, e] of partition) if (rowKey.startsWith(prefix) && isContribution(summary, e)) values.set(rowKey, new Decimal(String(e.properties[CONTRIBUTION.value])));
-    for (const [rowKey, value] of this.contributed.get(`${address.table}\u0000${address.partitionKey}`) ?? []) if (rowKey.startsWith(prefix)) values.set(rowKey, value);
-    for (const a of this.staleContributions) if (a.table === address.table && a.partitionKey === address.partitionKey && a.rowKey.startsWith(prefix)) values.delete(a.rowKey);
+    for (const [rowKey, e] of partition)
+      if (rowKey.startsWith(prefix) && isContribution(summary, e)) values.set(rowKey, new Decimal(String(e.properties[CONTRIBUTION.value])));
+    for (const [rowKey, value] of this.contributed.get(`${address.table}\u0000${address.partitionKey}`) ?? [])
+      if (rowKey.startsWith(prefix)) values.set(rowKey, value);
+    for (const a of this.staleContributions)
+      if (a.table === address.table && a.partitionKey === address.partitionKey && a.rowKey.startsWith(prefix)) values.delete(a.rowKey);
     const sum = [...values.values()].reduce((n, v) => n.plus(v), new Decimal(0));
     return { sum, holder: partition.get(address.rowKey) ?? null };
   }
@@ -290,12 +298,18 @@ export class LoadPlan {
       const resolved = s.via.index ? await resolveHolder(s, values, read) : undefined;
       if (resolved === null) {
         const at = holderAddress(s, values)!;
-        throw skip(ErrorCode.NOT_FOUND, `${s.via.fieldName}: no ${s.holder.name} at ${at.partitionKey}/${at.rowKey} to hold ${s.holder.name}.${s.field}, neither stored nor loaded before (ReferenceMissing)`);
+        throw skip(
+          ErrorCode.NOT_FOUND,
+          `${s.via.fieldName}: no ${s.holder.name} at ${at.partitionKey}/${at.rowKey} to hold ${s.holder.name}.${s.field}, neither stored nor loaded before (ReferenceMissing)`,
+        );
       }
       // Null with an optional reference that is null: the row counts towards no holder.
       const c = contributionOf(s, primary, values, resolved);
       if (c && !(await this.store.exists(c.holder, s.holder.entityType))) {
-        throw skip(ErrorCode.NOT_FOUND, `${s.via.fieldName}: no ${s.holder.name} at ${c.holder.partitionKey}/${c.holder.rowKey} to hold ${s.holder.name}.${s.field}, neither stored nor loaded before (ReferenceMissing)`);
+        throw skip(
+          ErrorCode.NOT_FOUND,
+          `${s.via.fieldName}: no ${s.holder.name} at ${c.holder.partitionKey}/${c.holder.rowKey} to hold ${s.holder.name}.${s.field}, neither stored nor loaded before (ReferenceMissing)`,
+        );
       }
       if (c) {
         const write = { table: c.address.table, entity: contributionEntity(s, c, primary) };
@@ -337,7 +351,10 @@ export class LoadPlan {
       const address = referenceAddress(path, values);
       if (!address) continue;
       if (!(await this.store.exists(address, path.index ? path.index.entityType : path.target.entityType))) {
-        throw skip(ErrorCode.NOT_FOUND, `${path.fieldName}: no ${path.target.name} at ${address.partitionKey}/${address.rowKey}, neither stored nor loaded before (ReferenceMissing)`);
+        throw skip(
+          ErrorCode.NOT_FOUND,
+          `${path.fieldName}: no ${path.target.name} at ${address.partitionKey}/${address.rowKey}, neither stored nor loaded before (ReferenceMissing)`,
+        );
       }
     }
   }
@@ -349,7 +366,10 @@ export class LoadPlan {
       const address = holderAddress(s, values);
       if (!address) continue; // an optional reference that is null: it counts towards no holder
       if (!(await this.store.exists(address, s.holder.entityType))) {
-        throw skip(ErrorCode.NOT_FOUND, `${s.via.fieldName}: no ${s.holder.name} at ${address.partitionKey}/${address.rowKey} to hold ${s.holder.name}.${s.field}, neither stored nor loaded before (ReferenceMissing)`);
+        throw skip(
+          ErrorCode.NOT_FOUND,
+          `${s.via.fieldName}: no ${s.holder.name} at ${address.partitionKey}/${address.rowKey} to hold ${s.holder.name}.${s.field}, neither stored nor loaded before (ReferenceMissing)`,
+        );
       }
       const key = addressKey(address);
       let entry = out.get(key);
@@ -369,7 +389,10 @@ export class LoadPlan {
       const claimant = this.uniqueClaims.get(key);
       const holder = claimant ?? (await this.storedHolder(w));
       if (holder !== undefined && holder !== me) {
-        throw skip(ErrorCode.CONFLICT, `${w.index.name}: ${w.entity.rowKey} is taken by ${w.index.entity.name} ${holder.split('\u0000').slice(1).join('/')} (UniqueKeyTaken)`);
+        throw skip(
+          ErrorCode.CONFLICT,
+          `${w.index.name}: ${w.entity.rowKey} is taken by ${w.index.entity.name} ${holder.split('\u0000').slice(1).join('/')} (UniqueKeyTaken)`,
+        );
       }
       claims.push(key);
     }

@@ -1,8 +1,9 @@
 /**
- * The rows of a load file, as field values of one entity type: CSV whose header names the fields (`.csv`), or
- * NDJSON, one JSON object per line (`.ndjson`, `.jsonl`), either one gzip-compressed too (`.csv.gz`). CSV cells are text: an empty cell is null, `true` and
- * `false` are Booleans, and the rest is typed by the field (entity-codec.ts's typedValue reads numbers, Longs,
- * Decimals and dates from text). Enum values are checked against the enum here, since a stored enum is a String.
+ * The rows of a load file, as field values of one entity type: CSV whose header names the fields (`.csv`), or NDJSON,
+ * one JSON object per line (`.ndjson`, `.jsonl`), either one gzip-compressed too (`.csv.gz`). CSV cells are text: an
+ * empty cell is null, `true` and `false` are Booleans, and the rest is typed by the field (entity-codec.ts's typedValue
+ * reads numbers, Longs, Decimals and dates from text). Enum values are checked against the enum here, since a stored
+ * enum is a String.
  *
  * A bad row is reported with its line and the reason, never thrown: the loader skips it and goes on. A bad header
  * (an unknown field, a summary field, a missing key field) is an error before anything is read further.
@@ -23,7 +24,11 @@ export function fileFormat(file: string): 'csv' | 'ndjson' {
   const ext = extname(file.toLowerCase().replace(/\.gz$/, ''));
   if (ext === '.csv') return 'csv';
   if (ext === '.ndjson' || ext === '.jsonl') return 'ndjson';
-  throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${file}: a load file is .csv (a header of field names) or .ndjson/.jsonl (one JSON object per line), each also gzip-compressed (.gz)`, { file });
+  throw new TablegraphError(
+    ErrorCode.BAD_USER_INPUT,
+    `${file}: a load file is .csv (a header of field names) or .ndjson/.jsonl (one JSON object per line), each also gzip-compressed (.gz)`,
+    { file },
+  );
 }
 
 /**
@@ -34,22 +39,39 @@ export function fileFormat(file: string): 'csv' | 'ndjson' {
 export function checkColumns(entity: EntityModel, columns: string[], where: string): void {
   const unknown = columns.filter((c) => !entity.fields.has(c));
   if (unknown.length) {
-    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${where}: ${unknown.map((c) => `"${c}"`).join(', ')} ${unknown.length > 1 ? 'are not stored fields' : 'is not a stored field'} of ${entity.name} (its fields: ${[...entity.fields.keys()].join(', ')})`, { fields: unknown });
+    throw new TablegraphError(
+      ErrorCode.BAD_USER_INPUT,
+      `${where}: ${unknown.map((c) => `"${c}"`).join(', ')} ${unknown.length > 1 ? 'are not stored fields' : 'is not a stored field'} of ${entity.name} (its fields: ${[...entity.fields.keys()].join(', ')})`,
+      { fields: unknown },
+    );
   }
   const summaries = columns.filter((c) => entity.summaryFields.has(c));
   if (summaries.length) {
-    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${where}: ${summaries.join(', ')} ${summaries.length > 1 ? 'are summaries' : 'is a summary'}, kept by the loader from what it summarises`, { fields: summaries });
+    throw new TablegraphError(
+      ErrorCode.BAD_USER_INPUT,
+      `${where}: ${summaries.join(', ')} ${summaries.length > 1 ? 'are summaries' : 'is a summary'}, kept by the loader from what it summarises`,
+      { fields: summaries },
+    );
   }
   const copies = columns.filter((c) => entity.copies.has(c));
   if (copies.length) {
-    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${where}: ${copies.join(', ')} ${copies.length > 1 ? 'are copies' : 'is a copy'} (@copy), taken by the loader from the target`, { fields: copies });
+    throw new TablegraphError(
+      ErrorCode.BAD_USER_INPUT,
+      `${where}: ${copies.join(', ')} ${copies.length > 1 ? 'are copies' : 'is a copy'} (@copy), taken by the loader from the target`,
+      { fields: copies },
+    );
   }
   const blobs = columns.filter((c) => entity.fields.get(c)?.blob);
   if (blobs.length) {
-    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${where}: ${blobs.join(', ')} ${blobs.length > 1 ? 'are @blob fields' : 'is a @blob field'}, set by a mutation that uploads the blob`, { fields: blobs });
+    throw new TablegraphError(
+      ErrorCode.BAD_USER_INPUT,
+      `${where}: ${blobs.join(', ')} ${blobs.length > 1 ? 'are @blob fields' : 'is a @blob field'}, set by a mutation that uploads the blob`,
+      { fields: blobs },
+    );
   }
   const missing = entity.keyFields.filter((k) => !columns.includes(k));
-  if (missing.length) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${where}: the key field(s) ${missing.join(', ')} of ${entity.name} are missing`, { fields: missing });
+  if (missing.length)
+    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${where}: the key field(s) ${missing.join(', ')} of ${entity.name} are missing`, { fields: missing });
 }
 
 /** Why `value` is not a value of the field's enum (undefined when it is, or the field is no enum). */
@@ -57,7 +79,10 @@ function enumProblem(schema: GraphQLSchema | undefined, entity: EntityModel, nam
   if (value === null || value === undefined || !schema) return undefined;
   const type = schema.getType(entity.fields.get(name)!.graphqlType);
   if (!isEnumType(type) || type.getValue(String(value))) return undefined;
-  return `${name}: ${JSON.stringify(value)} is not one of ${type.getValues().map((v) => v.name).join(', ')}`;
+  return `${name}: ${JSON.stringify(value)} is not one of ${type
+    .getValues()
+    .map((v) => v.name)
+    .join(', ')}`;
 }
 
 /** A CSV cell as a field value: '' → null, `true`/`false` for a Boolean field, the text otherwise. */
@@ -92,7 +117,8 @@ export async function* readLoadRows(file: string, entity: EntityModel, schema?: 
           continue;
         }
         if (record.error !== undefined) yield { line: record.line, reason: record.error };
-        else if (record.fields.length === 1 && record.fields[0] === '') continue; // a blank line
+        else if (record.fields.length === 1 && record.fields[0] === '')
+          continue; // a blank line
         else if (record.fields.length !== header.length) yield { line: record.line, reason: `has ${record.fields.length} fields, the header ${header.length}` };
         else yield check(record.line, Object.fromEntries(header.map((name, i) => [name, cellValue(entity, name, record.fields[i])])));
       }

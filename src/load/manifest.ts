@@ -27,7 +27,9 @@ export function readManifest(path: string): ManifestStep[] {
   }
   const steps = (parsed as { steps?: unknown })?.steps;
   if (!Array.isArray(steps) || steps.length === 0) {
-    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${path}: expected { "steps": [ { "type": "…", "file": "…" }, … ] } with at least one step`, { file: path });
+    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${path}: expected { "steps": [ { "type": "…", "file": "…" }, … ] } with at least one step`, {
+      file: path,
+    });
   }
   return steps.map((s: unknown, i) => {
     const step = s as Record<string, unknown>;
@@ -37,7 +39,10 @@ export function readManifest(path: string): ManifestStep[] {
     }
     const existing = step.existing ?? 'replace';
     if (existing !== 'replace' && existing !== 'keep') {
-      throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${where}: "existing" is "replace" or "keep", not ${JSON.stringify(existing)}`, { file: path, step: i });
+      throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${where}: "existing" is "replace" or "keep", not ${JSON.stringify(existing)}`, {
+        file: path,
+        step: i,
+      });
     }
     return { type: step.type, file: resolve(dirname(path), step.file), existing };
   });

@@ -30,9 +30,15 @@ export interface BlobDiff {
  * @param cleanupDelaySeconds TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS (s)
  * @throws storage errors from the scans and listings
  */
-export async function readBlobState(
-  opts: { store: TableStore; blobs: BlobStore; model: Model; types?: string[]; cleanupDelaySeconds: number; observer?: StorageObserver; now?: number },
-): Promise<BlobDiff[]> {
+export async function readBlobState(opts: {
+  store: TableStore;
+  blobs: BlobStore;
+  model: Model;
+  types?: string[];
+  cleanupDelaySeconds: number;
+  observer?: StorageObserver;
+  now?: number;
+}): Promise<BlobDiff[]> {
   const diffs: BlobDiff[] = [];
   const before = (opts.now ?? Date.now()) - opts.cleanupDelaySeconds * 1000;
   for (const entity of opts.model.entities.values()) {

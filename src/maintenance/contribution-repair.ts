@@ -52,7 +52,13 @@ export async function repairContributions(store: TableStore, s: SummaryModel, ad
  * holder's ETag read before the sum.
  * @returns 'written'; 'same' when it held the sum already, or is gone; 'busy' when it kept changing for `attempts` sums
  */
-export async function resumHolder(store: TableStore, s: SummaryModel, holder: EntityAddress, attempts: number, observer?: StorageObserver): Promise<'written' | 'same' | 'busy'> {
+export async function resumHolder(
+  store: TableStore,
+  s: SummaryModel,
+  holder: EntityAddress,
+  attempts: number,
+  observer?: StorageObserver,
+): Promise<'written' | 'same' | 'busy'> {
   const prefix = `${contributionPrefix(s)}${escapeKeyValue(holder.rowKey)}_`;
   for (let attempt = 1; attempt <= attempts; attempt++) {
     const stored = await store.getEntity(holder, { observer });
@@ -61,12 +67,17 @@ export async function resumHolder(store: TableStore, s: SummaryModel, holder: En
       { table: holder.table, partitionKey: holder.partitionKey, rowKeyFrom: prefix, rowKeyTo: prefixUpperBound(prefix), limit: Number.MAX_SAFE_INTEGER - 1 },
       { observer },
     );
-    const sum = range.entities.filter((e) => isContribution(s, e)).reduce((n, e) => n.plus(new Decimal(String(e.properties[CONTRIBUTION.value]))), new Decimal(0));
+    const sum = range.entities
+      .filter((e) => isContribution(s, e))
+      .reduce((n, e) => n.plus(new Decimal(String(e.properties[CONTRIBUTION.value]))), new Decimal(0));
     if (summaryValue(stored.properties[s.field]).equals(sum)) return 'same';
     const field = s.holder.fields.get(s.field)!;
     const value = typedValue(field, field.graphqlType === 'Int' ? sum.toNumber() : decimalText(sum));
     try {
-      await store.updateEntity(holder.table, { partitionKey: holder.partitionKey, rowKey: holder.rowKey, properties: { [s.field]: value } }, 'merge', { observer, ifMatch: stored.etag });
+      await store.updateEntity(holder.table, { partitionKey: holder.partitionKey, rowKey: holder.rowKey, properties: { [s.field]: value } }, 'merge', {
+        observer,
+        ifMatch: stored.etag,
+      });
       return 'written';
     } catch (e) {
       if (!isTablegraphError(e, ErrorCode.CONFLICT) && !isTablegraphError(e, ErrorCode.NOT_FOUND)) throw e;

@@ -41,7 +41,10 @@ export async function readCopyState(store: TableStore, model: Model, types?: str
     return targets.get(addressKey(at))!;
   };
   for (const entity of copying(model, types)) {
-    const mine = [...entity.copies.values()].map((c) => ({ c, diff: { copy: `${entity.name}.${c.field}`, table: entity.layout.table, checked: 0, different: [] } as CopyDiff }));
+    const mine = [...entity.copies.values()].map((c) => ({
+      c,
+      diff: { copy: `${entity.name}.${c.field}`, table: entity.layout.table, checked: 0, different: [] } as CopyDiff,
+    }));
     for await (const page of store.scan(entity.layout.table, { observer })) {
       for (const e of page) {
         if (e.properties[ENTITY_TYPE_PROPERTY] !== entity.entityType) continue;
@@ -51,7 +54,13 @@ export async function readCopyState(store: TableStore, model: Model, types?: str
           const target = await readReferenced(c.reference, values, get);
           const expected = target ? target.properties[c.targetField] : null;
           if (text(expected) !== text(e.properties[c.field])) {
-            diff.different.push({ table: entity.layout.table, partitionKey: e.partitionKey, rowKey: e.rowKey, stored: text(e.properties[c.field]), expected: text(expected) });
+            diff.different.push({
+              table: entity.layout.table,
+              partitionKey: e.partitionKey,
+              rowKey: e.rowKey,
+              stored: text(e.properties[c.field]),
+              expected: text(expected),
+            });
           }
         }
       }

@@ -118,9 +118,20 @@ class Tracker {
     const { entity, layout, scope, entityType, name } = index;
     this.state = {
       diff: {
-        type: entity.name, index: name, scope, table: layout.table, entityType,
-        primaries: 0, expected: 0, found: 0, checked: 0,
-        missing: [], different: [], orphaned: [], duplicates: [], underivable: [],
+        type: entity.name,
+        index: name,
+        scope,
+        table: layout.table,
+        entityType,
+        primaries: 0,
+        expected: 0,
+        found: 0,
+        checked: 0,
+        missing: [],
+        different: [],
+        orphaned: [],
+        duplicates: [],
+        underivable: [],
       },
       repairs: [],
       orphans: [],

@@ -1,8 +1,8 @@
 /**
- * `rebuild-index`: makes one index equal to what the primary entities derive (docs/architecture.md, "Maintenance") — for an
- * index added to an existing schema, or one that verify found out of line. It reads whole tables on purpose
- * (derived-state.ts), then writes only what differs: the missing and different index entities, and deletes of
- * the orphaned ones, as EGTs per partition ("Entity Group Transactions", "Index Entities Pattern").
+ * `rebuild-index`: makes one index equal to what the primary entities derive (docs/architecture.md, "Maintenance") —
+ * for an index added to an existing schema, or one that verify found out of line. It reads whole tables on purpose
+ * (derived-state.ts), then writes only what differs: the missing and different index entities, and deletes of the
+ * orphaned ones, as EGTs per partition ("Entity Group Transactions", "Index Entities Pattern").
  */
 import pLimit from 'p-limit';
 import { ErrorCode, isTablegraphError } from '../errors';
@@ -100,7 +100,10 @@ export async function rebuildIndex(opts: RebuildIndexOptions): Promise<RebuildRe
   let skipped = 0;
   if (state.repairs.length > 0) await store.ensureTable(index.layout.table);
   const etags = new Map(state.repairs.flatMap((r) => (r.etag ? [[addressKey({ table: r.write.table, ...r.write.entity }), r.etag] as const] : [])));
-  const batches = planEgtBatches(state.repairs.map((r) => r.write), store.target);
+  const batches = planEgtBatches(
+    state.repairs.map((r) => r.write),
+    store.target,
+  );
   const writes = batches.map((batch) =>
     limit(async () => {
       const ops: TransactionOperation[] = batch.writes.map((w) => {

@@ -40,7 +40,10 @@ export async function readReferenceState(store: TableStore, model: Model, types?
     if (types && !types.includes(type)) continue;
     const entity = model.entities.get(type);
     if (!entity || paths.length === 0) continue;
-    const mine = paths.map((path) => ({ path, diff: { reference: path.coordinate, table: entity.layout.table, join: joins.has(path), checked: 0, dangling: [] } as ReferenceDiff }));
+    const mine = paths.map((path) => ({
+      path,
+      diff: { reference: path.coordinate, table: entity.layout.table, join: joins.has(path), checked: 0, dangling: [] } as ReferenceDiff,
+    }));
     for await (const page of store.scan(entity.layout.table, { observer })) {
       for (const e of page) {
         if (e.properties[ENTITY_TYPE_PROPERTY] !== entity.entityType) continue;

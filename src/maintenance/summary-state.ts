@@ -1,9 +1,9 @@
 /**
- * Summary values checked against a recount, and repaired (docs/architecture.md, "Maintenance"; the guide's "Entity Group
- * Transactions" keep summaries in step with what they count, this proves it). Where a summary holder and the
+ * Summary values checked against a recount, and repaired (docs/architecture.md, "Maintenance"; the guide's "Entity
+ * Group Transactions" keep summaries in step with what they count, this proves it). Where a summary holder and the
  * entities it counts share a partition, a repair recounts one partition under the holder's ETag: every write that
- * changes a contribution changes the holder in the same EGT, so an unchanged ETag proves the recount current.
- * A summary held in another partition is repaired through its contribution entities (contribution-repair.ts).
+ * changes a contribution changes the holder in the same EGT, so an unchanged ETag proves the recount current. A summary
+ * held in another partition is repaired through its contribution entities (contribution-repair.ts).
  *
  * Reads whole tables on purpose: maintenance commands, never a request path.
  */
@@ -54,7 +54,9 @@ export function resolveSummaries(model: Model, names?: string[]): SummaryModel[]
   return names.map((n) => {
     const s = model.summaries.get(n);
     if (!s) {
-      throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `Unknown summary '${n}'. Summaries: ${[...model.summaries.keys()].join(', ') || '(none)'}.`, { summary: n });
+      throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `Unknown summary '${n}'. Summaries: ${[...model.summaries.keys()].join(', ') || '(none)'}.`, {
+        summary: n,
+      });
     }
     return s;
   });
@@ -196,7 +198,8 @@ export async function repairSummaries(opts: SummaryStateOptions & { attempts?: n
   // Summaries held elsewhere: their contribution entities first, then each holder from the sum of its own.
   const eventual = summaries.filter((s) => s.scope === 'eventual');
   let fixed = 0;
-  for (const s of eventual) fixed += await repairContributions(opts.store, s, diffs.find((d) => d.summary === `${s.holder.name}.${s.field}`)!.contributions, opts.observer);
+  for (const s of eventual)
+    fixed += await repairContributions(opts.store, s, diffs.find((d) => d.summary === `${s.holder.name}.${s.field}`)!.contributions, opts.observer);
   const reported = diffs;
   if (fixed > 0) diffs = await readSummaryState(opts);
   const todo = new Map<string, EntityAddress>();
@@ -204,13 +207,15 @@ export async function repairSummaries(opts: SummaryStateOptions & { attempts?: n
     const s = summaries.find((x) => `${x.holder.name}.${x.field}` === d.summary)!;
     for (const a of d.different) {
       const address = { table: a.table, partitionKey: a.partitionKey, rowKey: a.rowKey };
-      if (s.scope === 'eventual') (await resumHolder(opts.store, s, address, attempts, opts.observer)) !== 'busy' ? result.repaired.push(address) : result.busy.push(address);
-      else todo.set(addressKey(address), address);
+      if (s.scope !== 'eventual') todo.set(addressKey(address), address);
+      else if ((await resumHolder(opts.store, s, address, attempts, opts.observer)) !== 'busy') result.repaired.push(address);
+      else result.busy.push(address);
     }
   }
   for (const address of todo.values()) {
     const own = summaries.filter((s) => s.scope === 'egt' && s.holder.layout.table === address.table);
-    (await repairHolder(opts.store, own, address, attempts, opts.observer)) ? result.repaired.push(address) : result.busy.push(address);
+    if (await repairHolder(opts.store, own, address, attempts, opts.observer)) result.repaired.push(address);
+    else result.busy.push(address);
   }
   return { ...result, diffs: reported };
 }
@@ -221,14 +226,23 @@ export async function repairSummaries(opts: SummaryStateOptions & { attempts?: n
  * @returns false when the holder kept changing for `attempts` recounts; true when written (or deleted meanwhile)
  * @throws storage errors other than a conflict
  */
-export async function repairHolder(store: TableStore, summaries: SummaryModel[], address: EntityAddress, attempts: number, observer?: StorageObserver): Promise<boolean> {
+export async function repairHolder(
+  store: TableStore,
+  summaries: SummaryModel[],
+  address: EntityAddress,
+  attempts: number,
+  observer?: StorageObserver,
+): Promise<boolean> {
   for (let attempt = 1; attempt <= attempts; attempt++) {
     const holder = await store.getEntity(address, { observer });
     if (!holder) return true; // deleted meanwhile: nothing to repair
     const mine = summaries.filter((s) => holder.properties[ENTITY_TYPE_PROPERTY] === s.holder.entityType);
     const entities: StoredEntity[] = [];
     for await (const page of store.scan(address.table, { partitionKey: address.partitionKey, observer })) entities.push(...page);
-    const totals = recount(mine, entities.filter((e) => mine.some((s) => holderKeyOf(s, e) === addressKey(address))));
+    const totals = recount(
+      mine,
+      entities.filter((e) => mine.some((s) => holderKeyOf(s, e) === addressKey(address))),
+    );
     const properties = Object.fromEntries(
       [...totals].map(([s, v]) => {
         const field = s.holder.fields.get(s.field)!;
@@ -236,7 +250,10 @@ export async function repairHolder(store: TableStore, summaries: SummaryModel[],
       }),
     );
     try {
-      await store.updateEntity(address.table, { partitionKey: address.partitionKey, rowKey: address.rowKey, properties }, 'merge', { observer, ifMatch: holder.etag });
+      await store.updateEntity(address.table, { partitionKey: address.partitionKey, rowKey: address.rowKey, properties }, 'merge', {
+        observer,
+        ifMatch: holder.etag,
+      });
       return true;
     } catch (e) {
       if (!isTablegraphError(e, ErrorCode.CONFLICT) && !isTablegraphError(e, ErrorCode.NOT_FOUND)) throw e;

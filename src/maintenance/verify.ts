@@ -1,10 +1,10 @@
 /**
- * `verify`: checks that every index entity equals what its primary entity derives (docs/architecture.md, "Maintenance") — the
- * intra-partition indexes kept in the entity's EGT and the inter-partition ones the fan-out worker keeps
- * ("Index Entities Pattern", "Eventually consistent transactions pattern") — and that every summary value equals
- * a recount of what it summarises (summary-state.ts), every copy its target (copy-state.ts), and that no blob of a
- * `@blob` field outlived its cleanup unnamed (blob-state.ts). It reads whole
- * tables on purpose (derived-state.ts): a maintenance command, never a request path.
+ * `verify`: checks that every index entity equals what its primary entity derives (docs/architecture.md, "Maintenance")
+ * — the intra-partition indexes kept in the entity's EGT and the inter-partition ones the fan-out worker keeps ("Index
+ * Entities Pattern", "Eventually consistent transactions pattern") — and that every summary value equals a recount of
+ * what it summarises (summary-state.ts), every copy its target (copy-state.ts), and that no blob of a `@blob` field
+ * outlived its cleanup unnamed (blob-state.ts). It reads whole tables on purpose (derived-state.ts): a maintenance
+ * command, never a request path.
  *
  * Inter-partition indexes lag behind their primaries by the fan-out queue during normal operation, and verify
  * reports the state at the moment it reads each table: run it after the queue drained (no writes in flight),
@@ -77,23 +77,47 @@ export async function verifyDerived(opts: VerifyOptions): Promise<VerifyReport> 
   const checked = new Set(entities);
   const names = [...opts.model.summaries].filter(([, s]) => checked.has(s.holder) || checked.has(s.of)).map(([name]) => name);
   const before = scanned;
-  const summaries = names.length === 0 ? [] : await readSummaryState({
-    store: opts.store,
-    model: opts.model,
-    summaries: names,
-    observer: opts.observer,
-    onProgress: (p) => {
-      scanned = before + p.scanned;
-      opts.onProgress?.({ ...p, scanned });
-    },
-  });
-  const copies = await readCopyState(opts.store, opts.model, entities.map((e) => e.name), opts.observer);
+  const summaries =
+    names.length === 0
+      ? []
+      : await readSummaryState({
+          store: opts.store,
+          model: opts.model,
+          summaries: names,
+          observer: opts.observer,
+          onProgress: (p) => {
+            scanned = before + p.scanned;
+            opts.onProgress?.({ ...p, scanned });
+          },
+        });
+  const copies = await readCopyState(
+    opts.store,
+    opts.model,
+    entities.map((e) => e.name),
+    opts.observer,
+  );
   const blobs = opts.blobs
-    ? await readBlobState({ store: opts.store, blobs: opts.blobs.store, model: opts.model, types: entities.map((e) => e.name), cleanupDelaySeconds: opts.blobs.cleanupDelaySeconds, observer: opts.observer })
+    ? await readBlobState({
+        store: opts.store,
+        blobs: opts.blobs.store,
+        model: opts.model,
+        types: entities.map((e) => e.name),
+        cleanupDelaySeconds: opts.blobs.cleanupDelaySeconds,
+        observer: opts.observer,
+      })
     : [];
-  const references = await readReferenceState(opts.store, opts.model, entities.map((e) => e.name), opts.observer);
-  const problems = diffs.reduce((n, d) => n + problemCount(d), 0) + summaries.reduce((n, d) => n + summaryProblems(d), 0) + copies.reduce((n, d) => n + d.different.length, 0) +
-    blobs.reduce((n, d) => n + d.orphaned.length, 0) + references.reduce((n, d) => n + d.dangling.length, 0);
+  const references = await readReferenceState(
+    opts.store,
+    opts.model,
+    entities.map((e) => e.name),
+    opts.observer,
+  );
+  const problems =
+    diffs.reduce((n, d) => n + problemCount(d), 0) +
+    summaries.reduce((n, d) => n + summaryProblems(d), 0) +
+    copies.reduce((n, d) => n + d.different.length, 0) +
+    blobs.reduce((n, d) => n + d.orphaned.length, 0) +
+    references.reduce((n, d) => n + d.dangling.length, 0);
   return { ok: problems === 0, problems, scanned, seconds: (performance.now() - started) / 1000, indexes: diffs, summaries, copies, blobs, references };
 }
 
@@ -140,19 +164,25 @@ export function formatVerifyReport(report: VerifyReport, limit = 50): string {
     if (details.length > limit) lines.push(`       … and ${details.length - limit} more`);
   }
   for (const d of report.copies) {
-    lines.push(`${d.different.length === 0 ? 'ok  ' : 'FAIL'} ${d.copy} (copy, table ${d.table}): ${d.checked} checked; ${d.different.length} different from their targets`);
+    lines.push(
+      `${d.different.length === 0 ? 'ok  ' : 'FAIL'} ${d.copy} (copy, table ${d.table}): ${d.checked} checked; ${d.different.length} different from their targets`,
+    );
     const details = d.different.map((a) => `different  ${keys(a)}: stored ${a.stored}, target ${a.expected}`);
     for (const line of details.slice(0, limit)) lines.push(`       ${line}`);
     if (details.length > limit) lines.push(`       … and ${details.length - limit} more`);
   }
   for (const d of report.blobs) {
-    lines.push(`${d.orphaned.length === 0 ? 'ok  ' : 'FAIL'} ${d.field} (@blob, container ${d.container}): ${d.named} named, ${d.listed} listed; ${d.orphaned.length} orphaned, ${d.pending} too recent to judge`);
+    lines.push(
+      `${d.orphaned.length === 0 ? 'ok  ' : 'FAIL'} ${d.field} (@blob, container ${d.container}): ${d.named} named, ${d.listed} listed; ${d.orphaned.length} orphaned, ${d.pending} too recent to judge`,
+    );
     const details = d.orphaned.map((b) => `orphaned   ${b.name} (last written ${b.lastModified})`);
     for (const line of details.slice(0, limit)) lines.push(`       ${line}`);
     if (details.length > limit) lines.push(`       … and ${details.length - limit} more`);
   }
   for (const d of report.references) {
-    lines.push(`${d.dangling.length === 0 ? 'ok  ' : 'FAIL'} ${d.reference} (${d.join ? 'join entities\' reference' : 'reference'}, table ${d.table}): ${d.checked} checked; ${d.dangling.length} dangling`);
+    lines.push(
+      `${d.dangling.length === 0 ? 'ok  ' : 'FAIL'} ${d.reference} (${d.join ? "join entities' reference" : 'reference'}, table ${d.table}): ${d.checked} checked; ${d.dangling.length} dangling`,
+    );
     const details = d.dangling.map((a) => `dangling   ${keys(a)}: nothing at ${a.target.table} ${keys(a.target)}`);
     for (const line of details.slice(0, limit)) lines.push(`       ${line}`);
     if (details.length > limit) lines.push(`       … and ${details.length - limit} more`);
@@ -164,11 +194,41 @@ export function formatVerifyReport(report: VerifyReport, limit = 50): string {
   }
   // What fails, by kind and by name, each with the command that repairs it.
   const kinds = [
-    { failing: report.indexes.filter((d) => problemCount(d) > 0).map((d) => `${d.type}.${d.index}`), of: report.indexes.length, one: 'index', many: 'indexes', repair: 'rebuild-index <Type>' },
-    { failing: report.summaries.filter((d) => summaryProblems(d) > 0).map((d) => d.summary), of: report.summaries.length, one: 'summary', many: 'summaries', repair: 'repair-summaries' },
-    { failing: report.copies.filter((d) => d.different.length > 0).map((d) => d.copy), of: report.copies.length, one: 'copy', many: 'copies', repair: 'rebuild-index <Type> copies' },
-    { failing: report.blobs.filter((d) => d.orphaned.length > 0).map((d) => d.field), of: report.blobs.length, one: '@blob field', many: '@blob fields', repair: 'the blob cleanup (or delete the orphans)' },
-    { failing: report.references.filter((d) => d.dangling.length > 0).map((d) => d.reference), of: report.references.length, one: 'reference', many: 'references', repair: 'a delete of each dangling entity (the worker deletes join entities once their target is deleted)' },
+    {
+      failing: report.indexes.filter((d) => problemCount(d) > 0).map((d) => `${d.type}.${d.index}`),
+      of: report.indexes.length,
+      one: 'index',
+      many: 'indexes',
+      repair: 'rebuild-index <Type>',
+    },
+    {
+      failing: report.summaries.filter((d) => summaryProblems(d) > 0).map((d) => d.summary),
+      of: report.summaries.length,
+      one: 'summary',
+      many: 'summaries',
+      repair: 'repair-summaries',
+    },
+    {
+      failing: report.copies.filter((d) => d.different.length > 0).map((d) => d.copy),
+      of: report.copies.length,
+      one: 'copy',
+      many: 'copies',
+      repair: 'rebuild-index <Type> copies',
+    },
+    {
+      failing: report.blobs.filter((d) => d.orphaned.length > 0).map((d) => d.field),
+      of: report.blobs.length,
+      one: '@blob field',
+      many: '@blob fields',
+      repair: 'the blob cleanup (or delete the orphans)',
+    },
+    {
+      failing: report.references.filter((d) => d.dangling.length > 0).map((d) => d.reference),
+      of: report.references.length,
+      one: 'reference',
+      many: 'references',
+      repair: 'a delete of each dangling entity (the worker deletes join entities once their target is deleted)',
+    },
   ].filter((k) => k.failing.length > 0);
   const where = kinds.map((k) => `${k.failing.length} of ${k.of} ${k.of === 1 ? k.one : k.many} (${k.failing.join(', ')})`).join(', ');
   const repairs = kinds.map((k) => k.repair).join(', ');

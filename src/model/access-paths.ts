@@ -74,13 +74,24 @@ export function buildAccessPaths(
 ): Map<string, AccessPath> {
   const paths = new Map<string, AccessPath>();
   const joins: Array<{ path: RangePath; through: string; node: RangeDirective['node'] }> = [];
-  const skipped = new Set([schema.getMutationType()?.name, schema.getSubscriptionType()?.name, 'PageInfo', ...connections.keys(), ...edges, ...payloadTypes(schema)]);
+  const skipped = new Set([
+    schema.getMutationType()?.name,
+    schema.getSubscriptionType()?.name,
+    'PageInfo',
+    ...connections.keys(),
+    ...edges,
+    ...payloadTypes(schema),
+  ]);
   for (const type of Object.values(schema.getTypeMap())) {
     if (!isObjectType(type) || type.name.startsWith('__') || skipped.has(type.name)) continue;
     const parentEntity = entities.get(type.name);
     const isRoot = type === schema.getQueryType();
     if (!parentEntity && !isRoot) {
-      problems.add(type.name, 'is neither an @entity, the Query type, a Relay connection nor an edge: tablegraph cannot tell where its data lives', type.astNode);
+      problems.add(
+        type.name,
+        'is neither an @entity, the Query type, a Relay connection nor an edge: tablegraph cannot tell where its data lives',
+        type.astNode,
+      );
       continue;
     }
     for (const field of Object.values(type.getFields())) {
@@ -167,7 +178,11 @@ function compilePoint(ctx: FieldContext, d: PointDirective, entities: Map<string
     partitionKey,
     rowKey,
     // A reference: every key from the entity's own fields, none from an argument.
-    checkOnWrite: d.checkOnWrite && !!ctx.parentEntity && !target.implementations && [...(table?.bindings.values() ?? []), ...partitionKey.bindings.values(), ...rowKey.bindings.values()].every((b) => b.source === 'parent'),
+    checkOnWrite:
+      d.checkOnWrite &&
+      !!ctx.parentEntity &&
+      !target.implementations &&
+      [...(table?.bindings.values() ?? []), ...partitionKey.bindings.values(), ...rowKey.bindings.values()].every((b) => b.source === 'parent'),
     node: d.node,
   };
 }
@@ -187,13 +202,21 @@ function compileRange(
     return undefined;
   }
   if (target.implementations && (d.index !== undefined || d.through !== undefined)) {
-    ctx.problems.add(ctx.coordinate, `${target.name} is an interface: its connection ranges over its implementations' own entities, with no index or join`, d.node);
+    ctx.problems.add(
+      ctx.coordinate,
+      `${target.name} is an interface: its connection ranges over its implementations' own entities, with no index or join`,
+      d.node,
+    );
     return undefined;
   }
   const siblings = [...entities.values()].find((i) => i.implementations && i.implementations.length > 1 && i.implementations.includes(target));
   if (siblings && d.index === undefined && d.through === undefined) {
     const others = siblings.implementations!.filter((e) => e !== target).map((e) => e.name);
-    ctx.problems.add(ctx.coordinate, `${target.name} shares its keys with ${others.join(', ')} (interface ${siblings.name}): a range of ${target.name} alone would read theirs too; return ${siblings.name}Connection`, d.node);
+    ctx.problems.add(
+      ctx.coordinate,
+      `${target.name} shares its keys with ${others.join(', ')} (interface ${siblings.name}): a range of ${target.name} alone would read theirs too; return ${siblings.name}Connection`,
+      d.node,
+    );
     return undefined;
   }
   // A many-to-many connection ranges over the join type's entities: its keys are the join type's.
@@ -215,7 +238,11 @@ function compileRange(
   const pageSize = d.pageSize ?? defaults.pageSize;
   const maxPageSize = d.maxPageSize ?? Math.max(defaults.maxPageSize, pageSize);
   if (!(pageSize >= 1 && pageSize <= maxPageSize && maxPageSize <= SERVICE_PAGE_LIMIT)) {
-    ctx.problems.add(ctx.coordinate, `pageSize ${pageSize} and maxPageSize ${maxPageSize} must satisfy 1 <= pageSize <= maxPageSize <= ${SERVICE_PAGE_LIMIT}`, d.node);
+    ctx.problems.add(
+      ctx.coordinate,
+      `pageSize ${pageSize} and maxPageSize ${maxPageSize} must satisfy 1 <= pageSize <= maxPageSize <= ${SERVICE_PAGE_LIMIT}`,
+      d.node,
+    );
     return undefined;
   }
   const layout = layoutOf(ctx, keyed, d.index, d.node);
@@ -251,7 +278,11 @@ function compileRange(
       const bound = boundTemplate(ctx, source, undefined, which, 'exact', d.node);
       if (!bound) return undefined;
       if (literal === '' || !source.startsWith(literal)) {
-        ctx.problems.add(ctx.coordinate, `${which} "${source}" must start with "${literal}", the literal every RowKey of ${layout.description} starts with, so that the range holds no other type`, d.node);
+        ctx.problems.add(
+          ctx.coordinate,
+          `${which} "${source}" must start with "${literal}", the literal every RowKey of ${layout.description} starts with, so that the range holds no other type`,
+          d.node,
+        );
         return undefined;
       }
       bounds[which] = bound;
@@ -265,7 +296,11 @@ function compileRange(
   if (!rowKeyPrefix) return undefined;
   const last = rowKeyPrefix.template.segments.at(-1);
   if (last?.kind === 'placeholder' && last.format.kind === 'string') {
-    ctx.problems.add(ctx.coordinate, `RowKey prefix "${rowKeyPrefix.template.source}" ends in {${last.name}}: follow it with "_" so that "SMITH" does not also match "SMITHSON"`, d.node);
+    ctx.problems.add(
+      ctx.coordinate,
+      `RowKey prefix "${rowKeyPrefix.template.source}" ends in {${last.name}}: follow it with "_" so that "SMITH" does not also match "SMITHSON"`,
+      d.node,
+    );
     return undefined;
   }
   return { ...base, rowKeyPrefix };

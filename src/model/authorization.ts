@@ -8,10 +8,10 @@
  * keys — and otherwise on every entity a read returns. Without a principal (a server running without
  * authentication) nothing is enforced: authorization needs authentication.
  */
-import { getDirectiveValues, isObjectType, type ASTNode, type DirectiveNode, type GraphQLObjectType, type GraphQLSchema } from 'graphql';
+import { getDirectiveValues, isObjectType, type DirectiveNode, type GraphQLObjectType, type GraphQLSchema } from 'graphql';
 import { ErrorCode, TablegraphError } from '../errors';
 import type { SchemaProblems } from './schema-errors';
-import type { EntityModel, Model } from './types';
+import type { AuthPolicy, AuthRule, EntityModel, Model } from './types';
 
 /** Who a request acts for, from its verified token. */
 export interface Principal {
@@ -20,23 +20,6 @@ export interface Principal {
   roles: string[];
   /** Every claim of the token (`sub` included). */
   claims: Record<string, unknown>;
-}
-
-/** One rule: every condition holds. */
-export interface AuthRule {
-  /** Any of these roles; absent: any authenticated caller. */
-  roles?: string[];
-  /** Each entity field equals the claim's value. */
-  scope: Array<{ field: string; claim: string }>;
-  /** On a mutation: the only input fields (besides keys and ifMatch) the rule lets the caller give; absent: all. */
-  fields?: string[];
-}
-
-/** Any of its rules (OR). */
-export interface AuthPolicy {
-  rules: AuthRule[];
-  /** The directive, for error locations. */
-  node?: ASTNode;
 }
 
 /** What is known of a decision: allowed, denied, or depending on fields not known yet (read them, then decide). */
@@ -98,7 +81,9 @@ export function readAuth(
   const d = node?.directives?.find((x) => x.name.value === 'auth');
   const def = schema.getDirective('auth');
   if (!d || !def) return undefined;
-  const v = getDirectiveValues(def, { directives: [d] }) as { rules: Array<{ roles?: string[]; scope?: Array<{ field: string; claim: string }>; fields?: string[] }> };
+  const v = getDirectiveValues(def, { directives: [d] }) as {
+    rules: Array<{ roles?: string[]; scope?: Array<{ field: string; claim: string }>; fields?: string[] }>;
+  };
   const fail = (message: string) => void problems.add(coordinate, `@auth: ${message}`, d);
   const rules: AuthRule[] = [];
   if (v.rules.length === 0) fail('give at least one rule (an empty list would let nobody in)');
@@ -138,7 +123,11 @@ export function buildAuthorization(schema: GraphQLSchema, model: Model, problems
       for (const { field } of rule.scope) {
         for (const index of entity.indexes.values()) {
           if (!index.projection.has(field)) {
-            problems.add(`${entity.name}@index(${index.name})`, `projects no "${field}", which ${entity.name}'s @auth scopes by: add it to include, so a list read through the index is filtered without reading each entity`, index.node);
+            problems.add(
+              `${entity.name}@index(${index.name})`,
+              `projects no "${field}", which ${entity.name}'s @auth scopes by: add it to include, so a list read through the index is filtered without reading each entity`,
+              index.node,
+            );
           }
         }
       }
@@ -166,6 +155,11 @@ export function buildAuthorization(schema: GraphQLSchema, model: Model, problems
     if (!entity.auth) problems.add(entity.name, 'the schema uses @auth, so every entity type says who may read it: add @auth to the type', entity.node);
   }
   for (const write of model.writes.values()) {
-    if (!write.auth) problems.add(write.coordinate, 'the schema uses @auth, so every mutation says who may run it: add @auth to the field', mutation?.getFields()[write.coordinate.split('.')[1]]?.astNode);
+    if (!write.auth)
+      problems.add(
+        write.coordinate,
+        'the schema uses @auth, so every mutation says who may run it: add @auth to the field',
+        mutation?.getFields()[write.coordinate.split('.')[1]]?.astNode,
+      );
   }
 }

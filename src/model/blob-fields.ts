@@ -8,19 +8,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { getDirectiveValues, isListType, isNonNullType, type DirectiveNode, type GraphQLField, type GraphQLSchema } from 'graphql';
 import type { SchemaProblems } from './schema-errors';
 import type { EntityAddress } from '../storage/types';
-import type { Model } from './types';
-
-/** What `@blob` says of a field. */
-export interface BlobSpec {
-  /** The container, table prefix included (lower-cased). */
-  container: string;
-  /** The largest upload through the server (bytes, decoded). */
-  maxBytes: number;
-  /** The Content-Types a write may give; empty: any. */
-  contentTypes: string[];
-  /** How long a read URL is valid (s). */
-  expiresInSeconds: number;
-}
+import type { BlobSpec, Model } from './types';
 
 const MIN_SECONDS = 60;
 const MAX_SECONDS = 7 * 24 * 3600;
@@ -33,7 +21,13 @@ const CONTAINER = /^[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9]$/;
  * table prefix), `maxBytes` from 1 to 256 MiB, `expiresInSeconds` from 60 s to 7 days.
  * @returns the spec, or undefined (with problems) when the field has none or it is wrong
  */
-export function readBlob(schema: GraphQLSchema, field: GraphQLField<unknown, unknown>, coordinate: string, tablePrefix: string, problems: SchemaProblems): BlobSpec | undefined {
+export function readBlob(
+  schema: GraphQLSchema,
+  field: GraphQLField<unknown, unknown>,
+  coordinate: string,
+  tablePrefix: string,
+  problems: SchemaProblems,
+): BlobSpec | undefined {
   const node = field.astNode?.directives?.find((d) => d.name.value === 'blob');
   const def = schema.getDirective('blob');
   if (!node || !def) return undefined;
@@ -44,11 +38,12 @@ export function readBlob(schema: GraphQLSchema, field: GraphQLField<unknown, unk
     return undefined;
   };
   if (isNonNullType(field.type) || isListType(field.type) || (field.type as { name?: string }).name !== 'String' || field.args.length > 0) {
-    return fail('goes on a nullable String field without arguments: the entity holds the blob\'s name, null when there is none');
+    return fail("goes on a nullable String field without arguments: the entity holds the blob's name, null when there is none");
   }
   if (!CONTAINER.test(container)) return fail(`container "${container}" is not a container name (3–63 lowercase letters, digits and single hyphens)`);
   if (!(v.maxBytes >= 1 && v.maxBytes <= MAX_BYTES)) return fail(`maxBytes: ${v.maxBytes}: between 1 and ${MAX_BYTES}`);
-  if (!(v.expiresInSeconds >= MIN_SECONDS && v.expiresInSeconds <= MAX_SECONDS)) return fail(`expiresInSeconds: ${v.expiresInSeconds}: between ${MIN_SECONDS} and ${MAX_SECONDS}`);
+  if (!(v.expiresInSeconds >= MIN_SECONDS && v.expiresInSeconds <= MAX_SECONDS))
+    return fail(`expiresInSeconds: ${v.expiresInSeconds}: between ${MIN_SECONDS} and ${MAX_SECONDS}`);
   const contentTypes = v.contentTypes ?? [];
   const bad = contentTypes.find((t) => !/^[\w.+-]+\/[\w.+-]+$/.test(t));
   if (bad !== undefined) return fail(`contentTypes: "${bad}" is not a type/subtype`);
@@ -56,8 +51,8 @@ export function readBlob(schema: GraphQLSchema, field: GraphQLField<unknown, unk
 }
 
 /**
- * The prefix of every blob of one entity's field: `<table>/<40 hex digits of SHA-256 of PartitionKey, RowKey>/<field>/`.
- * Hashed: keys may hold up to 1 KiB each, a blob name at most 1,024 characters.
+ * The prefix of every blob of one entity's field: `<table>/<40 hex digits of SHA-256 of PartitionKey,
+ * RowKey>/<field>/`. Hashed: keys may hold up to 1 KiB each, a blob name at most 1,024 characters.
  */
 export function blobPrefix(address: EntityAddress, field: string): string {
   const hash = createHash('sha256').update(address.partitionKey).update('\u0000').update(address.rowKey).digest('hex').slice(0, 40);
@@ -86,7 +81,11 @@ export function blobContainers(model: Model): string[] {
 export function checkBlobUses(model: Model, problems: SchemaProblems): void {
   for (const entity of model.entities.values()) {
     for (const f of blobFields(entity)) {
-      const why = entity.wide ? 'is stored as several entities (wide)' : entity.layout.tableTemplate ? 'has a table per period, dropped whole by expire' : undefined;
+      const why = entity.wide
+        ? 'is stored as several entities (wide)'
+        : entity.layout.tableTemplate
+          ? 'has a table per period, dropped whole by expire'
+          : undefined;
       if (why) problems.add(`${entity.name}.${f.name}`, `@blob: ${entity.name} ${why}, so its blobs could not be cleaned up with it`, entity.node);
     }
   }

@@ -137,7 +137,19 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
     if (path.kind !== 'point' || !path.checkOnWrite) continue;
     references.set(path.parentType, [...(references.get(path.parentType) ?? []), path]);
   }
-  const model: Model = { entities, interfaces, accessPaths, connections, summaries, writes, tables: [...tables].sort(), sasFields, references, copiesOf, joinsOf };
+  const model: Model = {
+    entities,
+    interfaces,
+    accessPaths,
+    connections,
+    summaries,
+    writes,
+    tables: [...tables].sort(),
+    sasFields,
+    references,
+    copiesOf,
+    joinsOf,
+  };
   buildAuthorization(schema, model, problems);
   checkPeriodTableUses(schema, model, problems);
   checkWideUses(schema, model, problems);

@@ -7,16 +7,7 @@ import { getDirectiveValues, type FieldDefinitionNode, type GraphQLSchema } from
 import { ErrorCode, TablegraphError } from '../errors';
 import { toDecimal } from './decimal';
 import type { SchemaProblems } from './schema-errors';
-import type { StoredField } from './types';
-
-/** A field's compiled constraint. Bounds inclusive; lengths in characters (UTF-16 code units, as JS counts). */
-export interface FieldConstraint {
-  min?: number;
-  max?: number;
-  minLength?: number;
-  maxLength?: number;
-  pattern?: RegExp;
-}
+import type { FieldConstraint, StoredField } from './types';
 
 const NUMERIC = new Set(['Int', 'Float', 'Decimal', 'Long']);
 const TEXT = new Set(['String', 'ID']);

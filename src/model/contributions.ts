@@ -60,7 +60,11 @@ export function contributionOf(
 }
 
 /** The contribution entity to store. */
-export function contributionEntity(s: SummaryModel, c: { address: EntityAddress; holder: EntityAddress; value: Decimal }, primary: EntityAddress): EntityToWrite {
+export function contributionEntity(
+  s: SummaryModel,
+  c: { address: EntityAddress; holder: EntityAddress; value: Decimal },
+  primary: EntityAddress,
+): EntityToWrite {
   return {
     partitionKey: c.address.partitionKey,
     rowKey: c.address.rowKey,

@@ -36,7 +36,10 @@ export function buildCopies(
         continue;
       }
       const reference = accessPaths.get(`${type.name}.${d.from}`);
-      const why = reference?.kind === 'point' ? notAReference(reference, type.name) : `${type.name}.${d.from} must be a reference: a @point field whose keys come from ${type.name}'s own fields`;
+      const why =
+        reference?.kind === 'point'
+          ? notAReference(reference, type.name)
+          : `${type.name}.${d.from} must be a reference: a @point field whose keys come from ${type.name}'s own fields`;
       if (!reference || reference.kind !== 'point' || why) {
         problems.add(coordinate, `@copy(from: "${d.from}"): ${why}`, d.node);
         continue;
@@ -61,12 +64,20 @@ export function buildCopies(
       }
       const indexed = [...entity.indexes.values()].find((i) => i.projection.has(f.name));
       if (indexed) {
-        problems.add(coordinate, `a copy cannot be in an index entity (@index "${indexed.name}" holds it): its copies there would not be kept; remove it from include`, d.node);
+        problems.add(
+          coordinate,
+          `a copy cannot be in an index entity (@index "${indexed.name}" holds it): its copies there would not be kept; remove it from include`,
+          d.node,
+        );
         continue;
       }
       const summed = [...summaries.values()].find((s) => s.of === entity && s.terms.flat().some((x) => 'field' in x && x.field === f.name));
       if (summed) {
-        problems.add(coordinate, `a copy cannot be summed (${summed.holder.name}.${summed.field}): the summary would change without a write of ${entity.name}`, d.node);
+        problems.add(
+          coordinate,
+          `a copy cannot be summed (${summed.holder.name}.${summed.field}): the summary would change without a write of ${entity.name}`,
+          d.node,
+        );
         continue;
       }
       const reverse = reverseRange(target, entity, accessPaths);

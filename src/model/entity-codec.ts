@@ -150,9 +150,9 @@ export function entityWrites(entity: EntityModel, values: Record<string, unknown
 }
 
 /**
- * What an entity derives across partitions: its inter-partition index entities (docs/architecture.md, "Fan-out and reconciliation",
- * "Inter-partition secondary index pattern"). A pure function of the entity's values; null (no entity) derives
- * nothing. The worker, the import and the maintenance commands all derive through here.
+ * What an entity derives across partitions: its inter-partition index entities (docs/architecture.md, "Fan-out and
+ * reconciliation", "Inter-partition secondary index pattern"). A pure function of the entity's values; null (no entity)
+ * derives nothing. The worker, the import and the maintenance commands all derive through here.
  */
 export function derive(entity: EntityModel, values: Record<string, unknown> | null): Array<TableWrite & { index: IndexModel }> {
   if (!values) return [];

@@ -11,7 +11,7 @@ import type { SchemaProblems } from './schema-errors';
 export function fieldNode(schema: GraphQLSchema, coordinate: string): ASTNode | undefined {
   const [type, field] = coordinate.split('.');
   const named = schema.getType(type);
-  return named && 'getFields' in named ? (named.getFields() as Record<string, { astNode?: ASTNode | null }>)[field]?.astNode ?? undefined : undefined;
+  return named && 'getFields' in named ? ((named.getFields() as Record<string, { astNode?: ASTNode | null }>)[field]?.astNode ?? undefined) : undefined;
 }
 
 /**

@@ -141,50 +141,44 @@ const byCoordinate = <T extends { coordinate: string }>(a: T, b: T) => a.coordin
 
 /** The whole design: fields (root Query fields first, then by coordinate), summaries, references, mutations. */
 export function explainModel(model: Model): Explanation {
-  const fields = [...model.accessPaths.values()].map(
-    (path): FieldPlan => ({
-      coordinate: path.coordinate,
-      kind: path.kind,
-      table: path.table,
-      tableTemplate: path.tableTemplate ? keyPlan(path.tableTemplate) : null,
-      partitionKey: keyPlan(path.partitionKey),
-      rowKey: rowKeyPlan(path),
-      index: path.index ? { name: path.index.name, scope: path.index.scope, projection: [...path.index.projection] } : null,
-      through: path.kind === 'range' && path.join ? { entity: path.join.entity.name, reference: path.join.reference.coordinate } : null,
-      waves: path.kind === 'range' && path.join ? 2 : 1,
-      maxWaves: path.index || (path.kind === 'range' && path.join) ? 2 : 1,
-      pageSize: path.kind === 'range' ? { default: path.pageSize, max: path.maxPageSize } : null,
-      consistency: path.index?.scope === 'interPartition' ? 'eventual' : 'strong',
-      parts: !path.index && path.kind === 'point' ? (path.target.wide?.parts.length ?? null) : null,
-    }),
-  );
+  const fields = [...model.accessPaths.values()].map((path): FieldPlan => ({
+    coordinate: path.coordinate,
+    kind: path.kind,
+    table: path.table,
+    tableTemplate: path.tableTemplate ? keyPlan(path.tableTemplate) : null,
+    partitionKey: keyPlan(path.partitionKey),
+    rowKey: rowKeyPlan(path),
+    index: path.index ? { name: path.index.name, scope: path.index.scope, projection: [...path.index.projection] } : null,
+    through: path.kind === 'range' && path.join ? { entity: path.join.entity.name, reference: path.join.reference.coordinate } : null,
+    waves: path.kind === 'range' && path.join ? 2 : 1,
+    maxWaves: path.index || (path.kind === 'range' && path.join) ? 2 : 1,
+    pageSize: path.kind === 'range' ? { default: path.pageSize, max: path.maxPageSize } : null,
+    consistency: path.index?.scope === 'interPartition' ? 'eventual' : 'strong',
+    parts: !path.index && path.kind === 'point' ? (path.target.wide?.parts.length ?? null) : null,
+  }));
   const rank = (p: FieldPlan) => (p.coordinate.startsWith('Query.') ? 0 : 1);
   fields.sort((a, b) => rank(a) - rank(b) || byCoordinate(a, b));
 
-  const summaries = [...model.summaries].map(
-    ([coordinate, s]): SummaryPlan => ({
-      coordinate,
-      of: s.of.name,
-      via: s.via.coordinate,
-      kind: s.count ? 'count' : 'sum',
-      terms: s.terms.map((t) => t.map((f) => ('field' in f ? f.field : String(f.constant))).join(' * ')),
-      keptIn: s.scope,
-    }),
-  );
+  const summaries = [...model.summaries].map(([coordinate, s]): SummaryPlan => ({
+    coordinate,
+    of: s.of.name,
+    via: s.via.coordinate,
+    kind: s.count ? 'count' : 'sum',
+    terms: s.terms.map((t) => t.map((f) => ('field' in f ? f.field : String(f.constant))).join(' * ')),
+    keptIn: s.scope,
+  }));
 
   const references = [...model.accessPaths.values()]
     .filter((p): p is PointPath => p.kind === 'point' && model.entities.has(p.parentType))
     .map((p) => ({ path: p, bindings: [...p.partitionKey.bindings.values(), ...p.rowKey.bindings.values()] }))
     .filter(({ bindings }) => bindings.every((b) => b.source === 'parent'))
-    .map(
-      ({ path, bindings }): ReferencePlan => ({
-        coordinate: path.coordinate,
-        target: path.target.name,
-        fields: [...new Set(bindings.map((b) => b.name))],
-        optional: bindings.some((b) => b.optional === true),
-        checkOnWrite: path.checkOnWrite,
-      }),
-    )
+    .map(({ path, bindings }): ReferencePlan => ({
+      coordinate: path.coordinate,
+      target: path.target.name,
+      fields: [...new Set(bindings.map((b) => b.name))],
+      optional: bindings.some((b) => b.optional === true),
+      checkOnWrite: path.checkOnWrite,
+    }))
     .sort(byCoordinate);
 
   const mutations = [...model.writes].map(([coordinate, w]): MutationPlan => {
@@ -208,12 +202,25 @@ export function explainModel(model: Model): Explanation {
     };
   });
   const blobs = [...model.entities.values()]
-    .flatMap((e) => blobFields(e).map(({ name, blob }): BlobPlan => ({ coordinate: `${e.name}.${name}`, container: blob.container, maxBytes: blob.maxBytes, contentTypes: blob.contentTypes, expiresInSeconds: blob.expiresInSeconds })))
+    .flatMap((e) =>
+      blobFields(e).map(({ name, blob }): BlobPlan => ({
+        coordinate: `${e.name}.${name}`,
+        container: blob.container,
+        maxBytes: blob.maxBytes,
+        contentTypes: blob.contentTypes,
+        expiresInSeconds: blob.expiresInSeconds,
+      })),
+    )
     .sort(byCoordinate);
 
   const copies = [...model.copiesOf.values()]
     .flat()
-    .map((c): CopyPlan => ({ coordinate: `${c.entity.name}.${c.field}`, reference: c.reference.coordinate, copies: `${c.reference.target.name}.${c.targetField}`, foundThrough: c.reverse.coordinate }))
+    .map((c): CopyPlan => ({
+      coordinate: `${c.entity.name}.${c.field}`,
+      reference: c.reference.coordinate,
+      copies: `${c.reference.target.name}.${c.targetField}`,
+      foundThrough: c.reverse.coordinate,
+    }))
     .sort(byCoordinate);
 
   return { fields, summaries, references, copies, blobs, mutations };
@@ -251,17 +258,23 @@ export function formatExplanation(e: Explanation): string {
   if (e.summaries.length) lines.push('', 'Summaries');
   for (const s of e.summaries) {
     const kept = s.keptIn === 'egt' ? 'kept in the EGT of every write' : 'kept eventually by the worker';
-    lines.push(`  ${s.coordinate} = ${s.kind === 'count' ? `count of ${s.of}` : `sum over ${s.of} of ${s.terms.join(' + ')}`}, reached through ${s.via}, ${kept}`);
+    lines.push(
+      `  ${s.coordinate} = ${s.kind === 'count' ? `count of ${s.of}` : `sum over ${s.of} of ${s.terms.join(' + ')}`}, reached through ${s.via}, ${kept}`,
+    );
   }
   if (e.references.length) lines.push('', 'References');
   for (const r of e.references) {
-    lines.push(`  ${r.coordinate} → ${r.target} by ${r.fields.join(', ')}${r.optional ? ', optional' : ''}${r.checkOnWrite ? ', checked on write' : ', not checked on write'}`);
+    lines.push(
+      `  ${r.coordinate} → ${r.target} by ${r.fields.join(', ')}${r.optional ? ', optional' : ''}${r.checkOnWrite ? ', checked on write' : ', not checked on write'}`,
+    );
   }
   if (e.copies.length) lines.push('', 'Copies (set by the writer, kept in step by the worker)');
   for (const c of e.copies) lines.push(`  ${c.coordinate} = ${c.copies} through ${c.reference}; found through ${c.foundThrough} when it changes`);
   if (e.blobs.length) lines.push('', 'Blobs (the entity holds the name; the field reads as a SAS URL, no storage call)');
   for (const b of e.blobs) {
-    lines.push(`  ${b.coordinate} in container ${b.container}: uploads of at most ${b.maxBytes} bytes${b.contentTypes.length ? ` (${b.contentTypes.join(', ')})` : ''}; read URLs valid ${b.expiresInSeconds} s`);
+    lines.push(
+      `  ${b.coordinate} in container ${b.container}: uploads of at most ${b.maxBytes} bytes${b.contentTypes.length ? ` (${b.contentTypes.join(', ')})` : ''}; read URLs valid ${b.expiresInSeconds} s`,
+    );
   }
   if (e.mutations.length) lines.push('', 'Mutations');
   for (const m of e.mutations) {

@@ -6,7 +6,7 @@
 import { isNonNullType, isObjectType, isScalarType, getNamedType, type GraphQLField, type GraphQLObjectType } from 'graphql';
 import type { KeyTemplate, TemplateSegment } from './key-template';
 import type { PointDirective } from './directives';
-import { parseTemplate } from './layouts';
+import { parseTemplate } from './parse-template';
 import type { SchemaProblems } from './schema-errors';
 import type { Binding, BoundTemplate, EntityModel, Layout } from './types';
 

@@ -75,26 +75,38 @@ export function generateSdl(document: DocumentNode): string {
   for (const def of document.definitions) {
     if (def.kind !== Kind.INTERFACE_TYPE_DEFINITION) continue;
     const name = def.name.value;
-    generators.set(`${name}Edge`, () => `"""An edge of a ${name}Connection: one ${name} and the cursor after it."""\ntype ${name}Edge { cursor: String! node: ${name}! }`);
+    generators.set(
+      `${name}Edge`,
+      () => `"""An edge of a ${name}Connection: one ${name} and the cursor after it."""\ntype ${name}Edge { cursor: String! node: ${name}! }`,
+    );
     generators.set(
       `${name}Connection`,
-      () => `"""A page of ${name} entities, each as its own type (a Relay connection): pass pageInfo.endCursor as \`after\` for the next page."""\ntype ${name}Connection { edges: [${name}Edge!]! pageInfo: PageInfo! }`,
+      () =>
+        `"""A page of ${name} entities, each as its own type (a Relay connection): pass pageInfo.endCursor as \`after\` for the next page."""\ntype ${name}Connection { edges: [${name}Edge!]! pageInfo: PageInfo! }`,
     );
   }
   for (const element of ['Int', 'Float']) {
     generators.set(
       `${element}SeriesIncrement`,
-      () => `"""What an INCREMENT adds to one element of a @series of ${element}."""\ninput ${element}SeriesIncrement {\n"""The element (0-based)."""\nat: Int!\n"""Added to it (may be negative)."""\nby: ${element}!\n}`,
+      () =>
+        `"""What an INCREMENT adds to one element of a @series of ${element}."""\ninput ${element}SeriesIncrement {\n"""The element (0-based)."""\nat: Int!\n"""Added to it (may be negative)."""\nby: ${element}!\n}`,
     );
   }
   for (const e of entities.values()) {
     generators.set(`Increment${e.name}Input`, () => incrementInput(e));
-    generators.set(`${e.name}Edge`, () => `"""An edge of a ${e.name}Connection: one ${e.name} and the cursor after it."""\ntype ${e.name}Edge { cursor: String! node: ${e.name}! }`);
+    generators.set(
+      `${e.name}Edge`,
+      () => `"""An edge of a ${e.name}Connection: one ${e.name} and the cursor after it."""\ntype ${e.name}Edge { cursor: String! node: ${e.name}! }`,
+    );
     generators.set(
       `${e.name}Connection`,
-      () => `"""A page of ${e.name} entities (a Relay connection): pass pageInfo.endCursor as \`after\` for the next page."""\ntype ${e.name}Connection { edges: [${e.name}Edge!]! pageInfo: PageInfo! }`,
+      () =>
+        `"""A page of ${e.name} entities (a Relay connection): pass pageInfo.endCursor as \`after\` for the next page."""\ntype ${e.name}Connection { edges: [${e.name}Edge!]! pageInfo: PageInfo! }`,
     );
-    generators.set(`${e.name}Payload`, () => `"""The ${e.name} as written (for a delete: as it was)."""\ntype ${e.name}Payload { ${lowerFirst(e.name)}: ${e.name}! }`);
+    generators.set(
+      `${e.name}Payload`,
+      () => `"""The ${e.name} as written (for a delete: as it was)."""\ntype ${e.name}Payload { ${lowerFirst(e.name)}: ${e.name}! }`,
+    );
     generators.set(`Create${e.name}Input`, () => input(e, 'Create', `The new ${e.name}: CONFLICT when one with these keys exists.`));
     generators.set(`Update${e.name}Input`, () => input(e, 'Update', 'Merge: only the fields given change; a field given as null is cleared.'));
     generators.set(`Replace${e.name}Input`, () => input(e, 'Replace', 'Replace: fields not given become null.'));
@@ -164,7 +176,9 @@ function moveInput(e: EntityShape): string {
   const lines = [
     ...keys.map((f) => field(f, print(f.type))),
     '"""The ETag read: the move is refused with CONFLICT if the entity changed since. Omitted: unconditional."""\nifMatch: String',
-    ...keys.map((f) => `"""The new ${f.name.value}; omitted: it stays."""\nto${f.name.value.charAt(0).toUpperCase()}${f.name.value.slice(1)}: ${print(nullable(f.type))}`),
+    ...keys.map(
+      (f) => `"""The new ${f.name.value}; omitted: it stays."""\nto${f.name.value.charAt(0).toUpperCase()}${f.name.value.slice(1)}: ${print(nullable(f.type))}`,
+    ),
   ];
   return `"""Where the ${e.name} goes: queued, then carried out by the worker (copy, then delete)."""\ninput Move${e.name}Input {\n${lines.join('\n')}\n}`;
 }

@@ -23,9 +23,16 @@ export function buildInterfaces(schema: GraphQLSchema, entities: Map<string, Ent
     const objects = schema.getPossibleTypes(type).filter(isObjectType);
     const stored = objects.map((o) => entities.get(o.name)).filter((e): e is EntityModel => e !== undefined);
     if (stored.length === 0) continue;
-    const why = layoutProblem(objects.map((o) => o.name), stored);
+    const why = layoutProblem(
+      objects.map((o) => o.name),
+      stored,
+    );
     if (why) {
-      problems.add(type.name, `${why}: a field returning ${type.name} must be served by one point or range query, so its implementations share one table and key templates and differ by their EntityType (the guide's "Inheritance relationships")`, type.astNode);
+      problems.add(
+        type.name,
+        `${why}: a field returning ${type.name} must be served by one point or range query, so its implementations share one table and key templates and differ by their EntityType (the guide's "Inheritance relationships")`,
+        type.astNode,
+      );
       continue;
     }
     const [first] = stored;

@@ -26,9 +26,7 @@ export type PlaceholderFormat =
   | { kind: 'hashBucket'; buckets: number };
 /** The calendar formats of a DateTime placeholder: its UTC day (`20261122`) or month (`202611`). */
 export type DatePattern = 'yyyyMMdd' | 'yyyyMM';
-export type TemplateSegment =
-  | { kind: 'literal'; text: string }
-  | { kind: 'placeholder'; name: string; format: PlaceholderFormat };
+export type TemplateSegment = { kind: 'literal'; text: string } | { kind: 'placeholder'; name: string; format: PlaceholderFormat };
 /** A parsed key template. */
 export interface KeyTemplate {
   source: string;
@@ -115,13 +113,18 @@ function parseFormat(source: string, spec: string, at: number): PlaceholderForma
   const width = /^0\d+$/.test(digits) ? Number(digits) : NaN;
   if (width >= 1 && width <= MAX_WIDTH) return { kind: descending ? 'descending' : 'padded', width };
   if (!Number.isNaN(width)) throw new KeyTemplateSyntaxError(source, at, `padding width must be 1..${MAX_WIDTH}, got ${JSON.stringify(spec)}`);
-  throw new KeyTemplateSyntaxError(source, at, `unknown format ${JSON.stringify(spec)}; use 0N (e.g. 08), desc0N (e.g. desc04), invertedTicks, yyyyMMdd, yyyyMM or hashN (e.g. hash64)`);
+  throw new KeyTemplateSyntaxError(
+    source,
+    at,
+    `unknown format ${JSON.stringify(spec)}; use 0N (e.g. 08), desc0N (e.g. desc04), invertedTicks, yyyyMMdd, yyyyMM or hashN (e.g. hash64)`,
+  );
 }
 
 /**
  * Checks that keys rendered from `t` parse back unambiguously and that prefixes cannot overlap: every `string`
- * placeholder must be followed by the end of the template or a literal starting with `_` (padded numbers and
- * descending numbers, invertedTicks and dates are fixed-width, so anything may follow them). Returns one message per problem; empty = fine.
+ * placeholder must be followed by the end of the template or a literal starting with `_` (padded numbers and descending
+ * numbers, invertedTicks and dates are fixed-width, so anything may follow them). Returns one message per problem;
+ * empty = fine.
  */
 export function checkTemplateSeparators(t: KeyTemplate): string[] {
   const problems: string[] = [];
@@ -248,7 +251,11 @@ export function parseIsoDate(s: string): Date | undefined {
 }
 
 function describe(value: unknown): string {
-  return typeof value === 'string' ? JSON.stringify(value) : typeof value === 'object' ? Object.prototype.toString.call(value) : `${typeof value} ${String(value)}`;
+  return typeof value === 'string'
+    ? JSON.stringify(value)
+    : typeof value === 'object'
+      ? Object.prototype.toString.call(value)
+      : `${typeof value} ${String(value)}`;
 }
 
 function badValue(field: string, message: string): TablegraphError {

@@ -7,43 +7,45 @@ import { didYouMean } from 'graphql/jsutils/didYouMean';
 import { suggestionList } from 'graphql/jsutils/suggestionList';
 import { getNamedType, isListType, isNonNullType, isObjectType, type GraphQLObjectType, type GraphQLSchema, type ASTNode } from 'graphql';
 import { checkTableName } from '../storage/limits';
-import { KeyTemplateSyntaxError, checkTemplateSeparators, parseKeyTemplate, type KeyTemplate } from './key-template';
+import type { KeyTemplate } from './key-template';
+import { parseTemplate } from './parse-template';
 import { readEncrypted, readEntity, readIndexes, readPoint, readRange, readSeries } from './directives';
 import { edmTypeOf } from './edm-mapping';
 import { readConstraint } from './constraints';
 import { hasSas } from './sas-fields';
 import { readBlob } from './blob-fields';
 import { isTableTemplate, parseTableTemplate } from './table-template';
-import { BASED_ON_PROPERTY, ENTITY_TYPE_PROPERTY, MOVE_ID_PROPERTY, MOVED_IN_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type IndexModel, type Layout, type StoredField } from './types';
+import {
+  BASED_ON_PROPERTY,
+  ENTITY_TYPE_PROPERTY,
+  MOVE_ID_PROPERTY,
+  MOVED_IN_PROPERTY,
+  RESERVED_UNTIL_PROPERTY,
+  WRITE_ID_PROPERTY,
+  type EntityModel,
+  type IndexModel,
+  type Layout,
+  type StoredField,
+} from './types';
 import type { SchemaProblems } from './schema-errors';
 import { MAX_PARTS, MAX_USER_PROPERTIES, SYSTEM_PROPERTIES, splitProperties } from './wide-entities';
 
 /** Property names the Table service or tablegraph itself uses. */
-const RESERVED_PROPERTIES = new Set(['PartitionKey', 'RowKey', 'Timestamp', 'etag', ENTITY_TYPE_PROPERTY, WRITE_ID_PROPERTY, BASED_ON_PROPERTY, RESERVED_UNTIL_PROPERTY, MOVE_ID_PROPERTY, MOVED_IN_PROPERTY]);
+const RESERVED_PROPERTIES = new Set([
+  'PartitionKey',
+  'RowKey',
+  'Timestamp',
+  'etag',
+  ENTITY_TYPE_PROPERTY,
+  WRITE_ID_PROPERTY,
+  BASED_ON_PROPERTY,
+  RESERVED_UNTIL_PROPERTY,
+  MOVE_ID_PROPERTY,
+  MOVED_IN_PROPERTY,
+]);
 
 /** The field that exposes the entity's ETag; not stored. */
 export const ETAG_FIELD = 'etag';
-
-/** Parses a template, recording a problem (with the directive's location) instead of throwing. */
-export function parseTemplate(
-  source: string,
-  what: string,
-  coordinate: string,
-  node: ASTNode | undefined,
-  problems: SchemaProblems,
-): KeyTemplate | undefined {
-  try {
-    const t = parseKeyTemplate(source);
-    for (const issue of checkTemplateSeparators(t)) problems.add(coordinate, `${what} template "${source}": ${issue}`, node);
-    return t;
-  } catch (e) {
-    if (e instanceof KeyTemplateSyntaxError) {
-      problems.add(coordinate, `${what} template "${source}" is malformed at offset ${e.offset}: ${e.message}`, node);
-      return undefined;
-    }
-    throw e;
-  }
-}
 
 function unwrap<T>(type: T): T {
   return (isNonNullType(type) ? type.ofType : type) as T;
@@ -59,13 +61,21 @@ function storedFields(type: GraphQLObjectType, schema: GraphQLSchema, problems: 
     if (field.name === ETAG_FIELD && named.name === 'String' && !isListType(unwrap(field.type))) continue;
     const edm = edmTypeOf(named);
     if (!edm) {
-      problems.add(coordinate, `type ${named.name} cannot be stored as a property (use Int, Float, Decimal, String, ID, Boolean, Long, DateTime or an enum)`, field.astNode);
+      problems.add(
+        coordinate,
+        `type ${named.name} cannot be stored as a property (use Int, Float, Decimal, String, ID, Boolean, Long, DateTime or an enum)`,
+        field.astNode,
+      );
       continue;
     }
     const inner = isNonNullType(field.type) ? field.type.ofType : field.type;
     const seriesDirective = readSeries(schema, field.astNode);
     if (isListType(inner) && !seriesDirective) {
-      problems.add(coordinate, `list fields cannot be stored as one property: a list of numbers can be kept as one property per element with @series(length: N) (the guide's "Data series pattern")`, field.astNode);
+      problems.add(
+        coordinate,
+        `list fields cannot be stored as one property: a list of numbers can be kept as one property per element with @series(length: N) (the guide's "Data series pattern")`,
+        field.astNode,
+      );
       continue;
     }
     let series: StoredField['series'];
@@ -73,11 +83,19 @@ function storedFields(type: GraphQLObjectType, schema: GraphQLSchema, problems: 
       series = seriesOf(field.name, seriesDirective.length);
       const elementsNonNull = isListType(inner) && isNonNullType(inner.ofType) && isNonNullType(field.type);
       if (!elementsNonNull || !SERIES_ELEMENTS.has(named.name)) {
-        problems.add(coordinate, '@series is for a non-null list of non-null Int or Float elements, e.g. `hourly: [Int!]! @series(length: 24)`', seriesDirective.node);
+        problems.add(
+          coordinate,
+          '@series is for a non-null list of non-null Int or Float elements, e.g. `hourly: [Int!]! @series(length: 24)`',
+          seriesDirective.node,
+        );
         continue;
       }
       if (!Number.isInteger(seriesDirective.length) || seriesDirective.length < 1 || seriesDirective.length > MAX_SERIES_LENGTH) {
-        problems.add(coordinate, `@series(length: ${seriesDirective.length}): a series holds 1 to ${MAX_SERIES_LENGTH} elements (${MAX_PARTS} entities of ${MAX_USER_PROPERTIES - SYSTEM_PROPERTIES} properties, the guide's "Wide entities pattern")`, seriesDirective.node);
+        problems.add(
+          coordinate,
+          `@series(length: ${seriesDirective.length}): a series holds 1 to ${MAX_SERIES_LENGTH} elements (${MAX_PARTS} entities of ${MAX_USER_PROPERTIES - SYSTEM_PROPERTIES} properties, the guide's "Wide entities pattern")`,
+          seriesDirective.node,
+        );
         continue;
       }
     }
@@ -96,12 +114,18 @@ function storedFields(type: GraphQLObjectType, schema: GraphQLSchema, problems: 
     const blob = hasBlob ? readBlob(schema, field, coordinate, tablePrefix, problems) : undefined;
     if (hasBlob && !blob) continue;
     if (blob && encrypted) {
-      problems.add(coordinate, '@blob and @encrypted: the field holds a blob\'s name, and the blob is not sealed', encrypted);
+      problems.add(coordinate, "@blob and @encrypted: the field holds a blob's name, and the blob is not sealed", encrypted);
       continue;
     }
     fields.set(field.name, {
-      name: field.name, graphqlType: named.name, edm, nonNull: isNonNullType(field.type),
-      ...(constraint && { constraint }), ...(series && { series }), ...(encrypted && { encrypted: true as const }), ...(blob && { blob }),
+      name: field.name,
+      graphqlType: named.name,
+      edm,
+      nonNull: isNonNullType(field.type),
+      ...(constraint && { constraint }),
+      ...(series && { series }),
+      ...(encrypted && { encrypted: true as const }),
+      ...(blob && { blob }),
     });
   }
   checkPropertyNames(type, fields, problems);
@@ -124,7 +148,11 @@ function checkPropertyNames(type: GraphQLObjectType, fields: Map<string, StoredF
   for (const field of fields.values()) {
     for (const property of field.series?.properties ?? []) {
       if (fields.has(property) || RESERVED_PROPERTIES.has(property)) {
-        problems.add(`${type.name}.${field.name}`, `@series property "${property}" is also the name of ${fields.has(property) ? `the field ${type.name}.${property}` : 'a reserved property'}`, type.getFields()[field.name].astNode);
+        problems.add(
+          `${type.name}.${field.name}`,
+          `@series property "${property}" is also the name of ${fields.has(property) ? `the field ${type.name}.${property}` : 'a reserved property'}`,
+          type.getFields()[field.name].astNode,
+        );
       }
     }
   }
@@ -159,7 +187,11 @@ function checkPlaceholders(
     } else if (!field.nonNull && !allowNullable) {
       problems.add(coordinate, `${what} template "${t.source}" names {${seg.name}}, which is nullable: a key part must always have a value`, node);
     } else if ((seg.format.kind === 'padded' || seg.format.kind === 'descending') && !['Int', 'ID', 'Long'].includes(field.graphqlType)) {
-      problems.add(coordinate, `${what} template "${t.source}" pads {${seg.name}}, a ${field.graphqlType}: padding needs an Int, Long or ID holding an integer`, node);
+      problems.add(
+        coordinate,
+        `${what} template "${t.source}" pads {${seg.name}}, a ${field.graphqlType}: padding needs an Int, Long or ID holding an integer`,
+        node,
+      );
     } else if (seg.format.kind === 'invertedTicks' && field.graphqlType !== 'DateTime') {
       problems.add(coordinate, `${what} template "${t.source}" inverts ticks of {${seg.name}}, which is not a DateTime`, node);
     } else if (seg.format.kind === 'date' && field.graphqlType !== 'DateTime') {
@@ -209,7 +241,11 @@ export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, t
     for (const d of readIndexes(schema, type.astNode)) {
       const coordinate = `${type.name}@index(${d.name})`;
       if (tableTemplate) {
-        problems.add(coordinate, `${type.name} has a table per period ("${directive.table}"): index entities would need one too, and would outlive a dropped table; read it by its keys`, d.node);
+        problems.add(
+          coordinate,
+          `${type.name} has a table per period ("${directive.table}"): index entities would need one too, and would outlive a dropped table; read it by its keys`,
+          d.node,
+        );
         continue;
       }
       if (entity.indexes.has(d.name)) {
@@ -224,7 +260,8 @@ export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, t
       for (const name of d.include) {
         if (!fields.has(name)) problems.add(coordinate, `include names "${name}", which is not a stored field of ${type.name}`, d.node);
         else if (fields.get(name)!.series) problems.add(coordinate, `include names "${name}", a @series: index entities hold single values`, d.node);
-        else if (fields.get(name)!.encrypted) problems.add(coordinate, `include names "${name}", which is @encrypted: it is sealed for its own entity only`, d.node);
+        else if (fields.get(name)!.encrypted)
+          problems.add(coordinate, `include names "${name}", which is @encrypted: it is sealed for its own entity only`, d.node);
       }
       const table = tablePrefix + (d.table ?? directive.table);
       checkTable(table, coordinate, d.node, problems);
@@ -241,7 +278,11 @@ export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, t
       if (index.unique && index.scope === 'intraPartition') {
         // Its index entities are upserted in the entity's own EGT, which would overwrite another entity's: unique
         // values are reserved only in an index of their own table or partition (src/write/reservations.ts).
-        problems.add(coordinate, `@index(name: "${d.name}", unique: true) shares ${type.name}'s table and PartitionKey, where uniqueness is not enforced: give it a table or a partitionKey of its own`, d.node);
+        problems.add(
+          coordinate,
+          `@index(name: "${d.name}", unique: true) shares ${type.name}'s table and PartitionKey, where uniqueness is not enforced: give it a table or a partitionKey of its own`,
+          d.node,
+        );
         continue;
       }
       entity.indexes.set(d.name, index);
@@ -270,7 +311,11 @@ function checkTableTemplate(
   checkPlaceholders(t, 'Table', fields, type.name, node, problems);
   for (const name of t.fields) {
     if (fields.has(name) && !keyFields.includes(name)) {
-      problems.add(type.name, `table template "${t.source}" names {${name}}, which is not in the PartitionKey or RowKey template: an entity's keys must tell its table`, node);
+      problems.add(
+        type.name,
+        `table template "${t.source}" names {${name}}, which is not in the PartitionKey or RowKey template: an entity's keys must tell its table`,
+        node,
+      );
     }
   }
 }

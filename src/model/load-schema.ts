@@ -12,7 +12,9 @@ import type { SdlSource } from './compile';
 export function loadSchemaSources(dir: string): SdlSource[] {
   let files: string[];
   try {
-    files = readdirSync(dir).filter((f) => f.endsWith('.graphql')).sort();
+    files = readdirSync(dir)
+      .filter((f) => f.endsWith('.graphql'))
+      .sort();
   } catch (e) {
     throw new TablegraphError(ErrorCode.CONFIG_INVALID, `Cannot read the schema folder ${dir}: ${(e as Error).message}`);
   }

@@ -64,7 +64,11 @@ export function targetAddress(path: PointPath, at: EntityAddress, read: StoredEn
  * @returns the target as stored, or null when the reference is null or points at nothing of the target's type
  * @throws TablegraphError BAD_USER_INPUT when a value cannot form the key; what `get` throws
  */
-export async function readReferenced(path: PointPath, values: Values, get: (a: EntityAddress, step: 'index' | 'target') => Promise<StoredEntity | null>): Promise<StoredEntity | null> {
+export async function readReferenced(
+  path: PointPath,
+  values: Values,
+  get: (a: EntityAddress, step: 'index' | 'target') => Promise<StoredEntity | null>,
+): Promise<StoredEntity | null> {
   const at = referenceAddress(path, values);
   if (!at) return null;
   const first = await get(at, path.index ? 'index' : 'target');
@@ -82,7 +86,10 @@ export async function readReferenced(path: PointPath, values: Values, get: (a: E
 export function referenceKeyFields(path: PointPath): Map<string, string> {
   const layout = path.index?.layout ?? path.target.layout;
   const out = new Map<string, string>();
-  for (const [bound, template] of [[path.partitionKey, layout.partitionKey], [path.rowKey, layout.rowKey]] as const) {
+  for (const [bound, template] of [
+    [path.partitionKey, layout.partitionKey],
+    [path.rowKey, layout.rowKey],
+  ] as const) {
     bound.template.segments.forEach((seg, i) => {
       const other = template.segments[i];
       const from = seg.kind === 'placeholder' ? bound.bindings.get(seg.name) : undefined;
@@ -100,6 +107,7 @@ export function referenceKeyFields(path: PointPath): Map<string, string> {
 export function notAReference(path: PointPath, holder: string): string | undefined {
   const bindings = [...(path.tableTemplate?.bindings.values() ?? []), ...path.partitionKey.bindings.values(), ...path.rowKey.bindings.values()];
   if (bindings.some((b) => b.source !== 'parent')) return `${path.coordinate} must be a reference: its keys from ${holder}'s own fields, none from an argument`;
-  if (path.index && !path.index.unique) return `${path.coordinate} reads ${path.target.name}@index(${path.index.name}), which is not unique: a reference through an index needs unique: true, so that it names one ${path.target.name}`;
+  if (path.index && !path.index.unique)
+    return `${path.coordinate} reads ${path.target.name}@index(${path.index.name}), which is not unique: a reference through an index needs unique: true, so that it names one ${path.target.name}`;
   return undefined;
 }

@@ -2,17 +2,9 @@
  * Compiles `@sas` fields: String fields of an entity type that return a read-only shared access signature URL for
  * the entity's own partition (the guide's "Shared access signatures"; signed by src/storage/sas.ts).
  */
-import { getDirectiveValues, getNamedType, isListType, isNonNullType, isObjectType, type ASTNode, type GraphQLSchema } from 'graphql';
+import { getDirectiveValues, getNamedType, isListType, isNonNullType, isObjectType, type GraphQLSchema } from 'graphql';
 import type { SchemaProblems } from './schema-errors';
-import type { EntityModel } from './types';
-
-/** A `@sas` field: the entity whose partition it signs for, and for how long (s). */
-export interface SasField {
-  entity: EntityModel;
-  field: string;
-  expiresInSeconds: number;
-  node?: ASTNode;
-}
+import type { EntityModel, SasField } from './types';
 
 const MIN_SECONDS = 60;
 const MAX_SECONDS = 7 * 24 * 3600;
@@ -36,9 +28,11 @@ export function buildSasFields(schema: GraphQLSchema, entities: Map<string, Enti
       const entity = entities.get(type.name);
       const inner = isNonNullType(field.type) ? field.type.ofType : field.type;
       const { expiresInSeconds } = getDirectiveValues(def, { directives: [d] }) as { expiresInSeconds: number };
-      if (!entity) problems.add(coordinate, '@sas goes on a field of an @entity type: it signs for that entity\'s partition', d);
-      else if (isListType(inner) || getNamedType(field.type).name !== 'String' || field.args.length > 0) problems.add(coordinate, '@sas goes on a String field without arguments', d);
-      else if (!(expiresInSeconds >= MIN_SECONDS && expiresInSeconds <= MAX_SECONDS)) problems.add(coordinate, `@sas(expiresInSeconds: ${expiresInSeconds}): between ${MIN_SECONDS} and ${MAX_SECONDS}`, d);
+      if (!entity) problems.add(coordinate, "@sas goes on a field of an @entity type: it signs for that entity's partition", d);
+      else if (isListType(inner) || getNamedType(field.type).name !== 'String' || field.args.length > 0)
+        problems.add(coordinate, '@sas goes on a String field without arguments', d);
+      else if (!(expiresInSeconds >= MIN_SECONDS && expiresInSeconds <= MAX_SECONDS))
+        problems.add(coordinate, `@sas(expiresInSeconds: ${expiresInSeconds}): between ${MIN_SECONDS} and ${MAX_SECONDS}`, d);
       else out.set(coordinate, { entity, field: field.name, expiresInSeconds, node: d });
     }
   }

@@ -34,18 +34,14 @@ export class SchemaProblems {
   throwIfAny(): void {
     if (this.list.length === 0) return;
     const lines = this.list.map((p) => `  - ${p.coordinate}${where(p.error)}: ${p.message}`);
-    throw new TablegraphError(
-      ErrorCode.SCHEMA_INVALID,
-      `${this.heading()} (${this.list.length} problem(s)):\n${lines.join('\n')}`,
-      {
-        problems: this.list.map((p) => ({
-          coordinate: p.coordinate,
-          message: p.message,
-          source: p.error.source?.name,
-          locations: p.error.locations ?? [],
-        })),
-      },
-    );
+    throw new TablegraphError(ErrorCode.SCHEMA_INVALID, `${this.heading()} (${this.list.length} problem(s)):\n${lines.join('\n')}`, {
+      problems: this.list.map((p) => ({
+        coordinate: p.coordinate,
+        message: p.message,
+        source: p.error.source?.name,
+        locations: p.error.locations ?? [],
+      })),
+    });
   }
 
   /** What the problems are: mistakes in the SDL's GraphQL (a typo, a syntax error), in its storage design, or both. */

@@ -20,7 +20,14 @@ const NUMERIC = new Set(['Int', 'Float', 'Decimal']);
  * factor is itself a summary (`summarized`: every `Type.field` with `@summary`): a write of the summarised entity
  * changes that value without a write of its own entity, so a sum over it would never follow.
  */
-function parseTerm(term: string, of: EntityModel, coordinate: string, problems: SchemaProblems, node: SummaryModelNode, summarized: ReadonlySet<string>): SummaryFactor[] | undefined {
+function parseTerm(
+  term: string,
+  of: EntityModel,
+  coordinate: string,
+  problems: SchemaProblems,
+  node: SummaryModelNode,
+  summarized: ReadonlySet<string>,
+): SummaryFactor[] | undefined {
   const factors: SummaryFactor[] = [];
   for (const raw of term.split('*').map((f) => f.trim())) {
     if (summarized.has(`${of.name}.${raw}`)) {
@@ -57,7 +64,13 @@ export function buildSummaries(
 ): Map<string, SummaryModel> {
   const summaries = new Map<string, SummaryModel>();
   const types = Object.values(schema.getTypeMap()).filter((t) => isObjectType(t) && !t.name.startsWith('__'));
-  const summarized = new Set(types.flatMap((t) => Object.values((t as GraphQLObjectType).getFields()).filter((f) => readSummary(schema, f.astNode)).map((f) => `${t.name}.${f.name}`)));
+  const summarized = new Set(
+    types.flatMap((t) =>
+      Object.values((t as GraphQLObjectType).getFields())
+        .filter((f) => readSummary(schema, f.astNode))
+        .map((f) => `${t.name}.${f.name}`),
+    ),
+  );
   for (const type of types) {
     if (!isObjectType(type) || type.name.startsWith('__')) continue;
     for (const field of Object.values(type.getFields())) {
@@ -77,7 +90,7 @@ export function buildSummaries(
         problems.add(coordinate, `@summary(of: "${d.of}"): no @entity type of that name`, d.node);
         continue;
       }
-      if (d.count === (d.sum.length > 0)) {
+      if (d.count === d.sum.length > 0) {
         problems.add(coordinate, '@summary needs either count: true or a sum, not both', d.node);
         continue;
       }
@@ -85,7 +98,11 @@ export function buildSummaries(
       // A Float would drift (1e20 added and taken away leaves 112).
       const holds = d.count ? ['Int'] : ['Int', 'Decimal'];
       if (!holds.includes(stored.graphqlType) || !stored.nonNull || stored.series) {
-        problems.add(coordinate, `a ${d.count ? 'count' : 'sum'} is held in a non-null ${d.count ? 'Int' : 'Decimal (or Int)'} field, so that it stays exact`, d.node);
+        problems.add(
+          coordinate,
+          `a ${d.count ? 'count' : 'sum'} is held in a non-null ${d.count ? 'Int' : 'Decimal (or Int)'} field, so that it stays exact`,
+          d.node,
+        );
         continue;
       }
       const via = accessPaths.get(`${of.name}.${d.via}`);
@@ -103,14 +120,24 @@ export function buildSummaries(
       const scope = !via.index && samePartition(via, of) ? 'egt' : 'eventual';
       const terms = d.sum.map((t) => parseTerm(t, of, coordinate, problems, d.node, summarized));
       if (terms.some((t) => t === undefined)) continue;
-      const inexact = (terms as SummaryFactor[][]).flat().find((f) => ('field' in f ? of.fields.get(f.field)!.graphqlType !== 'Int' : !Number.isInteger(f.constant)));
+      const inexact = (terms as SummaryFactor[][])
+        .flat()
+        .find((f) => ('field' in f ? of.fields.get(f.field)!.graphqlType !== 'Int' : !Number.isInteger(f.constant)));
       if (stored.graphqlType === 'Int' && inexact) {
-        problems.add(coordinate, `an Int sum adds up Int fields and whole constants only; hold it in a Decimal field to add ${'field' in inexact ? inexact.field : inexact.constant}`, d.node);
+        problems.add(
+          coordinate,
+          `an Int sum adds up Int fields and whole constants only; hold it in a Decimal field to add ${'field' in inexact ? inexact.field : inexact.constant}`,
+          d.node,
+        );
         continue;
       }
       for (const index of holder.indexes.values()) {
         if (index.projection.has(field.name)) {
-          problems.add(`${holder.name}@index(${index.name})`, `includes "${field.name}", a summary value kept on the entity only: its copy on the index entities would never change; remove it from include`, index.node);
+          problems.add(
+            `${holder.name}@index(${index.name})`,
+            `includes "${field.name}", a summary value kept on the entity only: its copy on the index entities would never change; remove it from include`,
+            index.node,
+          );
         }
       }
       summaries.set(coordinate, { holder, field: field.name, of, via, count: d.count, terms: terms as SummaryFactor[][], scope });
@@ -155,7 +182,11 @@ export function holderAddress(summary: SummaryModel, values: Record<string, unkn
  * not there (no holder has that key: the entity counts towards none).
  * @throws TablegraphError BAD_USER_INPUT when a value cannot form the key; what `get` throws
  */
-export async function resolveHolder(summary: SummaryModel, values: Record<string, unknown>, get: (a: EntityAddress) => Promise<StoredEntity | null>): Promise<EntityAddress | null | undefined> {
+export async function resolveHolder(
+  summary: SummaryModel,
+  values: Record<string, unknown>,
+  get: (a: EntityAddress) => Promise<StoredEntity | null>,
+): Promise<EntityAddress | null | undefined> {
   const at = holderAddress(summary, values);
   if (!at || !summary.via.index) return at;
   return targetAddress(summary.via, at, await get(at));

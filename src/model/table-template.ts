@@ -10,7 +10,7 @@
 import type { ASTNode, GraphQLSchema } from 'graphql';
 import { checkTableName } from '../storage/limits';
 import { parseKey, renderKey, type DatePattern, type KeyTemplate } from './key-template';
-import { parseTemplate } from './layouts';
+import { parseTemplate } from './parse-template';
 import type { SchemaProblems } from './schema-errors';
 import type { Layout, Model } from './types';
 import { refuseUses } from './entity-uses';
@@ -30,7 +30,11 @@ export function parseTableTemplate(source: string, coordinate: string, node: AST
   const [literal, placeholder, ...rest] = template.segments;
   const shapeOk = literal?.kind === 'literal' && /^[A-Za-z][A-Za-z0-9]*$/.test(literal.text) && rest.length === 0;
   if (!shapeOk || placeholder?.kind !== 'placeholder' || placeholder.format.kind !== 'date') {
-    problems.add(coordinate, `table template "${source}" must be letters and digits followed by one DateTime key field written yyyyMMdd or yyyyMM, as in "LoginAttempts{at:yyyyMMdd}": a table per day or month`, node);
+    problems.add(
+      coordinate,
+      `table template "${source}" must be letters and digits followed by one DateTime key field written yyyyMMdd or yyyyMM, as in "LoginAttempts{at:yyyyMMdd}": a table per day or month`,
+      node,
+    );
     return undefined;
   }
   try {
@@ -85,6 +89,11 @@ function periodEnd(start: Date, pattern: DatePattern): Date {
  * deletion or does not know which table to name.
  */
 export function checkPeriodTableUses(schema: GraphQLSchema, model: Model, problems: SchemaProblems): void {
-  refuseUses(schema, model, problems, (e) => e.layout.tableTemplate !== undefined, (e, what) =>
-    `${e.name} has a table per period ("${e.layout.table}"): it cannot ${what}, which would outlive the period's table`);
+  refuseUses(
+    schema,
+    model,
+    problems,
+    (e) => e.layout.tableTemplate !== undefined,
+    (e, what) => `${e.name} has a table per period ("${e.layout.table}"): it cannot ${what}, which would outlive the period's table`,
+  );
 }

@@ -4,12 +4,7 @@
  */
 import type { ASTNode } from 'graphql';
 import type { EdmType } from '../storage/types';
-import type { AuthPolicy } from './authorization';
-import type { FieldConstraint } from './constraints';
 import type { KeyTemplate } from './key-template';
-import type { SasField } from './sas-fields';
-import type { BlobSpec } from './blob-fields';
-import type { WideLayout } from './wide-entities';
 
 /** A scalar or enum field stored as one property of the same name. */
 export interface StoredField {
@@ -299,17 +294,17 @@ export interface JoinModel {
 export const ENTITY_TYPE_PROPERTY = 'EntityType';
 
 /**
- * Name of the String property that identifies the write which produced an entity's current state: a fresh UUID
- * for every write attempt, never reused — not after a delete, not after a failed attempt (docs/architecture.md, "Fan-out and reconciliation"). A
- * fan-out message names the write it announces and the state that write was based on, so the worker can tell
- * whether that write is still pending, committed, or superseded.
+ * Name of the String property that identifies the write which produced an entity's current state: a fresh UUID for
+ * every write attempt, never reused — not after a delete, not after a failed attempt (docs/architecture.md, "Fan-out
+ * and reconciliation"). A fan-out message names the write it announces and the state that write was based on, so the
+ * worker can tell whether that write is still pending, committed, or superseded.
  */
 export const WRITE_ID_PROPERTY = 'WriteId';
 
 /**
- * Properties of a unique index entity while it is a reservation (docs/architecture.md, "Unique values"): `BasedOn`, the state id the
- * reserving write read (absent: a create, which needs no entity); `ReservedUntil`, the end of its lease, after
- * which the reserving write can no longer commit (it sends its EGT only well before). The reserving write's own
+ * Properties of a unique index entity while it is a reservation (docs/architecture.md, "Unique values"): `BasedOn`, the
+ * state id the reserving write read (absent: a create, which needs no entity); `ReservedUntil`, the end of its lease,
+ * after which the reserving write can no longer commit (it sends its EGT only well before). The reserving write's own
  * id is in WRITE_ID_PROPERTY. A reconciled index entity carries none of them.
  */
 export const BASED_ON_PROPERTY = 'BasedOn';
@@ -331,3 +326,55 @@ export const MOVE_ID_PROPERTY = 'MoveId';
  * its own copy from an entity someone else created at the new address.
  */
 export const MOVED_IN_PROPERTY = 'MovedIn';
+
+/** One rule: every condition holds. */
+export interface AuthRule {
+  /** Any of these roles; absent: any authenticated caller. */
+  roles?: string[];
+  /** Each entity field equals the claim's value. */
+  scope: Array<{ field: string; claim: string }>;
+  /** On a mutation: the only input fields (besides keys and ifMatch) the rule lets the caller give; absent: all. */
+  fields?: string[];
+}
+
+/** Any of its rules (OR). */
+export interface AuthPolicy {
+  rules: AuthRule[];
+  /** The directive, for error locations. */
+  node?: ASTNode;
+}
+
+/** A field's compiled constraint. Bounds inclusive; lengths in characters (UTF-16 code units, as JS counts). */
+export interface FieldConstraint {
+  min?: number;
+  max?: number;
+  minLength?: number;
+  maxLength?: number;
+  pattern?: RegExp;
+}
+
+/** What `@blob` says of a field. */
+export interface BlobSpec {
+  /** The container, table prefix included (lower-cased). */
+  container: string;
+  /** The largest upload through the server (bytes, decoded). */
+  maxBytes: number;
+  /** The Content-Types a write may give; empty: any. */
+  contentTypes: string[];
+  /** How long a read URL is valid (s). */
+  expiresInSeconds: number;
+}
+
+/** A `@sas` field: the entity whose partition it signs for, and for how long (s). */
+export interface SasField {
+  entity: EntityModel;
+  field: string;
+  expiresInSeconds: number;
+  node?: ASTNode;
+}
+
+/** How a wide entity's properties are spread over its parts. */
+export interface WideLayout {
+  /** Per part, in order: the properties it holds besides the key fields, EntityType and WriteId. */
+  parts: Array<ReadonlySet<string>>;
+}

@@ -14,7 +14,7 @@
  * ETags joined by a space, in part order; a part not stored shows as `-`.
  */
 import type { ASTNode, GraphQLSchema } from 'graphql';
-import { WRITE_ID_PROPERTY, type EntityModel, type Model, type StoredField } from './types';
+import { WRITE_ID_PROPERTY, type EntityModel, type Model, type StoredField, type WideLayout } from './types';
 import type { SchemaProblems } from './schema-errors';
 import { fieldNode, refuseUses } from './entity-uses';
 import type { EntityAddress, EntityToWrite, StoredEntity, TransactionOperation } from '../storage/types';
@@ -29,12 +29,6 @@ export const MAX_PARTS = 100;
 const PART_SUFFIX = '_part';
 /** How a part not stored shows in the entity's ETag. */
 const ABSENT_PART = '-';
-
-/** How a wide entity's properties are spread over its parts. */
-export interface WideLayout {
-  /** Per part, in order: the properties it holds besides the key fields, EntityType and WriteId. */
-  parts: Array<ReadonlySet<string>>;
-}
 
 /**
  * The parts an entity type's properties need, or undefined when they fit in one entity.
@@ -112,7 +106,11 @@ export function partOperations(
   current: StoredEntity | null,
 ): { operations: TransactionOperation[]; parts: number[] } {
   const wide = entity.wide!;
-  const address = { table: entity.layout.table, partitionKey: op.kind === 'delete' ? op.partitionKey : op.entity.partitionKey, rowKey: op.kind === 'delete' ? op.rowKey : op.entity.rowKey };
+  const address = {
+    table: entity.layout.table,
+    partitionKey: op.kind === 'delete' ? op.partitionKey : op.entity.partitionKey,
+    rowKey: op.kind === 'delete' ? op.rowKey : op.entity.rowKey,
+  };
   const addresses = partAddresses(wide, address);
   const stored = (i: number) => current?.parts?.[i] ?? null;
   const operations: TransactionOperation[] = [];
@@ -121,7 +119,11 @@ export function partOperations(
     operations.push(o);
     parts.push(i);
   };
-  const partOf = (i: number, of: EntityToWrite): EntityToWrite => ({ partitionKey: addresses[i].partitionKey, rowKey: addresses[i].rowKey, properties: partProperties(entity, i, of.properties) });
+  const partOf = (i: number, of: EntityToWrite): EntityToWrite => ({
+    partitionKey: addresses[i].partitionKey,
+    rowKey: addresses[i].rowKey,
+    properties: partProperties(entity, i, of.properties),
+  });
   const merged = op.kind === 'update' && op.mode === 'merge' ? wide.parts.map((part) => Object.keys(op.entity.properties).some((p) => part.has(p))) : [];
   // A merge that changes nothing (an INCREMENT adding to no element) still writes its WriteId, to part 1.
   if (merged.length > 0 && !merged.includes(true)) merged[0] = true;
@@ -136,7 +138,7 @@ export function partOperations(
     } else if (op.kind === 'update' && before) {
       add(i, { kind: 'update', mode: 'replace', entity: partOf(i, op.entity), ifMatch: before.etag });
     } else {
-      add(i, { kind: 'create', entity: partOf(i, op.kind === 'update' ? op.entity : whole ?? op.entity) });
+      add(i, { kind: 'create', entity: partOf(i, op.kind === 'update' ? op.entity : (whole ?? op.entity)) });
     }
   });
   return { operations, parts };
@@ -161,16 +163,20 @@ export function checkWideUses(schema: GraphQLSchema, model: Model, problems: Sch
   const wide = (e: EntityModel | undefined) => e?.wide !== undefined;
   const refusal = (entity: EntityModel, what: string) =>
     `${entity.name} is a wide entity stored as ${entity.wide!.parts.length} entities (the guide's "Wide entities pattern"): it cannot ${what}; read it with a point query`;
-  const refuse = (coordinate: string, entity: EntityModel, what: string, node?: ASTNode) => problems.add(coordinate, refusal(entity, what), node ?? fieldNode(schema, coordinate));
+  const refuse = (coordinate: string, entity: EntityModel, what: string, node?: ASTNode) =>
+    problems.add(coordinate, refusal(entity, what), node ?? fieldNode(schema, coordinate));
   for (const e of model.entities.values()) {
     if (!wide(e)) continue;
     if (e.indexes.size > 0) refuse(`${e.name}@index(${[...e.indexes.keys()][0]})`, e, 'have index entities', [...e.indexes.values()][0].node);
     if (e.layout.tableTemplate) refuse(e.name, e, 'have a table per period', e.node);
   }
-  for (const i of model.interfaces.values()) for (const e of i.implementations ?? []) if (wide(e)) refuse(i.name, e, `implement the stored interface ${i.name}`, e.node);
+  for (const i of model.interfaces.values())
+    for (const e of i.implementations ?? []) if (wide(e)) refuse(i.name, e, `implement the stored interface ${i.name}`, e.node);
   for (const path of model.accessPaths.values()) {
-    if (path.kind === 'range' && (wide(path.target) || wide(path.join?.entity))) refuse(path.coordinate, wide(path.target) ? path.target : path.join!.entity, 'be read by a range query');
-    else if (path.kind === 'point' && path.checkOnWrite && wide(path.target)) refuse(path.coordinate, path.target, 'be the target of a reference checked on write (@point(checkOnWrite: false) reads it without the check)');
+    if (path.kind === 'range' && (wide(path.target) || wide(path.join?.entity)))
+      refuse(path.coordinate, wide(path.target) ? path.target : path.join!.entity, 'be read by a range query');
+    else if (path.kind === 'point' && path.checkOnWrite && wide(path.target))
+      refuse(path.coordinate, path.target, 'be the target of a reference checked on write (@point(checkOnWrite: false) reads it without the check)');
   }
   refuseUses(schema, model, problems, wide, refusal);
 }

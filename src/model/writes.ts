@@ -54,7 +54,15 @@ export function buildWrites(
       const target = d.to === undefined ? entity : checkMoveTarget(entity, entities.get(d.to), d.to, coordinate, d.node, problems);
       if (!moveTo || !payload || !target) continue;
       payloads.add(getNamedType(field.type).name);
-      writes.set(coordinate, { coordinate, entity, action: 'MOVE', inputFields: new Set(entity.keyFields), ...payload, moveTo, ...(target !== entity && { moveTarget: target }) });
+      writes.set(coordinate, {
+        coordinate,
+        entity,
+        action: 'MOVE',
+        inputFields: new Set(entity.keyFields),
+        ...payload,
+        moveTo,
+        ...(target !== entity && { moveTarget: target }),
+      });
       continue;
     }
     const inputFields = checkInput(field, entity, d.action, coordinate, problems);
@@ -78,8 +86,18 @@ function incrementProblem(f: GraphQLInputField, stored: StoredField | undefined,
   const shape = isInputObjectType(type) ? type.getFields() : undefined;
   const at = shape?.at?.type;
   const by = shape?.by?.type;
-  const right = shape && Object.keys(shape).length === 2 && at && by && isNonNullType(at) && getNamedType(at).name === 'Int' && isNonNullType(by) && getNamedType(by).name === stored.graphqlType;
-  return right && !isNonNullType(f.type) ? undefined : `an increment of a @series of ${stored.graphqlType} is a nullable { at: Int!, by: ${stored.graphqlType}! } (${stored.graphqlType}SeriesIncrement)`;
+  const right =
+    shape &&
+    Object.keys(shape).length === 2 &&
+    at &&
+    by &&
+    isNonNullType(at) &&
+    getNamedType(at).name === 'Int' &&
+    isNonNullType(by) &&
+    getNamedType(by).name === stored.graphqlType;
+  return right && !isNonNullType(f.type)
+    ? undefined
+    : `an increment of a @series of ${stored.graphqlType} is a nullable { at: Int!, by: ${stored.graphqlType}! } (${stored.graphqlType}SeriesIncrement)`;
 }
 
 function checkInput(
@@ -117,7 +135,8 @@ function checkInput(
       continue;
     }
     if (stored?.blob) {
-      if (getNamedType(f.type).name !== BLOB_INPUT || isNonNullType(f.type)) fail(`${input.name}.${f.name} must be a nullable ${BLOB_INPUT}: ${entity.name}.${f.name} is a @blob`);
+      if (getNamedType(f.type).name !== BLOB_INPUT || isNonNullType(f.type))
+        fail(`${input.name}.${f.name} must be a nullable ${BLOB_INPUT}: ${entity.name}.${f.name} is a @blob`);
       else names.add(f.name);
     } else if (!stored) {
       fail(`${input.name}.${f.name} is not a stored field of ${entity.name}`);
@@ -149,7 +168,8 @@ function checkInput(
   }
   if (action === 'UPDATE') {
     for (const name of names) {
-      if (!entity.keyFields.includes(name) && isNonNullType(given[name].type)) fail(`${input.name}.${name} must be nullable: UPDATE changes only the fields given`);
+      if (!entity.keyFields.includes(name) && isNonNullType(given[name].type))
+        fail(`${input.name}.${name} must be nullable: UPDATE changes only the fields given`);
     }
   }
   return ok ? names : undefined;
@@ -160,7 +180,14 @@ function checkInput(
  * moved type, each of whose stored fields the moved type has with the same type (non-null where the target's is).
  * @returns the target, or undefined (with problems)
  */
-function checkMoveTarget(entity: EntityModel, target: EntityModel | undefined, name: string, coordinate: string, node: ASTNode, problems: SchemaProblems): EntityModel | undefined {
+function checkMoveTarget(
+  entity: EntityModel,
+  target: EntityModel | undefined,
+  name: string,
+  coordinate: string,
+  node: ASTNode,
+  problems: SchemaProblems,
+): EntityModel | undefined {
   if (!target) {
     problems.add(coordinate, `@write(to: "${name}"): no @entity type of that name`, node);
     return undefined;
@@ -170,9 +197,11 @@ function checkMoveTarget(entity: EntityModel, target: EntityModel | undefined, n
   for (const field of target.fields.values()) {
     if (target.summaryFields.has(field.name) || target.copies.has(field.name)) continue;
     const source = entity.fields.get(field.name);
-    if (source && (source.graphqlType !== field.graphqlType || Boolean(source.series) !== Boolean(field.series))) wrong.push(`${field.name} is a ${field.graphqlType}, ${entity.name}.${field.name} a ${source.graphqlType}`);
+    if (source && (source.graphqlType !== field.graphqlType || Boolean(source.series) !== Boolean(field.series)))
+      wrong.push(`${field.name} is a ${field.graphqlType}, ${entity.name}.${field.name} a ${source.graphqlType}`);
     else if (source && Boolean(source.blob) !== Boolean(field.blob)) wrong.push(`${field.name} and ${entity.name}.${field.name} are not both @blob`);
-    else if (field.nonNull && !field.series && !source?.nonNull) wrong.push(`${field.name} is non-null, and ${entity.name} has no non-null ${field.name} to fill it`);
+    else if (field.nonNull && !field.series && !source?.nonNull)
+      wrong.push(`${field.name} is non-null, and ${entity.name} has no non-null ${field.name} to fill it`);
   }
   if (wrong.length === 0) return target;
   problems.add(coordinate, `@write(to: "${name}"): ${target.name} cannot be made from a ${entity.name}: ${wrong.join('; ')}`, node);
@@ -189,7 +218,12 @@ export function moveField(key: string): string {
  * nothing else. A type that holds summaries cannot move: what it counts would stay behind.
  * @returns `to<Field>` → key field, or undefined (with problems)
  */
-function checkMoveInput(field: GraphQLField<unknown, unknown>, entity: EntityModel, coordinate: string, problems: SchemaProblems): Map<string, string> | undefined {
+function checkMoveInput(
+  field: GraphQLField<unknown, unknown>,
+  entity: EntityModel,
+  coordinate: string,
+  problems: SchemaProblems,
+): Map<string, string> | undefined {
   const arg = field.args.length === 1 ? field.args[0] : undefined;
   const input = arg && isNonNullType(arg.type) ? arg.type.ofType : undefined;
   if (!arg || arg.name !== 'input' || !isInputObjectType(input)) {
@@ -197,7 +231,11 @@ function checkMoveInput(field: GraphQLField<unknown, unknown>, entity: EntityMod
     return undefined;
   }
   if (entity.summaryFields.size > 0) {
-    problems.add(coordinate, `${entity.name} holds summaries (${[...entity.summaryFields].join(', ')}): moving it would leave what they count behind`, field.astNode);
+    problems.add(
+      coordinate,
+      `${entity.name} holds summaries (${[...entity.summaryFields].join(', ')}): moving it would leave what they count behind`,
+      field.astNode,
+    );
     return undefined;
   }
   const series = [...entity.fields.values()].filter((f) => f.series).map((f) => f.name);
@@ -236,7 +274,12 @@ function checkMoveInput(field: GraphQLField<unknown, unknown>, entity: EntityMod
  * `@blobUpload(field:)` naming a `@blob` field of the entity (the upload URL of a write that gave it no bytes).
  * @returns the entity field's name and the upload fields, or undefined (with problems)
  */
-function checkPayload(field: GraphQLField<unknown, unknown>, entity: EntityModel, coordinate: string, problems: SchemaProblems): { payloadField: string; uploadFields?: Map<string, string> } | undefined {
+function checkPayload(
+  field: GraphQLField<unknown, unknown>,
+  entity: EntityModel,
+  coordinate: string,
+  problems: SchemaProblems,
+): { payloadField: string; uploadFields?: Map<string, string> } | undefined {
   const payload = getNamedType(field.type);
   const fields = isObjectType(payload) ? Object.values(payload.getFields()) : [];
   const uploads = new Map<string, string>();
@@ -256,7 +299,11 @@ function checkPayload(field: GraphQLField<unknown, unknown>, entity: EntityModel
   }
   const entityFields = fields.filter((f) => getNamedType(f.type).name === entity.name);
   if (!isObjectType(payload) || entityFields.length !== 1 || fields.length !== 1 + uploads.size) {
-    problems.add(coordinate, `returns ${payload.name}, which must be an object type with exactly one field of type ${entity.name} (and @blobUpload fields)`, field.astNode);
+    problems.add(
+      coordinate,
+      `returns ${payload.name}, which must be an object type with exactly one field of type ${entity.name} (and @blobUpload fields)`,
+      field.astNode,
+    );
     return undefined;
   }
   return ok ? { payloadField: entityFields[0].name, ...(uploads.size > 0 && { uploadFields: uploads }) } : undefined;

@@ -75,7 +75,8 @@ export function estimateDemand(
   variables = withDefaults(schema, operation, variables);
   const total: DemandEstimate = { storageCalls: 0, entitiesRead: 0, nodes: 0 };
   const add = (k: keyof DemandEstimate, n: number) => void (total[k] = Math.min(CAP, total[k] + n));
-  const root = operation.operation === 'mutation' ? schema.getMutationType() : operation.operation === 'query' ? schema.getQueryType() : schema.getSubscriptionType();
+  const root =
+    operation.operation === 'mutation' ? schema.getMutationType() : operation.operation === 'query' ? schema.getQueryType() : schema.getSubscriptionType();
   if (!root) return total;
 
   /**

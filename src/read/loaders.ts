@@ -1,6 +1,6 @@
 /**
- * Per-request DataLoaders over the Table service (docs/architecture.md, "Reads"). One set per GraphQL request, never shared
- * between requests or users.
+ * Per-request DataLoaders over the Table service (docs/architecture.md, "Reads"). One set per GraphQL request, never
+ * shared between requests or users.
  *
  * - Point loader: de-duplicates keys, groups them by table and PartitionKey, sends point queries in parallel
  *   with bounded concurrency. Never an `or` filter: the guide ("Design for querying") warns that the service
@@ -55,7 +55,18 @@ export interface LoaderOptions {
 
 const pointCacheKey = (k: PointKey) => `${k.table}\u0000${k.partitionKey}\u0000${k.rowKey}`;
 const rangeCacheKey = (q: RangeQuery) =>
-  JSON.stringify([q.table, q.partitionKey, q.rowKeyFrom ?? null, q.rowKeyFromExclusive ?? false, q.rowKeyAfter ?? null, q.after ?? null, q.rowKeyTo ?? null, q.rowKeyToInclusive ?? false, q.limit, q.select ?? null]);
+  JSON.stringify([
+    q.table,
+    q.partitionKey,
+    q.rowKeyFrom ?? null,
+    q.rowKeyFromExclusive ?? false,
+    q.rowKeyAfter ?? null,
+    q.after ?? null,
+    q.rowKeyTo ?? null,
+    q.rowKeyToInclusive ?? false,
+    q.limit,
+    q.select ?? null,
+  ]);
 
 /**
  * Creates the loaders of one request.

@@ -45,7 +45,11 @@ export function collectProjection(
         if (props && entity?.fields.has(field.name)) props.add(field.name);
         const path = model.accessPaths.get(`${type.name}.${field.name}`);
         if (path && props) {
-          for (const bound of [path.partitionKey, ...('rowKey' in path ? [path.rowKey] : []), ...('rowKeyPrefix' in path && path.rowKeyPrefix ? [path.rowKeyPrefix] : [])]) {
+          for (const bound of [
+            path.partitionKey,
+            ...('rowKey' in path ? [path.rowKey] : []),
+            ...('rowKeyPrefix' in path && path.rowKeyPrefix ? [path.rowKeyPrefix] : []),
+          ]) {
             for (const b of bound.bindings.values()) if (b.source === 'parent') props.add(b.name);
           }
         }
@@ -102,7 +106,10 @@ export function entitySelect(projection: Projection, entity: EntityModel): strin
 /** The `$select` list for reading index entities of `index`: what the request needs that the index holds. */
 export function indexSelect(projection: Projection, index: IndexModel): string[] {
   const needed = projection.get(index.entity.name) ?? new Set([...index.entity.keyFields, ...index.entity.authFields]);
-  return [...[...index.projection].filter((f) => needed.has(f) || index.entity.keyFields.includes(f) || index.entity.authFields.has(f)), ENTITY_TYPE_PROPERTY].sort();
+  return [
+    ...[...index.projection].filter((f) => needed.has(f) || index.entity.keyFields.includes(f) || index.entity.authFields.has(f)),
+    ENTITY_TYPE_PROPERTY,
+  ].sort();
 }
 
 /** True when the index entities hold every property the request reads of the entity (one wave, no second read). */

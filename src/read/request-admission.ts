@@ -69,12 +69,15 @@ export class RequestAdmission {
       this.waiting.push(entry);
       if (deadline === undefined) return;
       // Still waiting when only its own run time is left: it could no longer finish.
-      const timer = setTimeout(() => {
-        const at = this.waiting.indexOf(entry);
-        if (at < 0) return;
-        this.waiting.splice(at, 1);
-        reject(this.overloaded(this.runMs));
-      }, Math.max(0, deadline - Date.now() - this.runMs));
+      const timer = setTimeout(
+        () => {
+          const at = this.waiting.indexOf(entry);
+          if (at < 0) return;
+          this.waiting.splice(at, 1);
+          reject(this.overloaded(this.runMs));
+        },
+        Math.max(0, deadline - Date.now() - this.runMs),
+      );
       entry.start = () => {
         clearTimeout(timer);
         resolve();
@@ -94,7 +97,8 @@ export class RequestAdmission {
         released = true;
         this.runMs += SMOOTHING * (performance.now() - started - this.runMs);
         const next = this.waiting.shift();
-        if (next) next.start(); // the slot passes to it: `running` stays the same
+        if (next)
+          next.start(); // the slot passes to it: `running` stays the same
         else this.running--;
       },
     };
@@ -102,9 +106,13 @@ export class RequestAdmission {
 
   private overloaded(waitMs: number): TablegraphError {
     const retryAfterSeconds = Math.max(1, Math.ceil(waitMs / 1000));
-    return new TablegraphError(ErrorCode.OVERLOADED, `The server is busy with other heavy requests and could not finish this one in time; try again in ${retryAfterSeconds} s.`, {
-      reason: 'HeavyRequestsQueued',
-      retryAfterSeconds,
-    });
+    return new TablegraphError(
+      ErrorCode.OVERLOADED,
+      `The server is busy with other heavy requests and could not finish this one in time; try again in ${retryAfterSeconds} s.`,
+      {
+        reason: 'HeavyRequestsQueued',
+        retryAfterSeconds,
+      },
+    );
   }
 }

@@ -3,7 +3,8 @@
  * and on every entity a read returns. A denied point query is refused with FORBIDDEN before it is sent; an
  * entity out of scope in a list is left out of it.
  */
-import { decide, forbidden, type AuthPolicy, type Principal } from '../model/authorization';
+import { decide, forbidden, type Principal } from '../model/authorization';
+import type { AuthPolicy } from '../model/types';
 import { parseKey } from '../model/key-template';
 import type { EntityModel, Layout } from '../model/types';
 
@@ -17,7 +18,12 @@ export function keyValues(layout: Layout, partitionKey: string, rowKey?: string)
  * @returns whether the entities read must still be checked one by one (some rule depends on unread fields)
  * @throws TablegraphError FORBIDDEN
  */
-export function authorizeBefore(policies: Array<AuthPolicy | undefined>, principal: Principal | undefined, known: Record<string, unknown>, what: string): boolean {
+export function authorizeBefore(
+  policies: Array<AuthPolicy | undefined>,
+  principal: Principal | undefined,
+  known: Record<string, unknown>,
+  what: string,
+): boolean {
   let later = false;
   for (const policy of policies) {
     const d = decide(policy, principal, (f) => known[f]);

@@ -41,15 +41,22 @@ export async function etagOf(node: EntityNode, ctx: RequestContext, info: GraphQ
 async function loadPrimary(node: EntityNode, ctx: RequestContext, info: GraphQLResolveInfo): Promise<StoredEntity> {
   if (node.primary) {
     const stored = await node.primary();
-    if (!stored) throw new TablegraphError(ErrorCode.NOT_FOUND, `the ${node.entity.name} a join entity names through index ${node.fromIndex?.name} does not exist`, { index: node.fromIndex?.name });
+    if (!stored)
+      throw new TablegraphError(ErrorCode.NOT_FOUND, `the ${node.entity.name} a join entity names through index ${node.fromIndex?.name} does not exist`, {
+        index: node.fromIndex?.name,
+      });
     return stored;
   }
   const address = primaryAddress(node.entity, node.stored.properties);
   const stored = await ctx.loaders.point.load({ ...address, select: entitySelect(ctx.projection(info), node.entity) });
   if (!stored) {
-    throw new TablegraphError(ErrorCode.NOT_FOUND, `${node.entity.name} ${address.partitionKey}/${address.rowKey} is listed by index ${node.fromIndex?.name} but does not exist`, {
-      index: node.fromIndex?.name,
-    });
+    throw new TablegraphError(
+      ErrorCode.NOT_FOUND,
+      `${node.entity.name} ${address.partitionKey}/${address.rowKey} is listed by index ${node.fromIndex?.name} but does not exist`,
+      {
+        index: node.fromIndex?.name,
+      },
+    );
   }
   return stored;
 }

@@ -100,9 +100,10 @@ export function pointResolver(path: PointPath): Resolver {
     const eventual = path.index?.scope === 'interPartition' && !!ctx.principal && path.target.authFields.size > 0;
     const later = authorizeTypeBefore(path.target, ctx.principal, known, what) || byField || eventual;
     const address = { table: tableName(path, values), partitionKey, rowKey };
-    let stored = await (path.index
-      ? ctx.loaders.point.load({ ...address, select: indexSelect(projection, path.index) })
-      : loadEntity(ctx, path.target, address, entitySelect(projection, path.target))
+    let stored = await (
+      path.index
+        ? ctx.loaders.point.load({ ...address, select: indexSelect(projection, path.index) })
+        : loadEntity(ctx, path.target, address, entitySelect(projection, path.target))
     ).catch(absentTable(path, null));
     let type = stored ? nodeType(path, stored) : undefined;
     let fromIndex = !!path.index;
@@ -162,9 +163,19 @@ export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode 
   return async (parent, args, ctx, info) => {
     const first = (args.first as number | null | undefined) ?? path.pageSize;
     if (!Number.isInteger(first) || first < 0 || first > path.maxPageSize) {
-      throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `first must be between 0 and ${path.maxPageSize} (got ${first})`, { argument: 'first', max: path.maxPageSize });
+      throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `first must be between 0 and ${path.maxPageSize} (got ${first})`, {
+        argument: 'first',
+        max: path.maxPageSize,
+      });
     }
-    const values = await bindingValues([path.tableTemplate, path.partitionKey, path.rowKeyPrefix, path.rowKeyFrom, path.rowKeyTo], parent, args, ctx, info, path.target);
+    const values = await bindingValues(
+      [path.tableTemplate, path.partitionKey, path.rowKeyPrefix, path.rowKeyFrom, path.rowKeyTo],
+      parent,
+      args,
+      ctx,
+      info,
+      path.target,
+    );
     const table = tableName(path, values);
     noteConsistency(path, ctx);
     const partitionKey = renderKey(path.partitionKey.template, values);
@@ -229,7 +240,10 @@ export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode 
 /** What a many-to-many range reads of each join entity: its keys, what its reference binds, what `@auth` decides on. */
 function joinSelect(join: NonNullable<RangePath['join']>, index: RangePath['index']): string[] {
   const fields = new Set([...join.entity.keyFields, ...join.entity.authFields, ...referenceFields(join.reference), ...join.covered.values()]);
-  return [...fields].filter((f) => !index || index.projection.has(f)).concat(ENTITY_TYPE_PROPERTY).sort();
+  return [...fields]
+    .filter((f) => !index || index.projection.has(f))
+    .concat(ENTITY_TYPE_PROPERTY)
+    .sort();
 }
 
 /**
@@ -252,7 +266,9 @@ async function joinEdges(
     ? new Set([...selectedNodeFields(info)].filter((f) => target.fields.has(f) || f === 'etag').concat([...target.authFields]))
     : (projection.get(target.name) ?? new Set([...target.keyFields, ...target.authFields]));
   const read = (stored: StoredEntity) =>
-    readReferenced(reference, stored.properties, (a, step) => ctx.loaders.point.load({ ...a, select: step === 'index' ? [...target.keyFields, ENTITY_TYPE_PROPERTY] : entitySelect(projection, target) }));
+    readReferenced(reference, stored.properties, (a, step) =>
+      ctx.loaders.point.load({ ...a, select: step === 'index' ? [...target.keyFields, ENTITY_TYPE_PROPERTY] : entitySelect(projection, target) }),
+    );
   if ([...needed].every((f) => covered.has(f))) return coveredEdges(path, page, ctx, reference.index ? read : undefined);
   const found = await Promise.all(page.map(({ stored }) => read(stored)));
   if (reference.index?.scope === 'interPartition') ctx.eventuallyConsistent.add(`${target.name}.${reference.index.name}`);
@@ -277,7 +293,15 @@ function coveredEdges(
 ): Connection['edges'] {
   const { entity: join, reference, covered } = path.join!;
   const target = path.target;
-  const holds = { name: `${join.name}.${reference.fieldName}`, entity: target, layout: target.layout, scope: 'intraPartition' as const, projection: new Set(covered.keys()), unique: false, entityType: target.entityType };
+  const holds = {
+    name: `${join.name}.${reference.fieldName}`,
+    entity: target,
+    layout: target.layout,
+    scope: 'intraPartition' as const,
+    projection: new Set(covered.keys()),
+    unique: false,
+    entityType: target.entityType,
+  };
   // Copies lag behind their targets, and a join entity whose target was deleted still shows: eventually consistent.
   ctx.eventuallyConsistent.add(holds.name);
   return page.flatMap(({ stored, cursor }) => {

@@ -18,7 +18,9 @@ function longFrom(value: unknown): bigint {
 function dateFrom(value: unknown): Date {
   const d = value instanceof Date ? value : typeof value === 'string' ? parseIsoDate(value) : undefined;
   if (!d || Number.isNaN(d.getTime())) {
-    throw new GraphQLError(`DateTime cannot represent ${JSON.stringify(value)}: expected an ISO 8601 date (YYYY-MM-DD) or date-time with Z or an offset`, { extensions: { code: 'BAD_USER_INPUT' } });
+    throw new GraphQLError(`DateTime cannot represent ${JSON.stringify(value)}: expected an ISO 8601 date (YYYY-MM-DD) or date-time with Z or an offset`, {
+      extensions: { code: 'BAD_USER_INPUT' },
+    });
   }
   return d;
 }
@@ -29,7 +31,9 @@ function decimalFrom(value: unknown): string {
     return decimalText(toDecimal(value));
   } catch (e) {
     if (!isTablegraphError(e)) throw e;
-    throw new GraphQLError(`Decimal cannot represent ${JSON.stringify(value)}: ${e.message.replace(/ \(got .*\)$/, '')}`, { extensions: { code: 'BAD_USER_INPUT' } });
+    throw new GraphQLError(`Decimal cannot represent ${JSON.stringify(value)}: ${e.message.replace(/ \(got .*\)$/, '')}`, {
+      extensions: { code: 'BAD_USER_INPUT' },
+    });
   }
 }
 
@@ -43,7 +47,8 @@ export function implementScalars(scalars: { Long?: GraphQLScalarType; DateTime?:
     // Output: a stored value (canonical text, or a Double an older version wrote) as canonical text.
     scalars.Decimal.serialize = (v) => decimalText(storedDecimal(v));
     scalars.Decimal.parseValue = (v) => decimalFrom(v);
-    scalars.Decimal.parseLiteral = (node) => decimalFrom(node.kind === Kind.FLOAT || node.kind === Kind.INT || node.kind === Kind.STRING ? node.value : undefined);
+    scalars.Decimal.parseLiteral = (node) =>
+      decimalFrom(node.kind === Kind.FLOAT || node.kind === Kind.INT || node.kind === Kind.STRING ? node.value : undefined);
   }
   if (scalars.Long) {
     scalars.Long.serialize = (v) => longFrom(v).toString();

@@ -26,13 +26,14 @@ export function writeResolver(write: WriteModel): GraphQLFieldResolver<unknown, 
     // From the input alone, before anything is read: the keys and the fields given may already decide.
     if (decide(write.auth, principal, (f) => input[f], given) === 'deny') throw forbidden(what, principal!);
     // Then on the entity as read and as it would be written: neither may be out of the caller's scope.
-    const check = write.auth && principal
-      ? (previous: Record<string, unknown> | null, next: Record<string, unknown> | null) => {
-          for (const values of [previous, next]) {
-            if (values && decide(write.auth, principal, (f) => values[f] ?? null, given) !== 'allow') throw forbidden(what, principal);
+    const check =
+      write.auth && principal
+        ? (previous: Record<string, unknown> | null, next: Record<string, unknown> | null) => {
+            for (const values of [previous, next]) {
+              if (values && decide(write.auth, principal, (f) => values[f] ?? null, given) !== 'allow') throw forbidden(what, principal);
+            }
           }
-        }
-      : undefined;
+        : undefined;
     const result = await ctx.writer.execute(write, input, ctx.cost, check);
     const node: EntityNode = {
       entity: write.entity,

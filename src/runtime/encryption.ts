@@ -46,7 +46,10 @@ export function attachCipher(store: TableStore, model: Model, config: Config, co
         { errors: { TABLEGRAPH_ENCRYPTION_KEYS: 'required by @encrypted fields' } },
       );
     }
-    log.warn({ fields }, 'TABLEGRAPH_ENCRYPTION_KEYS is not set: @encrypted fields are sealed with the public development key, which protects nothing (development storage only)');
+    log.warn(
+      { fields },
+      'TABLEGRAPH_ENCRYPTION_KEYS is not set: @encrypted fields are sealed with the public development key, which protects nothing (development storage only)',
+    );
     keys = [DEVELOPMENT_KEY];
   }
   store.useCipher(new PropertyCipher(keys, encrypted));

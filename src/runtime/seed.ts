@@ -43,17 +43,29 @@ export async function seedIfEmpty(opts: { store: TableStore; model: Model; schem
   const manifest = seedManifestPath(opts.schemaDir);
   if (!fs.existsSync(manifest)) return 0;
   const steps = readManifest(manifest);
-  checkStepOrder(opts.model, steps.map((s) => s.type));
+  checkStepOrder(
+    opts.model,
+    steps.map((s) => s.type),
+  );
   if (!(await storeIsEmpty(opts.store, opts.model))) return 0;
   const summary = await loadEntities({
     store: opts.store,
     model: opts.model,
-    steps: steps.map((s) => ({ type: s.type, rows: readLoadRows(s.file, opts.model.entities.get(s.type)!, opts.schema), existing: s.existing, source: s.file })),
+    steps: steps.map((s) => ({
+      type: s.type,
+      rows: readLoadRows(s.file, opts.model.entities.get(s.type)!, opts.schema),
+      existing: s.existing,
+      source: s.file,
+    })),
     concurrency: 4,
   });
   const refused = summary.steps.flatMap((s) => s.skipped.map((k) => `${path.basename(s.source ?? s.type)}:${k.line}: ${k.reason}`));
   if (refused.length > 0 || summary.failed.length > 0) {
-    throw new TablegraphError(ErrorCode.CONFIG_INVALID, `The seed rows of ${manifest} do not fit the schema: ${[...refused, ...summary.failed.map((f) => f.error)].join('; ')}`, { manifest });
+    throw new TablegraphError(
+      ErrorCode.CONFIG_INVALID,
+      `The seed rows of ${manifest} do not fit the schema: ${[...refused, ...summary.failed.map((f) => f.error)].join('; ')}`,
+      { manifest },
+    );
   }
   return summary.entities;
 }

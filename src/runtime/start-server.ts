@@ -83,7 +83,8 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
   // Only into an empty store, and on the embedded Azurite only while no other command (an import, say) uses it.
   const seed = () => seedIfEmpty({ store: storage.store, model, schema, schemaDir: config.schemaDir });
   const seeded = storage.azurite ? await storage.azurite.whenAlone(seed) : { ran: true as const, value: await seed() };
-  if (seeded.ran && seeded.value > 0) log.info({ entities: seeded.value }, `empty store: loaded the schema's seed rows (${seedManifestPath(config.schemaDir)})`);
+  if (seeded.ran && seeded.value > 0)
+    log.info({ entities: seeded.value }, `empty store: loaded the schema's seed rows (${seedManifestPath(config.schemaDir)})`);
   if (!seeded.ran) log.info({ others: seeded.others }, 'not seeding: other tablegraph commands use this data folder');
   if (!config.cursorSecret) log.warn('TABLEGRAPH_CURSOR_SECRET is not set: cursors are signed with a random key and expire when the server restarts');
   const { handler, apollo } = await createGraphqlApp({
@@ -168,10 +169,18 @@ function listenError(e: NodeJS.ErrnoException, host: string, port: number): Erro
     );
   }
   if (e.code === 'EACCES') {
-    return new TablegraphError(ErrorCode.CONFIG_INVALID, `Port ${port} on ${host} needs privileges this process does not have: choose a port above 1023, e.g. PORT=4000`, { port, host, reason: 'PortForbidden' });
+    return new TablegraphError(
+      ErrorCode.CONFIG_INVALID,
+      `Port ${port} on ${host} needs privileges this process does not have: choose a port above 1023, e.g. PORT=4000`,
+      { port, host, reason: 'PortForbidden' },
+    );
   }
   if (e.code === 'EADDRNOTAVAIL') {
-    return new TablegraphError(ErrorCode.CONFIG_INVALID, `HOST ${host} is not an address of this machine: use 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)`, { port, host, reason: 'HostNotAvailable' });
+    return new TablegraphError(
+      ErrorCode.CONFIG_INVALID,
+      `HOST ${host} is not an address of this machine: use 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)`,
+      { port, host, reason: 'HostNotAvailable' },
+    );
   }
   return e;
 }

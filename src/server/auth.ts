@@ -55,7 +55,10 @@ function unauthenticated(why: string): GraphQLError {
 export function createAuthenticator(settings: AuthSettings): Authenticator {
   if (!authConfigured(settings)) throw new TablegraphError(ErrorCode.CONFIG_INVALID, 'Authentication needs TABLEGRAPH_JWKS_URL or TABLEGRAPH_JWT_SECRET.');
   if (settings.jwksUrl && (!settings.issuer || !settings.audience)) {
-    throw new TablegraphError(ErrorCode.CONFIG_INVALID, 'TABLEGRAPH_JWKS_URL needs TABLEGRAPH_JWT_ISSUER and TABLEGRAPH_JWT_AUDIENCE: a token from any issuer or for any audience would pass.');
+    throw new TablegraphError(
+      ErrorCode.CONFIG_INVALID,
+      'TABLEGRAPH_JWKS_URL needs TABLEGRAPH_JWT_ISSUER and TABLEGRAPH_JWT_AUDIENCE: a token from any issuer or for any audience would pass.',
+    );
   }
   const key: JWTVerifyGetKey | Uint8Array = settings.jwksUrl ? createRemoteJWKSet(new URL(settings.jwksUrl)) : new TextEncoder().encode(settings.secret);
   const options = {
@@ -84,6 +87,10 @@ export function createAuthenticator(settings: AuthSettings): Authenticator {
     }
     if (typeof payload.sub !== 'string' || payload.sub === '') throw unauthenticated('the token has no subject');
     const roles = payload[rolesClaim];
-    return { subject: payload.sub, roles: Array.isArray(roles) ? roles.filter((r): r is string => typeof r === 'string') : typeof roles === 'string' ? [roles] : [], claims: payload };
+    return {
+      subject: payload.sub,
+      roles: Array.isArray(roles) ? roles.filter((r): r is string => typeof r === 'string') : typeof roles === 'string' ? [roles] : [],
+      claims: payload,
+    };
   };
 }

@@ -1,8 +1,8 @@
 /**
- * Demand control at the door (docs/architecture.md, "Reads"): once an operation is parsed and validated, its worst case is computed
- * from the access paths (src/read/demand.ts) and compared with the budgets; over one, the request is refused with
- * QUERY_TOO_COSTLY and the figures, before any resolver runs — so before any storage call. The estimate is also
- * put beside the actual cost in `extensions.cost.estimate` (cost-plugin.ts).
+ * Demand control at the door (docs/architecture.md, "Reads"): once an operation is parsed and validated, its worst case
+ * is computed from the access paths (src/read/demand.ts) and compared with the budgets; over one, the request is
+ * refused with QUERY_TOO_COSTLY and the figures, before any resolver runs — so before any storage call. The estimate is
+ * also put beside the actual cost in `extensions.cost.estimate` (cost-plugin.ts).
  */
 import type { ApolloServerPlugin } from '@apollo/server';
 import { GraphQLError } from 'graphql';
@@ -42,9 +42,7 @@ export function demandPlugin(model: Model, budget: DemandBudget, admission?: Req
         },
         async didResolveOperation({ schema, operation, document, request, contextValue }) {
           if (!operation) return; // Apollo refuses a document without a resolvable operation itself
-          const fragments = Object.fromEntries(
-            document.definitions.flatMap((d) => (d.kind === 'FragmentDefinition' ? [[d.name.value, d]] : [])),
-          );
+          const fragments = Object.fromEntries(document.definitions.flatMap((d) => (d.kind === 'FragmentDefinition' ? [[d.name.value, d]] : [])));
           const estimate: DemandEstimate = estimateDemand(schema, model, operation, fragments, request.variables ?? {});
           contextValue.demand = estimate;
           const over = [

@@ -11,7 +11,20 @@ import { ErrorCode, TablegraphError } from '../errors';
 
 /** Details a client may see in `extensions` (everything else stays in the server's log). */
 const CLIENT_DETAILS = new Set([
-  'reason', 'field', 'constraint', 'argument', 'max', 'limit', 'index', 'fields', 'currentEtag', 'operationIndex', 'property', 'bytes', 'operations', 'entityType',
+  'reason',
+  'field',
+  'constraint',
+  'argument',
+  'max',
+  'limit',
+  'index',
+  'fields',
+  'currentEtag',
+  'operationIndex',
+  'property',
+  'bytes',
+  'operations',
+  'entityType',
 ]);
 
 /** Plain messages for errors whose own message names storage internals. */
@@ -26,7 +39,12 @@ const STORAGE_MESSAGES: Partial<Record<ErrorCode, string>> = {
 
 /** Whether the error was mapped from what storage answered (its message then names tables and keys). */
 function fromStorage(e: TablegraphError): boolean {
-  return typeof e.details.operation === 'string' || e.code === ErrorCode.STORAGE_UNAVAILABLE || e.code === ErrorCode.STORAGE_BAD_REQUEST || e.code === ErrorCode.CONFIG_INVALID;
+  return (
+    typeof e.details.operation === 'string' ||
+    e.code === ErrorCode.STORAGE_UNAVAILABLE ||
+    e.code === ErrorCode.STORAGE_BAD_REQUEST ||
+    e.code === ErrorCode.CONFIG_INVALID
+  );
 }
 
 /** The client's view of a TablegraphError: its code, a message, and the details meant for clients. */

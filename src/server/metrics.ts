@@ -58,7 +58,12 @@ export class Metrics {
     this.maxOperationLabels = deps.maxOperationLabels ?? DEFAULT_MAX_OPERATION_LABELS;
     const registers = [this.registry];
     client.collectDefaultMetrics({ register: this.registry, prefix: 'tablegraph_' });
-    this.requests = new client.Counter({ name: 'tablegraph_requests_total', help: 'GraphQL requests by operation name and outcome code', labelNames: ['operation', 'code'], registers });
+    this.requests = new client.Counter({
+      name: 'tablegraph_requests_total',
+      help: 'GraphQL requests by operation name and outcome code',
+      labelNames: ['operation', 'code'],
+      registers,
+    });
     this.duration = new client.Histogram({
       name: 'tablegraph_request_duration_seconds',
       help: 'GraphQL request duration in seconds',
@@ -66,8 +71,17 @@ export class Metrics {
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
       registers,
     });
-    this.storageCalls = new client.Counter({ name: 'tablegraph_storage_calls_total', help: 'Storage calls made by GraphQL requests, by kind', labelNames: ['kind'], registers });
-    this.roundTrips = new client.Counter({ name: 'tablegraph_storage_round_trips_total', help: 'HTTP round trips to the Table service made by GraphQL requests', registers });
+    this.storageCalls = new client.Counter({
+      name: 'tablegraph_storage_calls_total',
+      help: 'Storage calls made by GraphQL requests, by kind',
+      labelNames: ['kind'],
+      registers,
+    });
+    this.roundTrips = new client.Counter({
+      name: 'tablegraph_storage_round_trips_total',
+      help: 'HTTP round trips to the Table service made by GraphQL requests',
+      registers,
+    });
     this.entitiesRead = new client.Counter({ name: 'tablegraph_entities_read_total', help: 'Entities returned by the reads of GraphQL requests', registers });
 
     const { queues, queueNames } = deps;
@@ -76,26 +90,32 @@ export class Metrics {
         name: 'tablegraph_fanout_queue_depth',
         help: 'Messages in the fan-out queue (approximate, as the queue service reports it)',
         registers,
-        async collect() { this.set(await queues.approximateDepth(queueNames.queue)); },
+        async collect() {
+          this.set(await queues.approximateDepth(queueNames.queue));
+        },
       });
       new client.Gauge({
         name: 'tablegraph_fanout_poison_depth',
         help: 'Messages in the fan-out poison queue (approximate)',
         registers,
-        async collect() { this.set(await queues.approximateDepth(queueNames.poison)); },
+        async collect() {
+          this.set(await queues.approximateDepth(queueNames.poison));
+        },
       });
       new client.Gauge({
         name: 'tablegraph_fanout_oldest_message_age_seconds',
         help: 'Age of the message at the front of the fan-out queue in seconds (0 when empty)',
         registers,
-        async collect() { this.set((await queues.oldestMessageAgeMs(queueNames.queue)) / 1000); },
+        async collect() {
+          this.set((await queues.oldestMessageAgeMs(queueNames.queue)) / 1000);
+        },
       });
     }
     const worker = deps.worker;
     if (worker) {
       new client.Gauge({
         name: 'tablegraph_worker_lag_seconds',
-        help: 'The in-process fan-out worker\'s lag from enqueue to reconcile over its recent window, in seconds',
+        help: "The in-process fan-out worker's lag from enqueue to reconcile over its recent window, in seconds",
         labelNames: ['quantile'],
         registers,
         collect() {
@@ -139,7 +159,13 @@ export class Metrics {
     this.duration.observe({ operation }, o.durationMs / 1000);
     const c = o.cost;
     if (!c) return;
-    const kinds: Array<[string, number]> = [['pointQuery', c.pointQueries], ['rangeQuery', c.rangeQueries], ['partitionScan', c.partitionScans], ['tableScan', c.tableScans], ['write', c.writes]];
+    const kinds: Array<[string, number]> = [
+      ['pointQuery', c.pointQueries],
+      ['rangeQuery', c.rangeQueries],
+      ['partitionScan', c.partitionScans],
+      ['tableScan', c.tableScans],
+      ['write', c.writes],
+    ];
     for (const [kind, n] of kinds) if (n > 0) this.storageCalls.inc({ kind }, n);
     if (c.roundTrips > 0) this.roundTrips.inc(c.roundTrips);
     if (c.entitiesRead > 0) this.entitiesRead.inc(c.entitiesRead);

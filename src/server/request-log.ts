@@ -151,9 +151,16 @@ export function requestLogPlugin(log: Logger, model: Model): ApolloServerPlugin<
               // A move's destination: the new key values, as the move request takes them (write/move.ts).
               const to = write?.moveTo && Object.fromEntries([...write.moveTo].map(([toField, key]) => [key, input[toField] ?? input[key]]));
               return (error) => {
-                const outcome = error ? (isTablegraphError(unwrapResolverError(error)) ? (unwrapResolverError(error) as { code: string }).code : 'ERROR') : 'OK';
+                const outcome = error
+                  ? isTablegraphError(unwrapResolverError(error))
+                    ? (unwrapResolverError(error) as { code: string }).code
+                    : 'ERROR'
+                  : 'OK';
                 const subject = contextValue.principal?.subject ?? null;
-                log.info({ audit: true, requestId: contextValue.requestId, subject, field: info.fieldName, keys, ...(to && { to }), outcome }, `mutation ${info.fieldName}: ${outcome}`);
+                log.info(
+                  { audit: true, requestId: contextValue.requestId, subject, field: info.fieldName, keys, ...(to && { to }), outcome },
+                  `mutation ${info.fieldName}: ${outcome}`,
+                );
               };
             },
           };

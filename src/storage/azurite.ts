@@ -107,7 +107,8 @@ function signal(pid: number, sig: NodeJS.Signals): boolean {
 function makeHandle(pid: number, ports: Ports, child?: ChildProcess, onStop?: () => unknown) {
   let stopping: Promise<void> | undefined;
   const handle: AzuriteHandle = {
-    pid, ports,
+    pid,
+    ports,
     connectionString: devConnectionString(ports),
     stop({ timeoutMs = 10000 } = {}) {
       stopping ??= (async () => {

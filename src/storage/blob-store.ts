@@ -4,13 +4,7 @@
  * runs under the per-call timeout with the SDK's retry policy; failures become TablegraphErrors by
  * storage-errors.ts's status rules.
  */
-import {
-  BlobSASPermissions,
-  BlobServiceClient,
-  generateBlobSASQueryParameters,
-  StorageSharedKeyCredential,
-  type ContainerClient,
-} from '@azure/storage-blob';
+import { BlobSASPermissions, BlobServiceClient, generateBlobSASQueryParameters, StorageSharedKeyCredential, type ContainerClient } from '@azure/storage-blob';
 import { ErrorCode, TablegraphError } from '../errors';
 import { blobEndpoint, DEV_ACCOUNT_KEY, DEV_ACCOUNT_NAME, parseConnectionString } from './connection';
 import { toTablegraphError } from './storage-errors';
@@ -56,7 +50,10 @@ export class BlobStore {
   /** Writes a block blob (one Put Blob): `bytes` with its Content-Type. */
   async upload(container: string, name: string, bytes: Buffer, contentType: string): Promise<void> {
     await this.call('upload', container, (abortSignal) =>
-      this.container(container).getBlockBlobClient(name).uploadData(bytes, { abortSignal, blobHTTPHeaders: { blobContentType: contentType } }));
+      this.container(container)
+        .getBlockBlobClient(name)
+        .uploadData(bytes, { abortSignal, blobHTTPHeaders: { blobContentType: contentType } }),
+    );
   }
 
   /**
@@ -66,7 +63,9 @@ export class BlobStore {
   async copy(from: { container: string; name: string }, to: { container: string; name: string }): Promise<boolean> {
     if (!(await this.exists(from.container, from.name))) return false;
     await this.call('copy', to.container, async (abortSignal) => {
-      const poller = await this.container(to.container).getBlobClient(to.name).beginCopyFromURL(this.signedUrl(from.container, from.name, 'r', 3600), { abortSignal });
+      const poller = await this.container(to.container)
+        .getBlobClient(to.name)
+        .beginCopyFromURL(this.signedUrl(from.container, from.name, 'r', 3600), { abortSignal });
       await poller.pollUntilDone();
     });
     return true;
@@ -113,7 +112,12 @@ export class BlobStore {
   private signedUrl(container: string, name: string, permissions: string, expiresInSeconds: number): string {
     const { credential } = this.client();
     const sas = generateBlobSASQueryParameters(
-      { containerName: container, blobName: name, permissions: BlobSASPermissions.parse(permissions), expiresOn: new Date(Date.now() + expiresInSeconds * 1000) },
+      {
+        containerName: container,
+        blobName: name,
+        permissions: BlobSASPermissions.parse(permissions),
+        expiresOn: new Date(Date.now() + expiresInSeconds * 1000),
+      },
       credential,
     ).toString();
     return `${this.container(container).getBlobClient(name).url}?${sas}`;
@@ -137,7 +141,7 @@ export class BlobStore {
     if (!endpoint || !name || !key) {
       throw new TablegraphError(
         ErrorCode.CONFIG_INVALID,
-        'The blob connection string needs a Blob endpoint and an account key (for @blob fields): set TABLEGRAPH_BLOB_CONNECTION_STRING to a storage account\'s connection string.',
+        "The blob connection string needs a Blob endpoint and an account key (for @blob fields): set TABLEGRAPH_BLOB_CONNECTION_STRING to a storage account's connection string.",
       );
     }
     const credential = new StorageSharedKeyCredential(name, key);

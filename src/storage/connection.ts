@@ -8,8 +8,7 @@ import type { StorageTarget } from './types';
 /** The well-known Azurite / storage-emulator development account. */
 export const DEV_ACCOUNT_NAME = 'devstoreaccount1';
 /** The development account's published key (not a secret: every emulator ships it). */
-export const DEV_ACCOUNT_KEY =
-  'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==';
+export const DEV_ACCOUNT_KEY = 'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==';
 
 const TARGETS: readonly StorageTarget[] = ['azure', 'azurite', 'cosmos'];
 
@@ -25,10 +24,7 @@ export function parseConnectionString(cs: string): Record<string, string> {
     if (part === '') continue;
     const eq = part.indexOf('=');
     if (eq <= 0) {
-      throw new TablegraphError(
-        ErrorCode.CONFIG_INVALID,
-        `The storage connection string has a segment without "Key=Value" form: "${part.slice(0, 40)}".`,
-      );
+      throw new TablegraphError(ErrorCode.CONFIG_INVALID, `The storage connection string has a segment without "Key=Value" form: "${part.slice(0, 40)}".`);
     }
     out[part.slice(0, eq).trim().toLowerCase()] = part.slice(eq + 1).trim();
   }
@@ -53,10 +49,7 @@ export function tableEndpoint(cs: string): string {
     const suffix = p.endpointsuffix ?? 'core.windows.net';
     return `${protocol}://${p.accountname}.table.${suffix}`;
   }
-  throw new TablegraphError(
-    ErrorCode.CONFIG_INVALID,
-    'The storage connection string names neither a TableEndpoint nor an AccountName.',
-  );
+  throw new TablegraphError(ErrorCode.CONFIG_INVALID, 'The storage connection string names neither a TableEndpoint nor an AccountName.');
 }
 
 /**
@@ -68,7 +61,8 @@ export function blobEndpoint(cs: string): string | undefined {
   const p = parseConnectionString(cs);
   if (p.blobendpoint) return p.blobendpoint.replace(/\/+$/, '');
   if (p.usedevelopmentstorage?.toLowerCase() === 'true') return `http://127.0.0.1:10000/${DEV_ACCOUNT_NAME}`;
-  if (p.accountname && !p.tableendpoint?.includes('.cosmos.')) return `${p.defaultendpointsprotocol ?? 'https'}://${p.accountname}.blob.${p.endpointsuffix ?? 'core.windows.net'}`;
+  if (p.accountname && !p.tableendpoint?.includes('.cosmos.'))
+    return `${p.defaultendpointsprotocol ?? 'https'}://${p.accountname}.blob.${p.endpointsuffix ?? 'core.windows.net'}`;
   return undefined;
 }
 

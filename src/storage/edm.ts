@@ -61,11 +61,11 @@ export function checkTypedValue(property: string, v: TypedValue, extra: Record<s
       ok = false;
   }
   if (!ok) {
-    throw new TablegraphError(
-      ErrorCode.BAD_USER_INPUT,
-      `Property '${property}' does not hold a valid Edm.${String(v.type)} value.`,
-      { ...extra, property, type: v.type },
-    );
+    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `Property '${property}' does not hold a valid Edm.${String(v.type)} value.`, {
+      ...extra,
+      property,
+      type: v.type,
+    });
   }
 }
 
@@ -217,9 +217,7 @@ export function selectWithKeys(select: string[] | undefined): string[] | undefin
  * its AbortSignal (each call has its own signal, so the signal identifies the call's request). Add it in the
  * 'Serialize' phase: the shared-key credential policy computes Content-Length from the body after it.
  */
-export function deleteIfMatchPolicy(
-  etagsFor: (signal: object) => Map<number, string> | undefined,
-): Parameters<TableClient['pipeline']['addPolicy']>[0] {
+export function deleteIfMatchPolicy(etagsFor: (signal: object) => Map<number, string> | undefined): Parameters<TableClient['pipeline']['addPolicy']>[0] {
   return {
     name: 'tablegraphEgtDeleteIfMatch',
     sendRequest: (request, next) => {

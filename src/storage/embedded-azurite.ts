@@ -76,10 +76,14 @@ async function withLock<T>(dataDir: string, waitMs: number, fn: () => Promise<T>
       realpath: false,
       stale: LOCK_STALE_MS,
       retries: { retries: Math.ceil(waitMs / 100), factor: 1, minTimeout: 100, maxTimeout: 100 },
-      onCompromised: (e) => log?.warn({ err: e }, 'the embedded Azurite\'s lock was taken over while held'),
+      onCompromised: (e) => log?.warn({ err: e }, "the embedded Azurite's lock was taken over while held"),
     });
   } catch (e) {
-    throw new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, `Timed out waiting for the lock of ${dataDir} (another tablegraph command is starting or stopping its Azurite): ${(e as Error).message}`, { dataDir });
+    throw new TablegraphError(
+      ErrorCode.STORAGE_UNAVAILABLE,
+      `Timed out waiting for the lock of ${dataDir} (another tablegraph command is starting or stopping its Azurite): ${(e as Error).message}`,
+      { dataDir },
+    );
   }
   try {
     return await fn();
@@ -116,7 +120,10 @@ function files(dataDir: string) {
 }
 
 async function readState(statePath: string): Promise<AzuriteState | undefined> {
-  const s = await fs.promises.readFile(statePath, 'utf8').then((t) => JSON.parse(t) as AzuriteState, () => undefined);
+  const s = await fs.promises.readFile(statePath, 'utf8').then(
+    (t) => JSON.parse(t) as AzuriteState,
+    () => undefined,
+  );
   return s && Number.isInteger(s.pid) && s.ports?.table ? s : undefined;
 }
 
@@ -174,18 +181,23 @@ export async function ensureEmbeddedAzurite(dataDir: string, opts: { log?: Logge
   const userFile = path.join(paths.users, `${process.pid}.${crypto.randomUUID()}`);
 
   let startedHere = false;
-  let state = await withLock(dataDir, waitMs, async () => {
-    let s = await runningAzurite(paths.state);
-    if (s) {
-      opts.log?.info({ azuritePid: s.pid, ports: s.ports }, 'attached to the running embedded Azurite');
-    } else {
-      s = await startState(dataDir, startTimeoutMs);
-      startedHere = true;
-      opts.log?.info({ azuritePid: s.pid, ports: s.ports, location: s.location }, 'started the embedded Azurite');
-    }
-    await fs.promises.writeFile(userFile, processStartTime(process.pid) ?? '');
-    return s;
-  }, opts.log);
+  let state = await withLock(
+    dataDir,
+    waitMs,
+    async () => {
+      let s = await runningAzurite(paths.state);
+      if (s) {
+        opts.log?.info({ azuritePid: s.pid, ports: s.ports }, 'attached to the running embedded Azurite');
+      } else {
+        s = await startState(dataDir, startTimeoutMs);
+        startedHere = true;
+        opts.log?.info({ azuritePid: s.pid, ports: s.ports, location: s.location }, 'started the embedded Azurite');
+      }
+      await fs.promises.writeFile(userFile, processStartTime(process.pid) ?? '');
+      return s;
+    },
+    opts.log,
+  );
 
   let released: Promise<boolean> | undefined;
   let timer: NodeJS.Timeout | undefined;
@@ -197,19 +209,31 @@ export async function ensureEmbeddedAzurite(dataDir: string, opts: { log?: Logge
     if (isProcessAlive(state.pid) || released || restarting) return;
     restarting = true;
     try {
-      await withLock(dataDir, waitMs, async () => {
-        const current = await runningAzurite(paths.state);
-        if (current) {
-          // Another process restarted it. Never a second Azurite on one folder, even when this process's clients,
-          // bound to the old ports, cannot follow it to new ones.
-          if (current.ports.table !== state.ports.table) log.error({ azuritePid: current.pid, ports: current.ports }, 'the embedded Azurite was restarted by another process on other ports: restart this process to reach it');
-          state = current;
-          return;
-        }
-        const dead = state.pid;
-        state = await startState(dataDir, startTimeoutMs, state.ports);
-        log.warn({ deadPid: dead, azuritePid: state.pid, ports: state.ports }, 'the embedded Azurite had died: started it again on the same ports (writes of its last seconds may be lost: its disk store saves about every 5 s)');
-      }, log);
+      await withLock(
+        dataDir,
+        waitMs,
+        async () => {
+          const current = await runningAzurite(paths.state);
+          if (current) {
+            // Another process restarted it. Never a second Azurite on one folder, even when this process's clients,
+            // bound to the old ports, cannot follow it to new ones.
+            if (current.ports.table !== state.ports.table)
+              log.error(
+                { azuritePid: current.pid, ports: current.ports },
+                'the embedded Azurite was restarted by another process on other ports: restart this process to reach it',
+              );
+            state = current;
+            return;
+          }
+          const dead = state.pid;
+          state = await startState(dataDir, startTimeoutMs, state.ports);
+          log.warn(
+            { deadPid: dead, azuritePid: state.pid, ports: state.ports },
+            'the embedded Azurite had died: started it again on the same ports (writes of its last seconds may be lost: its disk store saves about every 5 s)',
+          );
+        },
+        log,
+      );
     } catch (e) {
       log.error({ err: e }, 'the embedded Azurite died and could not be started again; trying again in a moment');
     } finally {
@@ -218,15 +242,26 @@ export async function ensureEmbeddedAzurite(dataDir: string, opts: { log?: Logge
   };
 
   return {
-    get pid() { return state.pid; },
-    get ports() { return state.ports; },
-    get connectionString() { return devConnectionString(state.ports); },
+    get pid() {
+      return state.pid;
+    },
+    get ports() {
+      return state.ports;
+    },
+    get connectionString() {
+      return devConnectionString(state.ports);
+    },
     startedHere,
     async whenAlone(fn) {
-      return withLock(dataDir, waitMs, async () => {
-        const n = await others();
-        return n > 0 ? { ran: false as const, others: n } : { ran: true as const, value: await fn() };
-      }, opts.log);
+      return withLock(
+        dataDir,
+        waitMs,
+        async () => {
+          const n = await others();
+          return n > 0 ? { ran: false as const, others: n } : { ran: true as const, value: await fn() };
+        },
+        opts.log,
+      );
     },
     watch(log, intervalMs = 1000) {
       if (timer || released) return;
@@ -236,16 +271,21 @@ export async function ensureEmbeddedAzurite(dataDir: string, opts: { log?: Logge
     release() {
       released ??= (async () => {
         if (timer) clearInterval(timer);
-        return withLock(dataDir, waitMs, async () => {
-          await fs.promises.rm(userFile, { force: true });
-          if ((await liveUsers(paths.users)).length > 0) return false;
-          const s = await readState(paths.state);
-          if (!s) return false;
-          await stopProcess(s.pid);
-          if ((await readState(paths.state))?.pid === s.pid) await fs.promises.rm(paths.state, { force: true });
-          opts.log?.info({ azuritePid: s.pid }, 'stopped the embedded Azurite: no other process uses it');
-          return true;
-        }, opts.log);
+        return withLock(
+          dataDir,
+          waitMs,
+          async () => {
+            await fs.promises.rm(userFile, { force: true });
+            if ((await liveUsers(paths.users)).length > 0) return false;
+            const s = await readState(paths.state);
+            if (!s) return false;
+            await stopProcess(s.pid);
+            if ((await readState(paths.state))?.pid === s.pid) await fs.promises.rm(paths.state, { force: true });
+            opts.log?.info({ azuritePid: s.pid }, 'stopped the embedded Azurite: no other process uses it');
+            return true;
+          },
+          opts.log,
+        );
       })();
       return released;
     },

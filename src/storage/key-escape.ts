@@ -18,9 +18,11 @@ import { ErrorCode, TablegraphError } from '../errors';
  * Matches one character the Table service forbids in a PartitionKey or RowKey: `/`, `\`, `#`, `?`, U+0000–U+001F,
  * U+007F–U+009F. No `g` flag on purpose: `.test` on a global regex is stateful (lastIndex).
  */
+// eslint-disable-next-line no-control-regex -- the control characters are exactly what keys may not hold
 export const FORBIDDEN_KEY_CHARS = /[/\\#?\u0000-\u001F\u007F-\u009F]/;
 
 /** One character `escapeKeyValue` encodes: the forbidden ones, plus `%` and `_`. */
+// eslint-disable-next-line no-control-regex -- the control characters are escaped like the other forbidden ones
 const MUST_ESCAPE_CHAR = /[/\\#?%_\u0000-\u001F\u007F-\u009F]/;
 const MUST_ESCAPE_ALL = new RegExp(MUST_ESCAPE_CHAR.source, 'g');
 const UPPER_HEX_BYTE = /^[0-9A-F]{2}$/;
@@ -100,9 +102,5 @@ function readByte(encoded: string, at: number): number {
 
 function malformed(encoded: string, offset: number, reason: string): TablegraphError {
   const shown = encoded.length > 80 ? encoded.slice(0, 80) + '…' : encoded;
-  return new TablegraphError(
-    ErrorCode.BAD_USER_INPUT,
-    `Malformed escaped key value ${JSON.stringify(shown)} at offset ${offset}: ${reason}.`,
-    { offset },
-  );
+  return new TablegraphError(ErrorCode.BAD_USER_INPUT, `Malformed escaped key value ${JSON.stringify(shown)} at offset ${offset}: ${reason}.`, { offset });
 }

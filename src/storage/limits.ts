@@ -7,6 +7,7 @@
  */
 import { ErrorCode, TablegraphError } from '../errors';
 import { checkTypedValue } from './edm';
+import { FORBIDDEN_KEY_CHARS } from './key-escape';
 import { EntityToWrite, StorageTarget, TransactionOperation, TypedValue } from './types';
 
 /** Size and count limits of one target. Bytes are UTF-8 bytes unless a field says otherwise. */
@@ -61,8 +62,6 @@ export function limitsFor(target: StorageTarget): TargetLimits {
   return LIMITS[target];
 }
 
-/** Characters keys may not hold: / \ # ? and the control characters U+0000–U+001F, U+007F–U+009F. */
-const FORBIDDEN_KEY_CHAR = /[/\\#?\u0000-\u001f\u007f-\u009f]/;
 /** A property name: a C#-style identifier (letters, digits, underscore; not starting with a digit). */
 const PROPERTY_NAME = /^[\p{L}_][\p{L}\p{Nd}_]*$/u;
 const MAX_PROPERTY_NAME_CHARS = 255;
@@ -77,16 +76,11 @@ const TABLE_NAME = /^[A-Za-z][A-Za-z0-9]{2,62}$/;
  * @throws TablegraphError BAD_USER_INPUT (forbidden character, details { key: kind, position }) or
  *   LIMIT_EXCEEDED (too long, details { key: kind, length, limit, unit }); `details` also carries `extra`.
  */
-export function checkKey(
-  kind: 'PartitionKey' | 'RowKey',
-  key: string,
-  target: StorageTarget,
-  extra: Record<string, unknown> = {},
-): void {
+export function checkKey(kind: 'PartitionKey' | 'RowKey', key: string, target: StorageTarget, extra: Record<string, unknown> = {}): void {
   if (typeof key !== 'string') {
     throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${kind} must be a string.`, { ...extra, key: kind });
   }
-  const bad = FORBIDDEN_KEY_CHAR.exec(key);
+  const bad = FORBIDDEN_KEY_CHARS.exec(key);
   if (bad) {
     const code = bad[0].charCodeAt(0).toString(16).padStart(4, '0');
     throw new TablegraphError(
@@ -99,29 +93,31 @@ export function checkKey(
   const maxBytes = kind === 'PartitionKey' ? limits.partitionKeyBytes : limits.rowKeyBytes;
   const bytes = Buffer.byteLength(key, 'utf8');
   if (bytes > maxBytes) {
-    throw new TablegraphError(
-      ErrorCode.LIMIT_EXCEEDED,
-      `${kind} is ${bytes} bytes (UTF-8); the ${target} target allows at most ${maxBytes}.`,
-      { ...extra, key: kind, length: bytes, limit: maxBytes, unit: 'bytes' },
-    );
+    throw new TablegraphError(ErrorCode.LIMIT_EXCEEDED, `${kind} is ${bytes} bytes (UTF-8); the ${target} target allows at most ${maxBytes}.`, {
+      ...extra,
+      key: kind,
+      length: bytes,
+      limit: maxBytes,
+      unit: 'bytes',
+    });
   }
   if (key.length > limits.maxKeyChars) {
-    throw new TablegraphError(
-      ErrorCode.LIMIT_EXCEEDED,
-      `${kind} is ${key.length} characters; the ${target} target allows at most ${limits.maxKeyChars}.`,
-      { ...extra, key: kind, length: key.length, limit: limits.maxKeyChars, unit: 'chars' },
-    );
+    throw new TablegraphError(ErrorCode.LIMIT_EXCEEDED, `${kind} is ${key.length} characters; the ${target} target allows at most ${limits.maxKeyChars}.`, {
+      ...extra,
+      key: kind,
+      length: key.length,
+      limit: limits.maxKeyChars,
+      unit: 'chars',
+    });
   }
 }
 
 /** Throws BAD_USER_INPUT unless `table` is a valid table name (3–63 letters and digits, starting with a letter). */
 export function checkTableName(table: string): void {
   if (!TABLE_NAME.test(table)) {
-    throw new TablegraphError(
-      ErrorCode.BAD_USER_INPUT,
-      `'${table}' is not a valid table name: use 3 to 63 letters and digits, starting with a letter.`,
-      { table },
-    );
+    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `'${table}' is not a valid table name: use 3 to 63 letters and digits, starting with a letter.`, {
+      table,
+    });
   }
 }
 
@@ -263,8 +259,7 @@ export function checkTransaction(ops: TransactionOperation[], target: StorageTar
     if (keys.partitionKey !== partitionKey) {
       throw new TablegraphError(
         ErrorCode.BAD_USER_INPUT,
-        `Operation ${operationIndex} targets PartitionKey '${keys.partitionKey}', not '${partitionKey}': ` +
-          'an EGT covers one partition.',
+        `Operation ${operationIndex} targets PartitionKey '${keys.partitionKey}', not '${partitionKey}': ` + 'an EGT covers one partition.',
         where,
       );
     }

@@ -33,11 +33,15 @@ const ENTITY_TYPE = 'EntityType';
  */
 export function parseKeyRing(text: string, variable: string): CipherKey[] {
   const keys: CipherKey[] = [];
-  for (const entry of text.split(',').map((e) => e.trim()).filter(Boolean)) {
+  for (const entry of text
+    .split(',')
+    .map((e) => e.trim())
+    .filter(Boolean)) {
     const colon = entry.indexOf(':');
     const id = entry.slice(0, colon);
     const key = Buffer.from(entry.slice(colon + 1), 'base64');
-    const bad = (why: string) => new TablegraphError(ErrorCode.CONFIG_INVALID, `${variable}: ${why}; write it as id:base64[,id:base64…], e.g. k1:${'A'.repeat(43)}=`);
+    const bad = (why: string) =>
+      new TablegraphError(ErrorCode.CONFIG_INVALID, `${variable}: ${why}; write it as id:base64[,id:base64…], e.g. k1:${'A'.repeat(43)}=`);
     if (colon < 1 || !KEY_ID.test(id)) throw bad(`"${entry.slice(0, Math.max(colon, 0)) || entry.slice(0, 8)}…" is not a key id (1-32 of A-Z a-z 0-9 _ -)`);
     if (key.length !== 32) throw bad(`key ${id} is ${key.length} bytes, not 32 (AES-256)`);
     if (keys.some((k) => k.id === id)) throw bad(`key id ${id} appears twice`);
@@ -57,7 +61,10 @@ export class PropertyCipher {
    * @param keys the key ring, the sealing key first
    * @param encrypted entity type (the `EntityType` value) → the names of its encrypted properties
    */
-  constructor(keys: CipherKey[], private readonly encrypted: ReadonlyMap<string, ReadonlySet<string>>) {
+  constructor(
+    keys: CipherKey[],
+    private readonly encrypted: ReadonlyMap<string, ReadonlySet<string>>,
+  ) {
     this.sealing = keys[0];
     this.byId = new Map(keys.map((k) => [k.id, k.key]));
     this.anyEncrypted = new Set([...encrypted.values()].flatMap((s) => [...s]));
@@ -103,7 +110,11 @@ export class PropertyCipher {
     const properties = { ...entity.properties };
     for (const name of names) {
       if (!(name in properties)) continue;
-      properties[name] = this.openValue(properties[name], aad(entity.partitionKey, entity.rowKey, name), { partitionKey: entity.partitionKey, rowKey: entity.rowKey, property: name });
+      properties[name] = this.openValue(properties[name], aad(entity.partitionKey, entity.rowKey, name), {
+        partitionKey: entity.partitionKey,
+        rowKey: entity.rowKey,
+        property: name,
+      });
     }
     return { ...entity, properties };
   }

@@ -1,8 +1,8 @@
 /**
- * The thin adapter over `@azure/storage-queue` that carries the fan-out messages of the guide's "Eventually
- * consistent transactions pattern" (docs/architecture.md, "Fan-out and reconciliation"): send before the EGT commits, receive, hide again, delete.
- * Limits are checked before a request leaves the process, the SDK's own retry policy is configured (never
- * re-written), and every SDK error becomes a TablegraphError here, through storage-errors.ts's mapping.
+ * The thin adapter over `@azure/storage-queue` that carries the fan-out messages of the guide's "Eventually consistent
+ * transactions pattern" (docs/architecture.md, "Fan-out and reconciliation"): send before the EGT commits, receive,
+ * hide again, delete. Limits are checked before a request leaves the process, the SDK's own retry policy is configured
+ * (never re-written), and every SDK error becomes a TablegraphError here, through storage-errors.ts's mapping.
  */
 import { QueueClient, QueueServiceClient, StorageRetryOptions } from '@azure/storage-queue';
 import { ErrorCode, TablegraphError } from '../errors';
@@ -57,8 +57,7 @@ export function checkQueueName(name: string): void {
   if (name.length < 3 || name.length > 63 || !QUEUE_NAME.test(name)) {
     throw new TablegraphError(
       ErrorCode.CONFIG_INVALID,
-      `'${name}' is not a valid queue name: use 3–63 lowercase letters, digits and single hyphens, ` +
-        'starting and ending with a letter or digit.',
+      `'${name}' is not a valid queue name: use 3–63 lowercase letters, digits and single hyphens, ` + 'starting and ending with a letter or digit.',
       { queue: name },
     );
   }
@@ -81,7 +80,10 @@ export class QueueStore {
   constructor(opts: QueueStoreOptions) {
     this.timeoutMs = opts.timeoutMs ?? 10_000;
     const retryOptions: StorageRetryOptions = {
-      maxTries: 4, retryDelayInMs: 500, maxRetryDelayInMs: 4000, ...opts.retry,
+      maxTries: 4,
+      retryDelayInMs: 500,
+      maxRetryDelayInMs: 4000,
+      ...opts.retry,
     };
     try {
       this.service = QueueServiceClient.fromConnectionString(opts.connectionString, { retryOptions });
@@ -114,8 +116,7 @@ export class QueueStore {
     const visibilityTimeout = opts?.visibilityDelaySeconds ?? 0;
     checkSeconds('visibilityDelaySeconds', visibilityTimeout, 0);
     const client = this.client(name);
-    const sent = await this.call('send', name, (abortSignal) =>
-      client.sendMessage(text, { visibilityTimeout, messageTimeToLive: -1, abortSignal }));
+    const sent = await this.call('send', name, (abortSignal) => client.sendMessage(text, { visibilityTimeout, messageTimeToLive: -1, abortSignal }));
     return { id: sent.messageId, popReceipt: sent.popReceipt };
   }
 
@@ -166,8 +167,7 @@ export class QueueStore {
     if (text !== undefined) checkText(name, text);
     checkSeconds('seconds', seconds, 0);
     const client = this.client(name);
-    const response = await this.call('defer', name, (abortSignal) =>
-      client.updateMessage(m.id, m.popReceipt, text, seconds, { abortSignal }));
+    const response = await this.call('defer', name, (abortSignal) => client.updateMessage(m.id, m.popReceipt, text, seconds, { abortSignal }));
     if (!response.popReceipt) {
       throw new TablegraphError(ErrorCode.STORAGE_BAD_REQUEST, `defer on queue '${name}': no popReceipt answered.`);
     }
@@ -211,7 +211,9 @@ export class QueueStore {
    */
   async visibleCount(name: string, max = 32): Promise<number> {
     const client = this.client(name);
-    const peeked = await this.call('peekMessages', name, (abortSignal) => client.peekMessages({ numberOfMessages: Math.min(Math.max(1, max), 32), abortSignal }));
+    const peeked = await this.call('peekMessages', name, (abortSignal) =>
+      client.peekMessages({ numberOfMessages: Math.min(Math.max(1, max), 32), abortSignal }),
+    );
     return peeked.peekedMessageItems.length;
   }
 
@@ -290,11 +292,11 @@ function errorMessage(e: unknown): string {
 function checkText(queue: string, text: string): void {
   const bytes = Buffer.byteLength(text, 'utf8');
   if (bytes > MAX_MESSAGE_BYTES) {
-    throw new TablegraphError(
-      ErrorCode.LIMIT_EXCEEDED,
-      `A message for queue '${queue}' is ${bytes} bytes; the limit is ${MAX_MESSAGE_BYTES} (64 KiB).`,
-      { queue, bytes, limit: MAX_MESSAGE_BYTES },
-    );
+    throw new TablegraphError(ErrorCode.LIMIT_EXCEEDED, `A message for queue '${queue}' is ${bytes} bytes; the limit is ${MAX_MESSAGE_BYTES} (64 KiB).`, {
+      queue,
+      bytes,
+      limit: MAX_MESSAGE_BYTES,
+    });
   }
 }
 

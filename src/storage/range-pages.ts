@@ -49,7 +49,13 @@ export async function sortedRange(limit: number, page: PageRead, decode: Decode,
  * RowKey order; a position inside a page is its continuation token, its size and an offset (the page is read
  * again, at that size, to resume), the one after a page's last entity the next page's token.
  */
-export async function pagedRange(limit: number, resume: { token: string; pageSize: number; skip: number } | undefined, page: PageRead, decode: Decode, cost: CallCost): Promise<RangePage> {
+export async function pagedRange(
+  limit: number,
+  resume: { token: string; pageSize: number; skip: number } | undefined,
+  page: PageRead,
+  decode: Decode,
+  cost: CallCost,
+): Promise<RangePage> {
   const size = (n: number) => Math.min(Math.max(n, 1), MAX_PAGE_SIZE);
   const entities: StoredEntity[] = [];
   const positions: RangePosition[] = [];

@@ -21,25 +21,10 @@ export interface StorageErrorContext {
 }
 
 /** Service codes that mean "over a size or count limit" even when they come with a 400. */
-const LIMIT_CODES = new Set([
-  'EntityTooLarge',
-  'PropertyValueTooLarge',
-  'RequestBodyTooLarge',
-  'TooManyProperties',
-  'KeyValueTooLarge',
-]);
+const LIMIT_CODES = new Set(['EntityTooLarge', 'PropertyValueTooLarge', 'RequestBodyTooLarge', 'TooManyProperties', 'KeyValueTooLarge']);
 
 /** Error codes of requests that never got an answer (Node's socket errors and core-rest-pipeline's own). */
-const NO_ANSWER_CODES = new Set([
-  'REQUEST_SEND_ERROR',
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ETIMEDOUT',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EPIPE',
-  'ESOCKETTIMEDOUT',
-]);
+const NO_ANSWER_CODES = new Set(['REQUEST_SEND_ERROR', 'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', 'ESOCKETTIMEDOUT']);
 
 interface ErrorLike {
   name?: unknown;
@@ -89,8 +74,7 @@ export function toTablegraphError(e: unknown, ctx: StorageErrorContext): Tablegr
   const err: ErrorLike = typeof e === 'object' && e !== null ? (e as ErrorLike) : { message: String(e) };
   const status = typeof err.statusCode === 'number' ? err.statusCode : undefined;
   const detailCode = err.details?.errorCode;
-  const storageCode =
-    typeof detailCode === 'string' ? detailCode : typeof err.code === 'string' ? err.code : undefined;
+  const storageCode = typeof detailCode === 'string' ? detailCode : typeof err.code === 'string' ? err.code : undefined;
   let message = serviceMessage(err);
 
   let partitionKey = ctx.partitionKey;
@@ -136,11 +120,7 @@ export function toTablegraphError(e: unknown, ctx: StorageErrorContext): Tablegr
     case 409:
       return make(ErrorCode.CONFLICT, `${what}: ${message || 'conflict'}${inOp}`, storageCode ?? 'Conflict');
     case 412:
-      return make(
-        ErrorCode.CONFLICT,
-        `${what}: the entity changed since it was read (ETag mismatch)${inOp}. Read it again and retry.`,
-        'ETagMismatch',
-      );
+      return make(ErrorCode.CONFLICT, `${what}: the entity changed since it was read (ETag mismatch)${inOp}. Read it again and retry.`, 'ETagMismatch');
     case 413:
       return make(ErrorCode.LIMIT_EXCEEDED, `${what}: the request is too large${inOp}.`, storageCode);
     case 401:

@@ -191,7 +191,15 @@ export class TableStore {
     }
     const after = q.after && 'rowKey' in q.after ? q.after.rowKey : q.rowKeyAfter;
     const resume = q.after && 'token' in q.after ? q.after : undefined;
-    if (resume && (this.sortedRanges || !Number.isSafeInteger(resume.pageSize) || resume.pageSize < 1 || resume.pageSize > MAX_PAGE_SIZE || !Number.isSafeInteger(resume.skip) || resume.skip < 0)) {
+    if (
+      resume &&
+      (this.sortedRanges ||
+        !Number.isSafeInteger(resume.pageSize) ||
+        resume.pageSize < 1 ||
+        resume.pageSize > MAX_PAGE_SIZE ||
+        !Number.isSafeInteger(resume.skip) ||
+        resume.skip < 0)
+    ) {
       throw new TablegraphError(ErrorCode.BAD_USER_INPUT, 'The range position is not one this store gave.');
     }
     // Conditions are and-ed, never or-ed: the guide warns that `or` turns a range query into a partition scan.
@@ -263,14 +271,14 @@ export class TableStore {
 
   /** Inserts a new entity; returns its ETag. Reports 'write'. @throws CONFLICT (EntityAlreadyExists). */
   async createEntity(table: string, entity: EntityToWrite, opts?: CallOptions): Promise<string> {
-    return this.write('createEntity', table, entity, opts, (client, sdk, abortSignal) =>
-      client.createEntity(sdk, { abortSignal }));
+    return this.write('createEntity', table, entity, opts, (client, sdk, abortSignal) => client.createEntity(sdk, { abortSignal }));
   }
 
   /** Insert-or-merge / insert-or-replace, unconditional; returns the new ETag. Reports 'write'. */
   async upsertEntity(table: string, entity: EntityToWrite, mode: WriteMode, opts?: CallOptions): Promise<string> {
     return this.write('upsertEntity', table, entity, opts, (client, sdk, abortSignal) =>
-      client.upsertEntity(sdk, mode === 'merge' ? 'Merge' : 'Replace', { abortSignal }));
+      client.upsertEntity(sdk, mode === 'merge' ? 'Merge' : 'Replace', { abortSignal }),
+    );
   }
 
   /**
@@ -280,7 +288,8 @@ export class TableStore {
    */
   async updateEntity(table: string, entity: EntityToWrite, mode: WriteMode, opts?: ConditionalOptions) {
     return this.write('updateEntity', table, entity, opts, (client, sdk, abortSignal) =>
-      client.updateEntity(sdk, mode === 'merge' ? 'Merge' : 'Replace', { etag: opts?.ifMatch ?? '*', abortSignal }));
+      client.updateEntity(sdk, mode === 'merge' ? 'Merge' : 'Replace', { etag: opts?.ifMatch ?? '*', abortSignal }),
+    );
   }
 
   /**
@@ -291,7 +300,10 @@ export class TableStore {
     const client = this.checkedClient(addr);
     return this.call('write', opts, { operation: 'deleteEntity', ...addr }, async (abortSignal, cost) => {
       const request = client.deleteEntity(addr.partitionKey, addr.rowKey, { etag: opts?.ifMatch ?? '*', abortSignal });
-      const deleted = await request.then(() => true, (e: unknown) => (isEntityNotFound(e) ? false : Promise.reject(e)));
+      const deleted = await request.then(
+        () => true,
+        (e: unknown) => (isEntityNotFound(e) ? false : Promise.reject(e)),
+      );
       cost.entities = deleted ? 1 : 0;
       return deleted;
     });
@@ -313,8 +325,12 @@ export class TableStore {
   }
 
   /** One observed storage call: onCallStart, the call under a timeout, onCall (also on failure, 0 entities). */
-  private async call<T>(kind: StorageCallRecord['kind'], opts: CallOptions | undefined, ctx: StorageErrorContext,
-    run: (signal: AbortSignal, cost: CallCost) => Promise<T>): Promise<T> {
+  private async call<T>(
+    kind: StorageCallRecord['kind'],
+    opts: CallOptions | undefined,
+    ctx: StorageErrorContext,
+    run: (signal: AbortSignal, cost: CallCost) => Promise<T>,
+  ): Promise<T> {
     const cost: CallCost = { entities: 0, roundTrips: 1 };
     opts?.observer?.onCallStart?.();
     const started = performance.now();

@@ -7,7 +7,8 @@
  * redelivered message, or one whose worker died midway, ends where one delivery would.
  */
 import { ErrorCode, TablegraphError } from '../errors';
-import { blobFields, blobPrefix, type BlobSpec } from '../model/blob-fields';
+import { blobFields, blobPrefix } from '../model/blob-fields';
+import type { BlobSpec } from '../model/types';
 import type { Model } from '../model/types';
 import type { BlobStore, ListedBlob } from '../storage/blob-store';
 import type { TableStore } from '../storage/table-store';
@@ -34,7 +35,8 @@ export interface BlobCleanupOptions {
  */
 export async function cleanUpBlobs(message: BlobCleanupMessage, opts: BlobCleanupOptions): Promise<{ deleted: number; kept: number; rejected: number }> {
   const entity = opts.model.entities.get(message.entity);
-  if (!entity) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `blob cleanup message ${message.id} names ${message.entity}, which the schema does not have`);
+  if (!entity)
+    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `blob cleanup message ${message.id} names ${message.entity}, which the schema does not have`);
   if (!opts.blobs) throw new TablegraphError(ErrorCode.CONFIG_INVALID, `blob cleanup message ${message.id}: this worker has no blob store`);
   const fields = blobFields(entity);
   const stored = await opts.store.getEntity(message.primary, { select: fields.map((f) => f.name), observer: opts.observer });
@@ -49,7 +51,10 @@ export async function cleanUpBlobs(message: BlobCleanupMessage, opts: BlobCleanu
     for (const b of listed) {
       const final = b.lastModified.getTime() <= before;
       if (b.name === named && final && breaks(blob, b)) {
-        if (await opts.blobs.delete(blob.container, b.name)) (deleted++, rejected++);
+        if (await opts.blobs.delete(blob.container, b.name)) {
+          deleted++;
+          rejected++;
+        }
       } else if (b.name === named || !final) kept++;
       else if (await opts.blobs.delete(blob.container, b.name)) deleted++;
     }

@@ -49,7 +49,7 @@ export async function reconcileContributions(
   };
   for (const s of model.summaries.values()) {
     if (s.of !== entity || s.scope !== 'eventual') continue;
-    let want: ReturnType<typeof contributionOf> = null;
+    let want: ReturnType<typeof contributionOf>;
     try {
       want = contributionOf(s, primary, values, s.via.index && values ? await resolveHolder(s, values, get) : undefined);
     } catch (e) {
@@ -109,9 +109,16 @@ export async function applyContribution(
     }
     if (holder && holder.properties[ENTITY_TYPE_PROPERTY] === s.holder.entityType) {
       const field = s.holder.fields.get(s.field)!;
-      const next = summaryValue(holder.properties[s.field]).plus(wanted?.value ?? 0).minus(had ?? 0);
+      const next = summaryValue(holder.properties[s.field])
+        .plus(wanted?.value ?? 0)
+        .minus(had ?? 0);
       const value = typedValue(field, field.graphqlType === 'Int' ? next.toNumber() : decimalText(next));
-      operations.push({ kind: 'update', mode: 'merge', ifMatch: holder.etag, entity: { partitionKey: address.partitionKey, rowKey: holderRowKey, properties: { [s.field]: value } } });
+      operations.push({
+        kind: 'update',
+        mode: 'merge',
+        ifMatch: holder.etag,
+        entity: { partitionKey: address.partitionKey, rowKey: holderRowKey, properties: { [s.field]: value } },
+      });
     } else if (wanted) {
       // No holder (deleted, or never created): nothing to count into. A holder created later starts from what its
       // contributions then say (`repair-summaries`).
@@ -125,7 +132,11 @@ export async function applyContribution(
       if (!isTablegraphError(e, ErrorCode.CONFLICT) && !isTablegraphError(e, ErrorCode.NOT_FOUND)) throw e;
     }
   }
-  throw new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, `${s.holder.name}.${s.field}: the holder of ${address.partitionKey}/${address.rowKey} kept changing`, { reason: 'Contention' });
+  throw new TablegraphError(
+    ErrorCode.STORAGE_UNAVAILABLE,
+    `${s.holder.name}.${s.field}: the holder of ${address.partitionKey}/${address.rowKey} kept changing`,
+    { reason: 'Contention' },
+  );
 }
 
 async function readOrNull(store: TableStore, address: EntityAddress, call: { observer?: StorageObserver }): Promise<StoredEntity | null> {

@@ -70,7 +70,10 @@ export async function listedBy(
   } catch {
     return []; // the deleted target's keys do not give the range: what it lists stays as it was
   }
-  const range = await store.queryRange({ table: path.table, partitionKey, rowKeyFrom, rowKeyTo: prefixUpperBound(rowKeyFrom), limit: Number.MAX_SAFE_INTEGER - 1 }, { observer });
+  const range = await store.queryRange(
+    { table: path.table, partitionKey, rowKeyFrom, rowKeyTo: prefixUpperBound(rowKeyFrom), limit: Number.MAX_SAFE_INTEGER - 1 },
+    { observer },
+  );
   const listed = path.join?.entity ?? path.index?.entity ?? path.target;
   const type = path.index ? path.index.entityType : listed.entityType;
   return range.entities.filter((e) => e.properties[ENTITY_TYPE_PROPERTY] === type).map((e) => primaryAddress(holder, e.properties));
@@ -132,7 +135,11 @@ export async function refreshCopies(store: TableStore, entity: EntityModel, addr
       if (!isTablegraphError(e, ErrorCode.CONFLICT) && !isTablegraphError(e, ErrorCode.NOT_FOUND)) throw e;
     }
   }
-  throw new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, `${entity.name} ${address.partitionKey}/${address.rowKey} kept changing while its copies were brought up to date`, { reason: 'Contention' });
+  throw new TablegraphError(
+    ErrorCode.STORAGE_UNAVAILABLE,
+    `${entity.name} ${address.partitionKey}/${address.rowKey} kept changing while its copies were brought up to date`,
+    { reason: 'Contention' },
+  );
 }
 
 function same(a: TypedValue | null, b: TypedValue | null): boolean {

@@ -79,7 +79,11 @@ export function createFanoutWorker(opts: FanoutWorkerOptions): QueueWorker {
       if (cleanup) {
         const { deleted, kept, rejected } = await cleanUpBlobs(cleanup, { model: opts.model, store: opts.store, blobs: opts.blobs });
         opts.log?.debug({ messageId: cleanup.id, entity: cleanup.entity, deleted, kept }, 'blob cleanup');
-        if (rejected > 0) opts.log?.warn({ messageId: cleanup.id, entity: cleanup.entity, rejected }, 'blob cleanup: deleted an uploaded blob over its field\'s maxBytes or of a content type it does not allow');
+        if (rejected > 0)
+          opts.log?.warn(
+            { messageId: cleanup.id, entity: cleanup.entity, rejected },
+            "blob cleanup: deleted an uploaded blob over its field's maxBytes or of a content type it does not allow",
+          );
         return { kind: 'done' };
       }
       const message = decodeFanout(text);
@@ -90,12 +94,20 @@ export function createFanoutWorker(opts: FanoutWorkerOptions): QueueWorker {
         writer: opts.writer,
         afterUpserts: opts.afterUpserts,
         onUniqueConflict: (address) =>
-          opts.log?.warn({ messageId: message.id, table: address.table, key: address.partitionKey }, 'a unique index entity belongs to another entity; left as it is'),
+          opts.log?.warn(
+            { messageId: message.id, table: address.table, key: address.partitionKey },
+            'a unique index entity belongs to another entity; left as it is',
+          ),
       });
       if (result.kind === 'done' && result.outcome === 'abandoned') {
         const { primary, move } = message;
         opts.log?.warn(
-          { messageId: message.id, entity: message.entity, from: `${primary.table}/${primary.partitionKey}/${primary.rowKey}`, to: `${move!.to.table}/${move!.to.partitionKey}/${move!.to.rowKey}` },
+          {
+            messageId: message.id,
+            entity: message.entity,
+            from: `${primary.table}/${primary.partitionKey}/${primary.rowKey}`,
+            to: `${move!.to.table}/${move!.to.partitionKey}/${move!.to.rowKey}`,
+          },
           'move abandoned: its new address was taken after the move was requested; the entity stays at its old address',
         );
       }

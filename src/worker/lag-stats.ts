@@ -66,7 +66,13 @@ export class LagStats {
     for (let i = 0; i < this.size; i++) if (this.at[i] >= since) recent.push(this.ms[i]);
     const sorted = Float64Array.from(recent).sort();
     const rank = (p: number): number => (sorted.length === 0 ? 0 : sorted[Math.ceil((p / 100) * sorted.length) - 1]);
-    const out: LagSummary = { count: sorted.length, p50Ms: rank(50), p99Ms: rank(99), maxMs: sorted.length ? sorted[sorted.length - 1] : 0, windowMs: this.windowMs };
+    const out: LagSummary = {
+      count: sorted.length,
+      p50Ms: rank(50),
+      p99Ms: rank(99),
+      maxMs: sorted.length ? sorted[sorted.length - 1] : 0,
+      windowMs: this.windowMs,
+    };
     if (this.lastAt !== undefined) out.lastAt = this.lastAt;
     return out;
   }

@@ -33,13 +33,10 @@ import type { StorageObserver, StoredEntity } from '../storage/types';
 import { stateId, type FanoutMessage } from '../write/fanout-message';
 import { isMarked } from '../write/move';
 import { repointJoins } from './joins';
-import type { ReconcileOptions, ReconcileResult } from './reconciler';
+import type { MoveOutcome, ReconcileOptions, ReconcileResult } from './reconcile-options';
 
 /** Rounds before giving up on an entity that keeps changing under the move (the message is then retried). */
 const PASSES = 10;
-
-/** What a move message came to: carried out now, nothing left to do, or given up (the new address was taken). */
-export type MoveOutcome = 'moved' | 'nothingToDo' | 'abandoned';
 
 /**
  * Carries out (or finishes) the move a message names.
@@ -75,7 +72,13 @@ export async function carryOutMove(
   const now = opts.now ?? Date.now;
   const settleMs = opts.settleMs ?? 30000;
   const holdUntil = now() + (opts.holdMs ?? 500);
-  const done = (pass: number, outcome: MoveOutcome, written = 0): ReconcileResult => ({ kind: 'done', passes: pass, upserted: written, deleted: written, outcome });
+  const done = (pass: number, outcome: MoveOutcome, written = 0): ReconcileResult => ({
+    kind: 'done',
+    passes: pass,
+    upserted: written,
+    deleted: written,
+    outcome,
+  });
   for (let pass = 1; pass <= PASSES; pass++) {
     const [old, copy] = await Promise.all([store.getEntity(message.primary, call), store.getEntity(to, call)]);
     const ours = old?.properties[MOVE_ID_PROPERTY] === moveId;
@@ -111,7 +114,8 @@ export async function carryOutMove(
       }
       Object.assign(input, keys);
       if (!copy) await opts.writer.execute(writes('CREATE', target), input, opts.observer, undefined, step);
-      else if (!sameValues(input, valuesOf(target, copy.properties))) await opts.writer.execute(writes('REPLACE', target), { ...input, ifMatch: copy.etag }, opts.observer, undefined, step);
+      else if (!sameValues(input, valuesOf(target, copy.properties)))
+        await opts.writer.execute(writes('REPLACE', target), { ...input, ifMatch: copy.etag }, opts.observer, undefined, step);
       await opts.afterUpserts?.(message); // copied, not yet deleted: where a killed worker leaves it
       // Join entities pointing at it follow it to its new address (the same type's; an archive's are deleted after).
       if (target === entity) await repointJoins(opts.model, store, opts.writer, entity, message.primary, old!, keys, opts.observer);
@@ -127,7 +131,11 @@ export async function carryOutMove(
       throw e;
     }
   }
-  throw new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, `${entity.name} ${message.primary.partitionKey}/${message.primary.rowKey} kept changing while it was moved`, { messageId: message.id });
+  throw new TablegraphError(
+    ErrorCode.STORAGE_UNAVAILABLE,
+    `${entity.name} ${message.primary.partitionKey}/${message.primary.rowKey} kept changing while it was moved`,
+    { messageId: message.id },
+  );
 }
 
 /**

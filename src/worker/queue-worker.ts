@@ -1,8 +1,8 @@
 /**
- * The competing-consumer loop that drives fan-out messages (the guide's "Eventually consistent transactions
- * pattern", docs/architecture.md, "Fan-out and reconciliation") through any handler: receive, handle, then delete, hide again, or move to the poison
- * queue. It knows nothing about entities: the reconciler is the handler. Every step is safe to repeat, because
- * the queue delivers at least once and several workers may share one queue.
+ * The competing-consumer loop that drives fan-out messages (the guide's "Eventually consistent transactions pattern",
+ * docs/architecture.md, "Fan-out and reconciliation") through any handler: receive, handle, then delete, hide again, or
+ * move to the poison queue. It knows nothing about entities: the reconciler is the handler. Every step is safe to
+ * repeat, because the queue delivers at least once and several workers may share one queue.
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import pino from 'pino';
@@ -134,8 +134,8 @@ export class QueueWorker {
     try {
       // Polls the loop's state (no I/O): simpler than a wake-up protocol, and 20 ms is nothing to a drain.
       while (!(this.idleAt > sinceReceive && this.inFlight.size === 0 && !this.dueWithin(settleMs))) {
-        const fail = (reason: string, what: string): TablegraphError => new TablegraphError(
-          ErrorCode.STORAGE_UNAVAILABLE, `Queue '${this.o.queue}' ${what}.`, { reason, ...this.counts });
+        const fail = (reason: string, what: string): TablegraphError =>
+          new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, `Queue '${this.o.queue}' ${what}.`, { reason, ...this.counts });
         if (this.stopping || !this.loop) throw fail('stopped', 'stopped before it was drained');
         if (Date.now() > deadline) throw fail('drainTimeout', `was not drained within ${timeoutMs} ms`);
         await delay(20);
@@ -203,7 +203,8 @@ export class QueueWorker {
     this.deferred.delete(m.id);
     if (m.dequeueCount > this.o.maxDequeueCount) return this.poison(m);
     const lease = queues.keepHidden(queue, m, this.o.visibilityTimeoutSeconds, (e) =>
-      this.log.warn({ err: e, queue, messageId: m.id }, 'queue worker: could not renew the visibility timeout'));
+      this.log.warn({ err: e, queue, messageId: m.id }, 'queue worker: could not renew the visibility timeout'),
+    );
     let result: HandlerResult | undefined;
     let failure: unknown;
     try {
@@ -257,7 +258,10 @@ export class QueueWorker {
     const s = Math.min(seconds, MAX_VISIBILITY_SECONDS);
     const hidden = this.o.queues.defer(this.o.queue, ref, s);
     // When the defer fails, the message still stays hidden until its visibility timeout ends.
-    const due = await hidden.then(() => s, () => this.o.visibilityTimeoutSeconds);
+    const due = await hidden.then(
+      () => s,
+      () => this.o.visibilityTimeoutSeconds,
+    );
     this.deferred.set(ref.id, Date.now() + due * 1000);
     await hidden;
   }

@@ -1,15 +1,16 @@
 /**
- * The reconciler (docs/architecture.md, "Fan-out and reconciliation"): brings an entity's derived entities — its inter-partition index entities, and
- * its contributions to summaries held in other partitions (contributions.ts) — in line with the entity as it is
- * now, whatever the message says happened. It reads the entity, upserts what it derives, deletes the old derived entities it no longer derives (only where they still point at this entity),
- * then reads the entity again and repeats if it changed meanwhile. Every step is idempotent, so redelivered,
- * reordered and concurrently processed messages all converge ("Eventually consistent transactions pattern",
- * "Inter-partition secondary index pattern").
+ * The reconciler (docs/architecture.md, "Fan-out and reconciliation"): brings an entity's derived entities — its
+ * inter-partition index entities, and its contributions to summaries held in other partitions (contributions.ts) —
+ * in line with the entity as it is now, whatever the message says happened. It reads the entity, upserts what it
+ * derives, deletes the old derived entities it no longer derives (only where they still point at this entity), then
+ * reads the entity again and repeats if it changed meanwhile. Every step is idempotent, so redelivered, reordered
+ * and concurrently processed messages all converge ("Eventually consistent transactions pattern", "Inter-partition
+ * secondary index pattern").
  */
 import { ErrorCode, TablegraphError, isTablegraphError } from '../errors';
 import { CONTRIBUTION_ROW_KEY_PREFIX } from '../model/contributions';
 import { derive, indexWrite, valuesOf, type TableWrite } from '../model/entity-codec';
-import { ENTITY_TYPE_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type Model } from '../model/types';
+import { ENTITY_TYPE_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE_ID_PROPERTY, type EntityModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
 import { addressKey, stateId, type FanoutMessage } from '../write/fanout-message';
@@ -17,41 +18,10 @@ import { isPendingReservation, pointsAt } from '../write/reservations';
 import { reconcileContributions } from './contributions';
 import { reconcileCopies } from './copies';
 import { deleteDanglingJoins } from './joins';
-import { carryOutMove, type MoveOutcome } from './move';
-import type { WriteExecutor } from '../write/write-executor';
+import { carryOutMove } from './move';
+import type { ReconcileOptions, ReconcileResult } from './reconcile-options';
 
-export interface ReconcileOptions {
-  model: Model;
-  store: TableStore;
-  /**
-   * How long after enqueueing a message waits for the write it announces while the entity is still in the state
-   * that write was based on (ms, default 30000). Past it, the message is reconciled against whatever is there:
-   * its write failed or never happened. (Reservations are guarded by their own lease, not by this.)
-   */
-  settleMs?: number;
-  /**
-   * How long to keep a message in hand, re-reading the entity, when its write is not visible yet (ms, default
-   * 500): the message is usually on the queue a few ms before its EGT commits, and deferring it costs a second.
-   */
-  holdMs?: number;
-  /** Passes before giving up on an entity that keeps changing (passes, default 10); the message is then retried. */
-  maxPasses?: number;
-  observer?: StorageObserver;
-  /** Called after the upserts of each pass: lets tests stop a worker mid-message. */
-  afterUpserts?(message: FanoutMessage): void | Promise<void>;
-  /**
-   * The write path, for the moves the queue carries (move.ts) — without it a move message fails (poison) — and for
-   * the join entities of a deleted entity (joins.ts), left as they are without it.
-   */
-  writer?: WriteExecutor;
-  /** Told about a unique index entity that belongs to another entity (should not happen: reservations prevent it). */
-  onUniqueConflict?(address: EntityAddress, message: FanoutMessage): void;
-  now?(): number;
-}
-
-export type ReconcileResult =
-  | { kind: 'done'; passes: number; upserted: number; deleted: number; /** A move message's (move.ts). */ outcome?: MoveOutcome }
-  | { kind: 'retryLater'; afterMs: number };
+export type { ReconcileOptions, ReconcileResult } from './reconcile-options';
 
 /**
  * Reconciles the derived entities of the entity a message names.
@@ -120,9 +90,13 @@ export async function reconcile(message: FanoutMessage, opts: ReconcileOptions):
     }
     current = again;
   }
-  throw new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, `${message.entity} ${message.primary.partitionKey}/${message.primary.rowKey} kept changing while its derived entities were reconciled`, {
-    messageId: message.id,
-  });
+  throw new TablegraphError(
+    ErrorCode.STORAGE_UNAVAILABLE,
+    `${message.entity} ${message.primary.partitionKey}/${message.primary.rowKey} kept changing while its derived entities were reconciled`,
+    {
+      messageId: message.id,
+    },
+  );
 }
 
 /**
@@ -147,7 +121,8 @@ async function claimUnique(
   for (let attempt = 1; attempt <= 5; attempt++) {
     const existing = await store.getEntity(address, call);
     if (existing && !pointsAt(entity, existing, primary)) return false;
-    if (existing && typeof existing.properties[WRITE_ID_PROPERTY] === 'string' && isPendingReservation(existing, await store.getEntity(primary, call), now())) return true;
+    if (existing && typeof existing.properties[WRITE_ID_PROPERTY] === 'string' && isPendingReservation(existing, await store.getEntity(primary, call), now()))
+      return true;
     try {
       if (existing) await store.updateEntity(w.table, w.entity, 'replace', { ...call, ifMatch: existing.etag });
       else await store.createEntity(w.table, w.entity, call);

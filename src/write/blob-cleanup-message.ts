@@ -49,8 +49,18 @@ export function decodeBlobCleanup(text: string): BlobCleanupMessage | undefined 
     return undefined;
   }
   const a = m?.primary;
-  const valid = m?.kind === 'blobCleanup' && m.v === 1 && typeof m.id === 'string' && typeof m.entity === 'string' && typeof m.enqueuedAt === 'number' &&
-    typeof m.visibleAt === 'number' && typeof a === 'object' && a !== null && typeof a.table === 'string' && typeof a.partitionKey === 'string' && typeof a.rowKey === 'string';
+  const valid =
+    m?.kind === 'blobCleanup' &&
+    m.v === 1 &&
+    typeof m.id === 'string' &&
+    typeof m.entity === 'string' &&
+    typeof m.enqueuedAt === 'number' &&
+    typeof m.visibleAt === 'number' &&
+    typeof a === 'object' &&
+    a !== null &&
+    typeof a.table === 'string' &&
+    typeof a.partitionKey === 'string' &&
+    typeof a.rowKey === 'string';
   return valid ? m : undefined;
 }
 

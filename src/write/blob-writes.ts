@@ -6,7 +6,8 @@
  * any point leaves at most blobs that no entity names, and a message on its way to delete them.
  */
 import { ErrorCode, TablegraphError } from '../errors';
-import { blobFields, newBlobName, type BlobSpec } from '../model/blob-fields';
+import { blobFields, newBlobName } from '../model/blob-fields';
+import type { BlobSpec } from '../model/types';
 import type { WriteModel } from '../model/types';
 import type { BlobStore } from '../storage/blob-store';
 import type { EntityAddress } from '../storage/types';
@@ -47,7 +48,8 @@ const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$
  * @param input the mutation's input: a `@blob` field holds a BlobInput `{ contentType, base64? }` (or a BlobCopy
  *   from a move), null to clear it, or is absent
  * @returns undefined when the write touches no blob
- * @throws TablegraphError BAD_USER_INPUT (field, reason: ContentTypeInvalid, ContentTypeNotAllowed, NotBase64 or Empty);
+ * @throws TablegraphError BAD_USER_INPUT (field, reason: ContentTypeInvalid, ContentTypeNotAllowed, NotBase64 or
+ *   Empty);
  *   LIMIT_EXCEEDED (field, bytes, limit) for bytes over `maxBytes`
  */
 export function planBlobs(write: WriteModel, input: Values, address: EntityAddress): BlobPlan | undefined {
@@ -67,10 +69,17 @@ export function planBlobs(write: WriteModel, input: Values, address: EntityAddre
     const { contentType, base64 } = given as { contentType: string; base64?: string | null };
     const type = contentType.trim().toLowerCase();
     if (!/^[\w.+-]+\/[\w.+-]+$/.test(type)) {
-      throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${field}: "${contentType}" is not a content type (type/subtype)`, { field, reason: 'ContentTypeInvalid' });
+      throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${field}: "${contentType}" is not a content type (type/subtype)`, {
+        field,
+        reason: 'ContentTypeInvalid',
+      });
     }
     if (blob.contentTypes.length > 0 && !blob.contentTypes.includes(type)) {
-      throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${field}: content type "${contentType}" is not one of ${blob.contentTypes.join(', ')}`, { field, reason: 'ContentTypeNotAllowed', allowed: blob.contentTypes });
+      throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${field}: content type "${contentType}" is not one of ${blob.contentTypes.join(', ')}`, {
+        field,
+        reason: 'ContentTypeNotAllowed',
+        allowed: blob.contentTypes,
+      });
     }
     if (base64 === undefined || base64 === null) {
       plan.pending.push({ field, blob, name });
@@ -83,7 +92,8 @@ export function planBlobs(write: WriteModel, input: Values, address: EntityAddre
       throw new TablegraphError(ErrorCode.LIMIT_EXCEEDED, `${field}: ${bytes} bytes; at most ${blob.maxBytes}`, { field, bytes, limit: blob.maxBytes });
     }
     if (!BASE64.test(text)) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${field}: base64 is not base64 text`, { field, reason: 'NotBase64' });
-    if (bytes === 0) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${field}: base64 holds no bytes (give null to clear the field)`, { field, reason: 'Empty' });
+    if (bytes === 0)
+      throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${field}: base64 holds no bytes (give null to clear the field)`, { field, reason: 'Empty' });
     plan.uploads.push({ field, blob, name, bytes: Buffer.from(text, 'base64'), contentType: type });
   }
   return plan;
@@ -94,7 +104,8 @@ export function planBlobs(write: WriteModel, input: Values, address: EntityAddre
  * A copy whose source is gone leaves the field null.
  * @returns the input to write, the time by which its EGT must be applied (ms since the epoch; undefined when the
  *   write leaves no blob behind) and the upload URLs by field
- * @throws TablegraphError CONFIG_INVALID with no blob store; STORAGE_UNAVAILABLE and others from the queue and Blob storage
+ * @throws TablegraphError CONFIG_INVALID with no blob store; STORAGE_UNAVAILABLE and others from the queue and Blob
+ *   storage
  */
 export async function applyBlobs(
   plan: BlobPlan,
@@ -110,7 +121,9 @@ export async function applyBlobs(
   const { store, cleanupDelaySeconds } = writing;
   const times = blobTimes(cleanupDelaySeconds);
   const sentAt = Date.now();
-  await fanout.send(JSON.stringify(blobCleanupMessage(write.entity.name, address, cleanupDelaySeconds, sentAt)), { visibilityDelaySeconds: cleanupDelaySeconds });
+  await fanout.send(JSON.stringify(blobCleanupMessage(write.entity.name, address, cleanupDelaySeconds, sentAt)), {
+    visibilityDelaySeconds: cleanupDelaySeconds,
+  });
   const input = { ...plan.input };
   const containers = [...new Set([...plan.uploads, ...plan.copies, ...plan.pending].map((b) => b.blob.container))];
   await Promise.all(containers.map((c) => store.ensureContainer(c)));
@@ -124,4 +137,3 @@ export async function applyBlobs(
   const uploadUrls = Object.fromEntries(plan.pending.map((p) => [p.field, store.uploadUrl(p.blob.container, p.name, expiresOn)]));
   return { input, sendBy: sentAt + times.commitWindowMs, uploadUrls };
 }
-

@@ -1,8 +1,9 @@
 /**
- * The fan-out message (docs/architecture.md, "Fan-out and reconciliation", the guide's "Eventually consistent transactions pattern"): put on the
- * queue before the EGT of a write commits, it names the entity, the write (its WriteId, a UUID never reused) and
- * the state that write was based on, and every derived entity (inter-partition index entity) the old and the new
- * state derive. The worker reconciles from the truth, so the message carries no values, only addresses.
+ * The fan-out message (docs/architecture.md, "Fan-out and reconciliation", the guide's "Eventually consistent
+ * transactions pattern"): put on the queue before the EGT of a write commits, it names the entity, the write (its
+ * WriteId, a UUID never reused) and the state that write was based on, and every derived entity (inter-partition index
+ * entity) the old and the new state derive. The worker reconciles from the truth, so the message carries no values,
+ * only addresses.
  */
 import { ErrorCode, TablegraphError } from '../errors';
 import { WRITE_ID_PROPERTY } from '../model/types';
@@ -86,7 +87,8 @@ export function decodeFanout(text: string): FanoutMessage {
     m.candidates.every(isAddress) &&
     (m.holderLookups === undefined || (Array.isArray(m.holderLookups) && m.holderLookups.every(isAddress))) &&
     typeof m.enqueuedAt === 'number' &&
-    (m.move === undefined || (isAddress(m.move.to) && typeof m.move.keys === 'object' && m.move.keys !== null && (m.move.entity === undefined || typeof m.move.entity === 'string')));
+    (m.move === undefined ||
+      (isAddress(m.move.to) && typeof m.move.keys === 'object' && m.move.keys !== null && (m.move.entity === undefined || typeof m.move.entity === 'string')));
   if (!valid) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, 'fan-out message has an unknown shape', { messageId: m?.id });
   return m;
 }

@@ -1,10 +1,9 @@
 /**
- * Group commit, the planning half (docs/architecture.md, "Group commit"): writes of one partition that arrive together become one
- * entity-group transaction. Each write is planned against the state read for the group (write-plan.ts); their
- * operations are concatenated in arrival order, and every summary holder gets one merge with the sum of all the
- * group's deltas, conditional on the ETag read — so concurrent writers of one department no longer fail on each
- * other's summary updates ("Entity Group Transactions": at most 100 operations, 4 MiB, one operation per entity).
- * Pure: no I/O.
+ * Group commit, the planning half (docs/architecture.md, "Group commit"): writes of one partition that arrive together
+ * become one entity-group transaction. Each write is planned against the state read for the group (write-plan.ts);
+ * their operations are concatenated in arrival order, and every summary holder gets one merge with the sum of all the
+ * group's deltas, conditional on the ETag read — so concurrent writers of one department no longer fail on each other's
+ * summary updates ("Entity Group Transactions": at most 100 operations, 4 MiB, one operation per entity). Pure: no I/O.
  */
 import { isTablegraphError, TablegraphError } from '../errors';
 import { decimalText, type Decimal } from '../model/decimal';
@@ -95,7 +94,14 @@ export function planGroup<M extends GroupMember>(model: Model, members: M[], sta
     let address: string;
     try {
       address = addressKey(addressOf(member.write, member.input));
-      plan = planWrite(model, member.write, member.input, { current: state.entities.get(address) ?? null, holders: state.holders, references: state.references, copyHolders: state.copyHolders }, member.writeId, member.moveId);
+      plan = planWrite(
+        model,
+        member.write,
+        member.input,
+        { current: state.entities.get(address) ?? null, holders: state.holders, references: state.references, copyHolders: state.copyHolders },
+        member.writeId,
+        member.moveId,
+      );
       checkPlan(member.write.entity, plan, target);
       member.check?.(plan.previous, plan.values);
       checkTransaction([...plan.operations, ...plan.copyOperations, ...holderOperations(mergeDeltas(new Map(), plan.holderDeltas), state).operations], target);
@@ -163,7 +169,10 @@ function mergeDeltas(into: Map<string, HolderDelta>, add: Map<string, HolderDelt
  * One merge per holder whose summed deltas are not all 0: the stored value plus the delta, exactly, with
  * If-Match on the holder's ETag as read (a concurrent writer in another process makes the EGT fail with 412).
  */
-function holderOperations(deltas: Map<string, HolderDelta>, state: GroupState): { operations: TransactionOperation[]; holders: GroupPlan<GroupMember>['holders'] } {
+function holderOperations(
+  deltas: Map<string, HolderDelta>,
+  state: GroupState,
+): { operations: TransactionOperation[]; holders: GroupPlan<GroupMember>['holders'] } {
   const operations: TransactionOperation[] = [];
   const holders: GroupPlan<GroupMember>['holders'] = [];
   for (const [key, { address, deltas: fields }] of deltas) {
@@ -179,7 +188,12 @@ function holderOperations(deltas: Map<string, HolderDelta>, state: GroupState): 
       properties[s.field] = typed;
       written[s.field] = typed?.value;
     }
-    operations.push({ kind: 'update', mode: 'merge', ifMatch: holder.etag, entity: { partitionKey: address.partitionKey, rowKey: address.rowKey, properties } });
+    operations.push({
+      kind: 'update',
+      mode: 'merge',
+      ifMatch: holder.etag,
+      entity: { partitionKey: address.partitionKey, rowKey: address.rowKey, properties },
+    });
     holders.push({ key, address, fields: written });
   }
   return { operations, holders };

@@ -92,7 +92,7 @@ export async function readGroupState(
   // What only the entity's current or next values name: a second wave.
   for (const m of members) {
     const current = entities.get(addressKey(m.address)) ?? null;
-    let next: Values | null = null;
+    let next: Values | null;
     try {
       next = nextValues(m.write, m.input, current, m.moveId);
     } catch {
@@ -126,7 +126,8 @@ export async function readGroupState(
   /** Lists the holders of a changed copy when they live in the written entity's own partition. */
   function wantCopies(m: Reader, copy: CopyModel, values: Values): void {
     const path = copy.reverse;
-    const args = (bound: NonNullable<typeof path.rowKeyPrefix>) => Object.fromEntries([...bound.bindings].map(([placeholder, b]) => [placeholder, values[b.name]]));
+    const args = (bound: NonNullable<typeof path.rowKeyPrefix>) =>
+      Object.fromEntries([...bound.bindings].map(([placeholder, b]) => [placeholder, values[b.name]]));
     try {
       const partitionKey = renderKey(path.partitionKey.template, args(path.partitionKey));
       if (path.table !== m.address.table || partitionKey !== m.address.partitionKey) return;
@@ -157,7 +158,11 @@ export async function readEntity(store: TableStore, entity: EntityModel, address
  * another attempt of the same entity, or taken). Whether a reservation of the same entity is still pending depends
  * on the entity's state read after it, so the entity is read again then.
  */
-export async function readUniqueKeys(store: TableStore, planned: Array<{ member: Reader; plan: WritePlan }>, observer?: StorageObserver): Promise<Map<string, KeyState>> {
+export async function readUniqueKeys(
+  store: TableStore,
+  planned: Array<{ member: Reader; plan: WritePlan }>,
+  observer?: StorageObserver,
+): Promise<Map<string, KeyState>> {
   const states = new Map<string, KeyState>();
   await Promise.all(
     planned.flatMap(({ member, plan }) =>

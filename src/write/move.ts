@@ -55,19 +55,30 @@ export async function requestMove(
     checkKey('PartitionKey', address.partitionKey, ctx.store.target, { ...address });
     checkKey('RowKey', address.rowKey, ctx.store.target, { ...address });
   }
-  if (addressKey(from) === addressKey(to)) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${write.coordinate}: the new keys address the same ${entity.name}: nothing to move`);
+  if (addressKey(from) === addressKey(to))
+    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${write.coordinate}: the new keys address the same ${entity.name}: nothing to move`);
   const becomes = target === entity ? entity.name : `${target.name} (${entity.name} archived)`;
   const call = { observer };
   for (let attempt = 1; ; attempt++) {
     const [current, taken] = await Promise.all([ctx.store.getEntity(from, call), ctx.store.getEntity(to, call)]);
     if (!current) throw new TablegraphError(ErrorCode.NOT_FOUND, `${entity.name} ${from.partitionKey}/${from.rowKey} does not exist`);
     if (typeof input[IF_MATCH_FIELD] === 'string' && input[IF_MATCH_FIELD] !== current.etag) {
-      throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name} ${from.partitionKey}/${from.rowKey} changed since it was read (stale ifMatch ETag)`, { reason: 'ETagMismatch', currentEtag: current.etag });
+      throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name} ${from.partitionKey}/${from.rowKey} changed since it was read (stale ifMatch ETag)`, {
+        reason: 'ETagMismatch',
+        currentEtag: current.etag,
+      });
     }
     if (isMarked(current)) {
-      throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name} ${from.partitionKey}/${from.rowKey}: a move of it is under way; request another once it is carried out`, { reason: 'MovePending' });
+      throw new TablegraphError(
+        ErrorCode.CONFLICT,
+        `${entity.name} ${from.partitionKey}/${from.rowKey}: a move of it is under way; request another once it is carried out`,
+        { reason: 'MovePending' },
+      );
     }
-    if (taken) throw new TablegraphError(ErrorCode.CONFLICT, `${becomes} ${to.partitionKey}/${to.rowKey} already exists: the move would overwrite it`, { reason: 'EntityAlreadyExists' });
+    if (taken)
+      throw new TablegraphError(ErrorCode.CONFLICT, `${becomes} ${to.partitionKey}/${to.rowKey} already exists: the move would overwrite it`, {
+        reason: 'EntityAlreadyExists',
+      });
     const previous = valuesOf(entity, current.properties);
     const moved = { ...previous, ...keys };
     // Its references from the new address must point at something (the department it moves to exists).
@@ -102,7 +113,11 @@ export async function requestMove(
       // Written or deleted since it was read: read it again (a client's ifMatch is then stale, said above).
       const changed = isTablegraphError(e, ErrorCode.CONFLICT) || isTablegraphError(e, ErrorCode.NOT_FOUND);
       if (!changed) throw e;
-      if (attempt === MARK_ATTEMPTS) throw new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, `${entity.name} ${from.partitionKey}/${from.rowKey} kept changing while its move was requested`);
+      if (attempt === MARK_ATTEMPTS)
+        throw new TablegraphError(
+          ErrorCode.STORAGE_UNAVAILABLE,
+          `${entity.name} ${from.partitionKey}/${from.rowKey} kept changing while its move was requested`,
+        );
     }
   }
 }

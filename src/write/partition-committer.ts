@@ -1,10 +1,10 @@
 /**
- * Group commit, the doing half (docs/architecture.md, "Group commit"): one committer per table and PartitionKey with writes waiting.
- * It takes every write that arrived while the previous EGT was in flight, reads what they need in one wave, plans
- * them as one EGT (group-plan.ts), puts each write's fan-out message on the queue, reserves unique keys, and
- * commits. One EGT of a partition is in flight at a time, so writes of one partition keep their arrival order and
- * never fail on each other's summary updates ("Entity Group Transactions"; the guide's advice on a hot partition:
- * batch its writes).
+ * Group commit, the doing half (docs/architecture.md, "Group commit"): one committer per table and PartitionKey with
+ * writes waiting. It takes every write that arrived while the previous EGT was in flight, reads what they need in one
+ * wave, plans them as one EGT (group-plan.ts), puts each write's fan-out message on the queue, reserves unique keys,
+ * and commits. One EGT of a partition is in flight at a time, so writes of one partition keep their arrival order and
+ * never fail on each other's summary updates ("Entity Group Transactions"; the guide's advice on a hot partition: batch
+ * its writes).
  *
  * An EGT fails whole. The operation it names blames one write, which fails alone when the failure is its own (it
  * already exists, its `ifMatch` no longer matches, a limit); its batch-mates are read again and retried in the
@@ -214,7 +214,9 @@ export class PartitionCommitter {
     const late = group.planned.filter(({ member }) => member.sendBy !== undefined && Date.now() + store.timeoutMs > member.sendBy);
     if (late.length > 0) {
       await Promise.all(late.map(({ member }) => this.undo(member, effects.get(member)!)));
-      const error = new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, 'The write took longer than its blobs\' commit window; nothing was written. Try again.', { reason: 'BlobCommitWindowPassed' });
+      const error = new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, "The write took longer than its blobs' commit window; nothing was written. Try again.", {
+        reason: 'BlobCommitWindowPassed',
+      });
       group = this.without(group, state, (p) => late.includes(p) && this.fail(p.member, error));
       if (group.planned.length === 0) return [...retry, ...deferred];
     }
@@ -240,9 +242,13 @@ export class PartitionCommitter {
   private async confirm(group: GroupPlan<PendingWrite>, effects: Map<PendingWrite, Effects>, observer?: StorageObserver): Promise<void> {
     await Promise.all(
       group.planned.flatMap(({ member, plan }) =>
-        effects.get(member)!.held.map((held, i) =>
-          this.ctx.store.updateEntity(plan.reservations[i].table, plan.reservations[i].entity, 'replace', { observer, ifMatch: held.etag }).catch(() => undefined),
-        ),
+        effects
+          .get(member)!
+          .held.map((held, i) =>
+            this.ctx.store
+              .updateEntity(plan.reservations[i].table, plan.reservations[i].entity, 'replace', { observer, ifMatch: held.etag })
+              .catch(() => undefined),
+          ),
       ),
     );
   }
@@ -264,11 +270,20 @@ export class PartitionCommitter {
     if (typeof index !== 'number') {
       // No operation named: a timeout or an outage. The EGT may have been applied: each entity's WriteId tells.
       this.holders.clear();
-      const now = await Promise.all(group.planned.map(({ member }) => readEntity(this.ctx.store, member.write.entity, member.address, observer).catch(() => undefined)));
-      const applied = group.planned.every(({ plan }, i) => now[i] !== undefined && (plan.values ? now[i] !== null && writtenBy(now[i]!, plan.writeId) : now[i] === null));
+      const now = await Promise.all(
+        group.planned.map(({ member }) => readEntity(this.ctx.store, member.write.entity, member.address, observer).catch(() => undefined)),
+      );
+      const applied = group.planned.every(
+        ({ plan }, i) => now[i] !== undefined && (plan.values ? now[i] !== null && writtenBy(now[i]!, plan.writeId) : now[i] === null),
+      );
       if (applied) {
         // Every write shows: the EGT was applied (it is all or nothing). Its ETags are the ones read now.
-        this.committed(group, state, group.owners.map(() => undefined), now as Array<StoredEntity | null>);
+        this.committed(
+          group,
+          state,
+          group.owners.map(() => undefined),
+          now as Array<StoredEntity | null>,
+        );
         return retry;
       }
       // Not applied, or not known: each write fails with the error; messages and reservations stay for the worker,
@@ -300,7 +315,8 @@ export class PartitionCommitter {
       const stale = onEntity && isTablegraphError(error, ErrorCode.CONFLICT) && error.details.reason === 'ETagMismatch';
       const vanished = onEntity && isTablegraphError(error, ErrorCode.NOT_FOUND) && plan.operations[0].kind !== 'create';
       // An INCREMENT that found nothing and created: another process created it first — add to that one.
-      const raced = onEntity && member.write.action === 'INCREMENT' && isTablegraphError(error, ErrorCode.CONFLICT) && error.details.reason === 'EntityAlreadyExists';
+      const raced =
+        onEntity && member.write.action === 'INCREMENT' && isTablegraphError(error, ErrorCode.CONFLICT) && error.details.reason === 'EntityAlreadyExists';
       // Its entity changed or vanished since it was read: with `ifMatch` that is the client's conflict; without,
       // read it again (a vanished entity then fails NOT_FOUND, a concurrent create CONFLICT, from the planner).
       if ((stale || vanished || raced) && typeof member.input.ifMatch !== 'string') this.again(member, retry, error);
@@ -310,7 +326,13 @@ export class PartitionCommitter {
   }
 
   /** Sends a planned write's fan-out message, then makes its reservations; records what it did in `effects`. */
-  private async prepare(member: PendingWrite, plan: WritePlan, keys: Map<string, KeyState>, reservedUntil: Date, effects: Map<PendingWrite, Effects>): Promise<void> {
+  private async prepare(
+    member: PendingWrite,
+    plan: WritePlan,
+    keys: Map<string, KeyState>,
+    reservedUntil: Date,
+    effects: Map<PendingWrite, Effects>,
+  ): Promise<void> {
     const { store, fanout } = this.ctx;
     const done: Effects = { held: [] };
     effects.set(member, done);
@@ -320,7 +342,9 @@ export class PartitionCommitter {
       for (const r of plan.reservations) {
         const reservation = reservationEntity(r, plan, reservedUntil);
         const key = keys.get(addressKey({ table: r.table, ...r.entity }))!;
-        done.held.push(await reserveKey(store, member.write.entity, r, reservation, member.address, key, member.ownAttempts, member.observer, member.takeOverFrom));
+        done.held.push(
+          await reserveKey(store, member.write.entity, r, reservation, member.address, key, member.ownAttempts, member.observer, member.takeOverFrom),
+        );
       }
     } catch (error) {
       done.error = error;
@@ -345,7 +369,13 @@ export class PartitionCommitter {
     const kept = group.planned.filter((p) => !drop(p));
     if (kept.length === group.planned.length) return group;
     // Same state, fewer writes: each plan stays as it was; only the holders' sums change.
-    const again = planGroup(this.ctx.model, kept.map((p) => p.member), state, this.ctx.store.target, this.table);
+    const again = planGroup(
+      this.ctx.model,
+      kept.map((p) => p.member),
+      state,
+      this.ctx.store.target,
+      this.table,
+    );
     again.refused.forEach(({ member, error }) => member.reject(error));
     return { ...again, deferred: [...again.deferred, ...group.deferred] };
   }
@@ -364,9 +394,13 @@ export class PartitionCommitter {
     }
     member.reject(
       error ??
-        new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, `${member.write.entity.name}: gave up after ${member.attempts} attempts against concurrent writers`, {
-          reason: 'Contention',
-        }),
+        new TablegraphError(
+          ErrorCode.STORAGE_UNAVAILABLE,
+          `${member.write.entity.name}: gave up after ${member.attempts} attempts against concurrent writers`,
+          {
+            reason: 'Contention',
+          },
+        ),
     );
     return true;
   }
@@ -385,7 +419,9 @@ export class PartitionCommitter {
       const wide = member.write.entity.wide;
       const etag =
         readBack?.[i]?.etag ??
-        (wide && plan.wideParts ? etagAfter(before ?? null, plan.wideParts, etags.slice(first, first + plan.wideParts.length), wide.parts.length) : etags[first]);
+        (wide && plan.wideParts
+          ? etagAfter(before ?? null, plan.wideParts, etags.slice(first, first + plan.wideParts.length), wide.parts.length)
+          : etags[first]);
       member.resolve(
         plan.values
           ? { address: member.address, values: plan.values, etag: etag ?? '', deleted: false }
@@ -407,7 +443,11 @@ export class PartitionCommitter {
 
 /** The CONFLICT of a write whose `ifMatch` was current when read, but not by the time its EGT arrived. */
 function staleIfMatch(member: PendingWrite): TablegraphError {
-  return new TablegraphError(ErrorCode.CONFLICT, `${member.write.entity.name} ${member.address.partitionKey}/${member.address.rowKey} changed since it was read (stale ifMatch ETag)`, {
-    reason: 'ETagMismatch',
-  });
+  return new TablegraphError(
+    ErrorCode.CONFLICT,
+    `${member.write.entity.name} ${member.address.partitionKey}/${member.address.rowKey} changed since it was read (stale ifMatch ETag)`,
+    {
+      reason: 'ETagMismatch',
+    },
+  );
 }

@@ -42,11 +42,15 @@ export function checkReferences(model: Model, write: WriteModel, input: Values, 
     const expected = path.index ? path.index.entityType : path.target.entityType;
     if (target && target.properties[ENTITY_TYPE_PROPERTY] === expected) continue;
     const given = Object.fromEntries(referenceFields(path).map((f) => [f, values![f]]));
-    throw new TablegraphError(ErrorCode.NOT_FOUND, `${path.coordinate}: no ${path.target.name} exists at ${JSON.stringify(given)}; create it first, or point ${path.fieldName} elsewhere`, {
-      reason: 'ReferenceMissing',
-      field: path.fieldName,
-      partitionKey: address.partitionKey,
-      rowKey: address.rowKey,
-    });
+    throw new TablegraphError(
+      ErrorCode.NOT_FOUND,
+      `${path.coordinate}: no ${path.target.name} exists at ${JSON.stringify(given)}; create it first, or point ${path.fieldName} elsewhere`,
+      {
+        reason: 'ReferenceMissing',
+        field: path.fieldName,
+        partitionKey: address.partitionKey,
+        rowKey: address.rowKey,
+      },
+    );
   }
 }

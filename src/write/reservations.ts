@@ -1,6 +1,7 @@
 /**
- * Reservations of unique inter-partition keys (an e-mail address): the "Inter-partition secondary index pattern"
- * with a uniqueness rule, kept with the guide's "Eventually consistent transactions pattern" (docs/architecture.md, "Unique values").
+ * Reservations of unique inter-partition keys (an e-mail address): the "Inter-partition secondary index pattern" with a
+ * uniqueness rule, kept with the guide's "Eventually consistent transactions pattern" (docs/architecture.md, "Unique
+ * values").
  *
  * A write that gives its entity a unique value first inserts the index entity conditionally — the reservation —
  * then commits its EGT. The reservation carries the write's id (WriteId), the state the write read (BasedOn) and
@@ -177,10 +178,12 @@ export async function reserveKey(
 export async function releaseReservations(store: TableStore, held: HeldReservation[], observer?: StorageObserver): Promise<boolean> {
   const results = await Promise.all(
     held.map((r) =>
-      !r.inserted ? Promise.resolve(false) : store.deleteEntity(r.address, { observer, ifMatch: r.etag }).then(
-        () => true,
-        (e: unknown) => isTablegraphError(e, ErrorCode.CONFLICT), // rewritten since: not ours any more
-      ),
+      !r.inserted
+        ? Promise.resolve(false)
+        : store.deleteEntity(r.address, { observer, ifMatch: r.etag }).then(
+            () => true,
+            (e: unknown) => isTablegraphError(e, ErrorCode.CONFLICT), // rewritten since: not ours any more
+          ),
     ),
   );
   return results.every(Boolean);

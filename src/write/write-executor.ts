@@ -1,10 +1,10 @@
 /**
- * Runs mutations (docs/architecture.md, "Writes"). A write is checked first — its keys, every value it gives against its type,
- * `@constraint` and the target's size limits — and refused before anything is read or sent when it cannot
+ * Runs mutations (docs/architecture.md, "Writes"). A write is checked first — its keys, every value it gives against
+ * its type, `@constraint` and the target's size limits — and refused before anything is read or sent when it cannot
  * succeed. Then it joins the writes of its partition: a PartitionCommitter per table and PartitionKey commits them
- * together, one EGT at a time ("group commit", partition-committer.ts), so concurrent writers of one partition
- * share an EGT instead of failing on each other's summary updates. A client gets CONFLICT only for its own
- * entity's ETag, an entity that already exists, or a unique value that is taken.
+ * together, one EGT at a time ("group commit", partition-committer.ts), so concurrent writers of one partition share an
+ * EGT instead of failing on each other's summary updates. A client gets CONFLICT only for its own entity's ETag, an
+ * entity that already exists, or a unique value that is taken.
  *
  * Guide sections: "Entity Group Transactions", "Eventually consistent transactions pattern", "Merge or replace".
  */
@@ -52,16 +52,19 @@ export class WriteExecutor {
    *   EGT are told to each of them)
    * @param check decides on the entity as read and as it would be written whether the caller may (`@auth`);
    *   throwing refuses the write alone, before anything of it is sent
-   * @param options.takeOverFrom a move's create (worker/move.ts): the entity's old address, whose unique keys it takes over
+   * @param options.takeOverFrom a move's create (worker/move.ts): the entity's old address, whose unique keys it takes
+   *   over
    * @param options.moveId the move (worker/move.ts) this write is a step of: a create marks its copy with it, and
    *   only its steps may change that copy (others: CONFLICT, reason MovePending)
    * A MOVE is checked and queued (move.ts): its result is the entity as it is, at its old address. A write of `@blob`
    * fields uploads first (blob-writes.ts); its result holds the upload URLs of blobs the client uploads.
-   * @throws TablegraphError CONFLICT (reason EntityAlreadyExists, ETagMismatch, UniqueKeyTaken, HasDependents), FORBIDDEN,
+   * @throws TablegraphError CONFLICT (reason EntityAlreadyExists, ETagMismatch, UniqueKeyTaken, HasDependents),
+   *   FORBIDDEN,
    *   NOT_FOUND, BAD_USER_INPUT and LIMIT_EXCEEDED (before anything is read or sent), STORAGE_UNAVAILABLE
    */
   execute(write: WriteModel, input: Values, observer?: StorageObserver, check?: GroupMember['check'], options: MoveStep = {}): Promise<WriteResult> {
-    if (write.action === 'MOVE') return requestMove({ model: this.opts.model, store: this.opts.store, fanout: this.opts.fanout }, write, input, observer, check);
+    if (write.action === 'MOVE')
+      return requestMove({ model: this.opts.model, store: this.opts.store, fanout: this.opts.fanout }, write, input, observer, check);
     const address = addressOf(write, input);
     const blobs = planBlobs(write, input, address);
     checkInput(write, blobs?.input ?? input, address, this.opts.store);
@@ -69,17 +72,38 @@ export class WriteExecutor {
   }
 
   /** A write of `@blob` fields: its blobs first (blob-writes.ts), then its entity, within the commit window. */
-  private async withBlobs(blobs: BlobPlan, write: WriteModel, address: EntityAddress, observer: StorageObserver | undefined, check: GroupMember['check'], step: MoveStep): Promise<WriteResult> {
+  private async withBlobs(
+    blobs: BlobPlan,
+    write: WriteModel,
+    address: EntityAddress,
+    observer: StorageObserver | undefined,
+    check: GroupMember['check'],
+    step: MoveStep,
+  ): Promise<WriteResult> {
     const applied = await applyBlobs(blobs, write, address, this.opts.fanout, this.opts.blobs);
     const result = await this.enqueue(write, applied.input, address, observer, check, step, applied.sendBy);
     return { ...result, uploadUrls: applied.uploadUrls };
   }
 
-  private enqueue(write: WriteModel, input: Values, address: EntityAddress, observer: StorageObserver | undefined, check: GroupMember['check'], step: MoveStep, sendBy?: number): Promise<WriteResult> {
+  private enqueue(
+    write: WriteModel,
+    input: Values,
+    address: EntityAddress,
+    observer: StorageObserver | undefined,
+    check: GroupMember['check'],
+    step: MoveStep,
+    sendBy?: number,
+  ): Promise<WriteResult> {
     const key = `${address.table}\u0000${address.partitionKey}`;
     let committer = this.committers.get(key);
     if (!committer) {
-      const ctx = { model: this.opts.model, store: this.opts.store, fanout: this.opts.fanout, maxAttempts: this.opts.maxAttempts ?? 8, blobCleanupDelaySeconds: this.opts.blobs?.cleanupDelaySeconds };
+      const ctx = {
+        model: this.opts.model,
+        store: this.opts.store,
+        fanout: this.opts.fanout,
+        maxAttempts: this.opts.maxAttempts ?? 8,
+        blobCleanupDelaySeconds: this.opts.blobs?.cleanupDelaySeconds,
+      };
       committer = new PartitionCommitter(ctx, address.table, () => this.committers.delete(key));
       this.committers.set(key, committer);
     }

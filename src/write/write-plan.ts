@@ -1,9 +1,9 @@
 /**
- * The write planner (docs/architecture.md, "Writes"): one mutation and the state it read become a write plan. Same-partition
- * effects — the entity, its intra-partition index entities — are EGT operations; the summary values it
- * contributes to are deltas per holder, which group-plan.ts adds up over every write sharing an EGT;
- * cross-partition effects — inter-partition index entities — become a fan-out message and, for unique indexes,
- * reservations made before the EGT. Pure: no I/O, so every plan can be tested.
+ * The write planner (docs/architecture.md, "Writes"): one mutation and the state it read become a write plan.
+ * Same-partition effects — the entity, its intra-partition index entities — are EGT operations; the summary values it
+ * contributes to are deltas per holder, which group-plan.ts adds up over every write sharing an EGT; cross-partition
+ * effects — inter-partition index entities — become a fan-out message and, for unique indexes, reservations made before
+ * the EGT. Pure: no I/O, so every plan can be tested.
  *
  * Guide sections: "Entity Group Transactions", "Intra-partition secondary index pattern", "Inter-partition
  * secondary index pattern", "Eventually consistent transactions pattern", "Merge or replace", "Data series pattern"
@@ -15,7 +15,18 @@ import { derive, entityWrites, indexWrite, primaryAddress, seriesProperties, typ
 import { contributionOf } from '../model/contributions';
 import { decimalText } from '../model/decimal';
 import { holderAddress, summaryContribution } from '../model/summaries';
-import { ENTITY_TYPE_PROPERTY, MOVE_ID_PROPERTY, MOVED_IN_PROPERTY, WRITE_ID_PROPERTY, type CopyModel, type IndexModel, type Model, type StoredField, type SummaryModel, type WriteModel } from '../model/types';
+import {
+  ENTITY_TYPE_PROPERTY,
+  MOVE_ID_PROPERTY,
+  MOVED_IN_PROPERTY,
+  WRITE_ID_PROPERTY,
+  type CopyModel,
+  type IndexModel,
+  type Model,
+  type StoredField,
+  type SummaryModel,
+  type WriteModel,
+} from '../model/types';
 import { checkEntity, checkTransaction } from '../storage/limits';
 import type { EntityAddress, EntityToWrite, StorageTarget, StoredEntity, TransactionOperation } from '../storage/types';
 import { addressKey, stateId, type FanoutMessage } from './fanout-message';
@@ -89,21 +100,31 @@ export function nextValues(write: WriteModel, input: Values, current: StoredEnti
     // A sibling type at the same keys (the guide's "Inheritance relationships"): the address is taken, and holds no
     // entity of this type to change.
     if (action === 'CREATE' || action === 'INCREMENT') {
-      throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name} ${describeKeys(write, input)}: a ${String(other)} exists with these keys`, { reason: 'EntityAlreadyExists', entityType: other });
+      throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name} ${describeKeys(write, input)}: a ${String(other)} exists with these keys`, {
+        reason: 'EntityAlreadyExists',
+        entityType: other,
+      });
     }
-    throw new TablegraphError(ErrorCode.NOT_FOUND, `${entity.name} ${describeKeys(write, input)} does not exist (a ${String(other)} has these keys)`, { entityType: other });
+    throw new TablegraphError(ErrorCode.NOT_FOUND, `${entity.name} ${describeKeys(write, input)} does not exist (a ${String(other)} has these keys)`, {
+      entityType: other,
+    });
   }
   const movingIn = current?.properties[MOVED_IN_PROPERTY];
   if (action !== 'CREATE' && typeof movingIn === 'string' && movingIn !== '' && movingIn !== moveId) {
     // Written now, the copy would differ from the entity still at the old address, and a redelivered move could
     // not tell its copy from someone else's entity: the move finishes first (seconds, src/worker/move.ts).
-    throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name} ${describeKeys(write, input)} is being moved here: write it again once the move is carried out`, {
-      reason: 'MovePending',
-    });
+    throw new TablegraphError(
+      ErrorCode.CONFLICT,
+      `${entity.name} ${describeKeys(write, input)} is being moved here: write it again once the move is carried out`,
+      {
+        reason: 'MovePending',
+      },
+    );
   }
   if (action === 'INCREMENT') return incremented(write, input, current);
   if (action === 'CREATE') {
-    if (current) throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name} ${describeKeys(write, input)} already exists`, { reason: 'EntityAlreadyExists' });
+    if (current)
+      throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name} ${describeKeys(write, input)} already exists`, { reason: 'EntityAlreadyExists' });
   } else if (!current) {
     // The client read an ETag, so the entity existed: someone deleted it since — its ETag no longer matches.
     if (typeof ifMatch === 'string') {
@@ -125,8 +146,10 @@ export function nextValues(write: WriteModel, input: Values, current: StoredEnti
     // Key fields keep their stored spelling: `id: "012"` addresses the entity stored as "12" (same padded RowKey).
     if (old && entity.keyFields.includes(name)) next[name] = old[name];
     else if (entity.summaryFields.has(name)) next[name] = old ? old[name] : 0;
-    else if (entity.copies.has(name)) next[name] = old ? old[name] : null; // filled from the target (fillCopies)
-    else if (entity.fields.get(name)!.series) next[name] = old ? old[name] : null; // INCREMENT's alone
+    else if (entity.copies.has(name))
+      next[name] = old ? old[name] : null; // filled from the target (fillCopies)
+    else if (entity.fields.get(name)!.series)
+      next[name] = old ? old[name] : null; // INCREMENT's alone
     else if (action === 'UPDATE' && input[name] === undefined) next[name] = old![name];
     else next[name] = input[name] ?? null;
   }
@@ -169,7 +192,9 @@ function addTo(field: StoredField, series: number[], increment: unknown): number
 export function checkIncrement(field: StoredField, increment: unknown): { at: number; by: number } {
   const { at, by } = increment as { at: unknown; by: unknown };
   if (typeof at !== 'number' || !Number.isInteger(at) || at < 0 || at >= field.series!.length) {
-    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${field.name}: at must be an element 0..${field.series!.length - 1}, got ${JSON.stringify(at)}`, { field: field.name });
+    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${field.name}: at must be an element 0..${field.series!.length - 1}, got ${JSON.stringify(at)}`, {
+      field: field.name,
+    });
   }
   const typed = typedValue({ ...field, series: undefined, constraint: undefined }, by);
   if (typed === null) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${field.name}: by is required`, { field: field.name });
@@ -207,11 +232,18 @@ export function eventualSummariesOf(model: Model, entity: WriteModel['entity']):
  * for a summary that finds its holder through a unique index, the index entity's address (`lookup`) stands for the
  * contribution's, which the worker finds by reading it.
  */
-function contributions(model: Model, entity: WriteModel['entity'], primary: EntityAddress, values: Values | null): Array<{ address: EntityAddress; lookup: boolean; signature: string }> {
+function contributions(
+  model: Model,
+  entity: WriteModel['entity'],
+  primary: EntityAddress,
+  values: Values | null,
+): Array<{ address: EntityAddress; lookup: boolean; signature: string }> {
   return eventualSummariesOf(model, entity).flatMap((s): Array<{ address: EntityAddress; lookup: boolean; signature: string }> => {
     if (s.via.index) {
       const at = values && holderAddress(s, values);
-      return at ? [{ address: at, lookup: true, signature: `${s.holder.name}.${s.field}\u0000${addressKey(at)}\u0000${decimalText(summaryContribution(s, values))}` }] : [];
+      return at
+        ? [{ address: at, lookup: true, signature: `${s.holder.name}.${s.field}\u0000${addressKey(at)}\u0000${decimalText(summaryContribution(s, values))}` }]
+        : [];
     }
     const c = contributionOf(s, primary, values);
     return c ? [{ address: c.address, lookup: false, signature: `${addressKey(c.address)}\u0000${decimalText(c.value)}` }] : [];
@@ -251,7 +283,10 @@ export function copyListKey(address: EntityAddress, copy: CopyModel): string {
 export function changedCopies(model: Model, entity: WriteModel['entity'], previous: Values | null, values: Values | null): CopyModel[] {
   if (!previous || !values) return [];
   return (model.copiesOf.get(entity.name) ?? []).filter(
-    (c) => values[c.targetField] !== null && values[c.targetField] !== undefined && JSON.stringify(previous[c.targetField] ?? null, bigints) !== JSON.stringify(values[c.targetField], bigints),
+    (c) =>
+      values[c.targetField] !== null &&
+      values[c.targetField] !== undefined &&
+      JSON.stringify(previous[c.targetField] ?? null, bigints) !== JSON.stringify(values[c.targetField], bigints),
   );
 }
 
@@ -260,13 +295,21 @@ export function changedCopies(model: Model, entity: WriteModel['entity'], previo
  * "Denormalization pattern" kept by the writer). Copies elsewhere, too many, or becoming null (a merge cannot
  * remove a property) are the worker's.
  */
-function sameEgtCopies(model: Model, entity: WriteModel['entity'], address: EntityAddress, previous: Values | null, values: Values | null, state: ReadState): TransactionOperation[] {
+function sameEgtCopies(
+  model: Model,
+  entity: WriteModel['entity'],
+  address: EntityAddress,
+  previous: Values | null,
+  values: Values | null,
+  state: ReadState,
+): TransactionOperation[] {
   const ops: TransactionOperation[] = [];
   for (const copy of changedCopies(model, entity, previous, values)) {
     const holders = state.copyHolders?.get(copyListKey(address, copy));
     if (!holders) continue;
     const value = typedValue(copy.entity.fields.get(copy.field)!, values![copy.targetField]);
-    for (const h of holders) ops.push({ kind: 'update', mode: 'merge', entity: { partitionKey: h.partitionKey, rowKey: h.rowKey, properties: { [copy.field]: value } } });
+    for (const h of holders)
+      ops.push({ kind: 'update', mode: 'merge', entity: { partitionKey: h.partitionKey, rowKey: h.rowKey, properties: { [copy.field]: value } } });
   }
   return ops;
 }
@@ -298,9 +341,13 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
     for (const s of model.summaries.values()) {
       // An eventual count may still lag behind: it refuses what it shows, as the holder stores it.
       if (s.holder === entity && s.count && Number(previous?.[s.field] ?? 0) > 0) {
-        throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name} ${describeKeys(write, input)} still has ${previous?.[s.field]} ${s.of.name} (${s.field})`, {
-          reason: 'HasDependents',
-        });
+        throw new TablegraphError(
+          ErrorCode.CONFLICT,
+          `${entity.name} ${describeKeys(write, input)} still has ${previous?.[s.field]} ${s.of.name} (${s.field})`,
+          {
+            reason: 'HasDependents',
+          },
+        );
       }
     }
   }
@@ -314,7 +361,8 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
   const next = values ? entityWrites(entity, values, writeId) : undefined;
   if (next) Object.assign(next.primary.entity.properties, moveMarks(write, state.current, moveId));
   if (write.action === 'CREATE' || (write.action === 'INCREMENT' && !state.current)) operations.push({ kind: 'create', entity: next!.primary.entity });
-  else if (write.action === 'INCREMENT') operations.push({ kind: 'update', mode: 'merge', entity: incrementMerge(write, input, values!, address, writeId), ifMatch: state.current!.etag });
+  else if (write.action === 'INCREMENT')
+    operations.push({ kind: 'update', mode: 'merge', entity: incrementMerge(write, input, values!, address, writeId), ifMatch: state.current!.etag });
   else if (next) operations.push({ kind: 'update', mode: 'replace', entity: next.primary.entity, ifMatch: state.current!.etag });
   else operations.push({ kind: 'delete', partitionKey: address.partitionKey, rowKey: address.rowKey, ifMatch: state.current!.etag });
   let wideParts: number[] | undefined;
@@ -341,7 +389,18 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
   const reservations = derivedAfter.filter((w) => w.index.unique && !beforeKeys.has(addressKey({ table: w.table, ...w.entity })));
   const basedOn = stateId(state.current);
   const copyOperations = sameEgtCopies(model, entity, address, previous, values, state);
-  const plan: WritePlan = { address, operations, copyOperations, holderDeltas, values, previous, writeId, basedOn, reservations, ...(wideParts && { wideParts }) };
+  const plan: WritePlan = {
+    address,
+    operations,
+    copyOperations,
+    holderDeltas,
+    values,
+    previous,
+    writeId,
+    basedOn,
+    reservations,
+    ...(wideParts && { wideParts }),
+  };
   // Contributions to summaries held elsewhere are derived too: the worker applies a change of one.
   const contributedBefore = contributions(model, entity, address, previous);
   const contributedAfter = contributions(model, entity, address, values);
@@ -385,9 +444,9 @@ function moveMarks(write: WriteModel, current: StoredEntity | null, moveId: stri
 
 /**
  * Checks one write's own operations and derived entities against the target's limits before anything is sent
- * (docs/architecture.md, "The write plan"): its EGT operations as a transaction of their own (operations, bytes, each entity), and every
- * inter-partition index entity it derives, so that a write whose index entities the worker could never store (a
- * key over the target's limit, say) is refused now rather than poisoning the queue later ("Entity Group
+ * (docs/architecture.md, "The write plan"): its EGT operations as a transaction of their own (operations, bytes, each
+ * entity), and every inter-partition index entity it derives, so that a write whose index entities the worker could
+ * never store (a key over the target's limit, say) is refused now rather than poisoning the queue later ("Entity Group
  * Transactions", "Inter-partition secondary index pattern").
  * @throws TablegraphError LIMIT_EXCEEDED (a value over 64 KiB, an entity over 1 MiB, a key too long, an EGT too
  *   large) or BAD_USER_INPUT (a key character or property the service refuses), from checkTransaction/checkEntity
@@ -404,7 +463,10 @@ export function checkPlan(entity: WriteModel['entity'], plan: WritePlan, target:
 function summaryDeltas(model: Model, write: WriteModel, previous: Values | null, values: Values | null, state: ReadState): Map<string, HolderDelta> {
   const byHolder = new Map<string, HolderDelta>();
   for (const s of summariesOf(model, write)) {
-    for (const [vals, sign] of [[previous, -1], [values, 1]] as const) {
+    for (const [vals, sign] of [
+      [previous, -1],
+      [values, 1],
+    ] as const) {
       if (!vals) continue;
       const address = holderAddress(s, vals);
       if (!address) continue; // an optional reference that is null: this state counts towards no holder
@@ -423,10 +485,14 @@ function summaryDeltas(model: Model, write: WriteModel, previous: Values | null,
     }
     if (!state.holders.get(key)) {
       const [s] = entry.deltas.keys();
-      throw new TablegraphError(ErrorCode.NOT_FOUND, `${s.holder.name} ${entry.address.partitionKey} does not exist: create it before its ${s.of.name} entities`, {
-        reason: 'SummaryHolderMissing',
-        field: s.via.fieldName,
-      });
+      throw new TablegraphError(
+        ErrorCode.NOT_FOUND,
+        `${s.holder.name} ${entry.address.partitionKey} does not exist: create it before its ${s.of.name} entities`,
+        {
+          reason: 'SummaryHolderMissing',
+          field: s.via.fieldName,
+        },
+      );
     }
   }
   return byHolder;

@@ -47,7 +47,18 @@ async function main(): Promise<void> {
   const azurite = await startAzurite({ inMemory: true });
   try {
     const prefix = 'attack';
-    const config = loadConfig({ PORT: '0', AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString, TABLEGRAPH_SCHEMA_DIR: SCHEMA_DIR, TABLEGRAPH_TABLE_PREFIX: prefix, TABLEGRAPH_WORKER: 'off', TABLEGRAPH_RATE_LIMIT: '100000000', ...(process.env.INFLIGHT && { TABLEGRAPH_MAX_STORAGE_INFLIGHT: process.env.INFLIGHT }) }, ROOT);
+    const config = loadConfig(
+      {
+        PORT: '0',
+        AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString,
+        TABLEGRAPH_SCHEMA_DIR: SCHEMA_DIR,
+        TABLEGRAPH_TABLE_PREFIX: prefix,
+        TABLEGRAPH_WORKER: 'off',
+        TABLEGRAPH_RATE_LIMIT: '100000000',
+        ...(process.env.INFLIGHT && { TABLEGRAPH_MAX_STORAGE_INFLIGHT: process.env.INFLIGHT }),
+      },
+      ROOT,
+    );
     const store = new TableStore({ connectionString: azurite.connectionString, target: 'azurite' });
     let calls = 0;
     for (const method of ['getEntity', 'queryRange'] as const) {
@@ -55,7 +66,18 @@ async function main(): Promise<void> {
       (store as unknown as Record<string, unknown>)[method] = (...a: unknown[]) => ((calls += 1), original(...a));
     }
     const queues = new QueueStore({ connectionString: azurite.connectionString });
-    const server = await startServer(config, { store, queues, blobs: new BlobStore({ connectionString: azurite.connectionString }), connectionString: azurite.connectionString, target: 'azurite', close: async () => {} }, createLogger({ level: 'silent' }));
+    const server = await startServer(
+      config,
+      {
+        store,
+        queues,
+        blobs: new BlobStore({ connectionString: azurite.connectionString }),
+        connectionString: azurite.connectionString,
+        target: 'azurite',
+        close: async () => {},
+      },
+      createLogger({ level: 'silent' }),
+    );
     await writeFixtures(store, compileHr(prefix).model);
 
     let cheapCalls = 0;
@@ -95,11 +117,14 @@ async function main(): Promise<void> {
 
     console.log(`in-memory Azurite 3.37, Node ${process.version}, ${SECONDS} s per phase, 4 cheap clients, 4 attackers`);
     console.log(`${'attack'.padEnd(28)} ${'sent'.padStart(6)} ${'answer'.padEnd(34)} ${'p50 ms'.padStart(8)}`);
-    for (const [name, o] of outcomes) console.log(`${name.padEnd(28)} ${String(o.sent).padStart(6)} ${[...o.answers].join(', ').padEnd(34)} ${percentile(o.ms, 50).toFixed(1).padStart(8)}`);
+    for (const [name, o] of outcomes)
+      console.log(`${name.padEnd(28)} ${String(o.sent).padStart(6)} ${[...o.answers].join(', ').padEnd(34)} ${percentile(o.ms, 50).toFixed(1).padStart(8)}`);
     console.log(`storage calls the attacks caused: ${attackCalls}`);
     const rate = (l: number[]) => (l.length / SECONDS).toFixed(0);
     console.log(`cheap query alone:        ${rate(alone)}/s, p50 ${percentile(alone, 50).toFixed(1)} ms, p99 ${percentile(alone, 99).toFixed(1)} ms`);
-    console.log(`cheap query under attack: ${rate(attacked)}/s, p50 ${percentile(attacked, 50).toFixed(1)} ms, p99 ${percentile(attacked, 99).toFixed(1)} ms (${(percentile(attacked, 99) / percentile(alone, 99)).toFixed(2)}x the p99 alone)`);
+    console.log(
+      `cheap query under attack: ${rate(attacked)}/s, p50 ${percentile(attacked, 50).toFixed(1)} ms, p99 ${percentile(attacked, 99).toFixed(1)} ms (${(percentile(attacked, 99) / percentile(alone, 99)).toFixed(2)}x the p99 alone)`,
+    );
 
     // 50 heavy but allowed queries at once, without pause, next to 4 cheap clients.
     const loaded: number[] = [];
@@ -116,7 +141,9 @@ async function main(): Promise<void> {
     };
     await Promise.all([...Array.from({ length: 4 }, () => cheapLoop(heavyUntil, loaded)), ...Array.from({ length: 50 }, heavyClient)]);
     console.log(`50 heavy queries in flight: ${(heavyDone / SECONDS).toFixed(0)}/s, ${(heavyCalls / Math.max(heavyDone, 1)).toFixed(0)} storage calls each`);
-    console.log(`cheap query next to them:  ${rate(loaded)}/s, p50 ${percentile(loaded, 50).toFixed(1)} ms, p99 ${percentile(loaded, 99).toFixed(1)} ms (${(percentile(loaded, 99) / percentile(alone, 99)).toFixed(2)}x the p99 alone)`);
+    console.log(
+      `cheap query next to them:  ${rate(loaded)}/s, p50 ${percentile(loaded, 50).toFixed(1)} ms, p99 ${percentile(loaded, 99).toFixed(1)} ms (${(percentile(loaded, 99) / percentile(alone, 99)).toFixed(2)}x the p99 alone)`,
+    );
     await server.close();
   } finally {
     await azurite.stop();

@@ -50,7 +50,10 @@ type Input = (e: Employee) => Record<string, unknown>;
 const log = createLogger({ level: 'warn', destination: 'stderr' });
 const UPDATE = 'mutation($input: UpdateEmployeeInput!) { updateEmployee(input: $input) { employee { etag } } }';
 const department = (d: number) => `BENCH-${d}`;
-const employees: Employee[] = Array.from({ length: DEPARTMENTS * PER_DEPARTMENT }, (_, i) => ({ departmentId: department(i % DEPARTMENTS), id: String(i + 1) }));
+const employees: Employee[] = Array.from({ length: DEPARTMENTS * PER_DEPARTMENT }, (_, i) => ({
+  departmentId: department(i % DEPARTMENTS),
+  id: String(i + 1),
+}));
 const inDepartment = (d: number) => employees.filter((e) => e.departmentId === department(d));
 let server: RunningServer;
 let phase = 'setup';
@@ -68,13 +71,21 @@ class Writes {
   errors: string[] = [];
   /** Wall time of the loops that wrote into this (ms). */
   busyMs = 0;
-  get seconds(): number { return this.busyMs / 1000; }
-  get rate(): number { return this.latencies.length / this.seconds; }
+  get seconds(): number {
+    return this.busyMs / 1000;
+  }
+  get rate(): number {
+    return this.latencies.length / this.seconds;
+  }
 }
 
 async function write(into: Writes, query: string, input: Record<string, unknown>): Promise<void> {
   const t0 = performance.now();
-  const body = await fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query, variables: { input } }) })
+  const body = await fetch(server.url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ query, variables: { input } }),
+  })
     .then((r) => r.json() as Promise<{ errors?: Array<{ message: string }>; extensions?: { cost?: { roundTrips: number } } }>)
     .catch((e: Error) => ({ errors: [{ message: e.message }], extensions: undefined }));
   if (body.errors) into.errors.push(String(body.errors[0]?.message));
@@ -165,8 +176,26 @@ async function main(): Promise<void> {
   const queues = new QueueStore({ connectionString: azurite.connectionString });
   const { model } = compileHr(PREFIX);
   const queue = fanoutQueueNames(PREFIX).queue;
-  const env = { PORT: '0', AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString, TABLEGRAPH_TABLE_PREFIX: PREFIX, TABLEGRAPH_WORKER: 'off', TABLEGRAPH_CURSOR_SECRET: 'b', TABLEGRAPH_RATE_LIMIT: '100000000' };
-  server = await startServer(loadConfig(env, ROOT), { store, queues, blobs: new BlobStore({ connectionString: azurite.connectionString }), connectionString: azurite.connectionString, target: 'azurite', close: async () => {} }, log);
+  const env = {
+    PORT: '0',
+    AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString,
+    TABLEGRAPH_TABLE_PREFIX: PREFIX,
+    TABLEGRAPH_WORKER: 'off',
+    TABLEGRAPH_CURSOR_SECRET: 'b',
+    TABLEGRAPH_RATE_LIMIT: '100000000',
+  };
+  server = await startServer(
+    loadConfig(env, ROOT),
+    {
+      store,
+      queues,
+      blobs: new BlobStore({ connectionString: azurite.connectionString }),
+      connectionString: azurite.connectionString,
+      target: 'azurite',
+      close: async () => {},
+    },
+    log,
+  );
   const worker = (concurrency = 8): QueueWorker => createFanoutWorker({ model, store, queues, tablePrefix: PREFIX, log, concurrency });
   const depth = () => queues.approximateDepth(queue);
   const depthSampler = () => sampler(async (ms) => [ms, await depth().catch(() => -1)] as [number, number], 250);
@@ -189,12 +218,21 @@ async function main(): Promise<void> {
     // Setup, through the real write path: departments, then employees (each create enqueues a fan-out message).
     const setup = new Writes();
     for (let d = 0; d < DEPARTMENTS; d++) {
-      await write(setup, 'mutation($input: CreateDepartmentInput!) { createDepartment(input: $input) { department { id } } }', { id: department(d), name: department(d) });
+      await write(setup, 'mutation($input: CreateDepartmentInput!) { createDepartment(input: $input) { department { id } } }', {
+        id: department(d),
+        name: department(d),
+      });
     }
     await Promise.all(
       Array.from({ length: DEPARTMENTS }, async (_, d) => {
         for (const e of inDepartment(d)) {
-          const values = { email: `e${e.id}@bench.example`, lastName: NAMES[Number(e.id) % NAMES.length], firstName: 'ANA', title: TITLES[0], annualSalary: salary };
+          const values = {
+            email: `e${e.id}@bench.example`,
+            lastName: NAMES[Number(e.id) % NAMES.length],
+            firstName: 'ANA',
+            title: TITLES[0],
+            annualSalary: salary,
+          };
           await write(setup, 'mutation($input: CreateEmployeeInput!) { createEmployee(input: $input) { employee { id } } }', { ...e, ...values });
         }
       }),
@@ -244,7 +282,12 @@ async function main(): Promise<void> {
       await wk.drain({ timeoutMs: 120_000 });
       const tail = performance.now() - t0;
       const samples = await depths.stop();
-      row(`fan-out paced at ${rate}/s`, w, { enqueued: wk.stats().handled, lag: lagOf(wk), maxDepth: Math.max(...samples.map(([, d]) => d)), loop: loopDelay() });
+      row(`fan-out paced at ${rate}/s`, w, {
+        enqueued: wk.stats().handled,
+        lag: lagOf(wk),
+        maxDepth: Math.max(...samples.map(([, d]) => d)),
+        loop: loopDelay(),
+      });
       series.push(`paced ${rate}/s (${seconds} s, then drain ${tail.toFixed(0)} ms): ${perSecond(samples)}`);
       pacedRuns.push({ rate, w });
       await wk.stop();
@@ -266,16 +309,22 @@ async function main(): Promise<void> {
       const s = (performance.now() - t0) / 1000;
       const samples = await depths.stop();
       const { handled, retried, poisoned } = drained;
-      drains.push(`${waiting} | ${concurrency} | ${handled} | ${retried} | ${poisoned} | ${s.toFixed(1)} | ${(handled / s).toFixed(0)} | ${loopDelay()} | ${perSecond(samples)}`);
+      drains.push(
+        `${waiting} | ${concurrency} | ${handled} | ${retried} | ${poisoned} | ${s.toFixed(1)} | ${(handled / s).toFixed(0)} | ${loopDelay()} | ${perSecond(samples)}`,
+      );
     }
     const stalled = await stalls.stop();
     console.log(`fan-out benchmark: Azurite 3.37 in memory, ${DEPARTMENTS} departments × ${PER_DEPARTMENT} employees, server and workers in one process`);
-    console.log(`machine: ${cpus().length} CPUs, 1-min load average ${loadAtStart.toFixed(1)} at start, ${loadavg()[0].toFixed(1)} at end (Azurite and this process share them)\n`);
+    console.log(
+      `machine: ${cpus().length} CPUs, 1-min load average ${loadAtStart.toFixed(1)} at start, ${loadavg()[0].toFixed(1)} at end (Azurite and this process share them)\n`,
+    );
     const header = 'writes | ok | errors | s | writes/s | latency p50 / p99 ms | table round trips/write | msgs enqueued (EGT-only) or reconciled';
     console.log([`${header} | lag p50 / p99 / max ms | max queue depth | loop delay p99 / max ms`, ...rows].join('\n'));
     console.log('\nqueue depth at each second (approximate message count, sampled every 250 ms):');
     for (const s of series) console.log(`  ${s}`);
-    console.log('\nbacklog drain: depth before | worker concurrency | handled | retried | poisoned | s | messages/s | loop delay p99 / max ms | depth at each second');
+    console.log(
+      '\nbacklog drain: depth before | worker concurrency | handled | retried | poisoned | s | messages/s | loop delay p99 / max ms | depth at each second',
+    );
     for (const d of drains) console.log(d);
     console.log("loop delay: this process's event-loop delay (server, workers and load generator share it)");
     console.log(`Azurite stalls (a point query over 1 s): ${stalled.length === 0 ? 'none' : stalled.join('; ')}`);
@@ -283,7 +332,8 @@ async function main(): Promise<void> {
     console.log(`  fan-out write rate, ${LANES} in flight, worker running: ${(unpaced.rate / egt.rate).toFixed(2)}`);
     const noWorker = backlogs.reduce((n, b) => n + b.latencies.length, 0) / backlogs.reduce((n, b) => n + b.seconds, 0);
     console.log(`  fan-out write rate, ${LANES} in flight, no worker running: ${(noWorker / egt.rate).toFixed(2)} (${noWorker.toFixed(0)} writes/s)`);
-    for (const { rate, w } of pacedRuns) console.log(`  fan-out paced at ${rate}/s: achieved ${w.rate.toFixed(1)}/s = ${(w.rate / egt.rate).toFixed(2)} of the EGT-only rate`);
+    for (const { rate, w } of pacedRuns)
+      console.log(`  fan-out paced at ${rate}/s: achieved ${w.rate.toFixed(1)}/s = ${(w.rate / egt.rate).toFixed(2)} of the EGT-only rate`);
     const errors = [egt, unpaced, ...pacedRuns.map((p) => p.w), ...backlogs].flatMap((w) => w.errors);
     if (errors.length > 0) console.log(`\nfirst error: ${errors[0]}`);
     await server.close();

@@ -116,11 +116,15 @@ async function main(): Promise<void> {
     const [da, db] = [await digest(store, a), await digest(store, b)];
 
     console.log(`Chicago file, in-memory Azurite 3.37, Node ${process.version}`);
-    console.log(`${'run'.padEnd(46)} ${'entities'.padStart(8)} ${'EGTs'.padStart(6)} ${'seconds'.padStart(8)} ${'entities/s'.padStart(10)} ${'round trips'.padStart(11)}`);
+    console.log(
+      `${'run'.padEnd(46)} ${'entities'.padStart(8)} ${'EGTs'.padStart(6)} ${'seconds'.padStart(8)} ${'entities/s'.padStart(10)} ${'round trips'.padStart(11)}`,
+    );
     console.log(row(imported));
     console.log(row(baseline));
     const ratio = baseline.seconds / imported.seconds;
-    console.log(`ratio (baseline seconds / import seconds, same stored content): ${ratio.toFixed(2)}x; round trips ${imported.roundTrips} vs ${baseline.roundTrips} (+${a.tables.length} table creations each)`);
+    console.log(
+      `ratio (baseline seconds / import seconds, same stored content): ${ratio.toFixed(2)}x; round trips ${imported.roundTrips} vs ${baseline.roundTrips} (+${a.tables.length} table creations each)`,
+    );
     console.log(`stored: A ${da.entities} entities (${da.hash}), B ${db.entities} entities (${db.hash}): ${da.hash === db.hash ? 'identical' : 'DIFFERENT'}`);
     if (da.hash !== db.hash) process.exitCode = 1;
   } finally {

@@ -78,13 +78,18 @@ interface Counted {
   observer: StorageObserver;
 }
 function counter(): Counted {
-  const c: Counted = { roundTrips: 0, reads: 0, observer: { onCall: (r) => void ((c.roundTrips += r.roundTrips), r.kind !== 'transaction' && r.kind !== 'write' && (c.reads += r.roundTrips)) } };
+  const c: Counted = {
+    roundTrips: 0,
+    reads: 0,
+    observer: { onCall: (r) => void ((c.roundTrips += r.roundTrips), r.kind !== 'transaction' && r.kind !== 'write' && (c.reads += r.roundTrips)) },
+  };
   return c;
 }
 
 async function load(store: TableStore, model: Model, c: Counted): Promise<LoadSummary> {
   const s = await loadEntities({ store, model, steps: steps(), concurrency: 8, observer: c.observer });
-  if (s.failed.length > 0 || s.steps.some((x) => x.skipped.length > 0)) throw new Error(`the load did not write everything: ${JSON.stringify(s.steps.map((x) => x.skipped.slice(0, 2)))}`);
+  if (s.failed.length > 0 || s.steps.some((x) => x.skipped.length > 0))
+    throw new Error(`the load did not write everything: ${JSON.stringify(s.steps.map((x) => x.skipped.slice(0, 2)))}`);
   return s;
 }
 
@@ -121,14 +126,26 @@ async function main(): Promise<void> {
     const unchanged = againRun.steps.reduce((n, s) => n + s.unchanged, 0);
 
     console.log(`in-memory Azurite 3.37, Node ${process.version}; ${CUSTOMERS} customers, ${PRODUCTS} products, ${ORDERS} orders`);
-    console.log(`${'run'.padEnd(36)} ${'seconds'.padStart(8)} ${'EGTs'.padStart(6)} ${'entities'.padStart(9)} ${'round trips'.padStart(12)} ${'reads'.padStart(6)}`);
+    console.log(
+      `${'run'.padEnd(36)} ${'seconds'.padStart(8)} ${'EGTs'.padStart(6)} ${'entities'.padStart(9)} ${'round trips'.padStart(12)} ${'reads'.padStart(6)}`,
+    );
     const line = (name: string, seconds: number, egts: number, entities: number, c: Counted) =>
-      console.log(`${name.padEnd(36)} ${seconds.toFixed(1).padStart(8)} ${String(egts).padStart(6)} ${String(entities).padStart(9)} ${String(c.roundTrips).padStart(12)} ${String(c.reads).padStart(6)}`);
-    line('raw submitTransaction loop (8)', rawSeconds, single, recorded.reduce((n, r) => n + r.ops.length, 0), raw);
+      console.log(
+        `${name.padEnd(36)} ${seconds.toFixed(1).padStart(8)} ${String(egts).padStart(6)} ${String(entities).padStart(9)} ${String(c.roundTrips).padStart(12)} ${String(c.reads).padStart(6)}`,
+      );
+    line(
+      'raw submitTransaction loop (8)',
+      rawSeconds,
+      single,
+      recorded.reduce((n, r) => n + r.ops.length, 0),
+      raw,
+    );
     line('first load (8 EGTs in flight)', firstRun.seconds, firstRun.transactions, firstRun.entities, first);
     line('no-op reload', againRun.seconds, againRun.transactions, againRun.entities, again);
     console.log(`first load: ${(rawSeconds / firstRun.seconds).toFixed(2)}x the raw loop's throughput (target ≥ 0.8x)`);
-    console.log(`no-op reload: ${(againRun.seconds / firstRun.seconds).toFixed(2)}x the first load's time (target ≤ 0.3x), ${unchanged} rows unchanged, ${againRun.entities} entities written`);
+    console.log(
+      `no-op reload: ${(againRun.seconds / firstRun.seconds).toFixed(2)}x the first load's time (target ≤ 0.3x), ${unchanged} rows unchanged, ${againRun.entities} entities written`,
+    );
   } finally {
     await azurite.stop();
     fs.rmSync(dir, { recursive: true, force: true });

@@ -101,10 +101,22 @@ async function main(): Promise<void> {
     // The Directory table only (employees, departments, their intra-partition index entities): what the query reads.
     const writes = fixtureWrites(model, departments).filter((w) => w.table === `${prefix}Directory` || w.table === `${prefix}Departments`);
     await writeEgtBatches(store, planEgtBatches(writes, 'azurite'), { concurrency: 4 });
-    console.log(`in-memory Azurite 3.37, Node ${process.version}; ${writes.length} entities loaded in ${((performance.now() - loadStart) / 1000).toFixed(1)} s; ${SECONDS} s per phase`);
+    console.log(
+      `in-memory Azurite 3.37, Node ${process.version}; ${writes.length} entities loaded in ${((performance.now() - loadStart) / 1000).toFixed(1)} s; ${SECONDS} s per phase`,
+    );
 
     const start = async (maxHeavy: string) => {
-      const env = { PORT: '0', AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString, TABLEGRAPH_SCHEMA_DIR: SCHEMA_DIR, TABLEGRAPH_TABLE_PREFIX: prefix, TABLEGRAPH_WORKER: 'off', TABLEGRAPH_AUTH: 'off', TABLEGRAPH_RATE_LIMIT: '100000000', TABLEGRAPH_MAX_HEAVY_REQUESTS: maxHeavy, TABLEGRAPH_REQUEST_TIMEOUT_MS: REQUEST_TIMEOUT_MS };
+      const env = {
+        PORT: '0',
+        AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString,
+        TABLEGRAPH_SCHEMA_DIR: SCHEMA_DIR,
+        TABLEGRAPH_TABLE_PREFIX: prefix,
+        TABLEGRAPH_WORKER: 'off',
+        TABLEGRAPH_AUTH: 'off',
+        TABLEGRAPH_RATE_LIMIT: '100000000',
+        TABLEGRAPH_MAX_HEAVY_REQUESTS: maxHeavy,
+        TABLEGRAPH_REQUEST_TIMEOUT_MS: REQUEST_TIMEOUT_MS,
+      };
       const server = await startServer(loadConfig(env, ROOT), storage, createLogger({ level: 'silent' }));
       servers.push(server);
       return server;
@@ -120,21 +132,27 @@ async function main(): Promise<void> {
       calls = r.body.extensions.cost.roundTrips;
     }
     const lightAlone: number[] = [];
-    for (const until = Date.now() + 5000; Date.now() < until; ) {
+    for (const until = Date.now() + 5000; Date.now() < until;) {
       const t = performance.now();
       await post(baseline.url, LIGHT);
       lightAlone.push(performance.now() - t);
     }
-    console.log(`heavy query alone: ${calls} storage calls, p50 ${percentile(alone, 50).toFixed(0)} ms; light query alone: p50 ${percentile(lightAlone, 50).toFixed(1)} ms, p99 ${percentile(lightAlone, 99).toFixed(1)} ms`);
+    console.log(
+      `heavy query alone: ${calls} storage calls, p50 ${percentile(alone, 50).toFixed(0)} ms; light query alone: p50 ${percentile(lightAlone, 50).toFixed(1)} ms, p99 ${percentile(lightAlone, 99).toFixed(1)} ms`,
+    );
 
     const report = (name: string, p: Phase) => {
       const failed = [...p.failed.values()].flat();
       const heavyTotal = p.completed.length + p.refused.length + failed.length;
       console.log(`\n${name}`);
-      console.log(`  heavy: ${heavyTotal} answered — ${p.completed.length} completed (p50 ${percentile(p.completed, 50).toFixed(0)} ms, p99 ${percentile(p.completed, 99).toFixed(0)} ms), ` +
-        `${p.refused.length} refused early with OVERLOADED (p99 ${percentile(p.refused, 99).toFixed(0)} ms), ` +
-        `${failed.length} failed after waiting${failed.length ? ` (${[...p.failed].map(([c, l]) => `${l.length} ${c}`).join(', ')}; p50 ${percentile(failed, 50).toFixed(0)} ms)` : ''}`);
-      console.log(`  light: ${p.light.length} answered, p50 ${percentile(p.light, 50).toFixed(1)} ms, p99 ${percentile(p.light, 99).toFixed(1)} ms (${(percentile(p.light, 99) / percentile(lightAlone, 99)).toFixed(2)}x its p99 alone)`);
+      console.log(
+        `  heavy: ${heavyTotal} answered — ${p.completed.length} completed (p50 ${percentile(p.completed, 50).toFixed(0)} ms, p99 ${percentile(p.completed, 99).toFixed(0)} ms), ` +
+          `${p.refused.length} refused early with OVERLOADED (p99 ${percentile(p.refused, 99).toFixed(0)} ms), ` +
+          `${failed.length} failed after waiting${failed.length ? ` (${[...p.failed].map(([c, l]) => `${l.length} ${c}`).join(', ')}; p50 ${percentile(failed, 50).toFixed(0)} ms)` : ''}`,
+      );
+      console.log(
+        `  light: ${p.light.length} answered, p50 ${percentile(p.light, 50).toFixed(1)} ms, p99 ${percentile(p.light, 99).toFixed(1)} ms (${(percentile(p.light, 99) / percentile(lightAlone, 99)).toFixed(2)}x its p99 alone)`,
+      );
       return { completed: p.completed.length, p99: percentile(p.light, 99) };
     };
     const before = report('baseline: every heavy request admitted at once (TABLEGRAPH_MAX_HEAVY_REQUESTS=10000)', await loadPhase(baseline.url));
@@ -142,7 +160,9 @@ async function main(): Promise<void> {
     servers.pop();
     const admitted = await start('4');
     const after = report('admission: 4 heavy requests at a time, refused early past the deadline (default)', await loadPhase(admitted.url));
-    console.log(`\nheavy requests completed: ${after.completed} against ${before.completed} (${before.completed ? (after.completed / before.completed).toFixed(2) : '∞'}x); light p99: ${after.p99.toFixed(1)} ms against ${before.p99.toFixed(1)} ms (${(after.p99 / before.p99).toFixed(2)}x)`);
+    console.log(
+      `\nheavy requests completed: ${after.completed} against ${before.completed} (${before.completed ? (after.completed / before.completed).toFixed(2) : '∞'}x); light p99: ${after.p99.toFixed(1)} ms against ${before.p99.toFixed(1)} ms (${(after.p99 / before.p99).toFixed(2)}x)`,
+    );
   } finally {
     for (const s of servers) await s.close();
     await azurite.stop();

@@ -107,16 +107,29 @@ async function main(): Promise<void> {
       await executor.execute(model.writes.get('Mutation.createDepartment')!, { id: 'HOT', name: 'HOT' });
       messages = 0;
       const input = (i: number) => ({
-        departmentId: 'HOT', id: String(i + 1), email: `e${i + 1}@hot.example`, lastName: 'SMITH', firstName: 'ANA',
-        fullOrPartTime: 'FULL_TIME', salaryOrHourly: 'SALARY', annualSalary: `${50000 + i}.25`,
+        departmentId: 'HOT',
+        id: String(i + 1),
+        email: `e${i + 1}@hot.example`,
+        lastName: 'SMITH',
+        firstName: 'ANA',
+        fullOrPartTime: 'FULL_TIME',
+        salaryOrHourly: 'SALARY',
+        annualSalary: `${50000 + i}.25`,
       });
       const ours = await timed(WRITES, concurrency, async (i) => void (await executor.execute(create, input(i), observer)));
       const hot = await store.getEntity({ table: `${prefix}Directory`, partitionKey: 'HOT', rowKey: 'department' });
       const done = WRITES - ours.failed;
       if (hot?.properties.employeeCount !== done) console.error(`employeeCount ${String(hot?.properties.employeeCount)} after ${done} creates`);
       const tablegraph: Result = {
-        name: `tablegraph createEmployee, ${concurrency} in flight`, writes: WRITES, failed: ours.failed, seconds: ours.seconds,
-        p50: percentile(ours.latencies, 50), p99: percentile(ours.latencies, 99), egts, roundTrips, messages,
+        name: `tablegraph createEmployee, ${concurrency} in flight`,
+        writes: WRITES,
+        failed: ours.failed,
+        seconds: ours.seconds,
+        p50: percentile(ours.latencies, 50),
+        p99: percentile(ours.latencies, 99),
+        egts,
+        roundTrips,
+        messages,
       };
 
       // Baseline: each write's own entities as one EGT of upserts, raw SDK, no summary, nothing else.
@@ -131,8 +144,14 @@ async function main(): Promise<void> {
         await directory.submitTransaction(actions);
       });
       const baseline: Result = {
-        name: `baseline: raw EGT per write, ${concurrency} in flight`, writes: WRITES, failed: base.failed, seconds: base.seconds,
-        p50: percentile(base.latencies, 50), p99: percentile(base.latencies, 99), egts: WRITES, roundTrips: WRITES,
+        name: `baseline: raw EGT per write, ${concurrency} in flight`,
+        writes: WRITES,
+        failed: base.failed,
+        seconds: base.seconds,
+        p50: percentile(base.latencies, 50),
+        p99: percentile(base.latencies, 99),
+        egts: WRITES,
+        roundTrips: WRITES,
       };
       console.log(row(baseline));
       console.log(row(tablegraph, baseline));

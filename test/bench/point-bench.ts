@@ -89,7 +89,10 @@ async function startServer(connectionString: string, port: number, profileDir?: 
   let err = '';
   child.stderr!.on('data', (d: Buffer) => (err += d.toString('utf8')));
   for (let i = 0; i < 600; i++) {
-    const up = await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok, () => false);
+    const up = await fetch(`http://127.0.0.1:${port}/health`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (up) return child;
     if (child.exitCode !== null) throw new Error(`the server exited:\n${err}`);
     await sleep(50);
@@ -110,7 +113,16 @@ async function main(): Promise<void> {
     const department = model.entities.get('Department')!;
     const writes = [entityWrites(department, { id: DEPARTMENT, name: DEPARTMENT, employeeCount: EMPLOYEES, payroll: '0' }).primary];
     for (let id = 1; id <= EMPLOYEES; id++) {
-      writes.push(entityWrites(employee, { departmentId: DEPARTMENT, id: String(id), email: `e${id}@bench.example`, firstName: `First${id}`, lastName: `Last${id}`, title: 'CLERK' }).primary);
+      writes.push(
+        entityWrites(employee, {
+          departmentId: DEPARTMENT,
+          id: String(id),
+          email: `e${id}@bench.example`,
+          firstName: `First${id}`,
+          lastName: `Last${id}`,
+          title: 'CLERK',
+        }).primary,
+      );
     }
     await writeEgtBatches(store, planEgtBatches(writes, 'azurite'), { concurrency: 4 });
 
@@ -155,11 +167,15 @@ async function main(): Promise<void> {
     }
     const rss = rssOf(pid);
     const rawRate = median(results.get('raw getEntity')!.perSecond);
-    console.log(`point-query benchmark: ${ROUNDS} interleaved rounds of ${SECONDS} s per kind, ${CONCURRENCY} in flight, Azurite in memory, ${os.cpus().length} cores`);
+    console.log(
+      `point-query benchmark: ${ROUNDS} interleaved rounds of ${SECONDS} s per kind, ${CONCURRENCY} in flight, Azurite in memory, ${os.cpus().length} cores`,
+    );
     console.log('kind | per second (median) | ratio to raw getEntity | server CPU per request, ms | load generator CPU per call, ms');
     for (const [kind, r] of results) {
       const server = kind === 'raw getEntity' ? '-' : median(r.serverCpuMs).toFixed(3);
-      console.log(`${kind} | ${median(r.perSecond).toFixed(0)} | ${(median(r.perSecond) / rawRate).toFixed(2)}x | ${server} | ${median(r.clientCpuMs).toFixed(3)}`);
+      console.log(
+        `${kind} | ${median(r.perSecond).toFixed(0)} | ${(median(r.perSecond) / rawRate).toFixed(2)}x | ${server} | ${median(r.clientCpuMs).toFixed(3)}`,
+      );
     }
     const point = results.get('GraphQL point query')!;
     const rawCpu = median(results.get('raw getEntity')!.clientCpuMs);
@@ -179,7 +195,7 @@ async function main(): Promise<void> {
     if (!file) throw new Error('no CPU profile was written');
     console.log('\nserver CPU profile, top self time (all rounds):');
     for (const row of topSelfTime(path.join(profileDir, file), 20)) console.log(row);
-    console.log('\nserver CPU profile, top total time of the project\'s and its libraries\' functions:');
+    console.log("\nserver CPU profile, top total time of the project's and its libraries' functions:");
     for (const row of topTotalTime(path.join(profileDir, file), 45, /\/(src|node_modules)\//)) console.log(row);
     if (process.env.KEEP_PROFILE) console.log(`profile kept: ${path.join(profileDir, file)}`);
     else fs.rmSync(profileDir, { recursive: true, force: true });

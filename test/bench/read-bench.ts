@@ -83,7 +83,11 @@ const QUERIES: Array<{ name: string; query: string; naive(t: CountingTables): Pr
     query:
       '{ department(id: "POLICE") { employeesByLastName(lastName: "WILLIAMS", first: 100) { edges { node { id firstName annualSalary department { id employeeCount } } } } } }',
     async naive(t) {
-      const index = await t.range('Directory', odata`PartitionKey eq ${'POLICE'} and RowKey ge ${'lastname_WILLIAMS_'} and RowKey lt ${'lastname_WILLIAMS`'}`, 101);
+      const index = await t.range(
+        'Directory',
+        odata`PartitionKey eq ${'POLICE'} and RowKey ge ${'lastname_WILLIAMS_'} and RowKey lt ${'lastname_WILLIAMS`'}`,
+        101,
+      );
       return Promise.all(
         index.map(async (e) => {
           const emp = await t.get('Directory', 'POLICE', `empid_${String(e.id).padStart(8, '0')}`);
@@ -130,11 +134,29 @@ async function main(): Promise<void> {
     const summary = await importEmployees({ store, model, file: CSV });
     process.stderr.write(`imported ${summary.imported} employees, ${summary.entities} entities in ${summary.seconds.toFixed(1)} s\n`);
     const config = loadConfig(
-      { PORT: '0', AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString, TABLEGRAPH_TABLE_PREFIX: PREFIX, TABLEGRAPH_WORKER: 'off', TABLEGRAPH_CURSOR_SECRET: 'bench', TABLEGRAPH_RATE_LIMIT: '100000000' },
+      {
+        PORT: '0',
+        AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString,
+        TABLEGRAPH_TABLE_PREFIX: PREFIX,
+        TABLEGRAPH_WORKER: 'off',
+        TABLEGRAPH_CURSOR_SECRET: 'bench',
+        TABLEGRAPH_RATE_LIMIT: '100000000',
+      },
       ROOT,
     );
     const queues = new QueueStore({ connectionString: azurite.connectionString });
-    const server = await startServer(config, { store, queues, blobs: new BlobStore({ connectionString: azurite.connectionString }), connectionString: azurite.connectionString, target: 'azurite', close: async () => {} }, log);
+    const server = await startServer(
+      config,
+      {
+        store,
+        queues,
+        blobs: new BlobStore({ connectionString: azurite.connectionString }),
+        connectionString: azurite.connectionString,
+        target: 'azurite',
+        close: async () => {},
+      },
+      log,
+    );
     const naive = new CountingTables(azurite.connectionString);
     console.log(`read benchmark: ${RUNS} runs per query, Azurite 3.37 in memory, median (p90) latency in ms\n`);
     console.log('query | tablegraph: round trips, entities, waves, ms | naive: round trips, entities, ms | round trips ratio | latency ratio');

@@ -34,7 +34,11 @@ export class EmployeeScenario {
    * @param slots `[departmentId, id]` pairs the scenario may use (the same id in two departments is allowed)
    * @param domain of the fresh e-mail addresses: scenarios running side by side need domains of their own
    */
-  constructor(private readonly rng: Rng, readonly slots: Array<[string, string]>, private readonly domain = 'conv.example') {}
+  constructor(
+    private readonly rng: Rng,
+    readonly slots: Array<[string, string]>,
+    private readonly domain = 'conv.example',
+  ) {}
 
   /** A random operation that must succeed against the expected state. */
   next(): ScenarioOp {
@@ -51,7 +55,8 @@ export class EmployeeScenario {
     if (roll < 24) return { mutation: 'updateEmployee', slot, input: { ...keys, lastName: this.lastName() } };
     if (roll < 44) return { mutation: 'updateEmployee', slot, input: { ...keys, title: this.rng.pick(TITLES) } };
     if (roll < 64) return { mutation: 'updateEmployee', slot, input: { ...keys, email: this.email(slot) } };
-    if (roll < 72) return { mutation: 'updateEmployee', slot, input: { ...keys, email: this.email(slot), lastName: this.lastName(), title: this.rng.pick(TITLES) } };
+    if (roll < 72)
+      return { mutation: 'updateEmployee', slot, input: { ...keys, email: this.email(slot), lastName: this.lastName(), title: this.rng.pick(TITLES) } };
     if (roll < 77) return { mutation: 'updateEmployee', slot, input: { ...keys, firstName: this.rng.pick(FIRST_NAMES) } };
     if (roll < 82) return { mutation: 'updateEmployee', slot, input: { ...keys, middleInitial: 'Q', annualSalary: 60000 + this.rng.int(9000) }, quiet: true };
     if (roll < 88) {
@@ -96,9 +101,7 @@ export class EmployeeScenario {
     if (live.length < 2) return [];
     const [holderSlot, holder] = this.rng.pick(live);
     const [otherSlot, other] = this.rng.pick(live.filter(([s]) => s !== holderSlot));
-    const ops: ScenarioOp[] = [
-      { mutation: 'updateEmployee', slot: otherSlot, input: { departmentId: other.departmentId, id: other.id, email: holder.email } },
-    ];
+    const ops: ScenarioOp[] = [{ mutation: 'updateEmployee', slot: otherSlot, input: { departmentId: other.departmentId, id: other.id, email: holder.email } }];
     const absent = this.slots.find(([d, i]) => !this.live.has(`${d}/${i}`));
     if (absent) {
       const [departmentId, id] = absent;

@@ -1,10 +1,11 @@
 /**
- * Helpers for the fan-out tests (convergence, poison, the worker process): a seeded random source, a fan-out
- * sender that records every message (so a test can deliver it as often, as late and as concurrently as it likes),
- * delivery loops over `reconcile` (in order, or twice by two workers that get killed), a store with hooks between the steps of a writer or a worker (to make a race
- * happen exactly), an HR world with its own tables, and the check that every inter-partition index entity equals what its primary
- * derives — the "Done when" of the guide's "Eventually consistent transactions pattern" and "Inter-partition
- * secondary index pattern" (docs/architecture.md, "Fan-out and reconciliation").
+ * Helpers for the fan-out tests (convergence, poison, the worker process): a seeded random source, a fan-out sender
+ * that records every message (so a test can deliver it as often, as late and as concurrently as it likes), delivery
+ * loops over `reconcile` (in order, or twice by two workers that get killed), a store with hooks between the steps of a
+ * writer or a worker (to make a race happen exactly), an HR world with its own tables, and the check that every
+ * inter-partition index entity equals what its primary derives — the "Done when" of the guide's "Eventually consistent
+ * transactions pattern" and "Inter-partition secondary index pattern" (docs/architecture.md, "Fan-out and
+ * reconciliation").
  */
 import fc from 'fast-check';
 import pLimit from 'p-limit';
@@ -239,7 +240,11 @@ export function gate(): { wait: Promise<void>; open(): void } {
  * upserts (a worker killed mid-message) and is left for a later delivery.
  * @returns deliveries made and deliveries killed
  */
-export async function deliverTwiceByTwoWorkers(messages: FanoutMessage[], opts: ReconcileOptions, random: () => number): Promise<{ deliveries: number; killed: number }> {
+export async function deliverTwiceByTwoWorkers(
+  messages: FanoutMessage[],
+  opts: ReconcileOptions,
+  random: () => number,
+): Promise<{ deliveries: number; killed: number }> {
   const all = [...messages, ...messages].sort(() => random() - 0.5);
   let killed = 0;
   const worker = async (share: FanoutMessage[]) => {
@@ -319,7 +324,11 @@ export interface SdlWorld {
 export function useSdlWorld(sdl: string): SdlWorld {
   const world = {
     ok: (mutation: string, inputType: string, input: Record<string, unknown>) => expectMutation(world.server, mutation, inputType, input),
-    drain: (random: () => number) => drainWithRedelivery({ model: world.model, store: world.server.store, writer: world.writer, queues: testQueues(), tablePrefix: world.server.config.tablePrefix }, random),
+    drain: (random: () => number) =>
+      drainWithRedelivery(
+        { model: world.model, store: world.server.store, writer: world.writer, queues: testQueues(), tablePrefix: world.server.config.tablePrefix },
+        random,
+      ),
   } as SdlWorld;
   beforeAll(async () => {
     const { server, model, close } = await startSdlServer(sdl, { TABLEGRAPH_WORKER: 'off' });

@@ -127,7 +127,10 @@ export async function startTestServer(env: Record<string, string> = {}, opts: { 
  * A test server on a schema of its own: `sdl` beside tablegraph's directive definitions in a temporary folder
  * (removed by `close`), and the compiled model with the server's table prefix.
  */
-export async function startSdlServer(sdl: string, env: Record<string, string> = {}): Promise<{ server: TestServer; model: Model; dir: string; close(): Promise<void> }> {
+export async function startSdlServer(
+  sdl: string,
+  env: Record<string, string> = {},
+): Promise<{ server: TestServer; model: Model; dir: string; close(): Promise<void> }> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tablegraph-sdl-'));
   fs.copyFileSync(path.join(SCHEMA_DIR, 'directives.graphql'), path.join(dir, 'directives.graphql'));
   fs.writeFileSync(path.join(dir, 'schema.graphql'), sdl);

@@ -71,7 +71,10 @@ export const FIXTURE_DEPARTMENTS = [SLASHED, ENGINEERING, FINANCE];
 export function payrollOf(d: DepartmentFixture): string {
   // In cents, as integers: exact, and independent of the decimal arithmetic under test.
   const cents = (text: string | undefined) => (text === undefined ? 0n : BigInt(Math.round(Number(text) * 100)));
-  const total = d.employees.reduce((sum, e) => sum + (e.annualSalary !== undefined ? cents(e.annualSalary) : cents(e.hourlyRate) * BigInt(e.typicalHours ?? 0) * 52n), 0n);
+  const total = d.employees.reduce(
+    (sum, e) => sum + (e.annualSalary !== undefined ? cents(e.annualSalary) : cents(e.hourlyRate) * BigInt(e.typicalHours ?? 0) * 52n),
+    0n,
+  );
   const whole = total / 100n;
   const rest = total % 100n;
   return rest === 0n ? String(whole) : `${whole}.${String(rest).padStart(2, '0').replace(/0$/, '')}`;
@@ -105,7 +108,6 @@ export function fixtureWrites(model: Model, departments: DepartmentFixture[]): T
 export async function writeFixtures(store: TableStore, model: Model, departments: DepartmentFixture[] = FIXTURE_DEPARTMENTS): Promise<void> {
   await writeEgtBatches(store, planEgtBatches(fixtureWrites(model, departments), store.target), { concurrency: 4 });
 }
-
 
 /** The exactly determined numbers of a response's `extensions.cost` (storageMs is wall time, never asserted). */
 export interface ExpectedCost {

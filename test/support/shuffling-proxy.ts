@@ -28,33 +28,30 @@ export async function startShufflingProxy(connectionString: string, seed: number
   const rng = seededRng(seed);
   let shuffled = 0;
   const server = http.createServer((req, res) => {
-    const upstream = http.request(
-      { host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers },
-      (answer) => {
-        const chunks: Buffer[] = [];
-        answer.on('data', (c: Buffer) => chunks.push(c));
-        answer.on('end', () => {
-          let body = Buffer.concat(chunks);
-          const headers = { ...answer.headers };
-          if (req.method === 'GET' && String(headers['content-type'] ?? '').includes('json')) {
-            try {
-              const json = JSON.parse(body.toString('utf8')) as { value?: unknown[] };
-              if (Array.isArray(json.value) && json.value.length > 1) {
-                json.value = rng.shuffle(json.value);
-                body = Buffer.from(JSON.stringify(json), 'utf8');
-                shuffled++;
-              }
-            } catch {
-              // not a JSON document: passed through as it is
+    const upstream = http.request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+      const chunks: Buffer[] = [];
+      answer.on('data', (c: Buffer) => chunks.push(c));
+      answer.on('end', () => {
+        let body = Buffer.concat(chunks);
+        const headers = { ...answer.headers };
+        if (req.method === 'GET' && String(headers['content-type'] ?? '').includes('json')) {
+          try {
+            const json = JSON.parse(body.toString('utf8')) as { value?: unknown[] };
+            if (Array.isArray(json.value) && json.value.length > 1) {
+              json.value = rng.shuffle(json.value);
+              body = Buffer.from(JSON.stringify(json), 'utf8');
+              shuffled++;
             }
+          } catch {
+            // not a JSON document: passed through as it is
           }
-          delete headers['transfer-encoding'];
-          headers['content-length'] = String(body.length);
-          res.writeHead(answer.statusCode ?? 502, headers);
-          res.end(body);
-        });
-      },
-    );
+        }
+        delete headers['transfer-encoding'];
+        headers['content-length'] = String(body.length);
+        res.writeHead(answer.statusCode ?? 502, headers);
+        res.end(body);
+      });
+    });
     upstream.on('error', () => {
       res.writeHead(502);
       res.end();

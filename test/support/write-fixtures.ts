@@ -124,7 +124,10 @@ export async function pollUntil<T>(what: string, probe: () => Promise<T | undefi
 }
 
 /** The fan-out messages now visible on the queue of `tablePrefix`, received (hidden 30 s) but not deleted. */
-export async function receiveFanout(queues: QueueStore, tablePrefix: string): Promise<Array<{ message: FanoutMessage; ref: { id: string; popReceipt: string } }>> {
+export async function receiveFanout(
+  queues: QueueStore,
+  tablePrefix: string,
+): Promise<Array<{ message: FanoutMessage; ref: { id: string; popReceipt: string } }>> {
   const { queue } = fanoutQueueNames(tablePrefix);
   const out: Array<{ message: FanoutMessage; ref: { id: string; popReceipt: string } }> = [];
   for (;;) {

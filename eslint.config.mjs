@@ -1,0 +1,32 @@
+// ESLint (typescript-eslint) over the sources, the tests and the benchmarks; formatting is Prettier's alone.
+import js from '@eslint/js';
+import prettier from 'eslint-config-prettier';
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['node_modules/', '.data/', 'dist/', 'coverage/', 'src/generated/'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  prettier,
+  {
+    rules: {
+      // Unused names are the type checker's (noUnusedLocals, noUnusedParameters): one report, not two.
+      '@typescript-eslint/no-unused-vars': 'off',
+    },
+  },
+  {
+    // Tests read GraphQL responses, which are untyped JSON; the tests' own expectations type them.
+    files: ['test/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-explicit-any': 'off',
+      // A test of key characters spells the control characters out.
+      'no-control-regex': 'off',
+    },
+  },
+  {
+    // Node's CommonJS configuration and build scripts.
+    files: ['**/*.cjs', 'jest.config.js'],
+    languageOptions: { sourceType: 'commonjs', globals: { require: 'readonly', module: 'writable', __dirname: 'readonly', process: 'readonly' } },
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
+  },
+);
