@@ -16,8 +16,8 @@ import { createLogger } from '../../src/log';
 import { startServer } from '../../src/runtime/start-server';
 import { startAzurite } from '../../src/storage/azurite';
 import { QueueStore } from '../../src/storage/queue-store';
-import { BlobStore } from '../../src/storage/blob-store';
 import { TableStore } from '../../src/storage/table-store';
+import { benchStorage } from './bench-storage';
 import { compileHr, ROOT, SCHEMA_DIR } from '../support/harness';
 import { writeFixtures } from '../support/read-fixtures';
 
@@ -66,18 +66,7 @@ async function main(): Promise<void> {
       (store as unknown as Record<string, unknown>)[method] = (...a: unknown[]) => ((calls += 1), original(...a));
     }
     const queues = new QueueStore({ connectionString: azurite.connectionString });
-    const server = await startServer(
-      config,
-      {
-        store,
-        queues,
-        blobs: new BlobStore({ connectionString: azurite.connectionString }),
-        connectionString: azurite.connectionString,
-        target: 'azurite',
-        close: async () => {},
-      },
-      createLogger({ level: 'silent' }),
-    );
+    const server = await startServer(config, benchStorage(azurite.connectionString, { store, queues }), createLogger({ level: 'silent' }));
     await writeFixtures(store, compileHr(prefix).model);
 
     let cheapCalls = 0;

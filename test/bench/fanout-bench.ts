@@ -25,8 +25,8 @@ import { createLogger } from '../../src/log';
 import { startServer, type RunningServer } from '../../src/runtime/start-server';
 import { startAzurite } from '../../src/storage/azurite';
 import { QueueStore } from '../../src/storage/queue-store';
-import { BlobStore } from '../../src/storage/blob-store';
 import { TableStore } from '../../src/storage/table-store';
+import { benchStorage } from './bench-storage';
 import { createFanoutWorker, fanoutQueueNames } from '../../src/worker/fanout-worker';
 import type { QueueWorker } from '../../src/worker/queue-worker';
 import { compileHr, ROOT } from '../support/harness';
@@ -184,18 +184,7 @@ async function main(): Promise<void> {
     TABLEGRAPH_CURSOR_SECRET: 'b',
     TABLEGRAPH_RATE_LIMIT: '100000000',
   };
-  server = await startServer(
-    loadConfig(env, ROOT),
-    {
-      store,
-      queues,
-      blobs: new BlobStore({ connectionString: azurite.connectionString }),
-      connectionString: azurite.connectionString,
-      target: 'azurite',
-      close: async () => {},
-    },
-    log,
-  );
+  server = await startServer(loadConfig(env, ROOT), benchStorage(azurite.connectionString, { store, queues }), log);
   const worker = (concurrency = 8): QueueWorker => createFanoutWorker({ model, store, queues, tablePrefix: PREFIX, log, concurrency });
   const depth = () => queues.approximateDepth(queue);
   const depthSampler = () => sampler(async (ms) => [ms, await depth().catch(() => -1)] as [number, number], 250);

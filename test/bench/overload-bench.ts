@@ -14,9 +14,8 @@ import { loadConfig } from '../../src/config';
 import { createLogger } from '../../src/log';
 import { startServer, type RunningServer } from '../../src/runtime/start-server';
 import { startAzurite } from '../../src/storage/azurite';
-import { QueueStore } from '../../src/storage/queue-store';
-import { BlobStore } from '../../src/storage/blob-store';
 import { TableStore } from '../../src/storage/table-store';
+import { benchStorage } from './bench-storage';
 import { planEgtBatches, writeEgtBatches } from '../../src/write/egt-batches';
 import { compileHr, ROOT, SCHEMA_DIR } from '../support/harness';
 import { employeeRow, fixtureWrites, type DepartmentFixture } from '../support/read-fixtures';
@@ -84,14 +83,7 @@ async function main(): Promise<void> {
   try {
     const prefix = 'overload';
     const store = new TableStore({ connectionString: azurite.connectionString, target: 'azurite' });
-    const storage = {
-      store,
-      queues: new QueueStore({ connectionString: azurite.connectionString }),
-      blobs: new BlobStore({ connectionString: azurite.connectionString }),
-      connectionString: azurite.connectionString,
-      target: 'azurite' as const,
-      close: async () => {},
-    };
+    const storage = benchStorage(azurite.connectionString, { store });
     const { model } = compileHr(prefix);
     const departments: DepartmentFixture[] = Array.from({ length: DEPARTMENTS }, (_, d) => {
       const id = `D${String(d + 1).padStart(2, '0')}`;

@@ -19,8 +19,8 @@ import { hashBucket } from '../../src/model/hash-bucket';
 import { startServer } from '../../src/runtime/start-server';
 import { startAzurite } from '../../src/storage/azurite';
 import { QueueStore } from '../../src/storage/queue-store';
-import { BlobStore } from '../../src/storage/blob-store';
 import { TableStore } from '../../src/storage/table-store';
+import { benchStorage } from './bench-storage';
 
 const ROOT = path.resolve(__dirname, '../..');
 const CSV = path.join(ROOT, 'examples/hr/data/chicago-employees.csv.gz');
@@ -145,18 +145,7 @@ async function main(): Promise<void> {
       ROOT,
     );
     const queues = new QueueStore({ connectionString: azurite.connectionString });
-    const server = await startServer(
-      config,
-      {
-        store,
-        queues,
-        blobs: new BlobStore({ connectionString: azurite.connectionString }),
-        connectionString: azurite.connectionString,
-        target: 'azurite',
-        close: async () => {},
-      },
-      log,
-    );
+    const server = await startServer(config, benchStorage(azurite.connectionString, { store, queues }), log);
     const naive = new CountingTables(azurite.connectionString);
     console.log(`read benchmark: ${RUNS} runs per query, Azurite 3.37 in memory, median (p90) latency in ms\n`);
     console.log('query | tablegraph: round trips, entities, waves, ms | naive: round trips, entities, ms | round trips ratio | latency ratio');
