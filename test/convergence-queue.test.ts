@@ -6,7 +6,8 @@
  * seed of the writers' choices is printed; FANOUT_SEED=<seed> replays them (the interleaving is not).
  */
 import { ErrorCode, isTablegraphError } from '../src/errors';
-import { createFanoutWorker, ensureFanoutQueues, fanoutQueueNames } from '../src/worker/fanout-worker';
+import { createFanoutWorker } from '../src/worker/fanout-worker';
+import { ensureFanoutQueues, fanoutQueueNames } from '../src/queue/sender';
 import type { QueueWorker } from '../src/worker/queue-worker';
 import { WriteExecutor } from '../src/write/write-executor';
 import { EmployeeScenario } from './support/employee-scenario';

@@ -13,7 +13,7 @@
 import { ErrorCode, isTablegraphError } from '../src/errors';
 import { primaryAddress } from '../src/model/entity-codec';
 import { reconcile, type ReconcileOptions, type ReconcileResult } from '../src/worker/reconciler';
-import type { FanoutMessage } from '../src/write/fanout-message';
+import type { EntityMessage } from '../src/queue/messages';
 import { WriteExecutor } from '../src/write/write-executor';
 import { EmployeeScenario, type ScenarioOp } from './support/employee-scenario';
 import {
@@ -54,7 +54,7 @@ afterAll(() => world.dropTables());
 /** What the write phase's early deliveries saw. */
 interface Early {
   before: ReconcileResult[];
-  held: Array<{ m: FanoutMessage; r: ReconcileResult }>;
+  held: Array<{ m: EntityMessage; r: ReconcileResult }>;
   background: Array<Promise<unknown>>;
   stalled: Array<Promise<ReconcileResult | Error>>;
   crashes: number;
@@ -151,7 +151,7 @@ describe('fan-out convergence', () => {
 
     // (a) 1–3 copies of each message, (b) shuffled, (c) 4 at a time, (e) some extra copies dying mid-message.
     const messages = sender.messages;
-    const list: FanoutMessage[] = [];
+    const list: EntityMessage[] = [];
     const hooks: Array<Partial<ReconcileOptions> | undefined> = [];
     for (const m of messages) {
       for (let c = 1 + rng.int(3); c > 0; c--) list.push(m);
@@ -178,7 +178,7 @@ describe('fan-out convergence', () => {
     expect(early.before.every((r) => r.kind === 'retryLater')).toBe(true);
     // A held delivery reconciles its write once it shows — unless a later write of the same employee (a delete,
     // say) hid that version first; then it defers, and the later write's own message does the work.
-    const overtaken = (m: FanoutMessage) =>
+    const overtaken = (m: EntityMessage) =>
       messages.slice(messages.indexOf(m) + 1).some((n) => n.primary.rowKey === m.primary.rowKey && n.primary.partitionKey === m.primary.partitionKey);
     expect(early.held.filter(({ m, r }) => r.kind !== 'done' && !overtaken(m))).toEqual([]);
     expect(early.held.some(({ r }) => r.kind === 'done')).toBe(true);

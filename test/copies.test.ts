@@ -14,7 +14,7 @@ import { loadSchemaSources } from '../src/model/load-schema';
 import type { Model } from '../src/model/types';
 import { reconcile } from '../src/worker/reconciler';
 import { WriteExecutor } from '../src/write/write-executor';
-import type { FanoutMessage } from '../src/write/fanout-message';
+import type { EntityMessage } from '../src/queue/messages';
 import { ROOT, startTestServer, testQueues, type TestServer } from './support/harness';
 import { deliverTwiceByTwoWorkers, drainWithRedelivery, queueWriter } from './support/fanout-fixtures';
 import { receiveFanout } from './support/write-fixtures';
@@ -79,7 +79,7 @@ test('copies set by the writer, kept in step by the worker under concurrency, re
 
   const opts = { model, store: server.store, settleMs: 0, holdMs: 0 };
   let killed = 0;
-  const deliver = async (messages: FanoutMessage[]) => {
+  const deliver = async (messages: EntityMessage[]) => {
     killed += (await deliverTwiceByTwoWorkers(messages, opts, rand)).killed;
   };
   const before = (await receiveFanout(testQueues(), server.config.tablePrefix)).map((r) => r.message);

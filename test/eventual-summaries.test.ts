@@ -14,7 +14,7 @@ import { contributionPrefix } from '../src/model/contributions';
 import { loadSchemaSources } from '../src/model/load-schema';
 import type { Model } from '../src/model/types';
 import { reconcile } from '../src/worker/reconciler';
-import type { FanoutMessage } from '../src/write/fanout-message';
+import type { EntityMessage } from '../src/queue/messages';
 import { ROOT, startTestServer, testQueues, type TestServer } from './support/harness';
 import { deliverTwiceByTwoWorkers } from './support/fanout-fixtures';
 import { receiveFanout } from './support/write-fixtures';
@@ -78,7 +78,7 @@ test('exact after concurrent writers, redelivery, reordering, two workers and a 
   let killed = 0;
   let deliveries = 0;
   /** Every message twice, shuffled, by two workers at once; one delivery in five dies after its upserts. */
-  const deliver = async (messages: FanoutMessage[]) => {
+  const deliver = async (messages: EntityMessage[]) => {
     const done = await deliverTwiceByTwoWorkers(messages, opts, rand);
     deliveries += done.deliveries;
     killed += done.killed;

@@ -12,7 +12,7 @@ import { blobPrefix } from '../src/model/blob-fields';
 import { ErrorCode, isTablegraphError, type TablegraphError } from '../src/errors';
 import { verifyDerived, formatVerifyReport } from '../src/maintenance/verify';
 import { cleanUpBlobs } from '../src/worker/blob-cleanup';
-import { blobCleanupMessage, decodeBlobCleanup } from '../src/write/blob-cleanup-message';
+import { blobCleanupMessage, decodeMessage } from '../src/queue/messages';
 import { WriteExecutor } from '../src/write/write-executor';
 import { BlobStore } from '../src/storage/blob-store';
 import { compileHr, connectionString, SCHEMA_DIR, startTestServer, testBlobs, uniquePrefix, type TestServer } from './support/harness';
@@ -282,7 +282,7 @@ type Mutation {
       blobs: { store: blobs, cleanupDelaySeconds: DELAY_S },
     });
     for (const t of docs.tables) await server.store.ensureTable(t);
-    const cleanups = () => sent.filter((t) => decodeBlobCleanup(t) !== undefined).length;
+    const cleanups = () => sent.filter((t) => decodeMessage(t).kind === 'blobCleanup').length;
     const write = async (mutation: string, input: Record<string, unknown>): Promise<string> => {
       const before = cleanups();
       const outcome = await writer.execute(docs.writes.get(`Mutation.${mutation}`)!, input).then(

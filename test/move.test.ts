@@ -14,7 +14,7 @@
 import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify';
 import type { Model } from '../src/model/types';
 import { WriteExecutor } from '../src/write/write-executor';
-import { queueSender, fanoutQueueNames } from '../src/worker/fanout-worker';
+import { queueSender, fanoutQueueNames } from '../src/queue/sender';
 import { compileHr, startTestServer, testQueues, testStore, type TestServer } from './support/harness';
 import { deliverTwiceByTwoWorkers, drainWithRedelivery, seededRng } from './support/fanout-fixtures';
 import { reconcile } from '../src/worker/reconciler';

@@ -8,9 +8,10 @@
  * Timing: a failing message is hidden again for min(visibility timeout, 2^(receives-1)) s, so with a maximum of
  * 2 receives it is poisoned on its third receive, about 1 + 2 s after it was sent.
  */
-import { decodeFanout, encodeFanout, type FanoutMessage } from '../src/write/fanout-message';
+import { decodeEntityMessage, encodeMessage, type EntityMessage } from '../src/queue/messages';
 import { primaryAddress } from '../src/model/entity-codec';
-import { createFanoutWorker, ensureFanoutQueues, fanoutQueueNames, queueSender } from '../src/worker/fanout-worker';
+import { createFanoutWorker } from '../src/worker/fanout-worker';
+import { ensureFanoutQueues, fanoutQueueNames, queueSender } from '../src/queue/sender';
 import { WriteExecutor } from '../src/write/write-executor';
 import { expectConverged, hrWorld, run } from './support/fanout-fixtures';
 import { compileHr, startTestServer, testQueues, uniquePrefix, type TestServer } from './support/harness';
@@ -55,8 +56,9 @@ describe('poison messages through the server', () => {
     const health = async () => (await (await fetch(server.url.replace(/\/graphql$/, '/health'))).json()) as any;
     expect((await health()).fanout).toMatchObject({ poisonCount: 0, queueDepth: 0 });
     const employee = compileHr(server.config.tablePrefix).model.entities.get('Employee')!;
-    const unknownType: FanoutMessage = {
-      v: 2,
+    const unknownType: EntityMessage = {
+      kind: 'fanout',
+      v: 3,
       id: 'unknown-type',
       entity: 'Nope',
       primary: primaryAddress(employee, { departmentId: 'Marketing', id: '1' }),
@@ -68,7 +70,7 @@ describe('poison messages through the server', () => {
     };
     // A message whose write never shows (a create of an employee that never appears): not poison — after the
     // settle time it is reconciled.
-    const neverVisible: FanoutMessage = {
+    const neverVisible: EntityMessage = {
       ...unknownType,
       id: 'never-visible',
       entity: 'Employee',
@@ -76,8 +78,8 @@ describe('poison messages through the server', () => {
       primary: primaryAddress(employee, { departmentId: 'Marketing', id: '999' }),
     };
     await queues.send(names.queue, 'not json {');
-    await queues.send(names.queue, encodeFanout(unknownType));
-    await queues.send(names.queue, encodeFanout(neverVisible));
+    await queues.send(names.queue, encodeMessage(unknownType));
+    await queues.send(names.queue, encodeMessage(neverVisible));
     const created = await server.query('mutation($input: CreateEmployeeInput!) { createEmployee(input: $input) { employee { id } } }', {
       input: { departmentId: 'Marketing', id: '77', email: 'still-handled@contoso.com', lastName: 'Handled', firstName: 'Ok' },
     });
@@ -106,10 +108,13 @@ describe('poison messages through the server', () => {
     expect(byEmail.data).toEqual({ employeeByEmail: { id: '77', lastName: 'Handled' } });
 
     const entries = await poisonEntries(names.poison);
-    expect(entries.map((e) => e.message).sort()).toEqual([encodeFanout(unknownType), 'not json {'].sort());
+    expect(entries.map((e) => e.message).sort()).toEqual([encodeMessage(unknownType), 'not json {'].sort());
     const errorOf = (text: string) => entries.find((e) => e.message === text)!;
     expect(errorOf('not json {')).toMatchObject({ dequeueCount: 3, error: 'fan-out message is not JSON' });
-    expect(errorOf(encodeFanout(unknownType))).toMatchObject({ dequeueCount: 3, error: expect.stringContaining('names Nope, which the schema does not have') });
+    expect(errorOf(encodeMessage(unknownType))).toMatchObject({
+      dequeueCount: 3,
+      error: expect.stringContaining('names Nope, which the schema does not have'),
+    });
     expect(entries.every((e) => !Number.isNaN(Date.parse(e.poisonedAt)))).toBe(true);
   }, 40_000);
 });
@@ -147,7 +152,7 @@ describe('a handler that always throws', () => {
     const [entry, ...more] = await poisonEntries(names.poison);
     expect(more).toEqual([]);
     expect(entry).toMatchObject({ dequeueCount: 3, error: 'forced failure for employee 666' });
-    expect(decodeFanout(entry.message)).toMatchObject({ entity: 'Employee', primary: cursed });
+    expect(decodeEntityMessage(entry.message)).toMatchObject({ entity: 'Employee', primary: cursed });
     expect(await queues.approximateDepth(names.queue)).toBe(0);
     // The failure came after the upserts: what 666 derives is there too, so every index is in line.
     await expectConverged(world.store, world.model);

@@ -8,9 +8,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { indexWrite } from '../src/model/entity-codec';
 import type { EntityAddress } from '../src/storage/types';
-import { fanoutQueueNames } from '../src/worker/fanout-worker';
+import { fanoutQueueNames } from '../src/queue/sender';
 import { planEgtBatches, writeEgtBatches } from '../src/write/egt-batches';
-import { encodeFanout } from '../src/write/fanout-message';
+import { encodeMessage } from '../src/queue/messages';
 import { WriteExecutor } from '../src/write/write-executor';
 import { run } from './support/fanout-fixtures';
 import { compileHr, connectionString, ROOT, startTestServer, testQueues, uniquePrefix, type TestServer } from './support/harness';
@@ -88,8 +88,9 @@ it('reconciles what a server without a worker writes; on SIGTERM finishes the me
   const candidates: EntityAddress[] = stale.map((w) => ({ table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey }));
   await queues.send(
     names.queue,
-    encodeFanout({
-      v: 2,
+    encodeMessage({
+      kind: 'fanout',
+      v: 3,
       id: 'busy',
       entity: 'Employee',
       primary: e502.address,

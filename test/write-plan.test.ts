@@ -8,7 +8,7 @@
 import { ErrorCode, isTablegraphError, type TablegraphError } from '../src/errors';
 import type { Model, WriteModel } from '../src/model/types';
 import type { EntityAddress, StoredEntity, TransactionOperation } from '../src/storage/types';
-import { addressKey } from '../src/write/fanout-message';
+import { addressKey } from '../src/storage/address-key';
 import { planGroup } from '../src/write/group-plan';
 import type { ReadState, Values, WritePlan } from '../src/write/write-plan';
 import { renderKey } from '../src/model/key-template';

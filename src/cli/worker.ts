@@ -7,7 +7,8 @@ import { loadConfig } from '../config';
 import { createLogger } from '../log';
 import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { openStorage } from '../runtime/open-storage';
-import { createFanoutWorker, ensureFanoutQueues, fanoutQueueNames, queueSender } from '../worker/fanout-worker';
+import { createFanoutWorker } from '../worker/fanout-worker';
+import { ensureFanoutQueues, fanoutQueueNames, queueSender } from '../queue/sender';
 import { WriteExecutor } from '../write/write-executor';
 import { onShutdownSignal, runMain } from './run-main';
 

@@ -15,7 +15,7 @@ import type { SummaryModel } from '../model/types';
 import { resumHolder } from '../maintenance/contribution-repair';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, TypedValue } from '../storage/types';
-import { addressKey } from '../write/fanout-message';
+import { addressKey } from '../storage/address-key';
 import type { LoadPlan } from './load-plan';
 
 /**

@@ -20,7 +20,7 @@ import type { Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { StorageObserver, StoredEntity } from '../storage/types';
 import { writeEventualHolders } from './eventual-holders';
-import { addressKey } from '../write/fanout-message';
+import { addressKey } from '../storage/address-key';
 import { deleteIfPointsAt } from '../worker/reconciler';
 import { writeEgtBatches, type EgtBatch } from '../write/egt-batches';
 import { LoadPlan, type SkippedRow } from './load-plan';

@@ -32,7 +32,7 @@ import { ENTITY_TYPE_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type IndexMo
 import { checkEntity, limitsFor } from '../storage/limits';
 import type { EntityAddress, StorageTarget, StoredEntity, TypedValue } from '../storage/types';
 import { planEgtBatches, type EgtBatch } from '../write/egt-batches';
-import { addressKey } from '../write/fanout-message';
+import { addressKey } from '../storage/address-key';
 import { readReferenced, referenceAddress } from '../model/references';
 import type { LoadRow } from './load-rows';
 import { StepStore, storedAs, type LoadReads } from './step-store';

@@ -7,7 +7,7 @@
  */
 import { ENTITY_TYPE_PROPERTY } from '../model/types';
 import type { EntityAddress, StoredEntity, TypedValue } from '../storage/types';
-import { addressKey } from '../write/fanout-message';
+import { addressKey } from '../storage/address-key';
 
 /** What the loader reads from storage. */
 export interface LoadReads {

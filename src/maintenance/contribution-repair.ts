@@ -15,7 +15,7 @@ import { escapeKeyValue, unescapeKeyValue } from '../storage/key-escape';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver } from '../storage/types';
 import { applyContribution } from '../worker/contributions';
-import { addressKey } from '../write/fanout-message';
+import { addressKey } from '../storage/address-key';
 
 /** The entity a contribution entity's RowKey names (`<prefix><holder RowKey>_<PartitionKey>_<RowKey>`, each escaped). */
 function primaryOf(s: SummaryModel, contribution: EntityAddress): EntityAddress | null {

@@ -9,7 +9,7 @@ import { ENTITY_TYPE_PROPERTY, type EntityModel, type Model } from '../model/typ
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
 import { refreshCopies } from '../worker/copies';
-import { addressKey } from '../write/fanout-message';
+import { addressKey } from '../storage/address-key';
 
 /** How one copy field compares with its targets. Values as JSON text (null: no value). */
 export interface CopyDiff {

@@ -11,7 +11,7 @@ import type { TableStore } from '../storage/table-store';
 import { limitsFor } from '../storage/limits';
 import type { StorageObserver, TransactionOperation } from '../storage/types';
 import { planEgtBatches } from '../write/egt-batches';
-import { addressKey } from '../write/fanout-message';
+import { addressKey } from '../storage/address-key';
 import { readDerivedState, resolveIndex, type DerivedState, type ScanProgress } from './derived-state';
 
 /** Progress: the scan (entities read so far), then the repair (index entities written and deleted so far). */

@@ -9,7 +9,7 @@ import { readReferenced, referenceAddress } from '../model/references';
 import { ENTITY_TYPE_PROPERTY, type Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
-import { addressKey } from '../write/fanout-message';
+import { addressKey } from '../storage/address-key';
 
 /** How one reference field compares with what is stored. */
 export interface ReferenceDiff {

@@ -15,7 +15,7 @@ import { holderAddress, resolveHolder, summaryContribution, summaryValue } from 
 import { ENTITY_TYPE_PROPERTY, type Model, type SummaryModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
-import { addressKey } from '../write/fanout-message';
+import { addressKey } from '../storage/address-key';
 import { repairContributions, resumHolder } from './contribution-repair';
 import type { ScanProgress } from './derived-state';
 

@@ -1,5 +1,5 @@
 /**
- * Carries out a blob cleanup message (src/write/blob-cleanup-message.ts, the guide's "Large entities pattern"):
+ * Carries out a blob cleanup message (src/queue/messages.ts, the guide's "Large entities pattern"):
  * reads the entity as it is now, lists the blobs of each of its type's `@blob` fields under the entity's prefix,
  * and deletes those the entity does not name that were last written more than half the cleanup delay ago (the
  * delay the message was hidden for). Every
@@ -13,7 +13,8 @@ import type { Model } from '../model/types';
 import type { BlobStore, ListedBlob } from '../storage/blob-store';
 import type { TableStore } from '../storage/table-store';
 import type { StorageObserver } from '../storage/types';
-import { blobTimes, type BlobCleanupMessage } from '../write/blob-cleanup-message';
+import { blobTimes } from '../write/blob-cleanup-send';
+import { type BlobCleanupMessage } from '../queue/messages';
 
 export interface BlobCleanupOptions {
   model: Model;

@@ -15,7 +15,7 @@ import { resolveHolder, summaryValue } from '../model/summaries';
 import { ENTITY_TYPE_PROPERTY, type EntityModel, type Model, type SummaryModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity, TransactionOperation } from '../storage/types';
-import { addressKey } from '../write/fanout-message';
+import { addressKey } from '../storage/address-key';
 
 /** Attempts at one contribution when other workers keep changing its holder (attempts). */
 const ATTEMPTS = 10;

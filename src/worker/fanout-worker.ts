@@ -1,36 +1,20 @@
 /**
- * The fan-out worker: a QueueWorker whose handler decodes fan-out messages and reconciles the derived entities
- * they name (reconciler.ts), or cleans up the blobs of `@blob` fields (blob-cleanup.ts). Runs inside the server by
+ * The fan-out worker: a QueueWorker whose handler decodes each message of the queue (src/queue/messages.ts) and
+ * dispatches on its kind: a write's or a move's derived entities reconciled (reconciler.ts), or the blobs of `@blob`
+ * fields cleaned up (blob-cleanup.ts). Runs inside the server by
  * default and alone as `npm run worker`; several workers on one queue are competing consumers ("Eventually
  * consistent transactions pattern").
  */
 import type { Logger } from '../log';
 import type { Model } from '../model/types';
-import { queueName, type QueueStore } from '../storage/queue-store';
+import type { QueueStore } from '../storage/queue-store';
 import type { TableStore } from '../storage/table-store';
-import { decodeFanout } from '../write/fanout-message';
-import { decodeBlobCleanup } from '../write/blob-cleanup-message';
+import { decodeMessage, type BlobCleanupMessage, type EntityMessage } from '../queue/messages';
+import { fanoutQueueNames } from '../queue/sender';
 import type { BlobStore } from '../storage/blob-store';
 import { cleanUpBlobs } from './blob-cleanup';
-import type { FanoutSender } from '../write/write-executor';
 import { QueueWorker } from './queue-worker';
 import { reconcile, type ReconcileOptions } from './reconciler';
-
-/** The fan-out queue and its poison queue, for a table prefix. */
-export function fanoutQueueNames(tablePrefix: string): { queue: string; poison: string } {
-  return { queue: queueName(tablePrefix, 'fanout'), poison: queueName(tablePrefix, 'fanout-poison') };
-}
-
-/**
- * Sends fan-out messages to the queue (what the WriteExecutor needs), and withdraws one whose write failed
- * before anyone received it (a receive changes the popReceipt: then it stays, and the worker finds nothing to do).
- */
-export function queueSender(queues: QueueStore, queue: string): FanoutSender {
-  return {
-    send: (text, opts) => queues.send(queue, text, opts),
-    withdraw: (sent) => queues.delete(queue, sent),
-  };
-}
 
 export interface FanoutWorkerOptions {
   model: Model;
@@ -66,59 +50,64 @@ export function createFanoutWorker(opts: FanoutWorkerOptions): QueueWorker {
     visibilityTimeoutSeconds: opts.visibilityTimeoutSeconds,
     log: opts.log,
     enqueuedAt(text) {
-      const cleanup = decodeBlobCleanup(text);
-      if (cleanup) return cleanup.visibleAt;
       try {
-        return decodeFanout(text).enqueuedAt;
+        const m = decodeMessage(text);
+        return m.kind === 'blobCleanup' ? m.visibleAt : m.enqueuedAt;
       } catch {
         return undefined;
       }
     },
+    // The one dispatcher: every message of the queue by its kind (src/queue/messages.ts).
     async handle(text) {
-      const cleanup = decodeBlobCleanup(text);
-      if (cleanup) {
-        const { deleted, kept, rejected } = await cleanUpBlobs(cleanup, { model: opts.model, store: opts.store, blobs: opts.blobs });
-        opts.log?.debug({ messageId: cleanup.id, entity: cleanup.entity, deleted, kept }, 'blob cleanup');
-        if (rejected > 0)
-          opts.log?.warn(
-            { messageId: cleanup.id, entity: cleanup.entity, rejected },
-            "blob cleanup: deleted an uploaded blob over its field's maxBytes or of a content type it does not allow",
-          );
-        return { kind: 'done' };
+      const message = decodeMessage(text);
+      switch (message.kind) {
+        case 'blobCleanup':
+          return handleBlobCleanup(message, opts);
+        case 'fanout':
+        case 'move':
+          return handleEntityMessage(message, opts);
       }
-      const message = decodeFanout(text);
-      const result = await reconcile(message, {
-        model: opts.model,
-        store: opts.store,
-        settleMs: opts.settleMs,
-        writer: opts.writer,
-        afterUpserts: opts.afterUpserts,
-        onUniqueConflict: (address) =>
-          opts.log?.warn(
-            { messageId: message.id, table: address.table, key: address.partitionKey },
-            'a unique index entity belongs to another entity; left as it is',
-          ),
-      });
-      if (result.kind === 'done' && result.outcome === 'abandoned') {
-        const { primary, move } = message;
-        opts.log?.warn(
-          {
-            messageId: message.id,
-            entity: message.entity,
-            from: `${primary.table}/${primary.partitionKey}/${primary.rowKey}`,
-            to: `${move!.to.table}/${move!.to.partitionKey}/${move!.to.rowKey}`,
-          },
-          'move abandoned: its new address was taken after the move was requested; the entity stays at its old address',
-        );
-      }
-      return result.kind === 'done' ? { kind: 'done' } : { kind: 'retryLater', afterMs: result.afterMs };
     },
   });
 }
 
-/** Creates the fan-out queue and its poison queue if missing. */
-export async function ensureFanoutQueues(queues: QueueStore, tablePrefix: string): Promise<void> {
-  const names = fanoutQueueNames(tablePrefix);
-  await queues.ensureQueue(names.queue);
-  await queues.ensureQueue(names.poison);
+/** A `@blob` field's cleanup (blob-cleanup.ts). */
+async function handleBlobCleanup(cleanup: BlobCleanupMessage, opts: FanoutWorkerOptions): Promise<{ kind: 'done' }> {
+  const { deleted, kept, rejected } = await cleanUpBlobs(cleanup, { model: opts.model, store: opts.store, blobs: opts.blobs });
+  opts.log?.debug({ messageId: cleanup.id, entity: cleanup.entity, deleted, kept }, 'blob cleanup');
+  if (rejected > 0)
+    opts.log?.warn(
+      { messageId: cleanup.id, entity: cleanup.entity, rejected },
+      "blob cleanup: deleted an uploaded blob over its field's maxBytes or of a content type it does not allow",
+    );
+  return { kind: 'done' };
+}
+
+/** A write's derived entities reconciled, and its move carried out (reconciler.ts, move.ts). */
+async function handleEntityMessage(message: EntityMessage, opts: FanoutWorkerOptions): Promise<{ kind: 'done' } | { kind: 'retryLater'; afterMs: number }> {
+  const result = await reconcile(message, {
+    model: opts.model,
+    store: opts.store,
+    settleMs: opts.settleMs,
+    writer: opts.writer,
+    afterUpserts: opts.afterUpserts,
+    onUniqueConflict: (address) =>
+      opts.log?.warn(
+        { messageId: message.id, table: address.table, key: address.partitionKey },
+        'a unique index entity belongs to another entity; left as it is',
+      ),
+  });
+  if (result.kind === 'done' && result.outcome === 'abandoned' && message.kind === 'move') {
+    const { primary, move } = message;
+    opts.log?.warn(
+      {
+        messageId: message.id,
+        entity: message.entity,
+        from: `${primary.table}/${primary.partitionKey}/${primary.rowKey}`,
+        to: `${move.to.table}/${move.to.partitionKey}/${move.to.rowKey}`,
+      },
+      'move abandoned: its new address was taken after the move was requested; the entity stays at its old address',
+    );
+  }
+  return result.kind === 'done' ? { kind: 'done' } : { kind: 'retryLater', afterMs: result.afterMs };
 }

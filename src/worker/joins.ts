@@ -15,7 +15,7 @@ import { readReferenced, referenceAddress } from '../model/references';
 import { ENTITY_TYPE_PROPERTY, type EntityModel, type JoinModel, type Model, type WriteModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
-import { addressKey } from '../write/fanout-message';
+import { addressKey } from '../storage/address-key';
 import type { WriteExecutor } from '../write/write-executor';
 import { listedBy } from './copies';
 

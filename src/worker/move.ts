@@ -30,7 +30,7 @@ import type { BlobCopy } from '../write/blob-writes';
 import { MOVE_ID_PROPERTY, MOVED_IN_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type WriteModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { StorageObserver, StoredEntity } from '../storage/types';
-import { stateId, type FanoutMessage } from '../write/fanout-message';
+import { stateId, type EntityMessage } from '../queue/messages';
 import { isMarked } from '../write/move';
 import { repointJoins } from './joins';
 import type { MoveOutcome, ReconcileOptions, ReconcileResult } from './reconcile-options';
@@ -47,7 +47,7 @@ const PASSES = 10;
  *   never succeed: poison); STORAGE_UNAVAILABLE when the entity kept changing; what the writes throw otherwise
  */
 export async function carryOutMove(
-  message: FanoutMessage,
+  message: EntityMessage,
   opts: Pick<ReconcileOptions, 'model' | 'store' | 'writer' | 'observer' | 'afterUpserts' | 'settleMs' | 'holdMs' | 'now'>,
 ): Promise<ReconcileResult> {
   const entity = opts.model.entities.get(message.entity);

@@ -5,7 +5,7 @@
 import type { Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver } from '../storage/types';
-import type { FanoutMessage } from '../write/fanout-message';
+import type { EntityMessage } from '../queue/messages';
 import type { WriteExecutor } from '../write/write-executor';
 
 /** What a move message came to: carried out now, nothing left to do, or given up (the new address was taken). */
@@ -29,14 +29,14 @@ export interface ReconcileOptions {
   maxPasses?: number;
   observer?: StorageObserver;
   /** Called after the upserts of each pass: lets tests stop a worker mid-message. */
-  afterUpserts?(message: FanoutMessage): void | Promise<void>;
+  afterUpserts?(message: EntityMessage): void | Promise<void>;
   /**
    * The write path, for the moves the queue carries (move.ts) — without it a move message fails (poison) — and for
    * the join entities of a deleted entity (joins.ts), left as they are without it.
    */
   writer?: WriteExecutor;
   /** Told about a unique index entity that belongs to another entity (should not happen: reservations prevent it). */
-  onUniqueConflict?(address: EntityAddress, message: FanoutMessage): void;
+  onUniqueConflict?(address: EntityAddress, message: EntityMessage): void;
   now?(): number;
 }
 

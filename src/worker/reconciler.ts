@@ -13,7 +13,8 @@ import { derive, indexWrite, valuesOf, type TableWrite } from '../model/entity-c
 import { ENTITY_TYPE_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE_ID_PROPERTY, type EntityModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
-import { addressKey, stateId, type FanoutMessage } from '../write/fanout-message';
+import { addressKey } from '../storage/address-key';
+import { stateId, type EntityMessage } from '../queue/messages';
 import { isPendingReservation, pointsAt } from '../write/reservations';
 import { reconcileContributions } from './contributions';
 import { reconcileCopies } from './copies';
@@ -29,7 +30,7 @@ export type { ReconcileOptions, ReconcileResult } from './reconcile-options';
  * @throws TablegraphError BAD_USER_INPUT when the message names an unknown entity type (it can never succeed);
  *   STORAGE_UNAVAILABLE and others from the store; an error when the entity kept changing for maxPasses passes
  */
-export async function reconcile(message: FanoutMessage, opts: ReconcileOptions): Promise<ReconcileResult> {
+export async function reconcile(message: EntityMessage, opts: ReconcileOptions): Promise<ReconcileResult> {
   if (message.move) return carryOutMove(message, opts);
   const entity = opts.model.entities.get(message.entity);
   if (!entity) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `fan-out message ${message.id} names ${message.entity}, which the schema does not have`);

@@ -1,7 +1,7 @@
 /**
  * The blob half of a write of a type with `@blob` fields (the guide's "Large entities pattern"): what a `BlobInput`
  * stores, checked before anything leaves the process (planBlobs, pure); then, in this order, the cleanup message
- * (blob-cleanup-message.ts), the uploads and copies, and the upload URLs (applyBlobs). Only then is the entity
+ * (blob-cleanup-send.ts), the uploads and copies, and the upload URLs (applyBlobs). Only then is the entity
  * written, naming the new blobs, within the commit window the committer enforces (PendingWrite.sendBy). A crash at
  * any point leaves at most blobs that no entity names, and a message on its way to delete them.
  */
@@ -11,8 +11,9 @@ import type { BlobSpec } from '../model/types';
 import type { WriteModel } from '../model/types';
 import type { BlobStore } from '../storage/blob-store';
 import type { EntityAddress } from '../storage/types';
-import { blobCleanupMessage, blobTimes } from './blob-cleanup-message';
-import type { FanoutSender } from './partition-committer';
+import { blobCleanupMessage, encodeMessage } from '../queue/messages';
+import { blobTimes } from './blob-cleanup-send';
+import type { FanoutSender } from '../queue/sender';
 import type { Values } from './write-plan';
 
 /** What a write needs for its blobs: the store, and the cleanup delay (TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS). */
@@ -121,7 +122,7 @@ export async function applyBlobs(
   const { store, cleanupDelaySeconds } = writing;
   const times = blobTimes(cleanupDelaySeconds);
   const sentAt = Date.now();
-  await fanout.send(JSON.stringify(blobCleanupMessage(write.entity.name, address, cleanupDelaySeconds, sentAt)), {
+  await fanout.send(encodeMessage(blobCleanupMessage(write.entity.name, address, cleanupDelaySeconds, sentAt)), {
     visibilityDelaySeconds: cleanupDelaySeconds,
   });
   const input = { ...plan.input };

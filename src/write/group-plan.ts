@@ -12,14 +12,14 @@ import { summaryValue } from '../model/summaries';
 import type { Model, SummaryModel, WriteModel } from '../model/types';
 import { checkTransaction, limitsFor, operationBytes } from '../storage/limits';
 import type { EntityAddress, StorageTarget, StoredEntity, TransactionOperation } from '../storage/types';
-import { addressKey } from './fanout-message';
+import { addressKey } from '../storage/address-key';
 import { addressOf, checkPlan, planWrite, type HolderDelta, type Values, type WritePlan } from './write-plan';
 
 /** One write waiting to be committed: what it writes, and the id of its current attempt. */
 export interface GroupMember {
   write: WriteModel;
   input: Values;
-  /** A fresh UUID per attempt (fanout-message.ts: never reused). */
+  /** A fresh UUID per attempt (src/queue/messages.ts: never reused). */
   writeId: string;
   /**
    * Decides, on the entity as read and as it would be written, whether the caller may make this write (`@auth`).

@@ -11,7 +11,7 @@ import { ENTITY_TYPE_PROPERTY, type CopyModel, type EntityModel, type Model, typ
 import { mergeParts, partAddresses } from '../model/wide-entities';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
-import { addressKey } from './fanout-message';
+import { addressKey } from '../storage/address-key';
 import type { GroupState } from './group-plan';
 import { classifyKey, pointsAt, type KeyState } from './reservations';
 import { referenceAddress } from '../model/references';

@@ -15,9 +15,11 @@ import { IF_MATCH_FIELD } from '../model/writes';
 import { checkKey } from '../storage/limits';
 import type { TableStore } from '../storage/table-store';
 import type { StorageObserver, StoredEntity } from '../storage/types';
-import { addressKey, encodeFanout, stateId } from './fanout-message';
+import { addressKey } from '../storage/address-key';
+import { encodeMessage, stateId } from '../queue/messages';
 import type { GroupMember } from './group-plan';
-import type { FanoutSender, WriteResult } from './partition-committer';
+import type { FanoutSender } from '../queue/sender';
+import type { WriteResult } from './partition-committer';
 import { checkReferences } from './references';
 import type { Values } from './write-plan';
 
@@ -91,8 +93,9 @@ export async function requestMove(
     check?.(previous, moved);
     const moveId = randomUUID();
     const sent = await ctx.fanout.send(
-      encodeFanout({
-        v: 2,
+      encodeMessage({
+        kind: 'move',
+        v: 3,
         id: randomUUID(),
         entity: entity.name,
         primary: from,

@@ -20,24 +20,15 @@ import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import type { Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageCallRecord, StorageObserver, StoredEntity } from '../storage/types';
-import { addressKey, encodeFanout } from './fanout-message';
+import { addressKey } from '../storage/address-key';
+import { encodeMessage, entityMessage } from '../queue/messages';
+import type { FanoutSender, SentMessage } from '../queue/sender';
 import { planGroup, type GroupMember, type GroupPlan, type GroupState } from './group-plan';
 import { readEntity, readGroupState, readUniqueKeys } from './group-read';
 import { etagAfter, writtenBy } from '../model/wide-entities';
 import { leaseMs, releaseReservations, reservationEntity, reserveKey, uniqueKeyTaken, type HeldReservation, type KeyState } from './reservations';
 import type { Values, WritePlan } from './write-plan';
-import { sendDropCleanup } from './blob-cleanup-message';
-
-/** A reference to a sent fan-out message, by which it can be withdrawn. */
-export type SentMessage = { id: string; popReceipt: string };
-
-/** Where fan-out messages go (the queue adapter, or anything with the same methods). */
-export interface FanoutSender {
-  /** Sends one message, hidden for `visibilityDelaySeconds` (s, default 0); may return a reference to withdraw it by. */
-  send(text: string, opts?: { visibilityDelaySeconds?: number }): Promise<SentMessage | void>;
-  /** Deletes a message sent for a write that then failed (best effort). */
-  withdraw?(sent: SentMessage): Promise<void>;
-}
+import { sendDropCleanup } from './blob-cleanup-send';
 
 /** The outcome of a write: the entity as it now is (or was, for a delete). */
 export interface WriteResult {
@@ -59,7 +50,7 @@ export interface PendingWrite extends GroupMember {
   attempts: number;
   /**
    * A write of `@blob` fields: the time by which its EGT must be applied (ms since the epoch), or it fails — its
-   * blobs' cleanup may then take them (blob-cleanup-message.ts).
+   * blobs' cleanup may then take them (blob-cleanup-send.ts).
    */
   sendBy?: number;
   /** Arrival order in its committer. */
@@ -338,7 +329,7 @@ export class PartitionCommitter {
     effects.set(member, done);
     try {
       member.sendBy ??= await sendDropCleanup(member.write.entity, member.address, plan.previous, plan.values, fanout, this.ctx.blobCleanupDelaySeconds);
-      if (plan.fanout) done.sent = await fanout.send(encodeFanout({ ...plan.fanout, id: randomUUID(), enqueuedAt: Date.now() }));
+      if (plan.fanout) done.sent = await fanout.send(encodeMessage(entityMessage(plan.fanout)));
       for (const r of plan.reservations) {
         const reservation = reservationEntity(r, plan, reservedUntil);
         const key = keys.get(addressKey({ table: r.table, ...r.entity }))!;

@@ -13,7 +13,7 @@ import { ErrorCode, TablegraphError } from '../errors';
 import { referenceAddress, referenceFields } from '../model/references';
 import { ENTITY_TYPE_PROPERTY, type Model, type PointPath, type WriteModel } from '../model/types';
 import type { StoredEntity } from '../storage/types';
-import { addressKey } from './fanout-message';
+import { addressKey } from '../storage/address-key';
 
 type Values = Record<string, unknown>;
 

@@ -16,13 +16,15 @@ import { checkEntity, checkKey } from '../storage/limits';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, EntityToWrite, StorageObserver } from '../storage/types';
 import { requestMove } from './move';
-import { PartitionCommitter, type FanoutSender, type WriteResult } from './partition-committer';
+import { PartitionCommitter, type WriteResult } from './partition-committer';
+import type { FanoutSender } from '../queue/sender';
 import type { GroupMember } from './group-plan';
 import { addressOf, checkIncrement, type Values } from './write-plan';
 import { partAddresses, partProperties } from '../model/wide-entities';
 import { applyBlobs, planBlobs, type BlobPlan, type BlobWriting } from './blob-writes';
 
-export type { FanoutSender, SentMessage, WriteResult } from './partition-committer';
+export type { FanoutSender, SentMessage } from '../queue/sender';
+export type { WriteResult } from './partition-committer';
 
 export interface WriteExecutorOptions {
   model: Model;

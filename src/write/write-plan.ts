@@ -29,7 +29,8 @@ import {
 } from '../model/types';
 import { checkEntity, checkTransaction } from '../storage/limits';
 import type { EntityAddress, EntityToWrite, StorageTarget, StoredEntity, TransactionOperation } from '../storage/types';
-import { addressKey, stateId, type FanoutMessage } from './fanout-message';
+import { addressKey } from '../storage/address-key';
+import { stateId, type EntityMessageDraft } from '../queue/messages';
 import { referenceAddress, referenceFields } from '../model/references';
 import { checkReferences } from './references';
 import { partOperations } from '../model/wide-entities';
@@ -68,14 +69,14 @@ export interface WritePlan {
   values: Values | null;
   /** The entity's values before the write (null before a create). */
   previous: Values | null;
-  /** This attempt's id: the entity's `WriteId` once it commits (fanout-message.ts). */
+  /** This attempt's id: the entity's `WriteId` once it commits (src/queue/messages.ts). */
   writeId: string;
   /** The state id the write read and is conditional on (null: the entity was absent). */
   basedOn: string | null;
   /** Unique inter-partition index entities to reserve before the EGT (the new state's, not the old one's). */
   reservations: Array<TableWrite & { index: IndexModel }>;
   /** The fan-out message (without id and enqueuedAt), when what the entity derives changes. */
-  fanout?: Omit<FanoutMessage, 'id' | 'enqueuedAt'>;
+  fanout?: EntityMessageDraft;
 }
 
 /** The address of the entity a mutation input names (its key fields). @throws BAD_USER_INPUT for a bad key value */
@@ -418,7 +419,16 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
     }
     const lookups = new Map<string, EntityAddress>();
     for (const c of [...contributedBefore, ...contributedAfter]) (c.lookup ? lookups : candidates).set(addressKey(c.address), c.address);
-    plan.fanout = { v: 2, entity: entity.name, primary: address, writeId, basedOn, deleted: values === null, candidates: [...candidates.values()] };
+    plan.fanout = {
+      kind: 'fanout',
+      v: 3,
+      entity: entity.name,
+      primary: address,
+      writeId,
+      basedOn,
+      deleted: values === null,
+      candidates: [...candidates.values()],
+    };
     if (lookups.size > 0) plan.fanout.holderLookups = [...lookups.values()];
   }
   return plan;

@@ -27,7 +27,8 @@ import { startAzurite } from '../../src/storage/azurite';
 import { QueueStore } from '../../src/storage/queue-store';
 import { TableStore } from '../../src/storage/table-store';
 import { benchStorage } from './bench-storage';
-import { createFanoutWorker, fanoutQueueNames } from '../../src/worker/fanout-worker';
+import { createFanoutWorker } from '../../src/worker/fanout-worker';
+import { fanoutQueueNames } from '../../src/queue/sender';
 import type { QueueWorker } from '../../src/worker/queue-worker';
 import { compileHr, ROOT } from '../support/harness';
 

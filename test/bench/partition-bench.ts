@@ -19,7 +19,8 @@ import { toSdkEntity } from '../../src/storage/edm';
 import { QueueStore, queueName } from '../../src/storage/queue-store';
 import { TableStore } from '../../src/storage/table-store';
 import type { StorageObserver } from '../../src/storage/types';
-import { WriteExecutor, type FanoutSender } from '../../src/write/write-executor';
+import { WriteExecutor } from '../../src/write/write-executor';
+import { type FanoutSender } from '../../src/queue/sender';
 import { compileHr } from '../support/harness';
 
 const WRITES = Number(process.argv[2] ?? 1000);

@@ -14,10 +14,10 @@ import type { Model } from '../../src/model/types';
 import type { QueueStore } from '../../src/storage/queue-store';
 import type { TableStore } from '../../src/storage/table-store';
 import { reconcile, type ReconcileOptions, type ReconcileResult } from '../../src/worker/reconciler';
-import { decodeFanout, type FanoutMessage } from '../../src/write/fanout-message';
+import { decodeEntityMessage, type EntityMessage } from '../../src/queue/messages';
 import type { FanoutSender, SentMessage } from '../../src/write/write-executor';
 import { WriteExecutor } from '../../src/write/write-executor';
-import { queueSender, fanoutQueueNames } from '../../src/worker/fanout-worker';
+import { queueSender, fanoutQueueNames } from '../../src/queue/sender';
 import { compileHr, startSdlServer, testQueues, testStore, type TestServer } from './harness';
 import { receiveFanout } from './write-fixtures';
 
@@ -63,17 +63,17 @@ export function seededRng(seed: number): Rng {
  * the test act at the moment of sending — which is before the write's reservations and EGT (write-executor.ts).
  */
 export class RecordingSender implements FanoutSender {
-  readonly messages: FanoutMessage[] = [];
+  readonly messages: EntityMessage[] = [];
   /**
    * Ids of messages withdrawn by attempts that could not commit (a storage timeout under load, say). They stay in
    * `messages`, as a queue may have delivered them already; a count of committed writes leaves them out.
    */
   readonly withdrawn = new Set<string>();
   /** Called with each message after it is recorded; the write waits for it. */
-  onSend?: (m: FanoutMessage) => void | Promise<void>;
+  onSend?: (m: EntityMessage) => void | Promise<void>;
 
   async send(text: string): Promise<SentMessage> {
-    const m = decodeFanout(text);
+    const m = decodeEntityMessage(text);
     this.messages.push(m);
     await this.onSend?.(m);
     return { id: m.id, popReceipt: '' };
@@ -84,7 +84,7 @@ export class RecordingSender implements FanoutSender {
   }
 
   /** The messages no attempt withdrew: one per committed write that changed something derived. */
-  kept(): FanoutMessage[] {
+  kept(): EntityMessage[] {
     return this.messages.filter((m) => !this.withdrawn.has(m.id));
   }
 }
@@ -146,7 +146,7 @@ export function foundIndexEntities(report: VerifyReport, scope: 'interPartition'
 }
 
 /** What one delivery did: the reconcile's result, or the error it ended with. */
-export type Delivery = { message: FanoutMessage; result?: ReconcileResult; error?: unknown };
+export type Delivery = { message: EntityMessage; result?: ReconcileResult; error?: unknown };
 
 /**
  * Delivers messages through `reconcile`, `concurrency` at a time, the way a worker would: a `retryLater` answer
@@ -156,7 +156,7 @@ export type Delivery = { message: FanoutMessage; result?: ReconcileResult; error
  * @returns every delivery in completion order, and the peak number of reconciles running at once
  */
 export async function deliverAll(
-  messages: FanoutMessage[],
+  messages: EntityMessage[],
   opts: Omit<ReconcileOptions, 'now'> & { concurrency: number; hooks?: Array<Partial<ReconcileOptions> | undefined> },
 ): Promise<{ deliveries: Delivery[]; peak: number; deferred: number }> {
   const limit = pLimit(opts.concurrency);
@@ -241,13 +241,13 @@ export function gate(): { wait: Promise<void>; open(): void } {
  * @returns deliveries made and deliveries killed
  */
 export async function deliverTwiceByTwoWorkers(
-  messages: FanoutMessage[],
+  messages: EntityMessage[],
   opts: ReconcileOptions,
   random: () => number,
 ): Promise<{ deliveries: number; killed: number }> {
   const all = [...messages, ...messages].sort(() => random() - 0.5);
   let killed = 0;
-  const worker = async (share: FanoutMessage[]) => {
+  const worker = async (share: EntityMessage[]) => {
     for (const m of share) {
       const dies = random() < 0.2;
       const afterUpserts = dies
@@ -274,11 +274,11 @@ export async function deliverTwiceByTwoWorkers(
 export async function drainWithRedelivery(
   opts: { model: Model; store: TableStore; writer: WriteExecutor; queues: QueueStore; tablePrefix: string },
   random: () => number,
-): Promise<{ messages: number; killed: number; seen: FanoutMessage[] }> {
+): Promise<{ messages: number; killed: number; seen: EntityMessage[] }> {
   const reconcileOpts = { model: opts.model, store: opts.store, settleMs: 0, holdMs: 0, writer: opts.writer };
   let messages = 0;
   let killed = 0;
-  const seen: FanoutMessage[] = [];
+  const seen: EntityMessage[] = [];
   for (let round = 0; round < 10; round++) {
     const batch = (await receiveFanout(opts.queues, opts.tablePrefix)).map((r) => r.message);
     if (batch.length === 0) break;

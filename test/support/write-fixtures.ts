@@ -13,9 +13,9 @@ import { BASED_ON_PROPERTY, ENTITY_TYPE_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE
 import type { QueueStore } from '../../src/storage/queue-store';
 import type { TableStore } from '../../src/storage/table-store';
 import type { EntityAddress, StoredEntity, TypedValue } from '../../src/storage/types';
-import { fanoutQueueNames } from '../../src/worker/fanout-worker';
+import { fanoutQueueNames } from '../../src/queue/sender';
 import { reconcile, type ReconcileResult } from '../../src/worker/reconciler';
-import { decodeFanout, type FanoutMessage } from '../../src/write/fanout-message';
+import { decodeEntityMessage, type EntityMessage } from '../../src/queue/messages';
 import { SCHEMA_DIR, startTestServer, type TestServer } from './harness';
 
 /** Every stored field of Employee, plus its ETag. */
@@ -127,13 +127,13 @@ export async function pollUntil<T>(what: string, probe: () => Promise<T | undefi
 export async function receiveFanout(
   queues: QueueStore,
   tablePrefix: string,
-): Promise<Array<{ message: FanoutMessage; ref: { id: string; popReceipt: string } }>> {
+): Promise<Array<{ message: EntityMessage; ref: { id: string; popReceipt: string } }>> {
   const { queue } = fanoutQueueNames(tablePrefix);
-  const out: Array<{ message: FanoutMessage; ref: { id: string; popReceipt: string } }> = [];
+  const out: Array<{ message: EntityMessage; ref: { id: string; popReceipt: string } }> = [];
   for (;;) {
     const batch = await queues.receive(queue, { max: 32, visibilityTimeoutSeconds: 30 });
     if (batch.length === 0) return out;
-    for (const m of batch) out.push({ message: decodeFanout(m.text), ref: { id: m.id, popReceipt: m.popReceipt } });
+    for (const m of batch) out.push({ message: decodeEntityMessage(m.text), ref: { id: m.id, popReceipt: m.popReceipt } });
   }
 }
 
@@ -148,9 +148,9 @@ export async function drainFanout(opts: {
   model: Model;
   tablePrefix: string;
   settleMs?: number;
-}): Promise<Array<{ message: FanoutMessage; result: ReconcileResult }>> {
+}): Promise<Array<{ message: EntityMessage; result: ReconcileResult }>> {
   const { queue } = fanoutQueueNames(opts.tablePrefix);
-  const handled: Array<{ message: FanoutMessage; result: ReconcileResult }> = [];
+  const handled: Array<{ message: EntityMessage; result: ReconcileResult }> = [];
   for (const { message, ref } of await receiveFanout(opts.queues, opts.tablePrefix)) {
     const result = await reconcile(message, { model: opts.model, store: opts.store, settleMs: opts.settleMs ?? 0, holdMs: 0 });
     if (result.kind === 'done') await opts.queues.delete(queue, ref);

@@ -1,0 +1,183 @@
+/**
+ * Every message of the fan-out queue, one tagged union (`kind`), and its one encoding (docs/architecture.md,
+ * "Fan-out and reconciliation"; the guide's "Eventually consistent transactions pattern"):
+ * - `fanout`: put on the queue before the EGT of a write commits, it names the entity, the write (its WriteId, a
+ *   UUID never reused) and the state that write was based on, and every derived entity the old and the new state
+ *   derive. The worker reconciles from the truth, so the message carries no values, only addresses.
+ * - `move`: the same, for a `@write(action: MOVE)`, with the entity's new address; the worker carries it out.
+ * - `blobCleanup`: queued before a write uploads, replaces, clears or deletes a `@blob` field's blob, hidden for the
+ *   cleanup delay; the worker then deletes every blob of the entity that it no longer names.
+ * Writers send them through one sender (sender.ts); the worker decodes them here and dispatches on `kind`.
+ */
+import { randomUUID } from 'node:crypto';
+import { ErrorCode, TablegraphError } from '../errors';
+import { WRITE_ID_PROPERTY } from '../model/types';
+import type { EntityAddress, StoredEntity } from '../storage/types';
+
+/** What a `fanout` and a `move` message both say of the write they announce. */
+interface EntityMessageFields {
+  /** The encoding's version: 3 (2, without `kind`, is still read). */
+  v: 3;
+  /** Unique per message (UUID), for logs and the poison queue. */
+  id: string;
+  /** The @entity type name, e.g. `Employee`. */
+  entity: string;
+  /** The entity written. */
+  primary: EntityAddress;
+  /** The write's id: the `WriteId` the entity carries once the write has committed (for a delete: none). */
+  writeId: string;
+  /**
+   * The state id (see stateId) of the entity the write read and is conditional on; null for a create, which is
+   * conditional on the entity's absence. While the entity is still in this state, the write may yet commit.
+   */
+  basedOn: string | null;
+  /** Whether the write deletes the entity. */
+  deleted: boolean;
+  /** Addresses of the derived entities of the old and the new state. */
+  candidates: EntityAddress[];
+  /**
+   * Where the old and the new state's summaries held elsewhere find their holders when they reach them through a
+   * unique index (`@summary(via)` over `@point(index:)`): the index entities' addresses, read by the worker.
+   */
+  holderLookups?: EntityAddress[];
+  /** When the message was enqueued (ms since the epoch): the start of the fan-out lag. */
+  enqueuedAt: number;
+}
+
+/** Where a move takes its entity: the new address and key field values, and its type there when another (`to:`). */
+export interface MoveOrder {
+  to: EntityAddress;
+  keys: Record<string, string>;
+  entity?: string;
+}
+
+/** A write's derived entities to reconcile. */
+export interface FanoutMessage extends EntityMessageFields {
+  kind: 'fanout';
+  move?: undefined;
+}
+
+/** A move to carry out, and the derived entities of its write to reconcile. */
+export interface MoveMessage extends EntityMessageFields {
+  kind: 'move';
+  move: MoveOrder;
+}
+
+/** What the reconciler handles: a write's message, a move's included. */
+export type EntityMessage = FanoutMessage | MoveMessage;
+
+/** A `@blob` field's cleanup (the guide's "Large entities pattern"). */
+export interface BlobCleanupMessage {
+  kind: 'blobCleanup';
+  v: 1;
+  /** Unique per message (UUID), for logs and the poison queue. */
+  id: string;
+  /** The @entity type name. */
+  entity: string;
+  /** The entity whose blobs are cleaned up. */
+  primary: EntityAddress;
+  /** When it was sent (ms since the epoch). */
+  enqueuedAt: number;
+  /** When it shows on the queue (ms since the epoch): the start of its fan-out lag. */
+  visibleAt: number;
+}
+
+/** Every message of the fan-out queue. */
+export type QueueMessage = EntityMessage | BlobCleanupMessage;
+
+/** A message of an entity's write, as a writer builds it before it is sent (the sender adds `id` and `enqueuedAt`). */
+export type EntityMessageDraft = Omit<FanoutMessage, 'id' | 'enqueuedAt'> | Omit<MoveMessage, 'id' | 'enqueuedAt'>;
+
+/**
+ * What identifies an entity's state: the WriteId of the write that produced it, or, for an entity written
+ * without one (by an older version), its ETag; null when the entity does not exist. Write ids are never reused,
+ * so a state, once left, never comes back — except absence.
+ */
+export function stateId(e: StoredEntity | null): string | null {
+  if (!e) return null;
+  const id = e.properties[WRITE_ID_PROPERTY];
+  return typeof id === 'string' ? id : `etag:${e.etag}`;
+}
+
+/** A draft sent now: its id and enqueue time filled in. */
+export function entityMessage(draft: EntityMessageDraft, now = Date.now()): EntityMessage {
+  return { ...draft, id: randomUUID(), enqueuedAt: now } as EntityMessage;
+}
+
+/** A new blob cleanup message for the entity at `primary`, sent now and shown `delaySeconds` (s) later. */
+export function blobCleanupMessage(entity: string, primary: EntityAddress, delaySeconds: number, now = Date.now()): BlobCleanupMessage {
+  return { kind: 'blobCleanup', v: 1, id: randomUUID(), entity, primary, enqueuedAt: now, visibleAt: now + delaySeconds * 1000 };
+}
+
+/** The message as queue text (JSON). */
+export function encodeMessage(m: QueueMessage): string {
+  return JSON.stringify(m);
+}
+
+function isAddress(a: unknown): a is EntityAddress {
+  const x = a as EntityAddress;
+  return typeof x === 'object' && x !== null && typeof x.table === 'string' && typeof x.partitionKey === 'string' && typeof x.rowKey === 'string';
+}
+
+function isEntityMessage(m: EntityMessage): boolean {
+  return (
+    typeof m.id === 'string' &&
+    typeof m.entity === 'string' &&
+    isAddress(m.primary) &&
+    typeof m.writeId === 'string' &&
+    (m.basedOn === null || typeof m.basedOn === 'string') &&
+    typeof m.deleted === 'boolean' &&
+    Array.isArray(m.candidates) &&
+    m.candidates.every(isAddress) &&
+    (m.holderLookups === undefined || (Array.isArray(m.holderLookups) && m.holderLookups.every(isAddress))) &&
+    typeof m.enqueuedAt === 'number' &&
+    (m.kind === 'fanout'
+      ? m.move === undefined
+      : isAddress(m.move?.to) && typeof m.move.keys === 'object' && m.move.keys !== null && (m.move.entity === undefined || typeof m.move.entity === 'string'))
+  );
+}
+
+function isBlobCleanup(m: BlobCleanupMessage): boolean {
+  return (
+    m.v === 1 &&
+    typeof m.id === 'string' &&
+    typeof m.entity === 'string' &&
+    typeof m.enqueuedAt === 'number' &&
+    typeof m.visibleAt === 'number' &&
+    isAddress(m.primary)
+  );
+}
+
+/**
+ * Parses queue text into a message of any kind. A version 2 message (no `kind`, sent before this encoding) reads
+ * as a `fanout` or, with `move`, a `move` message.
+ * @throws TablegraphError BAD_USER_INPUT when the text is not JSON or no message of a known kind and version (such a
+ *   message can never succeed: the worker moves it to the poison queue)
+ */
+export function decodeMessage(text: string): QueueMessage {
+  let m: Record<string, unknown>;
+  try {
+    m = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, 'fan-out message is not JSON');
+  }
+  if (m?.v === 2 && m.kind === undefined) m = { ...m, v: 3, kind: m.move === undefined ? 'fanout' : 'move' };
+  const kind = m?.kind;
+  const valid =
+    kind === 'blobCleanup'
+      ? isBlobCleanup(m as unknown as BlobCleanupMessage)
+      : (kind === 'fanout' || kind === 'move') && m.v === 3 && isEntityMessage(m as unknown as EntityMessage);
+  if (!valid)
+    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `fan-out message has an unknown shape (kind ${JSON.stringify(kind ?? null)})`, { messageId: m?.id });
+  return m as unknown as QueueMessage;
+}
+
+/**
+ * Parses queue text into a write's message (`fanout` or `move`).
+ * @throws TablegraphError BAD_USER_INPUT when it is not one (decodeMessage; a blob cleanup message too)
+ */
+export function decodeEntityMessage(text: string): EntityMessage {
+  const m = decodeMessage(text);
+  if (m.kind === 'blobCleanup') throw new TablegraphError(ErrorCode.BAD_USER_INPUT, "a blob cleanup message, not a write's", { messageId: m.id });
+  return m;
+}
