@@ -21,7 +21,7 @@ import type { TableStore } from '../storage/table-store';
 import type { StorageObserver, StoredEntity } from '../storage/types';
 import { writeEventualHolders } from './eventual-holders';
 import { addressKey } from '../storage/address-key';
-import { deleteIfPointsAt } from '../worker/reconciler';
+import { deleteIfPointsAt } from '../derived/index-entities';
 import { writeEgtBatches, type EgtBatch } from '../write/egt-batches';
 import { LoadPlan, type SkippedRow } from './load-plan';
 import type { LoadReads } from './step-store';

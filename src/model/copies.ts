@@ -1,7 +1,7 @@
 /**
  * Compiles `@copy` fields (the guide's "Denormalization pattern"): a field of an entity type that holds a copy of
  * a field of the entity one of its references points at. The writer fills it when a write sets the reference
- * (src/write/write-plan.ts); the fan-out worker keeps it in step with the target (src/worker/copies.ts), finding
+ * (src/write/write-plan.ts); the fan-out worker keeps it in step with the target (src/derived/copies.ts), finding
  * the copies through a range of the target type over the copying type — which the schema must declare, since a
  * request path never scans and neither does the worker.
  */

@@ -32,7 +32,7 @@ import type { TableStore } from '../storage/table-store';
 import type { StorageObserver, StoredEntity } from '../storage/types';
 import { stateId, type EntityMessage } from '../queue/messages';
 import { isMarked } from '../write/move';
-import { repointJoins } from './joins';
+import { repointJoins } from '../derived/joins';
 import type { MoveOutcome, ReconcileOptions, ReconcileResult } from './reconcile-options';
 
 /** Rounds before giving up on an entity that keeps changing under the move (the message is then retried). */

@@ -409,7 +409,7 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
   // Copies: this entity's, to check again once it commits (its target may change meanwhile); or copies of this
   // entity's fields held by others, to bring up to date.
   const copiesChange = refreshCopies || copiedFieldsChanged(model, entity, previous, values);
-  // A deleted entity that join entities may point at: the worker deletes them (src/worker/joins.ts).
+  // A deleted entity that join entities may point at: the worker deletes them (src/derived/joins.ts).
   const joinsChange = values === null && previous !== null && (model.joinsOf.get(entity.name)?.length ?? 0) > 0;
   if (!sameDerived(derivedBefore, derivedAfter) || !sameContributions || copiesChange || joinsChange) {
     const candidates = new Map<string, EntityAddress>();
