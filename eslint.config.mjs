@@ -4,7 +4,7 @@ import prettier from 'eslint-config-prettier';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', '.data/', 'dist/', 'coverage/', 'src/generated/'] },
+  { ignores: ['node_modules/', '.data/', 'dist/', 'coverage/', 'examples/hr/generated/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   prettier,

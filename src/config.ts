@@ -32,7 +32,7 @@ export interface Config {
    * (src/runtime/encryption.ts decides what that means for the storage used).
    */
   encryptionKeys: CipherKey[] | undefined;
-  /** TABLEGRAPH_SCHEMA_DIR resolved against the working directory (default `schema`): the SDL files. */
+  /** TABLEGRAPH_SCHEMA_DIR resolved against the working directory (default `examples/hr`, the HR example): the SDL files. */
   schemaDir: string;
   /** TABLEGRAPH_MAX_PAGE_SIZE: the largest `first` a connection accepts, in entities (default 100). */
   maxPageSize: number;
@@ -156,7 +156,7 @@ const specs = {
   LOG_LEVEL: str<(typeof LOG_LEVELS)[number]>({ choices: LOG_LEVELS, default: 'info' }),
   TABLEGRAPH_CURSOR_SECRET: str({ default: undefined, desc: 'HMAC key for cursors' }),
   TABLEGRAPH_ENCRYPTION_KEYS: str({ default: undefined, desc: 'keys of @encrypted fields: id:base64 of 32 bytes, comma-separated, the first seals' }),
-  TABLEGRAPH_SCHEMA_DIR: str({ default: 'schema', desc: 'folder of the SDL files' }),
+  TABLEGRAPH_SCHEMA_DIR: str({ default: 'examples/hr', desc: 'folder of the SDL files' }),
   TABLEGRAPH_MAX_PAGE_SIZE: positiveInt({ default: 100 }),
   TABLEGRAPH_DEFAULT_PAGE_SIZE: positiveInt({ default: 20 }),
   TABLEGRAPH_STORAGE_TIMEOUT_MS: positiveInt({ default: 10000 }),

@@ -12,8 +12,7 @@ import fc from 'fast-check';
 import { SignJWT } from 'jose';
 import { compileSchema } from '../src/model/compile';
 import { readFileSync } from 'node:fs';
-import path from 'node:path';
-import { compileHr, SCHEMA_DIR, startTestServer, type TestServer } from './support/harness';
+import { compileHr, DIRECTIVES_FILE, startTestServer, type TestServer } from './support/harness';
 import { employeeRow, writeFixtures } from './support/read-fixtures';
 import { emailAddress } from './support/write-fixtures';
 
@@ -363,7 +362,7 @@ test("property: random tokens × random queries never return an entity outside t
 }, 120_000);
 
 describe('the compiler', () => {
-  const directives = { name: 'schema/directives.graphql', body: readFileSync(path.join(SCHEMA_DIR, 'directives.graphql'), 'utf8') };
+  const directives = { name: 'schema/directives.graphql', body: readFileSync(DIRECTIVES_FILE, 'utf8') };
   const compile = (body: string) => () => compileSchema([directives, { name: 'auth.graphql', body }]);
   const BASE = `
 type Thing @entity(table: "Things", partitionKey: "{owner}", rowKey: "thing_{id}") AUTH { owner: ID! id: ID! secret: String }

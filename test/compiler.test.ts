@@ -7,9 +7,9 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { compileSchema } from '../src/model/compile';
 import { ErrorCode, isTablegraphError, type TablegraphError } from '../src/errors';
-import { compileHr, SCHEMA_DIR } from './support/harness';
+import { compileHr, DIRECTIVES_FILE, SCHEMA_DIR } from './support/harness';
 
-const DIRECTIVES = { name: 'schema/directives.graphql', body: readFileSync(path.join(SCHEMA_DIR, 'directives.graphql'), 'utf8') };
+const DIRECTIVES = { name: 'schema/directives.graphql', body: readFileSync(DIRECTIVES_FILE, 'utf8') };
 
 const BASE = `
 type PageInfo { hasNextPage: Boolean! hasPreviousPage: Boolean! startCursor: String endCursor: String }
@@ -812,7 +812,7 @@ test('one mistake, one error: a misspelled key field of the HR schema is reporte
   expect(typo).not.toBe(hr);
   let error: TablegraphError | undefined;
   try {
-    compileSchema([DIRECTIVES, { name: 'schema/hr.graphql', body: typo }]);
+    compileSchema([DIRECTIVES, { name: 'examples/hr/hr.graphql', body: typo }]);
   } catch (e) {
     if (isTablegraphError(e, ErrorCode.SCHEMA_INVALID)) error = e;
   }
@@ -846,7 +846,7 @@ test('MOVE: its input is generated (keys, ifMatch, to<Key>); a type that holds s
   const sdl = `${hr}\nextend type Mutation { moveDepartment(input: MoveDepartmentInput!): DepartmentPayload! @write(entity: "Department", action: MOVE) @auth(rules: [{ roles: ["hr-admin"] }]) }`;
   let error: TablegraphError | undefined;
   try {
-    compileSchema([DIRECTIVES, { name: 'schema/hr.graphql', body: sdl }]);
+    compileSchema([DIRECTIVES, { name: 'examples/hr/hr.graphql', body: sdl }]);
   } catch (e) {
     if (isTablegraphError(e, ErrorCode.SCHEMA_INVALID)) error = e;
   }

@@ -8,11 +8,10 @@
  * killed mid-message, and a delete and re-create of one id; `verify` clean after.
  */
 import fs from 'node:fs';
-import path from 'node:path';
 import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify';
 import { compileSchema } from '../src/model/compile';
 import { reconcile } from '../src/worker/reconciler';
-import { SCHEMA_DIR, testQueues } from './support/harness';
+import { DIRECTIVES_FILE, testQueues } from './support/harness';
 import { seededRng, useSdlWorld } from './support/fanout-fixtures';
 import { receiveFanout } from './support/write-fixtures';
 
@@ -164,7 +163,7 @@ test('verify reports a join entity whose id names no tag', async () => {
 });
 
 test('the compiler: a reference through an index must be through a unique one', () => {
-  const directives = { name: 'directives.graphql', body: fs.readFileSync(path.join(SCHEMA_DIR, 'directives.graphql'), 'utf8') };
+  const directives = { name: 'directives.graphql', body: fs.readFileSync(DIRECTIVES_FILE, 'utf8') };
   const compile = (sdl: string) => () => compileSchema([directives, { name: 'notes.graphql', body: sdl }]);
   expect(compile(SDL.replace(', unique: true)', ')'))).toThrow(
     /NoteTag\.tag reads Tag@index\(byId\), which is not unique: a reference through an index needs unique: true/,

@@ -7,11 +7,10 @@
  * redelivered and reordered messages, two workers, workers killed mid-message, and a delete and re-create of one key.
  */
 import fs from 'node:fs';
-import path from 'node:path';
 import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify';
 import { compileSchema } from '../src/model/compile';
 import { reconcile } from '../src/worker/reconciler';
-import { SCHEMA_DIR, testQueues } from './support/harness';
+import { DIRECTIVES_FILE, testQueues } from './support/harness';
 import { seededRng, useSdlWorld } from './support/fanout-fixtures';
 import { receiveFanout } from './support/write-fixtures';
 
@@ -131,7 +130,7 @@ test('deleted and moved targets: join entities deleted or re-pointed, pages neve
 }, 120_000);
 
 test("the compiler asks for the range that finds a target's join entities", () => {
-  const directives = { name: 'directives.graphql', body: fs.readFileSync(path.join(SCHEMA_DIR, 'directives.graphql'), 'utf8') };
+  const directives = { name: 'directives.graphql', body: fs.readFileSync(DIRECTIVES_FILE, 'utf8') };
   const without = SDL.replace(/\n {2}books\(first: Int, after: String\): BookConnection!\n {4}@range\([^\n]*\)/, '');
   expect(() => compileSchema([directives, { name: 'library.graphql', body: without }])).toThrow(
     /Book\.shelves.*through: "Placement\.shelf": when a Shelf is deleted or moved, the worker deletes or re-points its Placement join entities.*declare one/,

@@ -6,7 +6,6 @@
  * a blob no entity names. The cleanup handler is also run twice on one message, and killed in the middle.
  */
 import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { compileSchema } from '../src/model/compile';
 import { blobPrefix } from '../src/model/blob-fields';
 import { ErrorCode, isTablegraphError, type TablegraphError } from '../src/errors';
@@ -15,7 +14,7 @@ import { cleanUpBlobs } from '../src/worker/blob-cleanup';
 import { blobCleanupMessage, decodeMessage } from '../src/queue/messages';
 import { WriteExecutor } from '../src/write/write-executor';
 import { BlobStore } from '../src/storage/blob-store';
-import { compileHr, connectionString, SCHEMA_DIR, startTestServer, testBlobs, uniquePrefix, type TestServer } from './support/harness';
+import { compileHr, connectionString, DIRECTIVES_FILE, startTestServer, testBlobs, uniquePrefix, type TestServer } from './support/harness';
 import type { EntityAddress } from '../src/storage/types';
 
 /** Short enough to wait for in a test: uploads URLs last 12 s, EGTs are sent within 16 s, cleanups take blobs older than 24 s. */
@@ -65,7 +64,7 @@ async function until(check: () => Promise<boolean>, timeoutMs: number): Promise<
 }
 
 describe('the compiler', () => {
-  const directives = { name: 'directives.graphql', body: readFileSync(path.join(SCHEMA_DIR, 'directives.graphql'), 'utf8') };
+  const directives = { name: 'directives.graphql', body: readFileSync(DIRECTIVES_FILE, 'utf8') };
   const base = (field: string, extra = '') => `
 type Doc @entity(table: "Docs", partitionKey: "{group}", rowKey: "doc_{id}") { group: ID! id: ID! ${field} }
 type Query { doc(group: ID!, id: ID!): Doc @point }
@@ -272,7 +271,7 @@ type Mutation {
   replaceDoc(input: ReplaceDocInput!): DocPayload! @write(entity: "Doc", action: REPLACE)
   deleteDoc(input: DeleteDocInput!): DocPayload! @write(entity: "Doc", action: DELETE)
 }`;
-    const directives = { name: 'directives.graphql', body: readFileSync(path.join(SCHEMA_DIR, 'directives.graphql'), 'utf8') };
+    const directives = { name: 'directives.graphql', body: readFileSync(DIRECTIVES_FILE, 'utf8') };
     const { model: docs } = compileSchema([directives, { name: 'docs.graphql', body: sdl }], { tablePrefix: prefix });
     const sent: string[] = [];
     const writer = new WriteExecutor({

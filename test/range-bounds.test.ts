@@ -13,7 +13,7 @@ import { compileSchema } from '../src/model/compile';
 import { entityWrites } from '../src/model/entity-codec';
 import { loadSchemaSources } from '../src/model/load-schema';
 import { planEgtBatches, writeEgtBatches } from '../src/write/egt-batches';
-import { SCHEMA_DIR, startTestServer, type TestServer } from './support/harness';
+import { DIRECTIVES_FILE, startTestServer, type TestServer } from './support/harness';
 
 const SDL = `
 type Entry @entity(table: "Entries", partitionKey: "{stream}", rowKey: "e_{at:invertedTicks}") { stream: ID! at: DateTime! note: String }
@@ -47,7 +47,7 @@ let dir: string;
 
 beforeAll(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tablegraph-log-'));
-  fs.copyFileSync(path.join(SCHEMA_DIR, 'directives.graphql'), path.join(dir, 'directives.graphql'));
+  fs.copyFileSync(DIRECTIVES_FILE, path.join(dir, 'directives.graphql'));
   fs.writeFileSync(path.join(dir, 'log.graphql'), SDL);
   server = await startTestServer({ TABLEGRAPH_SCHEMA_DIR: dir, TABLEGRAPH_WORKER: 'off' });
   const { model } = compileSchema(loadSchemaSources(dir), { tablePrefix: server.config.tablePrefix });

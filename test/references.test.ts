@@ -8,7 +8,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { SCHEMA_DIR, startTestServer, type TestServer } from './support/harness';
+import { DIRECTIVES_FILE, startTestServer, type TestServer } from './support/harness';
 import { CREATE_DEPARTMENT, CREATE_EMPLOYEE, DELETE_EMPLOYEE, employeeInput, firstError, rawEntity } from './support/write-fixtures';
 
 let server: TestServer;
@@ -99,7 +99,7 @@ type Mutation {
   let dir: string;
   beforeAll(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tablegraph-refs-'));
-    fs.copyFileSync(path.join(SCHEMA_DIR, 'directives.graphql'), path.join(dir, 'directives.graphql'));
+    fs.copyFileSync(DIRECTIVES_FILE, path.join(dir, 'directives.graphql'));
     fs.writeFileSync(path.join(dir, 'league.graphql'), SDL);
     league = await startTestServer({ TABLEGRAPH_SCHEMA_DIR: dir, TABLEGRAPH_WORKER: 'off' });
   });

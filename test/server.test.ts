@@ -26,6 +26,7 @@ import {
   compileHr,
   connectionString,
   ROOT,
+  DIRECTIVES_FILE,
   SCHEMA_DIR,
   startTestServer,
   testStore,
@@ -219,7 +220,7 @@ describe('refusing to start', () => {
   test('npm start with a schema that is not valid GraphQL: SCHEMA_INVALID with file:line, before any Azurite is started', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tablegraph-badsdl-'));
     try {
-      fs.copyFileSync(path.join(SCHEMA_DIR, 'directives.graphql'), path.join(dir, 'directives.graphql'));
+      fs.copyFileSync(DIRECTIVES_FILE, path.join(dir, 'directives.graphql'));
       fs.writeFileSync(path.join(dir, 'bad.graphql'), 'type Query {\n  x(id: ID! String\n}\n');
       const run = spawnSync(process.execPath, [path.join(ROOT, 'node_modules/tsx/dist/cli.mjs'), 'src/cli/start.ts'], {
         cwd: ROOT,

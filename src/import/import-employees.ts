@@ -72,7 +72,7 @@ export type ImportProgress = Omit<LoadProgress, 'type'>;
 
 /** The loader's options (src/load/load-entities.ts), for the Chicago file. */
 export interface ImportOptions extends Omit<LoadOptions, 'steps' | 'onProgress'> {
-  /** A compiled schema with the HR types Employee and Department (schema/hr.graphql). */
+  /** A compiled schema with the HR types Employee and Department (examples/hr/hr.graphql). */
   model: Model;
   /** Path of the CSV file (Chicago's columns, see chicago-csv.ts). */
   file: string;
@@ -118,7 +118,7 @@ export interface ImportSummary {
 export async function importEmployees(opts: ImportOptions): Promise<ImportSummary> {
   for (const type of ['Department', 'Employee']) {
     if (!opts.model.entities.has(type))
-      throw new TablegraphError(ErrorCode.SCHEMA_INVALID, `The import needs the HR schema's ${type} type (schema/hr.graphql).`);
+      throw new TablegraphError(ErrorCode.SCHEMA_INVALID, `The import needs the HR schema's ${type} type (examples/hr/hr.graphql).`);
   }
   // Read once before anything is written: a file that is not the Chicago file fails here.
   for await (const _ of readChicagoCsv(opts.file)) break;

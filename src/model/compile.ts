@@ -28,7 +28,7 @@ export const BUILT_IN_DIRECTIVES = path.resolve(__dirname, '../../schema/directi
 /** The name errors in generated SDL cite. */
 export const GENERATED_SOURCE = 'tablegraph:generated.graphql';
 
-/** One SDL file: its text and the name errors cite (e.g. `schema/hr.graphql`). */
+/** One SDL file: its text and the name errors cite (e.g. `examples/hr/hr.graphql`). */
 export interface SdlSource {
   name: string;
   body: string;

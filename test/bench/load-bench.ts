@@ -24,7 +24,7 @@ import type { Model } from '../../src/model/types';
 import { startAzurite } from '../../src/storage/azurite';
 import { TableStore } from '../../src/storage/table-store';
 import type { StorageObserver, TransactionOperation } from '../../src/storage/types';
-import { SCHEMA_DIR } from '../support/harness';
+import { DIRECTIVES_FILE } from '../support/harness';
 
 const ORDERS = Number(process.argv[2] ?? 12_000);
 const CUSTOMERS = Math.ceil(ORDERS / 12);
@@ -95,7 +95,7 @@ async function load(store: TableStore, model: Model, c: Counted): Promise<LoadSu
 
 async function main(): Promise<void> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tablegraph-load-bench-'));
-  fs.copyFileSync(path.join(SCHEMA_DIR, 'directives.graphql'), path.join(dir, 'directives.graphql'));
+  fs.copyFileSync(DIRECTIVES_FILE, path.join(dir, 'directives.graphql'));
   fs.writeFileSync(path.join(dir, 'orders.graphql'), SDL);
   const azurite = await startAzurite({ inMemory: true });
   try {

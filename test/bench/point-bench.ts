@@ -107,7 +107,7 @@ async function main(): Promise<void> {
   let pool: Pool | undefined;
   try {
     const store = new TableStore({ connectionString: azurite.connectionString, target: 'azurite' });
-    const { model } = compileSchema(loadSchemaSources(path.join(ROOT, 'schema')), { tablePrefix: PREFIX });
+    const { model } = compileSchema(loadSchemaSources(path.join(ROOT, 'examples/hr')), { tablePrefix: PREFIX });
     for (const table of model.tables) await store.ensureTable(table);
     const employee = model.entities.get('Employee')!;
     const department = model.entities.get('Department')!;

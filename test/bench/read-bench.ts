@@ -128,7 +128,7 @@ async function main(): Promise<void> {
   const log = createLogger({ level: 'warn', destination: 'stderr' });
   try {
     const store = new TableStore({ connectionString: azurite.connectionString, target: 'azurite' });
-    const { model } = compileSchema(loadSchemaSources(path.join(ROOT, 'schema')), { tablePrefix: PREFIX });
+    const { model } = compileSchema(loadSchemaSources(path.join(ROOT, 'examples/hr')), { tablePrefix: PREFIX });
     for (const table of model.tables) await store.ensureTable(table);
     process.stderr.write('importing the Chicago file…\n');
     const summary = await importEmployees({ store, model, file: CSV });

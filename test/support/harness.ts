@@ -19,7 +19,10 @@ import { TableStore } from '../../src/storage/table-store';
 import { startShufflingProxy } from './shuffling-proxy';
 
 export const ROOT = path.resolve(__dirname, '../..');
-export const SCHEMA_DIR = path.join(ROOT, 'schema');
+/** The HR example's schema folder: the schema most tests serve. */
+export const SCHEMA_DIR = path.join(ROOT, 'examples/hr');
+/** tablegraph's own directive definitions, for tests that compile a schema of their own. */
+export const DIRECTIVES_FILE = path.join(ROOT, 'schema/directives.graphql');
 /** The Chicago employee snapshot the repository carries, gzip-compressed (examples/hr/data/README.md). */
 export const CHICAGO_CSV = path.join(ROOT, 'examples/hr/data/chicago-employees.csv.gz');
 
@@ -132,7 +135,7 @@ export async function startSdlServer(
   env: Record<string, string> = {},
 ): Promise<{ server: TestServer; model: Model; dir: string; close(): Promise<void> }> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tablegraph-sdl-'));
-  fs.copyFileSync(path.join(SCHEMA_DIR, 'directives.graphql'), path.join(dir, 'directives.graphql'));
+  fs.copyFileSync(DIRECTIVES_FILE, path.join(dir, 'directives.graphql'));
   fs.writeFileSync(path.join(dir, 'schema.graphql'), sdl);
   const server = await startTestServer({ TABLEGRAPH_SCHEMA_DIR: dir, ...env });
   const { model } = compileSchema(loadSchemaSources(dir), { tablePrefix: server.config.tablePrefix });

@@ -16,7 +16,7 @@ import type { EntityAddress, StoredEntity, TypedValue } from '../../src/storage/
 import { fanoutQueueNames } from '../../src/queue/sender';
 import { reconcile, type ReconcileResult } from '../../src/worker/reconciler';
 import { decodeEntityMessage, type EntityMessage } from '../../src/queue/messages';
-import { SCHEMA_DIR, startTestServer, type TestServer } from './harness';
+import { DIRECTIVES_FILE, startTestServer, type TestServer } from './harness';
 
 /** Every stored field of Employee, plus its ETag. */
 export const EMPLOYEE_FIELDS =
@@ -183,7 +183,7 @@ export const NOTE_FIELDS = 17;
  */
 export async function startNoteServer(): Promise<TestServer> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tablegraph-notes-'));
-  fs.copyFileSync(path.join(SCHEMA_DIR, 'directives.graphql'), path.join(dir, 'directives.graphql'));
+  fs.copyFileSync(DIRECTIVES_FILE, path.join(dir, 'directives.graphql'));
   const fields = Array.from({ length: NOTE_FIELDS }, (_, i) => `p${String(i + 1).padStart(2, '0')}: String`).join('\n  ');
   fs.writeFileSync(
     path.join(dir, 'notes.graphql'),
