@@ -1,6 +1,6 @@
 /**
  * The second example schema (examples/tracker: projects, users, issues, comments), served and loaded as a new user
- * would: `npm run load -- --manifest` loads its fixtures (test/fixtures/tracker), bad rows reported with their lines
+ * would: `npm run load -- --manifest` loads its sample data (examples/tracker/data), bad rows reported with their lines
  * and skipped; every access path of the schema is then checked against an independent computation over the
  * fixture files, page by page; a second load changes nothing; `verify` is clean; mutations keep the summaries.
  * Prints each query's storage cost (extensions.cost) for the record.
@@ -24,7 +24,7 @@ import { connectionString, ROOT, startTestServer, type TestServer } from './supp
 import { firstError, pollUntil } from './support/write-fixtures';
 
 const SCHEMA = path.join(ROOT, 'examples/tracker');
-const FIXTURES = path.join(ROOT, 'test/fixtures/tracker');
+const FIXTURES = path.join(ROOT, 'examples/tracker/data');
 const MANIFEST = path.join(FIXTURES, 'manifest.json');
 
 // The fixtures, read here with nothing of tablegraph's.

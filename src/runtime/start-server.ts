@@ -10,6 +10,7 @@ import type { Logger } from '../log';
 import { CursorCodec } from '../read/cursor';
 import { attachResolvers } from '../resolvers/attach';
 import { createGraphqlApp } from '../server/app';
+import { ideQueryOf } from '../server/ide';
 import { attachCipher } from './encryption';
 import { createFanoutWorker } from '../worker/fanout-worker';
 import { ensureFanoutQueues, fanoutQueueNames, queueSender } from '../queue/sender';
@@ -102,6 +103,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     worker: () => worker,
     corsOrigins: config.corsOrigins,
     introspection: config.introspection,
+    ideQuery: ideQueryOf(config.schemaDir),
     sdl,
     metrics: config.metrics,
     maxBodyBytes: config.maxBodyBytes,

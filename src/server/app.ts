@@ -54,6 +54,8 @@ export interface AppDeps extends ContextDeps {
    * blocks suggestions.
    */
   introspection?: boolean;
+  /** The query the IDE shows first (ide.ts ideQueryOf; default GENERIC_IDE_QUERY). */
+  ideQuery?: string;
   /** The compiled SDL, served as `/schema.graphql` when introspection is on. */
   sdl?: string;
   /** Who may read `/metrics` (default 'loopback': requests from this machine only). */
@@ -138,7 +140,7 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
     });
   }
   if (introspection) {
-    mountIde(app, '/graphql');
+    mountIde(app, '/graphql', deps.ideQuery);
     if (deps.sdl !== undefined) app.get('/schema.graphql', schemaSdlHandler(deps.sdl, deps.authenticate));
   }
   const origins = deps.corsOrigins ?? [];

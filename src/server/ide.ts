@@ -17,17 +17,28 @@ import { requestIdOf } from './request-log';
 /** Where the IDE's files are served from. */
 export const IDE_ASSETS = '/ide';
 
-/** The first query the IDE shows: the README's. */
-const DEFAULT_QUERY = `# Every response says what it cost in storage: see "extensions" in the result.
+/**
+ * The first query the IDE shows when the schema folder has none of its own (`ide-query.gql`, see ideQueryOf): a
+ * query any schema answers, and where to look next.
+ */
+export const GENERIC_IDE_QUERY = `# Every response says what it cost in storage: see "extensions" in the result.
+# The schema's fields are in the docs (the book icon, top left).
 {
-  department(id: "Marketing") {
-    employeeCount
-    employees {
-      edges { node { id firstName lastName } }
-    }
-  }
+  __typename
 }
 `;
+
+/** The file of a schema folder whose text the IDE shows first (not `.graphql`: those are the folder's SDL files). */
+export const IDE_QUERY_FILE = 'ide-query.gql';
+
+/**
+ * The IDE's first query for a schema folder: its `ide-query.gql`, or GENERIC_IDE_QUERY.
+ * @throws the fs error when the file exists but cannot be read
+ */
+export function ideQueryOf(schemaDir: string): string {
+  const file = path.join(schemaDir, IDE_QUERY_FILE);
+  return fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : GENERIC_IDE_QUERY;
+}
 
 const packageFile = (pkg: string, file: string) => path.join(path.dirname(require.resolve(`${pkg}/package.json`)), file);
 
@@ -43,7 +54,7 @@ function assetFiles(): Record<string, { file: string; type: string }> {
 }
 
 /** The script that mounts GraphiQL on the page, talking to the endpoint the page was served at. */
-function startScript(): string {
+function startScript(defaultQuery: string): string {
   // A separate file rather than an inline script, so that the page's policy can forbid inline scripts.
   return `'use strict';
 (function () {
@@ -52,7 +63,7 @@ function startScript(): string {
   var root = ReactDOM.createRoot(document.getElementById('graphiql'));
   root.render(React.createElement(GraphiQL, {
     fetcher: fetcher,
-    defaultQuery: ${JSON.stringify(DEFAULT_QUERY)},
+    defaultQuery: ${JSON.stringify(defaultQuery)},
     defaultHeaders: '{}',
     isHeadersEditorEnabled: true,
     shouldPersistHeaders: false,
@@ -107,7 +118,7 @@ const wantsHtml = (req: Request) => req.method === 'GET' && req.accepts(['applic
  * all), and cached by the browser for an hour. On the app itself, not a nested router: a router that matched the
  * path would answer a CORS preflight (OPTIONS) itself, before the endpoint's CORS handling.
  */
-export function mountIde(app: express.Express, endpoint: string): void {
+export function mountIde(app: express.Express, endpoint: string, defaultQuery = GENERIC_IDE_QUERY): void {
   const assets = assetFiles();
   const cache = new Map<string, Buffer>();
   const html = page();
@@ -123,7 +134,7 @@ export function mountIde(app: express.Express, endpoint: string): void {
     if (!asset) return next();
     let body = cache.get(name);
     if (!body) {
-      body = asset.file ? fs.readFileSync(asset.file) : Buffer.from(startScript());
+      body = asset.file ? fs.readFileSync(asset.file) : Buffer.from(startScript(defaultQuery));
       cache.set(name, body);
     }
     res.setHeader('cache-control', 'public, max-age=3600');
