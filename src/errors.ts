@@ -22,8 +22,6 @@ export const ErrorCode = {
   SCHEMA_INVALID: 'SCHEMA_INVALID',
   /** Configuration (environment variables, connection string) is invalid. */
   CONFIG_INVALID: 'CONFIG_INVALID',
-  /** An input row (CSV import) is malformed. */
-  INVALID_ROW: 'INVALID_ROW',
   /** The caller is authenticated but `@auth` does not let it read or write this (nothing was read or written). */
   FORBIDDEN: 'FORBIDDEN',
   /** The server has too many storage calls waiting (server-wide admission); try again shortly (HTTP 503). */

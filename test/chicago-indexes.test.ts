@@ -10,7 +10,7 @@
  * The expected sets are computed here from the CSV itself, not from the importer.
  */
 import { parse } from 'csv-parse/sync';
-import { importEmployees, type ImportSummary } from '../src/import/import-employees';
+import { importEmployees, type ImportSummary } from '../examples/hr/import/import-employees';
 import { CHICAGO_CSV, chicagoCsvText, compileHr, startTestServer, type TestServer } from './support/harness';
 
 const TIMEOUT_MS = 300_000;

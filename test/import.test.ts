@@ -9,8 +9,8 @@ import path from 'node:path';
 import { TableClient } from '@azure/data-tables';
 import { parse } from 'csv-parse/sync';
 import { Decimal } from 'decimal.js';
-import { parseChicagoFields, readChicagoCsv, splitName, type ChicagoRow } from '../src/import/chicago-csv';
-import { importEmployees } from '../src/import/import-employees';
+import { parseChicagoFields, readChicagoCsv, splitName, type ChicagoRow } from '../examples/hr/import/chicago-csv';
+import { importEmployees } from '../examples/hr/import/import-employees';
 import { prefixUpperBound, renderKey, renderKeyPrefix } from '../src/model/key-template';
 import type { EntityModel, Model } from '../src/model/types';
 import type { StoredEntity } from '../src/storage/types';
@@ -189,7 +189,7 @@ describe('readChicagoCsv', () => {
   it('refuses a file whose header is not the Chicago one, naming line 1', async () => {
     const file = path.join(tmp, 'bad-header.csv');
     writeFileSync(file, 'Name,Title,Department\n"A,  B",T,D\n');
-    await expect(collect(file)).rejects.toMatchObject({ code: 'INVALID_ROW', details: { line: 1 } });
+    await expect(collect(file)).rejects.toMatchObject({ code: 'BAD_USER_INPUT', details: { line: 1 } }); // the loader's own code for a bad header
   });
 
   it('refuses a missing file with BAD_USER_INPUT', async () => {

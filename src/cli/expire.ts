@@ -1,5 +1,5 @@
 /**
- * `npm run expire -- --type LoginAttempt --older-than 60d [--dry-run] [--json]`: deletes the tables of a type with a
+ * `npm run expire -- --type Visit --older-than 60d [--dry-run] [--json]`: deletes the tables of a type with a
  * table per period (`@entity(table: "LoginAttempts{at:yyyyMMdd}")`) whose whole period is older than the given age —
  * the guide's "High volume delete pattern": one storage operation per table, however many entities it holds.
  * `--older-than` takes a duration as `60d`, `12h` or `2w`. Each table is logged as it goes (stderr); the report on

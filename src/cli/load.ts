@@ -9,7 +9,7 @@ import path from 'node:path';
 import { Command } from 'commander';
 import { loadConfig } from '../config';
 import { ErrorCode, TablegraphError } from '../errors';
-import { createImportProgress, estimateDataRows } from '../import/progress';
+import { createImportProgress, estimateDataRows } from '../load/progress';
 import { checkStepOrder, loadEntities, type LoadSummary } from '../load/load-entities';
 import { fileFormat, readLoadRows } from '../load/load-rows';
 import { readManifest, type ManifestStep } from '../load/manifest';

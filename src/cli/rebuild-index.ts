@@ -1,5 +1,5 @@
 /**
- * `npm run rebuild-index -- <Type> <index> [--concurrency 8]`, e.g. `npm run rebuild-index -- Employee byLastName`:
+ * `npm run rebuild-index -- <Type> <index> [--concurrency 8]`, e.g. `npm run rebuild-index -- Order byCustomer`:
  * makes one index equal to what the primary entities derive (src/maintenance/rebuild-index.ts); with `copies` for
  * <index>, makes the type's copies (`@copy`) equal to their targets (src/maintenance/copy-state.ts). It reads the
  * type's whole table and the index's whole table on purpose — a maintenance command, never a request path — and
@@ -38,7 +38,7 @@ runMain(
   async (log) => {
     const command = new Command('rebuild-index')
       .description('rebuild one index from its primary entities; reads whole tables on purpose')
-      .argument('<type>', 'the entity type, e.g. Employee')
+      .argument('<type>', 'the entity type, e.g. Order')
       .argument('<index>', 'one of its indexes, e.g. byLastName')
       .option('--concurrency <n>', 'EGTs and deletes in flight at once', positiveIntArgument, 8)
       .parse();

@@ -1,5 +1,5 @@
 /**
- * `npm run repair-summaries [-- Department.payroll ...]`: rewrites every summary value that differs from a recount
+ * `npm run repair-summaries [-- Customer.spent ...]`: rewrites every summary value that differs from a recount
  * of what it summarises (src/maintenance/summary-state.ts) — all summaries by default. It reads whole tables on
  * purpose (a maintenance command, never a request path); each repair recounts one partition and writes with
  * If-Match on the holder's ETag, so it is safe while the server serves. Progress on stderr; the summary on stdout.
@@ -19,7 +19,7 @@ runMain(
   async (log) => {
     const command = new Command('repair-summaries')
       .description('recount summary values and rewrite the ones that drifted; reads whole tables on purpose')
-      .argument('[summaries...]', 'Holder.field coordinates, e.g. Department.payroll (default: all)')
+      .argument('[summaries...]', 'Holder.field coordinates, e.g. Customer.spent (default: all)')
       .parse();
     const names = command.args;
     const config = loadConfig();

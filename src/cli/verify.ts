@@ -1,5 +1,5 @@
 /**
- * `npm run verify [-- --type Employee] [--json] [--limit 50]`: checks that every index entity equals what its
+ * `npm run verify [-- --type Order] [--json] [--limit 50]`: checks that every index entity equals what its
  * primary entity derives (src/maintenance/verify.ts). It reads whole tables on purpose — a maintenance command,
  * never a request path. Inter-partition indexes lag behind by the fan-out queue: run it once the queue drained.
  * Progress on stderr (a counter on a terminal, log lines otherwise); the report on stdout (text, or JSON with

@@ -29,7 +29,7 @@ import type { LoadRow } from './load-rows';
 
 /** One step: the rows of one entity type. */
 export interface LoadStep {
-  /** The entity type's name, e.g. `Employee`. */
+  /** The entity type's name, e.g. `Order`. */
   type: string;
   rows: AsyncIterable<LoadRow>;
   /** An entity already stored: replaced (default) or kept as it is. */

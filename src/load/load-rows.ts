@@ -14,7 +14,7 @@ import { extname } from 'node:path';
 import { isEnumType, type GraphQLSchema } from 'graphql';
 import { ErrorCode, TablegraphError } from '../errors';
 import type { EntityModel } from '../model/types';
-import { readCsvRecords } from '../import/csv-records';
+import { readCsvRecords } from './csv-records';
 
 /** A row of a load file: its line (1-based, the header is line 1 of a CSV) and its values, or why it is skipped. */
 export type LoadRow = { line: number; values: Record<string, unknown>; reason?: undefined } | { line: number; values?: undefined; reason: string };

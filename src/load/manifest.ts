@@ -1,6 +1,6 @@
 /**
  * A load manifest: the files of several entity types, in dependency order, as JSON —
- * `{ "steps": [ { "type": "Project", "file": "projects.ndjson" }, { "type": "Issue", "file": "issues.csv",
+ * `{ "steps": [ { "type": "Customer", "file": "customers.ndjson" }, { "type": "Order", "file": "orders.csv",
  * "existing": "replace" } ] }` — file paths relative to the manifest's folder.
  */
 import { readFileSync } from 'node:fs';

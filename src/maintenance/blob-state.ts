@@ -13,7 +13,7 @@ import type { StorageObserver } from '../storage/types';
 
 /** How the blobs of one `@blob` field compare with the entities that name them. */
 export interface BlobDiff {
-  /** `Type.field`, e.g. `Employee.photoUrl`. */
+  /** `Type.field`, e.g. `Product.imageUrl`. */
   field: string;
   container: string;
   /** Entities naming a blob (entities). */

@@ -13,7 +13,7 @@ import { addressKey } from '../storage/address-key';
 
 /** How one copy field compares with its targets. Values as JSON text (null: no value). */
 export interface CopyDiff {
-  /** `Type.field`, e.g. `IssueLabel.labelColor`. */
+  /** `Type.field`, e.g. `Order.customerName`. */
   copy: string;
   table: string;
   /** Entities checked (entities). */

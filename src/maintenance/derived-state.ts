@@ -22,13 +22,13 @@ import { addressKey } from '../storage/address-key';
 
 /** How one index compares with what its primary entities derive. Addresses are index entity addresses. */
 export interface IndexDiff {
-  /** The entity type, e.g. `Employee`. */
+  /** The entity type, e.g. `Order`. */
   type: string;
   /** The index name, e.g. `byLastName`. */
   index: string;
   scope: IndexModel['scope'];
   table: string;
-  /** The EntityType value of the index's entities, e.g. `Employee.byLastName`. */
+  /** The EntityType value of the index's entities, e.g. `Order.byCustomer`. */
   entityType: string;
   /** Primary entities read (entities). */
   primaries: number;

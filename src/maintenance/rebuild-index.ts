@@ -24,7 +24,7 @@ export interface RebuildProgress extends ScanProgress {
 export interface RebuildIndexOptions {
   store: TableStore;
   model: Model;
-  /** The entity type, e.g. `Employee`. */
+  /** The entity type, e.g. `Order`. */
   type: string;
   /** One of its indexes, e.g. `byLastName` (any scope). */
   index: string;

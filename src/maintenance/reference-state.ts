@@ -13,7 +13,7 @@ import { addressKey } from '../storage/address-key';
 
 /** How one reference field compares with what is stored. */
 export interface ReferenceDiff {
-  /** `Type.field`, e.g. `IssueLabel.label`. */
+  /** `Type.field`, e.g. `Order.customer`. */
   reference: string;
   table: string;
   /** Whether the referring type is the join type of a many-to-many connection through this reference. */

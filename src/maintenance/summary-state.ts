@@ -21,7 +21,7 @@ import type { ScanProgress } from './derived-state';
 
 /** How one summary compares with a recount of what it summarises. Values as decimal text. */
 export interface SummaryDiff {
-  /** `Holder.field`, e.g. `Department.payroll`. */
+  /** `Holder.field`, e.g. `Customer.spent`. */
   summary: string;
   table: string;
   /** Holder entities read (entities). */

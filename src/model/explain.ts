@@ -103,7 +103,7 @@ export interface CopyPlan {
   coordinate: string;
   /** The reference whose target is copied from. */
   reference: string;
-  /** The target's field, e.g. `Label.color`. */
+  /** The target's field, e.g. `Customer.name`. */
   copies: string;
   /** The target type's range through which the worker finds the copies. */
   foundThrough: string;

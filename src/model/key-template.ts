@@ -1,6 +1,6 @@
 /**
- * Key templates: how a schema directive spells a PartitionKey or RowKey, e.g. `"{departmentId}"`,
- * `"empid_{id:08}"`, `"lastname_{lastName}_{id:08}"`, `"claim_{submittedAt:invertedTicks}"`, `"department"`.
+ * Key templates: how a schema directive spells a PartitionKey or RowKey, e.g. `"{customerId}"`,
+ * `"order_{id:08}"`, `"name_{surname}_{id:08}"`, `"event_{at:invertedTicks}"`, `"customer"`.
  *
  * Grammar: literal text and placeholders `{name}` (a string, escaped by src/storage/key-escape.ts),
  * `{name:0N}` (a non-negative integer zero-padded to N digits, 1 ≤ N ≤ 19, so numbers sort as strings do) and
@@ -156,8 +156,8 @@ export function renderKey(t: KeyTemplate, values: Record<string, unknown>): stri
 
 /**
  * Renders the longest prefix of `t` whose placeholders all have values (not undefined/null): stops before the
- * first placeholder without one, literals before it included. E.g. `lastname_{lastName}_{id:08}` with only
- * lastName = SMITH gives `lastname_SMITH_`: the RowKey prefix of a range query. Present values are checked as in
+ * first placeholder without one, literals before it included. E.g. `name_{surname}_{id:08}` with only
+ * surname = SMITH gives `name_SMITH_`: the RowKey prefix of a range query. Present values are checked as in
  * `renderKey` (same errors).
  */
 export function renderKeyPrefix(t: KeyTemplate, values: Record<string, unknown>): string {

@@ -16,7 +16,7 @@ import type { AccessPath, EntityModel, SummaryFactor, SummaryModel } from './typ
 const NUMERIC = new Set(['Int', 'Float', 'Decimal']);
 
 /**
- * Parses `"hourlyRate * typicalHours * 52"` into factors; undefined (with a problem) when malformed, or when a
+ * Parses `"unitPrice * quantity"` into factors; undefined (with a problem) when malformed, or when a
  * factor is itself a summary (`summarized`: every `Type.field` with `@summary`): a write of the summarised entity
  * changes that value without a write of its own entity, so a sum over it would never follow.
  */

@@ -43,7 +43,7 @@ export interface Layout {
 
 /** An object type declared with `@entity`. */
 export interface EntityModel {
-  /** The GraphQL type name, e.g. `Employee`. */
+  /** The GraphQL type name, e.g. `Order`. */
   name: string;
   /** The value of the `EntityType` property stored on each entity ("Heterogeneous entity types"). */
   entityType: string;
@@ -233,7 +233,7 @@ export interface WriteModel {
   payloadField: string;
   /** Payload fields marked `@blobUpload`: the `@blob` field each returns an upload URL for, by payload field. */
   uploadFields?: Map<string, string>;
-  /** MOVE: the input fields that give the new keys (`toDepartmentId`), by the key field they replace. */
+  /** MOVE: the input fields that give the new keys (`toCustomerId`), by the key field they replace. */
   moveTo?: Map<string, string>;
   /** MOVE with `to`: the entity type the entity becomes at its new address (an archive's). */
   moveTarget?: EntityModel;

@@ -208,7 +208,7 @@ function checkMoveTarget(
   return undefined;
 }
 
-/** The input field that gives a key field's new value in a MOVE: `departmentId` → `toDepartmentId`. */
+/** The input field that gives a key field's new value in a MOVE: `customerId` → `toCustomerId`. */
 export function moveField(key: string): string {
   return `to${key.charAt(0).toUpperCase()}${key.slice(1)}`;
 }

@@ -20,7 +20,7 @@ interface EntityMessageFields {
   v: 3;
   /** Unique per message (UUID), for logs and the poison queue. */
   id: string;
-  /** The @entity type name, e.g. `Employee`. */
+  /** The @entity type name, e.g. `Order`. */
   entity: string;
   /** The entity written. */
   primary: EntityAddress;

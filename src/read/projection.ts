@@ -66,7 +66,7 @@ export function collectProjection(
       } else if (selection.kind === Kind.INLINE_FRAGMENT) {
         const cond = selection.typeCondition ? schema.getType(selection.typeCondition.name.value) : type;
         if (isObjectType(cond)) visit(cond, selection.selectionSet);
-        else if (isInterfaceType(cond)) visit(type, selection.selectionSet); // `... on Worker` within an implementation
+        else if (isInterfaceType(cond)) visit(type, selection.selectionSet); // `... on SomeInterface` within an implementation
       } else {
         const fragment = fragments[selection.name.value];
         const key = `${type.name}:${selection.name.value}`;

@@ -1,7 +1,7 @@
 /**
  * The seed: example rows a server loads when it starts on an empty store, so the API answers something at once.
  * They are the schema's own — a load manifest at `<schema folder>/seed/manifest.json` (the HR schema's holds the
- * guide's example rows: Don Hall and Jun Cao of Marketing, Ken Kwok of Sales) — loaded by the generic loader
+ * HR example's: the guide's own example rows) — loaded by the generic loader
  * (src/load), so any schema can have them. A schema folder without one is not seeded.
  */
 import fs from 'node:fs';

@@ -2,7 +2,7 @@
  * Reversible escaping of values placed inside a PartitionKey or RowKey.
  *
  * The Table service refuses `/ \ # ?` and control characters (U+0000–U+001F, U+007F–U+009F) in keys, and real
- * data contains them (37 job titles in the Chicago data carry a `/`). Values are percent-encoded: each escaped
+ * data contains them (37 job titles of the HR example's real data carry a `/`). Values are percent-encoded: each escaped
  * character becomes `%XX` per UTF-8 byte, uppercase hex. Besides the forbidden characters, `%` (the escape
  * character) and `_` (the separator key templates put between parts, as in the guide's "Compound key pattern",
  * `empid_000123_2012`) are escaped, so an escaped value never contains a bare `_`: the RowKey prefix

@@ -1,7 +1,7 @@
 /**
  * Reference checks on write. Table storage keeps no referential integrity ("Modelling relationships": the
  * application enforces it), so a write that points a reference — a `@point` field of an entity type whose keys
- * all come from the entity's own fields, e.g. `Employee.department` — at an address first reads that address, and
+ * all come from the entity's own fields, e.g. `Order.customer` — at an address first reads that address, and
  * is refused with NOT_FOUND naming the field when nothing of the target type is stored there. The read is made
  * with the write's other reads (group-read.ts); the check is pure and runs while planning (write-plan.ts).
  *

@@ -10,7 +10,7 @@
  */
 import { createHash } from 'node:crypto';
 import { TableClient, TableServiceClient, type TransactionAction } from '@azure/data-tables';
-import { importEmployees } from '../../src/import/import-employees';
+import { importEmployees } from '../../examples/hr/import/import-employees';
 import type { TableWrite } from '../../src/model/entity-codec';
 import { planEgtBatches } from '../../src/write/egt-batches';
 import type { Model } from '../../src/model/types';

@@ -14,7 +14,7 @@ import { loadConfig } from '../../src/config';
 import { createLogger } from '../../src/log';
 import { compileSchema } from '../../src/model/compile';
 import { loadSchemaSources } from '../../src/model/load-schema';
-import { importEmployees } from '../../src/import/import-employees';
+import { importEmployees } from '../../examples/hr/import/import-employees';
 import { hashBucket } from '../../src/model/hash-bucket';
 import { startServer } from '../../src/runtime/start-server';
 import { startAzurite } from '../../src/storage/azurite';

@@ -1,5 +1,5 @@
 /**
- * tablegraph commands as real processes, as a user runs them (`node --import tsx src/cli/<command>.ts`, one
+ * tablegraph commands as real processes, as a user runs them (`node --import tsx <the script of npm run <command>>`, one
  * process, so a signal reaches the command itself), on the embedded default: no connection string, a data folder
  * of the test's own. Their output is kept; a test waits for a line of it, signals them, and waits for their exit.
  */
@@ -21,14 +21,22 @@ export interface CommandProcess {
 
 const children: ChildProcess[] = [];
 
-/** Starts `src/cli/<command>.ts` with `args`, on `dataDir`, with `env` added (and no storage of the test run's). */
+/** The script `npm run <command>` runs (package.json: `tsx <script>`), e.g. `src/cli/start.ts`. */
+function commandScript(command: string): string {
+  const scripts = (JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+  const script = /^tsx (\S+\.ts)$/.exec(scripts[command] ?? '')?.[1];
+  if (!script) throw new Error(`package.json has no "tsx <file>" script named ${command}`);
+  return script;
+}
+
+/** Starts the script of `npm run <command>` with `args`, on `dataDir`, with `env` added (and no storage of the test run's). */
 export function runCommand(command: string, args: string[], dataDir: string, env: Record<string, string> = {}): CommandProcess {
   const clean: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) {
     if (k !== 'AZURE_STORAGE_CONNECTION_STRING' && !k.startsWith('TABLEGRAPH_')) clean[k] = v;
   }
   Object.assign(clean, { TABLEGRAPH_DATA_DIR: dataDir, LOG_LEVEL: 'info', ...env });
-  const child = spawn(process.execPath, ['--import', 'tsx', `src/cli/${command}.ts`, ...args], { cwd: ROOT, env: clean, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', commandScript(command), ...args], { cwd: ROOT, env: clean, stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString('utf8')));

@@ -21,8 +21,8 @@
  * first name (`WOMBLES,  J` → `J`, no initial).
  */
 import { access } from 'node:fs/promises';
-import { ErrorCode, TablegraphError } from '../errors';
-import { readCsvRecords } from './csv-records';
+import { ErrorCode, TablegraphError } from '../../../src/errors';
+import { readCsvRecords } from '../../../src/load/csv-records';
 
 /** The header, in the file's order. Matched trimmed and case-insensitively. */
 export const CHICAGO_COLUMNS = [
@@ -137,7 +137,7 @@ function checkHeader(header: readonly string[], file: string): void {
   const got = header.map((h) => h.trim().toLowerCase());
   const want = CHICAGO_COLUMNS.map((c) => c.toLowerCase());
   if (got.length !== want.length || got.some((h, i) => h !== want[i])) {
-    throw new TablegraphError(ErrorCode.INVALID_ROW, `${file}:1: the header is ${JSON.stringify(header)}; expected ${JSON.stringify(CHICAGO_COLUMNS)}.`, {
+    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${file}:1: the header is ${JSON.stringify(header)}; expected ${JSON.stringify(CHICAGO_COLUMNS)}.`, {
       line: 1,
     });
   }
@@ -147,7 +147,7 @@ function checkHeader(header: readonly string[], file: string): void {
  * Streams `file`'s data rows in file order: each with its id and line, parsed or with its malformed reason.
  * Records come from csv-records.ts, so a quote opened and never closed costs its own row only, reported at its
  * line, and never swallows the rows after it.
- * @throws TablegraphError BAD_USER_INPUT when the file cannot be read; INVALID_ROW when the header is not the
+ * @throws TablegraphError BAD_USER_INPUT when the file cannot be read or when the header is not the
  *   Chicago header (details { line: 1 }) or the file is empty
  */
 export async function* readChicagoCsv(file: string): AsyncGenerator<ChicagoRow> {
@@ -159,7 +159,7 @@ export async function* readChicagoCsv(file: string): AsyncGenerator<ChicagoRow> 
   for await (const record of readCsvRecords(file)) {
     if (record.fields && record.fields.length === 1 && record.fields[0].trim() === '') continue;
     if (!header) {
-      if (!record.fields) throw new TablegraphError(ErrorCode.INVALID_ROW, `${file}:1: the header ${record.error}.`, { line: 1 });
+      if (!record.fields) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${file}:1: the header ${record.error}.`, { line: 1 });
       checkHeader((header = record.fields), file);
       continue;
     }
@@ -171,5 +171,5 @@ export async function* readChicagoCsv(file: string): AsyncGenerator<ChicagoRow> 
     const parsed = parseChicagoFields(record.fields, id);
     yield 'employee' in parsed ? { line: record.line, id, employee: parsed.employee } : { line: record.line, id, reason: parsed.reason };
   }
-  if (!header) throw new TablegraphError(ErrorCode.INVALID_ROW, `${file} is empty: no header line.`, { line: 1 });
+  if (!header) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${file} is empty: no header line.`, { line: 1 });
 }

@@ -2,10 +2,10 @@
  * How a long import shows its progress: a cli-progress bar on stderr when stderr is a terminal, otherwise a log
  * line every few seconds (so CI logs and `2> file` stay readable, and stdout stays the summary's alone).
  */
-import { openDataFile } from '../load/file-stream';
+import { openDataFile } from './file-stream';
 import { Presets, SingleBar } from 'cli-progress';
 import type { Logger } from '../log';
-import type { ImportProgress } from './import-employees';
+import type { ImportProgress } from '../../examples/hr/import/import-employees';
 
 /** Receives progress updates; `stop` ends the bar (or logs the last line). */
 export interface ProgressReporter {

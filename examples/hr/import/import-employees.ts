@@ -9,10 +9,10 @@
  * its rows are reported and the import goes on. Idempotent: the same file writes the same entities with the same
  * values.
  */
-import { ErrorCode, TablegraphError } from '../errors';
-import { loadEntities, type FailedBatch as LoadFailedBatch, type LoadOptions, type LoadProgress } from '../load/load-entities';
-import type { LoadRow } from '../load/load-rows';
-import type { Model } from '../model/types';
+import { ErrorCode, TablegraphError } from '../../../src/errors';
+import { loadEntities, type FailedBatch as LoadFailedBatch, type LoadOptions, type LoadProgress } from '../../../src/load/load-entities';
+import type { LoadRow } from '../../../src/load/load-rows';
+import type { Model } from '../../../src/model/types';
 import { readChicagoCsv, type EmployeeRecord, type SkippedRow } from './chicago-csv';
 
 /** The domain of the e-mail addresses the import derives (`.example` is reserved: no real mailbox). */
@@ -111,7 +111,7 @@ export interface ImportSummary {
  * Imports `file` (see chicago-csv.ts for the row rules and ids) into the model's tables, creating them if
  * missing. Malformed rows are skipped and listed with their line numbers; the rest load.
  * @returns the summary (counts in rows, entities and EGTs; seconds of wall time)
- * @throws TablegraphError BAD_USER_INPUT (unreadable file, concurrency not a positive integer), INVALID_ROW (not
+ * @throws TablegraphError BAD_USER_INPUT (unreadable file, concurrency not a positive integer), BAD_USER_INPUT (not
  *   the Chicago header), SCHEMA_INVALID (no HR types); a storage error that is not a failure to answer (a
  *   LIMIT_EXCEEDED, a refused credential) — EGTs committed before it stay, and re-running is harmless
  */

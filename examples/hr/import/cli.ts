@@ -1,7 +1,7 @@
 /**
  * `npm run import -- --file examples/hr/data/chicago-employees.csv.gz [--concurrency 8]`: loads the Chicago employee
  * file — a path, or an http(s) address such as the data portal's CSV export, downloaded first into `<data
- * folder>/downloads/` — into the HR schema's tables (see src/import/import-employees.ts) on the configured storage, or
+ * folder>/downloads/` — into the HR schema's tables (see import-employees.ts) on the configured storage, or
  * the embedded Azurite. Progress on stderr (a bar on a terminal, log lines otherwise); the summary on stdout. Exit code
  * 0 even when rows were skipped (they are listed with their line numbers); 1 when an EGT was given up on after its
  * retries (its rows are listed: run it again) or on a fatal error. Running it again with the same file changes no
@@ -9,16 +9,16 @@
  */
 import path from 'node:path';
 import { Command } from 'commander';
-import { loadConfig } from '../config';
-import { ErrorCode, TablegraphError } from '../errors';
-import { downloadToFile, isAddress } from '../import/download';
-import { importEmployees, type ImportSummary } from '../import/import-employees';
-import { createImportProgress, estimateDataRows } from '../import/progress';
-import { createLogger } from '../log';
-import { compileConfiguredSchema } from '../runtime/configured-schema';
-import { openStorage } from '../runtime/open-storage';
-import { formatTotals, reportFailed, reportSkipped } from './load-report';
-import { positiveIntArgument, runMain } from './run-main';
+import { loadConfig } from '../../../src/config';
+import { ErrorCode, TablegraphError } from '../../../src/errors';
+import { downloadToFile, isAddress } from './download';
+import { importEmployees, type ImportSummary } from './import-employees';
+import { createImportProgress, estimateDataRows } from '../../../src/load/progress';
+import { createLogger } from '../../../src/log';
+import { compileConfiguredSchema } from '../../../src/runtime/configured-schema';
+import { openStorage } from '../../../src/runtime/open-storage';
+import { formatTotals, reportFailed, reportSkipped } from '../../../src/cli/load-report';
+import { positiveIntArgument, runMain } from '../../../src/cli/run-main';
 
 function formatSummary(s: ImportSummary): string {
   return [

@@ -6,7 +6,7 @@
  * line cannot stand as a record of its own (it does not have the header's column count with balanced quotes);
  * otherwise the first line is reported alone as malformed and the next one is read as the record it is.
  */
-import { openDataFile } from '../load/file-stream';
+import { openDataFile } from './file-stream';
 import { parse } from 'csv-parse/sync';
 
 /** One record: its first physical line (1-based) and its fields, or why it cannot be read. */

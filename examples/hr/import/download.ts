@@ -8,8 +8,8 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
-import { ErrorCode, TablegraphError } from '../errors';
-import type { Logger } from '../log';
+import { ErrorCode, TablegraphError } from '../../../src/errors';
+import type { Logger } from '../../../src/log';
 
 /** Whether `file` names an http(s) address rather than a path. */
 export function isAddress(file: string): boolean {
