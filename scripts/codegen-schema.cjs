@@ -4,7 +4,7 @@ const path = require('node:path');
 const { register } = require('tsx/cjs/api');
 
 register();
-const { compileSchema } = require('../src/model/compile');
-const { loadSchemaSources } = require('../src/model/load-schema');
+const { compileSchema } = require('../src/compiler/compile');
+const { loadSchemaSources } = require('../src/compiler/load-schema');
 
 module.exports = () => compileSchema(loadSchemaSources(path.resolve(__dirname, '../examples/hr'))).schema;

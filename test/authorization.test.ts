@@ -10,7 +10,7 @@
 import { AzureSASCredential, odata, TableClient } from '@azure/data-tables';
 import fc from 'fast-check';
 import { SignJWT } from 'jose';
-import { compileSchema } from '../src/model/compile';
+import { compileSchema } from '../src/compiler/compile';
 import { readFileSync } from 'node:fs';
 import { compileHr, DIRECTIVES_FILE, startTestServer, type TestServer } from './support/harness';
 import { employeeRow, writeFixtures } from './support/read-fixtures';

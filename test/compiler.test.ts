@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { compileSchema } from '../src/model/compile';
+import { compileSchema } from '../src/compiler/compile';
 import { ErrorCode, isTablegraphError, type TablegraphError } from '../src/errors';
 import { compileHr, DIRECTIVES_FILE, SCHEMA_DIR } from './support/harness';
 

@@ -9,8 +9,8 @@
 import path from 'node:path';
 import { repairCopies } from '../src/maintenance/copy-state';
 import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify';
-import { compileSchema } from '../src/model/compile';
-import { loadSchemaSources } from '../src/model/load-schema';
+import { compileSchema } from '../src/compiler/compile';
+import { loadSchemaSources } from '../src/compiler/load-schema';
 import type { Model } from '../src/model/types';
 import { reconcile } from '../src/worker/reconciler';
 import { WriteExecutor } from '../src/write/write-executor';

@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { parse, print, type DirectiveDefinitionNode } from 'graphql';
-import { compileSchema } from '../src/model/compile';
+import { compileSchema } from '../src/compiler/compile';
 import { ROOT } from './support/harness';
 
 const directivesSdl = fs.readFileSync(path.join(ROOT, 'schema/directives.graphql'), 'utf8');

@@ -4,7 +4,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
-import { explainModel, formatExplanation, type Explanation } from '../src/model/explain';
+import { explainModel, formatExplanation, type Explanation } from '../src/compiler/explain';
 import { compileHr, ROOT } from './support/harness';
 
 const explanation = explainModel(compileHr('').model);

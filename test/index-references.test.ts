@@ -9,7 +9,7 @@
  */
 import fs from 'node:fs';
 import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify';
-import { compileSchema } from '../src/model/compile';
+import { compileSchema } from '../src/compiler/compile';
 import { reconcile } from '../src/worker/reconciler';
 import { DIRECTIVES_FILE, testQueues } from './support/harness';
 import { seededRng, useSdlWorld } from './support/fanout-fixtures';

@@ -6,7 +6,7 @@
  * a blob no entity names. The cleanup handler is also run twice on one message, and killed in the middle.
  */
 import { readFileSync } from 'node:fs';
-import { compileSchema } from '../src/model/compile';
+import { compileSchema } from '../src/compiler/compile';
 import { blobPrefix } from '../src/model/blob-fields';
 import { ErrorCode, isTablegraphError, type TablegraphError } from '../src/errors';
 import { verifyDerived, formatVerifyReport } from '../src/maintenance/verify';

@@ -50,3 +50,16 @@ test("no file of src/ names an example type or the examples' data", () => {
   }
   expect(found).toEqual([]);
 });
+
+test('the compiler apart from what a running server needs: only start-up and the CLI import src/compiler/', () => {
+  const allowed = new Set(['src/runtime/configured-schema.ts', 'src/runtime/start-server.ts', 'src/cli/explain.ts']);
+  const importers: string[] = [];
+  for (const file of sourceFiles(path.join(ROOT, 'src'))) {
+    const rel = path.relative(ROOT, file);
+    if (rel.startsWith('src/compiler/') || allowed.has(rel)) continue;
+    if (/from '[./]*\/compiler\//.test(fs.readFileSync(file, 'utf8'))) importers.push(rel);
+  }
+  expect(importers).toEqual([]);
+  // And the model's files: what a running server consults, none of them a compiler pass.
+  expect(fs.readdirSync(path.join(ROOT, 'src/model')).filter((f) => /^(compile|access-paths|layouts|directives|explain)\.ts$/.test(f))).toEqual([]);
+});

@@ -11,8 +11,8 @@ import { ErrorCode, isTablegraphError } from '../src/errors';
 import { checkStepOrder } from '../src/load/load-entities';
 import { readLoadRows, type LoadRow } from '../src/load/load-rows';
 import { readManifest } from '../src/load/manifest';
-import { compileSchema } from '../src/model/compile';
-import { loadSchemaSources } from '../src/model/load-schema';
+import { compileSchema } from '../src/compiler/compile';
+import { loadSchemaSources } from '../src/compiler/load-schema';
 import { ROOT } from './support/harness';
 
 const { schema, model } = compileSchema(loadSchemaSources(path.join(ROOT, 'examples/tracker')));

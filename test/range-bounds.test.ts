@@ -9,9 +9,9 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { compileSchema } from '../src/model/compile';
+import { compileSchema } from '../src/compiler/compile';
 import { entityWrites } from '../src/model/entity-codec';
-import { loadSchemaSources } from '../src/model/load-schema';
+import { loadSchemaSources } from '../src/compiler/load-schema';
 import { planEgtBatches, writeEgtBatches } from '../src/write/egt-batches';
 import { DIRECTIVES_FILE, startTestServer, type TestServer } from './support/harness';
 

@@ -10,7 +10,7 @@ import { parse, validate, type FragmentDefinitionNode, type OperationDefinitionN
 import { loadConfig } from '../config';
 import { ErrorCode, TablegraphError } from '../errors';
 import { createLogger } from '../log';
-import { explainModel, formatExplanation } from '../model/explain';
+import { explainModel, formatExplanation } from '../compiler/explain';
 import { estimateDemand } from '../read/demand';
 import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { runMain } from './run-main';

@@ -1,5 +1,5 @@
 /**
- * The worker's side of join entities (src/model/joins.ts, the guide's "Modelling relationships": one join entity
+ * The worker's side of join entities (src/compiler/joins.ts, the guide's "Modelling relationships": one join entity
  * per pair of a many-to-many relationship). Their target's fate is theirs:
  * - a target deleted: each join entity still pointing at it is deleted (deleteDanglingJoins), after the target's
  *   own message — through the write path, so the summaries that count join entities and their indexes follow;

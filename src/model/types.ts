@@ -1,5 +1,5 @@
 /**
- * The model: what the compiler (src/model/compile.ts) makes of the schema's directives, and all that the read
+ * The model: what the compiler (src/compiler/compile.ts) makes of the schema's directives, and all that the read
  * and write paths consult. It holds no GraphQL execution state and no storage client.
  */
 import type { ASTNode } from 'graphql';

@@ -8,7 +8,7 @@ import { decide, forbidden } from '../model/authorization';
 import { primaryAddress } from '../model/entity-codec';
 import type { Model } from '../model/types';
 import type { RequestContext } from './context';
-import { ETAG_FIELD } from '../model/layouts';
+import { ETAG_FIELD } from '../model/write-inputs';
 import { etagOf, fieldValue, type EntityNode } from './entity-node';
 import { pointResolver, rangeResolver } from './path-resolvers';
 import { writeResolver } from './write-resolvers';

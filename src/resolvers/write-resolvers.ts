@@ -6,7 +6,7 @@ import type { GraphQLFieldResolver } from 'graphql';
 import { ErrorCode, TablegraphError } from '../errors';
 import { decide, forbidden } from '../model/authorization';
 import { ENTITY_TYPE_PROPERTY, type WriteModel } from '../model/types';
-import { IF_MATCH_FIELD } from '../model/writes';
+import { IF_MATCH_FIELD } from '../model/write-inputs';
 import type { RequestContext } from './context';
 import type { EntityNode } from './entity-node';
 

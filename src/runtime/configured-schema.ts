@@ -1,7 +1,7 @@
 /** The schema every command compiles: the configured schema folder, page sizes and table prefix. */
 import type { Config } from '../config';
-import { compileSchema, type CompiledSchema } from '../model/compile';
-import { loadSchemaSources } from '../model/load-schema';
+import { compileSchema, type CompiledSchema } from '../compiler/compile';
+import { loadSchemaSources } from '../compiler/load-schema';
 
 /**
  * @throws TablegraphError SCHEMA_INVALID (SDL that is not valid GraphQL, a field no point or range query serves…,

@@ -23,7 +23,7 @@ import { createRateLimit } from '../server/rate-limit';
 import { partitionSasSigner } from '../storage/sas';
 import { WriteExecutor } from '../write/write-executor';
 import { blobContainers } from '../model/blob-fields';
-import type { CompiledSchema } from '../model/compile';
+import type { CompiledSchema } from '../compiler/compile';
 import { compileConfiguredSchema } from './configured-schema';
 import { seedIfEmpty, seedManifestPath } from './seed';
 import type { OpenStorage } from './open-storage';

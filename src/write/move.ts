@@ -11,7 +11,7 @@ import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { primaryAddress, valuesOf } from '../model/entity-codec';
 import { referenceAddress } from '../model/references';
 import { MOVE_ID_PROPERTY, MOVED_IN_PROPERTY, type Model, type WriteModel } from '../model/types';
-import { IF_MATCH_FIELD } from '../model/writes';
+import { IF_MATCH_FIELD } from '../model/write-inputs';
 import { checkKey } from '../storage/limits';
 import type { TableStore } from '../storage/table-store';
 import type { StorageObserver, StoredEntity } from '../storage/types';

@@ -700,7 +700,7 @@ export type MoveEmployeeInput = {
 
 /**
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
- * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ * like the connection and edge types the fields above return, are generated from the entity types (src/compiler/generated-sdl.ts).
  */
 export type Mutation = {
   __typename?: 'Mutation';
@@ -762,7 +762,7 @@ export type Mutation = {
 
 /**
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
- * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ * like the connection and edge types the fields above return, are generated from the entity types (src/compiler/generated-sdl.ts).
  */
 export type MutationArchiveEmployeeArgs = {
   input: MoveEmployeeInput;
@@ -771,7 +771,7 @@ export type MutationArchiveEmployeeArgs = {
 
 /**
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
- * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ * like the connection and edge types the fields above return, are generated from the entity types (src/compiler/generated-sdl.ts).
  */
 export type MutationCreateContractorArgs = {
   input: CreateContractorInput;
@@ -780,7 +780,7 @@ export type MutationCreateContractorArgs = {
 
 /**
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
- * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ * like the connection and edge types the fields above return, are generated from the entity types (src/compiler/generated-sdl.ts).
  */
 export type MutationCreateDepartmentArgs = {
   input: CreateDepartmentInput;
@@ -789,7 +789,7 @@ export type MutationCreateDepartmentArgs = {
 
 /**
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
- * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ * like the connection and edge types the fields above return, are generated from the entity types (src/compiler/generated-sdl.ts).
  */
 export type MutationCreateEmployeeArgs = {
   input: CreateEmployeeInput;
@@ -798,7 +798,7 @@ export type MutationCreateEmployeeArgs = {
 
 /**
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
- * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ * like the connection and edge types the fields above return, are generated from the entity types (src/compiler/generated-sdl.ts).
  */
 export type MutationCreateEmployeeReviewArgs = {
   input: CreateEmployeeReviewInput;
@@ -807,7 +807,7 @@ export type MutationCreateEmployeeReviewArgs = {
 
 /**
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
- * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ * like the connection and edge types the fields above return, are generated from the entity types (src/compiler/generated-sdl.ts).
  */
 export type MutationCreateVolunteerArgs = {
   input: CreateVolunteerInput;
@@ -816,7 +816,7 @@ export type MutationCreateVolunteerArgs = {
 
 /**
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
- * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ * like the connection and edge types the fields above return, are generated from the entity types (src/compiler/generated-sdl.ts).
  */
 export type MutationDeleteDailyMessagesArgs = {
   input: DeleteDailyMessagesInput;
@@ -825,7 +825,7 @@ export type MutationDeleteDailyMessagesArgs = {
 
 /**
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
- * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ * like the connection and edge types the fields above return, are generated from the entity types (src/compiler/generated-sdl.ts).
  */
 export type MutationDeleteDepartmentArgs = {
   input: DeleteDepartmentInput;
@@ -834,7 +834,7 @@ export type MutationDeleteDepartmentArgs = {
 
 /**
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
- * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ * like the connection and edge types the fields above return, are generated from the entity types (src/compiler/generated-sdl.ts).
  */
 export type MutationDeleteEmployeeArgs = {
   input: DeleteEmployeeInput;
@@ -843,7 +843,7 @@ export type MutationDeleteEmployeeArgs = {
 
 /**
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
- * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ * like the connection and edge types the fields above return, are generated from the entity types (src/compiler/generated-sdl.ts).
  */
 export type MutationDeleteVolunteerArgs = {
   input: DeleteVolunteerInput;
@@ -852,7 +852,7 @@ export type MutationDeleteVolunteerArgs = {
 
 /**
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
- * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ * like the connection and edge types the fields above return, are generated from the entity types (src/compiler/generated-sdl.ts).
  */
 export type MutationMoveEmployeeArgs = {
   input: MoveEmployeeInput;
@@ -861,7 +861,7 @@ export type MutationMoveEmployeeArgs = {
 
 /**
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
- * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ * like the connection and edge types the fields above return, are generated from the entity types (src/compiler/generated-sdl.ts).
  */
 export type MutationRecordDailyMessagesArgs = {
   input: IncrementDailyMessagesInput;
@@ -870,7 +870,7 @@ export type MutationRecordDailyMessagesArgs = {
 
 /**
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
- * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ * like the connection and edge types the fields above return, are generated from the entity types (src/compiler/generated-sdl.ts).
  */
 export type MutationRecordLoginAttemptArgs = {
   input: CreateLoginAttemptInput;
@@ -879,7 +879,7 @@ export type MutationRecordLoginAttemptArgs = {
 
 /**
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
- * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ * like the connection and edge types the fields above return, are generated from the entity types (src/compiler/generated-sdl.ts).
  */
 export type MutationRecordMessagesArgs = {
   input: IncrementMessageStatsInput;
@@ -888,7 +888,7 @@ export type MutationRecordMessagesArgs = {
 
 /**
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
- * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ * like the connection and edge types the fields above return, are generated from the entity types (src/compiler/generated-sdl.ts).
  */
 export type MutationReplaceDepartmentArgs = {
   input: ReplaceDepartmentInput;
@@ -897,7 +897,7 @@ export type MutationReplaceDepartmentArgs = {
 
 /**
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
- * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ * like the connection and edge types the fields above return, are generated from the entity types (src/compiler/generated-sdl.ts).
  */
 export type MutationReplaceEmployeeArgs = {
   input: ReplaceEmployeeInput;
@@ -906,7 +906,7 @@ export type MutationReplaceEmployeeArgs = {
 
 /**
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
- * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ * like the connection and edge types the fields above return, are generated from the entity types (src/compiler/generated-sdl.ts).
  */
 export type MutationSetEmployeePhotoArgs = {
   input: SetEmployeePhotoInput;
@@ -915,7 +915,7 @@ export type MutationSetEmployeePhotoArgs = {
 
 /**
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
- * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ * like the connection and edge types the fields above return, are generated from the entity types (src/compiler/generated-sdl.ts).
  */
 export type MutationSubmitExpenseClaimArgs = {
   input: CreateExpenseClaimInput;
@@ -924,7 +924,7 @@ export type MutationSubmitExpenseClaimArgs = {
 
 /**
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
- * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ * like the connection and edge types the fields above return, are generated from the entity types (src/compiler/generated-sdl.ts).
  */
 export type MutationUpdateContractorArgs = {
   input: UpdateContractorInput;
@@ -933,7 +933,7 @@ export type MutationUpdateContractorArgs = {
 
 /**
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
- * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ * like the connection and edge types the fields above return, are generated from the entity types (src/compiler/generated-sdl.ts).
  */
 export type MutationUpdateDepartmentArgs = {
   input: UpdateDepartmentInput;
@@ -942,7 +942,7 @@ export type MutationUpdateDepartmentArgs = {
 
 /**
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
- * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ * like the connection and edge types the fields above return, are generated from the entity types (src/compiler/generated-sdl.ts).
  */
 export type MutationUpdateEmployeeArgs = {
   input: UpdateEmployeeInput;
@@ -951,7 +951,7 @@ export type MutationUpdateEmployeeArgs = {
 
 /**
  * The mutations. Their inputs (`CreateEmployeeInput`, `UpdateEmployeeInput`, …) and payloads (`EmployeePayload`, …),
- * like the connection and edge types the fields above return, are generated from the entity types (src/model/generated-sdl.ts).
+ * like the connection and edge types the fields above return, are generated from the entity types (src/compiler/generated-sdl.ts).
  */
 export type MutationUpdateEmployeeReviewArgs = {
   input: UpdateEmployeeReviewInput;

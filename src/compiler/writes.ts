@@ -13,14 +13,9 @@ import {
   type GraphQLSchema,
 } from 'graphql';
 import { readWrite } from './directives';
+import { BLOB_INPUT, IF_MATCH_FIELD, moveField } from '../model/write-inputs';
 import type { SchemaProblems } from './schema-errors';
-import type { EntityModel, StoredField, WriteModel } from './types';
-
-/** The input type of a `@blob` field (schema/directives.graphql): what to upload. */
-export const BLOB_INPUT = 'BlobInput';
-
-/** The input field that carries the ETag a client read (UPDATE, REPLACE, DELETE). */
-export const IF_MATCH_FIELD = 'ifMatch';
+import type { EntityModel, StoredField, WriteModel } from '../model/types';
 
 /**
  * @returns the write models by `Mutation.field`, and the names of the payload types they return (object types
@@ -206,11 +201,6 @@ function checkMoveTarget(
   if (wrong.length === 0) return target;
   problems.add(coordinate, `@write(to: "${name}"): ${target.name} cannot be made from a ${entity.name}: ${wrong.join('; ')}`, node);
   return undefined;
-}
-
-/** The input field that gives a key field's new value in a MOVE: `customerId` → `toCustomerId`. */
-export function moveField(key: string): string {
-  return `to${key.charAt(0).toUpperCase()}${key.slice(1)}`;
 }
 
 /**

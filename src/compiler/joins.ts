@@ -9,7 +9,7 @@
 import { reverseRange } from './copies';
 import { referenceKeyFields } from './references';
 import type { SchemaProblems } from './schema-errors';
-import type { AccessPath, JoinModel } from './types';
+import type { AccessPath, JoinModel } from '../model/types';
 
 /**
  * Every join type's reference used by a `through` connection, by the name of the type it reaches.

@@ -4,7 +4,7 @@
  */
 import { getDirectiveValues, getNamedType, isListType, isNonNullType, isObjectType, type GraphQLSchema } from 'graphql';
 import type { SchemaProblems } from './schema-errors';
-import type { EntityModel, SasField } from './types';
+import type { EntityModel, SasField } from '../model/types';
 
 const MIN_SECONDS = 60;
 const MAX_SECONDS = 7 * 24 * 3600;

@@ -4,7 +4,7 @@
  * table per period, a wide entity) to refuse at start-up, each at its field's SDL location.
  */
 import type { ASTNode, GraphQLSchema } from 'graphql';
-import type { EntityModel, Model } from './types';
+import type { EntityModel, Model } from '../model/types';
 import type { SchemaProblems } from './schema-errors';
 
 /** The SDL node of field `Type.field`, for an error's location (undefined for another kind of coordinate). */

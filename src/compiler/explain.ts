@@ -5,8 +5,8 @@
  * and how it is kept; each reference and whether writes check it; each mutation and what it writes in its EGT
  * and what eventually. Structured data (for `--json`), and a text rendering of it for people.
  */
-import { blobFields } from './blob-fields';
-import type { AccessPath, BoundTemplate, Model, PointPath, WriteAction } from './types';
+import { blobFields } from '../model/blob-fields';
+import type { AccessPath, BoundTemplate, Model, PointPath, WriteAction } from '../model/types';
 
 /** A key template and where each placeholder's value comes from. */
 export interface KeyPlan {

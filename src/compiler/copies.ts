@@ -8,8 +8,9 @@
 import { isObjectType, type GraphQLSchema } from 'graphql';
 import { readCopy } from './directives';
 import type { SchemaProblems } from './schema-errors';
-import { notAReference, referenceKeyFields } from './references';
-import type { AccessPath, CopyModel, EntityModel, RangePath, SummaryModel } from './types';
+import { referenceKeyFields } from './references';
+import type { AccessPath, CopyModel, EntityModel, RangePath, SummaryModel } from '../model/types';
+import { notAReference } from './references';
 
 /**
  * Reads every `@copy` field into its entity's `copies`.

@@ -7,9 +7,9 @@ import { getNamedType, isListType, isNonNullType, isObjectType, type GraphQLSche
 import { readPoint, readRange, type PointDirective, type RangeDirective } from './directives';
 import { boundTable, boundTemplate, derivedPrefix, type FieldContext } from './field-bindings';
 import { leadingLiteral } from './layouts';
-import { notAReference } from './references';
 import type { SchemaProblems } from './schema-errors';
-import type { AccessPath, BoundTemplate, EntityModel, IndexModel, Layout, PointPath, RangePath } from './types';
+import type { AccessPath, BoundTemplate, EntityModel, IndexModel, Layout, PointPath, RangePath } from '../model/types';
+import { notAReference } from './references';
 
 /** Defaults for `@range` (entities per page). */
 export interface PageDefaults {

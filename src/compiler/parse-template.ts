@@ -3,7 +3,7 @@
  * recorded as a located schema problem rather than thrown.
  */
 import type { ASTNode } from 'graphql';
-import { checkTemplateSeparators, KeyTemplateSyntaxError, parseKeyTemplate, type KeyTemplate } from './key-template';
+import { checkTemplateSeparators, KeyTemplateSyntaxError, parseKeyTemplate, type KeyTemplate } from '../model/key-template';
 import type { SchemaProblems } from './schema-errors';
 
 /** Parses a template, recording a problem (with the directive's location) instead of throwing. */

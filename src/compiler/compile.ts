@@ -7,20 +7,20 @@ import path from 'node:path';
 import { buildASTSchema, concatAST, getDirectiveValues, GraphQLError, Kind, parse, Source, visit, type GraphQLSchema } from 'graphql';
 import { validateSDL } from 'graphql/validation/validate';
 import { buildAccessPaths, findConnections, type PageDefaults } from './access-paths';
-import { buildAuthorization } from './authorization';
 import { buildCopies, coverJoins } from './copies';
 import { buildJoins } from './joins';
 import { buildSasFields } from './sas-fields';
 import { buildEntities } from './layouts';
+import { buildWrites } from './writes';
+import { generateSdl } from './generated-sdl';
+import { SchemaProblems } from './schema-errors';
+import type { Model, PointPath } from '../model/types';
+import { buildAuthorization } from './authorization';
 import { checkPeriodTableUses } from './table-template';
 import { checkWideUses } from './wide-entities';
 import { checkBlobUses } from './blob-fields';
 import { buildInterfaces } from './inheritance';
 import { buildSummaries } from './summaries';
-import { buildWrites } from './writes';
-import { generateSdl } from './generated-sdl';
-import { SchemaProblems } from './schema-errors';
-import type { Model, PointPath } from './types';
 
 /** tablegraph's directive definitions, added to a schema that does not declare them. */
 export const BUILT_IN_DIRECTIVES = path.resolve(__dirname, '../../schema/directives.graphql');

@@ -7,14 +7,12 @@ import { didYouMean } from 'graphql/jsutils/didYouMean';
 import { suggestionList } from 'graphql/jsutils/suggestionList';
 import { getNamedType, isListType, isNonNullType, isObjectType, type GraphQLObjectType, type GraphQLSchema, type ASTNode } from 'graphql';
 import { checkTableName } from '../storage/limits';
-import type { KeyTemplate } from './key-template';
+import type { KeyTemplate } from '../model/key-template';
 import { parseTemplate } from './parse-template';
+import { ETAG_FIELD } from '../model/write-inputs';
 import { readEncrypted, readEntity, readIndexes, readPoint, readRange, readSeries } from './directives';
 import { edmTypeOf } from './edm-mapping';
-import { readConstraint } from './constraints';
 import { hasSas } from './sas-fields';
-import { readBlob } from './blob-fields';
-import { isTableTemplate, parseTableTemplate } from './table-template';
 import {
   BASED_ON_PROPERTY,
   ENTITY_TYPE_PROPERTY,
@@ -26,9 +24,14 @@ import {
   type IndexModel,
   type Layout,
   type StoredField,
-} from './types';
+} from '../model/types';
 import type { SchemaProblems } from './schema-errors';
-import { MAX_PARTS, MAX_USER_PROPERTIES, SYSTEM_PROPERTIES, splitProperties } from './wide-entities';
+import { MAX_PARTS, MAX_USER_PROPERTIES, SYSTEM_PROPERTIES } from '../model/wide-entities';
+import { readConstraint } from './constraints';
+import { readBlob } from './blob-fields';
+import { isTableTemplate } from './table-template';
+import { parseTableTemplate } from './table-template';
+import { splitProperties } from './wide-entities';
 
 /** Property names the Table service or tablegraph itself uses. */
 const RESERVED_PROPERTIES = new Set([
@@ -43,9 +46,6 @@ const RESERVED_PROPERTIES = new Set([
   MOVE_ID_PROPERTY,
   MOVED_IN_PROPERTY,
 ]);
-
-/** The field that exposes the entity's ETag; not stored. */
-export const ETAG_FIELD = 'etag';
 
 function unwrap<T>(type: T): T {
   return (isNonNullType(type) ? type.ofType : type) as T;

@@ -4,11 +4,11 @@
  * layout's (same literals and formats). Used by access-paths.ts for every `@point` and `@range` field.
  */
 import { isNonNullType, isObjectType, isScalarType, getNamedType, type GraphQLField, type GraphQLObjectType } from 'graphql';
-import type { KeyTemplate, TemplateSegment } from './key-template';
+import type { KeyTemplate, TemplateSegment } from '../model/key-template';
 import type { PointDirective } from './directives';
 import { parseTemplate } from './parse-template';
 import type { SchemaProblems } from './schema-errors';
-import type { Binding, BoundTemplate, EntityModel, Layout } from './types';
+import type { Binding, BoundTemplate, EntityModel, Layout } from '../model/types';
 
 export type FieldOf = GraphQLField<unknown, unknown>;
 

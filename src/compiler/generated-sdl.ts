@@ -5,11 +5,11 @@
  * `TPayload`). A type is generated only when the schema refers to it by that name
  * and does not declare it: a declared one always wins, and nothing unused is added.
  *
- * The inputs follow the entity's stored fields (scalar and enum fields without arguments, neither `etag`, a
- * `@summary`, a `@copy`, nor a `@sas` field): a create or replace takes them with the entity's nullability; an update takes
- * the key fields as declared and every other field nullable (merge: only those given change); update, replace and
- * delete take `ifMatch: String`; a `@blob` field is given as a `BlobInput` (what to upload). Works on the parsed
- * SDL, before the schema is built, so that a schema referring to generated types validates.
+ * The inputs follow the entity's stored fields (scalar and enum fields without arguments, neither `etag`, a `@summary`,
+ * a `@copy`, nor a `@sas` field): a create or replace takes them with the entity's nullability; an update takes the key
+ * fields as declared and every other field nullable (merge: only those given change); update, replace and delete take
+ * `ifMatch: String`; a `@blob` field is given as a `BlobInput` (what to upload). Works on the parsed SDL, before the
+ * schema is built, so that a schema referring to generated types validates.
  */
 import {
   Kind,

@@ -1,0 +1,158 @@
+/**
+ * Compiles `@summary` fields: summary values that every write of the summarised entities keeps — in the same EGT
+ * where holder and summarised entities share a partition (the guide's "Entity Group Transactions"), eventually
+ * through the fan-out queue and contribution entities where they do not. What each entity contributes, at run
+ * time, is src/model/summaries.ts.
+ */
+import { isObjectType, type GraphQLObjectType, type GraphQLSchema } from 'graphql';
+import { readSummary } from '../compiler/directives';
+import { notAReference } from './references';
+import type { SchemaProblems } from '../compiler/schema-errors';
+import type { AccessPath, EntityModel, SummaryFactor, SummaryModel } from '../model/types';
+
+const NUMERIC = new Set(['Int', 'Float', 'Decimal']);
+
+/**
+ * Parses `"unitPrice * quantity"` into factors; undefined (with a problem) when malformed, or when a
+ * factor is itself a summary (`summarized`: every `Type.field` with `@summary`): a write of the summarised entity
+ * changes that value without a write of its own entity, so a sum over it would never follow.
+ */
+function parseTerm(
+  term: string,
+  of: EntityModel,
+  coordinate: string,
+  problems: SchemaProblems,
+  node: SummaryModelNode,
+  summarized: ReadonlySet<string>,
+): SummaryFactor[] | undefined {
+  const factors: SummaryFactor[] = [];
+  for (const raw of term.split('*').map((f) => f.trim())) {
+    if (summarized.has(`${of.name}.${raw}`)) {
+      problems.add(
+        coordinate,
+        `sum term "${term}": ${of.name}.${raw} is itself a @summary, changed by writes of what it counts, not of ${of.name}, so this sum would not follow it. Sum what ${of.name}.${raw} sums instead, over a reference from those entities to this holder (a summary of a summary is not kept)`,
+        node,
+      );
+      return undefined;
+    }
+    if (/^-?\d+(\.\d+)?$/.test(raw)) {
+      factors.push({ constant: Number(raw) });
+    } else if (NUMERIC.has(of.fields.get(raw)?.graphqlType ?? '') && !of.fields.get(raw)?.series) {
+      factors.push({ field: raw });
+    } else {
+      problems.add(coordinate, `sum term "${term}": "${raw}" is neither a number nor an Int, Float or Decimal field of ${of.name}`, node);
+      return undefined;
+    }
+  }
+  return factors;
+}
+
+type SummaryModelNode = Parameters<SchemaProblems['add']>[2];
+
+/**
+ * Reads every `@summary` field. Marks them in the holder's `summaryFields` (clients never write them).
+ * @param accessPaths the compiled access paths (the `via` field's path is looked up there)
+ */
+export function buildSummaries(
+  schema: GraphQLSchema,
+  entities: Map<string, EntityModel>,
+  accessPaths: Map<string, AccessPath>,
+  problems: SchemaProblems,
+): Map<string, SummaryModel> {
+  const summaries = new Map<string, SummaryModel>();
+  const types = Object.values(schema.getTypeMap()).filter((t) => isObjectType(t) && !t.name.startsWith('__'));
+  const summarized = new Set(
+    types.flatMap((t) =>
+      Object.values((t as GraphQLObjectType).getFields())
+        .filter((f) => readSummary(schema, f.astNode))
+        .map((f) => `${t.name}.${f.name}`),
+    ),
+  );
+  for (const type of types) {
+    if (!isObjectType(type) || type.name.startsWith('__')) continue;
+    for (const field of Object.values(type.getFields())) {
+      const d = readSummary(schema, field.astNode);
+      if (!d) continue;
+      const coordinate = `${type.name}.${field.name}`;
+      const holder = entities.get(type.name);
+      const stored = holder?.fields.get(field.name);
+      if (!holder || !stored) {
+        problems.add(coordinate, '@summary goes on a stored field of an @entity type', d.node);
+        continue;
+      }
+      // A summary field is never an input, even one refused below (its own problem says why, not a second one).
+      holder.summaryFields.add(field.name);
+      const of = entities.get(d.of);
+      if (!of) {
+        problems.add(coordinate, `@summary(of: "${d.of}"): no @entity type of that name`, d.node);
+        continue;
+      }
+      if (d.count === d.sum.length > 0) {
+        problems.add(coordinate, '@summary needs either count: true or a sum, not both', d.node);
+        continue;
+      }
+      // A running sum must be exact, so that a write and its inverse cancel out: Decimal, or Int over Int terms.
+      // A Float would drift (1e20 added and taken away leaves 112).
+      const holds = d.count ? ['Int'] : ['Int', 'Decimal'];
+      if (!holds.includes(stored.graphqlType) || !stored.nonNull || stored.series) {
+        problems.add(
+          coordinate,
+          `a ${d.count ? 'count' : 'sum'} is held in a non-null ${d.count ? 'Int' : 'Decimal (or Int)'} field, so that it stays exact`,
+          d.node,
+        );
+        continue;
+      }
+      const via = accessPaths.get(`${of.name}.${d.via}`);
+      if (!via || via.kind !== 'point' || via.target !== holder) {
+        problems.add(coordinate, `@summary(via: "${d.via}"): ${of.name}.${d.via} must be a @point field reaching ${holder.name}`, d.node);
+        continue;
+      }
+      const why = notAReference(via, of.name);
+      if (why) {
+        problems.add(coordinate, `@summary(via: "${d.via}"): ${why}`, d.node);
+        continue;
+      }
+      // A holder in the counted entity's partition is kept in its EGT; anywhere else, eventually, by the worker —
+      // and always so through a unique index, where only a read of the index entity tells the holder's partition.
+      const scope = !via.index && samePartition(via, of) ? 'egt' : 'eventual';
+      const terms = d.sum.map((t) => parseTerm(t, of, coordinate, problems, d.node, summarized));
+      if (terms.some((t) => t === undefined)) continue;
+      const inexact = (terms as SummaryFactor[][])
+        .flat()
+        .find((f) => ('field' in f ? of.fields.get(f.field)!.graphqlType !== 'Int' : !Number.isInteger(f.constant)));
+      if (stored.graphqlType === 'Int' && inexact) {
+        problems.add(
+          coordinate,
+          `an Int sum adds up Int fields and whole constants only; hold it in a Decimal field to add ${'field' in inexact ? inexact.field : inexact.constant}`,
+          d.node,
+        );
+        continue;
+      }
+      for (const index of holder.indexes.values()) {
+        if (index.projection.has(field.name)) {
+          problems.add(
+            `${holder.name}@index(${index.name})`,
+            `includes "${field.name}", a summary value kept on the entity only: its copy on the index entities would never change; remove it from include`,
+            index.node,
+          );
+        }
+      }
+      summaries.set(coordinate, { holder, field: field.name, of, via, count: d.count, terms: terms as SummaryFactor[][], scope });
+    }
+  }
+  return summaries;
+}
+
+/** The `via` path's PartitionKey is the `of` entity's own: same template, each placeholder from the same field. */
+function samePartition(via: AccessPath, of: EntityModel): boolean {
+  if (via.table !== of.layout.table) return false;
+  const a = via.partitionKey.template.segments;
+  const b = of.layout.partitionKey.segments;
+  if (a.length !== b.length) return false;
+  return a.every((seg, i) => {
+    const other = b[i];
+    if (seg.kind === 'literal' || other.kind === 'literal') return seg.kind === 'literal' && other.kind === 'literal' && seg.text === other.text;
+    const binding = via.partitionKey.bindings.get(seg.name);
+    return binding?.source === 'parent' && binding.name === other.name && seg.format.kind === other.format.kind;
+  });
+}
