@@ -97,7 +97,7 @@ describe('loadConfig', () => {
       target: undefined,
       logLevel: 'info',
       cursorSecret: undefined,
-      schemaDir: '/srv/app/schema',
+      schemaDir: '/srv/app/examples/hr', // the HR example, served by default
       maxPageSize: 100,
       defaultPageSize: 20,
       storageTimeoutMs: 10000,
