@@ -10,7 +10,6 @@
  * (INCREMENT).
  */
 import { ErrorCode, TablegraphError } from '../errors';
-import type { Decimal } from '../model/decimal';
 import { derive, entityWrites, indexWrite, primaryAddress, seriesProperties, typedValue, valuesOf, type TableWrite } from '../model/entity-codec';
 import { contributionOf } from '../model/contributions';
 import { decimalText } from '../model/decimal';
@@ -20,8 +19,6 @@ import {
   MOVE_ID_PROPERTY,
   MOVED_IN_PROPERTY,
   WRITE_ID_PROPERTY,
-  type CopyModel,
-  type IndexModel,
   type Model,
   type StoredField,
   type SummaryModel,
@@ -30,54 +27,14 @@ import {
 import { checkEntity, checkTransaction } from '../storage/limits';
 import type { EntityAddress, EntityToWrite, StorageTarget, StoredEntity, TransactionOperation } from '../storage/types';
 import { addressKey } from '../storage/address-key';
-import { stateId, type EntityMessageDraft } from '../queue/messages';
-import { referenceAddress, referenceFields } from '../model/references';
+import { stateId } from '../queue/messages';
 import { checkReferences } from './references';
 import { partOperations } from '../model/wide-entities';
+import { copiedFieldsChanged, fillCopies, sameEgtCopies } from './copy-plan';
+import type { HolderDelta, ReadState, Values, WritePlan } from './plan-types';
 
-/** Field values of an entity (field name → value). */
-export type Values = Record<string, unknown>;
-
-/** What the planner needs that was read: the entity and its summary holders, with their ETags. */
-export interface ReadState {
-  current: StoredEntity | null;
-  /** Holder entities by addressKey (null: the holder does not exist). */
-  holders: Map<string, StoredEntity | null>;
-  /** What is stored where the write's references point (references.ts), by addressKey, beside `holders`. */
-  references?: ReadonlyMap<string, StoredEntity | null>;
-  /** The entities in the write's partition holding copies of its fields, by copyListKey (group-plan.ts GroupState). */
-  copyHolders?: ReadonlyMap<string, EntityAddress[]>;
-}
-
-/** What one write adds to the summaries of one holder: summary → delta, in the summary's unit. */
-export interface HolderDelta {
-  address: EntityAddress;
-  deltas: Map<SummaryModel, Decimal>;
-}
-
-export interface WritePlan {
-  address: EntityAddress;
-  /** This write's EGT operations: the entity first (a wide entity: the parts it writes), then its intra-partition index entities. */
-  operations: TransactionOperation[];
-  /** A wide entity's write (model/wide-entities.ts): the part each of `operations` writes. */
-  wideParts?: number[];
-  /** Merges of copies (`@copy`) of this entity's fields held by entities of its own partition, in the same EGT. */
-  copyOperations: TransactionOperation[];
-  /** Summary deltas by holder addressKey; holders whose deltas are all 0 are left out. */
-  holderDeltas: Map<string, HolderDelta>;
-  /** The entity's values after the write (null after a delete). */
-  values: Values | null;
-  /** The entity's values before the write (null before a create). */
-  previous: Values | null;
-  /** This attempt's id: the entity's `WriteId` once it commits (src/queue/messages.ts). */
-  writeId: string;
-  /** The state id the write read and is conditional on (null: the entity was absent). */
-  basedOn: string | null;
-  /** Unique inter-partition index entities to reserve before the EGT (the new state's, not the old one's). */
-  reservations: Array<TableWrite & { index: IndexModel }>;
-  /** The fan-out message (without id and enqueuedAt), when what the entity derives changes. */
-  fanout?: EntityMessageDraft;
-}
+export type { HolderDelta, ReadState, Values, WritePlan } from './plan-types';
+export { changedCopies, copyListKey } from './copy-plan';
 
 /** The address of the entity a mutation input names (its key fields). @throws BAD_USER_INPUT for a bad key value */
 export function addressOf(write: WriteModel, input: Values): EntityAddress {
@@ -250,80 +207,6 @@ function contributions(
     return c ? [{ address: c.address, lookup: false, signature: `${addressKey(c.address)}\u0000${decimalText(c.value)}` }] : [];
   });
 }
-
-/**
- * Sets the entity's copies (`@copy`) from the targets read, for the references the write sets (a create or replace
- * sets them all). A target that was not read (a reference with `checkOnWrite: false`) leaves its copies to the worker.
- * @returns whether the write sets a reference with copies (the worker checks them again after the commit)
- */
-function fillCopies(write: WriteModel, input: Values, values: Values | null, targets: ReadonlyMap<string, StoredEntity | null>): boolean {
-  if (!values || write.entity.copies.size === 0) return false;
-  let sets = false;
-  for (const copy of write.entity.copies.values()) {
-    const fields = referenceFields(copy.reference);
-    if (write.action === 'UPDATE' && !fields.some((f) => input[f] !== undefined)) continue;
-    sets = true;
-    const address = referenceAddress(copy.reference, values);
-    const target = address ? targets.get(addressKey(address)) : null;
-    if (target === undefined) continue;
-    // Through a unique index, what was read is the index entity: it holds the copied field only when the index
-    // includes it; otherwise the copy is null until the worker reads the target.
-    const index = copy.reference.index;
-    const holds = !index || (index.projection.has(copy.targetField) && target?.properties[ENTITY_TYPE_PROPERTY] === index.entityType);
-    values[copy.field] = holds ? (target?.properties[copy.targetField] ?? null) : null;
-  }
-  return sets;
-}
-
-/** Where a written entity's copies of one kind are listed in GroupState.copyHolders. */
-export function copyListKey(address: EntityAddress, copy: CopyModel): string {
-  return `${addressKey(address)}\u0000${copy.entity.name}.${copy.field}`;
-}
-
-/** The copies (`@copy`) of the entity's fields a write changes to a new, non-null value. */
-export function changedCopies(model: Model, entity: WriteModel['entity'], previous: Values | null, values: Values | null): CopyModel[] {
-  if (!previous || !values) return [];
-  return (model.copiesOf.get(entity.name) ?? []).filter(
-    (c) =>
-      values[c.targetField] !== null &&
-      values[c.targetField] !== undefined &&
-      JSON.stringify(previous[c.targetField] ?? null, bigints) !== JSON.stringify(values[c.targetField], bigints),
-  );
-}
-
-/**
- * The merges that bring copies held in the written entity's own partition up to date in its EGT (the guide's
- * "Denormalization pattern" kept by the writer). Copies elsewhere, too many, or becoming null (a merge cannot
- * remove a property) are the worker's.
- */
-function sameEgtCopies(
-  model: Model,
-  entity: WriteModel['entity'],
-  address: EntityAddress,
-  previous: Values | null,
-  values: Values | null,
-  state: ReadState,
-): TransactionOperation[] {
-  const ops: TransactionOperation[] = [];
-  for (const copy of changedCopies(model, entity, previous, values)) {
-    const holders = state.copyHolders?.get(copyListKey(address, copy));
-    if (!holders) continue;
-    const value = typedValue(copy.entity.fields.get(copy.field)!, values![copy.targetField]);
-    for (const h of holders)
-      ops.push({ kind: 'update', mode: 'merge', entity: { partitionKey: h.partitionKey, rowKey: h.rowKey, properties: { [copy.field]: value } } });
-  }
-  return ops;
-}
-
-/** Whether a write changes a field of the entity that other entities copy (`@copy`). */
-function copiedFieldsChanged(model: Model, entity: WriteModel['entity'], previous: Values | null, values: Values | null): boolean {
-  const copies = model.copiesOf.get(entity.name) ?? [];
-  if (copies.length === 0 || !previous) return false;
-  if (!values) return true;
-  return copies.some((c) => JSON.stringify(previous[c.targetField] ?? null, bigints) !== JSON.stringify(values[c.targetField] ?? null, bigints));
-}
-
-const bigints = (_k: string, v: unknown) => (typeof v === 'bigint' ? v.toString() : v);
 
 /**
  * Plans one mutation against the state read, as write attempt `writeId`.
