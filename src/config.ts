@@ -7,6 +7,7 @@ import { bool, cleanEnv, makeValidator, str, url } from 'envalid';
 import { ErrorCode, TablegraphError } from './errors';
 import { parseKeyRing, type CipherKey } from './storage/property-cipher';
 import type { StorageTarget } from './storage/types';
+import { accountUrls, type AccountUrls } from './storage/account-urls';
 
 /** The validated configuration (camelCase; paths absolute). */
 export interface Config {
@@ -17,8 +18,17 @@ export interface Config {
    * not expose an unauthenticated IDE to its network; containers set HOST=0.0.0.0.
    */
   host: string;
-  /** AZURE_STORAGE_CONNECTION_STRING; undefined = start (or attach to) the embedded Azurite under `dataDir`. */
+  /**
+   * AZURE_STORAGE_CONNECTION_STRING; undefined = Microsoft Entra ID when `accountUrls` is set, else start (or attach
+   * to) the embedded Azurite under `dataDir`.
+   */
   connectionString: string | undefined;
+  /**
+   * The storage account reached with Microsoft Entra ID (`DefaultAzureCredential`: a managed identity in Azure):
+   * TABLEGRAPH_STORAGE_ACCOUNT_URL, or TABLEGRAPH_TABLE_URL / TABLEGRAPH_QUEUE_URL / TABLEGRAPH_BLOB_URL (all https).
+   * Undefined when none is set. Never together with AZURE_STORAGE_CONNECTION_STRING.
+   */
+  accountUrls?: AccountUrls;
   /** TABLEGRAPH_DATA_DIR resolved against the working directory (default `.data`): the embedded Azurite's files. */
   dataDir: string;
   /** TABLEGRAPH_TARGET: forces the target whose limits apply; undefined = derived from the connection string. */
@@ -151,6 +161,10 @@ const specs = {
   PORT: portOrZero({ default: 4000, desc: 'HTTP port of the GraphQL server (0: a free port)' }),
   HOST: str({ default: '127.0.0.1', desc: 'interface to bind; 0.0.0.0 in containers' }),
   AZURE_STORAGE_CONNECTION_STRING: str({ default: undefined, desc: 'Azure Storage connection string' }),
+  TABLEGRAPH_STORAGE_ACCOUNT_URL: str({ default: undefined, desc: 'storage account reached with Entra ID, e.g. https://contoso.table.core.windows.net' }),
+  TABLEGRAPH_TABLE_URL: str({ default: undefined, desc: 'Table endpoint reached with Entra ID (Cosmos DB Table API, Azurite)' }),
+  TABLEGRAPH_QUEUE_URL: str({ default: undefined, desc: 'Queue endpoint reached with Entra ID' }),
+  TABLEGRAPH_BLOB_URL: str({ default: undefined, desc: 'Blob endpoint reached with Entra ID' }),
   TABLEGRAPH_DATA_DIR: str({ default: '.data', desc: 'folder of the embedded Azurite' }),
   TABLEGRAPH_TARGET: str<(typeof TARGETS)[number]>({ choices: TARGETS, default: undefined }),
   LOG_LEVEL: str<(typeof LOG_LEVELS)[number]>({ choices: LOG_LEVELS, default: 'info' }),
@@ -242,10 +256,23 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
       errors: { [authProblem[0]]: authProblem[1] },
     });
   }
+  const urls = accountUrls({
+    account: e.TABLEGRAPH_STORAGE_ACCOUNT_URL,
+    table: e.TABLEGRAPH_TABLE_URL,
+    queue: e.TABLEGRAPH_QUEUE_URL,
+    blob: e.TABLEGRAPH_BLOB_URL,
+  });
+  if (urls && e.AZURE_STORAGE_CONNECTION_STRING) {
+    const why = 'is set together with an account URL (Microsoft Entra ID): choose one way to reach storage';
+    throw new TablegraphError(ErrorCode.CONFIG_INVALID, `Invalid configuration: AZURE_STORAGE_CONNECTION_STRING ${why}.`, {
+      errors: { AZURE_STORAGE_CONNECTION_STRING: why },
+    });
+  }
   return {
     port: e.PORT,
     host: e.HOST,
     connectionString: e.AZURE_STORAGE_CONNECTION_STRING,
+    accountUrls: urls,
     dataDir: path.resolve(cwd, e.TABLEGRAPH_DATA_DIR),
     target: e.TABLEGRAPH_TARGET,
     logLevel: e.LOG_LEVEL,

@@ -180,7 +180,14 @@ describe('secure defaults', () => {
     const store = testStore();
     const ensure = jest.spyOn(store, 'ensureTable');
     const config = loadConfig(env({ HOST: '0.0.0.0' }), ROOT);
-    const storage = { store, queues: testQueues(), blobs: testBlobs(), connectionString: 'unused', target: 'azurite' as const, close: async () => {} };
+    const storage = {
+      store,
+      queues: testQueues(),
+      blobs: testBlobs(),
+      access: { kind: 'connection-string' as const, connectionString: 'unused' },
+      target: 'azurite' as const,
+      close: async () => {},
+    };
     await expect(startServer(config, storage, createLogger({ level: 'silent' }))).rejects.toMatchObject({
       code: 'CONFIG_INVALID',
       message: expect.stringMatching(/TABLEGRAPH_AUTH=off/),

@@ -136,7 +136,7 @@ test('configuration: a key that is not 32 bytes is refused by name; storage othe
   const { model } = compileHr('tx');
   let refused: unknown;
   try {
-    attachCipher(store, model, loadConfig({}, ROOT), azure, log);
+    attachCipher(store, model, loadConfig({}, ROOT), { kind: 'connection-string', connectionString: azure }, log);
   } catch (e) {
     refused = e;
   }
@@ -145,5 +145,7 @@ test('configuration: a key that is not 32 bytes is refused by name; storage othe
   expect((refused as TablegraphError).message).toMatch(
     /encrypts Employee.homeAddress, ArchivedEmployee.homeAddress, and TABLEGRAPH_ENCRYPTION_KEYS is not set/,
   );
-  expect(() => attachCipher(store, model, loadConfig({ TABLEGRAPH_ENCRYPTION_KEYS: `k1:${key()}` }, ROOT), azure, log)).not.toThrow();
+  expect(() =>
+    attachCipher(store, model, loadConfig({ TABLEGRAPH_ENCRYPTION_KEYS: `k1:${key()}` }, ROOT), { kind: 'connection-string', connectionString: azure }, log),
+  ).not.toThrow();
 });

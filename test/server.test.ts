@@ -248,7 +248,14 @@ describe('refusing to start', () => {
       );
       const store = testStore();
       const ensure = jest.spyOn(store, 'ensureTable');
-      const storage = { store, queues: testQueues(), blobs: testBlobs(), connectionString: 'unused', target: 'azurite' as const, close: async () => {} };
+      const storage = {
+        store,
+        queues: testQueues(),
+        blobs: testBlobs(),
+        access: { kind: 'connection-string' as const, connectionString: 'unused' },
+        target: 'azurite' as const,
+        close: async () => {},
+      };
       const error = await startServer(config, storage, silent).then(
         () => undefined,
         (e: unknown) => e,
@@ -284,7 +291,7 @@ describe('friendly failures', () => {
         store: testStore(),
         queues: testQueues(),
         blobs: testBlobs(),
-        connectionString: connectionString(),
+        access: { kind: 'connection-string' as const, connectionString: connectionString() },
         target: 'azurite' as const,
         close: async () => {},
       };

@@ -21,9 +21,10 @@ import { checkWideUses } from './wide-entities';
 import { checkBlobUses } from './blob-fields';
 import { buildInterfaces } from './inheritance';
 import { buildSummaries } from './summaries';
+import { packageRoot } from '../package-root';
 
 /** tablegraph's directive definitions, added to a schema that does not declare them. */
-export const BUILT_IN_DIRECTIVES = path.resolve(__dirname, '../../schema/directives.graphql');
+export const BUILT_IN_DIRECTIVES = path.join(packageRoot(), 'schema', 'directives.graphql');
 
 /** The name errors in generated SDL cite. */
 export const GENERATED_SOURCE = 'tablegraph:generated.graphql';

@@ -12,6 +12,7 @@ import type { Model } from '../model/types';
 import { DEV_ACCOUNT_NAME, parseConnectionString } from '../storage/connection';
 import { PropertyCipher, type CipherKey } from '../storage/property-cipher';
 import type { TableStore } from '../storage/table-store';
+import type { StorageAccess } from '../storage/types';
 
 /** The development key: SHA-256 of a public sentence. Never for data that matters. */
 const DEVELOPMENT_KEY: CipherKey = { id: 'dev', key: createHash('sha256').update('tablegraph development key: not a secret').digest() };
@@ -32,14 +33,14 @@ function encryptedProperties(model: Model): Map<string, Set<string>> {
  * @throws TablegraphError CONFIG_INVALID when the model encrypts and no key is configured for storage other than
  *   the development account
  */
-export function attachCipher(store: TableStore, model: Model, config: Config, connectionString: string, log: Logger): void {
+export function attachCipher(store: TableStore, model: Model, config: Config, access: StorageAccess, log: Logger): void {
   if (store.sealsProperties) return; // attached when the storage was opened (openStorage)
   const encrypted = encryptedProperties(model);
   if (encrypted.size === 0) return;
   let keys = config.encryptionKeys;
   if (!keys) {
     const fields = [...model.entities.values()].flatMap((e) => [...e.fields.values()].filter((f) => f.encrypted).map((f) => `${e.name}.${f.name}`));
-    if (!isDevelopmentAccount(connectionString)) {
+    if (!isDevelopmentAccount(access)) {
       throw new TablegraphError(
         ErrorCode.CONFIG_INVALID,
         `Invalid configuration: the schema encrypts ${fields.join(', ')}, and TABLEGRAPH_ENCRYPTION_KEYS is not set; set it to id:base64 of 32 random bytes, e.g. k1:$(openssl rand -base64 32).`,
@@ -55,7 +56,9 @@ export function attachCipher(store: TableStore, model: Model, config: Config, co
   store.useCipher(new PropertyCipher(keys, encrypted));
 }
 
-function isDevelopmentAccount(connectionString: string): boolean {
-  const p = parseConnectionString(connectionString);
+function isDevelopmentAccount(access: StorageAccess): boolean {
+  // Entra ID is never the development account: Azurite's OAuth mode stands in for a real account there.
+  if (access.kind !== 'connection-string') return false;
+  const p = parseConnectionString(access.connectionString);
   return p.usedevelopmentstorage?.toLowerCase() === 'true' || p.accountname === DEV_ACCOUNT_NAME;
 }

@@ -1,17 +1,20 @@
 /**
- * Opens the storage every command uses: the configured connection string, or the embedded default (an Azurite
- * kept under the data folder, started or attached to), and a TableStore over it with the target's limits.
+ * Opens the storage every command uses: the configured connection string, the account URLs reached with Microsoft
+ * Entra ID (`DefaultAzureCredential`), or the embedded default (an Azurite kept under the data folder, started or
+ * attached to); and a TableStore over it with the target's limits.
  */
+import { DefaultAzureCredential } from '@azure/identity';
+import type { TokenCredential } from '@azure/core-auth';
 import type { Config } from '../config';
 import type { Logger } from '../log';
 import type { Model } from '../model/types';
 import { attachCipher } from './encryption';
 import { ensureEmbeddedAzurite, type EmbeddedAzurite } from '../storage/embedded-azurite';
-import { resolveTarget } from '../storage/connection';
+import { checkTarget, resolveTarget, targetOfEndpoint } from '../storage/connection';
 import { QueueStore } from '../storage/queue-store';
 import { BlobStore } from '../storage/blob-store';
 import { TableStore } from '../storage/table-store';
-import type { StorageTarget } from '../storage/types';
+import type { StorageAccess, StorageTarget } from '../storage/types';
 
 export interface OpenStorage {
   store: TableStore;
@@ -19,9 +22,9 @@ export interface OpenStorage {
   queues: QueueStore;
   /** The blobs of `@blob` fields (TABLEGRAPH_BLOB_CONNECTION_STRING, else the same account). */
   blobs: BlobStore;
-  connectionString: string;
+  access: StorageAccess;
   target: StorageTarget;
-  /** The embedded Azurite, when no connection string is configured (shared with the folder's other commands). */
+  /** The embedded Azurite, when no storage is configured (shared with the folder's other commands). */
   azurite?: EmbeddedAzurite;
   /** Releases what this process holds: it detaches from the embedded Azurite, which stops when no other process uses it. */
   close(): Promise<void>;
@@ -29,24 +32,51 @@ export interface OpenStorage {
 
 /**
  * @param model the compiled schema: its `@encrypted` fields are sealed and opened by the store (encryption.ts)
+ * @param credential the token credential of the Entra ID path (default: `DefaultAzureCredential`, which finds a
+ *   managed identity, workload identity, environment variables or a developer's `az login`); tests pass their own
  * @throws TablegraphError STORAGE_UNAVAILABLE when the embedded Azurite cannot be started; CONFIG_INVALID when the
- *   model encrypts and no key is configured (encryption.ts)
+ *   model encrypts and no key is configured (encryption.ts), or the embedded Azurite is not installed
  */
-export async function openStorage(config: Config, log: Logger, model?: Model): Promise<OpenStorage> {
+export async function openStorage(config: Config, log: Logger, model?: Model, credential?: TokenCredential): Promise<OpenStorage> {
+  const timeoutMs = config.storageTimeoutMs;
+  if (config.accountUrls) {
+    checkTarget(config.target);
+    const urls = config.accountUrls;
+    const token = credential ?? new DefaultAzureCredential();
+    const target = config.target ?? targetOfEndpoint(urls.table);
+    const store = new TableStore({ url: urls.table, credential: token, target, timeoutMs });
+    const access: StorageAccess = { kind: 'entra-id', urls, credential: token };
+    if (model) attachCipher(store, model, config, access, log);
+    const blobs = config.blobConnectionString
+      ? new BlobStore({ connectionString: config.blobConnectionString, timeoutMs })
+      : new BlobStore({ url: urls.blob ?? missingBlobUrl(), credential: token, timeoutMs });
+    log.info({ table: urls.table, queue: urls.queue, blob: urls.blob }, 'storage: Microsoft Entra ID (no account key)');
+    const queues = new QueueStore({ url: urls.queue, credential: token, timeoutMs });
+    return { store, queues, blobs, access, target, close: () => Promise.resolve() };
+  }
   const azurite = config.connectionString ? undefined : await ensureEmbeddedAzurite(config.dataDir, { log });
   const connectionString = config.connectionString ?? azurite!.connectionString;
   const target = resolveTarget(connectionString, config.target);
-  const store = new TableStore({ connectionString, target, timeoutMs: config.storageTimeoutMs });
-  if (model) attachCipher(store, model, config, connectionString, log);
+  const store = new TableStore({ connectionString, target, timeoutMs });
+  const access: StorageAccess = { kind: 'connection-string', connectionString };
+  if (model) attachCipher(store, model, config, access, log);
   return {
     store,
-    queues: new QueueStore({ connectionString, timeoutMs: config.storageTimeoutMs }),
-    blobs: new BlobStore({ connectionString: config.blobConnectionString ?? connectionString, timeoutMs: config.storageTimeoutMs }),
-    connectionString,
+    queues: new QueueStore({ connectionString, timeoutMs }),
+    blobs: new BlobStore({ connectionString: config.blobConnectionString ?? connectionString, timeoutMs }),
+    access,
     target,
     azurite,
     async close() {
       await azurite?.release();
     },
   };
+}
+
+/**
+ * The Blob endpoint of an account reached with Entra ID whose configuration names none (a Cosmos DB Table API table
+ * URL with a queue URL): every blob call then fails with this, and a schema with `@blob` fields does not start.
+ */
+function missingBlobUrl(): string {
+  return 'https://blob-endpoint-not-configured.invalid';
 }

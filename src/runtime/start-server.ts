@@ -20,7 +20,9 @@ import { StorageAdmission } from '../read/admission';
 import { RequestAdmission } from '../read/request-admission';
 import { authConfigured, createAuthenticator, isLoopback, type Authenticator } from '../server/auth';
 import { createRateLimit } from '../server/rate-limit';
-import { partitionSasSigner } from '../storage/sas';
+import { partitionSasSigner, type PartitionSasSigner } from '../storage/sas';
+import type { StorageAccess } from '../storage/types';
+import type { Model } from '../model/types';
 import { WriteExecutor } from '../write/write-executor';
 import { blobContainers } from '../model/blob-fields';
 import type { CompiledSchema } from '../compiler/compile';
@@ -74,7 +76,8 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
   const { schema, model, sdl } = compiled ?? compileConfiguredSchema(config);
   attachResolvers(schema, model);
   // A store opened without the model (openStorage's caller decides) still seals what the schema encrypts.
-  attachCipher(storage.store, model, config, storage.connectionString, log);
+  attachCipher(storage.store, model, config, storage.access, log);
+  const signSas = sasSigner(storage.access, model);
   for (const table of model.tables) await storage.store.ensureTable(table);
   await ensureFanoutQueues(storage.queues, config.tablePrefix);
   const queues = fanoutQueueNames(config.tablePrefix);
@@ -113,7 +116,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     admission: new StorageAdmission({ maxInFlight: config.maxStorageInFlight, maxQueued: config.maxStorageQueue }),
     requestAdmission: new RequestAdmission({ maxHeavy: config.maxHeavyRequests, heavyCalls: config.heavyRequestCalls }),
     requestTimeoutMs: config.requestTimeoutMs,
-    signSas: partitionSasSigner(storage.connectionString),
+    signSas,
     blobs: storage.blobs,
   });
   const worker =
@@ -160,6 +163,23 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
       await apollo.stop();
     },
   };
+}
+
+/**
+ * The signer of `@sas` fields. A table SAS is signed with the account key, and Microsoft Entra ID gives none (the
+ * Table service has no user delegation SAS), so a schema with `@sas` fields does not start under Entra ID — at
+ * start-up, not at its first request.
+ * @throws TablegraphError CONFIG_INVALID naming the `@sas` fields, under Entra ID
+ */
+function sasSigner(access: StorageAccess, model: Model): PartitionSasSigner | undefined {
+  if (access.kind === 'connection-string') return partitionSasSigner(access.connectionString);
+  if (model.sasFields.size === 0) return undefined;
+  const fields = [...model.sasFields.keys()];
+  throw new TablegraphError(
+    ErrorCode.CONFIG_INVALID,
+    `The schema has @sas fields (${fields.join(', ')}), and a table SAS can only be signed with an account key, which Microsoft Entra ID does not give: remove them, or reach storage with AZURE_STORAGE_CONNECTION_STRING.`,
+    { fields, errors: { TABLEGRAPH_STORAGE_ACCOUNT_URL: '@sas fields need an account key' } },
+  );
 }
 
 /** A failure to listen as a person can act on: which port, what may hold it, how to choose another. */

@@ -40,13 +40,35 @@ export interface StartAzuriteOptions {
   startTimeoutMs?: number;
   /** Listen on these ports (a restart where clients already point); default: free ports chosen by the system. */
   ports?: AzuritePorts;
+  /**
+   * Serve https with this certificate and key (PEM files) and accept OAuth bearer tokens beside the account key
+   * (`--oauth basic`: Azurite checks a token's issuer, audience and lifetime, not its signature) — the Microsoft
+   * Entra ID path's stand-in. The handle's connection string then uses https.
+   */
+  oauth?: { certPath: string; keyPath: string };
 }
 
 type Ports = AzuritePorts;
-const READY = /Azurite (Blob|Queue|Table) service is successfully listening at http:\/\/[^\s:]+:(\d+)/g;
+const READY = /Azurite (Blob|Queue|Table) service is successfully listening at https?:\/\/[^\s:]+:(\d+)/g;
 
+/**
+ * Azurite's entry script, from the `azurite` package — a development dependency, so a production install
+ * (`npm ci --omit=dev`, the container image) has none.
+ * @throws TablegraphError CONFIG_INVALID when the package is not installed
+ */
 function azuriteBin(): string {
-  return path.join(path.dirname(require.resolve('azurite/package.json')), 'dist', 'src', 'azurite.js');
+  let manifest: string;
+  try {
+    manifest = require.resolve('azurite/package.json');
+  } catch (cause) {
+    throw new TablegraphError(
+      ErrorCode.CONFIG_INVALID,
+      'No storage is configured and the embedded Azurite is not installed (a production install leaves it out): set AZURE_STORAGE_CONNECTION_STRING or TABLEGRAPH_STORAGE_ACCOUNT_URL.',
+      { errors: { AZURE_STORAGE_CONNECTION_STRING: 'not set', TABLEGRAPH_STORAGE_ACCOUNT_URL: 'not set' } },
+      { cause },
+    );
+  }
+  return path.join(path.dirname(manifest), 'dist', 'src', 'azurite.js');
 }
 
 function parsePorts(output: string): Ports | undefined {
@@ -104,12 +126,12 @@ function signal(pid: number, sig: NodeJS.Signals): boolean {
 }
 
 /** Builds the handle for a process at `pid`; `child` is set when it is this process's child. */
-function makeHandle(pid: number, ports: Ports, child?: ChildProcess, onStop?: () => unknown) {
+function makeHandle(pid: number, ports: Ports, child?: ChildProcess, onStop?: () => unknown, protocol: 'http' | 'https' = 'http') {
   let stopping: Promise<void> | undefined;
   const handle: AzuriteHandle = {
     pid,
     ports,
-    connectionString: devConnectionString(ports),
+    connectionString: devConnectionString(ports, '127.0.0.1', protocol),
     stop({ timeoutMs = 10000 } = {}) {
       stopping ??= (async () => {
         signal(pid, 'SIGTERM');
@@ -142,6 +164,7 @@ export async function startAzurite(opts: StartAzuriteOptions): Promise<AzuriteHa
   for (const svc of ['blob', 'queue', 'table'] as const) args.push(`--${svc}Host`, '127.0.0.1', `--${svc}Port`, String(wanted?.[svc] ?? 0));
   args.push('--disableTelemetry', '--skipApiVersionCheck', '--loose', '--silent');
   if (inMemory) args.push('--inMemoryPersistence');
+  if (opts.oauth) args.push('--oauth', 'basic', '--cert', opts.oauth.certPath, '--key', opts.oauth.keyPath);
   if (location) {
     fs.mkdirSync(location, { recursive: true });
     args.push('--location', location);
@@ -193,7 +216,8 @@ export async function startAzurite(opts: StartAzuriteOptions): Promise<AzuriteHa
     onExit = () => signal(child.pid as number, 'SIGTERM');
     process.once('exit', onExit);
   }
-  return makeHandle(child.pid as number, ports, child, () => {
+  const onStop = () => {
     if (onExit) process.removeListener('exit', onExit);
-  });
+  };
+  return makeHandle(child.pid as number, ports, child, onStop, opts.oauth ? 'https' : 'http');
 }

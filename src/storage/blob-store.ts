@@ -4,17 +4,30 @@
  * runs under the per-call timeout with the SDK's retry policy; failures become TablegraphErrors by
  * storage-errors.ts's status rules.
  */
-import { BlobSASPermissions, BlobServiceClient, generateBlobSASQueryParameters, StorageSharedKeyCredential, type ContainerClient } from '@azure/storage-blob';
+import { BlobSASPermissions, BlobServiceClient, generateBlobSASQueryParameters, StorageSharedKeyCredential } from '@azure/storage-blob';
+import type { BlobSASSignatureValues, ContainerClient, UserDelegationKey } from '@azure/storage-blob';
 import { ErrorCode, TablegraphError } from '../errors';
 import { blobEndpoint, DEV_ACCOUNT_KEY, DEV_ACCOUNT_NAME, parseConnectionString } from './connection';
 import { toTablegraphError } from './storage-errors';
+import type { ServiceAccess } from './types';
 
-export interface BlobStoreOptions {
-  /** A connection string with a Blob endpoint and an account key (TABLEGRAPH_BLOB_CONNECTION_STRING, or the storage one). */
-  connectionString: string;
+/**
+ * A connection string with a Blob endpoint and an account key (TABLEGRAPH_BLOB_CONNECTION_STRING, or the storage
+ * one), or the Blob endpoint and a token credential (Microsoft Entra ID: URLs are signed with a user delegation key).
+ */
+export type BlobStoreOptions = ServiceAccess & {
   /** Abort a call, SDK retries included, after this many ms (default 10000). */
   timeoutMs?: number;
-}
+};
+
+/** Signs a blob SAS: with the account key (locally), or with a user delegation key (one call per key's life). */
+type SasSigner = (values: BlobSASSignatureValues) => Promise<string>;
+
+/** How long a user delegation key is asked for (ms): a day, or longer when a URL needs it (at most 7 days, the service's limit). */
+const DELEGATION_KEY_MS = 24 * 3600_000;
+const MAX_DELEGATION_KEY_MS = 7 * 24 * 3600_000 - 60_000;
+/** Clock skew allowed between this process and the service (ms): keys and URLs start this much earlier. */
+const CLOCK_SKEW_MS = 5 * 60_000;
 
 /** A listed blob: its name, when it was last written (the service's clock), its size and content type. */
 export interface ListedBlob {
@@ -28,7 +41,8 @@ export interface ListedBlob {
 
 /** One storage account's blobs. The SDK client is made on first use, so a server with no `@blob` field needs none. */
 export class BlobStore {
-  private made?: { service: BlobServiceClient; credential: StorageSharedKeyCredential };
+  private made?: { service: BlobServiceClient; sign: SasSigner };
+  private delegationKey?: Promise<UserDelegationKey>;
   private readonly containers = new Map<string, Promise<void>>();
   private readonly timeoutMs: number;
 
@@ -65,7 +79,7 @@ export class BlobStore {
     await this.call('copy', to.container, async (abortSignal) => {
       const poller = await this.container(to.container)
         .getBlobClient(to.name)
-        .beginCopyFromURL(this.signedUrl(from.container, from.name, 'r', 3600), { abortSignal });
+        .beginCopyFromURL(await this.signedUrl(from.container, from.name, 'r', new Date(Date.now() + 3600_000)), { abortSignal });
       await poller.pollUntilDone();
     });
     return true;
@@ -99,28 +113,40 @@ export class BlobStore {
     return r.succeeded;
   }
 
-  /** A read-only URL for one blob, valid `expiresInSeconds` (s). Signs locally: no call. */
-  readUrl(container: string, name: string, expiresInSeconds: number): string {
-    return this.signedUrl(container, name, 'r', expiresInSeconds);
+  /**
+   * A read-only URL for one blob, valid `expiresInSeconds` (s). Signed locally with an account key; with Entra ID,
+   * with a user delegation key asked for once a day (one call).
+   */
+  readUrl(container: string, name: string, expiresInSeconds: number): Promise<string> {
+    return this.signedUrl(container, name, 'r', new Date(Date.now() + expiresInSeconds * 1000));
   }
 
-  /** A create-and-write URL for one blob (PUT with `x-ms-blob-type: BlockBlob`), valid until `expiresOn`. Signs locally. */
-  uploadUrl(container: string, name: string, expiresOn: Date): string {
-    return this.signedUrl(container, name, 'cw', (expiresOn.getTime() - Date.now()) / 1000);
+  /** A create-and-write URL for one blob (PUT with `x-ms-blob-type: BlockBlob`), valid until `expiresOn`; signed as readUrl. */
+  uploadUrl(container: string, name: string, expiresOn: Date): Promise<string> {
+    return this.signedUrl(container, name, 'cw', expiresOn);
   }
 
-  private signedUrl(container: string, name: string, permissions: string, expiresInSeconds: number): string {
-    const { credential } = this.client();
-    const sas = generateBlobSASQueryParameters(
-      {
-        containerName: container,
-        blobName: name,
-        permissions: BlobSASPermissions.parse(permissions),
-        expiresOn: new Date(Date.now() + expiresInSeconds * 1000),
-      },
-      credential,
-    ).toString();
+  private async signedUrl(container: string, name: string, permissions: string, expiresOn: Date): Promise<string> {
+    const { sign } = this.client();
+    const sas = await sign({ containerName: container, blobName: name, permissions: BlobSASPermissions.parse(permissions), expiresOn });
     return `${this.container(container).getBlobClient(name).url}?${sas}`;
+  }
+
+  /**
+   * The user delegation key that signs URLs valid until `until` (Entra ID only): the one in hand while it lasts
+   * that long, else a new one (Get User Delegation Key: the role needs `generateUserDelegationKey`, which Storage
+   * Blob Data Contributor has).
+   */
+  private async userDelegationKey(service: BlobServiceClient, until: Date): Promise<UserDelegationKey> {
+    const held = this.delegationKey && (await this.delegationKey.catch(() => undefined));
+    if (held && new Date(held.signedExpiresOn).getTime() >= until.getTime()) return held;
+    const now = Date.now();
+    const expiresOn = new Date(Math.min(now + MAX_DELEGATION_KEY_MS, Math.max(now + DELEGATION_KEY_MS, until.getTime() + 3600_000)));
+    const request = this.call('getUserDelegationKey', '', (abortSignal) =>
+      service.getUserDelegationKey(new Date(now - CLOCK_SKEW_MS), expiresOn, { abortSignal }),
+    );
+    this.delegationKey = request;
+    return request;
   }
 
   private container(name: string): ContainerClient {
@@ -129,10 +155,20 @@ export class BlobStore {
 
   /**
    * @throws TablegraphError CONFIG_INVALID when the connection string has no Blob endpoint or no account key (a
-   *   Cosmos DB Table API account: set TABLEGRAPH_BLOB_CONNECTION_STRING)
+   *   Cosmos DB Table API account: set TABLEGRAPH_BLOB_CONNECTION_STRING or TABLEGRAPH_BLOB_URL)
    */
-  private client(): { service: BlobServiceClient; credential: StorageSharedKeyCredential } {
+  private client(): { service: BlobServiceClient; sign: SasSigner } {
     if (this.made) return this.made;
+    const retryOptions = { maxTries: 4, retryDelayInMs: 500, maxRetryDelayInMs: 4000 };
+    if (this.opts.url !== undefined) {
+      const service = new BlobServiceClient(this.opts.url, this.opts.credential, { retryOptions });
+      const sign: SasSigner = async (values) => {
+        const key = await this.userDelegationKey(service, values.expiresOn!);
+        return generateBlobSASQueryParameters({ ...values, startsOn: new Date(Date.now() - CLOCK_SKEW_MS) }, key, service.accountName).toString();
+      };
+      this.made = { service, sign };
+      return this.made;
+    }
     const p = parseConnectionString(this.opts.connectionString);
     const dev = p.usedevelopmentstorage?.toLowerCase() === 'true';
     const name = dev ? DEV_ACCOUNT_NAME : p.accountname;
@@ -145,8 +181,8 @@ export class BlobStore {
       );
     }
     const credential = new StorageSharedKeyCredential(name, key);
-    const service = new BlobServiceClient(endpoint, credential, { retryOptions: { maxTries: 4, retryDelayInMs: 500, maxRetryDelayInMs: 4000 } });
-    this.made = { service, credential };
+    const service = new BlobServiceClient(endpoint, credential, { retryOptions });
+    this.made = { service, sign: (values) => Promise.resolve(generateBlobSASQueryParameters(values, credential).toString()) };
     return this.made;
   }
 

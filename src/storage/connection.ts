@@ -78,17 +78,32 @@ function isLoopback(host: string): boolean {
  * 'azure' otherwise. Throws TablegraphError(CONFIG_INVALID) for an unparsable string or an unknown override.
  */
 export function resolveTarget(connectionString: string, override?: StorageTarget): StorageTarget {
+  checkTarget(override);
+  return override ?? targetOfConnectionString(connectionString);
+}
+
+/** @throws TablegraphError(CONFIG_INVALID) for a TABLEGRAPH_TARGET that names no target */
+export function checkTarget(override?: StorageTarget): void {
   if (override !== undefined) {
     if (!TARGETS.includes(override)) {
       throw new TablegraphError(ErrorCode.CONFIG_INVALID, `Unknown storage target "${String(override)}".`, {
         allowed: TARGETS,
       });
     }
-    return override;
   }
+}
+
+function targetOfConnectionString(connectionString: string): StorageTarget {
   const p = parseConnectionString(connectionString);
   if (p.usedevelopmentstorage?.toLowerCase() === 'true') return 'azurite';
-  const endpoint = tableEndpoint(connectionString);
+  return targetOfEndpoint(tableEndpoint(connectionString), p.accountname);
+}
+
+/**
+ * Which service a Table endpoint is: 'cosmos' for a `.cosmos.azure.com` host, 'azurite' for the development account
+ * or a loopback host, else 'azure'. @throws TablegraphError(CONFIG_INVALID) when `endpoint` is not a URL
+ */
+export function targetOfEndpoint(endpoint: string, accountName?: string): StorageTarget {
   let host: string;
   try {
     host = new URL(endpoint).hostname.toLowerCase();
@@ -97,19 +112,19 @@ export function resolveTarget(connectionString: string, override?: StorageTarget
     throw new TablegraphError(ErrorCode.CONFIG_INVALID, message, { endpoint }, { cause });
   }
   if (host.endsWith('.cosmos.azure.com')) return 'cosmos';
-  if (p.accountname === DEV_ACCOUNT_NAME || isLoopback(host)) return 'azurite';
+  if (accountName === DEV_ACCOUNT_NAME || isLoopback(host)) return 'azurite';
   return 'azure';
 }
 
-/** The connection string of the development account on a local Azurite listening on `ports` (loopback, http). */
-export function devConnectionString(ports: { blob: number; queue: number; table: number }, host = '127.0.0.1'): string {
+/** The connection string of the development account on a local Azurite listening on `ports` (loopback; http by default). */
+export function devConnectionString(ports: { blob: number; queue: number; table: number }, host = '127.0.0.1', protocol: 'http' | 'https' = 'http'): string {
   return [
-    'DefaultEndpointsProtocol=http',
+    `DefaultEndpointsProtocol=${protocol}`,
     `AccountName=${DEV_ACCOUNT_NAME}`,
     `AccountKey=${DEV_ACCOUNT_KEY}`,
-    `BlobEndpoint=http://${host}:${ports.blob}/${DEV_ACCOUNT_NAME}`,
-    `QueueEndpoint=http://${host}:${ports.queue}/${DEV_ACCOUNT_NAME}`,
-    `TableEndpoint=http://${host}:${ports.table}/${DEV_ACCOUNT_NAME}`,
+    `BlobEndpoint=${protocol}://${host}:${ports.blob}/${DEV_ACCOUNT_NAME}`,
+    `QueueEndpoint=${protocol}://${host}:${ports.queue}/${DEV_ACCOUNT_NAME}`,
+    `TableEndpoint=${protocol}://${host}:${ports.table}/${DEV_ACCOUNT_NAME}`,
     '',
   ].join(';');
 }

@@ -7,6 +7,7 @@
 import { QueueClient, QueueServiceClient, StorageRetryOptions } from '@azure/storage-queue';
 import { ErrorCode, TablegraphError } from '../errors';
 import { toTablegraphError } from './storage-errors';
+import type { ServiceAccess } from './types';
 
 /** The service's limit on a message's text: 64 KiB of UTF-8. */
 export const MAX_MESSAGE_BYTES = 64 * 1024;
@@ -16,14 +17,13 @@ export const MAX_RECEIVE = 32;
 export const MAX_VISIBILITY_SECONDS = 7 * 24 * 3600;
 const QUEUE_NAME = /^[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9]))*$/;
 
-export interface QueueStoreOptions {
-  /** A standard Azure Storage connection string (the same one the tables use). */
-  connectionString: string;
+/** A standard Azure Storage connection string (the same one the tables use), or the Queue endpoint and a token credential. */
+export type QueueStoreOptions = ServiceAccess & {
   /** The SDK's exponential retry policy (network errors, 500, 503). Defaults: 4 tries, 500 ms, max 4000 ms. */
   retry?: { maxTries?: number; retryDelayInMs?: number; maxRetryDelayInMs?: number; tryTimeoutInMs?: number };
   /** Per-call timeout in ms, SDK retries included (default 10000). */
   timeoutMs?: number;
-}
+};
 
 /** A message in hand: `popReceipt` proves it, and changes with every defer. `dequeueCount` counts receives. */
 export interface ReceivedMessage {
@@ -86,7 +86,10 @@ export class QueueStore {
       ...opts.retry,
     };
     try {
-      this.service = QueueServiceClient.fromConnectionString(opts.connectionString, { retryOptions });
+      this.service =
+        opts.url === undefined
+          ? QueueServiceClient.fromConnectionString(opts.connectionString, { retryOptions })
+          : new QueueServiceClient(opts.url, opts.credential, { retryOptions });
     } catch (cause) {
       throw new TablegraphError(ErrorCode.CONFIG_INVALID, 'The storage connection string is invalid.', {}, { cause });
     }

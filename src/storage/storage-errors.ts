@@ -46,6 +46,10 @@ function serviceMessage(err: ErrorLike): string {
       } catch {
         // not JSON: keep the message as it is
       }
+    } else if (text.startsWith('<?xml')) {
+      // An XML error body (an authentication failure is answered in XML even by the Table service): its <Message>.
+      const detail = /<AuthenticationErrorDetail>([\s\S]*?)<\/AuthenticationErrorDetail>/.exec(text)?.[1];
+      text = `${/<Message>([\s\S]*?)<\/Message>/.exec(text)?.[1]?.split('\n')[0] ?? text}${detail ? ` (${detail.trim()})` : ''}`;
     }
   }
   return text.split('\n')[0].trim();

@@ -14,11 +14,13 @@ export type { RangePage } from './range-pages';
 import { checkEntity, checkKey, checkTableName, checkTransaction } from './limits';
 import { isEntityNotFound, StorageErrorContext, toTablegraphError } from './storage-errors';
 import type { CallOptions, EntityAddress, EntityToWrite, RangeQuery, StorageCallRecord } from './types';
-import type { StorageTarget, StoredEntity, TransactionOperation } from './types';
+import type { ServiceAccess, StorageTarget, StoredEntity, TransactionOperation } from './types';
 
-export interface TableStoreOptions {
-  /** A standard Azure Storage connection string (Azure, Azurite or Cosmos DB Table API). */
-  connectionString: string;
+/**
+ * A standard Azure Storage connection string (Azure, Azurite or Cosmos DB Table API), or the Table endpoint and a
+ * token credential; then the options.
+ */
+export type TableStoreOptions = ServiceAccess & {
   target: StorageTarget;
   /** Per-call timeout in ms, SDK retries included (default 10000). */
   timeoutMs?: number;
@@ -26,7 +28,7 @@ export interface TableStoreOptions {
   sortedRanges?: boolean;
   /** The SDK's exponential retry policy (408, 5xx; never other 4xx). Defaults: 3 retries, 500 ms, max 4000 ms. */
   retry?: { maxRetries?: number; retryDelayInMs?: number; maxRetryDelayInMs?: number };
-}
+};
 
 /** Options of a conditional single-entity write: `ifMatch` is the ETag the caller read. */
 export type ConditionalOptions = CallOptions & { ifMatch?: string };
@@ -51,7 +53,7 @@ export class TableStore {
    * Cosmos DB Table API does not (its FAQ), so range positions there name service pages (queryRange).
    */
   readonly sortedRanges: boolean;
-  private readonly connectionString: string;
+  private readonly access: ServiceAccess;
   private readonly clientOptions: { allowInsecureConnection: boolean; retryOptions: TableStoreOptions['retry'] };
   private readonly service: TableServiceClient;
   private readonly clients = new Map<string, TableClient>();
@@ -85,14 +87,20 @@ export class TableStore {
   constructor(opts: TableStoreOptions) {
     this.target = opts.target;
     this.sortedRanges = opts.sortedRanges ?? opts.target !== 'cosmos';
-    this.connectionString = opts.connectionString;
+    this.access = opts.url === undefined ? { connectionString: opts.connectionString } : { url: opts.url, credential: opts.credential };
     this.timeoutMs = opts.timeoutMs ?? 10_000;
     const retryOptions = { maxRetries: 3, retryDelayInMs: 500, maxRetryDelayInMs: 4000, ...opts.retry };
     try {
-      // Azurite speaks http; the SDK refuses to send credentials over http unless told.
-      const url = TableServiceClient.fromConnectionString(opts.connectionString).url;
-      this.clientOptions = { allowInsecureConnection: url.startsWith('http:'), retryOptions };
-      this.service = TableServiceClient.fromConnectionString(opts.connectionString, this.clientOptions);
+      if (opts.url !== undefined) {
+        // A token goes over https only (account-urls.ts checked the scheme); the SDK picks the Cosmos DB scope itself.
+        this.clientOptions = { allowInsecureConnection: false, retryOptions };
+        this.service = new TableServiceClient(opts.url, opts.credential, this.clientOptions);
+      } else {
+        // Azurite speaks http; the SDK refuses to send credentials over http unless told.
+        const url = TableServiceClient.fromConnectionString(opts.connectionString).url;
+        this.clientOptions = { allowInsecureConnection: url.startsWith('http:'), retryOptions };
+        this.service = TableServiceClient.fromConnectionString(opts.connectionString, this.clientOptions);
+      }
     } catch (cause) {
       throw new TablegraphError(ErrorCode.CONFIG_INVALID, 'The storage connection string is invalid.', {}, { cause });
     }
@@ -365,7 +373,10 @@ export class TableStore {
     let client = this.clients.get(table);
     if (!client) {
       checkTableName(table);
-      client = TableClient.fromConnectionString(this.connectionString, table, this.clientOptions);
+      client =
+        this.access.url === undefined
+          ? TableClient.fromConnectionString(this.access.connectionString, table, this.clientOptions)
+          : new TableClient(this.access.url, table, this.access.credential, this.clientOptions);
       // Serialize phase: before the credential policy computes Content-Length from the body.
       client.pipeline.addPolicy(this.ifMatchPolicy, { phase: 'Serialize' });
       // Per-call CPU this project does not use: it neither traces through @azure/core-tracing nor logs through

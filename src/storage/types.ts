@@ -3,6 +3,22 @@
  * it sees an SDK type, an OData string or a RestError.
  */
 
+import type { TokenCredential } from '@azure/core-auth';
+import type { AccountUrls } from './account-urls';
+
+/**
+ * How a process reaches its storage account: a connection string (an account key, a SAS, or the embedded Azurite's
+ * development account), or Microsoft Entra ID — the account's endpoints and a token credential, no key.
+ */
+export type StorageAccess = { kind: 'connection-string'; connectionString: string } | { kind: 'entra-id'; urls: AccountUrls; credential: TokenCredential };
+
+/**
+ * How a store reaches its service: a connection string (account key, SAS, or `UseDevelopmentStorage=true`), or the
+ * service's endpoint and a Microsoft Entra ID credential (`DefaultAzureCredential`: a managed identity on Azure).
+ */
+export type ServiceAccess =
+  { connectionString: string; url?: undefined; credential?: undefined } | { url: string; credential: TokenCredential; connectionString?: undefined };
+
 /** Which service the connection string points at: limits differ (see src/storage/limits.ts). */
 export type StorageTarget = 'azure' | 'azurite' | 'cosmos';
 

@@ -135,6 +135,8 @@ export async function applyBlobs(
     }),
   ]);
   const expiresOn = new Date(sentAt + times.uploadUrlMs);
-  const uploadUrls = Object.fromEntries(plan.pending.map((p) => [p.field, store.uploadUrl(p.blob.container, p.name, expiresOn)]));
+  const uploadUrls = Object.fromEntries(
+    await Promise.all(plan.pending.map(async (p) => [p.field, await store.uploadUrl(p.blob.container, p.name, expiresOn)])),
+  );
   return { input, sendBy: sentAt + times.commitWindowMs, uploadUrls };
 }

@@ -17,7 +17,7 @@ export function benchStorage(connectionString: string, parts: Partial<Pick<OpenS
     store: parts.store ?? new TableStore({ connectionString, target: 'azurite' }),
     queues: parts.queues ?? new QueueStore({ connectionString }),
     blobs: new BlobStore({ connectionString }),
-    connectionString,
+    access: { kind: 'connection-string', connectionString },
     target: 'azurite',
     close: async () => {},
   };

@@ -103,7 +103,14 @@ export async function startTestServer(env: Record<string, string> = {}, opts: { 
     ROOT,
   );
   const store = new TableStore({ connectionString: config.connectionString!, target, timeoutMs: config.storageTimeoutMs });
-  const storage: OpenStorage = { store, queues: testQueues(), blobs: testBlobs(), connectionString: config.connectionString!, target, close: async () => {} };
+  const storage: OpenStorage = {
+    store,
+    queues: testQueues(),
+    blobs: testBlobs(),
+    access: { kind: 'connection-string', connectionString: config.connectionString! },
+    target,
+    close: async () => {},
+  };
   const server = await startServer(config, storage, opts.log ?? createLogger({ level: 'silent' }));
   return {
     ...server,

@@ -1,5 +1,5 @@
 /**
- * tablegraph commands as real processes, as a user runs them (`node --import tsx <the script of npm run <command>>`, one
+ * tablegraph commands as real processes, as a user runs them (`node --import tsx <the source of npm run <command>>`, one
  * process, so a signal reaches the command itself), on the embedded default: no connection string, a data folder
  * of the test's own. Their output is kept; a test waits for a line of it, signals them, and waits for their exit.
  */
@@ -21,12 +21,15 @@ export interface CommandProcess {
 
 const children: ChildProcess[] = [];
 
-/** The script `npm run <command>` runs (package.json: `tsx <script>`), e.g. `src/cli/start.ts`. */
+/**
+ * The source of the script `npm run <command>` runs (package.json: `node … dist/<file>.js`), e.g. `src/cli/start.ts`:
+ * tests run the sources through tsx, so that they need no build; test/dist-layout.test.ts runs the build itself.
+ */
 function commandScript(command: string): string {
   const scripts = (JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
-  const script = /^tsx (\S+\.ts)$/.exec(scripts[command] ?? '')?.[1];
-  if (!script) throw new Error(`package.json has no "tsx <file>" script named ${command}`);
-  return script;
+  const script = /^node (?:--\S+ )*dist\/(\S+)\.js$/.exec(scripts[command] ?? '')?.[1];
+  if (!script) throw new Error(`package.json has no "node dist/<file>.js" script named ${command}`);
+  return `${script}.ts`;
 }
 
 /** Starts the script of `npm run <command>` with `args`, on `dataDir`, with `env` added (and no storage of the test run's). */
