@@ -8,6 +8,7 @@ import { ErrorCode, TablegraphError } from './errors';
 import { parseKeyRing, type CipherKey } from './storage/property-cipher';
 import type { StorageTarget } from './storage/types';
 import { accountUrls, type AccountUrls } from './storage/account-urls';
+import type { TracingConfig } from './telemetry/tracing';
 
 /** The validated configuration (camelCase; paths absolute). */
 export interface Config {
@@ -118,6 +119,13 @@ export interface Config {
   heavyRequestCalls: number;
   /** TABLEGRAPH_RATE_LIMIT: requests a caller (subject, or IP address) may make per minute (requests, default 1200). */
   rateLimit: number;
+  /**
+   * OpenTelemetry traces (src/telemetry/tracing.ts), from the standard variables: on when OTEL_TRACES_EXPORTER is
+   * `otlp` or `console`, or an OTLP endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
+   * off (undefined) otherwise, with OTEL_TRACES_EXPORTER=none, or OTEL_SDK_DISABLED=true. OTEL_SERVICE_NAME names
+   * the service. The exporter reads its other OTEL_EXPORTER_OTLP_* variables (headers, protocol) itself.
+   */
+  tracing?: TracingConfig;
 }
 
 const positiveInt = makeValidator<number>((input: string) => {
@@ -200,8 +208,26 @@ const specs = {
   TABLEGRAPH_JWT_ROLES_CLAIM: str({ default: 'roles' }),
   TABLEGRAPH_JWT_REQUIRE_EXP: bool({ default: true, desc: 'refuse tokens without an exp claim' }),
   TABLEGRAPH_MAX_NODES: positiveInt({ default: 10000 }),
+  OTEL_TRACES_EXPORTER: str<'otlp' | 'console' | 'none'>({ choices: ['otlp', 'console', 'none'], default: undefined }),
+  OTEL_EXPORTER_OTLP_ENDPOINT: url({ default: undefined, desc: 'OTLP/HTTP endpoint of traces (and other signals)' }),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: url({ default: undefined, desc: 'OTLP/HTTP endpoint of traces' }),
+  OTEL_SERVICE_NAME: str({ default: undefined }),
+  OTEL_SDK_DISABLED: bool({ default: false }),
   TABLEGRAPH_CORS_ORIGINS: originList({ default: [], desc: 'origins allowed to call /graphql from a browser, comma-separated' }),
 };
+
+/** Tracing as the OTEL_* variables ask for it (Config.tracing). */
+function tracingOf(e: {
+  OTEL_TRACES_EXPORTER?: 'otlp' | 'console' | 'none';
+  OTEL_EXPORTER_OTLP_ENDPOINT?: string;
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?: string;
+  OTEL_SERVICE_NAME?: string;
+  OTEL_SDK_DISABLED: boolean;
+}): TracingConfig | undefined {
+  if (e.OTEL_SDK_DISABLED || e.OTEL_TRACES_EXPORTER === 'none') return undefined;
+  const exporter = e.OTEL_TRACES_EXPORTER ?? (e.OTEL_EXPORTER_OTLP_ENDPOINT || e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ? 'otlp' : undefined);
+  return exporter && { exporter, serviceName: e.OTEL_SERVICE_NAME };
+}
 
 /**
  * Validates `env` and returns the configuration. Empty values count as unset (compose files often write `X=`).
@@ -311,5 +337,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     maxHeavyRequests: e.TABLEGRAPH_MAX_HEAVY_REQUESTS,
     heavyRequestCalls: e.TABLEGRAPH_HEAVY_REQUEST_CALLS,
     rateLimit: e.TABLEGRAPH_RATE_LIMIT,
+    tracing: tracingOf(e),
   };
 }

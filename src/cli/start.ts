@@ -9,6 +9,7 @@ import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { openStorage } from '../runtime/open-storage';
 import { startServer } from '../runtime/start-server';
 import { onShutdownSignal, runMain } from './run-main';
+import { startTracing } from '../telemetry/tracing';
 
 runMain(
   'server',
@@ -17,6 +18,7 @@ runMain(
     log.level = config.logLevel;
     // A schema that cannot be served stops the start before Azurite is started.
     const compiled = compileConfiguredSchema(config);
+    const tracing = config.tracing && startTracing(config.tracing, 'tablegraph-server');
     const storage = await openStorage(config, log, compiled.model);
     let server;
     try {
@@ -32,6 +34,7 @@ runMain(
       log.info({ signal }, 'shutting down: finishing in-flight requests and fan-out messages in hand');
       await server.close();
       await storage.close();
+      await tracing?.shutdown();
       log.info('stopped');
     });
   },

@@ -11,6 +11,7 @@ import { createFanoutWorker } from '../worker/fanout-worker';
 import { ensureFanoutQueues, fanoutQueueNames, queueSender } from '../queue/sender';
 import { WriteExecutor } from '../write/write-executor';
 import { onShutdownSignal, runMain } from './run-main';
+import { startTracing } from '../telemetry/tracing';
 
 runMain(
   'worker',
@@ -18,6 +19,7 @@ runMain(
     const config = loadConfig();
     log.level = config.logLevel;
     const { model } = compileConfiguredSchema(config);
+    const tracing = config.tracing && startTracing(config.tracing, 'tablegraph-worker');
     const storage = await openStorage(config, log, model);
     for (const table of model.tables) await storage.store.ensureTable(table);
     await ensureFanoutQueues(storage.queues, config.tablePrefix);
@@ -45,6 +47,7 @@ runMain(
       log.info({ signal }, 'stopping: finishing the messages in hand');
       await worker.stop();
       await storage.close();
+      await tracing?.shutdown();
       log.info(worker.stats(), 'stopped');
     });
   },

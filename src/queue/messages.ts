@@ -9,6 +9,7 @@
  *   cleanup delay; the worker then deletes every blob of the entity that it no longer names.
  * Writers send them through one sender (sender.ts); the worker decodes them here and dispatches on `kind`.
  */
+import { currentTraceparent } from '../telemetry/spans';
 import { randomUUID } from 'node:crypto';
 import { ErrorCode, TablegraphError } from '../errors';
 import { WRITE_ID_PROPERTY } from '../model/types';
@@ -18,6 +19,8 @@ import type { EntityAddress, StoredEntity } from '../storage/types';
 interface EntityMessageFields {
   /** The encoding's version: 3 (2, without `kind`, is still read). */
   v: 3;
+  /** The W3C trace context of the request that sent it, when tracing is on (the worker's span links to it). */
+  traceparent?: string;
   /** Unique per message (UUID), for logs and the poison queue. */
   id: string;
   /** The @entity type name, e.g. `Order`. */
@@ -80,6 +83,8 @@ export interface BlobCleanupMessage {
   enqueuedAt: number;
   /** When it shows on the queue (ms since the epoch): the start of its fan-out lag. */
   visibleAt: number;
+  /** The W3C trace context of the request that sent it, when tracing is on. */
+  traceparent?: string;
 }
 
 /** Every message of the fan-out queue. */
@@ -101,12 +106,23 @@ export function stateId(e: StoredEntity | null): string | null {
 
 /** A draft sent now: its id and enqueue time filled in. */
 export function entityMessage(draft: EntityMessageDraft, now = Date.now()): EntityMessage {
-  return { ...draft, id: randomUUID(), enqueuedAt: now } as EntityMessage;
+  const traceparent = currentTraceparent();
+  return { ...draft, id: randomUUID(), enqueuedAt: now, ...(traceparent && { traceparent }) } as EntityMessage;
 }
 
 /** A new blob cleanup message for the entity at `primary`, sent now and shown `delaySeconds` (s) later. */
 export function blobCleanupMessage(entity: string, primary: EntityAddress, delaySeconds: number, now = Date.now()): BlobCleanupMessage {
-  return { kind: 'blobCleanup', v: 1, id: randomUUID(), entity, primary, enqueuedAt: now, visibleAt: now + delaySeconds * 1000 };
+  const traceparent = currentTraceparent();
+  return {
+    kind: 'blobCleanup',
+    v: 1,
+    id: randomUUID(),
+    entity,
+    primary,
+    enqueuedAt: now,
+    visibleAt: now + delaySeconds * 1000,
+    ...(traceparent && { traceparent }),
+  };
 }
 
 /** The message as queue text (JSON). */
@@ -131,6 +147,7 @@ function isEntityMessage(m: EntityMessage): boolean {
     m.candidates.every(isAddress) &&
     (m.holderLookups === undefined || (Array.isArray(m.holderLookups) && m.holderLookups.every(isAddress))) &&
     typeof m.enqueuedAt === 'number' &&
+    (m.traceparent === undefined || typeof m.traceparent === 'string') &&
     (m.kind === 'fanout'
       ? m.move === undefined
       : isAddress(m.move?.to) && typeof m.move.keys === 'object' && m.move.keys !== null && (m.move.entity === undefined || typeof m.move.entity === 'string'))
@@ -144,6 +161,7 @@ function isBlobCleanup(m: BlobCleanupMessage): boolean {
     typeof m.entity === 'string' &&
     typeof m.enqueuedAt === 'number' &&
     typeof m.visibleAt === 'number' &&
+    (m.traceparent === undefined || typeof m.traceparent === 'string') &&
     isAddress(m.primary)
   );
 }

@@ -10,6 +10,7 @@
  * - Every call goes through the server-wide admission (admission.ts), in the request's lane, and none is sent
  *   after the request's deadline.
  */
+import { inSpan } from '../telemetry/spans';
 import DataLoader from 'dataloader';
 import pLimit from 'p-limit';
 import { ErrorCode, TablegraphError } from '../errors';
@@ -89,46 +90,49 @@ export function createLoaders(store: TableStore, options: LoaderOptions): Loader
     });
 
   const point = new DataLoader<PointKey, StoredEntity | null, string>(
-    async (keys) => {
-      // Grouping by table and partition keeps each partition's reads together in the queue.
-      const order = keys.map((_, i) => i).sort((a, b) => pointCacheKey(keys[a]).localeCompare(pointCacheKey(keys[b])));
-      const results: Array<StoredEntity | null | Error> = new Array(keys.length);
-      await Promise.all(
-        order.map((i) =>
-          limit(async () => {
-            const k = keys[i];
-            try {
-              results[i] = await store.getEntity({ table: k.table, partitionKey: k.partitionKey, rowKey: k.rowKey }, { ...callOptions, select: k.select });
-            } catch (e) {
-              results[i] = e as Error;
-            }
-          }),
-        ),
-      );
-      return results;
-    },
+    (keys) => inSpan('dataloader.point', { 'tablegraph.keys': keys.length }, () => pointBatch(keys)),
     { cacheKeyFn: pointCacheKey },
   );
+  async function pointBatch(keys: readonly PointKey[]): Promise<Array<StoredEntity | null | Error>> {
+    // Grouping by table and partition keeps each partition's reads together in the queue.
+    const order = keys.map((_, i) => i).sort((a, b) => pointCacheKey(keys[a]).localeCompare(pointCacheKey(keys[b])));
+    const results: Array<StoredEntity | null | Error> = new Array(keys.length);
+    await Promise.all(
+      order.map((i) =>
+        limit(async () => {
+          const k = keys[i];
+          try {
+            results[i] = await store.getEntity({ table: k.table, partitionKey: k.partitionKey, rowKey: k.rowKey }, { ...callOptions, select: k.select });
+          } catch (e) {
+            results[i] = e as Error;
+          }
+        }),
+      ),
+    );
+    return results;
+  }
 
   const range = new DataLoader<RangeQuery, RangeResult, string>(
-    async (queries) =>
-      Promise.all(
-        queries.map((q) =>
-          limit(async () => {
-            try {
-              const result = await store.queryRange(q, callOptions);
-              for (const entity of result.entities) {
-                point.prime({ table: q.table, partitionKey: entity.partitionKey, rowKey: entity.rowKey }, entity);
-              }
-              return result;
-            } catch (e) {
-              return e as Error;
-            }
-          }),
-        ),
-      ),
+    (queries) => inSpan('dataloader.range', { 'tablegraph.keys': queries.length }, () => rangeBatch(queries)),
     { cacheKeyFn: rangeCacheKey },
   );
+  function rangeBatch(queries: readonly RangeQuery[]): Promise<Array<RangeResult | Error>> {
+    return Promise.all(
+      queries.map((q) =>
+        limit(async () => {
+          try {
+            const result = await store.queryRange(q, callOptions);
+            for (const entity of result.entities) {
+              point.prime({ table: q.table, partitionKey: entity.partitionKey, rowKey: entity.rowKey }, entity);
+            }
+            return result;
+          } catch (e) {
+            return e as Error;
+          }
+        }),
+      ),
+    );
+  }
 
   return { point, range };
 }

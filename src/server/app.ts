@@ -32,6 +32,7 @@ import type { RequestAdmission } from '../read/request-admission';
 import { isLoopback } from './auth';
 import { mountIde, schemaSdlHandler } from './ide';
 import { graphqlPostHandler } from './graphql-post';
+import { startRequestSpan, tracingOn } from '../telemetry/spans';
 
 /** Deepest query accepted (selection-set nesting levels); deeper ones fail validation before any storage call. */
 export const MAX_QUERY_DEPTH = DEFAULT_QUERY_LIMITS.maxDepth;
@@ -159,8 +160,18 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
   app.use(notFoundHandler);
   app.use(httpErrorHandler(deps.log));
   const post = graphqlPostHandler({ apollo, path: '/graphql', context, log: deps.log, metrics, cors: corsMiddleware, maxBodyBytes });
-  const handler: RequestListener = (req, res) => {
+  const serve = (req: IncomingMessage, res: ServerResponse) => {
     if (!post(req, res)) app(req, res);
+  };
+  const handler: RequestListener = (req, res) => {
+    if (!tracingOn() || !req.url?.startsWith('/graphql')) return serve(req, res);
+    // One span per GraphQL request, the parent of its DataLoader batches and storage calls (spans.ts).
+    const attributes = { 'http.request.method': req.method, 'url.path': '/graphql' };
+    const span = startRequestSpan('graphql.request', req.headers, attributes, () => serve(req, res));
+    res.once('close', () => {
+      span?.setAttribute('http.response.status_code', res.statusCode);
+      span?.end();
+    });
   };
   return { app, handler, apollo, metrics };
 }

@@ -5,17 +5,25 @@
  */
 import type { ApolloServerPlugin } from '@apollo/server';
 import type { RequestContext } from '../resolvers/context';
+import { annotateActiveSpan } from '../telemetry/spans';
 
 export const costPlugin: ApolloServerPlugin<RequestContext> = {
   async requestDidStart() {
     return {
-      async willSendResponse({ response, contextValue }) {
+      async willSendResponse({ response, contextValue, operation, operationName }) {
         if (response.body.kind !== 'single') return;
+        const cost = contextValue.cost.snapshot();
+        // The request's span (spans.ts) carries what the response says it cost; nothing with tracing off.
+        annotateActiveSpan({
+          'graphql.operation.name': operationName ?? undefined,
+          'graphql.operation.type': operation?.operation,
+          ...Object.fromEntries(Object.entries(cost).map(([k, v]) => [`tablegraph.cost.${k}`, v])),
+        });
         const eventual = [...contextValue.eventuallyConsistent].sort();
         const summaries = [...contextValue.eventualSummaries].sort();
         response.body.singleResult.extensions = {
           ...response.body.singleResult.extensions,
-          cost: { ...contextValue.cost.snapshot(), ...(contextValue.demand && { estimate: contextValue.demand }) },
+          cost: { ...cost, ...(contextValue.demand && { estimate: contextValue.demand }) },
           consistency: { eventual: eventual.length + summaries.length > 0, indexes: eventual, ...(summaries.length > 0 && { summaries }) },
         };
       },

@@ -7,6 +7,7 @@
 import { QueueClient, QueueServiceClient, StorageRetryOptions } from '@azure/storage-queue';
 import { ErrorCode, TablegraphError } from '../errors';
 import { toTablegraphError } from './storage-errors';
+import { inSpan } from '../telemetry/spans';
 import type { ServiceAccess } from './types';
 
 /** The service's limit on a message's text: 64 KiB of UTF-8. */
@@ -239,12 +240,14 @@ export class QueueStore {
   }
 
   /** One SDK call under the per-call timeout, its rejection mapped by {@link toQueueError}. */
-  private async call<T>(operation: string, queue: string, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
-    try {
-      return await run(AbortSignal.timeout(this.timeoutMs));
-    } catch (e) {
-      throw toQueueError(e, operation, queue);
-    }
+  private call<T>(operation: string, queue: string, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    return inSpan(`queue.${operation}`, { 'messaging.system': 'azure.queue', 'messaging.destination.name': queue }, async () => {
+      try {
+        return await run(AbortSignal.timeout(this.timeoutMs));
+      } catch (e) {
+        throw toQueueError(e, operation, queue);
+      }
+    });
   }
 
   private client(name: string): QueueClient {

@@ -13,6 +13,7 @@ import { MAX_PAGE_SIZE, pagedRange, sortedRange, type CallCost, type RangePage }
 export type { RangePage } from './range-pages';
 import { checkEntity, checkKey, checkTableName, checkTransaction } from './limits';
 import { isEntityNotFound, StorageErrorContext, toTablegraphError } from './storage-errors';
+import { inSpan, tracingOn } from '../telemetry/spans';
 import type { CallOptions, EntityAddress, EntityToWrite, RangeQuery, StorageCallRecord } from './types';
 import type { ServiceAccess, StorageTarget, StoredEntity, TransactionOperation } from './types';
 
@@ -342,15 +343,24 @@ export class TableStore {
     const cost: CallCost = { entities: 0, roundTrips: 1 };
     opts?.observer?.onCallStart?.();
     const started = performance.now();
-    try {
-      return await run(this.signal(opts), cost);
-    } catch (e) {
-      cost.entities = 0;
-      throw toTablegraphError(e, ctx);
-    } finally {
-      const { entities, roundTrips } = cost;
-      opts?.observer?.onCall({ kind, table: ctx.table, entities, roundTrips, ms: performance.now() - started });
-    }
+    const attributes = {
+      'db.system.name': 'azure.table',
+      'db.collection.name': ctx.table,
+      'tablegraph.kind': kind,
+      'tablegraph.partition_key': ctx.partitionKey,
+    };
+    return inSpan(`table.${ctx.operation}`, attributes, async (span) => {
+      try {
+        return await run(this.signal(opts), cost);
+      } catch (e) {
+        cost.entities = 0;
+        throw toTablegraphError(e, ctx);
+      } finally {
+        const { entities, roundTrips } = cost;
+        span?.setAttributes({ 'tablegraph.round_trips': roundTrips, 'tablegraph.entities': entities });
+        opts?.observer?.onCall({ kind, table: ctx.table, entities, roundTrips, ms: performance.now() - started });
+      }
+    });
   }
 
   /** `request`, its rejection mapped by toTablegraphError. */
@@ -379,10 +389,10 @@ export class TableStore {
           : new TableClient(this.access.url, table, this.access.credential, this.clientOptions);
       // Serialize phase: before the credential policy computes Content-Length from the body.
       client.pipeline.addPolicy(this.ifMatchPolicy, { phase: 'Serialize' });
-      // Per-call CPU this project does not use: it neither traces through @azure/core-tracing nor logs through
-      // @azure/logger (storage calls are observed and logged by its own code), and the Table service neither
-      // redirects nor takes forms. Measured by test/bench/point-bench.ts.
-      for (const name of UNUSED_SDK_POLICIES) client.pipeline.removePolicy({ name });
+      // Per-call CPU this project does not use: it does not log through @azure/logger (storage calls are observed and
+      // logged by its own code), traces through @azure/core-tracing only when tracing is on, and the Table service
+      // neither redirects nor takes forms. Measured by test/bench/point-bench.ts.
+      for (const name of UNUSED_SDK_POLICIES) if (name !== 'tracingPolicy' || !tracingOn()) client.pipeline.removePolicy({ name });
       this.clients.set(table, client);
     }
     return client;

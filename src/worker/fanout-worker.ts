@@ -9,7 +9,8 @@ import type { Logger } from '../log';
 import type { Model } from '../model/types';
 import type { QueueStore } from '../storage/queue-store';
 import type { TableStore } from '../storage/table-store';
-import { decodeMessage, type BlobCleanupMessage, type EntityMessage } from '../queue/messages';
+import { decodeMessage, type BlobCleanupMessage, type EntityMessage, type QueueMessage } from '../queue/messages';
+import { contextOf, inSpan } from '../telemetry/spans';
 import { fanoutQueueNames } from '../queue/sender';
 import type { BlobStore } from '../storage/blob-store';
 import { cleanUpBlobs } from './blob-cleanup';
@@ -60,15 +61,21 @@ export function createFanoutWorker(opts: FanoutWorkerOptions): QueueWorker {
     // The one dispatcher: every message of the queue by its kind (src/queue/messages.ts).
     async handle(text) {
       const message = decodeMessage(text);
-      switch (message.kind) {
-        case 'blobCleanup':
-          return handleBlobCleanup(message, opts);
-        case 'fanout':
-        case 'move':
-          return handleEntityMessage(message, opts);
-      }
+      // A span of its own trace, linked to the request whose write sent the message (spans.ts).
+      const attributes = { 'messaging.message.id': message.id, 'tablegraph.message.kind': message.kind, 'tablegraph.entity': message.entity };
+      return inSpan('worker.message', attributes, () => dispatch(message), { parent: 'root', links: [contextOf(message.traceparent)] });
     },
   });
+
+  function dispatch(message: QueueMessage) {
+    switch (message.kind) {
+      case 'blobCleanup':
+        return handleBlobCleanup(message, opts);
+      case 'fanout':
+      case 'move':
+        return handleEntityMessage(message, opts);
+    }
+  }
 }
 
 /** A `@blob` field's cleanup (blob-cleanup.ts). */

@@ -29,6 +29,8 @@ import { etagAfter, writtenBy } from '../model/wide-entities';
 import { leaseMs, releaseReservations, reservationEntity, reserveKey, uniqueKeyTaken, type HeldReservation, type KeyState } from './reservations';
 import type { Values, WritePlan } from './write-plan';
 import { sendDropCleanup } from './blob-cleanup-send';
+import { captureContext, inSpan } from '../telemetry/spans';
+import type { Context } from '@opentelemetry/api';
 
 /** The outcome of a write: the entity as it now is (or was, for a delete). */
 export interface WriteResult {
@@ -55,6 +57,8 @@ export interface PendingWrite extends GroupMember {
   sendBy?: number;
   /** Arrival order in its committer. */
   seq: number;
+  /** The tracing context of the request that made the write (spans.ts): its group commit's span is linked to it. */
+  traceContext?: Context;
   /** Ids of this write's attempts: reservations they made are this write's own. */
   ownAttempts: Set<string>;
   resolve(result: WriteResult): void;
@@ -112,8 +116,8 @@ export class PartitionCommitter {
   ) {}
 
   /** Queues a write; it is committed with whatever else waits when the EGT in flight is done. */
-  enqueue(write: Omit<PendingWrite, 'seq'>): void {
-    this.queue.push({ ...write, seq: this.arrivals++ });
+  enqueue(write: Omit<PendingWrite, 'seq' | 'traceContext'>): void {
+    this.queue.push({ ...write, seq: this.arrivals++, traceContext: captureContext() });
     if (!this.running) void this.run();
   }
 
@@ -156,8 +160,17 @@ export class PartitionCommitter {
     return members.some((m) => m.write.entity.layout.tableTemplate !== undefined);
   }
 
-  /** One EGT for as many of `members` as fit. @returns the writes to try again, in order */
-  private async commitGroup(members: PendingWrite[]): Promise<PendingWrite[]> {
+  /**
+   * One EGT for as many of `members` as fit, in a `write.commit` span under the first member's request, linked to
+   * every member's. @returns the writes to try again, in order
+   */
+  private commitGroup(members: PendingWrite[]): Promise<PendingWrite[]> {
+    const attributes = { 'db.collection.name': this.table, 'tablegraph.partition_key': members[0].address.partitionKey, 'tablegraph.writes': members.length };
+    const links = members.map((m) => m.traceContext);
+    return inSpan('write.commit', attributes, () => this.commitMembers(members), { parent: members[0].traceContext, links });
+  }
+
+  private async commitMembers(members: PendingWrite[]): Promise<PendingWrite[]> {
     const { model, store } = this.ctx;
     // The guide's "High volume delete pattern": a day's table is made by its first write (once per process).
     if (this.periodic(members)) await store.ensureTable(this.table);
