@@ -115,3 +115,18 @@ test('a @blob field (the guide\'s "Large entities pattern"): its container, and 
   expect(text).toContain('Employee.photoUrl in container photos: uploads of at most 131072 bytes (image/jpeg, image/png, image/webp); read URLs valid 900 s');
   expect(text).toContain('before the EGT: a cleanup message (delayed), then the upload of photoUrl (one Put Blob each)');
 });
+
+test('hot partitions: an entity or index entity whose PartitionKey has no placeholder', () => {
+  // The HR schema's list of departments is one partition; employees, by department, are not.
+  expect(explanation.hotPartitions).toEqual([
+    {
+      coordinate: 'Department@index(all)',
+      table: 'Departments',
+      partitionKey: 'departments',
+      why: 'every Department has its index entity here: each create, delete and change of its index keys writes it',
+    },
+  ]);
+  expect(formatExplanation(explanation)).toMatch(
+    /^Hot partitions .*2,000 entities\/s.*\n  Department@index\(all\): table Departments, PartitionKey "departments"/,
+  );
+});

@@ -109,7 +109,21 @@ export interface CopyPlan {
   foundThrough: string;
 }
 
+/**
+ * A hot partition: one partition that every write of a type (or of a group of its entities) touches, so its write
+ * rate is bounded by one partition's scalability target (2,000 entities/s on Azure Table storage).
+ */
+export interface HotPartition {
+  /** What lives there, e.g. `Department@index(all)` or `Department.employeeCount`. */
+  coordinate: string;
+  table: string;
+  partitionKey: string;
+  /** Which writes land there, in words. */
+  why: string;
+}
+
 export interface Explanation {
+  hotPartitions: HotPartition[];
   fields: FieldPlan[];
   summaries: SummaryPlan[];
   references: ReferencePlan[];
@@ -223,7 +237,28 @@ export function explainModel(model: Model): Explanation {
     }))
     .sort(byCoordinate);
 
-  return { fields, summaries, references, copies, blobs, mutations };
+  return { hotPartitions: hotPartitions(model), fields, summaries, references, copies, blobs, mutations };
+}
+
+/**
+ * The partitions whose PartitionKey template has no placeholder: every entity or index entity of the type is there,
+ * so every write of the type that changes it lands in one partition; and the holders of summaries kept in the EGT,
+ * where every contributing write of a group lands.
+ */
+function hotPartitions(model: Model): HotPartition[] {
+  const hot: HotPartition[] = [];
+  for (const e of model.entities.values()) {
+    if (e.layout.partitionKey.fields.length === 0) {
+      const why = `every ${e.name} is stored in this one partition: all its writes share it`;
+      hot.push({ coordinate: e.name, table: e.layout.table, partitionKey: e.layout.partitionKey.source, why });
+    }
+    for (const index of e.indexes.values()) {
+      if (index.layout.partitionKey.fields.length > 0) continue;
+      const why = `every ${e.name} has its index entity here: each create, delete and change of its index keys writes it`;
+      hot.push({ coordinate: `${e.name}@index(${index.name})`, table: index.layout.table, partitionKey: index.layout.partitionKey.source, why });
+    }
+  }
+  return hot.sort(byCoordinate);
 }
 
 function describeKey(k: KeyPlan | null): string {
@@ -243,6 +278,11 @@ function describeRowKey(r: RowKeyPlan): string {
 /** The explanation as text for people: one block per field, then summaries, references and mutations. */
 export function formatExplanation(e: Explanation): string {
   const lines: string[] = [];
+  if (e.hotPartitions.length) {
+    lines.push('Hot partitions (one partition takes these writes: at most 2,000 entities/s on Azure Table storage)');
+    for (const h of e.hotPartitions) lines.push(`  ${h.coordinate}: table ${h.table}, PartitionKey "${h.partitionKey}": ${h.why}`);
+    lines.push('');
+  }
   for (const p of e.fields) {
     lines.push(p.coordinate);
     const table = p.tableTemplate ? `per period ${describeKey(p.tableTemplate)}` : p.table;
