@@ -127,6 +127,6 @@ test('hot partitions: an entity or index entity whose PartitionKey has no placeh
     },
   ]);
   expect(formatExplanation(explanation)).toMatch(
-    /^Hot partitions .*2,000 entities\/s.*\n  Department@index\(all\): table Departments, PartitionKey "departments"/,
+    /^Hot partitions .*2,000 entities\/s.*\n {2}Department@index\(all\): table Departments, PartitionKey "departments"/,
   );
 });
