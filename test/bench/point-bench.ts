@@ -9,13 +9,13 @@
  * Prints per kind: requests per second (median of the rounds), the ratio of GraphQL point queries to raw getEntity,
  * the server's CPU per request (ms) and the raw client's CPU per getEntity (ms), and the server's RSS (bytes)
  * after all rounds. `--profile` runs the server with a V8 CPU profile during the GraphQL rounds and prints the
- * functions with the most self and total time. `BENCH_LOG_LEVEL=warn` leaves the request log line out.
+ * functions with the most self and total time. `BENCH_LOG_LEVEL=warn` leaves the request log line out. The server runs
+ * compiled, as `npm start` runs it: run `npm run build` first.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { TableClient } from '@azure/data-tables';
 import { Pool } from 'undici';
 import { compileSchema } from '../../src/compiler/compile';
@@ -26,8 +26,8 @@ import { TableStore } from '../../src/storage/table-store';
 import { planEgtBatches, writeEgtBatches } from '../../src/write/egt-batches';
 import { freePort } from '../support/processes';
 import { topSelfTime, topTotalTime } from './cpu-profile';
+import { commandArgs, cpuMsOf, median, ROOT, rssOf, startServerProcess, stopProcess } from './bench-process';
 
-const ROOT = path.resolve(__dirname, '../..');
 const arg = (name: string, fallback: number) => {
   const i = process.argv.indexOf(`--${name}`);
   return i > 0 ? Number(process.argv[i + 1]) : fallback;
@@ -39,19 +39,6 @@ const PROFILE = process.argv.includes('--profile');
 const PREFIX = 'pointbench';
 const DEPARTMENT = 'BENCH';
 const EMPLOYEES = 1000;
-
-/** CPU time (ms) a process has used: utime + stime from /proc/<pid>/stat. */
-function cpuMsOf(pid: number): number {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const ticks = Number(fields[11]) + Number(fields[12]);
-  return (ticks * 1000) / 100; // USER_HZ is 100 on Linux
-}
-
-function rssOf(pid: number): number {
-  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1]) * 1024;
-}
 
 /** Runs `call` from `CONCURRENCY` loops for SECONDS; returns calls per second. */
 async function drive(call: (i: number) => Promise<void>): Promise<{ calls: number; perSecond: number }> {
@@ -70,34 +57,17 @@ async function drive(call: (i: number) => Promise<void>): Promise<{ calls: numbe
   return { calls, perSecond: calls / SECONDS };
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-
+/** The server as `npm start` runs it (compiled), request log at info to /dev/null, optionally with a CPU profile. */
 async function startServer(connectionString: string, port: number, profileDir?: string): Promise<ChildProcess> {
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const k of Object.keys(env)) if (k.startsWith('TABLEGRAPH_')) delete env[k];
-  Object.assign(env, {
+  const args = [...(profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []), ...commandArgs('start', 'dist')];
+  const env = {
     AZURE_STORAGE_CONNECTION_STRING: connectionString,
     TABLEGRAPH_TABLE_PREFIX: PREFIX,
     TABLEGRAPH_WORKER: 'off',
     TABLEGRAPH_CURSOR_SECRET: 'bench',
     TABLEGRAPH_RATE_LIMIT: '100000000',
-    PORT: String(port),
-    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
-  });
-  const args = [...(profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []), '--import', 'tsx', 'src/cli/start.ts'];
-  const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'pipe'] });
-  let err = '';
-  child.stderr!.on('data', (d: Buffer) => (err += d.toString('utf8')));
-  for (let i = 0; i < 600; i++) {
-    const up = await fetch(`http://127.0.0.1:${port}/health`).then(
-      (r) => r.ok,
-      () => false,
-    );
-    if (up) return child;
-    if (child.exitCode !== null) throw new Error(`the server exited:\n${err}`);
-    await sleep(50);
-  }
-  throw new Error(`the server did not start:\n${err}`);
+  };
+  return (await startServerProcess(args, port, env)).child;
 }
 
 async function main(): Promise<void> {
@@ -183,11 +153,7 @@ async function main(): Promise<void> {
     console.log(`server RSS: ${(rss0 / 1e6).toFixed(1)} MB after start-up, ${(rss / 1e6).toFixed(1)} MB after ${served} GraphQL requests`);
   } finally {
     await pool?.close();
-    if (server && server.exitCode === null) {
-      const exited = new Promise((resolve) => server!.once('exit', resolve));
-      server.kill('SIGTERM');
-      await exited;
-    }
+    await stopProcess(server);
     await azurite.stop();
   }
   if (profileDir) {

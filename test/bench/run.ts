@@ -1,7 +1,7 @@
 /**
  * `npm run bench [-- <name> …]`: runs the benchmarks one after another (each on its own in-memory Azurite) and prints
  * their tables — all of them by default (about 10 minutes on a 2-core machine), or the ones named: point, import, read,
- * fanout, partition, attack, overload, load. Not part of `npm test`: benchmarks print numbers, they assert nothing.
+ * fanout, partition, attack, overload, load, build. Not part of `npm test`: benchmarks print numbers, they assert nothing.
  */
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
@@ -15,6 +15,7 @@ const BENCHMARKS: Record<string, string> = {
   attack: 'attack-bench.ts',
   overload: 'overload-bench.ts',
   load: 'load-bench.ts',
+  build: 'build-bench.ts',
 };
 
 const names = process.argv.slice(2);
@@ -23,6 +24,9 @@ if (unknown.length > 0) {
   console.error(`Unknown benchmark ${unknown.join(', ')}. Benchmarks: ${Object.keys(BENCHMARKS).join(', ')}.`);
   process.exit(2);
 }
+// The servers of the benchmarks run compiled, as `npm start` runs them: build dist/ when a source changed.
+const built = spawnSync(process.execPath, [path.join(__dirname, '../../scripts/build-if-stale.mjs')], { stdio: 'inherit' });
+if (built.status !== 0) process.exit(1);
 let failed = 0;
 for (const name of names.length > 0 ? names : Object.keys(BENCHMARKS)) {
   console.log(`\n== ${name} ==`);
