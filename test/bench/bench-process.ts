@@ -13,7 +13,7 @@ export const ROOT = path.resolve(__dirname, '../..');
 export type ServerCode = 'dist' | 'tsx';
 
 /** The node arguments of `command` (start, worker) run as `code`. */
-export function commandArgs(command: 'start' | 'worker', code: ServerCode): string[] {
+export function commandArgs(command: 'start' | 'worker' | 'verify', code: ServerCode): string[] {
   return code === 'dist' ? ['--enable-source-maps', `dist/src/cli/${command}.js`] : ['--import', 'tsx', `src/cli/${command}.ts`];
 }
 
