@@ -166,6 +166,14 @@ describe('what Entra ID cannot do stops the start', () => {
     expect(run.output()).not.toMatch(/tablegraph is serving/);
   }, 90_000);
 
+  test('a schema with @blob fields and no Blob endpoint: CONFIG_INVALID at start-up, naming the setting', async () => {
+    const env = entraEnv(schemaFolder('noblob', SDL), await freePort());
+    delete env.TABLEGRAPH_BLOB_URL;
+    const run = runCommand('start', [], path.join(work, 'data-noblob'), env);
+    expect(await run.exited).toMatchObject({ code: 1 });
+    expect(run.output()).toMatch(/"code":"CONFIG_INVALID".*No Blob endpoint is configured.*TABLEGRAPH_BLOB_URL/);
+  }, 90_000);
+
   test('a token the storage refuses (wrong audience): the start fails on the first call, with the service said', async () => {
     const wrong = await startTokenService({ audience: 'https://management.azure.com' });
     try {

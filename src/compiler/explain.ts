@@ -114,7 +114,7 @@ export interface CopyPlan {
  * rate is bounded by one partition's scalability target (2,000 entities/s on Azure Table storage).
  */
 export interface HotPartition {
-  /** What lives there, e.g. `Department@index(all)` or `Department.employeeCount`. */
+  /** What lives there: `<Type>` (its entities) or `<Type>@index(<name>)` (its index entities). */
   coordinate: string;
   table: string;
   partitionKey: string;

@@ -49,7 +49,8 @@ export async function openStorage(config: Config, log: Logger, model?: Model, cr
     if (model) attachCipher(store, model, config, access, log);
     const blobs = config.blobConnectionString
       ? new BlobStore({ connectionString: config.blobConnectionString, timeoutMs })
-      : new BlobStore({ url: urls.blob ?? missingBlobUrl(), credential: token, timeoutMs });
+      : // No Blob endpoint (a Cosmos DB table URL with a queue URL): '' makes the first blob call say so (CONFIG_INVALID).
+        new BlobStore({ url: urls.blob ?? '', credential: token, timeoutMs });
     log.info({ table: urls.table, queue: urls.queue, blob: urls.blob }, 'storage: Microsoft Entra ID (no account key)');
     const queues = new QueueStore({ url: urls.queue, credential: token, timeoutMs });
     return { store, queues, blobs, access, target, close: () => Promise.resolve() };
@@ -71,12 +72,4 @@ export async function openStorage(config: Config, log: Logger, model?: Model, cr
       await azurite?.release();
     },
   };
-}
-
-/**
- * The Blob endpoint of an account reached with Entra ID whose configuration names none (a Cosmos DB Table API table
- * URL with a queue URL): every blob call then fails with this, and a schema with `@blob` fields does not start.
- */
-function missingBlobUrl(): string {
-  return 'https://blob-endpoint-not-configured.invalid';
 }

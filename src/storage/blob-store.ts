@@ -134,8 +134,8 @@ export class BlobStore {
 
   /**
    * The user delegation key that signs URLs valid until `until` (Entra ID only): the one in hand while it lasts
-   * that long, else a new one (Get User Delegation Key: the role needs `generateUserDelegationKey`, which Storage
-   * Blob Data Contributor has).
+   * that long, else a new one (the service's getUserDelegationKey: the role needs `generateUserDelegationKey`, which
+   * Storage Blob Data Contributor has).
    */
   private async userDelegationKey(service: BlobServiceClient, until: Date): Promise<UserDelegationKey> {
     const held = this.delegationKey && (await this.delegationKey.catch(() => undefined));
@@ -155,11 +155,18 @@ export class BlobStore {
 
   /**
    * @throws TablegraphError CONFIG_INVALID when the connection string has no Blob endpoint or no account key (a
-   *   Cosmos DB Table API account: set TABLEGRAPH_BLOB_CONNECTION_STRING or TABLEGRAPH_BLOB_URL)
+   *   Cosmos DB Table API account: set TABLEGRAPH_BLOB_CONNECTION_STRING), or the Entra ID URL is '' (none configured)
    */
   private client(): { service: BlobServiceClient; sign: SasSigner } {
     if (this.made) return this.made;
     const retryOptions = { maxTries: 4, retryDelayInMs: 500, maxRetryDelayInMs: 4000 };
+    if (this.opts.url === '') {
+      throw new TablegraphError(
+        ErrorCode.CONFIG_INVALID,
+        'No Blob endpoint is configured (for @blob fields): set TABLEGRAPH_BLOB_URL, or a TABLEGRAPH_STORAGE_ACCOUNT_URL of a storage account.',
+        { errors: { TABLEGRAPH_BLOB_URL: 'not set' } },
+      );
+    }
     if (this.opts.url !== undefined) {
       const service = new BlobServiceClient(this.opts.url, this.opts.credential, { retryOptions });
       const sign: SasSigner = async (values) => {
