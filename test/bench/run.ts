@@ -1,7 +1,7 @@
 /**
  * `npm run bench [-- <name> …]`: runs the benchmarks one after another (each on its own in-memory Azurite) and prints
  * their tables — all of them by default (about 10 minutes on a 2-core machine), or the ones named: point, import, read,
- * fanout, partition, attack, overload, load, build, scaleout. Not part of `npm test`: benchmarks print numbers, they assert nothing.
+ * fanout, partition, attack, overload, load, build, scaleout, memory. Not part of `npm test`: benchmarks print numbers, they assert nothing.
  */
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
@@ -17,6 +17,7 @@ const BENCHMARKS: Record<string, string> = {
   load: 'load-bench.ts',
   build: 'build-bench.ts',
   scaleout: 'scaleout-bench.ts',
+  memory: 'memory-bench.ts',
 };
 
 const names = process.argv.slice(2);

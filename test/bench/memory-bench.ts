@@ -1,0 +1,81 @@
+/**
+ * Memory under a long run: the server (compiled, as `npm start` runs it, its inline worker on) serves 100,000 mixed
+ * requests — point queries, a page of a range, `{ __typename }`, and an update with fan-out every 20th request — at
+ * 16 in flight, on the seeded HR example over an in-memory Azurite. Its RSS (bytes, from /proc) is sampled every
+ * 10,000 requests; the figure is RSS after 100,000 against RSS after 10,000 (the issue's target: within 10%).
+ *
+ *   npx tsx test/bench/memory-bench.ts [--requests 100000]
+ *
+ * Needs `npm run build` first (`npm run bench` does it).
+ */
+import { Pool } from 'undici';
+import { startAzurite } from '../../src/storage/azurite';
+import { freePort } from '../support/processes';
+import { commandArgs, rssOf, startServerProcess, stopProcess } from './bench-process';
+
+const arg = (name: string, fallback: number) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : fallback;
+};
+const REQUESTS = arg('requests', 100_000);
+const IN_FLIGHT = 16;
+const BODIES = [
+  { query: '{ employee(departmentId: "Marketing", id: "1") { id firstName lastName } }' },
+  { query: '{ department(id: "Marketing") { name employeeCount employees(first: 10) { edges { cursor node { id lastName } } } } }' },
+  { query: '{ __typename }' },
+];
+const UPDATE = 'mutation($input: UpdateEmployeeInput!) { updateEmployee(input: $input) { employee { id title } } }';
+
+async function main(): Promise<void> {
+  const azurite = await startAzurite({ inMemory: true });
+  const port = await freePort();
+  const env = {
+    AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString,
+    TABLEGRAPH_TABLE_PREFIX: 'membench',
+    TABLEGRAPH_RATE_LIMIT: '100000000',
+    LOG_LEVEL: 'warn',
+  };
+  const { child } = await startServerProcess(commandArgs('start', 'dist'), port, env);
+  const pid = child.pid!;
+  const pool = new Pool(`http://127.0.0.1:${port}`, { connections: IN_FLIGHT });
+  const samples: Array<[number, number]> = [[0, rssOf(pid)]];
+  let sent = 0;
+  let failed = 0;
+  const started = performance.now();
+  try {
+    await Promise.all(
+      Array.from({ length: IN_FLIGHT }, async () => {
+        while (sent < REQUESTS) {
+          const n = ++sent;
+          const body =
+            n % 20 === 0
+              ? { query: UPDATE, variables: { input: { departmentId: 'Marketing', id: String(1 + (n % 2)), title: `T${n % 7}` } } }
+              : BODIES[n % BODIES.length];
+          const res = await pool.request({ path: '/graphql', method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+          const json = (await res.body.json()) as { errors?: unknown };
+          if (res.statusCode !== 200 || json.errors) failed++;
+          if (n % 10_000 === 0) samples.push([n, rssOf(pid)]);
+        }
+      }),
+    );
+  } finally {
+    await pool.close();
+    await stopProcess(child);
+    await azurite.stop();
+  }
+  const s = (performance.now() - started) / 1000;
+  console.log(
+    `memory benchmark: ${REQUESTS} mixed requests at ${IN_FLIGHT} in flight in ${s.toFixed(0)} s (${failed} failed), server compiled, inline worker on`,
+  );
+  console.log('requests | server RSS, MB');
+  for (const [n, rss] of samples) console.log(`${n} | ${(rss / 1e6).toFixed(1)}`);
+  const at = (n: number) => samples.find(([k]) => k === n)?.[1];
+  const first = at(10_000);
+  const last = samples.at(-1)![1];
+  if (first) console.log(`RSS after ${samples.at(-1)![0]} / after 10000: ${(last / first).toFixed(2)}x`);
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
