@@ -5,7 +5,7 @@
  */
 import type { ApolloServerPlugin } from '@apollo/server';
 import type { RequestContext } from '../resolvers/context';
-import { annotateActiveSpan } from '../telemetry/spans';
+import { annotateActiveSpan, tracingOn } from '../telemetry/spans';
 
 export const costPlugin: ApolloServerPlugin<RequestContext> = {
   async requestDidStart() {
@@ -13,12 +13,15 @@ export const costPlugin: ApolloServerPlugin<RequestContext> = {
       async willSendResponse({ response, contextValue, operation, operationName }) {
         if (response.body.kind !== 'single') return;
         const cost = contextValue.cost.snapshot();
-        // The request's span (spans.ts) carries what the response says it cost; nothing with tracing off.
-        annotateActiveSpan({
-          'graphql.operation.name': operationName ?? undefined,
-          'graphql.operation.type': operation?.operation,
-          ...Object.fromEntries(Object.entries(cost).map(([k, v]) => [`tablegraph.cost.${k}`, v])),
-        });
+        // The request's span (spans.ts) carries what the response says it cost. Built only with tracing on: every
+        // request passes here.
+        if (tracingOn()) {
+          annotateActiveSpan({
+            'graphql.operation.name': operationName ?? undefined,
+            'graphql.operation.type': operation?.operation,
+            ...Object.fromEntries(Object.entries(cost).map(([k, v]) => [`tablegraph.cost.${k}`, v])),
+          });
+        }
         const eventual = [...contextValue.eventuallyConsistent].sort();
         const summaries = [...contextValue.eventualSummaries].sort();
         response.body.singleResult.extensions = {
