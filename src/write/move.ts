@@ -19,7 +19,7 @@ import { addressKey } from '../storage/address-key';
 import { encodeMessage, stateId } from '../queue/messages';
 import type { GroupMember } from './group-plan';
 import type { FanoutSender } from '../queue/sender';
-import type { WriteResult } from './partition-committer';
+import type { WriteResult } from './commit-types';
 import { checkReferences } from './references';
 import type { Values } from './write-plan';
 

@@ -17,63 +17,28 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
-import type { Model } from '../model/types';
-import type { TableStore } from '../storage/table-store';
-import type { EntityAddress, StorageCallRecord, StorageObserver, StoredEntity } from '../storage/types';
+import type { StorageObserver, StoredEntity } from '../storage/types';
+import { sharedObserver } from '../storage/shared-observer';
 import { addressKey } from '../storage/address-key';
 import { encodeMessage, entityMessage } from '../queue/messages';
-import type { FanoutSender, SentMessage } from '../queue/sender';
-import { planGroup, type GroupMember, type GroupPlan, type GroupState } from './group-plan';
+import type { SentMessage } from '../queue/sender';
+import { planGroup, type GroupPlan, type GroupState } from './group-plan';
 import { readEntity, readGroupState, readUniqueKeys } from './group-read';
 import { etagAfter, writtenBy } from '../model/wide-entities';
-import { leaseMs, releaseReservations, reservationEntity, reserveKey, uniqueKeyTaken, type HeldReservation, type KeyState } from './reservations';
-import type { Values, WritePlan } from './write-plan';
+import {
+  confirmReservations,
+  leaseMs,
+  releaseReservations,
+  reservationEntity,
+  reserveKey,
+  uniqueKeyTaken,
+  type HeldReservation,
+  type KeyState,
+} from './reservations';
+import type { WritePlan } from './write-plan';
 import { sendDropCleanup } from './blob-cleanup-send';
 import { captureContext, inSpan } from '../telemetry/spans';
-import type { Context } from '@opentelemetry/api';
-
-/** The outcome of a write: the entity as it now is (or was, for a delete). */
-export interface WriteResult {
-  address: EntityAddress;
-  /** Values after the write; for a delete, the values it had. */
-  values: Values;
-  /** The entity's new ETag; for a delete, the ETag it had. */
-  etag: string;
-  deleted: boolean;
-  /** Write-only SAS URLs for the `@blob` fields the client uploads itself, by field (blob-writes.ts). */
-  uploadUrls?: Record<string, string>;
-}
-
-/** A write waiting in a committer's queue. */
-export interface PendingWrite extends GroupMember {
-  address: EntityAddress;
-  observer?: StorageObserver;
-  /** Attempts made so far (attempts). */
-  attempts: number;
-  /**
-   * A write of `@blob` fields: the time by which its EGT must be applied (ms since the epoch), or it fails — its
-   * blobs' cleanup may then take them (blob-cleanup-send.ts).
-   */
-  sendBy?: number;
-  /** Arrival order in its committer. */
-  seq: number;
-  /** The tracing context of the request that made the write (spans.ts): its group commit's span is linked to it. */
-  traceContext?: Context;
-  /** Ids of this write's attempts: reservations they made are this write's own. */
-  ownAttempts: Set<string>;
-  resolve(result: WriteResult): void;
-  reject(error: unknown): void;
-}
-
-export interface CommitContext {
-  model: Model;
-  store: TableStore;
-  fanout: FanoutSender;
-  /** Attempts before a write that keeps meeting concurrent writers of other processes fails (default 8). */
-  maxAttempts: number;
-  /** The blob cleanup delay (s; blob-writes.ts): absent, a write that drops a blob sends no cleanup message. */
-  blobCleanupDelaySeconds?: number;
-}
+import type { CommitContext, PendingWrite } from './commit-types';
 
 /** Writes one EGT holds at most (writes); the EGT's own limits (100 operations, 4 MiB) may cut it shorter. */
 const MAX_GROUP = 100;
@@ -87,17 +52,6 @@ interface Effects {
 
 /** Room kept between the last moment an EGT may be sent and the end of its reservations' lease (ms). */
 const CLOCK_MARGIN_MS = 1000;
-
-/** Reports each storage call of a group to the observer of every write in it: the group's cost is each one's. */
-function sharedObserver(members: PendingWrite[]): StorageObserver | undefined {
-  const observers = [...new Set(members.map((m) => m.observer).filter((o): o is StorageObserver => o !== undefined))];
-  if (observers.length === 0) return undefined;
-  if (observers.length === 1) return observers[0];
-  return {
-    onCallStart: () => observers.forEach((o) => o.onCallStart?.()),
-    onCall: (r: StorageCallRecord) => observers.forEach((o) => o.onCall(r)),
-  };
-}
 
 /** Commits the writes of one table and PartitionKey, one EGT at a time. */
 export class PartitionCommitter {
@@ -178,7 +132,8 @@ export class PartitionCommitter {
       m.writeId = randomUUID();
       m.ownAttempts.add(m.writeId);
     }
-    const observer = sharedObserver(members);
+    // Each storage call of a group is reported to the observer of every write in it: the group's cost is each one's.
+    const observer = sharedObserver(members.map((m) => m.observer));
     const state = await readGroupState(model, store, members, this.holders, observer);
     let group = planGroup(model, members, state, store.target, this.table);
     const deferred = group.deferred;
@@ -233,28 +188,13 @@ export class PartitionCommitter {
       return [...again, ...retry, ...deferred];
     }
     this.committed(group, state, etags);
-    await this.confirm(group, effects, observer);
+    // The reservations of committed writes become plain index entities. Until then a reservation of a create looks
+    // pending whenever its entity is absent — also after a later delete — and would hold its value for its whole
+    // lease. Done before the next EGT of the partition, so this process's next write of the entity finds it
+    // confirmed; one that fails is the worker's to confirm.
+    const held = group.planned.flatMap(({ member, plan }) => effects.get(member)!.held.map((h, i) => ({ reservation: plan.reservations[i], etag: h.etag })));
+    await confirmReservations(store, held, observer);
     return [...retry, ...deferred];
-  }
-
-  /**
-   * Turns the reservations of committed writes into plain index entities (If-Match: still theirs). Until then a
-   * reservation of a create looks pending whenever its entity is absent — also after a later delete — and would
-   * hold its value for its whole lease. Done before the next EGT of the partition, so this process's next write
-   * of the entity finds it confirmed; one that fails is the worker's to confirm.
-   */
-  private async confirm(group: GroupPlan<PendingWrite>, effects: Map<PendingWrite, Effects>, observer?: StorageObserver): Promise<void> {
-    await Promise.all(
-      group.planned.flatMap(({ member, plan }) =>
-        effects
-          .get(member)!
-          .held.map((held, i) =>
-            this.ctx.store
-              .updateEntity(plan.reservations[i].table, plan.reservations[i].entity, 'replace', { observer, ifMatch: held.etag })
-              .catch(() => undefined),
-          ),
-      ),
-    );
   }
 
   /**

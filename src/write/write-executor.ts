@@ -16,7 +16,8 @@ import { checkEntity, checkKey } from '../storage/limits';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, EntityToWrite, StorageObserver } from '../storage/types';
 import { requestMove } from './move';
-import { PartitionCommitter, type WriteResult } from './partition-committer';
+import { PartitionCommitter } from './partition-committer';
+import type { WriteResult } from './commit-types';
 import type { FanoutSender } from '../queue/sender';
 import type { GroupMember } from './group-plan';
 import { addressOf, checkIncrement, type Values } from './write-plan';
@@ -24,7 +25,7 @@ import { partAddresses, partProperties } from '../model/wide-entities';
 import { applyBlobs, planBlobs, type BlobPlan, type BlobWriting } from './blob-writes';
 
 export type { FanoutSender, SentMessage } from '../queue/sender';
-export type { WriteResult } from './partition-committer';
+export type { WriteResult } from './commit-types';
 
 export interface WriteExecutorOptions {
   model: Model;

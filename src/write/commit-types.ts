@@ -1,0 +1,54 @@
+/**
+ * The shapes of group commit (partition-committer.ts): what a write waiting in a committer carries, what it
+ * resolves with, and what the committer is given. Types only.
+ */
+import type { Context } from '@opentelemetry/api';
+import type { Model } from '../model/types';
+import type { TableStore } from '../storage/table-store';
+import type { EntityAddress, StorageObserver } from '../storage/types';
+import type { FanoutSender } from '../queue/sender';
+import type { GroupMember } from './group-plan';
+import type { Values } from './write-plan';
+
+/** The outcome of a write: the entity as it now is (or was, for a delete). */
+export interface WriteResult {
+  address: EntityAddress;
+  /** Values after the write; for a delete, the values it had. */
+  values: Values;
+  /** The entity's new ETag; for a delete, the ETag it had. */
+  etag: string;
+  deleted: boolean;
+  /** Write-only SAS URLs for the `@blob` fields the client uploads itself, by field (blob-writes.ts). */
+  uploadUrls?: Record<string, string>;
+}
+
+/** A write waiting in a committer's queue. */
+export interface PendingWrite extends GroupMember {
+  address: EntityAddress;
+  observer?: StorageObserver;
+  /** Attempts made so far (attempts). */
+  attempts: number;
+  /**
+   * A write of `@blob` fields: the time by which its EGT must be applied (ms since the epoch), or it fails — its
+   * blobs' cleanup may then take them (blob-cleanup-send.ts).
+   */
+  sendBy?: number;
+  /** Arrival order in its committer. */
+  seq: number;
+  /** The tracing context of the request that made the write (spans.ts): its group commit's span is linked to it. */
+  traceContext?: Context;
+  /** Ids of this write's attempts: reservations they made are this write's own. */
+  ownAttempts: Set<string>;
+  resolve(result: WriteResult): void;
+  reject(error: unknown): void;
+}
+
+export interface CommitContext {
+  model: Model;
+  store: TableStore;
+  fanout: FanoutSender;
+  /** Attempts before a write that keeps meeting concurrent writers of other processes fails (default 8). */
+  maxAttempts: number;
+  /** The blob cleanup delay (s; blob-writes.ts): absent, a write that drops a blob sends no cleanup message. */
+  blobCleanupDelaySeconds?: number;
+}
