@@ -18,6 +18,13 @@ export interface LoggerOptions {
    * summaries) log to 'stderr' so their output stays pipeable.
    */
   destination?: 'stdout' | 'stderr';
+  /**
+   * Whether each line is written before the call returns. Default true. The server and the worker pass false:
+   * lines written while one write is in flight are joined into the next, so a busy server makes one write
+   * system call per many requests instead of one per request. Lines in hand are written on exit (pino flushes
+   * them synchronously on `process.exit`); a `kill -9` may lose the last few.
+   */
+  sync?: boolean;
 }
 
 /**
@@ -33,5 +40,5 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
     // outlive a short CLI command, and lines are written synchronously in order with the command's output.
     return pino(base, pretty({ destination: fd, sync: true, colorize: true, translateTime: 'SYS:HH:MM:ss.l' }));
   }
-  return pino(base, pino.destination({ fd, sync: true }));
+  return pino(base, pino.destination({ fd, sync: opts.sync ?? true }));
 }

@@ -38,5 +38,5 @@ runMain(
       log.info('stopped');
     });
   },
-  createLogger,
+  (opts) => createLogger({ ...opts, sync: false }),
 );

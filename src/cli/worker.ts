@@ -51,5 +51,5 @@ runMain(
       log.info(worker.stats(), 'stopped');
     });
   },
-  createLogger,
+  (opts) => createLogger({ ...opts, sync: false }),
 );

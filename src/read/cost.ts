@@ -24,7 +24,23 @@ export interface StorageCost {
   waves: number;
   /** Wall time in ms during which at least one storage call was in flight. */
   storageMs: number;
+  /**
+   * Billable transactions on Azure Table storage: every REST request to the service is one, an EGT included (one
+   * request, however many entities) and each continuation page. Equal to `roundTrips`, named for the bill.
+   */
+  azureTransactions: number;
+  /**
+   * An estimate of the request units the same calls take on the Azure Cosmos DB Table API, for entities of at most
+   * 1 KB: 1 RU per entity read (at least 1 per read round trip, a miss included), 5 RU per entity written. Larger
+   * entities cost proportionally more. Measure with the service's own `x-ms-request-charge` before sizing.
+   */
+  cosmosRequestUnits: number;
 }
+
+/** Request units per entity read (≤ 1 KB) on the Cosmos DB Table API: the service's figure for a point read. */
+export const RU_PER_ENTITY_READ = 1;
+/** Request units per entity written (≤ 1 KB) on the Cosmos DB Table API: about five times a read. */
+export const RU_PER_ENTITY_WRITTEN = 5;
 
 /** A request-scoped StorageObserver that adds up StorageCost. */
 export class CostTracker implements StorageObserver {
@@ -38,6 +54,8 @@ export class CostTracker implements StorageObserver {
     entitiesRead: 0,
     waves: 0,
     storageMs: 0,
+    azureTransactions: 0,
+    cosmosRequestUnits: 0,
   };
   private inFlight = 0;
   private busySince = 0;
@@ -72,6 +90,11 @@ export class CostTracker implements StorageObserver {
         this.cost.writes += 1;
     }
     this.cost.roundTrips += record.roundTrips;
+    this.cost.azureTransactions += record.roundTrips;
+    this.cost.cosmosRequestUnits +=
+      record.kind === 'transaction' || record.kind === 'write'
+        ? RU_PER_ENTITY_WRITTEN * record.entities
+        : RU_PER_ENTITY_READ * Math.max(record.entities, record.roundTrips);
     if (this.inFlight > 0) {
       this.inFlight -= 1;
       if (this.inFlight === 0) this.cost.storageMs += performance.now() - this.busySince;

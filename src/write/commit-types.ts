@@ -39,6 +39,11 @@ export interface PendingWrite extends GroupMember {
   traceContext?: Context;
   /** Ids of this write's attempts: reservations they made are this write's own. */
   ownAttempts: Set<string>;
+  /**
+   * Set once a create that skipped reading its entity (group-read.ts, `skipsRead`) met it already stored: its next
+   * attempt reads it, so it fails with the planner's error (or, deleted meanwhile, creates).
+   */
+  readFirst?: boolean;
   resolve(result: WriteResult): void;
   reject(error: unknown): void;
 }

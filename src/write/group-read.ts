@@ -30,6 +30,16 @@ interface Reader {
   ownAttempts: ReadonlySet<string>;
   takeOverFrom?: EntityAddress;
   moveId?: string;
+  readFirst?: boolean;
+}
+
+/**
+ * Whether a write goes without reading its entity: a plain create, whose EGT insert is refused anyway when the
+ * entity exists (the committer then reads it and fails the write with the planner's error). A move's create, and
+ * a create already refused once, read it.
+ */
+export function skipsRead(m: Reader): boolean {
+  return m.write.action === 'CREATE' && !m.readFirst && m.moveId === undefined && m.takeOverFrom === undefined;
 }
 
 /**
@@ -87,7 +97,7 @@ export async function readGroupState(
       wantReferences(m, Object.fromEntries([...m.write.entity.fields.keys()].map((f) => [f, m.input[f] ?? null])));
     }
   }
-  await read(new Map(members.map((m) => [addressKey(m.address), m])));
+  await read(new Map(members.filter((m) => !skipsRead(m)).map((m) => [addressKey(m.address), m])));
 
   // What only the entity's current or next values name: a second wave.
   for (const m of members) {

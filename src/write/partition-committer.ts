@@ -23,18 +23,10 @@ import { addressKey } from '../storage/address-key';
 import { encodeMessage, entityMessage } from '../queue/messages';
 import type { SentMessage } from '../queue/sender';
 import { planGroup, type GroupPlan, type GroupState } from './group-plan';
-import { readEntity, readGroupState, readUniqueKeys } from './group-read';
+import { readEntity, readGroupState, readUniqueKeys, skipsRead } from './group-read';
 import { etagAfter, writtenBy } from '../model/wide-entities';
-import {
-  confirmReservations,
-  leaseMs,
-  releaseReservations,
-  reservationEntity,
-  reserveKey,
-  uniqueKeyTaken,
-  type HeldReservation,
-  type KeyState,
-} from './reservations';
+import { leaseMs, releaseReservations, reservationEntity, uniqueKeyTaken, type HeldReservation, type KeyState } from './reservations';
+import { confirmReservations, reserveKeys, type ReservationRequest } from './reservation-batches';
 import type { WritePlan } from './write-plan';
 import { sendDropCleanup } from './blob-cleanup-send';
 import { captureContext, inSpan } from '../telemetry/spans';
@@ -62,6 +54,8 @@ export class PartitionCommitter {
   private tableRecreated = false;
   /** Summary holders as this committer last wrote them: the next EGT needs not read them again. */
   private readonly holders = new Map<string, StoredEntity | null>();
+  /** The last EGT's reservations being confirmed, while the next group reads, sends and reserves. */
+  private confirming: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly ctx: CommitContext,
@@ -78,7 +72,10 @@ export class PartitionCommitter {
   private async run(): Promise<void> {
     this.running = true;
     try {
-      while (this.queue.length > 0) {
+      for (;;) {
+        // Idle only once the last confirmations are done; writes that arrive meanwhile are taken first.
+        if (this.queue.length === 0) await this.confirming;
+        if (this.queue.length === 0) break;
         const members = this.queue.splice(0, MAX_GROUP);
         let again: PendingWrite[];
         try {
@@ -141,9 +138,15 @@ export class PartitionCommitter {
     const retry: PendingWrite[] = [];
 
     // Unique keys: who holds them now, read before anything is sent, so a write whose value is taken sends nothing.
-    const keys = await readUniqueKeys(store, group.planned, observer);
+    // A plain create's keys are not read (skipsRead): taken to be free, as they nearly always are, their inserts are
+    // refused when they are not, and reserveKey then reads and decides (the message sent meanwhile is withdrawn).
+    const keys = await readUniqueKeys(
+      store,
+      group.planned.filter(({ member }) => !skipsRead(member)),
+      observer,
+    );
     group = this.without(group, state, ({ member, plan }) => {
-      const states = plan.reservations.map((r) => keys.get(addressKey({ table: r.table, ...r.entity }))!);
+      const states = plan.reservations.map((r) => keyState(keys, r));
       const taken = states.findIndex((k) => k.kind === 'taken');
       if (taken >= 0) return this.fail(member, uniqueKeyTaken(member.write.entity.name, plan.reservations[taken]));
       return states.some((k) => k.kind === 'busy') && this.again(member, retry);
@@ -152,7 +155,8 @@ export class PartitionCommitter {
     // Messages first, then reservations: a crash after either leaves a message that names what to clean up.
     const effects = new Map<PendingWrite, Effects>();
     const reservedUntil = new Date(Date.now() + leaseMs(store.timeoutMs));
-    await Promise.all(group.planned.map(({ member, plan }) => this.prepare(member, plan, keys, reservedUntil, effects)));
+    await Promise.all(group.planned.map(({ member, plan }) => this.send(member, plan, effects)));
+    await this.reserve(group, keys, reservedUntil, effects);
     const failed = group.planned.filter(({ member }) => effects.get(member)!.error !== undefined);
     await Promise.all(failed.map(({ member }) => this.undo(member, effects.get(member)!)));
     group = this.without(group, state, ({ member }) => {
@@ -180,6 +184,7 @@ export class PartitionCommitter {
       if (group.planned.length === 0) return [...retry, ...deferred];
     }
 
+    await this.confirming;
     let etags: Array<string | undefined>;
     try {
       etags = await store.submitTransaction(this.table, group.operations, { observer });
@@ -190,10 +195,10 @@ export class PartitionCommitter {
     this.committed(group, state, etags);
     // The reservations of committed writes become plain index entities. Until then a reservation of a create looks
     // pending whenever its entity is absent — also after a later delete — and would hold its value for its whole
-    // lease. Done before the next EGT of the partition, so this process's next write of the entity finds it
-    // confirmed; one that fails is the worker's to confirm.
+    // lease. Done while the next group reads, sends and reserves, but before its EGT, so this process's next write
+    // of the entity finds it confirmed; one that fails is the worker's to confirm.
     const held = group.planned.flatMap(({ member, plan }) => effects.get(member)!.held.map((h, i) => ({ reservation: plan.reservations[i], etag: h.etag })));
-    await confirmReservations(store, held, observer);
+    this.confirming = confirmReservations(store, held, observer);
     return [...retry, ...deferred];
   }
 
@@ -263,36 +268,63 @@ export class PartitionCommitter {
         onEntity && member.write.action === 'INCREMENT' && isTablegraphError(error, ErrorCode.CONFLICT) && error.details.reason === 'EntityAlreadyExists';
       // Its entity changed or vanished since it was read: with `ifMatch` that is the client's conflict; without,
       // read it again (a vanished entity then fails NOT_FOUND, a concurrent create CONFLICT, from the planner).
-      if ((stale || vanished || raced) && typeof member.input.ifMatch !== 'string') this.again(member, retry, error);
+      // A create that did not read its entity, refused because it exists: read it, and fail with the planner's error.
+      const unread = onEntity && skipsRead(member) && isTablegraphError(error, ErrorCode.CONFLICT) && error.details.reason === 'EntityAlreadyExists';
+      if (unread) {
+        member.readFirst = true;
+        this.again(member, retry, error);
+      } else if ((stale || vanished || raced) && typeof member.input.ifMatch !== 'string') this.again(member, retry, error);
       else this.fail(member, stale || vanished ? staleIfMatch(member) : error);
     }
     return retry;
   }
 
-  /** Sends a planned write's fan-out message, then makes its reservations; records what it did in `effects`. */
-  private async prepare(
-    member: PendingWrite,
-    plan: WritePlan,
-    keys: Map<string, KeyState>,
-    reservedUntil: Date,
-    effects: Map<PendingWrite, Effects>,
-  ): Promise<void> {
-    const { store, fanout } = this.ctx;
+  /** Sends a planned write's fan-out message (and its blobs' cleanup); records what it did in `effects`. */
+  private async send(member: PendingWrite, plan: WritePlan, effects: Map<PendingWrite, Effects>): Promise<void> {
+    const { fanout } = this.ctx;
     const done: Effects = { held: [] };
     effects.set(member, done);
     try {
       member.sendBy ??= await sendDropCleanup(member.write.entity, member.address, plan.previous, plan.values, fanout, this.ctx.blobCleanupDelaySeconds);
       if (plan.fanout) done.sent = await fanout.send(encodeMessage(entityMessage(plan.fanout)));
-      for (const r of plan.reservations) {
-        const reservation = reservationEntity(r, plan, reservedUntil);
-        const key = keys.get(addressKey({ table: r.table, ...r.entity }))!;
-        done.held.push(
-          await reserveKey(store, member.write.entity, r, reservation, member.address, key, member.ownAttempts, member.observer, member.takeOverFrom),
-        );
-      }
     } catch (error) {
       done.error = error;
     }
+  }
+
+  /**
+   * Makes the reservations of every planned write whose message went out, those of one index partition together
+   * (reservation-batches.ts); records them in `effects`, in each plan's order, and a write's first error.
+   */
+  private async reserve(group: GroupPlan<PendingWrite>, keys: Map<string, KeyState>, reservedUntil: Date, effects: Map<PendingWrite, Effects>): Promise<void> {
+    const requests: ReservationRequest[] = [];
+    const owners: Array<{ done: Effects; index: number }> = [];
+    for (const { member, plan } of group.planned) {
+      const done = effects.get(member)!;
+      if (done.error !== undefined) continue;
+      plan.reservations.forEach((r, index) => {
+        requests.push({
+          entity: member.write.entity,
+          write: r,
+          reservation: reservationEntity(r, plan, reservedUntil),
+          primary: member.address,
+          first: keyState(keys, r),
+          ownAttempts: member.ownAttempts,
+          observer: member.observer,
+          takeOverFrom: member.takeOverFrom,
+        });
+        owners.push({ done, index });
+      });
+    }
+    await Promise.all([...new Set(requests.map((r) => r.write.table))].map((t) => this.ctx.store.ensureTable(t)));
+    const outcomes = await reserveKeys(this.ctx.store, requests);
+    outcomes.forEach((outcome, k) => {
+      const { done, index } = owners[k];
+      if ('held' in outcome) done.held[index] = outcome.held;
+      else done.error ??= outcome.error;
+    });
+    // A write with a refused reservation keeps only those it holds, to release.
+    for (const done of effects.values()) if (done.error !== undefined) done.held = done.held.filter(Boolean);
   }
 
   /** Withdraws an attempt's message and releases its reservations: for an attempt that can no longer commit. */
@@ -383,6 +415,11 @@ export class PartitionCommitter {
       }
     });
   }
+}
+
+/** What a key was found holding, or 'free' for one not read. */
+function keyState(keys: Map<string, KeyState>, r: { table: string; entity: { partitionKey: string; rowKey: string } }): KeyState {
+  return keys.get(addressKey({ table: r.table, ...r.entity })) ?? { kind: 'free' };
 }
 
 /** The CONFLICT of a write whose `ifMatch` was current when read, but not by the time its EGT arrived. */

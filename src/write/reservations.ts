@@ -188,20 +188,3 @@ export async function releaseReservations(store: TableStore, held: HeldReservati
   );
   return results.every(Boolean);
 }
-
-/**
- * Turns reservations into plain index entities (each rewritten whole, If-Match on the ETag its attempt holds: one
- * changed since is left as it is). A failure is left to the worker, which confirms from the committed entity:
- * this never throws. One storage call per reservation, all at once.
- */
-export async function confirmReservations(
-  store: TableStore,
-  held: Array<{ reservation: TableWrite; etag: string }>,
-  observer?: StorageObserver,
-): Promise<void> {
-  await Promise.all(
-    held.map(({ reservation, etag }) =>
-      store.updateEntity(reservation.table, reservation.entity, 'replace', { observer, ifMatch: etag }).catch(() => undefined),
-    ),
-  );
-}

@@ -128,12 +128,18 @@ export function expectCost(response: { extensions?: { cost?: Record<string, unkn
     expect(estimate.storageCalls).toBeGreaterThanOrEqual(expected.pointQueries + expected.rangeQueries);
     expect(estimate.entitiesRead).toBeGreaterThanOrEqual(expected.entitiesRead);
   }
+  const queries = expected.pointQueries + expected.rangeQueries;
   expect(cost).toEqual({
     ...expected,
     partitionScans: 0,
     tableScans: 0,
     writes: 0,
-    roundTrips: expected.pointQueries + expected.rangeQueries,
+    roundTrips: queries,
+    azureTransactions: queries,
     storageMs: expect.any(Number),
+    cosmosRequestUnits: expect.any(Number),
   });
+  // 1 RU per entity read, at least 1 per query (a miss, an empty page): between the two bounds.
+  expect(cost.cosmosRequestUnits).toBeGreaterThanOrEqual(Math.max(expected.entitiesRead, queries > 0 ? 1 : 0));
+  expect(cost.cosmosRequestUnits).toBeLessThanOrEqual(expected.entitiesRead + queries);
 }
