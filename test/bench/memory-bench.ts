@@ -4,13 +4,21 @@
  * 16 in flight, on the seeded HR example over an in-memory Azurite. Every 10,000 requests its RSS (from /proc) and
  * its V8 heap (used and total, from its own /metrics: prom-client's default metrics) are sampled; the figure is RSS
  * after 100,000 against RSS after 10,000. A heap whose used size stays flat while RSS grows is V8 sizing its heap,
- * not a leak.
+ * not a leak. With `--heap-snapshots` the server also writes a heap snapshot (live objects only, after a full
+ * collection) after 10,000 requests and at the end; the two are compared by constructor, and the live heap's growth
+ * printed. Writing a snapshot takes the server hundreds of MB of RSS it keeps: RSS figures of such a run are not
+ * comparable.
  *
- *   npx tsx test/bench/memory-bench.ts [--requests 100000]
+ *   npx tsx test/bench/memory-bench.ts [--requests 100000] [--heap-snapshots]
  *
  * Needs `npm run build` first (`npm run bench` does it).
  */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
+import { compareHeaps } from './heap-snapshot';
 import { startAzurite } from '../../src/storage/azurite';
 import { freePort } from '../support/processes';
 import { commandArgs, rssOf, startServerProcess, stopProcess } from './bench-process';
@@ -20,6 +28,8 @@ const arg = (name: string, fallback: number) => {
   return i > 0 ? Number(process.argv[i + 1]) : fallback;
 };
 const REQUESTS = arg('requests', 100_000);
+/** Heap snapshots inflate the server's RSS (and pause it) from the first one on: only when asked. */
+const HEAP_SNAPSHOTS = process.argv.includes('--heap-snapshots');
 const IN_FLIGHT = 16;
 const BODIES = [
   { query: '{ employee(departmentId: "Marketing", id: "1") { id firstName lastName } }' },
@@ -37,7 +47,10 @@ async function main(): Promise<void> {
     TABLEGRAPH_RATE_LIMIT: '100000000',
     LOG_LEVEL: 'warn',
   };
-  const { child } = await startServerProcess(commandArgs('start', 'dist'), port, env);
+  const snapshots = fs.mkdtempSync(path.join(os.tmpdir(), 'tablegraph-heap-'));
+  const args = commandArgs('start', 'dist');
+  // The signal makes the server write a heap snapshot into its working directory (a Node.js option).
+  const { child } = await startServerProcess(['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${snapshots}`, ...args], port, env);
   const pid = child.pid!;
   const pool = new Pool(`http://127.0.0.1:${port}`, { connections: IN_FLIGHT });
   /** The server's V8 heap, used and total (bytes), as its /metrics reports it. */
@@ -47,6 +60,18 @@ async function main(): Promise<void> {
     return { used: metric('nodejs_heap_size_used_bytes'), total: metric('nodejs_heap_size_total_bytes') };
   };
   const samples: Array<[number, number, { used: number; total: number }]> = [[0, rssOf(pid), await heap()]];
+  /** Asks for a heap snapshot and waits until the file is complete (its size stops changing). */
+  const snapshot = async (): Promise<string> => {
+    const before = new Set(fs.readdirSync(snapshots));
+    child.kill('SIGUSR2');
+    for (let last = -1; ; await sleep(500)) {
+      const file = fs.readdirSync(snapshots).find((f) => !before.has(f) && f.endsWith('.heapsnapshot'));
+      const size = file ? fs.statSync(path.join(snapshots, file)).size : -1;
+      if (file && size > 0 && size === last) return path.join(snapshots, file);
+      last = size;
+    }
+  };
+  const heapFiles: string[] = [];
   const pendingSamples: Array<Promise<void>> = [];
   let sent = 0;
   let failed = 0;
@@ -66,11 +91,13 @@ async function main(): Promise<void> {
           if (n % 10_000 === 0) {
             const rss = rssOf(pid);
             pendingSamples.push(heap().then((h) => void samples.push([n, rss, h])));
+            if (HEAP_SNAPSHOTS && n === 10_000) heapFiles.push(await snapshot());
           }
         }
       }),
     );
     await Promise.all(pendingSamples);
+    if (HEAP_SNAPSHOTS) heapFiles.push(await snapshot());
   } finally {
     await pool.close();
     await stopProcess(child);
@@ -87,6 +114,15 @@ async function main(): Promise<void> {
   const first = at(10_000);
   const last = samples.at(-1)![1];
   if (first) console.log(`RSS after ${samples.at(-1)![0]} / after 10000: ${(last / first).toFixed(2)}x`);
+  if (heapFiles.length === 2) {
+    const { totals, rows } = compareHeaps(heapFiles[0], heapFiles[1], 12);
+    console.log(
+      `live heap (snapshots, after a full collection): ${(totals[0] / 1e6).toFixed(1)} MB after 10000, ${(totals[1] / 1e6).toFixed(1)} MB at the end`,
+    );
+    console.log('grew most (live bytes, objects):');
+    for (const row of rows) console.log(`  ${row}`);
+  }
+  fs.rmSync(snapshots, { recursive: true, force: true });
 }
 
 main().catch((e) => {

@@ -7,7 +7,8 @@
  * 128 writes in flight. Next to each, in the same run and the same partition layout, the EGT-only baseline: raw SDK
  * `submitTransaction` of each write's own entities (the employee and its index entity in the department's
  * partition, one EGT per write, no summary, nothing else), at the same concurrency — what the partition takes when
- * nobody keeps a summary. Prints writes/s, latency p50/p99, EGTs and storage round trips per write, fan-out messages
+ * nobody keeps a summary. Prints writes/s, latency p50/p99, EGTs and Table round trips per write, storage calls per
+ * write (Table round trips plus queue calls: what Azure bills, target ≤ 2.5 at 32 in flight), fan-out messages
  * sent per acknowledged write (target 1.0), failures, and the ratio to the baseline. The department's summaries are
  * checked against the writes at the end of each run.
  */
@@ -36,6 +37,8 @@ interface Result {
   egts: number;
   roundTrips: number;
   messages?: number;
+  /** Queue calls: messages sent and withdrawn. */
+  queueCalls?: number;
 }
 
 function percentile(values: number[], p: number): number {
@@ -74,6 +77,7 @@ function row(r: Result, baseline?: Result): string {
     `${r.p50.toFixed(1)} / ${r.p99.toFixed(1)}`.padStart(16),
     (r.egts / r.writes).toFixed(3).padStart(8),
     (r.roundTrips / r.writes).toFixed(2).padStart(10),
+    ((r.roundTrips + (r.queueCalls ?? 0)) / r.writes).toFixed(2).padStart(9),
     (r.messages === undefined ? '—' : (r.messages / (r.writes - r.failed)).toFixed(2)).padStart(9),
     String(r.failed).padStart(7),
     (baseline ? `${(rate / ((baseline.writes - baseline.failed) / baseline.seconds)).toFixed(2)}x` : '').padStart(7),
@@ -88,7 +92,7 @@ async function main(): Promise<void> {
     const queues = new QueueStore({ connectionString: azurite.connectionString, timeoutMs: 60_000 });
     console.log(`one department, ${WRITES} creates per run, in-memory Azurite 3.37, Node ${process.version}`);
     console.log(
-      `${'run'.padEnd(44)} ${'writes/s'.padStart(8)} ${'p50 / p99 ms'.padStart(16)} ${'EGTs/w'.padStart(8)} ${'trips/w'.padStart(10)} ${'msgs/ack'.padStart(9)} ${'failed'.padStart(7)} ${'ratio'.padStart(7)}`,
+      `${'run'.padEnd(44)} ${'writes/s'.padStart(8)} ${'p50 / p99 ms'.padStart(16)} ${'EGTs/w'.padStart(8)} ${'trips/w'.padStart(10)} ${'calls/w'.padStart(9)} ${'msgs/ack'.padStart(9)} ${'failed'.padStart(7)} ${'ratio'.padStart(7)}`,
     );
     for (const concurrency of CONCURRENCY) {
       const prefix = `pb${concurrency}`;
@@ -99,7 +103,11 @@ async function main(): Promise<void> {
 
       // tablegraph: group commit, summaries, reservations, fan-out messages.
       let messages = 0;
-      const sender: FanoutSender = { send: (text) => ((messages += 1), queues.send(queue, text)), withdraw: (sent) => queues.delete(queue, sent) };
+      let withdrawn = 0;
+      const sender: FanoutSender = {
+        send: (text) => ((messages += 1), queues.send(queue, text)),
+        withdraw: (sent) => ((withdrawn += 1), queues.delete(queue, sent)),
+      };
       let egts = 0;
       let roundTrips = 0;
       const observer: StorageObserver = { onCall: (r) => void ((roundTrips += r.roundTrips), r.kind === 'transaction' && egts++) };
@@ -131,6 +139,7 @@ async function main(): Promise<void> {
         egts,
         roundTrips,
         messages,
+        queueCalls: messages + withdrawn,
       };
 
       // Baseline: each write's own entities as one EGT of upserts, raw SDK, no summary, nothing else.
