@@ -37,6 +37,8 @@ export interface FanoutWorkerOptions {
   writer?: ReconcileOptions['writer'];
   /** Test hook, see ReconcileOptions.afterUpserts. */
   afterUpserts?: ReconcileOptions['afterUpserts'];
+  /** Told of every Table storage call the reconciliation makes (e.g. to count calls per message). */
+  observer?: ReconcileOptions['observer'];
 }
 
 /** Creates (without starting) the fan-out worker; call ensureFanoutQueues first. */
@@ -98,6 +100,7 @@ async function handleEntityMessage(message: EntityMessage, opts: FanoutWorkerOpt
     settleMs: opts.settleMs,
     writer: opts.writer,
     afterUpserts: opts.afterUpserts,
+    observer: opts.observer,
     onUniqueConflict: (address) =>
       opts.log?.warn(
         { messageId: message.id, table: address.table, key: address.partitionKey },

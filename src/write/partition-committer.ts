@@ -189,6 +189,14 @@ export class PartitionCommitter {
     try {
       etags = await store.submitTransaction(this.table, group.operations, { observer });
     } catch (e) {
+      // A period's table dropped by `expire` since this process made it, met first by the EGT (a create reads
+      // nothing before): undo, make it again, and try the writes again (each attempt counted, so not forever).
+      if (this.periodic(members) && isTablegraphError(e, ErrorCode.NOT_FOUND) && e.details.reason === 'TableNotFound') {
+        await Promise.all(group.planned.map(({ member }) => this.undo(member, effects.get(member)!)));
+        store.forgetTable(this.table);
+        group.planned.forEach(({ member }) => this.again(member, retry, e));
+        return [...retry, ...deferred];
+      }
       const again = await this.failedEgt(group, state, effects, e, observer);
       return [...again, ...retry, ...deferred];
     }
