@@ -155,8 +155,10 @@ export class PartitionCommitter {
     // Messages first, then reservations: a crash after either leaves a message that names what to clean up.
     const effects = new Map<PendingWrite, Effects>();
     const reservedUntil = new Date(Date.now() + leaseMs(store.timeoutMs));
-    await Promise.all(group.planned.map(({ member, plan }) => this.send(member, plan, effects)));
-    await this.reserve(group, keys, reservedUntil, effects);
+    // Each write's reservations go out as soon as its own message has (those of one index partition once all of
+    // theirs have), not once every message of the group has.
+    const sent = new Map(group.planned.map(({ member, plan }) => [member, this.send(member, plan, effects)]));
+    await Promise.all([...sent.values(), this.reserve(group, keys, reservedUntil, effects, sent)]);
     const failed = group.planned.filter(({ member }) => effects.get(member)!.error !== undefined);
     await Promise.all(failed.map(({ member }) => this.undo(member, effects.get(member)!)));
     group = this.without(group, state, ({ member }) => {
@@ -287,16 +289,21 @@ export class PartitionCommitter {
     return retry;
   }
 
-  /** Sends a planned write's fan-out message (and its blobs' cleanup); records what it did in `effects`. */
-  private async send(member: PendingWrite, plan: WritePlan, effects: Map<PendingWrite, Effects>): Promise<void> {
+  /**
+   * Sends a planned write's fan-out message (and its blobs' cleanup); records what it did in `effects` (its entry
+   * is there at once). @returns whether the write may go on to its reservations
+   */
+  private async send(member: PendingWrite, plan: WritePlan, effects: Map<PendingWrite, Effects>): Promise<boolean> {
     const { fanout } = this.ctx;
     const done: Effects = { held: [] };
     effects.set(member, done);
     try {
       member.sendBy ??= await sendDropCleanup(member.write.entity, member.address, plan.previous, plan.values, fanout, this.ctx.blobCleanupDelaySeconds);
       if (plan.fanout) done.sent = await fanout.send(encodeMessage(entityMessage(plan.fanout)));
+      return true;
     } catch (error) {
       done.error = error;
+      return false;
     }
   }
 
@@ -304,12 +311,17 @@ export class PartitionCommitter {
    * Makes the reservations of every planned write whose message went out, those of one index partition together
    * (reservation-batches.ts); records them in `effects`, in each plan's order, and a write's first error.
    */
-  private async reserve(group: GroupPlan<PendingWrite>, keys: Map<string, KeyState>, reservedUntil: Date, effects: Map<PendingWrite, Effects>): Promise<void> {
+  private async reserve(
+    group: GroupPlan<PendingWrite>,
+    keys: Map<string, KeyState>,
+    reservedUntil: Date,
+    effects: Map<PendingWrite, Effects>,
+    sent: Map<PendingWrite, Promise<boolean>>,
+  ): Promise<void> {
     const requests: ReservationRequest[] = [];
     const owners: Array<{ done: Effects; index: number }> = [];
     for (const { member, plan } of group.planned) {
       const done = effects.get(member)!;
-      if (done.error !== undefined) continue;
       plan.reservations.forEach((r, index) => {
         requests.push({
           entity: member.write.entity,
@@ -320,6 +332,7 @@ export class PartitionCommitter {
           ownAttempts: member.ownAttempts,
           observer: member.observer,
           takeOverFrom: member.takeOverFrom,
+          ready: sent.get(member),
         });
         owners.push({ done, index });
       });
@@ -329,7 +342,7 @@ export class PartitionCommitter {
     outcomes.forEach((outcome, k) => {
       const { done, index } = owners[k];
       if ('held' in outcome) done.held[index] = outcome.held;
-      else done.error ??= outcome.error;
+      else if ('error' in outcome) done.error ??= outcome.error;
     });
     // A write with a refused reservation keeps only those it holds, to release.
     for (const done of effects.values()) if (done.error !== undefined) done.held = done.held.filter(Boolean);

@@ -31,10 +31,12 @@ export interface ReservationRequest {
   ownAttempts: ReadonlySet<string>;
   observer?: StorageObserver;
   takeOverFrom?: EntityAddress;
+  /** Resolves true once the reservation may be made (its write's message is out), false if it must not be. */
+  ready?: Promise<boolean>;
 }
 
-/** A request's outcome: the reservation held, or the error reserveKey threw. */
-export type ReservationOutcome = { held: HeldReservation } | { error: unknown };
+/** A request's outcome: the reservation held, the error reserveKey threw, or not made (`ready` said false). */
+export type ReservationOutcome = { held: HeldReservation } | { error: unknown } | { skipped: true };
 
 /**
  * Makes every reservation of `requests`: free keys of one index partition in EGTs of inserts, the others (and the
@@ -43,6 +45,12 @@ export type ReservationOutcome = { held: HeldReservation } | { error: unknown };
  */
 export async function reserveKeys(store: TableStore, requests: ReservationRequest[]): Promise<ReservationOutcome[]> {
   const outcomes: ReservationOutcome[] = new Array(requests.length);
+  /** The requests of `members` whose `ready` said yes; the others are skipped. */
+  const readyOf = async (members: number[]) => {
+    const ready = await Promise.all(members.map((i) => requests[i].ready ?? true));
+    members.forEach((i, j) => ready[j] || (outcomes[i] = { skipped: true }));
+    return members.filter((_, j) => ready[j]);
+  };
   const alone = async (i: number, first = requests[i].first) => {
     const r = requests[i];
     try {
@@ -62,7 +70,8 @@ export async function reserveKeys(store: TableStore, requests: ReservationReques
     const partition = JSON.stringify([r.write.table, r.write.entity.partitionKey]);
     batches.set(partition, [...(batches.get(partition) ?? []), i]);
   });
-  const batchOf = async (members: number[]) => {
+  const batchOf = async (all: number[]) => {
+    let members = await readyOf(all);
     for (let retries = 0; members.length > 1 && retries <= MAX_BATCH_RETRIES; retries++) {
       const ops: TransactionOperation[] = members.map((i) => ({ kind: 'create', entity: requests[i].reservation }));
       const observer = sharedObserver(members.map((i) => requests[i].observer));
@@ -84,7 +93,7 @@ export async function reserveKeys(store: TableStore, requests: ReservationReques
     await Promise.all(members.map((i) => alone(i)));
   };
   const chunks = [...batches.values()].flatMap((members) => chunk(members, MAX_BATCH));
-  await Promise.all([...chunks.map(batchOf), ...single.map((i) => alone(i))]);
+  await Promise.all([...chunks.map(batchOf), ...single.map(async (i) => (await readyOf([i])).length > 0 && (await alone(i)))]);
   return outcomes;
 }
 
