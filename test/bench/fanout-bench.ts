@@ -12,6 +12,8 @@
  *    pattern"): unpaced at the same 8 in flight (interleaved with 1 in rounds, so that the machine's load weighs
  *    on both alike), then paced at 50 and 100 writes/s (open loop, timer-driven). Per message the fan-out lag
  *    (reconcile done − enqueue, the QueueWorker's LagStats), and the queue depth sampled every 250 ms.
+ * 2c. Moves: fan-out writes paced at 50/s again, and a `moveEmployee` each second; per move, the time from its
+ *    acknowledgement to the employee readable at its new address and gone from its old.
  * 3. Worker throughput: 1,000 fan-out writes with no worker running, then a fresh worker drains the backlog
  *    (worker concurrency 8, then 32): messages/s and the depth as it drains.
  * A watcher reports any point query over 1 s and its phase: Azurite's queue garbage collection (every 60 s) freezes
@@ -28,7 +30,8 @@ import { QueueStore } from '../../src/storage/queue-store';
 import { TableStore } from '../../src/storage/table-store';
 import { benchStorage } from './bench-storage';
 import { createFanoutWorker } from '../../src/worker/fanout-worker';
-import { fanoutQueueNames } from '../../src/queue/sender';
+import { fanoutQueueNames, queueSender } from '../../src/queue/sender';
+import { WriteExecutor } from '../../src/write/write-executor';
 import type { QueueWorker } from '../../src/worker/queue-worker';
 import { compileHr, ROOT } from '../support/harness';
 
@@ -43,6 +46,9 @@ const PACED = [
   { rate: 100, seconds: 10 }, // ≤ 1,000 messages per phase: LagStats keeps the last 1,000 lags
 ];
 const BACKLOG = 1000;
+/** Moves in the moves phase, one a second, between two departments of their own. */
+const MOVES = 15;
+const MOVE_DEPARTMENTS = ['BENCH-MOVE-A', 'BENCH-MOVE-B'];
 const NAMES = ['WILLIAMS', 'JOHNSON', 'SMITH', 'BROWN', 'JONES', 'GARCIA'];
 const TITLES = ['POLICE OFFICER', 'SERGEANT', 'ENGINEER I/II', 'CLERK III', 'LIEUTENANT'];
 
@@ -189,8 +195,10 @@ async function main(): Promise<void> {
   // Table round trips the workers make: per message, what bounds their throughput on a shared Azurite.
   let workerTrips = 0;
   const workerObserver = { onCall: (r: { roundTrips: number }) => void (workerTrips += r.roundTrips) };
+  // Moves are carried out through the write path, as `npm run worker` does it.
+  const writer = new WriteExecutor({ model, store, fanout: queueSender(queues, queue) });
   const worker = (concurrency = 8): QueueWorker =>
-    createFanoutWorker({ model, store, queues, tablePrefix: PREFIX, log, concurrency, observer: workerObserver });
+    createFanoutWorker({ model, store, queues, tablePrefix: PREFIX, log, concurrency, observer: workerObserver, writer });
   const depth = () => queues.approximateDepth(queue);
   const depthSampler = () => sampler(async (ms) => [ms, await depth().catch(() => -1)] as [number, number], 250);
   const stalls = sampler(async () => {
@@ -231,6 +239,21 @@ async function main(): Promise<void> {
         }
       }),
     );
+    // Employees the moves phase moves (none of the paced writes touches them), in a department of their own.
+    for (const id of MOVE_DEPARTMENTS) {
+      await write(setup, 'mutation($input: CreateDepartmentInput!) { createDepartment(input: $input) { department { id } } }', { id, name: id });
+    }
+    for (let k = 1; k <= MOVES; k++) {
+      await write(setup, 'mutation($input: CreateEmployeeInput!) { createEmployee(input: $input) { employee { id } } }', {
+        departmentId: MOVE_DEPARTMENTS[0],
+        id: String(9000 + k),
+        email: `m${k}@bench.example`,
+        lastName: NAMES[k % NAMES.length],
+        firstName: 'BO',
+        title: TITLES[1],
+        annualSalary: salary,
+      });
+    }
     if (setup.errors.length > 0) throw new Error(`setup failed: ${setup.errors[0]}`);
     const setupDrain = await worker().drain({ timeoutMs: 120_000 });
     process.stderr.write(`setup: ${DEPARTMENTS} departments, ${employees.length} employees, ${setupDrain.handled} fan-out messages reconciled\n`);
@@ -287,6 +310,58 @@ async function main(): Promise<void> {
       await wk.stop();
     }
 
+    // 2c. Moves while fan-out writes run at 50/s: from the move's acknowledgement to the employee readable at its new
+    // address and gone from its old one (the worker carries a move out: copy, then delete, through the write path).
+    phase = 'moves at 50/s';
+    const mover = worker();
+    mover.start();
+    const moveMs: number[] = [];
+    const moveErrors: string[] = [];
+    const pollers: Array<Promise<void>> = [];
+    const pointQuery = async (departmentId: string, id: string) => {
+      const r = await fetch(server.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ query: 'query($d: ID!, $id: ID!) { employee(departmentId: $d, id: $id) { id } }', variables: { d: departmentId, id } }),
+      });
+      return ((await r.json()) as { data?: { employee: unknown } }).data?.employee ?? null;
+    };
+    const moving = (async () => {
+      for (let k = 1; k <= MOVES; k++) {
+        const id = String(9000 + k);
+        const t0 = performance.now();
+        const moved = new Writes();
+        await write(moved, 'mutation($input: MoveEmployeeInput!) { moveEmployee(input: $input) { employee { id } } }', {
+          departmentId: MOVE_DEPARTMENTS[0],
+          id,
+          toDepartmentId: MOVE_DEPARTMENTS[1],
+        });
+        if (moved.errors.length > 0) moveErrors.push(moved.errors[0]);
+        else {
+          const acked = performance.now();
+          pollers.push(
+            (async () => {
+              while (performance.now() - acked < 60_000) {
+                const [there, gone] = await Promise.all([pointQuery(MOVE_DEPARTMENTS[1], id), pointQuery(MOVE_DEPARTMENTS[0], id)]);
+                if (there && !gone) return void moveMs.push(performance.now() - acked);
+                await sleep(25);
+              }
+            })().catch((e: Error) => void moveErrors.push(`poll: ${e.message}`)),
+          );
+        }
+        await sleep(Math.max(0, 1000 - (performance.now() - t0)));
+      }
+    })();
+    const duringMoves = await paced(50, MOVES, fanoutInput);
+    await moving;
+    await Promise.all(pollers);
+    await mover.drain({ timeoutMs: 120_000 });
+    await mover.stop();
+    row('fan-out paced at 50/s, with a move each second', duringMoves, { enqueued: mover.stats().handled, lag: lagOf(mover), loop: loopDelay() });
+    const movesLine =
+      `moves at 50 writes/s: ${moveMs.length} of ${MOVES} carried out (${moveErrors.length} refused${moveErrors[0] ? `: ${moveErrors[0]}` : ''}); ` +
+      `acknowledged → readable at the new address and gone from the old: p50 ${percentile(moveMs, 50).toFixed(0)} ms, p99 ${percentile(moveMs, 99).toFixed(0)} ms, max ${Math.max(0, ...moveMs).toFixed(0)} ms`;
+
     // 3. Worker throughput: a backlog enqueued with no worker running, then drained by a fresh worker.
     const [drains, backlogs]: [string[], Writes[]] = [[], []];
     for (const concurrency of [8, 32]) {
@@ -323,6 +398,7 @@ async function main(): Promise<void> {
     for (const d of drains) console.log(d);
     console.log("loop delay: this process's event-loop delay (server, workers and load generator share it)");
     console.log(`Azurite stalls (a point query over 1 s): ${stalled.length === 0 ? 'none' : stalled.join('; ')}`);
+    console.log(movesLine);
     console.log(`\nratios against the EGT-only rate (${egt.rate.toFixed(0)} writes/s):`);
     console.log(`  fan-out write rate, ${LANES} in flight, worker running: ${(unpaced.rate / egt.rate).toFixed(2)}`);
     const noWorker = backlogs.reduce((n, b) => n + b.latencies.length, 0) / backlogs.reduce((n, b) => n + b.seconds, 0);
