@@ -147,8 +147,12 @@ test('npm run explain -- --query prints the worst case and whether the budgets a
     );
   expect(run('{ department(id: "POLICE") { employees(first: 5) { edges { node { id } } } } }')).toEqual({
     estimate: { storageCalls: 2, entitiesRead: 7, nodes: 12 },
+    // A transaction per call; 1 RU per entity read and at least 1 per call: at most 7 + 2.
+    money: { azureTransactions: 2, cosmosRequestUnits: 9 },
     budget: { maxStorageCalls: 1000, maxNodes: 10_000 },
     allowed: true,
   });
   expect(run(OOM).allowed).toBe(false);
+  // A mutation's entities written are not estimated: no RU figure for it.
+  expect(run('mutation { deleteDepartment(input: { id: "X" }) { department { id } } }').money).toEqual({ azureTransactions: 8 });
 }, 60_000);

@@ -11,7 +11,7 @@ import { loadConfig } from '../config';
 import { ErrorCode, TablegraphError } from '../errors';
 import { createLogger } from '../log';
 import { explainModel, formatExplanation } from '../compiler/explain';
-import { estimateDemand } from '../read/demand';
+import { estimateDemand, worstCaseMoney } from '../read/demand';
 import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { runMain } from './run-main';
 
@@ -39,11 +39,14 @@ runMain(
       const estimate = estimateDemand(schema, model, operation, fragments, JSON.parse(options.variables) as Record<string, unknown>);
       const budget = { maxStorageCalls: config.maxStorageCalls, maxNodes: config.maxNodes };
       const allowed = estimate.storageCalls <= budget.maxStorageCalls && estimate.nodes <= budget.maxNodes;
+      const money = worstCaseMoney(estimate, operation.operation);
+      const ru = money.cosmosRequestUnits === undefined ? '' : `, at most ${money.cosmosRequestUnits} RU on the Cosmos DB Table API`;
       process.stdout.write(
         options.json
-          ? `${JSON.stringify({ estimate, budget, allowed }, null, 2)}\n`
+          ? `${JSON.stringify({ estimate, money, budget, allowed }, null, 2)}\n`
           : `worst case: ${estimate.storageCalls} storage calls (budget ${budget.maxStorageCalls}), ${estimate.entitiesRead} entities read, ` +
-              `${estimate.nodes} response nodes (budget ${budget.maxNodes}): ${allowed ? 'allowed' : 'refused with QUERY_TOO_COSTLY'}\n`,
+              `${estimate.nodes} response nodes (budget ${budget.maxNodes}): ${allowed ? 'allowed' : 'refused with QUERY_TOO_COSTLY'}\n` +
+              `in money: at most ${money.azureTransactions} Azure Table transactions (and one per continuation page)${ru}\n`,
       );
       return;
     }

@@ -29,12 +29,27 @@ import {
   type SelectionSetNode,
 } from 'graphql';
 import type { AccessPath, Model } from '../model/types';
+import { RU_PER_ENTITY_READ } from './cost';
 
 /** The worst case of an operation: storage calls (calls), entities read (entities), response nodes (objects). */
 export interface DemandEstimate {
   storageCalls: number;
   entitiesRead: number;
   nodes: number;
+}
+
+/**
+ * What an operation's worst case costs at most in money, for `npm run explain -- --query`: Azure Table transactions
+ * (one per storage call; a range query that follows continuation tokens adds one per page) and, for a query, request
+ * units on the Cosmos DB Table API (1 RU per entity read of up to 1 KB, at least 1 per call: at most entities read
+ * plus calls). A mutation's RU depend on the entities it writes, which the estimate does not count: left out.
+ */
+export function worstCaseMoney(
+  estimate: DemandEstimate,
+  kind: OperationDefinitionNode['operation'],
+): { azureTransactions: number; cosmosRequestUnits?: number } {
+  if (kind !== 'query') return { azureTransactions: estimate.storageCalls };
+  return { azureTransactions: estimate.storageCalls, cosmosRequestUnits: RU_PER_ENTITY_READ * (estimate.entitiesRead + estimate.storageCalls) };
 }
 
 /** Storage calls one mutation field may make at most: entity and holder reads, the unique value's read, insert and
