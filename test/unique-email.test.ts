@@ -108,6 +108,46 @@ test('an e-mail another employee holds is refused; a free one is taken, and the 
   expect(await byEmail(a)).toEqual({ departmentId: d, id: '3' });
 });
 
+test('creates of one group whose e-mails share an index partition: reserved together in EGTs; a taken one fails alone', async () => {
+  const d = await department();
+  const other = await department();
+  // Twelve e-mails in one index partition (the index's PartitionKey hashes the e-mail into 16).
+  const hr = compileHr(server.config.tablePrefix).model;
+  const partitionOf = (email: string) => emailAddress(hr, email).partitionKey;
+  const emails: string[] = [];
+  for (let i = 0; emails.length < 12; i++) {
+    const email = `batch${seq}.${i}@example.test`;
+    if (emails.length === 0 || partitionOf(email) === partitionOf(emails[0])) emails.push(email);
+  }
+  // The fifth already belongs to an employee of another department.
+  await create(employeeInput(other, 1, { email: emails[4] }));
+  const submit = jest.spyOn(server.store, 'submitTransaction');
+  const results = await Promise.all(emails.map((email, i) => server.query(CREATE_EMPLOYEE, { input: employeeInput(d, i + 1, { email }) })));
+  const onIndex = submit.mock.calls.flatMap(([table], i) => (table === reservation(server, emails[0]).table ? [submit.mock.results[i].value] : []));
+  const reservationEgts = onIndex.length;
+  // The EGT holding the taken e-mail's insert was refused as a whole (and sent again without it).
+  const refused = (await Promise.allSettled(onIndex)).filter((r) => r.status === 'rejected').length;
+  submit.mockRestore();
+  expect(refused).toBeGreaterThanOrEqual(1);
+  results.forEach((r, i) => {
+    if (i === 4) expect(firstError(r)).toMatchObject({ code: 'CONFLICT', extensions: { reason: 'UniqueKeyTaken' } });
+    else expect(r.errors).toBeUndefined();
+  });
+  // Inserted in EGTs (one refused for the taken e-mail, then the rest again) and confirmed in EGTs: not one call
+  // each. How the twelve split into groups depends on timing, so only a bound.
+  expect(reservationEgts).toBeGreaterThanOrEqual(2);
+  expect(reservationEgts).toBeLessThan(2 * emails.length);
+  // Each e-mail's index entity names its own employee; the taken one still the other department's.
+  for (const [i, email] of emails.entries()) {
+    const stored = await rawEntity(server.store, reservation(server, email));
+    expect(stored?.properties).toMatchObject(i === 4 ? { departmentId: other, id: '1' } : { departmentId: d, id: String(i + 1) });
+  }
+  await reconcileAll();
+  for (const [i, email] of emails.entries()) {
+    expect(await byEmail(email)).toEqual(i === 4 ? { departmentId: other, id: '1' } : { departmentId: d, id: String(i + 1) });
+  }
+});
+
 test('a reservation whose EGT failed is released by the executor at once', async () => {
   const d = await department();
   const email = `failed${seq}@example.test`;
