@@ -1,8 +1,8 @@
 /**
  * Group commit, the doing half (docs/architecture.md, "Group commit"): one committer per table and PartitionKey with
  * writes waiting. It takes every write that arrived while the previous EGT was in flight, reads what they need in one
- * wave, plans them as one EGT (group-plan.ts), puts each write's fan-out message on the queue, reserves unique keys,
- * and commits. One EGT of a partition is in flight at a time, so writes of one partition keep their arrival order and
+ * wave, plans them as one EGT (group-plan.ts), puts each write's fan-out message on the queue and reserves unique
+ * keys (attempt-effects.ts), and commits. One EGT of a partition is in flight at a time, so writes of one partition keep their arrival order and
  * never fail on each other's summary updates ("Entity Group Transactions"; the guide's advice on a hot partition: batch
  * its writes).
  *
@@ -20,27 +20,17 @@ import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import type { StorageObserver, StoredEntity } from '../storage/types';
 import { sharedObserver } from '../storage/shared-observer';
 import { addressKey } from '../storage/address-key';
-import { encodeMessage, entityMessage } from '../queue/messages';
-import type { SentMessage } from '../queue/sender';
 import { planGroup, type GroupPlan, type GroupState } from './group-plan';
 import { readEntity, readGroupState, readUniqueKeys, skipsRead } from './group-read';
 import { etagAfter, writtenBy } from '../model/wide-entities';
-import { leaseMs, releaseReservations, reservationEntity, uniqueKeyTaken, type HeldReservation, type KeyState } from './reservations';
-import { confirmReservations, reserveKeys, type ReservationRequest } from './reservation-batches';
-import type { WritePlan } from './write-plan';
-import { sendDropCleanup } from './blob-cleanup-send';
+import { leaseMs, uniqueKeyTaken } from './reservations';
+import { confirmReservations } from './reservation-batches';
+import { keyState, reserveKeysOf, sendMessage, undoEffects, type Effects } from './attempt-effects';
 import { captureContext, inSpan } from '../telemetry/spans';
 import type { CommitContext, PendingWrite } from './commit-types';
 
 /** Writes one EGT holds at most (writes); the EGT's own limits (100 operations, 4 MiB) may cut it shorter. */
 const MAX_GROUP = 100;
-
-/** One write's side effects made so far in an attempt, and the error that stopped it, if any. */
-interface Effects {
-  sent?: SentMessage | void;
-  held: HeldReservation[];
-  error?: unknown;
-}
 
 /** Room kept between the last moment an EGT may be sent and the end of its reservations' lease (ms). */
 const CLOCK_MARGIN_MS = 1000;
@@ -157,10 +147,10 @@ export class PartitionCommitter {
     const reservedUntil = new Date(Date.now() + leaseMs(store.timeoutMs));
     // Each write's reservations go out as soon as its own message has (those of one index partition once all of
     // theirs have), not once every message of the group has.
-    const sent = new Map(group.planned.map(({ member, plan }) => [member, this.send(member, plan, effects)]));
-    await Promise.all([...sent.values(), this.reserve(group, keys, reservedUntil, effects, sent)]);
+    const sent = new Map(group.planned.map(({ member, plan }) => [member, sendMessage(this.ctx, member, plan, effects)]));
+    await Promise.all([...sent.values(), reserveKeysOf(this.ctx, group.planned, keys, reservedUntil, effects, sent)]);
     const failed = group.planned.filter(({ member }) => effects.get(member)!.error !== undefined);
-    await Promise.all(failed.map(({ member }) => this.undo(member, effects.get(member)!)));
+    await Promise.all(failed.map(({ member }) => undoEffects(this.ctx, member, effects.get(member)!)));
     group = this.without(group, state, ({ member }) => {
       const error = effects.get(member)!.error;
       if (error === undefined) return false;
@@ -170,7 +160,7 @@ export class PartitionCommitter {
 
     // The lease: an EGT sent later than this could still be applied after its reservations' lease has ended.
     if (Date.now() + store.timeoutMs > reservedUntil.getTime() - CLOCK_MARGIN_MS) {
-      await Promise.all(group.planned.map(({ member }) => this.undo(member, effects.get(member)!)));
+      await Promise.all(group.planned.map(({ member }) => undoEffects(this.ctx, member, effects.get(member)!)));
       group.planned.forEach(({ member }) => this.again(member, retry));
       return [...retry, ...deferred];
     }
@@ -178,7 +168,7 @@ export class PartitionCommitter {
     // A write of @blob fields past its commit window: its blobs' cleanup may take them once it is applied.
     const late = group.planned.filter(({ member }) => member.sendBy !== undefined && Date.now() + store.timeoutMs > member.sendBy);
     if (late.length > 0) {
-      await Promise.all(late.map(({ member }) => this.undo(member, effects.get(member)!)));
+      await Promise.all(late.map(({ member }) => undoEffects(this.ctx, member, effects.get(member)!)));
       const error = new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, "The write took longer than its blobs' commit window; nothing was written. Try again.", {
         reason: 'BlobCommitWindowPassed',
       });
@@ -194,7 +184,7 @@ export class PartitionCommitter {
       // A period's table dropped by `expire` since this process made it, met first by the EGT (a create reads
       // nothing before): undo, make it again, and try the writes again (each attempt counted, so not forever).
       if (this.periodic(members) && isTablegraphError(e, ErrorCode.NOT_FOUND) && e.details.reason === 'TableNotFound') {
-        await Promise.all(group.planned.map(({ member }) => this.undo(member, effects.get(member)!)));
+        await Promise.all(group.planned.map(({ member }) => undoEffects(this.ctx, member, effects.get(member)!)));
         store.forgetTable(this.table);
         group.planned.forEach(({ member }) => this.again(member, retry, e));
         return [...retry, ...deferred];
@@ -254,7 +244,7 @@ export class PartitionCommitter {
     if (!owner) {
       // An operation nobody planned (a bug, or a store that changed the EGT): nothing to retry with any sense.
       for (const { member } of group.planned) {
-        await this.undo(member, effects.get(member)!);
+        await undoEffects(this.ctx, member, effects.get(member)!);
         member.reject(error);
       }
       return retry;
@@ -266,7 +256,7 @@ export class PartitionCommitter {
     const onEntity = blamed >= 0 && index >= first && index < first + (group.planned[blamed].plan.wideParts?.length ?? 1);
     if (blamed < 0) this.holders.clear(); // a holder changed or vanished in another process: read it again
     for (const [i, { member, plan }] of group.planned.entries()) {
-      await this.undo(member, effects.get(member)!);
+      await undoEffects(this.ctx, member, effects.get(member)!);
       if (i !== blamed) {
         this.again(member, retry, error);
         continue;
@@ -287,74 +277,6 @@ export class PartitionCommitter {
       else this.fail(member, stale || vanished ? staleIfMatch(member) : error);
     }
     return retry;
-  }
-
-  /**
-   * Sends a planned write's fan-out message (and its blobs' cleanup); records what it did in `effects` (its entry
-   * is there at once). @returns whether the write may go on to its reservations
-   */
-  private async send(member: PendingWrite, plan: WritePlan, effects: Map<PendingWrite, Effects>): Promise<boolean> {
-    const { fanout } = this.ctx;
-    const done: Effects = { held: [] };
-    effects.set(member, done);
-    try {
-      member.sendBy ??= await sendDropCleanup(member.write.entity, member.address, plan.previous, plan.values, fanout, this.ctx.blobCleanupDelaySeconds);
-      if (plan.fanout) done.sent = await fanout.send(encodeMessage(entityMessage(plan.fanout)));
-      return true;
-    } catch (error) {
-      done.error = error;
-      return false;
-    }
-  }
-
-  /**
-   * Makes the reservations of every planned write whose message went out, those of one index partition together
-   * (reservation-batches.ts); records them in `effects`, in each plan's order, and a write's first error.
-   */
-  private async reserve(
-    group: GroupPlan<PendingWrite>,
-    keys: Map<string, KeyState>,
-    reservedUntil: Date,
-    effects: Map<PendingWrite, Effects>,
-    sent: Map<PendingWrite, Promise<boolean>>,
-  ): Promise<void> {
-    const requests: ReservationRequest[] = [];
-    const owners: Array<{ done: Effects; index: number }> = [];
-    for (const { member, plan } of group.planned) {
-      const done = effects.get(member)!;
-      plan.reservations.forEach((r, index) => {
-        requests.push({
-          entity: member.write.entity,
-          write: r,
-          reservation: reservationEntity(r, plan, reservedUntil),
-          primary: member.address,
-          first: keyState(keys, r),
-          ownAttempts: member.ownAttempts,
-          observer: member.observer,
-          takeOverFrom: member.takeOverFrom,
-          ready: sent.get(member),
-        });
-        owners.push({ done, index });
-      });
-    }
-    await Promise.all([...new Set(requests.map((r) => r.write.table))].map((t) => this.ctx.store.ensureTable(t)));
-    const outcomes = await reserveKeys(this.ctx.store, requests);
-    outcomes.forEach((outcome, k) => {
-      const { done, index } = owners[k];
-      if ('held' in outcome) done.held[index] = outcome.held;
-      else if ('error' in outcome) done.error ??= outcome.error;
-    });
-    // A write with a refused reservation keeps only those it holds, to release.
-    for (const done of effects.values()) if (done.error !== undefined) done.held = done.held.filter(Boolean);
-  }
-
-  /** Withdraws an attempt's message and releases its reservations: for an attempt that can no longer commit. */
-  private async undo(member: PendingWrite, done: Effects): Promise<void> {
-    const released = await releaseReservations(this.ctx.store, done.held, member.observer).catch(() => false);
-    // A reservation left behind is the worker's to clear, and the message names it: keep the message then.
-    if (released && done.sent && this.ctx.fanout.withdraw) await this.ctx.fanout.withdraw(done.sent).catch(() => undefined);
-    done.held = [];
-    done.sent = undefined;
   }
 
   /** Re-plans the group without the writes `drop` returns true for (they failed or wait for the next EGT). */
@@ -436,11 +358,6 @@ export class PartitionCommitter {
       }
     });
   }
-}
-
-/** What a key was found holding, or 'free' for one not read. */
-function keyState(keys: Map<string, KeyState>, r: { table: string; entity: { partitionKey: string; rowKey: string } }): KeyState {
-  return keys.get(addressKey({ table: r.table, ...r.entity })) ?? { kind: 'free' };
 }
 
 /** The CONFLICT of a write whose `ifMatch` was current when read, but not by the time its EGT arrived. */
