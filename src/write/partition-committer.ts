@@ -2,9 +2,9 @@
  * Group commit, the doing half (docs/architecture.md, "Group commit"): one committer per table and PartitionKey with
  * writes waiting. It takes every write that arrived while the previous EGT was in flight, reads what they need in one
  * wave, plans them as one EGT (group-plan.ts), puts each write's fan-out message on the queue and reserves unique
- * keys (attempt-effects.ts), and commits. One EGT of a partition is in flight at a time, so writes of one partition keep their arrival order and
- * never fail on each other's summary updates ("Entity Group Transactions"; the guide's advice on a hot partition: batch
- * its writes).
+ * keys (attempt-effects.ts), and commits. One EGT of a partition is in flight at a time, so writes of one partition
+ * keep their arrival order and never fail on each other's summary updates ("Entity Group Transactions"; the guide's
+ * advice on a hot partition: batch its writes).
  *
  * An EGT fails whole. The operation it names blames one write, which fails alone when the failure is its own (it
  * already exists, its `ifMatch` no longer matches, a limit); its batch-mates are read again and retried in the
