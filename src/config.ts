@@ -78,6 +78,12 @@ export interface Config {
    */
   corsOrigins: string[];
   /**
+   * TABLEGRAPH_TRUSTED_DOCUMENTS resolved against the working directory: a manifest of trusted documents (id →
+   * document text, GraphQL Code Generator's `persisted-documents.json`, or Apollo's persisted query manifest); when
+   * set, only the operations it lists run (src/server/trusted-documents.ts). Undefined (the default): any operation.
+   */
+  trustedDocuments?: string;
+  /**
    * TABLEGRAPH_INTROSPECTION: whether the schema can be introspected and the IDE page is served (default true, for
    * the quick start); false for a public deployment, which also blocks field suggestions in error messages.
    */
@@ -213,6 +219,7 @@ const specs = {
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: url({ default: undefined, desc: 'OTLP/HTTP endpoint of traces' }),
   OTEL_SERVICE_NAME: str({ default: undefined }),
   OTEL_SDK_DISABLED: bool({ default: false }),
+  TABLEGRAPH_TRUSTED_DOCUMENTS: str({ default: undefined, desc: 'manifest of the only operations that run (JSON: id → document)' }),
   TABLEGRAPH_CORS_ORIGINS: originList({ default: [], desc: 'origins allowed to call /graphql from a browser, comma-separated' }),
 };
 
@@ -317,6 +324,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     blobConnectionString: e.TABLEGRAPH_BLOB_CONNECTION_STRING,
     blobCleanupDelaySeconds: e.TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS,
     corsOrigins: e.TABLEGRAPH_CORS_ORIGINS,
+    trustedDocuments: e.TABLEGRAPH_TRUSTED_DOCUMENTS === undefined ? undefined : path.resolve(cwd, e.TABLEGRAPH_TRUSTED_DOCUMENTS),
     introspection: e.TABLEGRAPH_INTROSPECTION,
     metrics: e.TABLEGRAPH_METRICS,
     maxBodyBytes: e.TABLEGRAPH_MAX_BODY_BYTES,

@@ -105,6 +105,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     queueNames: queues,
     worker: () => worker,
     corsOrigins: config.corsOrigins,
+    trustedDocumentsFile: config.trustedDocuments,
     introspection: config.introspection,
     ideQuery: ideQueryOf(config.schemaDir),
     sdl,

@@ -33,6 +33,8 @@ import { isLoopback } from './auth';
 import { mountIde, schemaSdlHandler } from './ide';
 import { graphqlPostHandler } from './graphql-post';
 import { startRequestSpan, tracingOn } from '../telemetry/spans';
+import { loadTrustedDocuments, type TrustedDocuments } from './trusted-documents';
+import { trustedDocumentsMiddleware } from './trusted-documents-http';
 
 /** Deepest query accepted (selection-set nesting levels); deeper ones fail validation before any storage call. */
 export const MAX_QUERY_DEPTH = DEFAULT_QUERY_LIMITS.maxDepth;
@@ -73,6 +75,11 @@ export interface AppDeps extends ContextDeps {
   rateLimit?: RateLimit;
   /** Takes heavy queries a few at a time and refuses early those that could not finish in time; absent: none. */
   requestAdmission?: RequestAdmission;
+  /**
+   * A manifest of trusted documents (trusted-documents.ts): when given, only the operations it lists run, parsed and
+   * validated here, once; absent: any operation within the limits and the demand budget.
+   */
+  trustedDocumentsFile?: string;
 }
 
 export interface GraphqlApp {
@@ -83,12 +90,18 @@ export interface GraphqlApp {
   apollo: ApolloServer<RequestContext>;
   /** The server's metrics (absent with metrics 'off'). */
   metrics?: Metrics;
+  /** The trusted documents, when a manifest was given. */
+  trusted?: TrustedDocuments;
 }
 
 /** Builds and starts (in the Apollo sense) the application; the caller listens and stops. */
 export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
   const introspection = deps.introspection ?? true;
   const limits = queryLimits(deps.limits ?? DEFAULT_QUERY_LIMITS, introspection);
+  const trusted =
+    deps.trustedDocumentsFile === undefined
+      ? undefined
+      : loadTrustedDocuments(deps.trustedDocumentsFile, deps.schema, { validationRules: limits.validationRules, parseOptions: limits.parseOptions });
   const apollo = new ApolloServer<RequestContext>({
     schema: deps.schema,
     plugins: [
@@ -104,6 +117,8 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
     parseOptions: limits.parseOptions,
     introspection,
     includeStacktraceInErrorResponses: false,
+    // With a manifest, the only documents that reach Apollo are its own, parsed and validated at start-up.
+    ...(trusted ? { documentStore: trusted.documentStore() } : {}),
   });
   await apollo.start();
   const app = express();
@@ -155,11 +170,12 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
     // No origin allowed: no CORS headers to add, and no middleware to run for it.
     ...(corsMiddleware ? [corsMiddleware] : []),
     express.json({ limit: maxBodyBytes }),
+    ...(trusted ? [trustedDocumentsMiddleware(trusted)] : []),
     expressMiddleware(apollo, { context }),
   );
   app.use(notFoundHandler);
   app.use(httpErrorHandler(deps.log));
-  const post = graphqlPostHandler({ apollo, path: '/graphql', context, log: deps.log, metrics, cors: corsMiddleware, maxBodyBytes });
+  const post = graphqlPostHandler({ apollo, path: '/graphql', context, log: deps.log, metrics, cors: corsMiddleware, maxBodyBytes, trusted });
   const serve = (req: IncomingMessage, res: ServerResponse) => {
     if (!post(req, res)) app(req, res);
   };
@@ -173,7 +189,7 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
       span?.end();
     });
   };
-  return { app, handler, apollo, metrics };
+  return { app, handler, apollo, metrics, trusted };
 }
 
 /**

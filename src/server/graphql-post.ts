@@ -21,6 +21,7 @@ import type { RequestContext } from '../resolvers/context';
 import { bodyErrorOf, sendHttpError } from './http-errors';
 import type { Metrics } from './metrics';
 import { assignRequestId, startRequestLine } from './request-log';
+import type { GraphqlParams, TrustedDocuments } from './trusted-documents';
 
 /** A middleware that works on node:http objects (the `cors` package's does). */
 type NodeMiddleware = (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
@@ -37,6 +38,8 @@ export interface GraphqlPostOptions {
   cors?: NodeMiddleware;
   /** Largest body accepted (bytes). */
   maxBodyBytes: number;
+  /** With a manifest: the only documents that run (trusted-documents.ts). */
+  trusted?: TrustedDocuments;
 }
 
 /**
@@ -74,6 +77,16 @@ async function serve(options: GraphqlPostOptions, req: IncomingMessage, res: Ser
     options.log.info({ requestId, status: known.status, code: known.code, type: (err as { type?: string }).type }, `client error: ${known.message}`);
     sendHttpError(res, known.status, known.code, known.message, requestId);
     return;
+  }
+  if (options.trusted && !Array.isArray(body)) {
+    // A batch goes on as it is: Apollo refuses it (batching is off), and nothing of it runs.
+    const resolution = options.trusted.resolve(body as GraphqlParams);
+    if (!resolution.ok) {
+      options.log.info({ requestId, status: resolution.status, code: resolution.code }, `client error: ${resolution.message}`);
+      sendHttpError(res, resolution.status, resolution.code, resolution.message, requestId);
+      return;
+    }
+    body = resolution.params;
   }
   const headers = new HeaderMap();
   for (const [key, value] of Object.entries(req.headers)) {
