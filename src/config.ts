@@ -84,6 +84,12 @@ export interface Config {
    */
   trustedDocuments?: string;
   /**
+   * TABLEGRAPH_CACHE_MAX_AGE: max-age of a GET query's answer that reads entity types a write can change (s, default
+   * 5; 0: no-store); TABLEGRAPH_CACHE_MAX_AGE_UNWRITTEN: of one that reads only types no mutation changes (s,
+   * default 60). See src/server/http-cache.ts.
+   */
+  httpCache: { maxAgeSeconds: number; unwrittenMaxAgeSeconds: number };
+  /**
    * TABLEGRAPH_INTROSPECTION: whether the schema can be introspected and the IDE page is served (default true, for
    * the quick start); false for a public deployment, which also blocks field suggestions in error messages.
    */
@@ -139,6 +145,13 @@ const positiveInt = makeValidator<number>((input: string) => {
   if (!/^\s*\d+\s*$/.test(input) || !Number.isSafeInteger(n) || n < 1) {
     throw new Error(`expected a positive integer, got "${input}"`);
   }
+  return n;
+});
+
+/** A whole number of at least 0 (0 turns something off). */
+const nonNegativeInt = makeValidator<number>((input: string) => {
+  const n = Number(input);
+  if (!/^\s*\d+\s*$/.test(input) || !Number.isSafeInteger(n)) throw new Error(`expected a whole number (0 or more), got "${input}"`);
   return n;
 });
 
@@ -220,6 +233,8 @@ const specs = {
   OTEL_SERVICE_NAME: str({ default: undefined }),
   OTEL_SDK_DISABLED: bool({ default: false }),
   TABLEGRAPH_TRUSTED_DOCUMENTS: str({ default: undefined, desc: 'manifest of the only operations that run (JSON: id → document)' }),
+  TABLEGRAPH_CACHE_MAX_AGE: nonNegativeInt({ default: 5, desc: 'max-age of GET answers that writes can change (s)' }),
+  TABLEGRAPH_CACHE_MAX_AGE_UNWRITTEN: nonNegativeInt({ default: 60, desc: 'max-age of GET answers no mutation can change (s)' }),
   TABLEGRAPH_CORS_ORIGINS: originList({ default: [], desc: 'origins allowed to call /graphql from a browser, comma-separated' }),
 };
 
@@ -324,6 +339,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     blobConnectionString: e.TABLEGRAPH_BLOB_CONNECTION_STRING,
     blobCleanupDelaySeconds: e.TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS,
     corsOrigins: e.TABLEGRAPH_CORS_ORIGINS,
+    httpCache: { maxAgeSeconds: e.TABLEGRAPH_CACHE_MAX_AGE, unwrittenMaxAgeSeconds: e.TABLEGRAPH_CACHE_MAX_AGE_UNWRITTEN },
     trustedDocuments: e.TABLEGRAPH_TRUSTED_DOCUMENTS === undefined ? undefined : path.resolve(cwd, e.TABLEGRAPH_TRUSTED_DOCUMENTS),
     introspection: e.TABLEGRAPH_INTROSPECTION,
     metrics: e.TABLEGRAPH_METRICS,

@@ -106,6 +106,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     worker: () => worker,
     corsOrigins: config.corsOrigins,
     trustedDocumentsFile: config.trustedDocuments,
+    httpCache: config.httpCache,
     introspection: config.introspection,
     ideQuery: ideQueryOf(config.schemaDir),
     sdl,

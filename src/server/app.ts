@@ -11,6 +11,7 @@ import { expressMiddleware } from '@as-integrations/express5';
 import cors from 'cors';
 import express from 'express';
 import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
+import { ApolloServerPluginCacheControl } from '@apollo/server/plugin/cacheControl';
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import type { GraphQLSchema } from 'graphql';
 import type { Logger } from '../log';
@@ -35,6 +36,7 @@ import { graphqlPostHandler } from './graphql-post';
 import { startRequestSpan, tracingOn } from '../telemetry/spans';
 import { loadTrustedDocuments, type TrustedDocuments } from './trusted-documents';
 import { trustedDocumentsMiddleware } from './trusted-documents-http';
+import { DEFAULT_HTTP_CACHE, httpCachePlugin, type HttpCacheOptions } from './http-cache';
 
 /** Deepest query accepted (selection-set nesting levels); deeper ones fail validation before any storage call. */
 export const MAX_QUERY_DEPTH = DEFAULT_QUERY_LIMITS.maxDepth;
@@ -80,6 +82,8 @@ export interface AppDeps extends ContextDeps {
    * validated here, once; absent: any operation within the limits and the demand budget.
    */
   trustedDocumentsFile?: string;
+  /** Ages of cached GET answers (http-cache.ts; default DEFAULT_HTTP_CACHE). */
+  httpCache?: Partial<Omit<HttpCacheOptions, 'authenticated'>>;
 }
 
 export interface GraphqlApp {
@@ -109,6 +113,9 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
       requestLogPlugin(deps.log, deps.model),
       demandPlugin(deps.model, deps.budget ?? DEFAULT_DEMAND_BUDGET, deps.requestAdmission),
       ...(limits.plugins as Array<ApolloServerPlugin<RequestContext>>),
+      httpCachePlugin(deps.model, { ...DEFAULT_HTTP_CACHE, ...deps.httpCache, authenticated: deps.authenticate !== undefined }),
+      // Cache-Control is written by httpCachePlugin alone, from the schema.
+      ApolloServerPluginCacheControl({ calculateHttpHeaders: false }),
       // The IDE is ours (ide.ts): Apollo's landing page loads its script from a CDN.
       ApolloServerPluginLandingPageDisabled(),
     ],
@@ -167,6 +174,7 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
   app.use(
     '/graphql',
     requestLineMiddleware(deps.log, metrics),
+    noStoreByDefault,
     // No origin allowed: no CORS headers to add, and no middleware to run for it.
     ...(corsMiddleware ? [corsMiddleware] : []),
     express.json({ limit: maxBodyBytes }),
@@ -225,6 +233,15 @@ function contextFunction(deps: AppDeps) {
       throw e;
     }
   };
+}
+
+/**
+ * Every GraphQL answer says `no-store` unless Apollo's answer says otherwise (httpCachePlugin, for a GET query):
+ * refusals at the door (401, 429, 413, a document not trusted) are never kept by a browser or a CDN either.
+ */
+function noStoreByDefault(_req: IncomingMessage, res: ServerResponse, next: () => void): void {
+  res.setHeader('cache-control', 'no-store');
+  next();
 }
 
 /** Visible messages /health counts exactly, with one peek (the Queue service's most). */

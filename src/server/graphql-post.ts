@@ -61,6 +61,8 @@ export function graphqlPostHandler(options: GraphqlPostOptions): (req: IncomingM
 async function serve(options: GraphqlPostOptions, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const requestId = assignRequestId(req, res);
   startRequestLine(options.log, options.metrics, req, res);
+  // A POST's answer is never kept (http-cache.ts), refusals included.
+  res.setHeader('cache-control', 'no-store');
   if (options.cors) {
     const failed = await new Promise<unknown>((resolve) => options.cors!(req, res, resolve));
     if (failed) throw failed;
