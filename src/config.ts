@@ -90,6 +90,14 @@ export interface Config {
    */
   httpCache: { maxAgeSeconds: number; unwrittenMaxAgeSeconds: number };
   /**
+   * Subscriptions (src/server/subscriptions/): TABLEGRAPH_SUBSCRIPTION_POLL_MS, time between two polls of a watched
+   * partition's change log (ms, default 500); TABLEGRAPH_CHANGE_RETENTION_SECONDS, how long change entities are kept
+   * and a client may resume (s, default 3600); TABLEGRAPH_MAX_SUBSCRIPTIONS, subscriptions one server serves (default
+   * 10000); TABLEGRAPH_SUBSCRIPTIONS_PER_CONNECTION, on one WebSocket (default 20);
+   * TABLEGRAPH_SUBSCRIPTION_HEARTBEAT_MS, keep-alive of idle connections (ms, default 15000).
+   */
+  subscriptions: { pollMs: number; retentionMs: number; maxSubscriptions: number; perConnection: number; heartbeatMs: number };
+  /**
    * TABLEGRAPH_INTROSPECTION: whether the schema can be introspected and the IDE page is served (default true, for
    * the quick start); false for a public deployment, which also blocks field suggestions in error messages.
    */
@@ -235,6 +243,11 @@ const specs = {
   TABLEGRAPH_TRUSTED_DOCUMENTS: str({ default: undefined, desc: 'manifest of the only operations that run (JSON: id → document)' }),
   TABLEGRAPH_CACHE_MAX_AGE: nonNegativeInt({ default: 5, desc: 'max-age of GET answers that writes can change (s)' }),
   TABLEGRAPH_CACHE_MAX_AGE_UNWRITTEN: nonNegativeInt({ default: 60, desc: 'max-age of GET answers no mutation can change (s)' }),
+  TABLEGRAPH_SUBSCRIPTION_POLL_MS: positiveInt({ default: 500 }),
+  TABLEGRAPH_CHANGE_RETENTION_SECONDS: positiveInt({ default: 3600 }),
+  TABLEGRAPH_MAX_SUBSCRIPTIONS: positiveInt({ default: 10000 }),
+  TABLEGRAPH_SUBSCRIPTIONS_PER_CONNECTION: positiveInt({ default: 20 }),
+  TABLEGRAPH_SUBSCRIPTION_HEARTBEAT_MS: positiveInt({ default: 15000 }),
   TABLEGRAPH_CORS_ORIGINS: originList({ default: [], desc: 'origins allowed to call /graphql from a browser, comma-separated' }),
 };
 
@@ -339,6 +352,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     blobConnectionString: e.TABLEGRAPH_BLOB_CONNECTION_STRING,
     blobCleanupDelaySeconds: e.TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS,
     corsOrigins: e.TABLEGRAPH_CORS_ORIGINS,
+    subscriptions: {
+      pollMs: e.TABLEGRAPH_SUBSCRIPTION_POLL_MS,
+      retentionMs: e.TABLEGRAPH_CHANGE_RETENTION_SECONDS * 1000,
+      maxSubscriptions: e.TABLEGRAPH_MAX_SUBSCRIPTIONS,
+      perConnection: e.TABLEGRAPH_SUBSCRIPTIONS_PER_CONNECTION,
+      heartbeatMs: e.TABLEGRAPH_SUBSCRIPTION_HEARTBEAT_MS,
+    },
     httpCache: { maxAgeSeconds: e.TABLEGRAPH_CACHE_MAX_AGE, unwrittenMaxAgeSeconds: e.TABLEGRAPH_CACHE_MAX_AGE_UNWRITTEN },
     trustedDocuments: e.TABLEGRAPH_TRUSTED_DOCUMENTS === undefined ? undefined : path.resolve(cwd, e.TABLEGRAPH_TRUSTED_DOCUMENTS),
     introspection: e.TABLEGRAPH_INTROSPECTION,

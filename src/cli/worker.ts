@@ -25,7 +25,13 @@ runMain(
     await ensureFanoutQueues(storage.queues, config.tablePrefix);
     // Moves are carried out through the write path, its own messages sent to the same queue.
     const blobs = { store: storage.blobs, cleanupDelaySeconds: config.blobCleanupDelaySeconds };
-    const writer = new WriteExecutor({ model, store: storage.store, fanout: queueSender(storage.queues, fanoutQueueNames(config.tablePrefix).queue), blobs });
+    const writer = new WriteExecutor({
+      model,
+      store: storage.store,
+      fanout: queueSender(storage.queues, fanoutQueueNames(config.tablePrefix).queue),
+      blobs,
+      changeRetentionMs: config.subscriptions.retentionMs,
+    });
     const worker = createFanoutWorker({
       writer,
       model,

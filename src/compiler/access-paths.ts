@@ -58,8 +58,10 @@ function unwrapNonNull<T>(type: T): T {
 
 /** The types the Mutation type's fields return: payloads, resolved from a write's result (see writes.ts). */
 function payloadTypes(schema: GraphQLSchema): string[] {
-  const mutation = schema.getMutationType();
-  return mutation ? Object.values(mutation.getFields()).map((f) => getNamedType(f.type).name) : [];
+  // What mutations and subscriptions return (payloads, changes): filled from the write or the change, not read.
+  return [schema.getMutationType(), schema.getSubscriptionType()].flatMap((root) =>
+    root ? Object.values(root.getFields()).map((f) => getNamedType(f.type).name) : [],
+  );
 }
 
 /** Compiles the access path of every field in the schema; records a problem for each field that has none. */

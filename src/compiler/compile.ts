@@ -11,6 +11,7 @@ import { buildCopies, coverJoins } from './copies';
 import { buildJoins } from './joins';
 import { buildSasFields } from './sas-fields';
 import { buildEntities } from './layouts';
+import { buildSubscriptions } from './subscriptions';
 import { buildWrites } from './writes';
 import { generateSdl } from './generated-sdl';
 import { SchemaProblems } from './schema-errors';
@@ -126,6 +127,8 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
   coverJoins(accessPaths);
   const joinsOf = buildJoins(accessPaths, problems);
   const { writes } = buildWrites(schema, entities, problems);
+  const subscriptions = buildSubscriptions(schema, entities, problems);
+  for (const s of subscriptions.values()) s.entity.changeLogged = true;
   const tables = new Set<string>();
   for (const e of entities.values()) {
     if (e.layout.tableTemplate) continue; // a table per period is created by the write that first needs it
@@ -145,6 +148,7 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
     connections,
     summaries,
     writes,
+    subscriptions,
     tables: [...tables].sort(),
     sasFields,
     references,

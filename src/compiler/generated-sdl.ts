@@ -2,7 +2,7 @@
  * Generated SDL, as Amplify's `@model` generates it from a few lines: for every `@entity` type `T`, the Relay types
  * (`TConnection`, `TEdge`, `PageInfo`) and the mutation types (`CreateTInput`, `UpdateTInput`,
  * `ReplaceTInput`, `DeleteTInput`, `MoveTInput`, `IncrementTInput` with `IntSeriesIncrement`/`FloatSeriesIncrement`,
- * `TPayload`). A type is generated only when the schema refers to it by that name
+ * `TPayload`) and the subscription type (`TChange`, with the enum `ChangeKind`). A type is generated only when the schema refers to it by that name
  * and does not declare it: a declared one always wins, and nothing unused is added.
  *
  * The inputs follow the entity's stored fields (scalar and enum fields without arguments, neither `etag`, a `@summary`,
@@ -112,7 +112,13 @@ export function generateSdl(document: DocumentNode): string {
     generators.set(`Replace${e.name}Input`, () => input(e, 'Replace', 'Replace: fields not given become null.'));
     generators.set(`Delete${e.name}Input`, () => input(e, 'Delete', `The keys of the ${e.name} to delete.`));
     generators.set(`Move${e.name}Input`, () => moveInput(e));
+    generators.set(`${e.name}Change`, () => changeType(e));
   }
+  generators.set(
+    'ChangeKind',
+    () =>
+      '"""What a write did to an entity."""\nenum ChangeKind {\n"""It was created."""\nCREATED\n"""It was changed."""\nUPDATED\n"""It was deleted."""\nDELETED\n}',
+  );
 
   // A generated type may refer to another (a connection to its edge and PageInfo): repeat until nothing is missing.
   const out: string[] = [];
@@ -168,6 +174,18 @@ function input(e: EntityShape, kind: 'Create' | 'Update' | 'Replace' | 'Delete',
   const type = (f: FieldDefinitionNode) => (isBlob(f) ? 'BlobInput' : kind === 'Update' ? print(nullable(f.type)) : print(f.type));
   if (kind !== 'Delete') for (const f of others) lines.push(field(f, type(f)));
   return `"""${description}"""\ninput ${kind}${e.name}Input {\n${lines.join('\n')}\n}`;
+}
+
+/** What a subscription (`@subscribe`) reports of a write: its kind, the entity's keys, the entity now and a cursor. */
+function changeType(e: EntityShape): string {
+  const keys = e.stored.filter((f) => e.keyFields.has(f.name.value));
+  const lines = [
+    '"""What the write did."""\nkind: ChangeKind!',
+    ...keys.map((f) => field(f, print(f.type))),
+    `"""The ${e.name} as stored when the change was read (null once deleted, or when @auth hides it from the subscriber)."""\nnode: ${e.name}`,
+    '"""Pass as `after` to resume after this change: a client that reconnects with it misses no write made since."""\ncursor: String!',
+  ];
+  return `"""A write to a ${e.name}, as a subscription reports it."""\ntype ${e.name}Change {\n${lines.join('\n')}\n}`;
 }
 
 /** A MOVE input: the key fields, ifMatch, and `to<Field>` for each key field (nullable: omitted, the key stays). */

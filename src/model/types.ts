@@ -71,6 +71,8 @@ export interface EntityModel {
    * implement it, stored under this one layout and told apart by EntityType. Its `fields` are those they all have.
    */
   implementations?: EntityModel[];
+  /** Whether a subscription follows this type: its writes add a change entity to their EGT (change-log.ts). */
+  changeLogged?: boolean;
   /** Fields any `@auth` scope of a read of this type names: every read selects them, to decide on each entity. */
   authFields: Set<string>;
   /** The `@entity` directive, for error locations. */
@@ -250,6 +252,8 @@ export interface Model {
   summaries: Map<string, SummaryModel>;
   /** Every mutation field, by `Mutation.field`. */
   writes: Map<string, WriteModel>;
+  /** Subscription fields by `Subscription.field` (`@subscribe`). */
+  subscriptions: Map<string, SubscriptionModel>;
   /** Every field that reads storage, by `Type.field`. */
   accessPaths: Map<string, AccessPath>;
   /** Connection types (name → node entity name), recognised by their Relay shape. */
@@ -326,6 +330,20 @@ export const MOVE_ID_PROPERTY = 'MoveId';
  * its own copy from an entity someone else created at the new address.
  */
 export const MOVED_IN_PROPERTY = 'MovedIn';
+
+/**
+ * A subscription field (`@subscribe`): it follows the writes to one partition of an entity type — or to one entity,
+ * when its arguments give the RowKey's fields too — through the change log (change-log.ts).
+ */
+export interface SubscriptionModel {
+  coordinate: string;
+  entity: EntityModel;
+  /** Whether the arguments name one entity (every RowKey field is one), not only its partition. */
+  oneEntity: boolean;
+  /** The argument a client resumes with (a change's cursor), if the field declares `after: String`. */
+  after?: string;
+  node?: ASTNode;
+}
 
 /** One rule: every condition holds. */
 export interface AuthRule {

@@ -84,7 +84,13 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
   // A schema with @blob fields needs its containers (and a blob connection string) before it serves.
   for (const container of blobContainers(model)) await storage.blobs.ensureContainer(container);
   const blobs = { store: storage.blobs, cleanupDelaySeconds: config.blobCleanupDelaySeconds };
-  const writer = new WriteExecutor({ model, store: storage.store, fanout: queueSender(storage.queues, queues.queue), blobs });
+  const writer = new WriteExecutor({
+    model,
+    store: storage.store,
+    fanout: queueSender(storage.queues, queues.queue),
+    blobs,
+    changeRetentionMs: config.subscriptions.retentionMs,
+  });
   // Only into an empty store, and on the embedded Azurite only while no other command (an import, say) uses it.
   const seed = () => seedIfEmpty({ store: storage.store, model, schema, schemaDir: config.schemaDir });
   const seeded = storage.azurite ? await storage.azurite.whenAlone(seed) : { ran: true as const, value: await seed() };
@@ -92,7 +98,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     log.info({ entities: seeded.value }, `empty store: loaded the schema's seed rows (${seedManifestPath(config.schemaDir)})`);
   if (!seeded.ran) log.info({ others: seeded.others }, 'not seeding: other tablegraph commands use this data folder');
   if (!config.cursorSecret) log.warn('TABLEGRAPH_CURSOR_SECRET is not set: cursors are signed with a random key and expire when the server restarts');
-  const { handler, apollo } = await createGraphqlApp({
+  const { handler, apollo, upgrade, closeSubscriptions } = await createGraphqlApp({
     schema,
     model,
     store: storage.store,
@@ -107,6 +113,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     corsOrigins: config.corsOrigins,
     trustedDocumentsFile: config.trustedDocuments,
     httpCache: config.httpCache,
+    subscriptions: { ...config.subscriptions, overlapMs: config.storageTimeoutMs + 1000 },
     introspection: config.introspection,
     ideQuery: ideQueryOf(config.schemaDir),
     sdl,
@@ -138,6 +145,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
       : undefined;
   const server: Server = createServer(handler);
   server.on('clientError', clientErrorHandler(log));
+  if (upgrade) server.on('upgrade', upgrade);
   try {
     await new Promise<void>((resolve, reject) => {
       server.once('error', (e: NodeJS.ErrnoException) => reject(listenError(e, config.host, config.port)));
@@ -157,6 +165,8 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     async close(graceMs = 10000) {
       // The worker first: it finishes the messages in hand (never half-applied) and takes no new one.
       await worker?.stop();
+      // WebSockets and event streams are not idle connections: they are told the server goes away, then closed.
+      await closeSubscriptions();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
       const timer = setTimeout(() => server.closeAllConnections(), graceMs);

@@ -27,7 +27,16 @@ import { DEFAULT_DEMAND_BUDGET, demandPlugin, type DemandBudget } from './demand
 import { formatError, formatErrorWithoutSuggestions } from './format-error';
 import { DEFAULT_QUERY_LIMITS, queryLimits, type QueryLimits } from './query-limits';
 import { httpErrorHandler, notFoundHandler } from './http-errors';
-import { recordContext, recordDoorRefusal, requestIdMiddleware, requestIdOf, requestLineMiddleware, requestLogPlugin } from './request-log';
+import {
+  assignRequestId,
+  recordContext,
+  recordDoorRefusal,
+  requestIdMiddleware,
+  requestIdOf,
+  requestLineMiddleware,
+  requestLogPlugin,
+  startRequestLine,
+} from './request-log';
 import { Metrics } from './metrics';
 import type { RequestAdmission } from '../read/request-admission';
 import { isLoopback } from './auth';
@@ -37,6 +46,17 @@ import { startRequestSpan, tracingOn } from '../telemetry/spans';
 import { loadTrustedDocuments, type TrustedDocuments } from './trusted-documents';
 import { trustedDocumentsMiddleware } from './trusted-documents-http';
 import { DEFAULT_HTTP_CACHE, httpCachePlugin, type HttpCacheOptions } from './http-cache';
+import type { Duplex } from 'node:stream';
+import { ChangePoller, DEFAULT_POLL_INTERVAL_MS } from './subscriptions/change-poller';
+import { attachSubscriptions } from './subscriptions/subscription-fields';
+import {
+  DEFAULT_HEARTBEAT_MS,
+  DEFAULT_SUBSCRIPTIONS_PER_CONNECTION,
+  SSE_PATH,
+  subscriptionTransports,
+  type SubscriptionTransports,
+} from './subscriptions/transports';
+import { sendHttpError } from './http-errors';
 
 /** Deepest query accepted (selection-set nesting levels); deeper ones fail validation before any storage call. */
 export const MAX_QUERY_DEPTH = DEFAULT_QUERY_LIMITS.maxDepth;
@@ -82,6 +102,8 @@ export interface AppDeps extends ContextDeps {
    * validated here, once; absent: any operation within the limits and the demand budget.
    */
   trustedDocumentsFile?: string;
+  /** Subscriptions (subscriptions/): served when the schema has `@subscribe` fields. */
+  subscriptions?: SubscriptionSettings;
   /** Ages of cached GET answers (http-cache.ts; default DEFAULT_HTTP_CACHE). */
   httpCache?: Partial<Omit<HttpCacheOptions, 'authenticated'>>;
 }
@@ -96,6 +118,23 @@ export interface GraphqlApp {
   metrics?: Metrics;
   /** The trusted documents, when a manifest was given. */
   trusted?: TrustedDocuments;
+  /** A node:http server's `upgrade` listener (WebSocket subscriptions); absent when the schema has none. */
+  upgrade?: (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
+  /** Ends every subscription (WebSockets closed 1001, event streams ended) and stops polling. */
+  closeSubscriptions(): Promise<void>;
+}
+
+/** How subscriptions are served (Config.subscriptions, and the poll's overlap). */
+export interface SubscriptionSettings {
+  /** Time between two polls of a watched partition (ms). */
+  pollMs: number;
+  /** How far back each poll reads (ms): the longest an EGT may take, plus clock skew. */
+  overlapMs: number;
+  /** How long the change log keeps changes (ms). */
+  retentionMs: number;
+  maxSubscriptions: number;
+  perConnection: number;
+  heartbeatMs: number;
 }
 
 /** Builds and starts (in the Apollo sense) the application; the caller listens and stops. */
@@ -128,6 +167,7 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
     ...(trusted ? { documentStore: trusted.documentStore() } : {}),
   });
   await apollo.start();
+  const live = deps.model.subscriptions.size > 0 ? liveSubscriptions(deps, limits, trusted) : undefined;
   const app = express();
   app.disable('x-powered-by');
   // An ETag of every response body (a hash per response) is no use to GraphQL over POST.
@@ -148,7 +188,10 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
     }
   });
   const metricsAccess = deps.metrics ?? 'loopback';
-  const metrics = metricsAccess === 'off' ? undefined : new Metrics({ queues: deps.queues, queueNames: deps.queueNames, worker: deps.worker });
+  const metrics =
+    metricsAccess === 'off'
+      ? undefined
+      : new Metrics({ queues: deps.queues, queueNames: deps.queueNames, worker: deps.worker, subscriptions: live && (() => live.poller.stats()) });
   if (metrics) {
     app.get('/metrics', async (req, res, next) => {
       // Not a secret, but not everyone's business either: by default, only a scraper on this machine.
@@ -184,7 +227,9 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
   app.use(notFoundHandler);
   app.use(httpErrorHandler(deps.log));
   const post = graphqlPostHandler({ apollo, path: '/graphql', context, log: deps.log, metrics, cors: corsMiddleware, maxBodyBytes, trusted });
+  const stream = live && streamHandler(live.transports, deps.log, metrics, corsMiddleware);
   const serve = (req: IncomingMessage, res: ServerResponse) => {
+    if (stream?.(req, res)) return;
     if (!post(req, res)) app(req, res);
   };
   const handler: RequestListener = (req, res) => {
@@ -197,7 +242,18 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
       span?.end();
     });
   };
-  return { app, handler, apollo, metrics, trusted };
+  return {
+    app,
+    handler,
+    apollo,
+    metrics,
+    trusted,
+    upgrade: live?.transports.upgrade,
+    async closeSubscriptions() {
+      await live?.transports.close();
+      await live?.poller.close();
+    },
+  };
 }
 
 /**
@@ -233,6 +289,67 @@ function contextFunction(deps: AppDeps) {
       throw e;
     }
   };
+}
+
+/** The change poller and both transports, over the schema with its `@subscribe` fields attached. */
+function liveSubscriptions(deps: AppDeps, limits: ReturnType<typeof queryLimits>, trusted: TrustedDocuments | undefined) {
+  const settings = deps.subscriptions ?? DEFAULT_SUBSCRIPTION_SETTINGS;
+  const poller = new ChangePoller({ store: deps.store, intervalMs: settings.pollMs, overlapMs: settings.overlapMs, log: deps.log });
+  attachSubscriptions(deps.schema, deps.model, { ...deps, poller, target: deps.store.target, ...settings });
+  const transports = subscriptionTransports({
+    schema: deps.schema,
+    model: deps.model,
+    validationRules: limits.validationRules,
+    parseOptions: limits.parseOptions,
+    budget: deps.budget ?? DEFAULT_DEMAND_BUDGET,
+    trusted,
+    context: deps,
+    log: deps.log,
+    authenticate: deps.authenticate,
+    rateLimit: deps.rateLimit,
+    maxPerConnection: settings.perConnection,
+    heartbeatMs: settings.heartbeatMs,
+    maxPayloadBytes: deps.maxBodyBytes ?? 262_144,
+  });
+  return { poller, transports };
+}
+
+/** Defaults of the subscription settings (Config.subscriptions's). */
+const DEFAULT_SUBSCRIPTION_SETTINGS: SubscriptionSettings = {
+  pollMs: DEFAULT_POLL_INTERVAL_MS,
+  overlapMs: 11_000,
+  retentionMs: 3_600_000,
+  maxSubscriptions: 10_000,
+  perConnection: DEFAULT_SUBSCRIPTIONS_PER_CONNECTION,
+  heartbeatMs: DEFAULT_HEARTBEAT_MS,
+};
+
+/**
+ * The event streams' handler (`/graphql/stream`): the request id and log line, CORS for the allowed origins (a
+ * preflight answered there), then graphql-sse. Returns false for any other path.
+ */
+function streamHandler(transports: SubscriptionTransports, log: Logger, metrics: Metrics | undefined, cors: ReturnType<typeof import('cors')> | undefined) {
+  return (req: IncomingMessage, res: ServerResponse): boolean => {
+    if (!req.url?.startsWith(SSE_PATH)) return false;
+    assignRequestId(req, res);
+    startRequestLine(log, metrics, req, res);
+    res.setHeader('cache-control', 'no-store');
+    if (!cors) return transports.sse(req, res) || (notFound(req, res), true);
+    cors(req as express.Request, res as express.Response, () => {
+      if (!transports.sse(req, res)) notFound(req, res);
+    });
+    return true;
+  };
+}
+
+function notFound(req: IncomingMessage, res: ServerResponse): void {
+  sendHttpError(
+    res,
+    404,
+    'NOT_FOUND',
+    `Nothing is served at ${req.method} ${req.url}: subscriptions are at ${SSE_PATH}.`,
+    String(res.getHeader('x-request-id') ?? ''),
+  );
 }
 
 /**

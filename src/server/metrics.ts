@@ -13,6 +13,8 @@
  *   `tablegraph_fanout_oldest_message_age_seconds`, read from the queue service at each scrape;
  * - `tablegraph_worker_lag_seconds{quantile}` and `tablegraph_worker_messages_total{outcome}`: the in-process
  *   fan-out worker's enqueue-to-reconcile lag over its recent window and its message counts;
+ * - `tablegraph_subscriptions{of}` (subscribers, partitions watched), `tablegraph_subscription_calls_total{kind}`
+ *   (change log polls, changed entities read, failed polls) and `tablegraph_subscription_events_total`;
  * - prom-client's default process metrics (`process_cpu_seconds_total`, `process_resident_memory_bytes`, event
  *   loop lag, …), prefixed `tablegraph_`.
  */
@@ -20,6 +22,7 @@ import client from 'prom-client';
 import type { StorageCost } from '../read/cost';
 import type { QueueStore } from '../storage/queue-store';
 import type { QueueWorker } from '../worker/queue-worker';
+import type { ChangePollerStats } from './subscriptions/change-poller';
 
 /** What the request log hands to the metrics for each finished request. */
 export interface RequestOutcome {
@@ -39,6 +42,8 @@ export interface MetricsDeps {
   queues?: QueueStore;
   queueNames?: { queue: string; poison: string };
   worker?: () => QueueWorker | undefined;
+  /** The subscriptions' change poller's counters (absent: the schema has no subscription). */
+  subscriptions?: () => ChangePollerStats;
 }
 
 /** Distinct operation names with series of their own, by default; later names count as `other`. */
@@ -108,6 +113,40 @@ export class Metrics {
         registers,
         async collect() {
           this.set((await queues.oldestMessageAgeMs(queueNames.queue)) / 1000);
+        },
+      });
+    }
+    const subscriptions = deps.subscriptions;
+    if (subscriptions) {
+      new client.Gauge({
+        name: 'tablegraph_subscriptions',
+        help: 'Subscriptions this server serves now, and the partitions they watch',
+        labelNames: ['of'],
+        registers,
+        collect() {
+          const s = subscriptions();
+          this.set({ of: 'subscribers' }, s.listeners);
+          this.set({ of: 'partitions' }, s.partitions);
+        },
+      });
+      new client.Gauge({
+        name: 'tablegraph_subscription_calls_total',
+        help: 'Storage calls of subscriptions: change log range queries (poll), changed entities read (read), failed polls (failed)',
+        labelNames: ['kind'],
+        registers,
+        collect() {
+          const s = subscriptions();
+          this.set({ kind: 'poll' }, s.polls);
+          this.set({ kind: 'read' }, s.reads);
+          this.set({ kind: 'failed' }, s.failures);
+        },
+      });
+      new client.Gauge({
+        name: 'tablegraph_subscription_events_total',
+        help: 'Changes sent to subscribers, one per subscriber that got it',
+        registers,
+        collect() {
+          this.set(subscriptions().delivered);
         },
       });
     }

@@ -9,7 +9,9 @@ import { isTablegraphError, TablegraphError } from '../errors';
 import { decimalText, type Decimal } from '../model/decimal';
 import { typedValue } from '../model/entity-codec';
 import { summaryValue } from '../model/summaries';
-import type { Model, SummaryModel, WriteModel } from '../model/types';
+import type { EntityModel, Model, SummaryModel, WriteModel } from '../model/types';
+import { changeEntity } from '../model/change-log';
+import { randomUUID } from 'node:crypto';
 import { checkTransaction, limitsFor, operationBytes } from '../storage/limits';
 import type { EntityAddress, StorageTarget, StoredEntity, TransactionOperation } from '../storage/types';
 import { addressKey } from '../storage/address-key';
@@ -121,8 +123,10 @@ export function planGroup<M extends GroupMember>(model: Model, members: M[], sta
     // Each write's own operations passed checkTransaction above; the group adds only count and bytes.
     const nextDeltas = mergeDeltas(new Map(deltas), plan.holderDeltas);
     const withHolders = holderOperations(nextDeltas, state);
-    const ownBytes = [...plan.operations, ...plan.copyOperations].reduce((n, op) => n + operationBytes(op), 0);
-    const count = operations.length + plan.operations.length + plan.copyOperations.length + withHolders.operations.length;
+    // A type a subscription follows: the write's change entity joins its EGT (model/change-log.ts).
+    const changes = changeOperations(member.write.entity, plan);
+    const ownBytes = [...plan.operations, ...plan.copyOperations, ...changes].reduce((n, op) => n + operationBytes(op), 0);
+    const count = operations.length + plan.operations.length + plan.copyOperations.length + changes.length + withHolders.operations.length;
     const size = bytes + ownBytes + withHolders.operations.reduce((n, op) => n + operationBytes(op), 0);
     if (collides || count > limits.maxTransactionOperations || size > limits.maxTransactionBytes) {
       return finish(members.slice(i));
@@ -132,8 +136,8 @@ export function planGroup<M extends GroupMember>(model: Model, members: M[], sta
     reservations.forEach((k) => reserved.add(k));
     deltas.clear();
     nextDeltas.forEach((v, k) => deltas.set(k, v));
-    operations.push(...plan.operations, ...plan.copyOperations);
-    owners.push(...plan.operations.map(() => ({ write: planned.length - 1 })));
+    operations.push(...plan.operations, ...changes, ...plan.copyOperations);
+    owners.push(...[...plan.operations, ...changes].map(() => ({ write: planned.length - 1 })));
     // A copy that fails (its entity deleted meanwhile by another process) is no fault of the write: like a holder
     // that changed, it makes the group read again and retry.
     owners.push(...plan.copyOperations.map((op) => ({ holder: `copy:${operationKey(table, op)}` })));
@@ -148,7 +152,7 @@ export function planGroup<M extends GroupMember>(model: Model, members: M[], sta
       refused,
       deferred,
       operations: [...operations, ...h.operations],
-      owners: [...owners, ...h.holders.map((x) => ({ holder: x.key }))],
+      owners: [...owners, ...h.owners],
       holders: h.holders,
     };
   }
@@ -169,11 +173,19 @@ function mergeDeltas(into: Map<string, HolderDelta>, add: Map<string, HolderDelt
  * One merge per holder whose summed deltas are not all 0: the stored value plus the delta, exactly, with
  * If-Match on the holder's ETag as read (a concurrent writer in another process makes the EGT fail with 412).
  */
+/** The change entity of a planned write of `entity`, when a subscription follows the type; none otherwise. */
+function changeOperations(entity: EntityModel, plan: WritePlan): TransactionOperation[] {
+  if (!entity.changeLogged) return [];
+  const kind = plan.previous === null ? 'CREATED' : plan.values === null ? 'DELETED' : 'UPDATED';
+  return [{ kind: 'create', entity: changeEntity(plan.address, entity.entityType, kind, plan.writeId, Date.now()) }];
+}
+
 function holderOperations(
   deltas: Map<string, HolderDelta>,
   state: GroupState,
-): { operations: TransactionOperation[]; holders: GroupPlan<GroupMember>['holders'] } {
+): { operations: TransactionOperation[]; owners: OperationOwner[]; holders: GroupPlan<GroupMember>['holders'] } {
   const operations: TransactionOperation[] = [];
+  const owners: OperationOwner[] = [];
   const holders: GroupPlan<GroupMember>['holders'] = [];
   for (const [key, { address, deltas: fields }] of deltas) {
     if ([...fields.values()].every((d) => d.isZero())) continue;
@@ -195,6 +207,13 @@ function holderOperations(
       entity: { partitionKey: address.partitionKey, rowKey: address.rowKey, properties },
     });
     holders.push({ key, address, fields: written });
+    owners.push({ holder: key });
+    // A holder a subscription follows changes too: its change entity, in the same EGT (never blamed on a write).
+    const type = [...fields.keys()][0].holder;
+    if (type.changeLogged) {
+      operations.push({ kind: 'create', entity: changeEntity(address, type.entityType, 'UPDATED', randomUUID(), Date.now()) });
+      owners.push({ holder: key });
+    }
   }
-  return { operations, holders };
+  return { operations, owners, holders };
 }

@@ -347,10 +347,10 @@ export class PartitionCommitter {
           : { address: member.address, values: plan.previous!, etag: before?.etag ?? '', deleted: true },
       );
     });
-    const firstHolder = group.operations.length - group.holders.length;
-    group.holders.forEach((h, j) => {
+    group.holders.forEach((h) => {
       const before = state.holders.get(h.key);
-      const etag = etags[firstHolder + j];
+      // The holder's merge is the first operation it owns (its change entity, if any, follows it).
+      const etag = etags[group.owners.findIndex((o) => 'holder' in o && o.holder === h.key)];
       if (before && etag && !group.planned.some(({ member }) => addressKey(member.address) === h.key)) {
         this.holders.set(h.key, { ...before, etag, properties: { ...before.properties, ...h.fields } });
       } else {

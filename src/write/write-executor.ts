@@ -22,6 +22,7 @@ import type { FanoutSender } from '../queue/sender';
 import type { GroupMember } from './group-plan';
 import { addressOf, checkIncrement, type Values } from './write-plan';
 import { partAddresses, partProperties } from '../model/wide-entities';
+import { ChangeLogTrimmer } from './change-log-trim';
 import { applyBlobs, planBlobs, type BlobPlan, type BlobWriting } from './blob-writes';
 
 export type { FanoutSender, SentMessage } from '../queue/sender';
@@ -38,7 +39,15 @@ export interface WriteExecutorOptions {
    * replaces send no blob cleanup: for processes that never write blobs. The server and the worker always have it.
    */
   blobs?: BlobWriting;
+  /**
+   * How long change entities of types a subscription follows are kept (ms; default 3600000): after a write to such a
+   * type, its partition's older ones are deleted now and then (change-log-trim.ts).
+   */
+  changeRetentionMs?: number;
 }
+
+/** Default: change entities are kept an hour. */
+export const DEFAULT_CHANGE_RETENTION_MS = 3_600_000;
 
 /** What a step of a move (worker/move.ts) tells the write path; see WriteExecutor.execute. */
 export type MoveStep = Pick<GroupMember, 'takeOverFrom' | 'moveId'>;
@@ -46,8 +55,14 @@ export type MoveStep = Pick<GroupMember, 'takeOverFrom' | 'moveId'>;
 /** Runs mutations. One instance serves every request of a process. */
 export class WriteExecutor {
   private readonly committers = new Map<string, PartitionCommitter>();
+  /** Trims the change log of partitions written (absent: no type is followed by a subscription). */
+  readonly changeLog?: ChangeLogTrimmer;
 
-  constructor(private readonly opts: WriteExecutorOptions) {}
+  constructor(private readonly opts: WriteExecutorOptions) {
+    if ([...opts.model.entities.values()].some((e) => e.changeLogged)) {
+      this.changeLog = new ChangeLogTrimmer({ store: opts.store, retentionMs: opts.changeRetentionMs ?? DEFAULT_CHANGE_RETENTION_MS });
+    }
+  }
 
   /**
    * @param input the mutation's input (field name → value, plus `ifMatch`)
@@ -111,9 +126,15 @@ export class WriteExecutor {
       this.committers.set(key, committer);
     }
     const queued = committer;
-    return new Promise<WriteResult>((resolve, reject) =>
+    const result = new Promise<WriteResult>((resolve, reject) =>
       queued.enqueue({ write, input, writeId: '', address, observer, attempts: 0, ownAttempts: new Set(), resolve, reject, check, ...step, sendBy }),
     );
+    if (!this.changeLog) return result;
+    // Its change entities (its own, a holder's) are in this partition: keep the log there from growing without end.
+    return result.then((r) => {
+      this.changeLog!.touched(address.table, address.partitionKey);
+      return r;
+    });
   }
 }
 

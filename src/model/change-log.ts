@@ -1,0 +1,85 @@
+/**
+ * The change log that subscriptions read (src/server/subscriptions/): neither Azure Table storage nor the Cosmos DB
+ * Table API has a change feed, so a write to an entity type that a subscription follows adds one change entity to
+ * its own EGT, in the entity's partition — it exists exactly when the write committed ("Entity Group
+ * Transactions"). Its RowKey is the guide's "Log tail pattern": `~change_` + inverted ticks of the write's time +
+ * the write's id, so a range query from the prefix lists a partition's changes newest first, and one bounded by a
+ * time lists the changes since then. `~` sorts after letters and digits: the change entities sit at the end of the
+ * partition, apart from other types' ranges, and their EntityType (`~Change`) keeps them out of every read of
+ * entities. Old change entities are deleted by the writers (change-log-trim.ts).
+ */
+import type { EntityAddress, EntityToWrite, StoredEntity } from '../storage/types';
+import { fromInvertedTicks, invertedTicks } from './key-template';
+import { ENTITY_TYPE_PROPERTY } from './types';
+
+/** The EntityType of every change entity. */
+export const CHANGE_ENTITY_TYPE = '~Change';
+
+/** The RowKey prefix of every change entity. */
+export const CHANGE_ROW_KEY_PREFIX = '~change_';
+
+/** What a write did to an entity. */
+export type ChangeKind = 'CREATED' | 'UPDATED' | 'DELETED';
+
+/** Properties of a change entity beside EntityType. */
+export const CHANGE = { kind: 'Kind', of: 'Of', rowKey: 'OfRowKey', writeId: 'ChangeWriteId' } as const;
+
+/** One change as read back. */
+export interface Change {
+  /** The change entity's RowKey: unique, and orders changes (newest first). */
+  changeKey: string;
+  /** When the write was planned (ms since the epoch, the writer's clock). */
+  at: number;
+  kind: ChangeKind;
+  /** The EntityType of the entity written. */
+  of: string;
+  /** The changed entity's address (its table and partition are the change's own). */
+  address: EntityAddress;
+}
+
+/** The RowKey of the change of write `writeId` made at `at` (ms since the epoch). */
+export function changeRowKey(at: number, writeId: string): string {
+  return `${CHANGE_ROW_KEY_PREFIX}${invertedTicks(new Date(at))}_${writeId}`;
+}
+
+/**
+ * The RowKey below which (exclusive) lie the changes made at or after `since` (ms): a range query from
+ * CHANGE_ROW_KEY_PREFIX to it lists them, newest first.
+ */
+export function changesSinceBound(since: number): string {
+  // Changes at `since` itself have RowKeys that start with its inverted ticks: the bound is the next value.
+  return `${CHANGE_ROW_KEY_PREFIX}${invertedTicks(new Date(since))}~`;
+}
+
+/** The first RowKey after every change entity (the exclusive end of a range over all of them). */
+export const CHANGE_ROW_KEY_END = '~change`';
+
+/** The change entity a write to `address` adds to its EGT. */
+export function changeEntity(address: EntityAddress, entityType: string, kind: ChangeKind, writeId: string, at: number): EntityToWrite {
+  return {
+    partitionKey: address.partitionKey,
+    rowKey: changeRowKey(at, writeId),
+    properties: {
+      [ENTITY_TYPE_PROPERTY]: { type: 'String', value: CHANGE_ENTITY_TYPE },
+      [CHANGE.kind]: { type: 'String', value: kind },
+      [CHANGE.of]: { type: 'String', value: entityType },
+      [CHANGE.rowKey]: { type: 'String', value: address.rowKey },
+      [CHANGE.writeId]: { type: 'String', value: writeId },
+    },
+  };
+}
+
+/** A stored change entity as a Change; undefined for any other entity. */
+export function readChange(table: string, e: StoredEntity): Change | undefined {
+  if (e.properties[ENTITY_TYPE_PROPERTY] !== CHANGE_ENTITY_TYPE || !e.rowKey.startsWith(CHANGE_ROW_KEY_PREFIX)) return undefined;
+  const kind = e.properties[CHANGE.kind];
+  const of = e.properties[CHANGE.of];
+  const rowKey = e.properties[CHANGE.rowKey];
+  if ((kind !== 'CREATED' && kind !== 'UPDATED' && kind !== 'DELETED') || typeof of !== 'string' || typeof rowKey !== 'string') return undefined;
+  return { changeKey: e.rowKey, at: changeTime(e.rowKey), kind, of, address: { table, partitionKey: e.partitionKey, rowKey } };
+}
+
+/** When the change with this RowKey was made (ms since the epoch). */
+export function changeTime(changeKey: string): number {
+  return fromInvertedTicks(changeKey.slice(CHANGE_ROW_KEY_PREFIX.length, CHANGE_ROW_KEY_PREFIX.length + 19)).getTime();
+}

@@ -1,0 +1,221 @@
+/**
+ * Subscriptions over the two GraphQL transports a browser uses:
+ * - GraphQL over Server-Sent Events (`graphql-sse`, distinct connections mode) at `/graphql/stream`: plain HTTP,
+ *   through any proxy; the bearer token in the `Authorization` header, as for `POST /graphql`;
+ * - GraphQL over WebSocket (`graphql-ws`) at `/graphql`: the token in the `connection_init` payload's
+ *   `authorization` (a browser's WebSocket cannot send headers), or the upgrade request's header.
+ *
+ * Both take subscriptions only, checked as prepare.ts says, at most `maxPerConnection` at once on a WebSocket
+ * (an SSE request is one subscription), and keep idle connections alive: an SSE comment line and a WebSocket ping
+ * every `heartbeatMs`. A refusal has a stable `extensions.code`: UNAUTHENTICATED (SSE: 401; WebSocket: closed with
+ * 4401), RATE_LIMITED (429), PERSISTED_QUERY_NOT_ALLOWED, GRAPHQL_VALIDATION_FAILED, QUERY_TOO_COSTLY,
+ * BAD_REQUEST (400), OVERLOADED (TooManySubscriptions; TooManyOnConnection on a WebSocket).
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { randomUUID } from 'node:crypto';
+import { GraphQLError, type ExecutionArgs, type GraphQLFormattedError } from 'graphql';
+import type { OperationArgs, Response } from 'graphql-sse';
+import { createHandler } from 'graphql-sse/lib/use/http';
+import { useServer } from 'graphql-ws/use/ws';
+import { WebSocketServer } from 'ws';
+import { isTablegraphError } from '../../errors';
+import type { Logger } from '../../log';
+import type { Principal, Authenticator } from '../auth';
+import type { RateLimit } from '../rate-limit';
+import { clientError } from '../format-error';
+import { createRequestContext, type ContextDeps, type RequestContext } from '../../resolvers/context';
+import { prepareSubscription, type PrepareOptions } from './prepare';
+
+/** Default: subscriptions one WebSocket may hold at once. */
+export const DEFAULT_SUBSCRIPTIONS_PER_CONNECTION = 20;
+/** Default: time between two keep-alive signals on an idle connection (ms). */
+export const DEFAULT_HEARTBEAT_MS = 15_000;
+
+export interface TransportOptions extends PrepareOptions {
+  context: ContextDeps;
+  log: Logger;
+  authenticate?: Authenticator;
+  rateLimit?: RateLimit;
+  /** Subscriptions one WebSocket may hold at once. */
+  maxPerConnection: number;
+  /** Time between two keep-alive signals (ms). */
+  heartbeatMs: number;
+  /** Largest message accepted (bytes). */
+  maxPayloadBytes: number;
+}
+
+export interface SubscriptionTransports {
+  /** Serves `/graphql/stream` (SSE); false when the request is not for it. */
+  sse(req: IncomingMessage, res: ServerResponse): boolean;
+  /** A node:http server's `upgrade` listener: WebSockets to `/graphql`; any other upgrade is refused. */
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
+  /** Closes every WebSocket (1001, going away) and every event stream. */
+  close(): Promise<void>;
+}
+
+/** The SSE path. */
+export const SSE_PATH = '/graphql/stream';
+
+/** A refusal as graphql-js errors with codes: a TablegraphError or a GraphQLError (401, 429) as it is. */
+function asGraphQLErrors(e: unknown): GraphQLError[] {
+  if (isTablegraphError(e)) {
+    const { message, extensions } = clientError(e);
+    return [new GraphQLError(message, { extensions })];
+  }
+  if (e instanceof GraphQLError) {
+    const { http: _http, ...extensions } = e.extensions;
+    return [new GraphQLError(e.message, { extensions })];
+  }
+  throw e;
+}
+
+function statusOf(e: unknown): number {
+  const http = e instanceof GraphQLError ? (e.extensions.http as { status?: number } | undefined) : undefined;
+  return http?.status ?? 400;
+}
+
+/** The caller of a request, counted against its rate, or the refusal (thrown: a GraphQLError with a status). */
+async function callerOf(options: TransportOptions, authorization: string | undefined, address: string): Promise<Principal | undefined> {
+  let principal: Principal | undefined;
+  try {
+    principal = options.authenticate && (await options.authenticate(authorization));
+  } catch (e) {
+    await options.rateLimit?.(`ip:${address}`);
+    throw e;
+  }
+  await options.rateLimit?.(principal ? `sub:${principal.subject}` : `ip:${address}`);
+  return principal;
+}
+
+/** Both transports, over one schema with `@subscribe` fields attached (subscription-fields.ts). */
+export function subscriptionTransports(options: TransportOptions): SubscriptionTransports {
+  const streams = new Set<ServerResponse>();
+  const executionArgs = (prepared: Extract<ReturnType<typeof prepareSubscription>, { ok: true }>, contextValue: RequestContext): ExecutionArgs => ({
+    schema: options.schema,
+    document: prepared.document,
+    variableValues: prepared.variables,
+    operationName: prepared.operationName,
+    contextValue,
+  });
+
+  const sseHandler = createHandler({
+    schema: options.schema,
+    // Distinct connections only: one request, one subscription, its token in its own headers.
+    authenticate: () => null,
+    async onSubscribe(req, params) {
+      const raw = req.raw;
+      let principal: Principal | undefined;
+      try {
+        principal = await callerOf(options, raw.headers.authorization, raw.socket.remoteAddress ?? 'unknown');
+      } catch (e) {
+        return refusalResponse(statusOf(e), asGraphQLErrors(e)) as Response;
+      }
+      const prepared = prepareSubscription(options, params as unknown as Record<string, unknown>);
+      if (!prepared.ok) return refusalResponse(prepared.status, prepared.errors) as Response;
+      // graphql-sse types a context as a record; the resolvers' context is the RequestContext.
+      return executionArgs(prepared, createRequestContext(options.context, randomUUID(), principal)) as unknown as OperationArgs;
+    },
+  });
+
+  const wss = new WebSocketServer({ noServer: true, maxPayload: options.maxPayloadBytes });
+  // The caller of each WebSocket, decided at `connection_init`; its subscriptions, by id.
+  const callers = new WeakMap<object, { principal?: Principal; ids: Set<string> }>();
+  useServer<Record<string, unknown> | undefined, { caller: { principal?: Principal; ids: Set<string> } }>(
+    {
+      schema: options.schema,
+      async onConnect(ctx) {
+        const fromInit = ctx.connectionParams?.authorization;
+        const authorization = typeof fromInit === 'string' ? fromInit : ctx.extra.request.headers.authorization;
+        try {
+          const principal = await callerOf(options, authorization, ctx.extra.request.socket.remoteAddress ?? 'unknown');
+          callers.set(ctx.extra.socket, { principal, ids: new Set() });
+          return true;
+        } catch (e) {
+          const [error] = asGraphQLErrors(e);
+          options.log.info({ code: error.extensions.code }, `subscriptions: WebSocket refused: ${error.message}`);
+          // graphql-ws closes with 4403 on false; a token problem is said with 4401 and the reason.
+          ctx.extra.socket.close(statusOf(e) === 429 ? 4429 : 4401, String(error.extensions.code));
+          return false;
+        }
+      },
+      async onSubscribe(ctx, id, payload) {
+        const caller = callers.get(ctx.extra.socket);
+        if (!caller) return [new GraphQLError('Not connected.', { extensions: { code: 'UNAUTHENTICATED' } })];
+        if (caller.ids.size >= options.maxPerConnection) {
+          return [
+            new GraphQLError(`A connection holds ${options.maxPerConnection} subscriptions at most: complete one first, or open another connection.`, {
+              extensions: { code: 'OVERLOADED', reason: 'TooManyOnConnection' },
+            }),
+          ];
+        }
+        try {
+          await options.rateLimit?.(caller.principal ? `sub:${caller.principal.subject}` : `ip:${ctx.extra.request.socket.remoteAddress ?? 'unknown'}`);
+        } catch (e) {
+          return asGraphQLErrors(e);
+        }
+        const prepared = prepareSubscription(options, payload as unknown as Record<string, unknown>);
+        if (!prepared.ok) return prepared.errors;
+        caller.ids.add(id);
+        return executionArgs(prepared, createRequestContext(options.context, randomUUID(), caller.principal));
+      },
+      onComplete(ctx, id) {
+        callers.get(ctx.extra.socket)?.ids.delete(id);
+      },
+      onError(ctx, id) {
+        callers.get(ctx.extra.socket)?.ids.delete(id);
+      },
+    },
+    wss,
+    options.heartbeatMs,
+  );
+
+  return {
+    sse(req, res) {
+      if (!req.url || !(req.url === SSE_PATH || req.url.startsWith(`${SSE_PATH}?`))) return false;
+      streams.add(res);
+      res.once('close', () => streams.delete(res));
+      // An idle event stream gets a comment line now and then: proxies keep it open, the client sees it alive.
+      const heartbeat = setInterval(() => {
+        if (res.headersSent && res.getHeader('content-type')?.toString().startsWith('text/event-stream')) res.write(':\n\n');
+      }, options.heartbeatMs);
+      heartbeat.unref();
+      res.once('close', () => clearInterval(heartbeat));
+      sseHandler(req, res).catch((err: unknown) => {
+        options.log.error({ err }, 'subscriptions: unexpected error serving an event stream');
+        if (!res.headersSent) {
+          res.statusCode = 500;
+          res.setHeader('content-type', 'application/json; charset=utf-8');
+          res.end(JSON.stringify({ errors: [{ message: 'Internal server error', extensions: { code: 'INTERNAL_SERVER_ERROR' } }] }));
+        } else res.destroy();
+      });
+      return true;
+    },
+    upgrade(req, socket, head) {
+      const path = (req.url ?? '').split('?')[0];
+      if (path !== '/graphql') {
+        socket.destroy();
+        return;
+      }
+      wss.handleUpgrade(req, socket, head, (ws) => wss.emit('connection', ws, req));
+    },
+    async close() {
+      for (const ws of wss.clients) ws.close(1001, 'Going away');
+      for (const res of streams) res.end();
+      await new Promise<void>((resolve) => wss.close(() => resolve()));
+    },
+  };
+}
+
+/** An SSE request's refusal: JSON errors with codes and a status (graphql-sse's response tuple). */
+function refusalResponse(status: number, errors: GraphQLError[]): [string, { status: number; statusText: string; headers: Record<string, string> }] {
+  const body: { errors: GraphQLFormattedError[] } = { errors: errors.map((e) => e.toJSON()) };
+  return [
+    JSON.stringify(body),
+    {
+      status,
+      statusText: status === 401 ? 'Unauthorized' : status === 429 ? 'Too Many Requests' : 'Bad Request',
+      headers: { 'content-type': 'application/json; charset=utf-8' },
+    },
+  ];
+}
