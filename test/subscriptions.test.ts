@@ -1,34 +1,44 @@
 /**
- * Subscriptions (`@subscribe`): writes reported from the change log to subscribers over SSE and WebSocket, on a
- * schema written for this test.
+ * Subscriptions (`@subscribe`): writes reported from the change log to subscribers over SSE and WebSocket — in
+ * order, each once, one entity or a whole partition — and every refusal with its code; concurrent writers (each
+ * acknowledged write reported once, a refused one never), delete-and-recreate of one key, the change log's trim,
+ * and `verify` clean with change entities beside the data. On a schema written for this test.
  */
+import { compileSchema } from '../src/compiler/compile';
+import { isTablegraphError } from '../src/errors';
+import { CHANGE_ROW_KEY_END, CHANGE_ROW_KEY_PREFIX } from '../src/model/change-log';
+import { verifyDerived } from '../src/maintenance/verify';
+import { ChangeLogTrimmer } from '../src/write/change-log-trim';
 import { startSdlServer } from './support/harness';
 import { sseSubscribe, wsClient, wsSubscribe } from './support/subscription-clients';
 
 const SDL = `
-type Kite @entity(table: "Kites", partitionKey: "{field}", rowKey: "kite_{id}") {
-  field: ID!
+type Beacon @entity(table: "Beacons", partitionKey: "{harbour}", rowKey: "beacon_{id}") {
+  harbour: ID!
   id: ID!
-  colour: String!
+  light: String!
 }
 type Query {
-  kite(field: ID!, id: ID!): Kite @point
+  beacon(harbour: ID!, id: ID!): Beacon @point
 }
 type Mutation {
-  createKite(input: CreateKiteInput!): KitePayload! @write(entity: "Kite", action: CREATE)
-  updateKite(input: UpdateKiteInput!): KitePayload! @write(entity: "Kite", action: UPDATE)
-  deleteKite(input: DeleteKiteInput!): KitePayload! @write(entity: "Kite", action: DELETE)
+  createBeacon(input: CreateBeaconInput!): BeaconPayload! @write(entity: "Beacon", action: CREATE)
+  updateBeacon(input: UpdateBeaconInput!): BeaconPayload! @write(entity: "Beacon", action: UPDATE)
+  deleteBeacon(input: DeleteBeaconInput!): BeaconPayload! @write(entity: "Beacon", action: DELETE)
 }
 type Subscription {
-  kiteChanged(field: ID!, after: String): KiteChange! @subscribe(entity: "Kite")
-  oneKite(field: ID!, id: ID!): KiteChange! @subscribe(entity: "Kite")
+  beaconChanged(harbour: ID!, after: String): BeaconChange! @subscribe(entity: "Beacon")
+  oneBeacon(harbour: ID!, id: ID!): BeaconChange! @subscribe(entity: "Beacon")
 }
 `;
 
-const CHANGED = 'subscription ($field: ID!, $after: String) { kiteChanged(field: $field, after: $after) { kind field id cursor node { colour } } }';
+const CHANGED = 'subscription ($harbour: ID!, $after: String) { beaconChanged(harbour: $harbour, after: $after) { kind harbour id cursor node { light } } }';
 
 let ctx: Awaited<ReturnType<typeof startSdlServer>>;
-beforeAll(async () => void (ctx = await startSdlServer(SDL, { TABLEGRAPH_AUTH: 'off', TABLEGRAPH_SUBSCRIPTION_POLL_MS: '100' })));
+beforeAll(
+  async () =>
+    void (ctx = await startSdlServer(SDL, { TABLEGRAPH_AUTH: 'off', TABLEGRAPH_SUBSCRIPTION_POLL_MS: '100', TABLEGRAPH_SUBSCRIPTIONS_PER_CONNECTION: '3' })),
+);
 afterAll(() => ctx?.close());
 
 async function write(query: string) {
@@ -36,38 +46,127 @@ async function write(query: string) {
   expect(r.errors).toBeUndefined();
   return r.data;
 }
+const settle = (ms = 300) => new Promise((r) => setTimeout(r, ms));
+const create = (harbour: string, id: string, light: string) =>
+  `mutation { createBeacon(input: { harbour: "${harbour}", id: "${id}", light: "${light}" }) { beacon { id } } }`;
 
 test('SSE: a create, an update and a delete of the partition, in order; nothing of another partition', async () => {
-  const sub = sseSubscribe(ctx.server.url, CHANGED, { field: 'north' });
-  await new Promise((r) => setTimeout(r, 300));
-  await write('mutation { createKite(input: { field: "south", id: "x", colour: "grey" }) { kite { id } } }');
-  await write('mutation { createKite(input: { field: "north", id: "1", colour: "red" }) { kite { id } } }');
+  const sub = sseSubscribe(ctx.server.url, CHANGED, { harbour: 'north' });
+  await settle();
+  await write(create('south', 'x', 'grey'));
+  await write(create('north', '1', 'red'));
   await sub.waitFor(1);
-  await write('mutation { updateKite(input: { field: "north", id: "1", colour: "blue" }) { kite { id } } }');
+  await write('mutation { updateBeacon(input: { harbour: "north", id: "1", light: "blue" }) { beacon { id } } }');
   await sub.waitFor(2);
-  await write('mutation { deleteKite(input: { field: "north", id: "1" }) { kite { id } } }');
+  await write('mutation { deleteBeacon(input: { harbour: "north", id: "1" }) { beacon { id } } }');
   const events = await sub.waitFor(3);
+  await settle();
   sub.stop();
-  expect(events.map((e) => e.kiteChanged.kind)).toEqual(['CREATED', 'UPDATED', 'DELETED']);
-  expect(events.every((e) => e.kiteChanged.field === 'north' && e.kiteChanged.id === '1')).toBe(true);
+  expect(events.map((e) => e.beaconChanged.kind)).toEqual(['CREATED', 'UPDATED', 'DELETED']);
+  expect(events.every((e) => e.beaconChanged.harbour === 'north' && e.beaconChanged.id === '1')).toBe(true);
   // The entity as read when the change was: each event here was read before the next write.
-  expect(events.map((e) => e.kiteChanged.node)).toEqual([{ colour: 'red' }, { colour: 'blue' }, null]);
-  expect(new Set(events.map((e) => e.kiteChanged.cursor)).size).toBe(3);
+  expect(events.map((e) => e.beaconChanged.node)).toEqual([{ light: 'red' }, { light: 'blue' }, null]);
+  expect(new Set(events.map((e) => e.beaconChanged.cursor)).size).toBe(3);
   expect(sub.events).toHaveLength(3);
 });
 
-test('WebSocket: the same, and a subscription of one entity sees only it', async () => {
+test('WebSocket: a partition and one entity of it', async () => {
   const client = wsClient(ctx.server.url);
-  const all = wsSubscribe(client, CHANGED, { field: 'west' });
-  const one = wsSubscribe(client, 'subscription { oneKite(field: "west", id: "2") { kind id node { colour } } }');
-  await new Promise((r) => setTimeout(r, 300));
-  await write('mutation { createKite(input: { field: "west", id: "1", colour: "red" }) { kite { id } } }');
-  await write('mutation { createKite(input: { field: "west", id: "2", colour: "green" }) { kite { id } } }');
-  const events = await all.waitFor(2);
-  expect(events.map((e) => e.kiteChanged.id)).toEqual(['1', '2']);
-  const mine = await one.waitFor(1);
-  expect(mine[0].oneKite).toEqual({ kind: 'CREATED', id: '2', node: { colour: 'green' } });
-  await new Promise((r) => setTimeout(r, 300));
+  const all = wsSubscribe(client, CHANGED, { harbour: 'west' });
+  const one = wsSubscribe(client, 'subscription { oneBeacon(harbour: "west", id: "2") { kind id node { light } } }');
+  await settle();
+  await write(create('west', '1', 'red'));
+  await write(create('west', '2', 'green'));
+  expect((await all.waitFor(2)).map((e) => e.beaconChanged.id)).toEqual(['1', '2']);
+  expect((await one.waitFor(1))[0].oneBeacon).toEqual({ kind: 'CREATED', id: '2', node: { light: 'green' } });
+  await settle();
   expect(one.events).toHaveLength(1);
   await client.dispose();
+});
+
+test('concurrent writers: each acknowledged write is reported once, a refused one never; delete and recreate in order', async () => {
+  const sub = sseSubscribe(ctx.server.url, CHANGED, { harbour: 'busy' });
+  await settle();
+  // 40 creates at once, each id twice: half are refused (EntityAlreadyExists), in the same group commits.
+  const results = await Promise.all(Array.from({ length: 40 }, (_, i) => ctx.server.query(create('busy', String(i % 20), `l${i}`))));
+  const ok = results.filter((r) => !r.errors).length;
+  expect(ok).toBe(20);
+  expect(results.filter((r) => r.errors?.[0]?.extensions?.code === 'CONFLICT')).toHaveLength(20);
+  // Delete and recreate one key, at once and in order.
+  await write('mutation { deleteBeacon(input: { harbour: "busy", id: "7" }) { beacon { id } } }');
+  await write(create('busy', '7', 'again'));
+  const events = await sub.waitFor(22, 15_000);
+  await settle(500);
+  sub.stop();
+  expect(sub.events).toHaveLength(22);
+  const creates = events.slice(0, 20).map((e) => e.beaconChanged);
+  expect(creates.every((c) => c.kind === 'CREATED')).toBe(true);
+  expect(new Set(creates.map((c) => c.id)).size).toBe(20);
+  expect(events.slice(20).map((e) => [e.beaconChanged.kind, e.beaconChanged.id])).toEqual([
+    ['DELETED', '7'],
+    ['CREATED', '7'],
+  ]);
+  // Change entities beside the data leave every check clean.
+  const report = await verifyDerived({ store: ctx.server.store, model: ctx.model });
+  expect(report.ok).toBe(true);
+});
+
+test('refusals: not a subscription, an invalid document, a bad cursor, too many on one WebSocket', async () => {
+  const query = sseSubscribe(ctx.server.url, '{ beacon(harbour: "a", id: "b") { id } }');
+  await expect(query.waitFor(1, 3000)).rejects.toThrow(/ended/);
+  expect(query.refusal?.status).toBe(400);
+  expect(JSON.parse(query.refusal!.body).errors[0].extensions.code).toBe('BAD_REQUEST');
+  const invalid = sseSubscribe(ctx.server.url, 'subscription { beaconChanged(harbour: "a") { colour } }');
+  await expect(invalid.waitFor(1, 3000)).rejects.toThrow(/ended/);
+  expect(JSON.parse(invalid.refusal!.body).errors[0].extensions.code).toBe('GRAPHQL_VALIDATION_FAILED');
+  const cursor = sseSubscribe(ctx.server.url, CHANGED, { harbour: 'a', after: 'forged.cursor' });
+  await expect(cursor.waitFor(1, 3000)).rejects.toThrow(/ended/);
+  expect(JSON.stringify(cursor.error ?? cursor.refusal)).toMatch(/BAD_USER_INPUT/);
+  // A subscription sent to POST /graphql is refused with a code, never INTERNAL_SERVER_ERROR.
+  const posted = await ctx.server.query('subscription { beaconChanged(harbour: "a") { kind } }');
+  expect(posted.errors?.[0].extensions.code).not.toBe('INTERNAL_SERVER_ERROR');
+  expect(posted.errors?.[0].extensions.code).toEqual(expect.any(String));
+  // Three per connection here (TABLEGRAPH_SUBSCRIPTIONS_PER_CONNECTION): the fourth is refused, the others go on.
+  const client = wsClient(ctx.server.url);
+  const subs = ['l1', 'l2', 'l3', 'l4'].map((h) => wsSubscribe(client, CHANGED, { harbour: h }));
+  await settle();
+  await expect(subs[3].waitFor(1, 3000)).rejects.toThrow(/ended/);
+  expect(JSON.stringify(subs[3].error)).toMatch(/TooManyOnConnection/);
+  await write(create('l1', '1', 'x'));
+  expect(await subs[0].waitFor(1)).toHaveLength(1);
+  await client.dispose();
+});
+
+test('the change log is trimmed: change entities older than the retention are deleted', async () => {
+  const table = ctx.model.entities.get('Beacon')!.layout.table;
+  const range = { table, partitionKey: 'busy', rowKeyFrom: CHANGE_ROW_KEY_PREFIX, rowKeyTo: CHANGE_ROW_KEY_END, limit: 1000 };
+  const before = (await ctx.server.store.queryRange(range)).entities.length;
+  expect(before).toBe(22);
+  const trimmer = new ChangeLogTrimmer({ store: ctx.server.store, retentionMs: 60_000 });
+  // Nothing is an hour old yet.
+  expect(await trimmer.trim(table, 'busy')).toBe(0);
+  // An hour from now, all of them are.
+  expect(await trimmer.trim(table, 'busy', Date.now() + 3_600_000)).toBe(22);
+  expect((await ctx.server.store.queryRange(range)).entities).toHaveLength(0);
+  // The data is untouched.
+  expect((await ctx.server.query('{ beacon(harbour: "busy", id: "7") { light } }')).data.beacon).toEqual({ light: 'again' });
+});
+
+test('the compiler: every Subscription field says what it follows, by the keys', () => {
+  const compile = (subscription: string) => {
+    try {
+      compileSchema([{ name: 's.graphql', body: SDL.replace(/type Subscription \{[\s\S]*?\n\}/, `type Subscription {\n${subscription}\n}`) }]);
+      return [];
+    } catch (e) {
+      if (!isTablegraphError(e)) throw e;
+      return (e.details.problems as Array<{ message: string; locations?: unknown[] }>).map((p) => p.message);
+    }
+  };
+  expect(compile('  a(harbour: ID!): BeaconChange! @subscribe(entity: "Beacon")')).toEqual([]);
+  expect(compile('  a(harbour: ID!): BeaconChange!')[0]).toMatch(/has no @subscribe/);
+  expect(compile('  a(id: ID!): BeaconChange! @subscribe(entity: "Beacon")')[0]).toMatch(/add the argument\(s\) harbour/);
+  expect(compile('  a(harbour: ID!, light: String): BeaconChange! @subscribe(entity: "Beacon")')[0]).toMatch(/neither a key field of Beacon nor `after`/);
+  expect(compile('  a(harbour: ID!): BeaconPayload! @subscribe(entity: "Beacon")')[0]).toMatch(/returns BeaconChange/);
+  expect(compile('  a(harbour: ID!): BeaconChange! @subscribe(entity: "Lighthouse")')[0]).toMatch(/no @entity type of that name/);
+  expect(compile('  a(harbour: ID!, after: Int): BeaconChange! @subscribe(entity: "Beacon")')[0]).toMatch(/after: String/);
 });

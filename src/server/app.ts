@@ -148,6 +148,7 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
   const apollo = new ApolloServer<RequestContext>({
     schema: deps.schema,
     plugins: [
+      subscriptionsElsewhere,
       costPlugin,
       requestLogPlugin(deps.log, deps.model),
       demandPlugin(deps.model, deps.budget ?? DEFAULT_DEMAND_BUDGET, deps.requestAdmission),
@@ -290,6 +291,23 @@ function contextFunction(deps: AppDeps) {
     }
   };
 }
+
+/**
+ * A subscription sent to Apollo (POST or GET /graphql) is refused with BAD_REQUEST (400), before it runs: they are
+ * served over SSE at `/graphql/stream` and over a WebSocket at `/graphql`.
+ */
+const subscriptionsElsewhere: ApolloServerPlugin<RequestContext> = {
+  async requestDidStart() {
+    return {
+      async didResolveOperation({ operation }) {
+        if (operation?.operation !== 'subscription') return;
+        throw new GraphQLError(`Subscriptions are served over SSE at ${SSE_PATH} and over a WebSocket at /graphql (graphql-ws), not by a request.`, {
+          extensions: { code: 'BAD_REQUEST', http: { status: 400 } },
+        });
+      },
+    };
+  },
+};
 
 /** The change poller and both transports, over the schema with its `@subscribe` fields attached. */
 function liveSubscriptions(deps: AppDeps, limits: ReturnType<typeof queryLimits>, trusted: TrustedDocuments | undefined) {

@@ -11,6 +11,8 @@ export interface Collected {
   events: any[];
   /** Errors the subscription ended with (an array of GraphQL errors, or a transport error). */
   error?: unknown;
+  /** An SSE refusal: its HTTP status and its body's text (JSON errors with codes). */
+  refusal?: { status: number; body: string };
   /** Whether the subscription ended. */
   done: boolean;
   /** Resolves once `n` events arrived, or rejects after `timeoutMs`. */
@@ -47,6 +49,16 @@ function collector(start: (sink: { next(v: any): void; error(e: unknown): void; 
     },
     error(e) {
       c.error = e;
+      const response = (e as { response?: Response }).response;
+      if (response && typeof response.text === 'function') {
+        // graphql-sse's NetworkError holds the refusal's response: read it before saying the subscription ended.
+        void response.text().then((body) => {
+          c.refusal = { status: response.status, body };
+          c.done = true;
+          wake();
+        });
+        return;
+      }
       c.done = true;
       wake();
     },

@@ -14,7 +14,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { randomUUID } from 'node:crypto';
-import { GraphQLError, type ExecutionArgs, type GraphQLFormattedError } from 'graphql';
+import { GraphQLError, subscribe, type ExecutionArgs, type ExecutionResult, type GraphQLFormattedError } from 'graphql';
 import type { OperationArgs, Response } from 'graphql-sse';
 import { createHandler } from 'graphql-sse/lib/use/http';
 import { useServer } from 'graphql-ws/use/ws';
@@ -23,7 +23,7 @@ import { isTablegraphError } from '../../errors';
 import type { Logger } from '../../log';
 import type { Principal, Authenticator } from '../auth';
 import type { RateLimit } from '../rate-limit';
-import { clientError } from '../format-error';
+import { clientError, formatError } from '../format-error';
 import { createRequestContext, type ContextDeps, type RequestContext } from '../../resolvers/context';
 import { prepareSubscription, type PrepareOptions } from './prepare';
 
@@ -88,6 +88,21 @@ async function callerOf(options: TransportOptions, authorization: string | undef
   return principal;
 }
 
+/** An execution result as clients get it over HTTP: each error formatted, a code in each (format-error.ts). */
+function formatted(result: ExecutionResult): ExecutionResult {
+  if (!result.errors) return result;
+  return { ...result, errors: result.errors.map((e) => formatError(e.toJSON(), e) as unknown as GraphQLError) };
+}
+
+/** graphql-js's `subscribe`, its first result and every event's with formatted errors. */
+async function subscribeFormatted(args: ExecutionArgs): Promise<AsyncGenerator<ExecutionResult> | ExecutionResult> {
+  const result = await subscribe(args);
+  if (!(Symbol.asyncIterator in result)) return formatted(result);
+  return (async function* events() {
+    for await (const event of result) yield formatted(event);
+  })();
+}
+
 /** Both transports, over one schema with `@subscribe` fields attached (subscription-fields.ts). */
 export function subscriptionTransports(options: TransportOptions): SubscriptionTransports {
   const streams = new Set<ServerResponse>();
@@ -101,6 +116,7 @@ export function subscriptionTransports(options: TransportOptions): SubscriptionT
 
   const sseHandler = createHandler({
     schema: options.schema,
+    subscribe: subscribeFormatted as never,
     // Distinct connections only: one request, one subscription, its token in its own headers.
     authenticate: () => null,
     async onSubscribe(req, params) {
@@ -124,6 +140,7 @@ export function subscriptionTransports(options: TransportOptions): SubscriptionT
   useServer<Record<string, unknown> | undefined, { caller: { principal?: Principal; ids: Set<string> } }>(
     {
       schema: options.schema,
+      subscribe: subscribeFormatted as never,
       async onConnect(ctx) {
         const fromInit = ctx.connectionParams?.authorization;
         const authorization = typeof fromInit === 'string' ? fromInit : ctx.extra.request.headers.authorization;
@@ -149,14 +166,19 @@ export function subscriptionTransports(options: TransportOptions): SubscriptionT
             }),
           ];
         }
+        // Counted at once: the subscribe messages of one connection arrive together, and each awaits below.
+        caller.ids.add(id);
         try {
           await options.rateLimit?.(caller.principal ? `sub:${caller.principal.subject}` : `ip:${ctx.extra.request.socket.remoteAddress ?? 'unknown'}`);
         } catch (e) {
+          caller.ids.delete(id);
           return asGraphQLErrors(e);
         }
         const prepared = prepareSubscription(options, payload as unknown as Record<string, unknown>);
-        if (!prepared.ok) return prepared.errors;
-        caller.ids.add(id);
+        if (!prepared.ok) {
+          caller.ids.delete(id);
+          return prepared.errors;
+        }
         return executionArgs(prepared, createRequestContext(options.context, randomUUID(), caller.principal));
       },
       onComplete(ctx, id) {
