@@ -94,13 +94,32 @@ function formatted(result: ExecutionResult): ExecutionResult {
   return { ...result, errors: result.errors.map((e) => formatError(e.toJSON(), e) as unknown as GraphQLError) };
 }
 
-/** graphql-js's `subscribe`, its first result and every event's with formatted errors. */
-async function subscribeFormatted(args: ExecutionArgs): Promise<AsyncGenerator<ExecutionResult> | ExecutionResult> {
+/**
+ * graphql-js's `subscribe`, its first result and every event's with formatted errors. Not an async generator: one
+ * waiting for its next event would hold a `return()` (the client gone) until that event came, and keep the
+ * subscription — and its partition's polls — alive meanwhile.
+ */
+async function subscribeFormatted(args: ExecutionArgs): Promise<AsyncIterableIterator<ExecutionResult> | ExecutionResult> {
   const result = await subscribe(args);
   if (!(Symbol.asyncIterator in result)) return formatted(result);
-  return (async function* events() {
-    for await (const event of result) yield formatted(event);
-  })();
+  const events: AsyncIterableIterator<ExecutionResult> = {
+    async next() {
+      const r = await result.next();
+      return r.done ? r : { value: formatted(r.value), done: false };
+    },
+    async return() {
+      await result.return?.();
+      return { value: undefined, done: true };
+    },
+    async throw(error: unknown) {
+      await result.return?.();
+      throw error;
+    },
+    [Symbol.asyncIterator]() {
+      return events;
+    },
+  };
+  return events;
 }
 
 /** Both transports, over one schema with `@subscribe` fields attached (subscription-fields.ts). */
