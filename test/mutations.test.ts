@@ -211,7 +211,7 @@ describe('no partial state after a failed EGT', () => {
     expect(await rawEntity(server.store, emailAddress(model, input.email as string))).toBeNull();
   });
 
-  test('a later op fails (404 after the entity, its index entity and the summary merge): all rolled back', async () => {
+  test('a later op fails (404 after the entity, its index entity, its change entity and the summary merge): all rolled back', async () => {
     const d = await newDepartment();
     const pk = escapeKeyValue(d);
     const missing: TransactionOperation = { kind: 'update', mode: 'merge', entity: { partitionKey: pk, rowKey: 'missing', properties: {} } };
@@ -221,8 +221,8 @@ describe('no partial state after a failed EGT', () => {
       (ops) => [...ops, missing],
       () => server.query(CREATE_EMPLOYEE, { input }),
     );
-    expect(e).toMatchObject({ code: 'NOT_FOUND', extensions: { operationIndex: 3 } });
-    expect((await snapshot(d)).size).toBe(1); // the department alone
+    expect(e).toMatchObject({ code: 'NOT_FOUND', extensions: { operationIndex: 4 } });
+    expect((await snapshot(d)).size).toBe(1); // the department alone: no employee, no index entity, no change entity
     expect(await summary(d)).toMatchObject({ employeeCount: 0, payroll: '0' });
     expect(await rawEntity(server.store, emailAddress(model, input.email as string))).toBeNull();
   });

@@ -153,7 +153,8 @@ test('a reservation whose EGT failed is released by the executor at once', async
   const email = `failed${seq}@example.test`;
   failNextEgt(server);
   const r = await server.query(CREATE_EMPLOYEE, { input: employeeInput(d, 1, { email }) });
-  expect(firstError(r)).toMatchObject({ code: 'NOT_FOUND', extensions: { operationIndex: 3 } });
+  // Ops 0-3: the employee, its index entity, its change entity (HR's employeeChanged), the department's summaries.
+  expect(firstError(r)).toMatchObject({ code: 'NOT_FOUND', extensions: { operationIndex: 4 } });
   expect(await rawEntity(server.store, reservation(server, email))).toBeNull();
   await create(employeeInput(d, 2, { email }));
   await reconcileAll();

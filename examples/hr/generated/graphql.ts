@@ -63,6 +63,15 @@ export type BlobInput = {
   contentType: Scalars['String']['input'];
 };
 
+/** What a write did to an entity. */
+export type ChangeKind =
+  /** It was created. */
+  | 'CREATED'
+  /** It was deleted. */
+  | 'DELETED'
+  /** It was changed. */
+  | 'UPDATED';
+
 /** Binds an entity field to a token claim: the caller reaches only entities whose field equals its claim. */
 export type ClaimScope = {
   claim: Scalars['String']['input'];
@@ -486,6 +495,19 @@ export type EmployeeReviewArgs = {
 export type EmployeeReviewsArgs = {
   after?: InputMaybe<Scalars['String']['input']>;
   first?: InputMaybe<Scalars['Int']['input']>;
+};
+
+/** A write to a Employee, as a subscription reports it. */
+export type EmployeeChange = {
+  __typename?: 'EmployeeChange';
+  /** Pass as `after` to resume after this change: a client that reconnects with it misses no write made since. */
+  cursor: Scalars['String']['output'];
+  departmentId: Scalars['ID']['output'];
+  id: Scalars['ID']['output'];
+  /** What the write did. */
+  kind: ChangeKind;
+  /** The Employee as stored when the change was read (null once deleted, or when @auth hides it from the subscriber). */
+  node: Maybe<Employee>;
 };
 
 /** A page of Employee entities (a Relay connection): pass pageInfo.endCursor as `after` for the next page. */
@@ -1118,6 +1140,27 @@ export type SetEmployeePhotoPayload = {
   employee: Employee;
   /** A write-only URL: PUT the photo there (header `x-ms-blob-type: BlockBlob`) before it expires; null when the input gave the bytes. */
   photoUploadUrl: Maybe<Scalars['String']['output']>;
+};
+
+/**
+ * Live updates for frontend apps (`@subscribe`): every write to a department's employees, over SSE at
+ * `/graphql/stream` or a WebSocket at `/graphql`. Each event is checked against the subscriber's `@auth`: a reader
+ * follows its own department only. `after` resumes after a change's `cursor`.
+ */
+export type Subscription = {
+  __typename?: 'Subscription';
+  employeeChanged: EmployeeChange;
+};
+
+
+/**
+ * Live updates for frontend apps (`@subscribe`): every write to a department's employees, over SSE at
+ * `/graphql/stream` or a WebSocket at `/graphql`. Each event is checked against the subscriber's `@auth`: a reader
+ * follows its own department only. `after` resumes after a change's `cursor`.
+ */
+export type SubscriptionEmployeeChangedArgs = {
+  after?: InputMaybe<Scalars['String']['input']>;
+  departmentId: Scalars['ID']['input'];
 };
 
 /** Merge: only the fields given change; a field given as null is cleared. */
