@@ -10,7 +10,7 @@ import { decimalText, type Decimal } from '../model/decimal';
 import { typedValue } from '../model/entity-codec';
 import { summaryValue } from '../model/summaries';
 import type { EntityModel, Model, SummaryModel, WriteModel } from '../model/types';
-import { changeEntity } from '../model/change-log';
+import { changeEntity, nextChangeTime } from '../model/change-log';
 import { randomUUID } from 'node:crypto';
 import { checkTransaction, limitsFor, operationBytes } from '../storage/limits';
 import type { EntityAddress, StorageTarget, StoredEntity, TransactionOperation } from '../storage/types';
@@ -177,7 +177,7 @@ function mergeDeltas(into: Map<string, HolderDelta>, add: Map<string, HolderDelt
 function changeOperations(entity: EntityModel, plan: WritePlan): TransactionOperation[] {
   if (!entity.changeLogged) return [];
   const kind = plan.previous === null ? 'CREATED' : plan.values === null ? 'DELETED' : 'UPDATED';
-  return [{ kind: 'create', entity: changeEntity(plan.address, entity.entityType, kind, plan.writeId, Date.now()) }];
+  return [{ kind: 'create', entity: changeEntity(plan.address, entity.entityType, kind, plan.writeId, nextChangeTime()) }];
 }
 
 function holderOperations(
@@ -211,7 +211,7 @@ function holderOperations(
     // A holder a subscription follows changes too: its change entity, in the same EGT (never blamed on a write).
     const type = [...fields.keys()][0].holder;
     if (type.changeLogged) {
-      operations.push({ kind: 'create', entity: changeEntity(address, type.entityType, 'UPDATED', randomUUID(), Date.now()) });
+      operations.push({ kind: 'create', entity: changeEntity(address, type.entityType, 'UPDATED', randomUUID(), nextChangeTime()) });
       owners.push({ holder: key });
     }
   }

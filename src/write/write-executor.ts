@@ -57,9 +57,13 @@ export class WriteExecutor {
   private readonly committers = new Map<string, PartitionCommitter>();
   /** Trims the change log of partitions written (absent: no type is followed by a subscription). */
   readonly changeLog?: ChangeLogTrimmer;
+  /** Entity types whose writes add change entities: their own, or their summary holders' in the same EGT. */
+  private readonly logged = new Set<string>();
 
   constructor(private readonly opts: WriteExecutorOptions) {
-    if ([...opts.model.entities.values()].some((e) => e.changeLogged)) {
+    for (const e of opts.model.entities.values()) if (e.changeLogged) this.logged.add(e.name);
+    for (const s of opts.model.summaries.values()) if (s.holder.changeLogged && s.scope === 'egt') this.logged.add(s.of.name);
+    if (this.logged.size > 0) {
       this.changeLog = new ChangeLogTrimmer({ store: opts.store, retentionMs: opts.changeRetentionMs ?? DEFAULT_CHANGE_RETENTION_MS });
     }
   }
@@ -129,7 +133,7 @@ export class WriteExecutor {
     const result = new Promise<WriteResult>((resolve, reject) =>
       queued.enqueue({ write, input, writeId: '', address, observer, attempts: 0, ownAttempts: new Set(), resolve, reject, check, ...step, sendBy }),
     );
-    if (!this.changeLog) return result;
+    if (!this.changeLog || !this.logged.has(write.entity.name)) return result;
     // Its change entities (its own, a holder's) are in this partition: keep the log there from growing without end.
     return result.then((r) => {
       this.changeLog!.touched(address.table, address.partitionKey);

@@ -1,7 +1,8 @@
 /**
  * The async iterator a subscription field returns (graphql-js `subscribe` reads it): events pushed by the change
  * poller wait here until the transport takes them. A subscriber that falls `maxBuffered` events behind is ended with
- * an error rather than buffered without bound.
+ * an error rather than buffered without bound: the error comes as a last event (`failed(error)`), which the field's
+ * resolver throws, so the client gets it as a GraphQL error with its code before the subscription completes.
  */
 import { ErrorCode, TablegraphError } from '../../errors';
 
@@ -10,13 +11,17 @@ export const MAX_BUFFERED_EVENTS = 1000;
 
 export class EventQueue<T> implements AsyncIterableIterator<T> {
   private readonly buffer: T[] = [];
-  private readonly waiting: Array<{ resolve: (r: IteratorResult<T>) => void; reject: (e: unknown) => void }> = [];
+  private readonly waiting: Array<{ resolve: (r: IteratorResult<T>) => void }> = [];
   private done = false;
   private failure?: unknown;
 
-  /** @param onEnd called once when the subscriber ends (returns, fails or falls behind): stop feeding it */
+  /**
+   * @param onEnd called once when the subscriber ends (returns, fails or falls behind): stop feeding it
+   * @param failed the last event that carries an error to the subscriber
+   */
   constructor(
     private readonly onEnd: () => void,
+    private readonly failed: (error: unknown) => T,
     private readonly maxBuffered = MAX_BUFFERED_EVENTS,
   ) {}
 
@@ -34,12 +39,17 @@ export class EventQueue<T> implements AsyncIterableIterator<T> {
     }
   }
 
-  /** Ends the subscription with an error (its transport sends it to the client). */
+  /** Ends the subscription with an error: a last event that carries it, after those already waiting. */
   fail(error: unknown): void {
     if (this.done) return;
     this.failure = error;
     this.finish();
-    for (const w of this.waiting.splice(0)) w.reject(error);
+    const next = this.waiting.shift();
+    if (next) {
+      this.failure = undefined;
+      next.resolve({ value: this.failed(error), done: false });
+    }
+    for (const w of this.waiting.splice(0)) w.resolve({ value: undefined, done: true });
   }
 
   next(): Promise<IteratorResult<T>> {
@@ -47,10 +57,10 @@ export class EventQueue<T> implements AsyncIterableIterator<T> {
     if (this.failure !== undefined) {
       const e = this.failure;
       this.failure = undefined;
-      return Promise.reject(e);
+      return Promise.resolve({ value: this.failed(e), done: false });
     }
     if (this.done) return Promise.resolve({ value: undefined, done: true });
-    return new Promise((resolve, reject) => this.waiting.push({ resolve, reject }));
+    return new Promise((resolve) => this.waiting.push({ resolve }));
   }
 
   return(): Promise<IteratorResult<T>> {
@@ -61,7 +71,7 @@ export class EventQueue<T> implements AsyncIterableIterator<T> {
   }
 
   throw(error: unknown): Promise<IteratorResult<T>> {
-    this.fail(error);
+    void this.return();
     return Promise.reject(error);
   }
 

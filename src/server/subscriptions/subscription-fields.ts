@@ -37,6 +37,9 @@ export interface SubscriptionDeps extends ContextDeps {
   maxSubscriptions: number;
 }
 
+/** What the subscription's iterator yields: a change, or last, the error it ends with. */
+type QueuedEvent = ChangeEvent | { failure: unknown };
+
 /** What a resolved event holds for `<Entity>Change`'s fields. */
 interface ChangePayload {
   kind: Change['kind'];
@@ -58,7 +61,10 @@ export function attachSubscriptions(schema: GraphQLSchema, model: Model, deps: S
     const sub = model.subscriptions.get(`${type.name}.${field.name}`);
     if (!sub) continue;
     field.subscribe = subscriber(sub, deps, live);
-    field.resolve = (event: ChangeEvent, args, ctx: RequestContext) => payload(sub, event, args, ctx, deps);
+    field.resolve = (event: QueuedEvent, args, ctx: RequestContext) => {
+      if ('failure' in event) throw event.failure; // the subscriber fell behind (event-queue.ts)
+      return payload(sub, event, args, ctx, deps);
+    };
   }
   return schema;
 }
@@ -114,10 +120,13 @@ function subscriber(
     live.count++;
     const watching: { stop?: () => void } = {};
     let caughtUp: Change[] = [];
-    const queue = new EventQueue<ChangeEvent>(() => {
-      live.count--;
-      watching.stop?.();
-    });
+    const queue = new EventQueue<QueuedEvent>(
+      () => {
+        live.count--;
+        watching.stop?.();
+      },
+      (failure) => ({ failure }),
+    );
     const listener = { since, wants, allows, deliver: (events: ChangeEvent[]) => queue.push(...events) };
     if (after !== undefined) {
       // Catch up alone first: what was made since the cursor (and the overlap before it), then the shared polls,

@@ -1,0 +1,83 @@
+/**
+ * The web client of examples/web-client in a real browser: Debian's Chromium (playwright-core) opens the page twice,
+ * from its own origin (`node examples/web-client/serve.mjs`) against a server that allows that origin (CORS) and
+ * requires a token. Both pages list the department's employees and follow `employeeChanged` over SSE; an employee
+ * created through the form of one appears in the other.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { SignJWT } from 'jose';
+import { chromium, type Browser } from 'playwright-core';
+import { ROOT, startTestServer, type TestServer } from './support/harness';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const SECRET = 'a-web-client-secret-of-32-characters!';
+
+let web: ChildProcess;
+let webUrl: string;
+let server: TestServer;
+let browser: Browser;
+
+beforeAll(async () => {
+  if (!fs.existsSync(CHROMIUM)) throw new Error(`No Chromium at ${CHROMIUM}: apt-get install chromium (.ci/run does)`);
+  web = spawn(process.execPath, [path.join(ROOT, 'examples/web-client/serve.mjs')], {
+    env: { ...process.env, PORT: '0' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  webUrl = await new Promise<string>((resolve, reject) => {
+    web.stdout!.on('data', (chunk: Buffer) => {
+      const m = /web client at (\S+)/.exec(chunk.toString());
+      if (m) resolve(m[1]);
+    });
+    web.once('exit', (code) => reject(new Error(`the web client's server exited (${code})`)));
+  });
+  server = await startTestServer({
+    TABLEGRAPH_JWT_SECRET: SECRET,
+    TABLEGRAPH_CORS_ORIGINS: new URL(webUrl).origin,
+    TABLEGRAPH_SUBSCRIPTION_POLL_MS: '200',
+  });
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await server?.close();
+  web?.kill();
+});
+
+test('an employee created in one page appears in the other', async () => {
+  const token = await new SignJWT({ sub: 'admin@example.test', roles: ['hr-admin'] })
+    .setProtectedHeader({ alg: 'HS256' })
+    .setExpirationTime('10m')
+    .sign(new TextEncoder().encode(SECRET));
+  const url = `${webUrl}?${new URLSearchParams({ api: server.url, department: 'Marketing', token }).toString()}`;
+  const [writer, watcher] = await Promise.all([browser.newPage(), browser.newPage()]);
+  const failures: string[] = [];
+  for (const page of [writer, watcher]) {
+    page.on('pageerror', (e) => failures.push(e.message));
+    await page.goto(url);
+    await page.locator('#status', { hasText: 'live' }).waitFor({ timeout: 15_000 });
+  }
+  // The list came from the query: the seeded department has employees.
+  expect(await watcher.locator('#employees li').count()).toBeGreaterThan(0);
+  const before = await watcher.locator('#employees li').count();
+  const id = String(90_000_000 + Math.floor(Math.random() * 9_000_000));
+  await writer.fill('input[name=id]', id);
+  await writer.fill('input[name=firstName]', 'Ada');
+  await writer.fill('input[name=lastName]', `Browser${id}`);
+  await writer.fill('input[name=email]', `ada.${id}@example.test`);
+  const sent = Date.now();
+  await writer.click('button[type=submit]');
+  const arrived = watcher.locator(`#employees li[data-id="${id}"]`);
+  await arrived.waitFor({ timeout: 10_000 });
+  const latencyMs = Date.now() - sent;
+  expect(await arrived.textContent()).toBe(`Ada Browser${id}`);
+  expect(await watcher.locator('#employees li').count()).toBe(before + 1);
+  // The writer's own page sees it too, through the same subscription; the form was cleared and no error shown.
+  await writer.locator(`#employees li[data-id="${id}"]`).waitFor({ timeout: 10_000 });
+  expect(await writer.inputValue('input[name=id]')).toBe('');
+  expect(await writer.locator('#error').textContent()).toBe('');
+  expect(failures).toEqual([]);
+  console.log(`web client: created in one page, shown in the other after ${latencyMs} ms`);
+});
