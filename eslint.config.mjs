@@ -30,8 +30,18 @@ export default tseslint.config(
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
   {
-    // Node's ES-module scripts (scripts/build-if-stale.mjs).
-    files: ['scripts/**/*.mjs'],
-    languageOptions: { sourceType: 'module', globals: { process: 'readonly', URL: 'readonly' } },
+    // The web client example: a browser script, with graphql-sse's browser build loaded before it.
+    files: ['examples/web-client/app.js'],
+    languageOptions: {
+      sourceType: 'script',
+      globals: Object.fromEntries(
+        ['document', 'location', 'fetch', 'URLSearchParams', 'FormData', 'CSS', 'console', 'setTimeout', 'graphqlSse'].map((g) => [g, 'readonly']),
+      ),
+    },
+  },
+  {
+    // Node's ES-module scripts (scripts/build-if-stale.mjs, the web client's static server).
+    files: ['scripts/**/*.mjs', 'examples/**/*.mjs'],
+    languageOptions: { sourceType: 'module', globals: { process: 'readonly', URL: 'readonly', console: 'readonly' } },
   },
 );
