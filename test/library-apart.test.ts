@@ -18,7 +18,7 @@ function exampleNames(dir: string): string[] {
       if (d.kind === 'ObjectTypeDefinition') for (const field of d.fields ?? []) if (/[a-z][A-Z]/.test(field.name.value)) names.push(field.name.value);
       if (
         (d.kind === 'ObjectTypeDefinition' || d.kind === 'InterfaceTypeDefinition' || d.kind === 'EnumTypeDefinition') &&
-        !['Query', 'Mutation'].includes(d.name.value)
+        !['Query', 'Mutation', 'Subscription'].includes(d.name.value)
       ) {
         names.push(d.name.value);
       }

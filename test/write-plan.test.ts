@@ -10,6 +10,7 @@ import type { Model, WriteModel } from '../src/model/types';
 import type { EntityAddress, StoredEntity, TransactionOperation } from '../src/storage/types';
 import { addressKey } from '../src/storage/address-key';
 import { planGroup } from '../src/write/group-plan';
+import { CHANGE_ENTITY_TYPE, CHANGE_ROW_KEY_PREFIX, changeTime } from '../src/model/change-log';
 import type { ReadState, Values, WritePlan } from '../src/write/write-plan';
 import { renderKey } from '../src/model/key-template';
 import { compileHr } from './support/harness';
@@ -39,10 +40,16 @@ function employee(overrides: Record<string, unknown> = {}, writeId = 'earlier-wr
 }
 
 /**
- * Plans one write as a group of one: its plan, with `operations` the whole EGT (its own, then summary merges).
+ * Plans one write as a group of one: its plan, with `operations` the whole EGT (its own, then summary merges) but
+ * the change entity the HR schema's `employeeChanged` adds to employee writes (tested on its own below).
  * @throws the TablegraphError that refused it
  */
 function planWrite(_model: Model, w: WriteModel, input: Values, read: ReadState): WritePlan {
+  const { operations, ...plan } = planWithChanges(w, input, read);
+  return { ...plan, operations: operations.filter((op) => op.kind === 'delete' || !op.entity.rowKey.startsWith(CHANGE_ROW_KEY_PREFIX)) };
+}
+
+function planWithChanges(w: WriteModel, input: Values, read: ReadState): WritePlan {
   const entities = new Map<string, StoredEntity | null>();
   try {
     const { layout } = w.entity;
@@ -92,6 +99,37 @@ function plannedError(run: () => unknown): TablegraphError {
 }
 
 describe('Employee', () => {
+  test('a type a subscription follows: each write adds its change entity to the EGT, after its own operations', () => {
+    const at = Date.now();
+    const created = planWithChanges(write('createEmployee'), employeeInput('ENG', 12), state(null));
+    expect(shape(created.operations).map((s) => s.replace(/_\d{19}_.*/, '_…'))).toEqual([
+      'create empid_00000012',
+      'upsertReplace lastname_SMITH_00000012',
+      'create ~change_…',
+      'update-merge department',
+    ]);
+    const change = created.operations[2].kind === 'create' ? created.operations[2].entity : undefined;
+    expect(change?.partitionKey).toBe('ENG');
+    expect(change?.rowKey.endsWith(`_${WRITE_ID}`)).toBe(true);
+    expect(change?.properties).toMatchObject({
+      EntityType: { value: CHANGE_ENTITY_TYPE },
+      Kind: { value: 'CREATED' },
+      Of: { value: 'Employee' },
+      OfRowKey: { value: 'empid_00000012' },
+    });
+    expect(changeTime(change!.rowKey)).toBeGreaterThanOrEqual(at);
+    const deleted = planWithChanges(write('deleteEmployee'), { departmentId: 'ENG', id: '12' }, state(employee()));
+    const kinds = deleted.operations.flatMap((op) =>
+      op.kind === 'create' && op.entity.rowKey.startsWith(CHANGE_ROW_KEY_PREFIX) ? [op.entity.properties.Kind] : [],
+    );
+    expect(kinds).toEqual([{ type: 'String', value: 'DELETED' }]);
+    // Later changes sort first (inverted ticks), even within one millisecond.
+    const again = planWithChanges(write('createEmployee'), employeeInput('ENG', 13), state(null));
+    const key = (p: WritePlan) =>
+      p.operations.flatMap((op) => (op.kind === 'create' && op.entity.rowKey.startsWith(CHANGE_ROW_KEY_PREFIX) ? [op.entity.rowKey] : []))[0];
+    expect(key(again) < key(created)).toBe(true);
+  });
+
   test('create: the entity, its intra-partition index entity and the department summary in one EGT', () => {
     const plan = planWrite(model, write('createEmployee'), employeeInput('ENG', 12), state(null));
     expect(plan.address).toEqual({ table: DIRECTORY, partitionKey: 'ENG', rowKey: 'empid_00000012' });
