@@ -27,16 +27,7 @@ import { DEFAULT_DEMAND_BUDGET, demandPlugin, type DemandBudget } from './demand
 import { formatError, formatErrorWithoutSuggestions } from './format-error';
 import { DEFAULT_QUERY_LIMITS, queryLimits, type QueryLimits } from './query-limits';
 import { httpErrorHandler, notFoundHandler } from './http-errors';
-import {
-  assignRequestId,
-  recordContext,
-  recordDoorRefusal,
-  requestIdMiddleware,
-  requestIdOf,
-  requestLineMiddleware,
-  requestLogPlugin,
-  startRequestLine,
-} from './request-log';
+import { recordContext, recordDoorRefusal, requestIdMiddleware, requestIdOf, requestLineMiddleware, requestLogPlugin } from './request-log';
 import { Metrics } from './metrics';
 import type { RequestAdmission } from '../read/request-admission';
 import { isLoopback } from './auth';
@@ -47,16 +38,7 @@ import { loadTrustedDocuments, type TrustedDocuments } from './trusted-documents
 import { trustedDocumentsMiddleware } from './trusted-documents-http';
 import { DEFAULT_HTTP_CACHE, httpCachePlugin, type HttpCacheOptions } from './http-cache';
 import type { Duplex } from 'node:stream';
-import { ChangePoller, DEFAULT_POLL_INTERVAL_MS } from './subscriptions/change-poller';
-import { attachSubscriptions } from './subscriptions/subscription-fields';
-import {
-  DEFAULT_HEARTBEAT_MS,
-  DEFAULT_SUBSCRIPTIONS_PER_CONNECTION,
-  SSE_PATH,
-  subscriptionTransports,
-  type SubscriptionTransports,
-} from './subscriptions/transports';
-import { sendHttpError } from './http-errors';
+import { liveSubscriptions, streamHandler, subscriptionsElsewhere, type SubscriptionSettings } from './subscriptions/serve-subscriptions';
 
 /** Deepest query accepted (selection-set nesting levels); deeper ones fail validation before any storage call. */
 export const MAX_QUERY_DEPTH = DEFAULT_QUERY_LIMITS.maxDepth;
@@ -122,19 +104,6 @@ export interface GraphqlApp {
   upgrade?: (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
   /** Ends every subscription (WebSockets closed 1001, event streams ended) and stops polling. */
   closeSubscriptions(): Promise<void>;
-}
-
-/** How subscriptions are served (Config.subscriptions, and the poll's overlap). */
-export interface SubscriptionSettings {
-  /** Time between two polls of a watched partition (ms). */
-  pollMs: number;
-  /** How far back each poll reads (ms): the longest an EGT may take, plus clock skew. */
-  overlapMs: number;
-  /** How long the change log keeps changes (ms). */
-  retentionMs: number;
-  maxSubscriptions: number;
-  perConnection: number;
-  heartbeatMs: number;
 }
 
 /** Builds and starts (in the Apollo sense) the application; the caller listens and stops. */
@@ -290,84 +259,6 @@ function contextFunction(deps: AppDeps) {
       throw e;
     }
   };
-}
-
-/**
- * A subscription sent to Apollo (POST or GET /graphql) is refused with BAD_REQUEST (400), before it runs: they are
- * served over SSE at `/graphql/stream` and over a WebSocket at `/graphql`.
- */
-const subscriptionsElsewhere: ApolloServerPlugin<RequestContext> = {
-  async requestDidStart() {
-    return {
-      async didResolveOperation({ operation }) {
-        if (operation?.operation !== 'subscription') return;
-        throw new GraphQLError(`Subscriptions are served over SSE at ${SSE_PATH} and over a WebSocket at /graphql (graphql-ws), not by a request.`, {
-          extensions: { code: 'BAD_REQUEST', http: { status: 400 } },
-        });
-      },
-    };
-  },
-};
-
-/** The change poller and both transports, over the schema with its `@subscribe` fields attached. */
-function liveSubscriptions(deps: AppDeps, limits: ReturnType<typeof queryLimits>, trusted: TrustedDocuments | undefined) {
-  const settings = deps.subscriptions ?? DEFAULT_SUBSCRIPTION_SETTINGS;
-  const poller = new ChangePoller({ store: deps.store, intervalMs: settings.pollMs, overlapMs: settings.overlapMs, log: deps.log });
-  attachSubscriptions(deps.schema, deps.model, { ...deps, poller, target: deps.store.target, ...settings });
-  const transports = subscriptionTransports({
-    schema: deps.schema,
-    model: deps.model,
-    validationRules: limits.validationRules,
-    parseOptions: limits.parseOptions,
-    budget: deps.budget ?? DEFAULT_DEMAND_BUDGET,
-    trusted,
-    context: deps,
-    log: deps.log,
-    authenticate: deps.authenticate,
-    rateLimit: deps.rateLimit,
-    maxPerConnection: settings.perConnection,
-    heartbeatMs: settings.heartbeatMs,
-    maxPayloadBytes: deps.maxBodyBytes ?? 262_144,
-  });
-  return { poller, transports };
-}
-
-/** Defaults of the subscription settings (Config.subscriptions's). */
-const DEFAULT_SUBSCRIPTION_SETTINGS: SubscriptionSettings = {
-  pollMs: DEFAULT_POLL_INTERVAL_MS,
-  overlapMs: 11_000,
-  retentionMs: 3_600_000,
-  maxSubscriptions: 10_000,
-  perConnection: DEFAULT_SUBSCRIPTIONS_PER_CONNECTION,
-  heartbeatMs: DEFAULT_HEARTBEAT_MS,
-};
-
-/**
- * The event streams' handler (`/graphql/stream`): the request id and log line, CORS for the allowed origins (a
- * preflight answered there), then graphql-sse. Returns false for any other path.
- */
-function streamHandler(transports: SubscriptionTransports, log: Logger, metrics: Metrics | undefined, cors: ReturnType<typeof import('cors')> | undefined) {
-  return (req: IncomingMessage, res: ServerResponse): boolean => {
-    if (!req.url?.startsWith(SSE_PATH)) return false;
-    assignRequestId(req, res);
-    startRequestLine(log, metrics, req, res);
-    res.setHeader('cache-control', 'no-store');
-    if (!cors) return transports.sse(req, res) || (notFound(req, res), true);
-    cors(req as express.Request, res as express.Response, () => {
-      if (!transports.sse(req, res)) notFound(req, res);
-    });
-    return true;
-  };
-}
-
-function notFound(req: IncomingMessage, res: ServerResponse): void {
-  sendHttpError(
-    res,
-    404,
-    'NOT_FOUND',
-    `Nothing is served at ${req.method} ${req.url}: subscriptions are at ${SSE_PATH}.`,
-    String(res.getHeader('x-request-id') ?? ''),
-  );
 }
 
 /**
