@@ -76,12 +76,16 @@ test('@auth: each change is checked for its subscriber before it is sent', async
   await write(a, 'mutation { deleteBuoy(input: { bay: "A", id: "2" }) { buoy { id } } }');
   expect((await all.waitFor(4)).map((e) => `${e.buoyChanged.kind} ${e.buoyChanged.id}`)).toEqual(['CREATED 1', 'CREATED 2', 'UPDATED 1', 'DELETED 2']);
   expect(await watcher.waitFor(4)).toHaveLength(4);
-  // The owner's scope is a field that only the entity tells: its own buoy's changes, none of another's. A delete
-  // leaves no entity to decide on, and keys that do not name the owner: not sent.
-  const mine = await owner.waitFor(2);
+  // The owner's scope is a field that only the entity tells: its own buoy's changes, none of another's — its
+  // delete included, decided on the owner its change entity kept (buoy 2's delete, another owner's, is not sent).
+  await write(a, 'mutation { deleteBuoy(input: { bay: "A", id: "1" }) { buoy { id } } }');
+  await owner.waitFor(3);
   await settle(500);
-  expect(owner.events.map((e) => `${e.buoyChanged.kind} ${e.buoyChanged.id} ${e.buoyChanged.node.owner}`)).toEqual(['CREATED 1 o1', 'UPDATED 1 o1']);
-  expect(mine).toHaveLength(2);
+  expect(owner.events.map((e) => `${e.buoyChanged.kind} ${e.buoyChanged.id} ${e.buoyChanged.node?.owner ?? '-'}`)).toEqual([
+    'CREATED 1 o1',
+    'UPDATED 1 o1',
+    'DELETED 1 -',
+  ]);
   // Out of scope by the keys: refused when it subscribes, before anything is read.
   await expect(elsewhere.waitFor(1, 3000)).rejects.toThrow(/ended/);
   expect(JSON.stringify(elsewhere.error)).toMatch(/FORBIDDEN/);

@@ -123,6 +123,18 @@ describe('Employee', () => {
       op.kind === 'create' && op.entity.rowKey.startsWith(CHANGE_ROW_KEY_PREFIX) ? [op.entity.properties.Kind] : [],
     );
     expect(kinds).toEqual([{ type: 'String', value: 'DELETED' }]);
+    // A delete keeps the values its `@auth` scopes decide on (HR: the department, the e-mail); nothing else.
+    const kept = deleted.operations.flatMap((op) =>
+      op.kind === 'create' && op.entity.rowKey.startsWith(CHANGE_ROW_KEY_PREFIX) ? [op.entity.properties] : [],
+    )[0];
+    expect(
+      Object.keys(kept)
+        .filter((k) => k.startsWith('Scope_'))
+        .sort(),
+    ).toEqual(['Scope_departmentId', 'Scope_email']);
+    expect(kept.Scope_email).toEqual({ type: 'String', value: employeeInput('ENG', 12).email });
+    // A create keeps none: its entity is there to decide on.
+    expect(Object.keys(change!.properties).some((k) => k.startsWith('Scope_'))).toBe(false);
     // Later changes sort first (inverted ticks), even within one millisecond.
     const again = planWithChanges(write('createEmployee'), employeeInput('ENG', 13), state(null));
     const key = (p: WritePlan) =>

@@ -24,6 +24,12 @@ export type ChangeKind = 'CREATED' | 'UPDATED' | 'DELETED';
 /** Properties of a change entity beside EntityType. */
 export const CHANGE = { kind: 'Kind', of: 'Of', rowKey: 'OfRowKey', writeId: 'ChangeWriteId' } as const;
 
+/**
+ * The prefix of a deleted entity's values that `@auth` scope rules name, kept on its change entity (`Scope_owner`):
+ * once the entity is gone, they decide who may learn of its delete.
+ */
+export const SCOPE_PROPERTY_PREFIX = 'Scope_';
+
 /** One change as read back. */
 export interface Change {
   /** The change entity's RowKey: unique, and orders changes (newest first). */
@@ -35,6 +41,8 @@ export interface Change {
   of: string;
   /** The changed entity's address (its table and partition are the change's own). */
   address: EntityAddress;
+  /** A delete's values of the fields `@auth` scope rules name (as text), kept on the change entity. */
+  scope: Record<string, string>;
 }
 
 let lastChangeTime = 0;
@@ -66,8 +74,20 @@ export function changesSinceBound(since: number): string {
 /** The first RowKey after every change entity (the exclusive end of a range over all of them). */
 export const CHANGE_ROW_KEY_END = '~change`';
 
-/** The change entity a write to `address` adds to its EGT. */
-export function changeEntity(address: EntityAddress, entityType: string, kind: ChangeKind, writeId: string, at: number): EntityToWrite {
+/**
+ * The change entity a write to `address` adds to its EGT.
+ * @param scope a delete's values of the fields `@auth` scope rules name (none `@encrypted`: a change entity holds
+ *   nothing sealed), so that who may learn of the delete can be decided without the entity
+ */
+export function changeEntity(
+  address: EntityAddress,
+  entityType: string,
+  kind: ChangeKind,
+  writeId: string,
+  at: number,
+  scope: Record<string, string> = {},
+): EntityToWrite {
+  const scoped = Object.fromEntries(Object.entries(scope).map(([f, v]) => [`${SCOPE_PROPERTY_PREFIX}${f}`, { type: 'String' as const, value: v }]));
   return {
     partitionKey: address.partitionKey,
     rowKey: changeRowKey(at, writeId),
@@ -77,6 +97,7 @@ export function changeEntity(address: EntityAddress, entityType: string, kind: C
       [CHANGE.of]: { type: 'String', value: entityType },
       [CHANGE.rowKey]: { type: 'String', value: address.rowKey },
       [CHANGE.writeId]: { type: 'String', value: writeId },
+      ...scoped,
     },
   };
 }
@@ -88,7 +109,10 @@ export function readChange(table: string, e: StoredEntity): Change | undefined {
   const of = e.properties[CHANGE.of];
   const rowKey = e.properties[CHANGE.rowKey];
   if ((kind !== 'CREATED' && kind !== 'UPDATED' && kind !== 'DELETED') || typeof of !== 'string' || typeof rowKey !== 'string') return undefined;
-  return { changeKey: e.rowKey, at: changeTime(e.rowKey), kind, of, address: { table, partitionKey: e.partitionKey, rowKey } };
+  const scope: Record<string, string> = {};
+  for (const [k, v] of Object.entries(e.properties))
+    if (k.startsWith(SCOPE_PROPERTY_PREFIX) && typeof v === 'string') scope[k.slice(SCOPE_PROPERTY_PREFIX.length)] = v;
+  return { changeKey: e.rowKey, at: changeTime(e.rowKey), kind, of, address: { table, partitionKey: e.partitionKey, rowKey }, scope };
 }
 
 /** When the change with this RowKey was made (ms since the epoch). */

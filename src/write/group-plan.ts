@@ -177,7 +177,15 @@ function mergeDeltas(into: Map<string, HolderDelta>, add: Map<string, HolderDelt
 function changeOperations(entity: EntityModel, plan: WritePlan): TransactionOperation[] {
   if (!entity.changeLogged) return [];
   const kind = plan.previous === null ? 'CREATED' : plan.values === null ? 'DELETED' : 'UPDATED';
-  return [{ kind: 'create', entity: changeEntity(plan.address, entity.entityType, kind, plan.writeId, nextChangeTime()) }];
+  // A delete keeps what `@auth` scopes decide on: the entity will not be there to read.
+  const scope: Record<string, string> = {};
+  if (kind === 'DELETED') {
+    for (const f of entity.authFields) {
+      const v = plan.previous?.[f];
+      if (v !== null && v !== undefined && !entity.fields.get(f)?.encrypted) scope[f] = String(v);
+    }
+  }
+  return [{ kind: 'create', entity: changeEntity(plan.address, entity.entityType, kind, plan.writeId, nextChangeTime(), scope) }];
 }
 
 function holderOperations(

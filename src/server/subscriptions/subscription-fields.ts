@@ -5,8 +5,8 @@
  * a fresh request context — new DataLoaders, new cost — per event, so that fields below `node` read current state.
  *
  * Each change is checked against the subscriber's `@auth` before it is sent: on the entity as read, or, for a
- * delete, on what its keys tell (a delete that the keys cannot decide is not sent). A change out of scope is never
- * sent, not even its keys.
+ * delete, on its keys and the scope values its change entity kept (a delete that they cannot decide — a scope
+ * field `@encrypted` — is not sent). A change out of scope is never sent, not even its keys.
  */
 import type { GraphQLFieldResolver, GraphQLSchema } from 'graphql';
 import { isObjectType } from 'graphql';
@@ -146,10 +146,10 @@ function subscriber(
   };
 }
 
-/** Whether the subscriber may see this change: on the entity as read, or for a delete on its keys. */
+/** Whether the subscriber may see this change: on the entity as read, or for a delete on its keys and kept scope values. */
 function allowed(entity: EntityModel, ctx: RequestContext, e: ChangeEvent): boolean {
   if (e.stored) return allowsEntity([entity.auth], ctx.principal, e.stored.properties);
-  const known = keyValues(entity.layout, e.change.address.partitionKey, e.change.address.rowKey);
+  const known: Record<string, unknown> = { ...e.change.scope, ...keyValues(entity.layout, e.change.address.partitionKey, e.change.address.rowKey) };
   return decide(entity.auth, ctx.principal, (f) => known[f]) === 'allow';
 }
 
