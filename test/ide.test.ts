@@ -2,8 +2,9 @@
  * The IDE in a real browser: Debian's Chromium driven by playwright-core opens `/graphql` on a server that requires
  * a bearer token, types the README's Marketing query, runs it without a token (refused), puts the token in the
  * headers editor, runs it again and reads the answer — data and the storage cost in `extensions` — from the page.
- * Every request the page makes is recorded: none may leave the server (no CDN, no fonts, no telemetry), and the
- * page's Content-Security-Policy must refuse nothing GraphiQL needs.
+ * Then it runs a subscription and sees a create arrive in it. Every request the page makes is recorded: none may
+ * leave the server (no CDN, no fonts, no telemetry), and the page's Content-Security-Policy must refuse nothing
+ * GraphiQL needs.
  */
 import fs from 'node:fs';
 import { SignJWT } from 'jose';
@@ -99,6 +100,23 @@ test('GraphiQL, served by the server with nothing from elsewhere, runs the READM
   await docs.getByText('Root Types').waitFor({ timeout: 10000 });
   await docs.getByRole('link', { name: 'Query' }).first().click();
   await docs.getByText('employeeByEmail').first().waitFor({ timeout: 10000 });
+
+  // A subscription runs from the IDE too (over SSE, with the headers editor's token): a create shows up in it.
+  await setEditor(page, '.graphiql-query-editor', 'subscription { employeeChanged(departmentId: "Marketing") { kind id node { lastName } } }');
+  await page.locator('.graphiql-execute-button').click();
+  await page.waitForTimeout(1000);
+  const created = await fetch(server.url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: JSON.stringify({
+      query: 'mutation ($input: CreateEmployeeInput!) { createEmployee(input: $input) { employee { id } } }',
+      variables: { input: { departmentId: 'Marketing', id: '77', firstName: 'Ide', lastName: 'Subscriber', email: 'ide.subscriber@example.test' } },
+    }),
+  });
+  expect(((await created.json()) as any).errors).toBeUndefined();
+  const event = JSON.parse(await responseText(page, 'Subscriber'));
+  expect(event.data.employeeChanged).toEqual({ kind: 'CREATED', id: '77', node: { lastName: 'Subscriber' } });
+  await page.locator('.graphiql-execute-button').click(); // stops the subscription
 
   expect(elsewhere).toEqual([]);
   expect(refused).toEqual([]);

@@ -4,7 +4,7 @@
  * elsewhere (a Content-Security-Policy of 'self' says so to the browser), there is no telemetry, and it works with
  * no network at all. It has the schema's docs, a variables editor, a headers editor for `Authorization: Bearer …`
  * (not persisted in the browser's storage) and shows each response whole, its `extensions` (storage cost,
- * consistency) included. `GET /schema.graphql` answers the SDL the server compiled, directives and all.
+ * consistency) included. Subscriptions run over SSE (graphql-sse's browser build), with the headers editor's token. `GET /schema.graphql` answers the SDL the server compiled, directives and all.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -49,6 +49,7 @@ function assetFiles(): Record<string, { file: string; type: string }> {
     'react-dom.production.min.js': { file: packageFile('react-dom', 'umd/react-dom.production.min.js'), type: 'text/javascript' },
     'graphiql.min.js': { file: packageFile('graphiql', 'graphiql.min.js'), type: 'text/javascript' },
     'graphiql.min.css': { file: packageFile('graphiql', 'graphiql.min.css'), type: 'text/css' },
+    'graphql-sse.js': { file: packageFile('graphql-sse', 'umd/graphql-sse.js'), type: 'text/javascript' },
     'start.js': { file: '', type: 'text/javascript' },
   };
 }
@@ -59,7 +60,19 @@ function startScript(defaultQuery: string): string {
   return `'use strict';
 (function () {
   var endpoint = window.location.pathname;
-  var fetcher = GraphiQL.createFetcher({ url: endpoint });
+  var http = GraphiQL.createFetcher({ url: endpoint });
+  // Subscriptions go over SSE (graphql-sse), with the headers editor's headers: its token included.
+  // Whether the operation to run is a subscription: its keyword at the start of a definition (comments left out).
+  var isSubscription = function (params) {
+    var text = String(params.query || '').replace(/#[^\\n\\r]*/g, '');
+    var name = params.operationName ? '\\\\s+' + params.operationName + '\\\\b' : '\\\\b';
+    return new RegExp('(^|\\\\})\\\\s*subscription' + name).test(text);
+  };
+  var fetcher = function (params, opts) {
+    if (!isSubscription(params)) return http(params, opts);
+    var client = graphqlSse.createClient({ url: endpoint + '/stream', headers: (opts && opts.headers) || {}, retryAttempts: 0 });
+    return client.iterate(params);
+  };
   var root = ReactDOM.createRoot(document.getElementById('graphiql'));
   root.render(React.createElement(GraphiQL, {
     fetcher: fetcher,
@@ -88,6 +101,7 @@ function page(): string {
 <script src="${IDE_ASSETS}/react.production.min.js"></script>
 <script src="${IDE_ASSETS}/react-dom.production.min.js"></script>
 <script src="${IDE_ASSETS}/graphiql.min.js"></script>
+<script src="${IDE_ASSETS}/graphql-sse.js"></script>
 <script src="${IDE_ASSETS}/start.js"></script>
 </body>
 </html>
