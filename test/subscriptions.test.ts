@@ -1,7 +1,8 @@
 /**
  * Subscriptions (`@subscribe`): writes reported from the change log to subscribers over SSE and WebSocket — in
  * order, each once, one entity or a whole partition — and every refusal with its code; concurrent writers (each
- * acknowledged write reported once, a refused one never), delete-and-recreate of one key, the change log's trim,
+ * acknowledged write reported once, a refused one never), delete-and-recreate of one key, a move carried out by
+ * the worker, the change log's trim,
  * and `verify` clean with change entities beside the data. On a schema written for this test.
  */
 import { compileSchema } from '../src/compiler/compile';
@@ -25,6 +26,7 @@ type Mutation {
   createBeacon(input: CreateBeaconInput!): BeaconPayload! @write(entity: "Beacon", action: CREATE)
   updateBeacon(input: UpdateBeaconInput!): BeaconPayload! @write(entity: "Beacon", action: UPDATE)
   deleteBeacon(input: DeleteBeaconInput!): BeaconPayload! @write(entity: "Beacon", action: DELETE)
+  moveBeacon(input: MoveBeaconInput!): BeaconPayload! @write(entity: "Beacon", action: MOVE)
 }
 type Subscription {
   beaconChanged(harbour: ID!, after: String): BeaconChange! @subscribe(entity: "Beacon")
@@ -109,6 +111,24 @@ test('concurrent writers: each acknowledged write is reported once, a refused on
   // Change entities beside the data leave every check clean.
   const report = await verifyDerived({ store: ctx.server.store, model: ctx.model });
   expect(report.ok).toBe(true);
+});
+
+test('a move, carried out by the worker: the old partition sees the delete, the new one the create', async () => {
+  const from = sseSubscribe(ctx.server.url, CHANGED, { harbour: 'old' });
+  const to = sseSubscribe(ctx.server.url, CHANGED, { harbour: 'new' });
+  await settle();
+  await write(create('old', 'm', 'amber'));
+  await from.waitFor(1);
+  await write('mutation { moveBeacon(input: { harbour: "old", id: "m", toHarbour: "new" }) { beacon { id } } }');
+  const [created] = await to.waitFor(1, 15_000);
+  expect(created.beaconChanged).toMatchObject({ kind: 'CREATED', harbour: 'new', id: 'm', node: { light: 'amber' } });
+  const events = await from.waitFor(2, 15_000);
+  expect(events.map((e) => e.beaconChanged.kind)).toEqual(['CREATED', 'DELETED']);
+  await settle(500);
+  expect(to.events).toHaveLength(1);
+  expect(from.events).toHaveLength(2);
+  from.stop();
+  to.stop();
 });
 
 test('refusals: not a subscription, an invalid document, a bad cursor, too many on one WebSocket', async () => {
