@@ -77,7 +77,7 @@ test('summaries, references and mutations', () => {
   expect(create).toMatchObject({
     entity: 'Employee',
     action: 'CREATE',
-    egt: { indexes: ['byLastNameInDepartment'], summaries: ['Department.employeeCount', 'Department.payroll'] },
+    egt: { indexes: ['byLastNameInDepartment'], summaries: ['Department.employeeCount', 'Department.payroll'], change: true },
     eventual: { indexes: ['byEmail', 'byLastName', 'byTitle'], summaries: [] },
     checksReferences: ['Employee.department'],
   });
@@ -103,6 +103,12 @@ test('the text rendering names every part', () => {
   );
   expect(text).toContain('Employee.department → Department by departmentId, checked on write');
   expect(text).toContain('Mutation.deleteDepartment: DELETE Department; EGT: Department; eventually: index all');
+  // A type a subscription follows: its writes' EGTs hold a change entity; the subscription, what servers read.
+  expect(text).toContain('EGT: Employee, index byLastNameInDepartment, change entity, Department.employeeCount');
+  expect(explanation.subscriptions).toEqual([
+    { coordinate: 'Subscription.employeeChanged', entity: 'Employee', follows: 'partition', partitionKey: '{departmentId}', after: 'after' },
+  ]);
+  expect(text).toContain('Subscription.employeeChanged: the Employee entities of one partition, PartitionKey "{departmentId}"');
 });
 
 test('a @blob field (the guide\'s "Large entities pattern"): its container, and the mutations that upload it', () => {

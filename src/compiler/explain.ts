@@ -76,8 +76,11 @@ export interface MutationPlan {
   action: WriteAction;
   /** Stored fields the input may set. */
   inputFields: string[];
-  /** Written in the entity's EGT: the entity, its intra-partition index entities, the summaries it contributes to. */
-  egt: { indexes: string[]; summaries: string[] };
+  /**
+   * Written in the entity's EGT: the entity, its intra-partition index entities, the summaries it contributes to,
+   * and (`change`) a change entity when a subscription follows the type.
+   */
+  egt: { indexes: string[]; summaries: string[]; change: boolean };
   /** Kept eventually through the fan-out queue: inter-partition index entities, summaries held elsewhere. */
   eventual: { indexes: string[]; summaries: string[] };
   /** References read before the write (checkOnWrite). */
@@ -122,6 +125,18 @@ export interface HotPartition {
   why: string;
 }
 
+/** A subscription (`@subscribe`): what it follows, and how servers read it. */
+export interface SubscriptionPlan {
+  coordinate: string;
+  entity: string;
+  /** One partition, or one entity of it (the arguments give the RowKey too). */
+  follows: 'partition' | 'entity';
+  /** The PartitionKey template the arguments render (each server polls it once per interval while watched). */
+  partitionKey: string;
+  /** The argument a client resumes with (a change's cursor), if any. */
+  after: string | null;
+}
+
 export interface Explanation {
   hotPartitions: HotPartition[];
   fields: FieldPlan[];
@@ -130,6 +145,7 @@ export interface Explanation {
   copies: CopyPlan[];
   blobs: BlobPlan[];
   mutations: MutationPlan[];
+  subscriptions: SubscriptionPlan[];
 }
 
 function keyPlan(bound: BoundTemplate): KeyPlan {
@@ -205,6 +221,7 @@ export function explainModel(model: Model): Explanation {
       egt: {
         indexes: indexes.filter((i) => i.scope === 'intraPartition').map((i) => i.name),
         summaries: [...model.summaries].filter(([, s]) => s.of === w.entity && s.scope === 'egt').map(([name]) => name),
+        change: Boolean(w.entity.changeLogged),
       },
       eventual: {
         indexes: indexes.filter((i) => i.scope === 'interPartition').map((i) => i.name),
@@ -237,7 +254,17 @@ export function explainModel(model: Model): Explanation {
     }))
     .sort(byCoordinate);
 
-  return { hotPartitions: hotPartitions(model), fields, summaries, references, copies, blobs, mutations };
+  const subscriptions = [...model.subscriptions.values()]
+    .map((sub): SubscriptionPlan => ({
+      coordinate: sub.coordinate,
+      entity: sub.entity.name,
+      follows: sub.oneEntity ? 'entity' : 'partition',
+      partitionKey: sub.entity.layout.partitionKey.source,
+      after: sub.after ?? null,
+    }))
+    .sort(byCoordinate);
+
+  return { hotPartitions: hotPartitions(model), fields, summaries, references, copies, blobs, mutations, subscriptions };
 }
 
 /**
@@ -318,11 +345,24 @@ export function formatExplanation(e: Explanation): string {
   }
   if (e.mutations.length) lines.push('', 'Mutations');
   for (const m of e.mutations) {
-    const egt = [m.parts ? `${m.entity} (${m.parts} entities)` : m.entity, ...m.egt.indexes.map((i) => `index ${i}`), ...m.egt.summaries].join(', ');
+    const egt = [
+      m.parts ? `${m.entity} (${m.parts} entities)` : m.entity,
+      ...m.egt.indexes.map((i) => `index ${i}`),
+      ...(m.egt.change ? ['change entity'] : []),
+      ...m.egt.summaries,
+    ].join(', ');
     const eventual = [...m.eventual.indexes.map((i) => `index ${i}`), ...m.eventual.summaries];
     lines.push(`  ${m.coordinate}: ${m.action} ${m.entity}; EGT: ${egt}${eventual.length ? `; eventually: ${eventual.join(', ')}` : ''}`);
     if (m.checksReferences.length) lines.push(`    checks that ${m.checksReferences.join(', ')} point at existing entities`);
     if (m.blobs.length) lines.push(`    before the EGT: a cleanup message (delayed), then the upload of ${m.blobs.join(', ')} (one Put Blob each)`);
+  }
+  if (e.subscriptions.length) {
+    lines.push('', 'Subscriptions (each write adds a change entity to its EGT; each server polls a watched partition once per interval)');
+  }
+  for (const sub of e.subscriptions) {
+    const what = sub.follows === 'entity' ? `one ${sub.entity}` : `the ${sub.entity} entities of one partition`;
+    const resume = sub.after ? `; resumes after $${sub.after}` : '';
+    lines.push(`  ${sub.coordinate}: ${what}, PartitionKey "${sub.partitionKey}": one range query per poll, shared, and one point query per change${resume}`);
   }
   return lines.join('\n');
 }
