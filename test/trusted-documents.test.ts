@@ -10,6 +10,7 @@ import path from 'node:path';
 import { startSdlServer } from './support/harness';
 import { sha256 } from '../src/server/trusted-documents';
 import { isTablegraphError } from '../src/errors';
+import { sseSubscribe } from './support/subscription-clients';
 
 const SDL = `
 type Kite @entity(table: "Kites", partitionKey: "{field}", rowKey: "{id}") {
@@ -23,13 +24,17 @@ type Query {
 type Mutation {
   createKite(input: CreateKiteInput!): KitePayload! @write(entity: "Kite", action: CREATE)
 }
+type Subscription {
+  kiteChanged(field: ID!): KiteChange! @subscribe(entity: "Kite")
+}
 `;
 
 const READ = 'query ReadKite($field: ID!, $id: ID!) { kite(field: $field, id: $id) { id colour } }';
 const CREATE =
   'mutation CreateKite($field: ID!, $id: ID!, $colour: String!) { createKite(input: { field: $field, id: $id, colour: $colour }) { kite { id } } }';
+const FOLLOW = 'subscription Follow($field: ID!) { kiteChanged(field: $field) { kind id } }';
 // Ids as GraphQL Code Generator's client preset writes them: the SHA-256 of each document's text.
-const MANIFEST = { [sha256(READ)]: READ, [sha256(CREATE)]: CREATE };
+const MANIFEST = { [sha256(READ)]: READ, [sha256(CREATE)]: CREATE, [sha256(FOLLOW)]: FOLLOW };
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tablegraph-trusted-'));
 const manifestFile = (name: string, body: unknown) => {
@@ -50,11 +55,11 @@ async function post(body: unknown): Promise<{ status: number; json: any }> {
   return { status: res.status, json: await res.json() };
 }
 
-async function get(params: Record<string, string>): Promise<{ status: number; json: any }> {
+async function get(params: Record<string, string>): Promise<{ status: number; json: any; cacheControl: string | null }> {
   const url = `${ctx.server.url}?${new URLSearchParams(params).toString()}`;
   // A non-simple header, as GraphQL clients send on GET (Apollo Server's CSRF prevention asks for one).
   const res = await fetch(url, { headers: { accept: 'application/json', 'apollo-require-preflight': 'true' } });
-  return { status: res.status, json: await res.json() };
+  return { status: res.status, json: await res.json(), cacheControl: res.headers.get('cache-control') };
 }
 
 test('a listed operation runs by documentId (bare or sha256:-prefixed), by persisted query hash, and by its whole text', async () => {
@@ -74,6 +79,20 @@ test('a listed operation runs by documentId (bare or sha256:-prefixed), by persi
     expect(a.status).toBe(200);
     expect(a.json.data.kite).toEqual({ id: 'k1', colour: 'red' });
   }
+  // A GET by documentId is a short URL a CDN can key on, and it is answered with the schema's cache policy.
+  expect((answers[3] as { cacheControl: string | null }).cacheControl).toBe('public, max-age=5');
+});
+
+test('subscriptions too: a listed one runs over SSE (its text: the protocol requires a query), any other is refused', async () => {
+  const listed = sseSubscribe(ctx.server.url, FOLLOW, { field: 'east' });
+  await new Promise((r) => setTimeout(r, 300));
+  await post({ documentId: sha256(CREATE), variables: { field: 'east', id: 'k9', colour: 'teal' } });
+  expect((await listed.waitFor(1))[0].kiteChanged).toEqual({ kind: 'CREATED', id: 'k9' });
+  listed.stop();
+  const other = sseSubscribe(ctx.server.url, 'subscription { kiteChanged(field: "east") { id } }');
+  await expect(other.waitFor(1, 3000)).rejects.toThrow(/ended/);
+  expect(other.refusal?.status).toBe(400);
+  expect(JSON.parse(other.refusal!.body).errors[0].extensions.code).toBe('PERSISTED_QUERY_NOT_ALLOWED');
 });
 
 test('anything else is refused with a stable code, and nothing runs', async () => {
