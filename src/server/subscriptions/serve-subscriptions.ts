@@ -30,8 +30,11 @@ export interface SubscriptionSettings {
   overlapMs: number;
   /** How long the change log keeps changes (ms). */
   retentionMs: number;
+  /** Subscriptions this server serves at once, all connections together (subscriptions). */
   maxSubscriptions: number;
+  /** Subscriptions one WebSocket holds at once (subscriptions). */
   perConnection: number;
+  /** Time between two keep-alive signals on an idle connection (ms). */
   heartbeatMs: number;
 }
 
@@ -63,7 +66,11 @@ export const subscriptionsElsewhere: ApolloServerPlugin<RequestContext> = {
   },
 };
 
-/** The change poller and both transports, over the schema with its `@subscribe` fields attached. */
+/**
+ * The change poller and both transports, over the schema with its `@subscribe` fields attached (it mutates
+ * `deps.schema`).
+ * @returns the poller (stats for /metrics, close) and the transports (SSE handler, WebSocket upgrade, close)
+ */
 export function liveSubscriptions(deps: LiveSubscriptionDeps, limits: ReturnType<typeof queryLimits>, trusted: TrustedDocuments | undefined) {
   const settings = deps.subscriptions ?? DEFAULT_SUBSCRIPTION_SETTINGS;
   const poller = new ChangePoller({ store: deps.store, intervalMs: settings.pollMs, overlapMs: settings.overlapMs, log: deps.log });
