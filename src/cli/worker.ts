@@ -31,6 +31,7 @@ runMain(
       fanout: queueSender(storage.queues, fanoutQueueNames(config.tablePrefix).queue),
       blobs,
       changeRetentionMs: config.subscriptions.retentionMs,
+      log,
     });
     const worker = createFanoutWorker({
       writer,

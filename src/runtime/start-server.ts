@@ -90,6 +90,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     fanout: queueSender(storage.queues, queues.queue),
     blobs,
     changeRetentionMs: config.subscriptions.retentionMs,
+    log,
   });
   // Only into an empty store, and on the embedded Azurite only while no other command (an import, say) uses it.
   const seed = () => seedIfEmpty({ store: storage.store, model, schema, schemaDir: config.schemaDir });

@@ -23,6 +23,7 @@ import type { GroupMember } from './group-plan';
 import { addressOf, checkIncrement, type Values } from './write-plan';
 import { partAddresses, partProperties } from '../model/wide-entities';
 import { ChangeLogTrimmer } from './change-log-trim';
+import type { Logger } from '../log';
 import { applyBlobs, planBlobs, type BlobPlan, type BlobWriting } from './blob-writes';
 
 export type { FanoutSender, SentMessage } from '../queue/sender';
@@ -44,6 +45,8 @@ export interface WriteExecutorOptions {
    * type, its partition's older ones are deleted now and then (change-log-trim.ts).
    */
   changeRetentionMs?: number;
+  /** Where a failed trim of the change log is said (it never fails a write). */
+  log?: Logger;
 }
 
 /** Default: change entities are kept an hour. */
@@ -64,7 +67,7 @@ export class WriteExecutor {
     for (const e of opts.model.entities.values()) if (e.changeLogged) this.logged.add(e.name);
     for (const s of opts.model.summaries.values()) if (s.holder.changeLogged && s.scope === 'egt') this.logged.add(s.of.name);
     if (this.logged.size > 0) {
-      this.changeLog = new ChangeLogTrimmer({ store: opts.store, retentionMs: opts.changeRetentionMs ?? DEFAULT_CHANGE_RETENTION_MS });
+      this.changeLog = new ChangeLogTrimmer({ store: opts.store, retentionMs: opts.changeRetentionMs ?? DEFAULT_CHANGE_RETENTION_MS, log: opts.log });
     }
   }
 
