@@ -24,18 +24,23 @@
 import { randomUUID } from 'node:crypto';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { Decimal, decimalText } from '../model/decimal';
-import { entityWrites, indexWrite, primaryAddress, typedValue, valuesOf, type TableWrite } from '../model/entity-codec';
+import { entityWrites, primaryAddress, valuesOf, type TableWrite } from '../model/entity-codec';
 import { CONTRIBUTION, contributionEntity, contributionOf, contributionPrefix, isContribution } from '../model/contributions';
 import { holderAddress, resolveHolder, summaryContribution, summaryValue } from '../model/summaries';
 import { escapeKeyValue } from '../storage/key-escape';
-import { ENTITY_TYPE_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type IndexModel, type Model, type SummaryModel } from '../model/types';
+import { WRITE_ID_PROPERTY, type EntityModel, type Model, type SummaryModel } from '../model/types';
 import { checkEntity, limitsFor } from '../storage/limits';
-import type { EntityAddress, StorageTarget, StoredEntity, TypedValue } from '../storage/types';
+import type { EntityAddress, StorageTarget, StoredEntity } from '../storage/types';
 import { planEgtBatches, type EgtBatch } from '../write/egt-batches';
 import { addressKey } from '../storage/address-key';
 import { readReferenced, referenceAddress } from '../model/references';
 import type { LoadRow } from './load-rows';
-import { StepStore, storedAs, type LoadReads } from './step-store';
+import { StepStore, type LoadReads } from './step-store';
+import { holderMergesOf, type HolderMerge } from './holder-merges';
+import { sameValues, staleIndexAddresses } from './stored-state';
+import { UniqueClaims } from './unique-claims';
+
+export type { HolderMerge } from './holder-merges';
 
 /** A row the load skipped: its line and why. */
 export interface SkippedRow {
@@ -47,16 +52,6 @@ export interface SkippedRow {
 export interface StaleDerived {
   primary: EntityAddress;
   addresses: EntityAddress[];
-}
-
-/** A merge of a summary holder's fields: their exact totals, as stored. */
-export interface HolderMerge {
-  address: EntityAddress;
-  /** The holder's type. */
-  holder: EntityModel;
-  properties: Record<string, TypedValue | null>;
-  /** The holder already stores these values: nothing to write. */
-  unchanged: boolean;
 }
 
 export interface LoadPlanOptions {
@@ -73,20 +68,6 @@ export interface LoadPlanOptions {
 
 function addressOf(w: TableWrite): EntityAddress {
   return { table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey };
-}
-
-/** Whether two sets of field values are equal as stored (Decimals and dates compared by their stored form). */
-function sameValues(entity: EntityModel, a: Record<string, unknown>, b: Record<string, unknown>): boolean {
-  for (const field of entity.fields.values()) {
-    const x = typedValue(field, a[field.name]);
-    const y = typedValue(field, b[field.name]);
-    if (
-      JSON.stringify(x, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) !==
-      JSON.stringify(y, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))
-    )
-      return false;
-  }
-  return true;
 }
 
 /** One load step's plan. Counters, `stale`, `lines` and `holderMerges()` are final once `batches()` is exhausted. */
@@ -118,14 +99,15 @@ export class LoadPlan {
   private readonly store: StepStore;
   /** Per partition: RowKey → line of the row that writes it. */
   private readonly rows = new Map<string, Map<string, number>>();
-  /** Unique index entity addressKey → the addressKey of the entity claiming it in this load. */
-  private readonly uniqueClaims = new Map<string, string>();
+  /** The unique index entities this load's rows claim. */
+  private readonly uniqueClaims: UniqueClaims;
   /** File rows' contributions per holder addressKey. */
   private readonly totals = new Map<string, { address: EntityAddress; sums: Map<SummaryModel, Decimal> }>();
 
   constructor(private readonly opts: LoadPlanOptions) {
     this.entity = opts.entity;
     this.store = new StepStore(opts.reads, opts.written);
+    this.uniqueClaims = new UniqueClaims(this.store);
     this.summaries = [...opts.model.summaries.values()].filter((s) => s.of === opts.entity && s.scope === 'egt');
     this.eventual = [...opts.model.summaries.values()].filter((s) => s.of === opts.entity && s.scope === 'eventual');
   }
@@ -245,7 +227,7 @@ export class LoadPlan {
     for (const w of writes) checkEntity(w.entity, this.opts.target);
     await this.checkReferences(values);
     const holders = await this.holdersOf(values);
-    await this.claimUnique(written.indexes, address);
+    await this.uniqueClaims.claim(written.indexes, address);
     this.staleContributions.push(...contributed.stale);
     const out = await this.changed(writes);
     for (const h of contributed.holders) this.eventualHolders.set(`${h.summary.holder.name}.${h.summary.field}\u0000${addressKey(h.address)}`, h);
@@ -379,46 +361,9 @@ export class LoadPlan {
     return [...out.values()];
   }
 
-  /** Claims the row's unique index entities. @throws TablegraphError CONFLICT when another entity holds one */
-  private async claimUnique(indexes: Array<TableWrite & { index: IndexModel }>, primary: EntityAddress): Promise<void> {
-    const me = addressKey(primary);
-    const claims: string[] = [];
-    for (const w of indexes) {
-      if (!w.index.unique) continue;
-      const key = addressKey(addressOf(w));
-      const claimant = this.uniqueClaims.get(key);
-      const holder = claimant ?? (await this.storedHolder(w));
-      if (holder !== undefined && holder !== me) {
-        throw skip(
-          ErrorCode.CONFLICT,
-          `${w.index.name}: ${w.entity.rowKey} is taken by ${w.index.entity.name} ${holder.split('\u0000').slice(1).join('/')} (UniqueKeyTaken)`,
-        );
-      }
-      claims.push(key);
-    }
-    for (const key of claims) this.uniqueClaims.set(key, me);
-  }
-
-  /** The addressKey of the entity a stored unique index entity points at, if there is one. */
-  private async storedHolder(w: TableWrite & { index: IndexModel }): Promise<string | undefined> {
-    const stored = (await this.store.partition(w.table, w.entity.partitionKey)).get(w.entity.rowKey);
-    if (!stored || stored.properties[ENTITY_TYPE_PROPERTY] !== w.index.entityType) return undefined;
-    return addressKey(primaryAddress(w.index.entity, stored.properties));
-  }
-
   /** Lists the index entities the stored state derived that the new writes do not. */
   private noteStale(primary: EntityAddress, before: Record<string, unknown>, writes: TableWrite[]): void {
-    const now = new Set(writes.map((w) => addressKey(addressOf(w))));
-    const stale: EntityAddress[] = [];
-    for (const index of this.entity.indexes.values()) {
-      let w: TableWrite | undefined;
-      try {
-        w = indexWrite(index, before);
-      } catch {
-        continue; // a stored value that cannot form a key derived nothing
-      }
-      if (w && !now.has(addressKey(addressOf(w)))) stale.push(addressOf(w));
-    }
+    const stale = staleIndexAddresses(this.entity, before, writes);
     if (stale.length > 0) this.stale.push({ primary, addresses: stale });
   }
 
@@ -434,38 +379,12 @@ export class LoadPlan {
 
   private merges?: Promise<HolderMerge[]>;
 
-  private async computeHolderMerges(): Promise<HolderMerge[]> {
-    const merges: HolderMerge[] = [];
-    for (const [key, { address, sums }] of this.totals) {
-      const all = new Map(sums);
-      const stored = await this.partition(address.partitionKey);
-      const rewritten = this.rows.get(address.partitionKey);
-      for (const [rowKey, e] of stored) {
-        if (rewritten?.has(rowKey)) continue;
-        const values = valuesOf(this.entity, e.properties);
-        for (const s of all.keys()) {
-          let points: string | undefined;
-          try {
-            const holder = holderAddress(s, values);
-            if (!holder) continue;
-            points = addressKey(holder);
-          } catch {
-            continue;
-          }
-          if (points === key) all.set(s, all.get(s)!.plus(summaryContribution(s, values)));
-        }
-      }
-      const properties = Object.fromEntries(
-        [...all].map(([s, v]) => {
-          const field = s.holder.fields.get(s.field)!;
-          return [s.field, typedValue(field, field.graphqlType === 'Int' ? v.toNumber() : decimalText(v))];
-        }),
-      );
-      const holder = (await this.store.partition(address.table, address.partitionKey)).get(address.rowKey);
-      const unchanged = holder !== undefined && Object.entries(properties).every(([k, v]) => storedAs({ [k]: v }, { [k]: holder.properties[k] }));
-      merges.push({ address, holder: [...sums.keys()][0].holder, properties, unchanged });
-    }
-    return merges;
+  private computeHolderMerges(): Promise<HolderMerge[]> {
+    return holderMergesOf(this.entity, this.totals, {
+      stored: (partitionKey) => this.partition(partitionKey),
+      rewritten: (partitionKey) => this.rows.get(partitionKey),
+      holderPartition: (table, partitionKey) => this.store.partition(table, partitionKey),
+    });
   }
 }
 
