@@ -78,6 +78,12 @@ export interface Config {
    */
   corsOrigins: string[];
   /**
+   * TABLEGRAPH_ALLOWED_HOSTS: host names (comma-separated, no port) a request's `Host` may name beside the loopback
+   * names a loopback-bound server answers for; on a server bound elsewhere, the only ones it answers for when set
+   * (src/server/request-origin.ts). Default: none beside loopback's.
+   */
+  allowedHosts: string[];
+  /**
    * TABLEGRAPH_TRUSTED_DOCUMENTS resolved against the working directory: a manifest of trusted documents (id →
    * document text, GraphQL Code Generator's `persisted-documents.json`, or Apollo's persisted query manifest); when
    * set, only the operations it lists run (src/server/trusted-documents.ts). Undefined (the default): any operation.
@@ -94,9 +100,10 @@ export interface Config {
    * partition's change log (ms, default 500); TABLEGRAPH_CHANGE_RETENTION_SECONDS, how long change entities are kept
    * and a client may resume (s, default 3600); TABLEGRAPH_MAX_SUBSCRIPTIONS, subscriptions one server serves (default
    * 10000); TABLEGRAPH_SUBSCRIPTIONS_PER_CONNECTION, on one WebSocket (default 20);
-   * TABLEGRAPH_SUBSCRIPTION_HEARTBEAT_MS, keep-alive of idle connections (ms, default 15000).
+   * TABLEGRAPH_SUBSCRIPTION_HEARTBEAT_MS, keep-alive of idle connections (ms, default 15000);
+   * TABLEGRAPH_SUBSCRIPTIONS_PER_SUBJECT, held at once by one token subject over all its connections (default 100).
    */
-  subscriptions: { pollMs: number; retentionMs: number; maxSubscriptions: number; perConnection: number; heartbeatMs: number };
+  subscriptions: { pollMs: number; retentionMs: number; maxSubscriptions: number; perConnection: number; perSubject: number; heartbeatMs: number };
   /**
    * TABLEGRAPH_INTROSPECTION: whether the schema can be introspected and the IDE page is served (default true, for
    * the quick start); false for a public deployment, which also blocks field suggestions in error messages.
@@ -188,6 +195,15 @@ const originList = makeValidator<string[]>((input: string) => {
   return origins;
 });
 
+const hostList = makeValidator<string[]>((input: string) => {
+  const hosts = input
+    .split(',')
+    .map((h) => h.trim().toLowerCase())
+    .filter(Boolean);
+  for (const h of hosts) if (!/^[a-z0-9.-]+$|^[0-9a-f:]+$/.test(h)) throw new Error(`"${h}" is not a host name (no scheme, no port)`);
+  return hosts;
+});
+
 /** The pino level names LOG_LEVEL may take. */
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 const TARGETS = ['azure', 'azurite', 'cosmos'] as const;
@@ -248,6 +264,8 @@ const specs = {
   TABLEGRAPH_MAX_SUBSCRIPTIONS: positiveInt({ default: 10000 }),
   TABLEGRAPH_SUBSCRIPTIONS_PER_CONNECTION: positiveInt({ default: 20 }),
   TABLEGRAPH_SUBSCRIPTION_HEARTBEAT_MS: positiveInt({ default: 15000 }),
+  TABLEGRAPH_SUBSCRIPTIONS_PER_SUBJECT: positiveInt({ default: 100 }),
+  TABLEGRAPH_ALLOWED_HOSTS: hostList({ default: [], desc: 'host names a request may name beside loopback, comma-separated' }),
   TABLEGRAPH_CORS_ORIGINS: originList({ default: [], desc: 'origins allowed to call /graphql from a browser, comma-separated' }),
 };
 
@@ -352,11 +370,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     blobConnectionString: e.TABLEGRAPH_BLOB_CONNECTION_STRING,
     blobCleanupDelaySeconds: e.TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS,
     corsOrigins: e.TABLEGRAPH_CORS_ORIGINS,
+    allowedHosts: e.TABLEGRAPH_ALLOWED_HOSTS,
     subscriptions: {
       pollMs: e.TABLEGRAPH_SUBSCRIPTION_POLL_MS,
       retentionMs: e.TABLEGRAPH_CHANGE_RETENTION_SECONDS * 1000,
       maxSubscriptions: e.TABLEGRAPH_MAX_SUBSCRIPTIONS,
       perConnection: e.TABLEGRAPH_SUBSCRIPTIONS_PER_CONNECTION,
+      perSubject: e.TABLEGRAPH_SUBSCRIPTIONS_PER_SUBJECT,
       heartbeatMs: e.TABLEGRAPH_SUBSCRIPTION_HEARTBEAT_MS,
     },
     httpCache: { maxAgeSeconds: e.TABLEGRAPH_CACHE_MAX_AGE, unwrittenMaxAgeSeconds: e.TABLEGRAPH_CACHE_MAX_AGE_UNWRITTEN },

@@ -22,6 +22,10 @@ export const ErrorCode = {
   SCHEMA_INVALID: 'SCHEMA_INVALID',
   /** Configuration (environment variables, connection string) is invalid. */
   CONFIG_INVALID: 'CONFIG_INVALID',
+  /** The request has no valid token (HTTP 401), or a subscription outlived its token (reason TokenExpired). */
+  UNAUTHENTICATED: 'UNAUTHENTICATED',
+  /** The operation's worst case is over the demand budget, or a resume would read more than it (nothing was read). */
+  QUERY_TOO_COSTLY: 'QUERY_TOO_COSTLY',
   /** The caller is authenticated but `@auth` does not let it read or write this (nothing was read or written). */
   FORBIDDEN: 'FORBIDDEN',
   /** The server has too many storage calls waiting (server-wide admission); try again shortly (HTTP 503). */

@@ -22,6 +22,11 @@ type Garden @entity(table: "Gardens", partitionKey: "{garden}", rowKey: "garden"
   name: String!
   gate: String${a('[{ roles: ["keeper"], scope: [{ field: "garden", claim: "garden" }] }]')}
   beds(first: Int, after: String): BedConnection! @range(rowKeyPrefix: "bed_")
+  plots(first: Int, after: String): PlotConnection! @range(rowKeyPrefix: "plot_")
+}
+type Plot @entity(table: "Gardens", partitionKey: "{garden}", rowKey: "plot_{id}")${a('[{ roles: ["keeper"], scope: [{ field: "garden", claim: "garden" }] }]')} {
+  garden: ID!
+  id: ID!
 }
 type Bed @entity(table: "Gardens", partitionKey: "{garden}", rowKey: "bed_{id}")${anyone} {
   garden: ID!
@@ -70,7 +75,14 @@ async function get(url: string, query: string, headers: Record<string, string> =
     headers: { accept: 'application/json', 'apollo-require-preflight': 'true', ...headers },
   });
   const text = await res.text();
-  return { status: res.status, cacheControl: res.headers.get('cache-control'), etag: res.headers.get('etag'), text, json: text ? JSON.parse(text) : undefined };
+  return {
+    status: res.status,
+    cacheControl: res.headers.get('cache-control'),
+    etag: res.headers.get('etag'),
+    vary: res.headers.get('vary'),
+    text,
+    json: text ? JSON.parse(text) : undefined,
+  };
 }
 
 test('a GET query of types writes change: public, the short max-age, and an ETag of its data', async () => {
@@ -120,8 +132,14 @@ test('no-store: data under a scoped @auth rule, answers with errors, POSTs and m
   expect(gate.etag).toBeNull();
   // A fragment does not hide it.
   expect((await get(guarded.server.url, '{ garden(garden: "g1") { ...G } } fragment G on Garden { name gate }', auth)).cacheControl).toBe('no-store');
-  // With a token required, what is not under @auth is kept only by the caller's own browser: private.
-  expect((await get(guarded.server.url, '{ garden(garden: "g1") { name } }', auth)).cacheControl).toBe('private, max-age=7');
+  // A list of a scoped type differs per caller even when it selects none of its fields: its cursors, its page info.
+  const plots = await get(guarded.server.url, '{ garden(garden: "g1") { plots { edges { cursor } pageInfo { hasNextPage endCursor } } } }', auth);
+  expect(plots.status).toBe(200);
+  expect(plots.cacheControl).toBe('no-store');
+  // With a token required, what is not under @auth is kept only by the caller's own browser — and for its token.
+  const kept = await get(guarded.server.url, '{ garden(garden: "g1") { name } }', auth);
+  expect(kept.cacheControl).toBe('private, max-age=7');
+  expect(kept.vary).toBe('Authorization');
   expect((await get(guarded.server.url, '{ almanac(year: "1", day: "1") { sunrise } }', auth)).cacheControl).toBe('private, max-age=300');
   // Refused for want of a token: not kept.
   const refused = await get(guarded.server.url, '{ garden(garden: "g1") { name } }');

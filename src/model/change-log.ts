@@ -8,7 +8,7 @@
  * partition, apart from other types' ranges, and their EntityType (`~Change`) keeps them out of every read of
  * entities. Old change entities are deleted by the writers (change-log-trim.ts).
  */
-import type { EntityAddress, EntityToWrite, StoredEntity } from '../storage/types';
+import type { EntityAddress, EntityToWrite, StoredEntity, TransactionOperation } from '../storage/types';
 import { fromInvertedTicks, invertedTicks } from './key-template';
 import { ENTITY_TYPE_PROPERTY } from './types';
 
@@ -34,8 +34,13 @@ export const SCOPE_PROPERTY_PREFIX = 'Scope_';
 export interface Change {
   /** The change entity's RowKey: unique, and orders changes (newest first). */
   changeKey: string;
-  /** When the write was planned (ms since the epoch, the writer's clock). */
+  /** When the write's EGT was sent (ms since the epoch, the writer's clock). */
   at: number;
+  /**
+   * When the EGT was applied: the change entity's service Timestamp (StoredEntity.timestamp, text that sorts);
+   * '' where the service gave none.
+   */
+  committed: string;
   kind: ChangeKind;
   /** The EntityType of the entity written. */
   of: string;
@@ -112,7 +117,71 @@ export function readChange(table: string, e: StoredEntity): Change | undefined {
   const scope: Record<string, string> = {};
   for (const [k, v] of Object.entries(e.properties))
     if (k.startsWith(SCOPE_PROPERTY_PREFIX) && typeof v === 'string') scope[k.slice(SCOPE_PROPERTY_PREFIX.length)] = v;
-  return { changeKey: e.rowKey, at: changeTime(e.rowKey), kind, of, address: { table, partitionKey: e.partitionKey, rowKey }, scope };
+  return {
+    changeKey: e.rowKey,
+    at: changeTime(e.rowKey),
+    committed: e.timestamp ?? '',
+    kind,
+    of,
+    address: { table, partitionKey: e.partitionKey, rowKey },
+    scope,
+  };
+}
+
+/**
+ * The order changes are told in: by `at`, then by RowKey (newer first in storage, so the greater RowKey first here).
+ * @returns < 0 when `a` comes first
+ */
+export function changeOrder(a: Pick<Change, 'at' | 'changeKey'>, b: Pick<Change, 'at' | 'changeKey'>): number {
+  return a.at - b.at || (a.changeKey < b.changeKey ? 1 : a.changeKey > b.changeKey ? -1 : 0);
+}
+
+/**
+ * What one read of a partition's change log saw, told by commit time: its newest change's service Timestamp and
+ * the changes committed at that very Timestamp. The writes of a partition are applied one after another, so a change
+ * committed at or before `through` (and, at `through` itself, listed in `keys`) was there to be read; any other was
+ * committed after the read.
+ */
+export interface ChangeSnapshot {
+  /** The newest service Timestamp read (text that sorts; StoredEntity.timestamp). */
+  through: string;
+  /** The RowKeys of the changes read whose Timestamp is `through`. */
+  keys: string[];
+}
+
+/**
+ * The snapshot of a read that returned `changes`, never older than `before` (a later read of a window that slid past
+ * the newest changes has seen at least as much). Undefined when neither says anything.
+ */
+export function snapshotOf(changes: readonly Change[], before?: ChangeSnapshot): ChangeSnapshot | undefined {
+  let snapshot = before && { through: before.through, keys: [...before.keys] };
+  for (const c of changes) {
+    if (c.committed === '') continue;
+    if (!snapshot || c.committed > snapshot.through) snapshot = { through: c.committed, keys: [c.changeKey] };
+    else if (c.committed === snapshot.through && !snapshot.keys.includes(c.changeKey)) snapshot.keys.push(c.changeKey);
+  }
+  return snapshot;
+}
+
+/** Whether a read whose snapshot is `snapshot` saw `change` (it was committed by then). No snapshot: saw nothing. */
+export function sawChange(snapshot: ChangeSnapshot | undefined, change: Pick<Change, 'committed' | 'changeKey'>): boolean {
+  if (!snapshot || change.committed === '') return false;
+  return change.committed < snapshot.through || (change.committed === snapshot.through && snapshot.keys.includes(change.changeKey));
+}
+
+/**
+ * The EGT's operations with every change entity's RowKey made anew from the time now (nextChangeTime), keeping its
+ * write id: called right before the EGT is sent, so that a change's time is never earlier than its EGT by more than
+ * that call's own time (the storage timeout), however long the write waited for reads, its message and its
+ * reservations. The change log's readers count on that bound (src/server/subscriptions/change-poller.ts).
+ */
+export function stampChanges(operations: readonly TransactionOperation[]): TransactionOperation[] {
+  return operations.map((op) => {
+    if (op.kind !== 'create' || op.entity.properties[ENTITY_TYPE_PROPERTY]?.value !== CHANGE_ENTITY_TYPE) return op;
+    const e = op.entity;
+    const writeId = e.properties[CHANGE.writeId]?.value;
+    return { ...op, entity: { ...e, rowKey: changeRowKey(nextChangeTime(), String(writeId)) } };
+  });
 }
 
 /** When the change with this RowKey was made (ms since the epoch). */

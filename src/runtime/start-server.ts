@@ -28,6 +28,7 @@ import { blobContainers } from '../model/blob-fields';
 import type { CompiledSchema } from '../compiler/compile';
 import { compileConfiguredSchema } from './configured-schema';
 import { seedIfEmpty, seedManifestPath } from './seed';
+import { originPolicy } from '../server/request-origin';
 import type { OpenStorage } from './open-storage';
 
 export interface RunningServer {
@@ -112,9 +113,12 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     queueNames: queues,
     worker: () => worker,
     corsOrigins: config.corsOrigins,
+    allowedHosts: originPolicy(config.host, config.allowedHosts, config.corsOrigins).allowedHosts,
     trustedDocumentsFile: config.trustedDocuments,
     httpCache: config.httpCache,
-    subscriptions: { ...config.subscriptions, overlapMs: config.storageTimeoutMs + 1000 },
+    // An EGT is applied at most a storage timeout after its change's time; a poll must still come after that, and
+    // the writers' clocks may be up to a second apart (change-poller.ts).
+    subscriptions: { ...config.subscriptions, overlapMs: config.storageTimeoutMs + config.subscriptions.pollMs + 1000 },
     introspection: config.introspection,
     ideQuery: ideQueryOf(config.schemaDir),
     sdl,

@@ -26,8 +26,9 @@ import { costPlugin } from './cost-plugin';
 import { DEFAULT_DEMAND_BUDGET, demandPlugin, type DemandBudget } from './demand-plugin';
 import { formatError, formatErrorWithoutSuggestions } from './format-error';
 import { DEFAULT_QUERY_LIMITS, queryLimits, type QueryLimits } from './query-limits';
-import { httpErrorHandler, notFoundHandler } from './http-errors';
-import { recordContext, recordDoorRefusal, requestIdMiddleware, requestIdOf, requestLineMiddleware, requestLogPlugin } from './request-log';
+import { httpErrorHandler, notFoundHandler, sendHttpError } from './http-errors';
+import { assignRequestId, recordContext, recordDoorRefusal, requestIdMiddleware, requestIdOf, requestLineMiddleware, requestLogPlugin } from './request-log';
+import { originRefusal, type OriginPolicy, type OriginRefusal } from './request-origin';
 import { Metrics } from './metrics';
 import type { RequestAdmission } from '../read/request-admission';
 import { isLoopback } from './auth';
@@ -56,6 +57,11 @@ export interface AppDeps extends ContextDeps {
   worker?: () => QueueWorker | undefined;
   /** Origins a browser may call /graphql from (CORS); none when empty or absent. */
   corsOrigins?: string[];
+  /**
+   * Host names a request may name (request-origin.ts); absent: any. Requests whose `Origin` is neither the server's
+   * own nor in `corsOrigins` are refused either way.
+   */
+  allowedHosts?: readonly string[];
   /**
    * Whether the schema can be introspected, and the IDE and `/schema.graphql` are served (default true); off also
    * blocks suggestions.
@@ -198,7 +204,10 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
   app.use(httpErrorHandler(deps.log));
   const post = graphqlPostHandler({ apollo, path: '/graphql', context, log: deps.log, metrics, cors: corsMiddleware, maxBodyBytes, trusted });
   const stream = live && streamHandler(live.transports, deps.log, metrics, corsMiddleware);
+  const policy: OriginPolicy = { allowedHosts: deps.allowedHosts, corsOrigins: origins };
   const serve = (req: IncomingMessage, res: ServerResponse) => {
+    const refusal = originRefusal(req, policy);
+    if (refusal) return refuseOrigin(deps.log, req, res, refusal);
     if (stream?.(req, res)) return;
     if (!post(req, res)) app(req, res);
   };
@@ -218,7 +227,18 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
     apollo,
     metrics,
     trusted,
-    upgrade: live?.transports.upgrade,
+    upgrade:
+      live &&
+      ((req, socket, head) => {
+        const refusal = originRefusal(req, policy);
+        if (!refusal) return live.transports.upgrade(req, socket, head);
+        deps.log.info({ code: refusal.code, origin: req.headers.origin, host: req.headers.host }, `WebSocket refused: ${refusal.message}`);
+        const body = JSON.stringify({ errors: [{ message: refusal.message, extensions: { code: refusal.code } }] });
+        socket.end(
+          `HTTP/1.1 ${refusal.status} ${refusal.status === 403 ? 'Forbidden' : 'Misdirected Request'}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+            `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+        );
+      }),
     async closeSubscriptions() {
       await live?.transports.close();
       await live?.poller.close();
@@ -268,6 +288,14 @@ function contextFunction(deps: AppDeps) {
 function noStoreByDefault(_req: IncomingMessage, res: ServerResponse, next: () => void): void {
   res.setHeader('cache-control', 'no-store');
   next();
+}
+
+/** Answers a request refused by the host and origin guard (request-origin.ts), with its request id, and logs it. */
+function refuseOrigin(log: Logger, req: IncomingMessage, res: ServerResponse, refusal: OriginRefusal): void {
+  const requestId = assignRequestId(req, res);
+  log.info({ requestId, code: refusal.code, origin: req.headers.origin, host: req.headers.host }, `request refused: ${refusal.message}`);
+  res.setHeader('cache-control', 'no-store');
+  sendHttpError(res, refusal.status, refusal.code, refusal.message, requestId);
 }
 
 /** Visible messages /health counts exactly, with one peek (the Queue service's most). */

@@ -13,7 +13,8 @@
  *   of others change — and the long age (`TABLEGRAPH_CACHE_MAX_AGE_UNWRITTEN`) when all it reads is loaded only in
  *   bulk (`npm run load`);
  * - `public` on a server without authentication, `private` (the browser's cache only, never a shared one) on a
- *   server that requires a token, so a CDN never hands an answer to a caller who has none.
+ *   server that requires a token, so a CDN never hands an answer to a caller who has none; such an answer also says
+ *   `Vary: Authorization`, so a browser whose token changes (another user signs in) does not reuse it.
  *
  * Every other answer — a POST's, a refusal, an answer with errors — says `no-store`. This plugin is the only one that
  * writes the header: Apollo's own cache-control plugin is kept from writing it (app.ts).
@@ -58,7 +59,9 @@ export function cachePolicyOf(schema: GraphQLSchema, model: Model, document: Doc
         if (!parent || node.name.value.startsWith('__')) return;
         const coordinate = `${parent.name}.${node.name.value}`;
         const path = model.accessPaths.get(coordinate);
-        if (scoped(path?.auth) || model.sasFields.has(coordinate)) store = false;
+        // A list or point of a scoped type differs per caller even when it selects none of its fields (its cursors,
+        // its page info: what the caller's scope left in).
+        if (scoped(path?.auth) || scoped(path?.target.auth) || model.sasFields.has(coordinate)) store = false;
         if (path && changeable.has(path.target.name)) changes = true;
         const entity = model.entities.get(parent.name) ?? model.interfaces.get(parent.name);
         if (!entity) return;
@@ -126,6 +129,7 @@ export function httpCachePlugin(model: Model, options: HttpCacheOptions): Apollo
             policy = policies.get(document) ?? cachePolicyOf(schema, model, document, options);
             policies.set(document, policy);
             if (policy.store) headers.set('etag', dataEtag(body.singleResult));
+            if (policy.store && options.authenticated) headers.set('vary', 'Authorization');
           }
           headers.set('cache-control', policy.store ? `${scope}, max-age=${policy.maxAgeSeconds}` : 'no-store');
         },

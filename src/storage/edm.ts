@@ -145,8 +145,8 @@ function decodeValue(raw: unknown): unknown {
 /**
  * An entity as the SDK returns it with `disableTypeConversion: true` → StoredEntity. Int32/Double → number,
  * Int64 → bigint, DateTime → Date, Boolean → boolean, String/Guid → string, Binary → Uint8Array. `etag`
- * becomes StoredEntity.etag; OData metadata (`odata.*`, `*@odata.type`) and the service's `timestamp` are
- * dropped; null properties (a `$select` of a missing property) are omitted.
+ * becomes StoredEntity.etag and the service's `timestamp` StoredEntity.timestamp (seven fractional digits); OData
+ * metadata (`odata.*`, `*@odata.type`) is dropped; null properties (a `$select` of a missing property) are omitted.
  */
 export function fromSdkEntity(raw: Record<string, unknown>): StoredEntity {
   const properties: Record<string, unknown> = {};
@@ -156,12 +156,25 @@ export function fromSdkEntity(raw: Record<string, unknown>): StoredEntity {
     const decoded = decodeValue(v);
     if (decoded !== undefined && decoded !== null) properties[name] = decoded;
   }
+  const timestamp = serviceTimestamp(raw.timestamp);
   return {
     partitionKey: String(raw.partitionKey ?? ''),
     rowKey: String(raw.rowKey ?? ''),
     etag: String(raw.etag ?? ''),
+    ...(timestamp === undefined ? {} : { timestamp }),
     properties,
   };
+}
+
+/**
+ * The service's Timestamp as text that sorts as it orders: `…:56.77Z` → `…:56.7700000Z` (Azure writes seven digits,
+ * other services fewer). Undefined for anything else.
+ */
+function serviceTimestamp(value: unknown): string | undefined {
+  const text = value instanceof Date ? value.toISOString() : value;
+  if (typeof text !== 'string') return undefined;
+  const m = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(\d{1,7}))?Z$/.exec(text);
+  return m ? `${m[1]}.${(m[2] ?? '').padEnd(7, '0')}Z` : undefined;
 }
 
 /**

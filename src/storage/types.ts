@@ -55,6 +55,12 @@ export interface StoredEntity {
   rowKey: string;
   /** The entity's ETag (opaque string), for If-Match on a later write. */
   etag: string;
+  /**
+   * The service's `Timestamp`: when the entity was last written, by the service's clock, as ISO 8601 text with seven
+   * fractional digits (`2026-11-25T13:35:56.7743258Z`), so that two compare as text; absent where the service gave
+   * none. Writes of one partition are applied one after another, so their Timestamps order them.
+   */
+  timestamp?: string;
   properties: Record<string, unknown>;
   /**
    * A wide entity's physical entities (the guide's "Wide entities pattern", model/wide-entities.ts), in part order,

@@ -17,6 +17,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
+import { stampChanges } from '../model/change-log';
 import type { StorageObserver, StoredEntity } from '../storage/types';
 import { sharedObserver } from '../storage/shared-observer';
 import { addressKey } from '../storage/address-key';
@@ -179,7 +180,8 @@ export class PartitionCommitter {
     await this.confirming;
     let etags: Array<string | undefined>;
     try {
-      etags = await store.submitTransaction(this.table, group.operations, { observer });
+      // The change entities' times are taken now, not when the group was planned (change-log.ts stampChanges).
+      etags = await store.submitTransaction(this.table, stampChanges(group.operations), { observer });
     } catch (e) {
       // A period's table dropped by `expire` since this process made it, met first by the EGT (a create reads
       // nothing before): undo, make it again, and try the writes again (each attempt counted, so not forever).

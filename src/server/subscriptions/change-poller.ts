@@ -4,23 +4,57 @@
  * that some subscriber is to get has its entity read once (a point query), shared too. No broker: any number of
  * servers poll what their own subscribers watch.
  *
- * A poll reads the changes made in the last `overlapMs` (not only since the last poll): a change's time is taken
- * when its write is planned, and its EGT may commit up to a storage timeout later, or on a server whose clock is
- * a little behind. Each subscriber remembers the changes it got within that window, so it gets each once.
+ * A poll reads the changes made since `overlapMs` before the last poll that succeeded (not only since that poll): a
+ * change's time is taken right before its EGT is sent (change-log.ts stampChanges), and the EGT may be applied up to a
+ * storage timeout later, or on a server whose clock is a little behind. Each subscriber remembers the changes it got
+ * within that window, so it gets each once; a poll that fails, or a server that stalls, widens the next window rather
+ * than losing what committed meanwhile.
+ *
+ * Each delivery says what the subscriber has had by then, for its cursor: the snapshot (change-log.ts ChangeSnapshot:
+ * the newest commit Timestamp read) of the poll that delivered it and of the subscriber's poll before. A client that
+ * resumes from an event's cursor (resume) gets exactly what came after that event: the changes the same poll
+ * delivered after it, and those committed after that poll.
  *
  * Guide sections: "Log tail pattern" (range queries newest first), "Entity Group Transactions" (a change exists
  * exactly when its write committed).
  */
 import pLimit from 'p-limit';
-import { CHANGE_ROW_KEY_PREFIX, changesSinceBound, readChange, type Change } from '../../model/change-log';
+import { changeTime as changeTimeOf } from '../../model/change-log';
+import {
+  CHANGE_ROW_KEY_PREFIX,
+  changeOrder,
+  changesSinceBound,
+  readChange,
+  sawChange,
+  snapshotOf,
+  type Change,
+  type ChangeSnapshot,
+} from '../../model/change-log';
 import type { Logger } from '../../log';
+import type { StorageAdmission } from '../../read/admission';
 import type { TableStore } from '../../storage/table-store';
 import type { StoredEntity } from '../../storage/types';
+
+/** Where a delivered change stands in what its subscriber has had: the snapshots its cursor carries. */
+export interface DeliveryRound {
+  /** The snapshot of the read that delivered the change. */
+  seen: ChangeSnapshot;
+  /** The snapshot of the subscriber's read before it (undefined: its first). */
+  before?: ChangeSnapshot;
+}
 
 /** One change and its entity as read after it (null: deleted, or not read because no subscriber wanted it). */
 export interface ChangeEvent {
   change: Change;
   stored: StoredEntity | null;
+  /** The round that delivered it (set for each subscriber as it is delivered). */
+  round?: DeliveryRound;
+}
+
+/** Where a client resumes: right after the change `changeKey`, delivered in `round`. */
+export interface ResumePoint {
+  changeKey: string;
+  round: DeliveryRound;
 }
 
 /** A subscriber of one partition: what it wants, and where its changes go. */
@@ -43,8 +77,13 @@ export interface ChangePollerOptions {
   overlapMs: number;
   /** Partitions polled at once (range queries in flight; default 16). */
   concurrency?: number;
+  /** The server's storage admission: the polls and their reads take turns with requests, in one lane of their own. */
+  admission?: StorageAdmission;
   log?: Logger;
 }
+
+/** The admission lane of the subscriptions' storage calls. */
+const ADMISSION_LANE = 'subscriptions';
 
 /** What the poller has done since it started (for /metrics). */
 export interface ChangePollerStats {
@@ -62,10 +101,20 @@ export interface ChangePollerStats {
   failures: number;
 }
 
+/** What a subscriber of a watched partition has had: the changes of the window, and the last snapshot it was told. */
+interface ListenerState {
+  seen: Map<string, number>;
+  snapshot?: ChangeSnapshot;
+}
+
 interface Watched {
   table: string;
   partitionKey: string;
-  listeners: Map<ChangeListener, Map<string, number>>;
+  listeners: Map<ChangeListener, ListenerState>;
+  /** When the last poll that succeeded started (ms since the epoch); the next reads from `overlapMs` before it. */
+  polledAt?: number;
+  /** The newest snapshot any poll of the partition read. */
+  snapshot?: ChangeSnapshot;
 }
 
 /** Default time between two polls of a partition (ms). */
@@ -89,17 +138,23 @@ export class ChangePoller {
   /**
    * Starts delivering the changes of a partition to `listener`; the first poll of a partition not yet watched
    * starts at once.
-   * @param alreadySeen changes the listener got otherwise (a resume's catch-up): not delivered again
+   * @param alreadySeen changes the listener had otherwise (a resume's catch-up), and the snapshot of that read: not
+   *   delivered again
    * @returns a function that stops it
    */
-  watch(table: string, partitionKey: string, listener: ChangeListener, alreadySeen: Change[] = []): () => void {
+  watch(
+    table: string,
+    partitionKey: string,
+    listener: ChangeListener,
+    alreadySeen: { changes: Change[]; snapshot?: ChangeSnapshot } = { changes: [] },
+  ): () => void {
     const key = `${table}\u0000${partitionKey}`;
     let w = this.watched.get(key);
     if (!w) {
       w = { table, partitionKey, listeners: new Map() };
       this.watched.set(key, w);
     }
-    w.listeners.set(listener, new Map(alreadySeen.map((c) => [c.changeKey, c.at])));
+    w.listeners.set(listener, { seen: new Map(alreadySeen.changes.map((c) => [c.changeKey, c.at])), snapshot: alreadySeen.snapshot });
     this.schedule(0);
     return () => {
       w.listeners.delete(listener);
@@ -108,13 +163,38 @@ export class ChangePoller {
   }
 
   /**
-   * The changes of a partition made since `since` (ms), oldest first, each entity read once: a resuming
-   * subscriber's catch-up, one range query (and its continuation pages) for it alone.
+   * A resuming subscriber's catch-up: every change it wants that came after `from` — those its poll delivered
+   * after it, then those committed since that poll — each entity read once, each event with its round; and every
+   * change of the window read (delivered before or now), for `watch`'s `alreadySeen`. One range query (and its
+   * continuation pages) for it alone, from `overlapMs` before the resumed change.
+   * @param maxReads the entities the catch-up may read (point queries); past it, nothing is read
+   * @returns undefined when more than `maxReads` entities were to be read
    * @throws storage errors
    */
-  async changesSince(table: string, partitionKey: string, since: number, wanted: (c: Change) => boolean): Promise<ChangeEvent[]> {
-    const changes = (await this.readLog(table, partitionKey, since)).filter(wanted);
-    return this.withEntities(changes);
+  async resume(
+    table: string,
+    partitionKey: string,
+    from: ResumePoint,
+    wanted: (c: Change) => boolean,
+    maxReads: number,
+  ): Promise<{ events: ChangeEvent[]; read: Change[]; snapshot?: ChangeSnapshot } | undefined> {
+    const at = changeTimeOf(from.changeKey);
+    const read = await this.readLog(table, partitionKey, at - this.opts.overlapMs);
+    const snapshot = snapshotOf(read, from.round.seen);
+    const resumed = { at, changeKey: from.changeKey };
+    // Delivered in the same round as the resumed change, after it: again, in that round.
+    const sameRound = read.filter((c) => !sawChange(from.round.before, c) && sawChange(from.round.seen, c) && changeOrder(c, resumed) > 0);
+    // Committed after that round's read: in a round of their own.
+    const later = read.filter((c) => !sawChange(from.round.seen, c));
+    const due = [...sameRound, ...later].filter(wanted);
+    if (new Set(due.filter((c) => c.kind !== 'DELETED').map((c) => c.address.rowKey)).size > maxReads) return undefined;
+    const events = await this.withEntities(due);
+    const rounds = new Map<Change, DeliveryRound>([
+      ...sameRound.map((c): [Change, DeliveryRound] => [c, from.round]),
+      ...later.map((c): [Change, DeliveryRound] => [c, { seen: snapshot!, before: from.round.seen }]),
+    ]);
+    for (const e of events) e.round = rounds.get(e.change);
+    return { events, read, snapshot };
   }
 
   stats(): ChangePollerStats {
@@ -151,20 +231,30 @@ export class ChangePoller {
   private async poll(w: Watched): Promise<void> {
     if (w.listeners.size === 0) return;
     const now = Date.now();
+    // From the overlap before the last poll that succeeded: a failed or stalled poll widens this one.
+    const from = Math.min(now, w.polledAt ?? now) - this.opts.overlapMs;
     let changes: Change[];
     try {
-      changes = await this.readLog(w.table, w.partitionKey, now - this.opts.overlapMs);
+      changes = await this.readLog(w.table, w.partitionKey, from);
     } catch (err) {
       this.stats_.failures++;
       this.opts.log?.warn({ err, table: w.table, partitionKey: w.partitionKey }, 'subscriptions: a change log poll failed; the next one reads the same window');
       return;
     }
+    w.polledAt = now;
+    const snapshot = (w.snapshot = snapshotOf(changes, w.snapshot));
     // Who gets what: a change a listener has not had, made after it started, that it wants.
     const due = new Map<ChangeListener, Change[]>();
-    for (const [listener, seen] of w.listeners) {
-      for (const [k, at] of seen) if (at < now - 2 * this.opts.overlapMs) seen.delete(k);
-      const mine = changes.filter((c) => c.at >= listener.since && !seen.has(c.changeKey) && listener.wants(c));
-      if (mine.length > 0) due.set(listener, mine);
+    const rounds = new Map<ChangeListener, DeliveryRound>();
+    for (const [listener, state] of w.listeners) {
+      for (const [k, at] of state.seen) if (at < from) state.seen.delete(k);
+      const mine = changes.filter((c) => c.at >= listener.since && !state.seen.has(c.changeKey) && listener.wants(c));
+      if (mine.length > 0 && snapshot) {
+        due.set(listener, mine);
+        rounds.set(listener, { seen: snapshot, before: state.snapshot });
+      }
+      // What this read saw, the listener has had (delivered now or before, or not for it).
+      if (snapshot) state.snapshot = snapshot;
     }
     if (due.size === 0) return;
     const needed = [...new Map([...due.values()].flat().map((c) => [c.changeKey, c])).values()];
@@ -180,10 +270,11 @@ export class ChangePoller {
       return;
     }
     for (const [listener, mine] of due) {
-      const seen = w.listeners.get(listener);
-      if (!seen) continue; // unsubscribed meanwhile
-      mine.forEach((c) => seen.set(c.changeKey, c.at));
-      const allowed = mine.map((c) => events.get(c.changeKey)!).filter((e) => listener.allows(e));
+      const state = w.listeners.get(listener);
+      if (!state) continue; // unsubscribed meanwhile
+      mine.forEach((c) => state.seen.set(c.changeKey, c.at));
+      const round = rounds.get(listener)!;
+      const allowed = mine.map((c) => ({ ...events.get(c.changeKey)!, round })).filter((e) => listener.allows(e));
       if (allowed.length === 0) continue;
       this.stats_.delivered += allowed.length;
       listener.deliver(allowed);
@@ -193,17 +284,24 @@ export class ChangePoller {
   /** The changes made since `since` (ms), oldest first: one range query, its continuation pages followed. */
   private async readLog(table: string, partitionKey: string, since: number): Promise<Change[]> {
     this.stats_.polls++;
-    const page = await this.opts.store.queryRange({
-      table,
-      partitionKey,
-      rowKeyFrom: CHANGE_ROW_KEY_PREFIX,
-      rowKeyTo: changesSinceBound(since),
-      limit: 100_000,
-    });
+    const page = await this.admitted(() =>
+      this.opts.store.queryRange({
+        table,
+        partitionKey,
+        rowKeyFrom: CHANGE_ROW_KEY_PREFIX,
+        rowKeyTo: changesSinceBound(since),
+        limit: 100_000,
+      }),
+    );
     return page.entities
       .map((e) => readChange(table, e))
       .filter((c): c is Change => c !== undefined && c.at >= since)
-      .sort((a, b) => a.at - b.at || (a.changeKey < b.changeKey ? 1 : -1));
+      .sort(changeOrder);
+  }
+
+  /** A storage call through the server's admission, when there is one (its OVERLOADED: the poll tries again). */
+  private admitted<T>(call: () => Promise<T>): Promise<T> {
+    return this.opts.admission ? this.opts.admission.run(ADMISSION_LANE, call) : call();
   }
 
   /** Each change with its entity as it is now, read once per entity (a deleted one: not read). */
@@ -214,7 +312,10 @@ export class ChangePoller {
       const key = c.address.rowKey;
       if (!reads.has(key)) {
         this.stats_.reads++;
-        reads.set(key, this.opts.store.getEntity(c.address));
+        reads.set(
+          key,
+          this.admitted(() => this.opts.store.getEntity(c.address)),
+        );
       }
     }
     return Promise.all(changes.map(async (change) => ({ change, stored: change.kind === 'DELETED' ? null : await reads.get(change.address.rowKey)! })));

@@ -12,6 +12,7 @@ import type { Logger } from '../../log';
 import type { ContextDeps, RequestContext } from '../../resolvers/context';
 import type { Authenticator } from '../auth';
 import { DEFAULT_DEMAND_BUDGET, type DemandBudget } from '../demand-plugin';
+import { formatError, formatErrorWithoutSuggestions } from '../format-error';
 import { sendHttpError } from '../http-errors';
 import type { Metrics } from '../metrics';
 import type { queryLimits } from '../query-limits';
@@ -34,6 +35,8 @@ export interface SubscriptionSettings {
   maxSubscriptions: number;
   /** Subscriptions one WebSocket holds at once (subscriptions). */
   perConnection: number;
+  /** Subscriptions one token subject holds at once, all its connections and transports together (subscriptions). */
+  perSubject: number;
   /** Time between two keep-alive signals on an idle connection (ms). */
   heartbeatMs: number;
 }
@@ -47,6 +50,8 @@ export interface LiveSubscriptionDeps extends ContextDeps {
   budget?: DemandBudget;
   maxBodyBytes?: number;
   subscriptions?: SubscriptionSettings;
+  /** Whether the schema may be spelled out (default true); off: errors without "Did you mean …?". */
+  introspection?: boolean;
 }
 
 /**
@@ -73,14 +78,15 @@ export const subscriptionsElsewhere: ApolloServerPlugin<RequestContext> = {
  */
 export function liveSubscriptions(deps: LiveSubscriptionDeps, limits: ReturnType<typeof queryLimits>, trusted: TrustedDocuments | undefined) {
   const settings = deps.subscriptions ?? DEFAULT_SUBSCRIPTION_SETTINGS;
-  const poller = new ChangePoller({ store: deps.store, intervalMs: settings.pollMs, overlapMs: settings.overlapMs, log: deps.log });
-  attachSubscriptions(deps.schema, deps.model, { ...deps, poller, target: deps.store.target, ...settings });
+  const poller = new ChangePoller({ store: deps.store, intervalMs: settings.pollMs, overlapMs: settings.overlapMs, log: deps.log, admission: deps.admission });
+  const budget = deps.budget ?? DEFAULT_DEMAND_BUDGET;
+  attachSubscriptions(deps.schema, deps.model, { ...deps, poller, target: deps.store.target, ...settings, maxResumeReads: budget.maxStorageCalls });
   const transports = subscriptionTransports({
     schema: deps.schema,
     model: deps.model,
     validationRules: limits.validationRules,
     parseOptions: limits.parseOptions,
-    budget: deps.budget ?? DEFAULT_DEMAND_BUDGET,
+    budget,
     trusted,
     context: deps,
     log: deps.log,
@@ -89,6 +95,7 @@ export function liveSubscriptions(deps: LiveSubscriptionDeps, limits: ReturnType
     maxPerConnection: settings.perConnection,
     heartbeatMs: settings.heartbeatMs,
     maxPayloadBytes: deps.maxBodyBytes ?? 262_144,
+    formatError: (deps.introspection ?? true) ? formatError : formatErrorWithoutSuggestions,
   });
   return { poller, transports };
 }
@@ -100,6 +107,7 @@ const DEFAULT_SUBSCRIPTION_SETTINGS: SubscriptionSettings = {
   retentionMs: 3_600_000,
   maxSubscriptions: 10_000,
   perConnection: DEFAULT_SUBSCRIPTIONS_PER_CONNECTION,
+  perSubject: 100,
   heartbeatMs: DEFAULT_HEARTBEAT_MS,
 };
 

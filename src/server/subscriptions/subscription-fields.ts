@@ -12,7 +12,7 @@ import type { GraphQLFieldResolver, GraphQLSchema } from 'graphql';
 import { isObjectType } from 'graphql';
 import { ErrorCode, TablegraphError } from '../../errors';
 import { decide } from '../../model/authorization';
-import { changeTime, type Change } from '../../model/change-log';
+import { changeTime, type Change, type ChangeSnapshot } from '../../model/change-log';
 import { renderKey } from '../../model/key-template';
 import type { EntityModel, Model, SubscriptionModel } from '../../model/types';
 import { allowsEntity, authorizeTypeBefore, keyValues } from '../../resolvers/authorize';
@@ -20,7 +20,7 @@ import { createRequestContext, type ContextDeps, type RequestContext } from '../
 import type { EntityNode } from '../../resolvers/entity-node';
 import { checkKey } from '../../storage/limits';
 import type { StorageTarget } from '../../storage/types';
-import type { ChangeEvent, ChangePoller } from './change-poller';
+import type { ChangeEvent, ChangePoller, ResumePoint } from './change-poller';
 import { EventQueue } from './event-queue';
 
 /** How far before its start a new subscription reports changes (ms): writes in flight when it began. */
@@ -35,6 +35,10 @@ export interface SubscriptionDeps extends ContextDeps {
   overlapMs: number;
   /** Subscriptions this server serves at most, all connections together. */
   maxSubscriptions: number;
+  /** Subscriptions one token subject holds at most on this server. */
+  perSubject: number;
+  /** Entities a resume's catch-up may read (point queries; default: the demand budget's storage calls). */
+  maxResumeReads: number;
 }
 
 /** What the subscription's iterator yields: a change, or last, the error it ends with. */
@@ -56,7 +60,7 @@ export function attachSubscriptions(schema: GraphQLSchema, model: Model, deps: S
   const type = schema.getSubscriptionType();
   if (!type || !isObjectType(type)) return schema;
   // Subscriptions live on this server: all fields, all connections.
-  const live = { count: 0 };
+  const live: LiveCounts = { count: 0, bySubject: new Map() };
   for (const field of Object.values(type.getFields())) {
     const sub = model.subscriptions.get(`${type.name}.${field.name}`);
     if (!sub) continue;
@@ -73,11 +77,7 @@ function cursorScope(sub: SubscriptionModel, table: string, partitionKey: string
   return `change\u0000${sub.coordinate}\u0000${table}\u0000${partitionKey}`;
 }
 
-function subscriber(
-  sub: SubscriptionModel,
-  deps: SubscriptionDeps,
-  live: { count: number },
-): GraphQLFieldResolver<unknown, RequestContext, Record<string, unknown>> {
+function subscriber(sub: SubscriptionModel, deps: SubscriptionDeps, live: LiveCounts): GraphQLFieldResolver<unknown, RequestContext, Record<string, unknown>> {
   const { entity } = sub;
   return async (_root, args, ctx) => {
     const table = entity.layout.table;
@@ -85,65 +85,140 @@ function subscriber(
     const rowKey = sub.oneEntity ? renderKey(entity.layout.rowKey, args) : undefined;
     checkKey('PartitionKey', partitionKey, deps.target, { table, partitionKey });
     if (rowKey !== undefined) checkKey('RowKey', rowKey, deps.target, { table, partitionKey, rowKey });
+    const expiresAt = tokenExpiry(ctx);
     authorizeTypeBefore(entity, ctx.principal, keyValues(entity.layout, partitionKey, rowKey), `subscribe to ${sub.coordinate}`);
     const after = sub.after && typeof args[sub.after] === 'string' ? (args[sub.after] as string) : undefined;
-    let since = Date.now() - START_SKEW_MS;
-    let resumedFrom: string | undefined;
-    if (after !== undefined) {
-      const position = ctx.cursors.decode(cursorScope(sub, table, partitionKey), after);
-      if (!('rowKey' in position)) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, 'The cursor is not a change cursor.', { argument: sub.after });
-      resumedFrom = position.rowKey;
-      const at = changeTime(resumedFrom);
-      if (at < Date.now() - deps.retentionMs) {
-        throw new TablegraphError(
-          ErrorCode.BAD_USER_INPUT,
-          `The change log keeps changes for ${deps.retentionMs / 1000} s: this cursor is older. Read the data again.`,
-          {
-            argument: sub.after,
-            reason: 'ChangesExpired',
-          },
-        );
-      }
-      since = at - deps.overlapMs;
-    }
-    if (live.count >= deps.maxSubscriptions) {
-      throw new TablegraphError(
-        ErrorCode.OVERLOADED,
-        `This server serves ${deps.maxSubscriptions} subscriptions at most: try again shortly, or another server.`,
-        {
-          reason: 'TooManySubscriptions',
-        },
-      );
-    }
-    const wants = (c: Change) => c.of === entity.entityType && (rowKey === undefined || c.address.rowKey === rowKey) && c.changeKey !== resumedFrom;
+    const from = after === undefined ? undefined : resumePoint(ctx, cursorScope(sub, table, partitionKey), after, sub.after!, deps.retentionMs);
+    const subject = ctx.principal?.subject;
+    admit(deps, live, subject);
+    const wants = (c: Change) => c.of === entity.entityType && (rowKey === undefined || c.address.rowKey === rowKey);
     const allows = (e: ChangeEvent) => allowed(entity, ctx, e);
     live.count++;
-    const watching: { stop?: () => void } = {};
-    let caughtUp: Change[] = [];
+    if (subject !== undefined) live.bySubject.set(subject, (live.bySubject.get(subject) ?? 0) + 1);
+    const watching: { stop?: () => void; expiry?: NodeJS.Timeout } = {};
     const queue = new EventQueue<QueuedEvent>(
       () => {
         live.count--;
+        if (subject !== undefined) {
+          const n = (live.bySubject.get(subject) ?? 1) - 1;
+          if (n > 0) live.bySubject.set(subject, n);
+          else live.bySubject.delete(subject);
+        }
+        clearTimeout(watching.expiry);
         watching.stop?.();
       },
       (failure) => ({ failure }),
     );
-    const listener = { since, wants, allows, deliver: (events: ChangeEvent[]) => queue.push(...events) };
-    if (after !== undefined) {
-      // Catch up alone first: what was made since the cursor (and the overlap before it), then the shared polls,
-      // which skip what this listener already got.
-      let missed: ChangeEvent[];
+    if (expiresAt !== undefined) {
+      // The token's end is the subscription's: a last event says so, with a code; the client subscribes again with a
+      // new token and the last cursor.
+      watching.expiry = setTimeout(
+        () =>
+          queue.fail(
+            new TablegraphError(ErrorCode.UNAUTHENTICATED, 'The token has expired: subscribe again with a new token and the last cursor.', {
+              reason: 'TokenExpired',
+            }),
+          ),
+        Math.max(0, expiresAt - Date.now()),
+      );
+      watching.expiry.unref?.();
+    }
+    let alreadySeen: Parameters<ChangePoller['watch']>[3];
+    if (from) {
+      // Catch up alone first: what came after the cursor, then the shared polls, which skip what this one read.
       try {
-        missed = (await deps.poller.changesSince(table, partitionKey, since, wants)).filter(allows);
+        const caughtUp = await deps.poller.resume(table, partitionKey, from, wants, deps.maxResumeReads);
+        if (!caughtUp) {
+          throw new TablegraphError(
+            ErrorCode.QUERY_TOO_COSTLY,
+            `More than ${deps.maxResumeReads} entities changed since this cursor: read the data again, then subscribe without ${sub.after}.`,
+            { argument: sub.after, reason: 'ResumeTooLarge', limit: deps.maxResumeReads },
+          );
+        }
+        queue.push(...caughtUp.events.filter(allows));
+        alreadySeen = { changes: caughtUp.read, snapshot: caughtUp.snapshot };
       } catch (e) {
         await queue.return();
         throw e;
       }
-      queue.push(...missed);
-      caughtUp = missed.map((e) => e.change);
     }
-    watching.stop = deps.poller.watch(table, partitionKey, listener, caughtUp);
+    const since = from ? changeTime(from.changeKey) - deps.overlapMs : Date.now() - START_SKEW_MS;
+    const listener = { since, wants, allows, deliver: (events: ChangeEvent[]) => queue.push(...events) };
+    watching.stop = deps.poller.watch(table, partitionKey, listener, alreadySeen);
     return queue;
   };
+}
+
+/** Subscriptions live on this server: all of them, and by token subject. */
+interface LiveCounts {
+  count: number;
+  bySubject: Map<string, number>;
+}
+
+/**
+ * Refuses a subscription past the server's cap or its subject's.
+ * @throws TablegraphError OVERLOADED (TooManySubscriptions, TooManyForSubject)
+ */
+function admit(deps: SubscriptionDeps, live: LiveCounts, subject: string | undefined): void {
+  if (live.count >= deps.maxSubscriptions) {
+    throw new TablegraphError(
+      ErrorCode.OVERLOADED,
+      `This server serves ${deps.maxSubscriptions} subscriptions at most: try again shortly, or another server.`,
+      {
+        reason: 'TooManySubscriptions',
+      },
+    );
+  }
+  if (subject !== undefined && (live.bySubject.get(subject) ?? 0) >= deps.perSubject) {
+    throw new TablegraphError(ErrorCode.OVERLOADED, `One caller holds ${deps.perSubject} subscriptions at most on a server: complete one first.`, {
+      reason: 'TooManyForSubject',
+      limit: deps.perSubject,
+    });
+  }
+}
+
+/**
+ * When the caller's token expires (ms since the epoch; undefined: it does not).
+ * @throws TablegraphError UNAUTHENTICATED (TokenExpired) when it has already
+ */
+function tokenExpiry(ctx: RequestContext): number | undefined {
+  const exp = ctx.principal?.claims.exp;
+  if (typeof exp !== 'number') return undefined;
+  if (exp * 1000 <= Date.now()) {
+    throw new TablegraphError(ErrorCode.UNAUTHENTICATED, 'The token has expired: subscribe again with a new token.', { reason: 'TokenExpired' });
+  }
+  return exp * 1000;
+}
+
+/** A change cursor as sealed: the change's RowKey and the round that delivered it (change-poller.ts DeliveryRound). */
+type SealedChangeCursor = [4, string, ChangeSnapshot, ChangeSnapshot | null];
+
+function isSnapshot(x: unknown): x is ChangeSnapshot {
+  const s = x as ChangeSnapshot;
+  return typeof s === 'object' && s !== null && typeof s.through === 'string' && Array.isArray(s.keys) && s.keys.every((k) => typeof k === 'string');
+}
+
+/**
+ * The change a client resumes after, from its cursor.
+ * @throws TablegraphError BAD_USER_INPUT when the cursor is not one of this subscription's, or older than the change
+ *   log keeps (ChangesExpired)
+ */
+function resumePoint(ctx: RequestContext, scope: string, cursor: string, argument: string, retentionMs: number): ResumePoint {
+  const value = ctx.cursors.open(scope, cursor, argument) as SealedChangeCursor;
+  if (!Array.isArray(value) || value[0] !== 4 || typeof value[1] !== 'string' || !isSnapshot(value[2]) || (value[3] !== null && !isSnapshot(value[3]))) {
+    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, 'The cursor is not a change cursor.', { argument });
+  }
+  if (changeTime(value[1]) < Date.now() - retentionMs) {
+    throw new TablegraphError(
+      ErrorCode.BAD_USER_INPUT,
+      `The change log keeps changes for ${retentionMs / 1000} s: this cursor is older. Read the data again.`,
+      {
+        argument,
+        reason: 'ChangesExpired',
+      },
+    );
+  }
+  return { changeKey: value[1], round: { seen: value[2], before: value[3] ?? undefined } };
 }
 
 /** Whether the subscriber may see this change: on the entity as read, or for a delete on its keys and kept scope values. */
@@ -162,7 +237,12 @@ function payload(sub: SubscriptionModel, event: ChangeEvent, _args: unknown, ctx
   const out: ChangePayload = {
     kind: change.kind,
     node: stored ? { entity, stored } : null,
-    cursor: ctx.cursors.encode(cursorScope(sub, change.address.table, change.address.partitionKey), { rowKey: change.changeKey }),
+    cursor: ctx.cursors.seal(cursorScope(sub, change.address.table, change.address.partitionKey), [
+      4,
+      change.changeKey,
+      event.round!.seen,
+      event.round!.before ?? null,
+    ] satisfies SealedChangeCursor),
   };
   for (const f of entity.keyFields) {
     const value = stored?.properties[f] ?? keys[f];

@@ -8,24 +8,29 @@
  * Both take subscriptions only, checked as prepare.ts says, at most `maxPerConnection` at once on a WebSocket
  * (an SSE request is one subscription), and keep idle connections alive: an SSE comment line and a WebSocket ping
  * every `heartbeatMs`. A refusal has a stable `extensions.code`: UNAUTHENTICATED (SSE: 401; WebSocket: closed with
- * 4401), RATE_LIMITED (429), PERSISTED_QUERY_NOT_ALLOWED, GRAPHQL_VALIDATION_FAILED, QUERY_TOO_COSTLY,
- * BAD_REQUEST (400), OVERLOADED (TooManySubscriptions; TooManyOnConnection on a WebSocket).
+ * 4401), RATE_LIMITED (429, with `Retry-After`), PERSISTED_QUERY_NOT_ALLOWED, GRAPHQL_VALIDATION_FAILED,
+ * QUERY_TOO_COSTLY, BAD_REQUEST (400), PAYLOAD_TOO_LARGE (413), OVERLOADED (TooManySubscriptions,
+ * TooManyForSubject; TooManyOnConnection on a WebSocket). On a WebSocket, a refused subscription and an event's
+ * field error are said on that subscription alone: the socket and its other subscriptions go on.
+ *
+ * Every error leaves through one formatter (format-error.ts: codes, no internals, and with introspection off no
+ * "Did you mean …?"), the same as `POST /graphql`'s.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { randomUUID } from 'node:crypto';
 import { GraphQLError, subscribe, type ExecutionArgs, type ExecutionResult, type GraphQLFormattedError } from 'graphql';
-import type { OperationArgs, Response } from 'graphql-sse';
-import { createHandler } from 'graphql-sse/lib/use/http';
+import { createHandler, type OperationArgs, type Response } from 'graphql-sse';
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer } from 'ws';
 import { isTablegraphError } from '../../errors';
 import type { Logger } from '../../log';
 import type { Principal, Authenticator } from '../auth';
 import type { RateLimit } from '../rate-limit';
-import { clientError, formatError } from '../format-error';
+import { clientError } from '../format-error';
 import { createRequestContext, type ContextDeps, type RequestContext } from '../../resolvers/context';
 import { prepareSubscription, type PrepareOptions } from './prepare';
+import { serveSse } from './sse-http';
 
 /** Default: subscriptions one WebSocket may hold at once. */
 export const DEFAULT_SUBSCRIPTIONS_PER_CONNECTION = 20;
@@ -41,8 +46,10 @@ export interface TransportOptions extends PrepareOptions {
   maxPerConnection: number;
   /** Time between two keep-alive signals (ms). */
   heartbeatMs: number;
-  /** Largest message accepted (bytes). */
+  /** Largest message or request body accepted (bytes). */
   maxPayloadBytes: number;
+  /** How every error is shown to clients (format-error.ts formatError, or formatErrorWithoutSuggestions). */
+  formatError: (formatted: GraphQLFormattedError, error: unknown) => GraphQLFormattedError;
 }
 
 export interface SubscriptionTransports {
@@ -70,9 +77,12 @@ function asGraphQLErrors(e: unknown): GraphQLError[] {
   throw e;
 }
 
+function httpOf(e: unknown): { status?: number; headers?: Map<string, string> } | undefined {
+  return e instanceof GraphQLError ? (e.extensions.http as { status?: number; headers?: Map<string, string> } | undefined) : undefined;
+}
+
 function statusOf(e: unknown): number {
-  const http = e instanceof GraphQLError ? (e.extensions.http as { status?: number } | undefined) : undefined;
-  return http?.status ?? 400;
+  return httpOf(e)?.status ?? 400;
 }
 
 /** The caller of a request, counted against its rate, or the refusal (thrown: a GraphQLError with a status). */
@@ -88,10 +98,28 @@ async function callerOf(options: TransportOptions, authorization: string | undef
   return principal;
 }
 
-/** An execution result as clients get it over HTTP: each error formatted, a code in each (format-error.ts). */
-function formatted(result: ExecutionResult): ExecutionResult {
-  if (!result.errors) return result;
-  return { ...result, errors: result.errors.map((e) => formatError(e.toJSON(), e) as unknown as GraphQLError) };
+/**
+ * A GraphQLError that shows itself as formatted: both transports serialize an error with its `toJSON` (graphql-ws
+ * calls it, graphql-sse's JSON.stringify does), so the client gets the formatter's output, while the transports go
+ * on seeing a GraphQLError (graphql-ws tells a refusal from execution arguments by `instanceof GraphQLError`).
+ */
+class FormattedError extends GraphQLError {
+  constructor(private readonly shown: GraphQLFormattedError) {
+    super(shown.message, { extensions: shown.extensions });
+  }
+
+  override toJSON(): GraphQLFormattedError {
+    return this.shown;
+  }
+}
+
+/** Errors as clients get them over HTTP: each formatted, a code in each (format-error.ts). */
+function formatErrors(options: TransportOptions, errors: readonly GraphQLError[]): GraphQLError[] {
+  return errors.map((e) => (e instanceof FormattedError ? e : new FormattedError(options.formatError(e.toJSON(), e))));
+}
+
+function formatted(options: TransportOptions, result: ExecutionResult): ExecutionResult {
+  return result.errors ? { ...result, errors: formatErrors(options, result.errors) } : result;
 }
 
 /**
@@ -99,13 +127,13 @@ function formatted(result: ExecutionResult): ExecutionResult {
  * waiting for its next event would hold a `return()` (the client gone) until that event came, and keep the
  * subscription — and its partition's polls — alive meanwhile.
  */
-async function subscribeFormatted(args: ExecutionArgs): Promise<AsyncIterableIterator<ExecutionResult> | ExecutionResult> {
+async function subscribeFormatted(options: TransportOptions, args: ExecutionArgs): Promise<AsyncIterableIterator<ExecutionResult> | ExecutionResult> {
   const result = await subscribe(args);
-  if (!(Symbol.asyncIterator in result)) return formatted(result);
+  if (!(Symbol.asyncIterator in result)) return formatted(options, result);
   const events: AsyncIterableIterator<ExecutionResult> = {
     async next() {
       const r = await result.next();
-      return r.done ? r : { value: formatted(r.value), done: false };
+      return r.done ? r : { value: formatted(options, r.value), done: false };
     },
     async return() {
       await result.return?.();
@@ -133,9 +161,9 @@ export function subscriptionTransports(options: TransportOptions): SubscriptionT
     contextValue,
   });
 
-  const sseHandler = createHandler({
+  const sseHandler = createHandler<IncomingMessage, { res: ServerResponse }>({
     schema: options.schema,
-    subscribe: subscribeFormatted as never,
+    subscribe: ((args: ExecutionArgs) => subscribeFormatted(options, args)) as never,
     // Distinct connections only: one request, one subscription, its token in its own headers.
     authenticate: () => null,
     async onSubscribe(req, params) {
@@ -144,10 +172,10 @@ export function subscriptionTransports(options: TransportOptions): SubscriptionT
       try {
         principal = await callerOf(options, raw.headers.authorization, raw.socket.remoteAddress ?? 'unknown');
       } catch (e) {
-        return refusalResponse(statusOf(e), asGraphQLErrors(e)) as Response;
+        return refusalResponse(statusOf(e), formatErrors(options, asGraphQLErrors(e)), httpOf(e)?.headers) as Response;
       }
       const prepared = prepareSubscription(options, params as unknown as Record<string, unknown>);
-      if (!prepared.ok) return refusalResponse(prepared.status, prepared.errors) as Response;
+      if (!prepared.ok) return refusalResponse(prepared.status, formatErrors(options, prepared.errors)) as Response;
       // graphql-sse types a context as a record; the resolvers' context is the RequestContext.
       return executionArgs(prepared, createRequestContext(options.context, randomUUID(), principal)) as unknown as OperationArgs;
     },
@@ -159,7 +187,9 @@ export function subscriptionTransports(options: TransportOptions): SubscriptionT
   useServer<Record<string, unknown> | undefined, { caller: { principal?: Principal; ids: Set<string> } }>(
     {
       schema: options.schema,
-      subscribe: subscribeFormatted as never,
+      subscribe: ((args: ExecutionArgs) => subscribeFormatted(options, args)) as never,
+      // A refusal's or a failure's text, never a stack or an internal message, in a close frame's reason.
+      isProd: true,
       async onConnect(ctx) {
         const fromInit = ctx.connectionParams?.authorization;
         const authorization = typeof fromInit === 'string' ? fromInit : ctx.extra.request.headers.authorization;
@@ -177,13 +207,13 @@ export function subscriptionTransports(options: TransportOptions): SubscriptionT
       },
       async onSubscribe(ctx, id, payload) {
         const caller = callers.get(ctx.extra.socket);
-        if (!caller) return [new GraphQLError('Not connected.', { extensions: { code: 'UNAUTHENTICATED' } })];
+        if (!caller) return formatErrors(options, [new GraphQLError('Not connected.', { extensions: { code: 'UNAUTHENTICATED' } })]);
         if (caller.ids.size >= options.maxPerConnection) {
-          return [
+          return formatErrors(options, [
             new GraphQLError(`A connection holds ${options.maxPerConnection} subscriptions at most: complete one first, or open another connection.`, {
               extensions: { code: 'OVERLOADED', reason: 'TooManyOnConnection' },
             }),
-          ];
+          ]);
         }
         // Counted at once: the subscribe messages of one connection arrive together, and each awaits below.
         caller.ids.add(id);
@@ -191,20 +221,22 @@ export function subscriptionTransports(options: TransportOptions): SubscriptionT
           await options.rateLimit?.(caller.principal ? `sub:${caller.principal.subject}` : `ip:${ctx.extra.request.socket.remoteAddress ?? 'unknown'}`);
         } catch (e) {
           caller.ids.delete(id);
-          return asGraphQLErrors(e);
+          return formatErrors(options, asGraphQLErrors(e));
         }
         const prepared = prepareSubscription(options, payload as unknown as Record<string, unknown>);
         if (!prepared.ok) {
           caller.ids.delete(id);
-          return prepared.errors;
+          return formatErrors(options, prepared.errors);
         }
         return executionArgs(prepared, createRequestContext(options.context, randomUUID(), caller.principal));
       },
       onComplete(ctx, id) {
         callers.get(ctx.extra.socket)?.ids.delete(id);
       },
-      onError(ctx, id) {
+      onError(ctx, id, _payload, errors) {
         callers.get(ctx.extra.socket)?.ids.delete(id);
+        // A subscription that failed while it ran (graphql-ws wraps what its iterator threw): formatted too.
+        return formatErrors(options, errors).map((e) => e.toJSON());
       },
     },
     wss,
@@ -222,7 +254,7 @@ export function subscriptionTransports(options: TransportOptions): SubscriptionT
       }, options.heartbeatMs);
       heartbeat.unref();
       res.once('close', () => clearInterval(heartbeat));
-      sseHandler(req, res).catch((err: unknown) => {
+      serveSse(sseHandler, req, res, options.maxPayloadBytes).catch((err: unknown) => {
         options.log.error({ err }, 'subscriptions: unexpected error serving an event stream');
         if (!res.headersSent) {
           res.statusCode = 500;
@@ -248,15 +280,22 @@ export function subscriptionTransports(options: TransportOptions): SubscriptionT
   };
 }
 
-/** An SSE request's refusal: JSON errors with codes and a status (graphql-sse's response tuple). */
-function refusalResponse(status: number, errors: GraphQLError[]): [string, { status: number; statusText: string; headers: Record<string, string> }] {
+/**
+ * An SSE request's refusal: JSON errors with codes and a status (graphql-sse's response tuple), with the refusal's
+ * own headers (`Retry-After` of a 429, `WWW-Authenticate` of a 401).
+ */
+function refusalResponse(
+  status: number,
+  errors: GraphQLError[],
+  headers: Map<string, string> = new Map(),
+): [string, { status: number; statusText: string; headers: Record<string, string> }] {
   const body: { errors: GraphQLFormattedError[] } = { errors: errors.map((e) => e.toJSON()) };
   return [
     JSON.stringify(body),
     {
       status,
       statusText: status === 401 ? 'Unauthorized' : status === 429 ? 'Too Many Requests' : 'Bad Request',
-      headers: { 'content-type': 'application/json; charset=utf-8' },
+      headers: { ...Object.fromEntries(headers), 'content-type': 'application/json; charset=utf-8' },
     },
   ];
 }

@@ -1,0 +1,122 @@
+/**
+ * Subscriptions deliver each change exactly once, however late its EGT is applied and wherever the client resumes:
+ * - a live subscriber gets the writes of a server whose storage holds every write for seconds (a delaying proxy in
+ *   front of its Table endpoint), so that each EGT is applied long after its write was planned;
+ * - a client resuming from any event's cursor gets exactly the events that came after it — over SSE, and across a
+ *   second server — never one it had before, never a miss.
+ * On a schema written for this test (a unique index, so that a create waits for its reservation before its EGT).
+ */
+import { startSdlServer, uniquePrefix } from './support/harness';
+import { startStorageProxy, type StorageProxy } from './support/storage-proxy';
+import { sseSubscribe, wsClient, wsSubscribe } from './support/subscription-clients';
+
+const SDL = `
+type Kite @entity(table: "Kites", partitionKey: "{field}", rowKey: "kite_{id}")
+  @index(name: "bySerial", table: "KitesBySerial", partitionKey: "{serial}", rowKey: "kite", unique: true) {
+  field: ID!
+  id: ID!
+  serial: String!
+  colour: String!
+}
+type Query {
+  kite(field: ID!, id: ID!): Kite @point
+}
+type Mutation {
+  createKite(input: CreateKiteInput!): KitePayload! @write(entity: "Kite", action: CREATE)
+  updateKite(input: UpdateKiteInput!): KitePayload! @write(entity: "Kite", action: UPDATE)
+}
+type Subscription {
+  kiteChanged(field: ID!, after: String): KiteChange! @subscribe(entity: "Kite")
+}
+`;
+
+const CHANGED = 'subscription ($field: ID!, $after: String) { kiteChanged(field: $field, after: $after) { kind id cursor node { colour } } }';
+const settle = (ms = 300) => new Promise((r) => setTimeout(r, ms));
+type Server = Awaited<ReturnType<typeof startSdlServer>>;
+
+const prefix = uniquePrefix();
+// A short storage timeout, so that the proxy's hold is a large part of it: the change log's readers read back a
+// timeout (plus a poll and a second) before their last poll.
+const env = { TABLEGRAPH_AUTH: 'off', TABLEGRAPH_TABLE_PREFIX: prefix, TABLEGRAPH_SUBSCRIPTION_POLL_MS: '100', TABLEGRAPH_STORAGE_TIMEOUT_MS: '5000' };
+const HOLD_MS = 3500;
+let proxy: StorageProxy;
+let slow: Server;
+let reader: Server;
+beforeAll(async () => {
+  // Every write (a reservation's insert, an EGT, a confirmation) held 3.5 s: a create's EGT goes out after its
+  // reservation, so it is applied about 7 s after the write was planned, more than the readers' 6.1 s look-back.
+  proxy = await startStorageProxy(process.env.AZURE_STORAGE_CONNECTION_STRING!, (method) => (method === 'POST' || method === 'PUT' ? HOLD_MS : 0));
+  [slow, reader] = await Promise.all([
+    startSdlServer(SDL, { ...env, AZURE_STORAGE_CONNECTION_STRING: proxy.connectionString, TABLEGRAPH_WORKER: 'off' }),
+    startSdlServer(SDL, env),
+  ]);
+});
+afterAll(async () => {
+  await slow?.close();
+  await reader?.close();
+  await proxy?.close();
+});
+
+async function write(server: Server, query: string) {
+  const r = await server.server.query(query);
+  expect(r.errors).toBeUndefined();
+}
+const create = (field: string, id: string, colour = 'red') =>
+  `mutation { createKite(input: { field: "${field}", id: "${id}", serial: "${field}-${id}", colour: "${colour}" }) { kite { id } } }`;
+
+test('a live subscriber gets every write of a server whose EGTs are applied seconds after they were planned', async () => {
+  const live = sseSubscribe(reader.server.url, CHANGED, { field: 'late' });
+  const ws = wsSubscribe(wsClient(reader.server.url), CHANGED, { field: 'late' });
+  await settle();
+  const started = Date.now();
+  await Promise.all(['1', '2', '3'].map((id) => write(slow, create('late', id))));
+  // Each write was acknowledged only after its EGT was applied, well after it was planned.
+  expect(Date.now() - started).toBeGreaterThan(2 * HOLD_MS);
+  expect(proxy.delayed()).toBeGreaterThanOrEqual(6);
+  const events = await live.waitFor(3, 15_000);
+  expect(events.map((e) => e.kiteChanged.id).sort()).toEqual(['1', '2', '3']);
+  expect((await ws.waitFor(3, 5000)).map((e) => e.kiteChanged.id).sort()).toEqual(['1', '2', '3']);
+  await settle(1000);
+  expect(live.events).toHaveLength(3);
+  expect(live.error).toBeUndefined();
+  live.stop();
+  ws.stop();
+}, 60_000);
+
+test('resuming from any event gets exactly the events after it: over SSE and WebSocket, on another server', async () => {
+  const first = sseSubscribe(reader.server.url, CHANGED, { field: 'again' });
+  await settle();
+  // Writes in bursts, so that some polls deliver several events (a cursor in the middle of a round).
+  for (const burst of [['1', '2'], ['3'], ['4', '5', '6']]) {
+    await Promise.all(burst.map((id) => write(reader, create('again', id))));
+    await write(reader, `mutation { updateKite(input: { field: "again", id: "${burst[0]}", colour: "blue" }) { kite { id } } }`);
+  }
+  const all = await first.waitFor(9);
+  await settle(500);
+  expect(first.events).toHaveLength(9);
+  first.stop();
+  const told = all.map((e) => `${e.kiteChanged.kind} ${e.kiteChanged.id}`);
+  // From every cursor: the rest, in the order the first subscriber got it, and nothing more.
+  for (const [i, e] of all.entries()) {
+    const resumed =
+      i % 2 === 0
+        ? sseSubscribe(slow.server.url, CHANGED, { field: 'again', after: e.kiteChanged.cursor })
+        : wsSubscribe(wsClient(slow.server.url), CHANGED, { field: 'again', after: e.kiteChanged.cursor });
+    const rest = told.slice(i + 1);
+    if (rest.length > 0) expect((await resumed.waitFor(rest.length)).map((r) => `${r.kiteChanged.kind} ${r.kiteChanged.id}`)).toEqual(rest);
+    await settle(400);
+    expect(resumed.events).toHaveLength(rest.length);
+    expect(resumed.error).toBeUndefined();
+    resumed.stop();
+  }
+  // Then a new write reaches a resumed subscriber once.
+  const last = all.at(-1)!.kiteChanged.cursor;
+  const resumed = sseSubscribe(reader.server.url, CHANGED, { field: 'again', after: last });
+  await settle();
+  await write(reader, create('again', '7'));
+  expect((await resumed.waitFor(1)).map((e) => e.kiteChanged.id)).toEqual(['7']);
+  await settle(500);
+  expect(resumed.events).toHaveLength(1);
+  expect(resumed.error).toBeUndefined();
+  resumed.stop();
+}, 90_000);
