@@ -101,9 +101,18 @@ export interface Config {
    * and a client may resume (s, default 3600); TABLEGRAPH_MAX_SUBSCRIPTIONS, subscriptions one server serves (default
    * 10000); TABLEGRAPH_SUBSCRIPTIONS_PER_CONNECTION, on one WebSocket (default 20);
    * TABLEGRAPH_SUBSCRIPTION_HEARTBEAT_MS, keep-alive of idle connections (ms, default 15000);
-   * TABLEGRAPH_SUBSCRIPTIONS_PER_SUBJECT, held at once by one token subject over all its connections (default 100).
+   * TABLEGRAPH_SUBSCRIPTIONS_PER_SUBJECT, held at once by one token subject over all its connections (default 100);
+   * TABLEGRAPH_SUBSCRIPTION_BUFFER, events one subscriber may have waiting before it is ended (events, default 1000).
    */
-  subscriptions: { pollMs: number; retentionMs: number; maxSubscriptions: number; perConnection: number; perSubject: number; heartbeatMs: number };
+  subscriptions: {
+    pollMs: number;
+    retentionMs: number;
+    maxSubscriptions: number;
+    perConnection: number;
+    perSubject: number;
+    heartbeatMs: number;
+    maxBuffered: number;
+  };
   /**
    * TABLEGRAPH_INTROSPECTION: whether the schema can be introspected and the IDE page is served (default true, for
    * the quick start); false for a public deployment, which also blocks field suggestions in error messages.
@@ -265,6 +274,7 @@ const specs = {
   TABLEGRAPH_SUBSCRIPTIONS_PER_CONNECTION: positiveInt({ default: 20 }),
   TABLEGRAPH_SUBSCRIPTION_HEARTBEAT_MS: positiveInt({ default: 15000 }),
   TABLEGRAPH_SUBSCRIPTIONS_PER_SUBJECT: positiveInt({ default: 100 }),
+  TABLEGRAPH_SUBSCRIPTION_BUFFER: positiveInt({ default: 1000 }),
   TABLEGRAPH_ALLOWED_HOSTS: hostList({ default: [], desc: 'host names a request may name beside loopback, comma-separated' }),
   TABLEGRAPH_CORS_ORIGINS: originList({ default: [], desc: 'origins allowed to call /graphql from a browser, comma-separated' }),
 };
@@ -378,6 +388,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
       perConnection: e.TABLEGRAPH_SUBSCRIPTIONS_PER_CONNECTION,
       perSubject: e.TABLEGRAPH_SUBSCRIPTIONS_PER_SUBJECT,
       heartbeatMs: e.TABLEGRAPH_SUBSCRIPTION_HEARTBEAT_MS,
+      maxBuffered: e.TABLEGRAPH_SUBSCRIPTION_BUFFER,
     },
     httpCache: { maxAgeSeconds: e.TABLEGRAPH_CACHE_MAX_AGE, unwrittenMaxAgeSeconds: e.TABLEGRAPH_CACHE_MAX_AGE_UNWRITTEN },
     trustedDocuments: e.TABLEGRAPH_TRUSTED_DOCUMENTS === undefined ? undefined : path.resolve(cwd, e.TABLEGRAPH_TRUSTED_DOCUMENTS),

@@ -81,3 +81,45 @@ test('an employee created in one page appears in the other', async () => {
   expect(failures).toEqual([]);
   console.log(`web client: created in one page, shown in the other after ${latencyMs} ms`);
 });
+
+test('a page the server ends (fallen behind) resumes from its last change and goes on following', async () => {
+  // A server that ends a subscriber as soon as three events wait for it.
+  const strict = await startTestServer({
+    TABLEGRAPH_JWT_SECRET: SECRET,
+    TABLEGRAPH_CORS_ORIGINS: new URL(webUrl).origin,
+    TABLEGRAPH_SUBSCRIPTION_POLL_MS: '200',
+    TABLEGRAPH_SUBSCRIPTION_BUFFER: '3',
+  });
+  try {
+    const token = await new SignJWT({ sub: 'admin@example.test', roles: ['hr-admin'] })
+      .setProtectedHeader({ alg: 'HS256' })
+      .setExpirationTime('10m')
+      .sign(new TextEncoder().encode(SECRET));
+    const page = await browser.newPage();
+    const failures: string[] = [];
+    page.on('pageerror', (e) => failures.push(e.message));
+    await page.goto(`${webUrl}?${new URLSearchParams({ api: strict.url, department: 'Sales', token }).toString()}`);
+    await page.locator('#status', { hasText: 'live' }).waitFor({ timeout: 15_000 });
+    const create = (id: number) =>
+      fetch(strict.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+        body: JSON.stringify({
+          query: 'mutation ($input: CreateEmployeeInput!) { createEmployee(input: $input) { employee { id } } }',
+          variables: { input: { departmentId: 'Sales', id: String(id), firstName: 'Burst', lastName: `N${id}`, email: `burst.${id}@example.test` } },
+        }),
+      }).then(async (r) => expect(((await r.json()) as any).errors).toBeUndefined());
+    // A burst the subscriber cannot hold: the server ends it with OVERLOADED after the events it holds.
+    const base = 91_000_000 + Math.floor(Math.random() * 100_000) * 10;
+    await Promise.all([0, 1, 2, 3, 4, 5].map((i) => create(base + i)));
+    await page.locator('#error', { hasText: 'fell more than 3 events behind' }).waitFor({ timeout: 10_000 });
+    // The page subscribed again with its last cursor: a later write still arrives.
+    await create(base + 9);
+    await page.locator(`#employees li[data-id="${base + 9}"]`).waitFor({ timeout: 10_000 });
+    for (const i of [0, 1, 2, 3, 4, 5]) expect(await page.locator(`#employees li[data-id="${base + i}"]`).count()).toBe(1);
+    expect(failures).toEqual([]);
+    await page.close();
+  } finally {
+    await strict.close();
+  }
+});

@@ -43,11 +43,35 @@ async function load() {
   for (const edge of data.department?.employees.edges ?? []) show(edge.node, false);
 }
 
-/** Follows the department: a created or changed employee is shown, a deleted one removed; resumes by cursor. */
+/**
+ * Follows the department: a created or changed employee is shown, a deleted one removed. Whenever the subscription
+ * ends — the connection lost, or the server ending it (a client that fell behind, an expired token) — it resumes from
+ * the last change seen, so nothing written meanwhile is missed; when the server can no longer resume (the cursor too
+ * old, too much changed), the list is read again and followed from now.
+ */
 function follow() {
   const client = graphqlSse.createClient({ url: api.replace(/\/graphql$/, '/graphql/stream'), headers: token ? { authorization: `Bearer ${token}` } : {} });
   let after = null;
-  const subscribe = () =>
+  let ended = null; // the error the server ended the subscription with, if any
+  const again = (delayMs) => {
+    const why = ended;
+    ended = null;
+    if (why?.code === 'UNAUTHENTICATED') {
+      status.textContent = 'signed out: open the page again with a new token';
+      return;
+    }
+    status.textContent = 'reconnecting…';
+    setTimeout(async () => {
+      if (why?.reason === 'ChangesExpired' || why?.reason === 'ResumeTooLarge') {
+        // Too far behind to catch up change by change: read the list again, then follow from now.
+        after = null;
+        list.replaceChildren();
+        await load().catch((e) => (errorLine.textContent = e.message));
+      }
+      subscribe();
+    }, delayMs);
+  };
+  const subscribe = () => {
     client.subscribe(
       {
         query: `subscription ($d: ID!, $after: String) { employeeChanged(departmentId: $d, after: $after) { kind id cursor node { ${FIELDS} } } }`,
@@ -55,23 +79,30 @@ function follow() {
       },
       {
         next({ data, errors }) {
-          if (errors) return void (errorLine.textContent = errors.map((e) => e.message).join('; '));
+          if (errors) {
+            ended = errors[0]?.extensions ?? null;
+            errorLine.textContent = errors.map((e) => e.message).join('; ');
+            return;
+          }
           const change = data.employeeChanged;
           after = change.cursor;
           if (change.kind === 'DELETED' || !change.node) list.querySelector(`[data-id="${CSS.escape(change.id)}"]`)?.remove();
           else show(change.node, true);
         },
         error(e) {
-          status.textContent = 'reconnecting…';
-          // Resume after the last change seen: nothing written meanwhile is missed.
-          setTimeout(subscribe, 1000);
           console.warn(e);
+          ended = e?.[0]?.extensions ?? null;
+          again(1000);
         },
-        complete() {},
+        // The server ended it (the client fell behind, the token expired): resume at once.
+        complete() {
+          again(0);
+        },
       },
     );
+    status.textContent = 'live';
+  };
   subscribe();
-  status.textContent = 'live';
 }
 
 document.getElementById('create').addEventListener('submit', async (event) => {

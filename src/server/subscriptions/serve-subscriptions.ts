@@ -20,6 +20,7 @@ import type { RateLimit } from '../rate-limit';
 import { assignRequestId, startRequestLine } from '../request-log';
 import type { TrustedDocuments } from '../trusted-documents';
 import { ChangePoller, DEFAULT_POLL_INTERVAL_MS } from './change-poller';
+import { MAX_BUFFERED_EVENTS } from './event-queue';
 import { attachSubscriptions } from './subscription-fields';
 import { DEFAULT_HEARTBEAT_MS, DEFAULT_SUBSCRIPTIONS_PER_CONNECTION, SSE_PATH, subscriptionTransports, type SubscriptionTransports } from './transports';
 
@@ -39,6 +40,8 @@ export interface SubscriptionSettings {
   perSubject: number;
   /** Time between two keep-alive signals on an idle connection (ms). */
   heartbeatMs: number;
+  /** Events one subscriber may have waiting; past it, it is ended with OVERLOADED (events). */
+  maxBuffered: number;
 }
 
 /** What the subscriptions need of the application's dependencies (app.ts AppDeps). */
@@ -109,6 +112,7 @@ const DEFAULT_SUBSCRIPTION_SETTINGS: SubscriptionSettings = {
   perConnection: DEFAULT_SUBSCRIPTIONS_PER_CONNECTION,
   perSubject: 100,
   heartbeatMs: DEFAULT_HEARTBEAT_MS,
+  maxBuffered: MAX_BUFFERED_EVENTS,
 };
 
 /**

@@ -39,6 +39,8 @@ export interface SubscriptionDeps extends ContextDeps {
   perSubject: number;
   /** Entities a resume's catch-up may read (point queries; default: the demand budget's storage calls). */
   maxResumeReads: number;
+  /** Events one subscriber may have waiting (events). */
+  maxBuffered: number;
 }
 
 /** What the subscription's iterator yields: a change, or last, the error it ends with. */
@@ -108,6 +110,7 @@ function subscriber(sub: SubscriptionModel, deps: SubscriptionDeps, live: LiveCo
         watching.stop?.();
       },
       (failure) => ({ failure }),
+      deps.maxBuffered,
     );
     if (expiresAt !== undefined) {
       // The token's end is the subscription's: a last event says so, with a code; the client subscribes again with a
