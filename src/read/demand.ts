@@ -10,7 +10,8 @@
  * - a point query (`@point`): 1 storage call, 1 entity, 1 response node;
  * - a range query (`@range`, a Relay connection): 1 storage call and `first` + 1 entities; `first` nodes below;
  *   when read through an index whose projection lacks a selected field (or the ETag), 1 more point query per node;
- *   through join entities (`@range(through)`), 1 point query per node for the node itself;
+ *   through join entities (`@range(through)`), 1 point query per node for the node itself, 2 when the join's
+ *   reference goes through a unique index of the target (the index entity, then the target);
  * - a mutation field: WRITE_CALLS storage calls (the entity, its holders, the reservation, the EGT, the message).
  */
 import {
@@ -144,9 +145,11 @@ export function estimateDemand(
         add('storageCalls', times * parts);
         add('entitiesRead', times * (path.kind === 'range' ? first + 1 : parts));
         if (path.kind === 'range' && path.join) {
-          // A many-to-many page: one point query per join entity, for its node, in one wave.
-          add('storageCalls', times * first);
-          add('entitiesRead', times * first);
+          // A many-to-many page: one point query per join entity, for its node, in one wave — two through a unique
+          // index of the target (the index entity, then the target its keys give).
+          const perNode = path.join.reference.index ? 2 : 1;
+          add('storageCalls', times * first * perNode);
+          add('entitiesRead', times * first * perNode);
         }
         // Through an eventually consistent index, `@auth` on entity fields is decided on the entity itself, read
         // at once (path-resolvers.ts): one more point query, and the node's fields come from it.
