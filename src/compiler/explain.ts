@@ -180,8 +180,9 @@ export function explainModel(model: Model): Explanation {
     rowKey: rowKeyPlan(path),
     index: path.index ? { name: path.index.name, scope: path.index.scope, projection: [...path.index.projection] } : null,
     through: path.kind === 'range' && path.join ? { entity: path.join.entity.name, reference: path.join.reference.coordinate } : null,
-    waves: path.kind === 'range' && path.join ? 2 : 1,
-    maxWaves: path.index || (path.kind === 'range' && path.join) ? 2 : 1,
+    // A many-to-many page: the join entities, then their targets — through a unique index, its entities first.
+    waves: path.kind === 'range' && path.join ? (path.join.reference.index ? 3 : 2) : 1,
+    maxWaves: path.kind === 'range' && path.join ? (path.join.reference.index ? 3 : 2) : path.index ? 2 : 1,
     pageSize: path.kind === 'range' ? { default: path.pageSize, max: path.maxPageSize } : null,
     consistency: path.index?.scope === 'interPartition' ? 'eventual' : 'strong',
     parts: !path.index && path.kind === 'point' ? (path.target.wide?.parts.length ?? null) : null,
@@ -317,7 +318,10 @@ export function formatExplanation(e: Explanation): string {
     lines.push(`    PartitionKey ${describeKey(p.partitionKey)}`);
     lines.push(`    RowKey       ${describeRowKey(p.rowKey)}`);
     if (p.index) lines.push(`    via ${p.index.scope} index "${p.index.name}" holding ${p.index.projection.join(', ')}`);
-    if (p.through) lines.push(`    through ${p.through.entity} join entities, each node read by ${p.through.reference} (one batched wave)`);
+    if (p.through) {
+      const waves = p.waves === 3 ? 'two batched waves: the index entities, then the targets' : 'one batched wave';
+      lines.push(`    through ${p.through.entity} join entities, each node read by ${p.through.reference} (${waves})`);
+    }
     if (p.parts) lines.push(`    wide entity: ${p.parts} entities (RowKey, then RowKey + "_part2" …), one point query each, in one wave`);
     if (p.pageSize) lines.push(`    page size    ${p.pageSize.default} entities by default, at most ${p.pageSize.max}`);
     lines.push(p.maxWaves > p.waves ? `  waves: ${p.waves}; ${p.maxWaves} when the selection needs a field the index does not hold` : `  waves: ${p.waves}`);
