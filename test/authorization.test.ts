@@ -114,7 +114,15 @@ describe('a reader of ENGINEERING', () => {
     const none = await as(t, '{ employeeByEmail(email: "nobody@finance.example") { id } }');
     expect(other).toEqual({ data: { employeeByEmail: null }, extensions: expect.anything() });
     expect(none).toEqual({ data: { employeeByEmail: null }, extensions: expect.anything() });
-    expect((await as(t, '{ employeeByEmail(email: "employee12@engineering.example") { id } }')).data.employeeByEmail).toEqual({ id: '12' });
+    // Nor does what it cost: a scoped reader gets the estimate alone, the same for both.
+    expect(other.extensions).toEqual(none.extensions);
+    expect(other.extensions!.cost).toEqual({ withheld: 'ScopedRead', partitionScans: 0, tableScans: 0, estimate: expect.objectContaining({ storageCalls: expect.any(Number) }) });
+    const mine = await as(t, '{ employeeByEmail(email: "employee12@engineering.example") { id } }');
+    expect(mine.data.employeeByEmail).toEqual({ id: '12' });
+    expect(mine.extensions!.cost.withheld).toBe('ScopedRead');
+    // A caller no scope decides for sees what its reads cost.
+    const admin = await as(await ADMIN(), '{ employeeByEmail(email: "employee1001@finance.example") { id } }');
+    expect(admin.extensions!.cost).toMatchObject({ roundTrips: expect.any(Number), entitiesRead: expect.any(Number) });
   });
 
   test('a worker of another department, or any worker for a token with no role: FORBIDDEN before any storage call, as a contractor', async () => {
@@ -402,7 +410,10 @@ type Query { thing(owner: ID!, id: ID!): Thing @point other(id: ID!): Other @poi
 describe('a shared access signature for a department partition (@sas)', () => {
   test('read-only, that partition, 15 minutes: a Table client reads the department with it; it writes nothing', async () => {
     const r = await as(await READER('ENGINEERING'), '{ department(id: "ENGINEERING") { directorySas } }');
-    expect(r.extensions?.cost.roundTrips).toBe(1); // the department's point query; signing costs no call
+    // The department's point query; signing costs no call (counted for a caller no scope decides for: a scoped
+    // reader is shown the estimate alone).
+    expect(r.extensions?.cost.withheld).toBe('ScopedRead');
+    expect((await as(await ADMIN(), '{ department(id: "ENGINEERING") { directorySas } }')).extensions?.cost.roundTrips).toBe(1);
     const url = new URL(r.data.department.directorySas);
     const table = `${server.config.tablePrefix}Directory`;
     expect(url.pathname.endsWith(`/${table}`)).toBe(true);

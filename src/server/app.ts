@@ -124,7 +124,7 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
     schema: deps.schema,
     plugins: [
       subscriptionsElsewhere,
-      costPlugin,
+      costPlugin(deps.model),
       requestLogPlugin(deps.log, deps.model),
       demandPlugin(deps.model, deps.budget ?? DEFAULT_DEMAND_BUDGET, deps.requestAdmission),
       ...(limits.plugins as Array<ApolloServerPlugin<RequestContext>>),
