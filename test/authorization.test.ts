@@ -116,7 +116,12 @@ describe('a reader of ENGINEERING', () => {
     expect(none).toEqual({ data: { employeeByEmail: null }, extensions: expect.anything() });
     // Nor does what it cost: a scoped reader gets the estimate alone, the same for both.
     expect(other.extensions).toEqual(none.extensions);
-    expect(other.extensions!.cost).toEqual({ withheld: 'ScopedRead', partitionScans: 0, tableScans: 0, estimate: expect.objectContaining({ storageCalls: expect.any(Number) }) });
+    expect(other.extensions!.cost).toEqual({
+      withheld: 'ScopedRead',
+      partitionScans: 0,
+      tableScans: 0,
+      estimate: expect.objectContaining({ storageCalls: expect.any(Number) }),
+    });
     const mine = await as(t, '{ employeeByEmail(email: "employee12@engineering.example") { id } }');
     expect(mine.data.employeeByEmail).toEqual({ id: '12' });
     expect(mine.extensions!.cost.withheld).toBe('ScopedRead');

@@ -200,7 +200,8 @@ type Mutation {
     for (let i = 0; i < 6; i++) await run(`mutation { createTrack(input: { owner: "o", id: "${i}", title: "t${i}", seconds: ${100 + i} }) { track { id } } }`);
     for (let i = 0; i < 6; i++) await run(`mutation { createEntry(input: { owner: "o", playlistId: "p", trackId: "${i}" }) { entry { trackId } } }`);
     // The tracks' unique index is kept by the worker: wait until every track reads through it.
-    const page = '{ playlist(owner: "o", id: "p") { a: tracks(first: 3) { edges { node { title seconds } } } b: tracks(first: 6) { edges { node { title } } } } }';
+    const page =
+      '{ playlist(owner: "o", id: "p") { a: tracks(first: 3) { edges { node { title seconds } } } b: tracks(first: 6) { edges { node { title } } } } }';
     let r = await run(page);
     for (let i = 0; i < 100 && r.data.playlist.b.edges.length < 6; i++) {
       await new Promise((resolve) => setTimeout(resolve, 100));

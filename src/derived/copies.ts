@@ -4,14 +4,23 @@
  * from, every copy of it — found through the declared range of its type over the copying type — is brought up to
  * date. Each copy is written from the target as read, with If-Match on the copying entity's ETag (a conflict reads
  * both again), so redelivered, reordered and concurrently handled messages converge to the targets' values.
+ *
+ * A copy that keys the reference a summary counts its entity through (`Item.ownerId @copy(…)`, `Item.owner` keyed by
+ * it, `Owner.spent @summary(of: "Item", via: "owner")`) moves the entity's contribution when it changes: such an
+ * entity is written through the write path (worker-write.ts) — as an update that sets its references again, so the
+ * write path fills the copies from the targets it reads — and its summaries follow, in its EGT or through its own
+ * fan-out message, exactly as after a client's write.
  */
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { entityWrites, primaryAddress, typedValue, valuesOf } from '../model/entity-codec';
 import { parseKey, prefixUpperBound, renderKey, renderKeyPrefix } from '../model/key-template';
-import { readReferenced } from '../model/references';
+import { readReferenced, referenceFields } from '../model/references';
+import { summaryKeyFields } from '../model/summaries';
 import { ENTITY_TYPE_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type Model, type RangePath } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity, TypedValue } from '../storage/types';
+import type { WriteExecutor } from '../write/write-executor';
+import { quietly, workerWrite } from './worker-write';
 
 /** Attempts at one entity's copies while other writers keep changing it (attempts). */
 const ATTEMPTS = 10;
@@ -29,12 +38,14 @@ export async function reconcileCopies(
   current: StoredEntity | null,
   candidates: readonly EntityAddress[],
   observer?: StorageObserver,
+  writer?: WriteExecutor,
 ): Promise<number> {
   let written = 0;
-  if (entity.copies.size > 0 && current) written += (await refreshCopies(store, entity, primary, observer)) ? 1 : 0;
+  const through = writer && { model, writer };
+  if (entity.copies.size > 0 && current) written += (await refreshCopies(store, entity, primary, observer, through)) ? 1 : 0;
   for (const copy of model.copiesOf.get(entity.name) ?? []) {
     for (const holder of await listedBy(store, copy.reverse, copy.entity, entity, primary, current, candidates, observer)) {
-      if (await refreshCopies(store, copy.entity, holder, observer)) written++;
+      if (await refreshCopies(store, copy.entity, holder, observer, through)) written++;
     }
   }
   return written;
@@ -101,10 +112,19 @@ function keyedValues(entity: EntityModel, primary: EntityAddress, candidates: re
 
 /**
  * Writes an entity's copies from their targets as they are now, if any differs: the entity replaced with If-Match
- * on the ETag read (again after a conflict). A target gone (or not of its type) gives null copies.
+ * on the ETag read (again after a conflict). A target gone (or not of its type) gives null copies. A copy that keys
+ * a summary's reference goes through `through.writer` (an update of the entity that sets the copies' references
+ * again), so the summaries follow; without a write path it is written as the others, and `repair-summaries` puts
+ * the summaries right.
  * @returns whether anything was written
  */
-export async function refreshCopies(store: TableStore, entity: EntityModel, address: EntityAddress, observer?: StorageObserver): Promise<boolean> {
+export async function refreshCopies(
+  store: TableStore,
+  entity: EntityModel,
+  address: EntityAddress,
+  observer?: StorageObserver,
+  through?: { model: Model; writer: WriteExecutor },
+): Promise<boolean> {
   const call = { observer };
   for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
     const stored = await store.getEntity(address, call);
@@ -125,6 +145,16 @@ export async function refreshCopies(store: TableStore, entity: EntityModel, addr
       changed[copy.field] = wanted;
     }
     if (Object.keys(changed).length === 0) return false;
+    const keyed = through && summaryKeyFields(through.model, entity);
+    if (keyed && Object.keys(changed).some((f) => keyed.has(f))) {
+      // Through the write path: an update giving the entity's keys and the references of the changed copies, as
+      // stored, conditional on the ETag read; the write path reads the targets and fills the copies from them.
+      const input: Record<string, unknown> = { ifMatch: stored.etag };
+      for (const f of entity.keyFields) input[f] = values[f];
+      for (const f of Object.keys(changed)) for (const r of referenceFields(entity.copies.get(f)!.reference)) input[r] = values[r];
+      if (await quietly(through.writer.execute(workerWrite(entity, 'UPDATE'), input, observer))) return true;
+      continue; // changed meanwhile: read it again
+    }
     // A replace, not a merge: a merge cannot remove a copy whose target is gone. The state's WriteId stays: the
     // copies are not a write of the entity (its fan-out messages still name the state they were based on).
     const { primary } = entityWrites(entity, { ...values, ...changed }, String(stored.properties[WRITE_ID_PROPERTY] ?? ''));

@@ -9,21 +9,15 @@
  * Each join entity is found through the join's reverse range, read again, and written conditionally on its ETag;
  * every step is idempotent, so redelivered and concurrently handled messages converge.
  */
-import { ErrorCode, isTablegraphError } from '../errors';
 import { primaryAddress, valuesOf } from '../model/entity-codec';
 import { readReferenced, referenceAddress } from '../model/references';
-import { ENTITY_TYPE_PROPERTY, type EntityModel, type JoinModel, type Model, type WriteModel } from '../model/types';
+import { ENTITY_TYPE_PROPERTY, type EntityModel, type JoinModel, type Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
 import { addressKey } from '../storage/address-key';
 import type { WriteExecutor } from '../write/write-executor';
 import { listedBy } from './copies';
-
-/** A write of a join entity by the worker, not by a client: every stored field but summaries, copies and series. */
-function joinWrite(join: EntityModel, action: WriteModel['action']): WriteModel {
-  const inputFields = new Set([...join.fields.keys()].filter((f) => !join.summaryFields.has(f) && !join.copies.has(f) && !join.fields.get(f)!.series));
-  return { coordinate: `${join.name}.join`, entity: join, action, inputFields, payloadField: '' };
-}
+import { quietly, workerWrite } from './worker-write';
 
 /**
  * The join entities of `join` that point at the target at `primary` (`values`: as it is or was; null: deleted,
@@ -81,7 +75,7 @@ export async function deleteDanglingJoins(
       const again = await readReferenced(join.reference, valuesOf(join.entity, stored.properties), (a) => store.getEntity(a, { observer }));
       if (again) continue;
       const keys = Object.fromEntries(join.entity.keyFields.map((k) => [k, valuesOf(join.entity, stored.properties)[k]]));
-      if (await quietly(writer.execute(joinWrite(join.entity, 'DELETE'), { ...keys, ifMatch: stored.etag }, observer))) deleted++;
+      if (await quietly(writer.execute(workerWrite(join.entity, 'DELETE'), { ...keys, ifMatch: stored.etag }, observer))) deleted++;
     }
   }
   return deleted;
@@ -110,29 +104,18 @@ export async function repointJoins(
     for (const stored of await pointingAt(store, join, entity, from, old, [], observer)) {
       const values = valuesOf(join.entity, stored.properties);
       const next: Record<string, unknown> = {};
-      for (const f of joinWrite(join.entity, 'CREATE').inputFields) next[f] = values[f] ?? null;
+      for (const f of workerWrite(join.entity, 'CREATE').inputFields) next[f] = values[f] ?? null;
       for (const [targetField, joinField] of join.keyFields) if (keys[targetField] !== undefined) next[joinField] = keys[targetField];
       if (addressKey(primaryAddress(join.entity, next)) === addressKey(primaryAddress(join.entity, values))) {
         // Its own keys do not name the target: the same join entity, its reference changed in place.
-        if (await quietly(writer.execute(joinWrite(join.entity, 'REPLACE'), { ...next, ifMatch: stored.etag }, observer))) moved++;
+        if (await quietly(writer.execute(workerWrite(join.entity, 'REPLACE'), { ...next, ifMatch: stored.etag }, observer))) moved++;
         continue;
       }
-      await quietly(writer.execute(joinWrite(join.entity, 'CREATE'), next, observer)); // already there: re-pointed before
+      await quietly(writer.execute(workerWrite(join.entity, 'CREATE'), next, observer)); // already there: re-pointed before
       const oldKeys = Object.fromEntries(join.entity.keyFields.map((k) => [k, values[k]]));
-      await quietly(writer.execute(joinWrite(join.entity, 'DELETE'), { ...oldKeys, ifMatch: stored.etag }, observer));
+      await quietly(writer.execute(workerWrite(join.entity, 'DELETE'), { ...oldKeys, ifMatch: stored.etag }, observer));
       moved++;
     }
   }
   return moved;
-}
-
-/** Whether a worker's write went through; false when it found its entity already changed (a redelivery did it). */
-async function quietly(write: Promise<unknown>): Promise<boolean> {
-  try {
-    await write;
-    return true;
-  } catch (e) {
-    if (isTablegraphError(e, ErrorCode.CONFLICT) || (isTablegraphError(e, ErrorCode.NOT_FOUND) && e.details.reason === undefined)) return false;
-    throw e;
-  }
 }

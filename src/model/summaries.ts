@@ -7,8 +7,8 @@
 import { Decimal, storedDecimal } from './decimal';
 import type { EntityAddress, StoredEntity } from '../storage/types';
 import { renderKey } from './key-template';
-import { targetAddress } from './references';
-import type { SummaryModel } from './types';
+import { referenceFields, targetAddress } from './references';
+import type { CopyModel, EntityModel, Model, SummaryModel } from './types';
 
 /**
  * The holder an entity with `values` contributes to: the summary's `via` reference rendered from its values —
@@ -69,4 +69,19 @@ export function summaryContribution(summary: SummaryModel, values: Record<string
 /** A summary value as the holder's property holds it (absent: 0). */
 export function summaryValue(stored: unknown): Decimal {
   return storedDecimal(typeof stored === 'bigint' ? stored.toString() : stored);
+}
+
+/** The fields of `entity` that key a reference some summary counts it through (`@summary(via:)`). */
+export function summaryKeyFields(model: Model, entity: EntityModel): Set<string> {
+  const out = new Set<string>();
+  for (const s of model.summaries.values()) if (s.of === entity) referenceFields(s.via).forEach((f) => out.add(f));
+  return out;
+}
+
+/**
+ * Whether a copy keys a summary's reference: when it changes, its entity's contribution moves, so the worker writes
+ * it through the write path (src/derived/copies.ts), never the target's EGT beside it.
+ */
+export function copyKeysSummary(model: Model, copy: CopyModel): boolean {
+  return summaryKeyFields(model, copy.entity).has(copy.field);
 }

@@ -75,7 +75,7 @@ export async function reconcile(message: EntityMessage, opts: ReconcileOptions):
       }),
     );
     upserted += await reconcileContributions(opts.model, store, entity, message.primary, current, old, message.holderLookups ?? [], opts.observer);
-    upserted += await reconcileCopies(opts.model, store, entity, message.primary, current, [...old.values()], opts.observer);
+    upserted += await reconcileCopies(opts.model, store, entity, message.primary, current, [...old.values()], opts.observer, opts.writer);
     deleted += await deleteDanglingJoins(opts.model, store, opts.writer, entity, message.primary, current, [...old.values()], opts.observer);
     await opts.afterUpserts?.(message);
     let leaseEnds = 0;

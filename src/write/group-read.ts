@@ -16,7 +16,7 @@ import type { GroupState } from './group-plan';
 import { classifyKey, pointsAt, type KeyState } from './reservations';
 import { referenceAddress } from '../model/references';
 import { referencesToCheck } from './references';
-import { holderAddress } from '../model/summaries';
+import { copyKeysSummary, holderAddress } from '../model/summaries';
 import { changedCopies, copyListKey, nextValues, summariesOf, type Values, type WritePlan } from './write-plan';
 
 /** Copies changed in one EGT at most (entities); more are left to the worker. */
@@ -120,7 +120,12 @@ export async function readGroupState(
       }
     }
     wantReferences(m, next);
-    if (current) for (const copy of changedCopies(model, m.write.entity, valuesOf(m.write.entity, current.properties), next)) wantCopies(m, copy, next!);
+    if (current) {
+      // A copy that keys a summary's reference moves a contribution when it changes: the worker's, through the write
+      // path (src/derived/copies.ts), not a merge in this EGT.
+      const copies = changedCopies(model, m.write.entity, valuesOf(m.write.entity, current.properties), next).filter((c) => !copyKeysSummary(model, c));
+      for (const copy of copies) wantCopies(m, copy, next!);
+    }
   }
   await read(new Map());
   await Promise.all(
