@@ -702,7 +702,7 @@ describe('rejections name the type, the field and the SDL line', () => {
     expect(design.message).toMatch(/^The schema cannot be served without scans or is inconsistent/);
   });
 
-  test('a sum over a field that is itself a summary is refused with its location: it would not follow its changes', () => {
+  test('a sum over a field that is itself a summary is a summary of a summary: kept by the worker; a cycle is refused', () => {
     const sdl = `
 type Customer @entity(table: "Shop", partitionKey: "{customer}", rowKey: "customer") {
   customer: ID!
@@ -719,11 +719,32 @@ type Line @entity(table: "Shop", partitionKey: "{customer}", rowKey: "line_{invo
   invoice: Invoice! @point(partitionKey: "{customer}", rowKey: "invoice_{invoiceId}")
 }
 type Query { customer(customer: ID!): Customer @point }`;
-    const error = rejection(sdl);
-    const problems = error.details.problems as Array<{ coordinate: string; message: string; locations: Array<{ line: number }> }>;
-    expect(problems.map((p) => p.coordinate)).toEqual(['Customer.totalSpent']); // a count of invoices is fine
-    expect(problems[0].message).toMatch(/Invoice\.total is itself a @summary/);
-    expect(problems[0].locations[0].line).toBe(lineOf(sdl, 'totalSpent'));
+    const { model } = compile(sdl);
+    const total = model.summaries.get('Invoice.total')!;
+    const spent = model.summaries.get('Customer.totalSpent')!;
+    // The invoice's total is kept in the lines' EGT; the customer's sum of totals, in the same partition too, by the
+    // worker: a write of a line changes the total without a write of the invoice.
+    expect(total.scope).toBe('egt');
+    expect(total.feeds).toEqual([spent]);
+    expect(spent.scope).toBe('eventual');
+    expect(model.summaries.get('Customer.invoiceCount')!.scope).toBe('egt'); // a count of invoices is as it was
+    // Two summaries that sum each other: refused, each with its location.
+    const cycle = `
+type A @entity(table: "Things", partitionKey: "p", rowKey: "a_{id}") {
+  id: ID! bId: ID!
+  b: B! @point(partitionKey: "p", rowKey: "b_{bId}")
+  x: Int! @summary(of: "B", via: "a", sum: ["y"])
+}
+type B @entity(table: "Things", partitionKey: "p", rowKey: "b_{id}") {
+  id: ID! aId: ID!
+  a: A! @point(partitionKey: "p", rowKey: "a_{aId}")
+  y: Int! @summary(of: "A", via: "b", sum: ["x"])
+}
+type Query { a(id: ID!): A @point(partitionKey: "p") }`;
+    const problems = rejection(cycle).details.problems as Array<{ coordinate: string; message: string; locations: Array<{ line: number }> }>;
+    expect(problems.map((p) => p.coordinate).sort()).toEqual(['A.x', 'B.y']);
+    expect(problems[0].message).toMatch(/summed, through other summaries, into itself/);
+    expect(problems.find((p) => p.coordinate === 'A.x')!.locations[0].line).toBe(lineOf(cycle, 'x: Int!'));
   });
 
   test('a refused summary is one problem: its field is never taken for an input of the generated mutations', () => {

@@ -4,7 +4,7 @@
  * through the fan-out queue and contribution entities where they do not. What each entity contributes, at run
  * time, is src/model/summaries.ts.
  */
-import { isObjectType, type GraphQLObjectType, type GraphQLSchema } from 'graphql';
+import { isObjectType, type GraphQLSchema } from 'graphql';
 import { readSummary } from '../compiler/directives';
 import { notAReference } from './references';
 import type { SchemaProblems } from '../compiler/schema-errors';
@@ -13,28 +13,13 @@ import type { AccessPath, EntityModel, SummaryFactor, SummaryModel } from '../mo
 const NUMERIC = new Set(['Int', 'Float', 'Decimal']);
 
 /**
- * Parses `"unitPrice * quantity"` into factors; undefined (with a problem) when malformed, or when a
- * factor is itself a summary (`summarized`: every `Type.field` with `@summary`): a write of the summarised entity
- * changes that value without a write of its own entity, so a sum over it would never follow.
+ * Parses `"unitPrice * quantity"` into factors; undefined (with a problem) when malformed. A factor may be a summary
+ * of `of` itself (a summary of a summary: `Customer.totalSpent` summing `Invoice.total`): such a sum is kept by the
+ * worker (linkSummaryChains).
  */
-function parseTerm(
-  term: string,
-  of: EntityModel,
-  coordinate: string,
-  problems: SchemaProblems,
-  node: SummaryModelNode,
-  summarized: ReadonlySet<string>,
-): SummaryFactor[] | undefined {
+function parseTerm(term: string, of: EntityModel, coordinate: string, problems: SchemaProblems, node: SummaryModelNode): SummaryFactor[] | undefined {
   const factors: SummaryFactor[] = [];
   for (const raw of term.split('*').map((f) => f.trim())) {
-    if (summarized.has(`${of.name}.${raw}`)) {
-      problems.add(
-        coordinate,
-        `sum term "${term}": ${of.name}.${raw} is itself a @summary, changed by writes of what it counts, not of ${of.name}, so this sum would not follow it. Sum what ${of.name}.${raw} sums instead, over a reference from those entities to this holder (a summary of a summary is not kept)`,
-        node,
-      );
-      return undefined;
-    }
     if (/^-?\d+(\.\d+)?$/.test(raw)) {
       factors.push({ constant: Number(raw) });
     } else if (NUMERIC.has(of.fields.get(raw)?.graphqlType ?? '') && !of.fields.get(raw)?.series) {
@@ -61,13 +46,7 @@ export function buildSummaries(
 ): Map<string, SummaryModel> {
   const summaries = new Map<string, SummaryModel>();
   const types = Object.values(schema.getTypeMap()).filter((t) => isObjectType(t) && !t.name.startsWith('__'));
-  const summarized = new Set(
-    types.flatMap((t) =>
-      Object.values((t as GraphQLObjectType).getFields())
-        .filter((f) => readSummary(schema, f.astNode))
-        .map((f) => `${t.name}.${f.name}`),
-    ),
-  );
+  const nodes = new Map<string, SummaryModelNode>();
   for (const type of types) {
     if (!isObjectType(type) || type.name.startsWith('__')) continue;
     for (const field of Object.values(type.getFields())) {
@@ -115,7 +94,7 @@ export function buildSummaries(
       // A holder in the counted entity's partition is kept in its EGT; anywhere else, eventually, by the worker —
       // and always so through a unique index, where only a read of the index entity tells the holder's partition.
       const scope = !via.index && samePartition(via, of) ? 'egt' : 'eventual';
-      const terms = d.sum.map((t) => parseTerm(t, of, coordinate, problems, d.node, summarized));
+      const terms = d.sum.map((t) => parseTerm(t, of, coordinate, problems, d.node));
       if (terms.some((t) => t === undefined)) continue;
       const inexact = (terms as SummaryFactor[][])
         .flat()
@@ -137,10 +116,41 @@ export function buildSummaries(
           );
         }
       }
-      summaries.set(coordinate, { holder, field: field.name, of, via, count: d.count, terms: terms as SummaryFactor[][], scope });
+      summaries.set(coordinate, { holder, field: field.name, of, via, count: d.count, terms: terms as SummaryFactor[][], scope, feeds: [] });
+      nodes.set(coordinate, d.node);
     }
   }
+  linkSummaryChains(summaries, nodes, problems);
   return summaries;
+}
+
+/**
+ * Links each summary to the summaries that sum its value (`feeds`): `Customer.totalSpent @summary(of: "Invoice", sum:
+ * ["total"])` over `Invoice.total @summary(of: "Line", …)`. A write of a line changes an invoice's total without a
+ * write of the invoice, so the sum over it is kept by the worker — a summary of a summary is `eventual` whatever its
+ * holder's partition: after each change of `Invoice.total`, the worker brings the invoice's contribution to its
+ * customer's total up to date (src/derived/summary-chains.ts). A chain that comes back to itself is refused.
+ */
+function linkSummaryChains(summaries: Map<string, SummaryModel>, nodes: Map<string, SummaryModelNode>, problems: SchemaProblems): void {
+  for (const upper of summaries.values()) {
+    const summed = new Set(upper.terms.flat().flatMap((f) => ('field' in f ? [f.field] : [])));
+    for (const lower of summaries.values()) {
+      if (lower.holder !== upper.of || !summed.has(lower.field)) continue;
+      lower.feeds.push(upper);
+      upper.scope = 'eventual';
+    }
+  }
+  for (const [coordinate, start] of summaries) {
+    const seen = new Set<SummaryModel>();
+    const walk = (s: SummaryModel): boolean => s.feeds.some((u) => u === start || (!seen.has(u) && (seen.add(u), walk(u))));
+    if (walk(start)) {
+      problems.add(
+        coordinate,
+        `${coordinate} is summed, through other summaries, into itself: a summary of a summary may not come back to where it started`,
+        nodes.get(coordinate),
+      );
+    }
+  }
 }
 
 /** The `via` path's PartitionKey is the `of` entity's own: same template, each placeholder from the same field. */

@@ -6,19 +6,17 @@
  * a conflict reads both again. Exact under redelivery, reordering and concurrent workers: a contribution already
  * as wanted changes nothing ("Eventually consistent transactions pattern", "Entity Group Transactions").
  */
-import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
-import { CONTRIBUTION, contributionAddress, contributionEntity, contributionOf, contributionPrefix, isContribution } from '../model/contributions';
+import { ErrorCode, isTablegraphError } from '../errors';
+import { contributionAddress, contributionHolder, contributionOf, contributionPrefix } from '../model/contributions';
 import { targetAddress } from '../model/references';
-import { Decimal, decimalText } from '../model/decimal';
-import { typedValue, valuesOf } from '../model/entity-codec';
-import { resolveHolder, summaryValue } from '../model/summaries';
-import { ENTITY_TYPE_PROPERTY, type EntityModel, type Model, type SummaryModel } from '../model/types';
+import { valuesOf } from '../model/entity-codec';
+import { resolveHolder } from '../model/summaries';
+import type { EntityModel, Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
-import type { EntityAddress, StorageObserver, StoredEntity, TransactionOperation } from '../storage/types';
+import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
 import { addressKey } from '../storage/address-key';
-
-/** Attempts at one contribution when other workers keep changing its holder (attempts). */
-const ATTEMPTS = 10;
+import { applyContribution, readOrNull } from './contribution-apply';
+import { refreshSummaryChains } from './summary-chains';
 
 /**
  * Reconciles the contributions of the entity at `primary`, now `current` (null: deleted), to every summary held
@@ -73,77 +71,11 @@ export async function reconcileContributions(
     for (const [key, address] of addresses) {
       const wanted = want && addressKey(want.address) === key ? want : null;
       if (await applyContribution(store, s, address, wanted, primary, observer)) changed++;
+      // A holder whose value others sum (a summary of a summary): its contributions to them follow its value now —
+      // whether this pass changed it or an earlier delivery did before it died.
+      const holder = wanted?.holder ?? contributionHolder(s, address);
+      if (s.feeds.length > 0 && holder) changed += await refreshSummaryChains(model, store, s.holder, holder, observer);
     }
   }
   return changed;
-}
-
-/**
- * Makes one contribution entity what it should be (`wanted`, or absent) and its holder's value follow, in one EGT.
- * @returns whether anything was written
- */
-export async function applyContribution(
-  store: TableStore,
-  s: SummaryModel,
-  address: EntityAddress,
-  wanted: { holder: EntityAddress; value: Decimal } | null,
-  primary: EntityAddress,
-  observer?: StorageObserver,
-): Promise<boolean> {
-  const call = { observer };
-  for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
-    const stored = await readOrNull(store, address, call);
-    const existing = stored && isContribution(s, stored) ? stored : null;
-    const had = existing ? new Decimal(String(existing.properties[CONTRIBUTION.value])) : null;
-    if (wanted && had && had.equals(wanted.value)) return false;
-    if (!wanted && !existing) return false;
-    const holderRowKey = wanted?.holder.rowKey ?? String(existing!.properties[CONTRIBUTION.holderRowKey]);
-    const holderAddress = { table: address.table, partitionKey: address.partitionKey, rowKey: holderRowKey };
-    const holder = await readOrNull(store, holderAddress, call);
-    const operations: TransactionOperation[] = [];
-    if (wanted) {
-      const entity = contributionEntity(s, { address, holder: wanted.holder, value: wanted.value }, primary);
-      operations.push(existing ? { kind: 'update', mode: 'replace', entity, ifMatch: existing.etag } : { kind: 'create', entity });
-    } else {
-      operations.push({ kind: 'delete', partitionKey: address.partitionKey, rowKey: address.rowKey, ifMatch: existing!.etag });
-    }
-    if (holder && holder.properties[ENTITY_TYPE_PROPERTY] === s.holder.entityType) {
-      const field = s.holder.fields.get(s.field)!;
-      const next = summaryValue(holder.properties[s.field])
-        .plus(wanted?.value ?? 0)
-        .minus(had ?? 0);
-      const value = typedValue(field, field.graphqlType === 'Int' ? next.toNumber() : decimalText(next));
-      operations.push({
-        kind: 'update',
-        mode: 'merge',
-        ifMatch: holder.etag,
-        entity: { partitionKey: address.partitionKey, rowKey: holderRowKey, properties: { [s.field]: value } },
-      });
-    } else if (wanted) {
-      // No holder (deleted, or never created): nothing to count into. A holder created later starts from what its
-      // contributions then say (`repair-summaries`).
-      return false;
-    }
-    try {
-      await store.submitTransaction(address.table, operations, call);
-      return true;
-    } catch (e) {
-      // The contribution or the holder changed since they were read: read both again.
-      if (!isTablegraphError(e, ErrorCode.CONFLICT) && !isTablegraphError(e, ErrorCode.NOT_FOUND)) throw e;
-    }
-  }
-  throw new TablegraphError(
-    ErrorCode.STORAGE_UNAVAILABLE,
-    `${s.holder.name}.${s.field}: the holder of ${address.partitionKey}/${address.rowKey} kept changing`,
-    { reason: 'Contention' },
-  );
-}
-
-async function readOrNull(store: TableStore, address: EntityAddress, call: { observer?: StorageObserver }): Promise<StoredEntity | null> {
-  try {
-    return await store.getEntity(address, call);
-  } catch (e) {
-    if (isTablegraphError(e, ErrorCode.NOT_FOUND)) return null; // the table does not exist yet
-    throw e;
-  }
 }

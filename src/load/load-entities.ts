@@ -16,10 +16,11 @@ import { backOff } from 'exponential-backoff';
 import pLimit from 'p-limit';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { repairHolder } from '../maintenance/summary-state';
-import type { Model } from '../model/types';
+import type { EntityModel, Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
-import type { StorageObserver, StoredEntity } from '../storage/types';
+import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
 import { writeEventualHolders } from './eventual-holders';
+import { refreshSummaryChains } from '../derived/summary-chains';
 import { addressKey } from '../storage/address-key';
 import { deleteIfPointsAt } from '../derived/index-entities';
 import { writeEgtBatches, type EgtBatch } from '../write/egt-batches';
@@ -291,6 +292,13 @@ export async function loadEntities(opts: LoadOptions): Promise<LoadSummary> {
     }
     holders += [...plan.folded].filter((key) => !failedPartitions.has(key.split('\u0000')[1])).length;
     holders += await writeEventualHolders(plan, store, { attempts, concurrency, failedPartitions, observer, retrying, onWrite: () => totals.entities++ });
+    // A summary of a summary: the holders this step changed whose values others sum bring their contributions to
+    // those up to date, as the worker does after a write (src/derived/summary-chains.ts).
+    const chained = new Map<string, { holder: EntityModel; address: EntityAddress }>();
+    for (const m of await plan.holderMerges()) if (summaries.some((s) => s.holder === m.holder && s.feeds.length > 0)) chained.set(addressKey(m.address), m);
+    for (const { summary, address } of plan.eventualHolders.values())
+      if (summary.feeds.length > 0) chained.set(addressKey(address), { holder: summary.holder, address });
+    for (const { holder, address } of chained.values()) totals.entities += await refreshSummaryChains(model, store, holder, address, observer);
     let staleDeleted = 0;
     for (const { primary, addresses } of plan.stale) {
       for (const address of addresses) {

@@ -14,7 +14,7 @@ import type { SummaryModel } from '../model/types';
 import { escapeKeyValue, unescapeKeyValue } from '../storage/key-escape';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver } from '../storage/types';
-import { applyContribution } from '../derived/contributions';
+import { applyContribution } from '../derived/contribution-apply';
 import { addressKey } from '../storage/address-key';
 
 /** The entity a contribution entity's RowKey names (`<prefix><holder RowKey>_<PartitionKey>_<RowKey>`, each escaped). */

@@ -187,10 +187,43 @@ export interface RepairResult {
 /**
  * Rewrites every holder whose summaries differ from a recount: per holder, reads it (its ETag), recounts its
  * partition (a partition scan), and merges the exact values with If-Match — again, a bounded number of times,
- * when a write changed it meanwhile. Safe while the server serves.
+ * when a write changed it meanwhile. Safe while the server serves. A summary of a summary is repaired after the
+ * summaries it sums (summaryLevels), from their repaired values.
  * @throws TablegraphError BAD_USER_INPUT (unknown summary), storage errors
  */
 export async function repairSummaries(opts: SummaryStateOptions & { attempts?: number }): Promise<RepairResult & { diffs: SummaryDiff[] }> {
+  const out: RepairResult & { diffs: SummaryDiff[] } = { repaired: [], busy: [], diffs: [] };
+  for (const level of summaryLevels(resolveSummaries(opts.model, opts.summaries))) {
+    const r = await repairLevel({ ...opts, summaries: level.map((s) => `${s.holder.name}.${s.field}`) });
+    out.repaired.push(...r.repaired);
+    out.busy.push(...r.busy);
+    out.diffs.push(...r.diffs);
+  }
+  return out;
+}
+
+/**
+ * `summaries` in the order a repair takes them: first those that sum no other summary, then each summary of a
+ * summary after every summary it sums (src/compiler/summaries.ts linkSummaryChains refuses a cycle).
+ * @returns the levels, lowest first; each non-empty
+ */
+export function summaryLevels(summaries: SummaryModel[]): SummaryModel[][] {
+  const level = new Map<SummaryModel, number>();
+  const all = [...summaries];
+  const of = (s: SummaryModel, depth = 0): number => {
+    if (level.has(s)) return level.get(s)!;
+    const lower = all.filter((l) => l.feeds.includes(s));
+    const n = depth > all.length ? 0 : lower.length === 0 ? 0 : 1 + Math.max(...lower.map((l) => of(l, depth + 1)));
+    level.set(s, n);
+    return n;
+  };
+  const levels: SummaryModel[][] = [];
+  for (const s of all) (levels[of(s)] ??= []).push(s);
+  return levels.filter((l) => l && l.length > 0);
+}
+
+/** repairSummaries over summaries none of which sums another of them. */
+async function repairLevel(opts: SummaryStateOptions & { attempts?: number }): Promise<RepairResult & { diffs: SummaryDiff[] }> {
   const summaries = resolveSummaries(opts.model, opts.summaries);
   let diffs = await readSummaryState(opts);
   const result: RepairResult = { repaired: [], busy: [] };

@@ -8,7 +8,7 @@
  * "Eventually consistent transactions pattern"). The holder's value is always the sum of the contributions in its
  * partition, which `verify` checks and `repair-summaries` restores.
  */
-import { escapeKeyValue } from '../storage/key-escape';
+import { escapeKeyValue, unescapeKeyValue } from '../storage/key-escape';
 import type { EntityAddress, EntityToWrite, StoredEntity } from '../storage/types';
 import { decimalText, type Decimal } from './decimal';
 import { holderAddress, summaryContribution } from './summaries';
@@ -37,6 +37,21 @@ export function contributionPrefix(s: SummaryModel): string {
 export function contributionAddress(s: SummaryModel, holder: EntityAddress, primary: EntityAddress): EntityAddress {
   const rowKey = `${contributionPrefix(s)}${escapeKeyValue(holder.rowKey)}_${escapeKeyValue(primary.partitionKey)}_${escapeKeyValue(primary.rowKey)}`;
   return { table: holder.table, partitionKey: holder.partitionKey, rowKey };
+}
+
+/**
+ * The holder a contribution entity at `address` counts into: the holder's RowKey is the first of the escaped keys
+ * its RowKey names (contributionAddress); undefined for an address that is not one of `s`'s contributions.
+ */
+export function contributionHolder(s: SummaryModel, address: EntityAddress): EntityAddress | undefined {
+  const prefix = contributionPrefix(s);
+  if (!address.rowKey.startsWith(prefix)) return undefined;
+  const [holderRowKey] = address.rowKey.slice(prefix.length).split('_');
+  try {
+    return { table: address.table, partitionKey: address.partitionKey, rowKey: unescapeKeyValue(holderRowKey) };
+  } catch {
+    return undefined; // not of this form: nothing to say of it
+  }
 }
 
 /**

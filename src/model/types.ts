@@ -200,9 +200,14 @@ export interface SummaryModel {
    * `egt`: the holder shares the `of` entity's partition, and every write changes it in its own EGT. `eventual`:
    * the holder is elsewhere (or `via` reaches it through a unique index); the fan-out worker keeps it, exactly,
    * through one contribution entity per `of` entity in the holder's partition (src/model/contributions.ts), changed
-   * in one EGT with the holder.
+   * in one EGT with the holder. A summary of a summary (its terms sum another summary of `of`) is always eventual.
    */
   scope: 'egt' | 'eventual';
+  /**
+   * The summaries that sum this one's value (`Customer.totalSpent` summing `Invoice.total`): after each change of
+   * this value, the worker brings the holder's contributions to them up to date (src/derived/summary-chains.ts).
+   */
+  feeds: SummaryModel[];
 }
 
 /**

@@ -43,6 +43,11 @@ interface EntityMessageFields {
    * unique index (`@summary(via)` over `@point(index:)`): the index entities' addresses, read by the worker.
    */
   holderLookups?: EntityAddress[];
+  /**
+   * Summary holders the write changed in its EGT whose values other summaries sum (a summary of a summary): the
+   * worker brings their contributions to those up to date once the write is visible (src/derived/summary-chains.ts).
+   */
+  summaryHolders?: Array<{ entity: string; address: EntityAddress }>;
   /** When the message was enqueued (ms since the epoch): the start of the fan-out lag. */
   enqueuedAt: number;
 }
@@ -146,6 +151,8 @@ function isEntityMessage(m: EntityMessage): boolean {
     Array.isArray(m.candidates) &&
     m.candidates.every(isAddress) &&
     (m.holderLookups === undefined || (Array.isArray(m.holderLookups) && m.holderLookups.every(isAddress))) &&
+    (m.summaryHolders === undefined ||
+      (Array.isArray(m.summaryHolders) && m.summaryHolders.every((h) => typeof h?.entity === 'string' && isAddress(h.address)))) &&
     typeof m.enqueuedAt === 'number' &&
     (m.traceparent === undefined || typeof m.traceparent === 'string') &&
     (m.kind === 'fanout'

@@ -16,6 +16,7 @@ import { addressKey } from '../storage/address-key';
 import { stateId, type EntityMessage } from '../queue/messages';
 import { reconcileContributions } from '../derived/contributions';
 import { reconcileCopies } from '../derived/copies';
+import { refreshSummaryChains } from '../derived/summary-chains';
 import { claimUnique, deleteIfPointsAt } from '../derived/index-entities';
 import { deleteDanglingJoins } from '../derived/joins';
 import { carryOutMove } from './move';
@@ -94,6 +95,11 @@ export async function reconcile(message: EntityMessage, opts: ReconcileOptions):
       // A pending reservation was kept: its write may still commit. If it does not, nobody but a later delivery of
       // this message would remove it, so come back when its lease has ended.
       if (leaseEnds > 0) return { kind: 'retryLater', afterMs: Math.max(leaseEnds - now(), 0) + 1000 };
+      // Holders the write changed in its EGT whose values other summaries sum: theirs follow now it is visible.
+      for (const h of message.summaryHolders ?? []) {
+        const holder = opts.model.entities.get(h.entity);
+        if (holder) upserted += await refreshSummaryChains(opts.model, store, holder, h.address, opts.observer);
+      }
       return { kind: 'done', passes: pass, upserted, deleted };
     }
     current = again;

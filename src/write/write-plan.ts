@@ -294,7 +294,11 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
   const copiesChange = refreshCopies || copiedFieldsChanged(model, entity, previous, values);
   // A deleted entity that join entities may point at: the worker deletes them (src/derived/joins.ts).
   const joinsChange = values === null && previous !== null && (model.joinsOf.get(entity.name)?.length ?? 0) > 0;
-  if (!sameDerived(derivedBefore, derivedAfter) || !sameContributions || copiesChange || joinsChange) {
+  // Holders this EGT changes whose values other summaries sum: the worker follows (src/derived/summary-chains.ts).
+  const summaryHolders = [...holderDeltas.values()]
+    .filter((d) => [...d.deltas].some(([s, delta]) => s.feeds.length > 0 && !delta.isZero()))
+    .map((d) => ({ entity: [...d.deltas.keys()][0].holder.name, address: d.address }));
+  if (!sameDerived(derivedBefore, derivedAfter) || !sameContributions || copiesChange || joinsChange || summaryHolders.length > 0) {
     const candidates = new Map<string, EntityAddress>();
     for (const w of [...derivedBefore, ...derivedAfter]) {
       const a = { table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey };
@@ -313,6 +317,7 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
       candidates: [...candidates.values()],
     };
     if (lookups.size > 0) plan.fanout.holderLookups = [...lookups.values()];
+    if (summaryHolders.length > 0) plan.fanout.summaryHolders = summaryHolders;
   }
   return plan;
 }
