@@ -6,6 +6,8 @@
  *   second server — never one it had before, never a miss.
  * On a schema written for this test (a unique index, so that a create waits for its reservation before its EGT).
  */
+import { StorageAdmission } from '../src/read/admission';
+import { ChangePoller } from '../src/server/subscriptions/change-poller';
 import { startSdlServer, uniquePrefix } from './support/harness';
 import { startStorageProxy, type StorageProxy } from './support/storage-proxy';
 import { sseSubscribe, wsClient, wsSubscribe } from './support/subscription-clients';
@@ -120,3 +122,51 @@ test('resuming from any event gets exactly the events after it: over SSE and Web
   expect(resumed.error).toBeUndefined();
   resumed.stop();
 }, 90_000);
+
+test('a resume that would read more changed entities than the demand budget is refused before it reads them', async () => {
+  // A budget a create fits in (8 calls at worst) and a resume of ten changed entities does not.
+  const tight = await startSdlServer(SDL, { ...env, TABLEGRAPH_MAX_STORAGE_CALLS: '9' });
+  try {
+    const first = sseSubscribe(tight.server.url, CHANGED, { field: 'budget' });
+    await settle();
+    await write(tight, create('budget', '0'));
+    const [e0] = await first.waitFor(1);
+    first.stop();
+    // Ten more: resuming from the first would read ten entities.
+    for (let id = 1; id <= 10; id++) await write(tight, create('budget', String(id)));
+    const refused = sseSubscribe(tight.server.url, CHANGED, { field: 'budget', after: e0.kiteChanged.cursor });
+    await settle(500);
+    expect(refused.done).toBe(true);
+    expect((refused.error as any[])[0].extensions).toMatchObject({ code: 'QUERY_TOO_COSTLY', reason: 'ResumeTooLarge', limit: 9 });
+    // Subscribing afresh works (past the second before its start, which a new subscription also reports).
+    await settle(1200);
+    const fresh = sseSubscribe(tight.server.url, CHANGED, { field: 'budget' });
+    await settle();
+    await write(tight, create('budget', '11'));
+    expect((await fresh.waitFor(1)).map((e) => e.kiteChanged.id)).toEqual(['11']);
+    fresh.stop();
+  } finally {
+    await tight.close();
+  }
+});
+
+test("the change log's polls and reads take turns in the server's storage admission", async () => {
+  const admission = new StorageAdmission({ maxInFlight: 1, maxQueued: 10 });
+  const poller = new ChangePoller({ store: reader.server.store, overlapMs: 5000, admission });
+  // A request's call holds the only slot: the poller's read waits for it.
+  let release!: () => void;
+  const held = admission.run('a request', () => new Promise<void>((r) => (release = r)));
+  let read = false;
+  const table = `${prefix}Kites`;
+  const catchUp = poller
+    .resume(table, 'again', { changeKey: '~change_0000000000000000000_x', round: { seen: { through: '', keys: [] } } }, () => true, 100)
+    .then(() => (read = true));
+  await settle(300);
+  expect(read).toBe(false);
+  expect(admission.load()).toEqual({ inFlight: 1, queued: 1 });
+  release();
+  await held;
+  await catchUp;
+  expect(read).toBe(true);
+  await poller.close();
+});

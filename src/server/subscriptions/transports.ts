@@ -21,7 +21,6 @@ import type { Duplex } from 'node:stream';
 import { randomUUID } from 'node:crypto';
 import { GraphQLError, subscribe, type ExecutionArgs, type ExecutionResult, type GraphQLFormattedError } from 'graphql';
 import { createHandler, type OperationArgs, type Response } from 'graphql-sse';
-import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer } from 'ws';
 import { isTablegraphError } from '../../errors';
 import type { Logger } from '../../log';
@@ -31,6 +30,7 @@ import { clientError } from '../format-error';
 import { createRequestContext, type ContextDeps, type RequestContext } from '../../resolvers/context';
 import { prepareSubscription, type PrepareOptions } from './prepare';
 import { serveSse } from './sse-http';
+import { serveGraphqlWs } from './websocket-server';
 
 /** Default: subscriptions one WebSocket may hold at once. */
 export const DEFAULT_SUBSCRIPTIONS_PER_CONNECTION = 20;
@@ -184,12 +184,10 @@ export function subscriptionTransports(options: TransportOptions): SubscriptionT
   const wss = new WebSocketServer({ noServer: true, maxPayload: options.maxPayloadBytes });
   // The caller of each WebSocket, decided at `connection_init`; its subscriptions, by id.
   const callers = new WeakMap<object, { principal?: Principal; ids: Set<string> }>();
-  useServer<Record<string, unknown> | undefined, { caller: { principal?: Principal; ids: Set<string> } }>(
+  serveGraphqlWs<Record<string, unknown> | undefined>(
     {
       schema: options.schema,
       subscribe: ((args: ExecutionArgs) => subscribeFormatted(options, args)) as never,
-      // A refusal's or a failure's text, never a stack or an internal message, in a close frame's reason.
-      isProd: true,
       async onConnect(ctx) {
         const fromInit = ctx.connectionParams?.authorization;
         const authorization = typeof fromInit === 'string' ? fromInit : ctx.extra.request.headers.authorization;
@@ -241,6 +239,7 @@ export function subscriptionTransports(options: TransportOptions): SubscriptionT
     },
     wss,
     options.heartbeatMs,
+    options.log,
   );
 
   return {
