@@ -7,9 +7,10 @@
  * (cost-plugin.ts). The decision depends on the document and the caller's roles only — never on what was read, which
  * would make the withholding itself the oracle.
  */
-import { TypeInfo, visit, visitWithTypeInfo, type DocumentNode, type GraphQLSchema } from 'graphql';
+import type { DocumentNode, GraphQLSchema } from 'graphql';
 import { decide, type Principal } from '../model/authorization';
 import type { AuthPolicy, Model } from '../model/types';
+import { forEachReadField } from './document-reads';
 
 /** Whether `principal` passes `policy` only through a scope: no rule without one lets its roles through. */
 function scopedFor(policy: AuthPolicy | undefined, principal: Principal): boolean {
@@ -23,20 +24,12 @@ function scopedFor(policy: AuthPolicy | undefined, principal: Principal): boolea
 export function readsThroughScope(schema: GraphQLSchema, model: Model, document: DocumentNode, principal: Principal | undefined): boolean {
   if (!principal) return false;
   let scoped = false;
-  const typeInfo = new TypeInfo(schema);
-  visit(
-    document,
-    visitWithTypeInfo(typeInfo, {
-      Field(node) {
-        const parent = typeInfo.getParentType();
-        if (scoped || !parent || node.name.value.startsWith('__')) return;
-        const path = model.accessPaths.get(`${parent.name}.${node.name.value}`);
-        if (path && (scopedFor(path.auth, principal) || scopedFor(path.target.auth, principal))) scoped = true;
-        const entity = model.entities.get(parent.name) ?? model.interfaces.get(parent.name);
-        if (entity && (scopedFor(entity.auth, principal) || scopedFor(entity.fields.get(node.name.value)?.auth, principal))) scoped = true;
-      },
-    }),
-  );
+  forEachReadField(schema, model, document, ({ path, entity, field }) => {
+    scoped =
+      (path !== undefined && (scopedFor(path.auth, principal) || scopedFor(path.target.auth, principal))) ||
+      (entity !== undefined && (scopedFor(entity.auth, principal) || scopedFor(field?.auth, principal)));
+    return scoped;
+  });
   return scoped;
 }
 

@@ -21,9 +21,10 @@
  */
 import { createHash } from 'node:crypto';
 import type { ApolloServerPlugin } from '@apollo/server';
-import { TypeInfo, visit, visitWithTypeInfo, type DocumentNode, type GraphQLSchema } from 'graphql';
+import type { DocumentNode, GraphQLSchema } from 'graphql';
 import type { AuthPolicy, EntityModel, Model } from '../model/types';
 import type { RequestContext } from '../resolvers/context';
+import { forEachReadField } from './document-reads';
 
 /** The ages of cached answers (s). */
 export interface HttpCacheOptions {
@@ -50,27 +51,15 @@ export function cachePolicyOf(schema: GraphQLSchema, model: Model, document: Doc
   const changeable = changeableEntities(model);
   let store = true;
   let changes = false;
-  const typeInfo = new TypeInfo(schema);
-  visit(
-    document,
-    visitWithTypeInfo(typeInfo, {
-      Field(node) {
-        const parent = typeInfo.getParentType();
-        if (!parent || node.name.value.startsWith('__')) return;
-        const coordinate = `${parent.name}.${node.name.value}`;
-        const path = model.accessPaths.get(coordinate);
-        // A list or point of a scoped type differs per caller even when it selects none of its fields (its cursors,
-        // its page info: what the caller's scope left in).
-        if (scoped(path?.auth) || scoped(path?.target.auth) || model.sasFields.has(coordinate)) store = false;
-        if (path && changeable.has(path.target.name)) changes = true;
-        const entity = model.entities.get(parent.name) ?? model.interfaces.get(parent.name);
-        if (!entity) return;
-        const field = entity.fields.get(node.name.value);
-        if (scoped(entity.auth) || scoped(field?.auth) || field?.blob) store = false;
-        if (changeable.has(entity.name)) changes = true;
-      },
-    }),
-  );
+  forEachReadField(schema, model, document, ({ coordinate, path, entity, field }) => {
+    // A list or point of a scoped type differs per caller even when it selects none of its fields (its cursors,
+    // its page info: what the caller's scope left in).
+    if (scoped(path?.auth) || scoped(path?.target.auth) || model.sasFields.has(coordinate)) store = false;
+    if (path && changeable.has(path.target.name)) changes = true;
+    if (!entity) return;
+    if (scoped(entity.auth) || scoped(field?.auth) || field?.blob) store = false;
+    if (changeable.has(entity.name)) changes = true;
+  });
   const maxAgeSeconds = changes ? options.maxAgeSeconds : options.unwrittenMaxAgeSeconds;
   return store && maxAgeSeconds > 0 ? { store: true, maxAgeSeconds } : { store: false };
 }

@@ -1,0 +1,40 @@
+/**
+ * What a document reads, field by field, on a compiled model: for every selected field (introspection's excepted),
+ * the access path that serves it, the entity type (or interface) it belongs to and its stored field, where each
+ * exists. The HTTP cache policy (http-cache.ts) and what the cost may show (cost-visibility.ts) are read from it.
+ */
+import { TypeInfo, visit, visitWithTypeInfo, type DocumentNode, type GraphQLSchema } from 'graphql';
+import type { AccessPath, EntityModel, Model, StoredField } from '../model/types';
+
+/** One field a document selects. */
+export interface ReadField {
+  /** `Type.field`. */
+  coordinate: string;
+  /** The access path that reads it from storage, if it is one. */
+  path?: AccessPath;
+  /** The entity type or interface whose field it is, if any. */
+  entity?: EntityModel;
+  /** Its stored field on that entity, if it is one. */
+  field?: StoredField;
+}
+
+/**
+ * Calls `each` for every field `document` selects (fragments' included, as written), in document order; `each`
+ * returning true stops the walk.
+ */
+export function forEachReadField(schema: GraphQLSchema, model: Model, document: DocumentNode, each: (f: ReadField) => boolean | void): void {
+  const typeInfo = new TypeInfo(schema);
+  let done = false;
+  visit(
+    document,
+    visitWithTypeInfo(typeInfo, {
+      Field(node) {
+        const parent = typeInfo.getParentType();
+        if (done || !parent || node.name.value.startsWith('__')) return;
+        const coordinate = `${parent.name}.${node.name.value}`;
+        const entity = model.entities.get(parent.name) ?? model.interfaces.get(parent.name);
+        done = each({ coordinate, path: model.accessPaths.get(coordinate), entity, field: entity?.fields.get(node.name.value) }) === true;
+      },
+    }),
+  );
+}
