@@ -6,6 +6,7 @@
  *   second server — never one it had before, never a miss.
  * On a schema written for this test (a unique index, so that a create waits for its reservation before its EGT).
  */
+import { CHANGE_ROW_KEY_END, CHANGE_ROW_KEY_PREFIX, readChange } from '../src/model/change-log';
 import { StorageAdmission } from '../src/read/admission';
 import { ChangePoller } from '../src/server/subscriptions/change-poller';
 import { startSdlServer, uniquePrefix } from './support/harness';
@@ -37,8 +38,7 @@ const settle = (ms = 300) => new Promise((r) => setTimeout(r, ms));
 type Server = Awaited<ReturnType<typeof startSdlServer>>;
 
 const prefix = uniquePrefix();
-// A short storage timeout, so that the proxy's hold is a large part of it: the change log's readers read back a
-// timeout (plus a poll and a second) before their last poll.
+// A short storage timeout, so that the proxy's hold is a large part of it.
 const env = { TABLEGRAPH_AUTH: 'off', TABLEGRAPH_TABLE_PREFIX: prefix, TABLEGRAPH_SUBSCRIPTION_POLL_MS: '100', TABLEGRAPH_STORAGE_TIMEOUT_MS: '5000' };
 const HOLD_MS = 3500;
 let proxy: StorageProxy;
@@ -46,7 +46,7 @@ let slow: Server;
 let reader: Server;
 beforeAll(async () => {
   // Every write (a reservation's insert, an EGT, a confirmation) held 3.5 s: a create's EGT goes out after its
-  // reservation, so it is applied about 7 s after the write was planned, more than the readers' 6.1 s look-back.
+  // reservation, so it is applied about 7 s after the write was planned.
   proxy = await startStorageProxy(process.env.AZURE_STORAGE_CONNECTION_STRING!, (method) => (method === 'POST' || method === 'PUT' ? HOLD_MS : 0));
   [slow, reader] = await Promise.all([
     startSdlServer(SDL, { ...env, AZURE_STORAGE_CONNECTION_STRING: proxy.connectionString, TABLEGRAPH_WORKER: 'off' }),
@@ -77,6 +77,18 @@ test('a live subscriber gets every write of a server whose EGTs are applied seco
   expect(proxy.delayed()).toBeGreaterThanOrEqual(6);
   const events = await live.waitFor(3, 15_000);
   expect(events.map((e) => e.kiteChanged.id).sort()).toEqual(['1', '2', '3']);
+  // Each change's time was taken right before its EGT, not when its write was planned (before its reservation):
+  // it is at most one held call older than the EGT's commit (the service's Timestamp).
+  const log = await reader.server.store.queryRange({
+    table: `${prefix}Kites`,
+    partitionKey: 'late',
+    rowKeyFrom: CHANGE_ROW_KEY_PREFIX,
+    rowKeyTo: CHANGE_ROW_KEY_END,
+    limit: 100,
+  });
+  const changes = log.entities.map((e) => readChange(`${prefix}Kites`, e)!);
+  expect(changes).toHaveLength(3);
+  for (const c of changes) expect(Date.parse(c.committed) - c.at).toBeLessThan(HOLD_MS + 1000);
   expect((await ws.waitFor(3, 5000)).map((e) => e.kiteChanged.id).sort()).toEqual(['1', '2', '3']);
   await settle(1000);
   expect(live.events).toHaveLength(3);

@@ -116,9 +116,10 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     allowedHosts: originPolicy(config.host, config.allowedHosts, config.corsOrigins).allowedHosts,
     trustedDocumentsFile: config.trustedDocuments,
     httpCache: config.httpCache,
-    // An EGT is applied at most a storage timeout after its change's time; a poll must still come after that, and
-    // the writers' clocks may be up to a second apart (change-poller.ts).
-    subscriptions: { ...config.subscriptions, overlapMs: config.storageTimeoutMs + config.subscriptions.pollMs + 1000 },
+    // An acknowledged write's EGT is applied at most two storage calls after its change's time (the EGT, and when its
+    // answer is lost, the read that finds it applied); a poll must still come after that, and the writers' clocks
+    // may be up to a second apart (change-poller.ts).
+    subscriptions: { ...config.subscriptions, overlapMs: 2 * config.storageTimeoutMs + config.subscriptions.pollMs + 1000 },
     introspection: config.introspection,
     ideQuery: ideQueryOf(config.schemaDir),
     sdl,

@@ -28,7 +28,7 @@ import { DEFAULT_HEARTBEAT_MS, DEFAULT_SUBSCRIPTIONS_PER_CONNECTION, SSE_PATH, s
 export interface SubscriptionSettings {
   /** Time between two polls of a watched partition (ms). */
   pollMs: number;
-  /** How far back each poll reads (ms): the longest an EGT may take, plus clock skew. */
+  /** How far back each poll reads (ms): the longest after its change's time an acknowledged write's EGT may be applied, plus clock skew. */
   overlapMs: number;
   /** How long the change log keeps changes (ms). */
   retentionMs: number;
@@ -106,7 +106,7 @@ export function liveSubscriptions(deps: LiveSubscriptionDeps, limits: ReturnType
 /** Defaults of the subscription settings (Config.subscriptions's). */
 const DEFAULT_SUBSCRIPTION_SETTINGS: SubscriptionSettings = {
   pollMs: DEFAULT_POLL_INTERVAL_MS,
-  overlapMs: 11_000,
+  overlapMs: 21_500,
   retentionMs: 3_600_000,
   maxSubscriptions: 10_000,
   perConnection: DEFAULT_SUBSCRIPTIONS_PER_CONNECTION,
