@@ -47,7 +47,7 @@ let reader: Server;
 beforeAll(async () => {
   // Every write (a reservation's insert, an EGT, a confirmation) held 3.5 s: a create's EGT goes out after its
   // reservation, so it is applied about 7 s after the write was planned.
-  proxy = await startStorageProxy(process.env.AZURE_STORAGE_CONNECTION_STRING!, (method) => (method === 'POST' || method === 'PUT' ? HOLD_MS : 0));
+  proxy = await startStorageProxy(process.env.AZURE_STORAGE_CONNECTION_STRING!, { delayMs: (method) => (method === 'POST' || method === 'PUT' ? HOLD_MS : 0) });
   [slow, reader] = await Promise.all([
     startSdlServer(SDL, { ...env, AZURE_STORAGE_CONNECTION_STRING: proxy.connectionString, TABLEGRAPH_WORKER: 'off' }),
     startSdlServer(SDL, env),

@@ -30,6 +30,9 @@ import { keyState, reserveKeysOf, sendMessage, undoEffects, type Effects } from 
 import { captureContext, inSpan } from '../telemetry/spans';
 import type { CommitContext, PendingWrite } from './commit-types';
 
+/** Reads of a group's entities after an EGT whose outcome is not known, before it is said to be unknown (reads). */
+const READ_BACK_ATTEMPTS = 4;
+
 /** Writes one EGT holds at most (writes); the EGT's own limits (100 operations, 4 MiB) may cut it shorter. */
 const MAX_GROUP = 100;
 
@@ -218,29 +221,29 @@ export class PartitionCommitter {
   ): Promise<PendingWrite[]> {
     const retry: PendingWrite[] = [];
     const index = isTablegraphError(error) ? error.details.operationIndex : undefined;
-    if (typeof index !== 'number') {
-      // No operation named: a timeout or an outage. The EGT may have been applied: each entity's WriteId tells.
+    // No operation named (a timeout, an outage), or a refusal that the SDK's retry of this very EGT meets when its
+    // first attempt was applied and its answer lost (an insert that finds its entity, an If-Match that finds its
+    // own ETag gone): the EGT may have been applied, all of it. Each write's WriteId on its entity tells.
+    const ownRefusal = typeof index === 'number' && isTablegraphError(error, ErrorCode.CONFLICT) && group.planned.some(({ plan }) => plan.values !== null);
+    if (typeof index !== 'number' || ownRefusal) {
       this.holders.clear();
-      const now = await Promise.all(
-        group.planned.map(({ member }) => readEntity(this.ctx.store, member.write.entity, member.address, observer).catch(() => undefined)),
-      );
-      const applied = group.planned.every(
-        ({ plan }, i) => now[i] !== undefined && (plan.values ? now[i] !== null && writtenBy(now[i]!, plan.writeId) : now[i] === null),
-      );
-      if (applied) {
+      const now = await this.readBack(group, observer);
+      if (now) {
         // Every write shows: the EGT was applied (it is all or nothing). Its ETags are the ones read now.
         this.committed(
           group,
           state,
           group.owners.map(() => undefined),
-          now as Array<StoredEntity | null>,
+          now,
         );
         return retry;
       }
-      // Not applied, or not known: each write fails with the error; messages and reservations stay for the worker,
-      // since a late answer could still apply the EGT.
-      group.planned.forEach(({ member }) => member.reject(error));
-      return retry;
+      if (typeof index !== 'number') {
+        // Not applied, or not known: each write fails with the error; messages and reservations stay for the worker,
+        // since a late answer could still apply the EGT.
+        group.planned.forEach(({ member }) => member.reject(error));
+        return retry;
+      }
     }
     const owner = group.owners[index];
     if (!owner) {
@@ -279,6 +282,26 @@ export class PartitionCommitter {
       else this.fail(member, stale || vanished ? staleIfMatch(member) : error);
     }
     return retry;
+  }
+
+  /**
+   * Whether the group's EGT was applied: every write's entity read back carries its WriteId (a delete: is absent).
+   * A read that fails is tried again (storage that throttles), up to READ_BACK_ATTEMPTS times.
+   * @returns the entities as read, one per planned write, when it was; undefined when it was not, or is not known
+   */
+  private async readBack(group: GroupPlan<PendingWrite>, observer?: StorageObserver): Promise<Array<StoredEntity | null> | undefined> {
+    let now: Array<StoredEntity | null | undefined> = [];
+    for (let attempt = 0; attempt < READ_BACK_ATTEMPTS; attempt++) {
+      if (attempt > 0) await new Promise((r) => setTimeout(r, 200 * 2 ** attempt));
+      now = await Promise.all(
+        group.planned.map(({ member }) => readEntity(this.ctx.store, member.write.entity, member.address, observer).catch(() => undefined)),
+      );
+      if (now.every((e) => e !== undefined)) break;
+    }
+    const applied = group.planned.every(
+      ({ plan }, i) => now[i] !== undefined && (plan.values ? now[i] !== null && writtenBy(now[i]!, plan.writeId) : now[i] === null),
+    );
+    return applied ? (now as Array<StoredEntity | null>) : undefined;
   }
 
   /** Re-plans the group without the writes `drop` returns true for (they failed or wait for the next EGT). */

@@ -1,37 +1,116 @@
 /**
- * A Table service that answers slowly: an HTTP proxy in front of the test run's Azurite's Table endpoint that holds
- * each request the `delayMs` function names before passing it on unchanged — the request is applied only after the
- * wait, as on a storage account under load. Tests use it for writes whose EGT is applied long after it was planned.
+ * A Table service that pushes back, as Azure Table storage and the Cosmos DB Table API do and Azurite never does: an
+ * HTTP proxy in front of the test run's Azurite's Table endpoint that, per request, by a seeded draw:
+ * - holds it (`delayMs`) before passing it on — it is applied only after the wait;
+ * - answers 503 `ServerBusy`, or 429 with `x-ms-retry-after-ms`, without passing it on (throttled: nothing applied);
+ * - passes it on, then answers 500 `OperationTimedOut` instead of the service's answer (applied, reply lost);
+ * - passes it on, then resets the connection (applied, reply lost).
+ * Everything else passes through unchanged. Tests of writes under faults use it; so does the throttling benchmark.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { seededRng } from './fanout-fixtures';
+
+/** The share of requests (0 to 1) that meet each fault. */
+export interface FaultRates {
+  /** 503 ServerBusy, not applied. */
+  busy?: number;
+  /** 429 with `x-ms-retry-after-ms: retryAfterMs`, not applied. */
+  throttled?: number;
+  /** Applied, then answered 500 OperationTimedOut. */
+  timedOutAfterApply?: number;
+  /** Applied, then the connection reset. */
+  resetAfterApply?: number;
+  /** Held `slowMs` before being passed on. */
+  slow?: number;
+}
+
+export interface StorageProxyOptions {
+  /** How long to hold a request (ms; 0: at once), from its method and path: every request, before any fault. */
+  delayMs?: (method: string, path: string) => number;
+  faults?: FaultRates;
+  /** Which requests may meet a fault (default: all). */
+  faultable?: (method: string, path: string) => boolean;
+  /** The seed of the draws (printed by the caller so that a failure can be replayed). */
+  seed?: number;
+  /** `x-ms-retry-after-ms` of a 429 (ms; default 100). */
+  retryAfterMs?: number;
+  /** The hold of a `slow` request (ms; default 1500). */
+  slowMs?: number;
+}
 
 export interface StorageProxy {
   /** The test Azurite's connection string with its TableEndpoint pointing at the proxy. */
   connectionString: string;
   /** Requests held so far (requests). */
   delayed(): number;
+  /** Faults injected so far, by kind. */
+  injected(): Record<keyof FaultRates, number>;
+  /** Turns the faults off (or on again with other rates). */
+  setFaults(faults: FaultRates): void;
   close(): Promise<void>;
+}
+
+function odataError(code: string, message: string): string {
+  return JSON.stringify({ 'odata.error': { code, message: { lang: 'en-US', value: message } } });
 }
 
 /**
  * @param connectionString the Azurite connection string (its TableEndpoint is proxied, the other services not)
- * @param delayMs how long to hold a request (ms; 0: pass it on at once), from its method and path
  */
-export async function startStorageProxy(connectionString: string, delayMs: (method: string, path: string) => number): Promise<StorageProxy> {
+export async function startStorageProxy(connectionString: string, opts: StorageProxyOptions = {}): Promise<StorageProxy> {
   const endpoint = /TableEndpoint=([^;]+)/.exec(connectionString)?.[1];
   if (!endpoint) throw new Error('the connection string has no TableEndpoint');
   const target = new URL(endpoint);
+  const rng = seededRng(opts.seed ?? 1);
+  let faults: FaultRates = opts.faults ?? {};
   let delayed = 0;
+  const injected: Record<keyof FaultRates, number> = { busy: 0, throttled: 0, timedOutAfterApply: 0, resetAfterApply: 0, slow: 0 };
+  const draw = (method: string, path: string): keyof FaultRates | undefined => {
+    if (opts.faultable && !opts.faultable(method, path)) return undefined;
+    let x = rng.int(1_000_000) / 1_000_000;
+    for (const kind of ['busy', 'throttled', 'timedOutAfterApply', 'resetAfterApply', 'slow'] as const) {
+      x -= faults[kind] ?? 0;
+      if (x < 0) return kind;
+    }
+    return undefined;
+  };
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      const wait = delayMs(req.method ?? 'GET', req.url ?? '/');
+      const method = req.method ?? 'GET';
+      const path = req.url ?? '/';
+      const fault = draw(method, path);
+      if (fault) injected[fault]++;
+      if (fault === 'busy' || fault === 'throttled') {
+        const status = fault === 'busy' ? 503 : 429;
+        const body = fault === 'busy' ? odataError('ServerBusy', 'The server is busy.') : odataError('TooManyRequests', 'The request rate is too large.');
+        res.writeHead(status, {
+          'content-type': 'application/json;odata=minimalmetadata',
+          ...(fault === 'throttled' ? { 'x-ms-retry-after-ms': String(opts.retryAfterMs ?? 100) } : {}),
+        });
+        res.end(body);
+        return;
+      }
+      const wait = (opts.delayMs?.(method, path) ?? 0) + (fault === 'slow' ? (opts.slowMs ?? 1500) : 0);
       if (wait > 0) delayed++;
       setTimeout(() => {
         if (res.destroyed) return; // the client gave up meanwhile: nothing is applied
-        const upstream = http.request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+        const upstream = http.request({ host: target.hostname, port: target.port, method, path, headers: req.headers }, (answer) => {
+          if (fault === 'timedOutAfterApply' || fault === 'resetAfterApply') {
+            // Applied: the service's answer is read to its end and thrown away.
+            answer.resume();
+            answer.on('end', () => {
+              if (fault === 'resetAfterApply') {
+                req.socket.destroy();
+                return;
+              }
+              res.writeHead(500, { 'content-type': 'application/json;odata=minimalmetadata' });
+              res.end(odataError('OperationTimedOut', 'Operation could not be completed within the specified time.'));
+            });
+            return;
+          }
           res.writeHead(answer.statusCode ?? 502, answer.headers);
           answer.pipe(res);
         });
@@ -48,6 +127,8 @@ export async function startStorageProxy(connectionString: string, delayMs: (meth
   return {
     connectionString: connectionString.replace(/TableEndpoint=[^;]+/, `TableEndpoint=http://127.0.0.1:${port}${target.pathname}`),
     delayed: () => delayed,
+    injected: () => ({ ...injected }),
+    setFaults: (next) => void (faults = next),
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
