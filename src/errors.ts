@@ -18,6 +18,12 @@ export const ErrorCode = {
   STORAGE_BAD_REQUEST: 'STORAGE_BAD_REQUEST',
   /** Storage did not answer, or answered 5xx after the SDK's retries. */
   STORAGE_UNAVAILABLE: 'STORAGE_UNAVAILABLE',
+  /**
+   * Storage throttled the request through all the SDK's retries — 503 ServerBusy, 429 (the Cosmos DB Table API's
+   * request units), 500 OperationTimedOut — each retry waiting what the service asked: try again after
+   * `retryAfterSeconds` (HTTP 503 with Retry-After). A write answered so was not stored.
+   */
+  STORAGE_BUSY: 'STORAGE_BUSY',
   /** The schema's directives do not describe a servable design; the server refuses to start. */
   SCHEMA_INVALID: 'SCHEMA_INVALID',
   /** Configuration (environment variables, connection string) is invalid. */

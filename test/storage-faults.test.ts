@@ -110,3 +110,32 @@ test('300 concurrent creates through storage that throttles and loses replies: a
   expect(report.problems).toBe(0);
   void CHANGE_ROW_KEY_PREFIX;
 }, 240_000);
+
+test('throttled through all the retries: STORAGE_BUSY, HTTP 503 with Retry-After, and a write so answered is not stored', async () => {
+  const post = async (query: string) => {
+    const res = await fetch(ctx.server.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) });
+    return { status: res.status, retryAfter: res.headers.get('retry-after'), body: (await res.json()) as any };
+  };
+  proxy.setFaults({});
+  expect((await post('mutation { createBank(input: { bank: "t" }) { bank { bank } } }')).body.errors).toBeUndefined();
+  expect(
+    (await post('mutation { createAccount(input: { bank: "t", id: "1", email: "t1@faults.example", balance: 1 }) { account { id } } }')).body.errors,
+  ).toBeUndefined();
+  // The Cosmos DB Table API's 429, asking for 100 ms each time: the SDK waits that, three times, then gives up.
+  proxy.setFaults({ throttled: 1 });
+  const read = await post('{ account(bank: "t", id: "1") { id } }');
+  expect(read.status).toBe(503);
+  expect(read.retryAfter).toBe('1');
+  expect(read.body.errors[0].extensions).toMatchObject({ code: 'STORAGE_BUSY', retryAfterSeconds: 1 });
+  const write = await post('mutation { createAccount(input: { bank: "t", id: "busy", email: "busy@faults.example", balance: 1 }) { account { id } } }');
+  expect(write.status).toBe(503);
+  expect(write.body.errors[0].extensions.code).toBe('STORAGE_BUSY');
+  // Azure Table storage's 503 ServerBusy, with no wait asked: the SDK's own back-off, then 1 s.
+  proxy.setFaults({ busy: 1 });
+  const busy = await post('{ account(bank: "t", id: "1") { id } }');
+  expect(busy.status).toBe(503);
+  expect(busy.body.errors[0].extensions).toMatchObject({ code: 'STORAGE_BUSY', retryAfterSeconds: 1 });
+  proxy.setFaults({});
+  expect(await testStore().getEntity({ table: `${prefix}Banks`, partitionKey: 't', rowKey: 'account_busy' })).toBeNull();
+  expect((await post('{ account(bank: "t", id: "1") { id } }')).body.data.account).toEqual({ id: '1' });
+}, 60_000);

@@ -396,8 +396,12 @@ describe('toTablegraphError', () => {
     [400, 'EntityTooLarge', ErrorCode.LIMIT_EXCEEDED],
     [400, 'InvalidInput', ErrorCode.STORAGE_BAD_REQUEST],
     [403, 'AuthenticationFailed', ErrorCode.CONFIG_INVALID],
-    [503, 'ServerBusy', ErrorCode.STORAGE_UNAVAILABLE],
+    // Throttling, told apart from an outage: STORAGE_BUSY.
+    [503, 'ServerBusy', ErrorCode.STORAGE_BUSY],
+    [429, 'TooManyRequests', ErrorCode.STORAGE_BUSY],
+    [500, 'OperationTimedOut', ErrorCode.STORAGE_BUSY],
     [500, undefined, ErrorCode.STORAGE_UNAVAILABLE],
+    [502, undefined, ErrorCode.STORAGE_UNAVAILABLE],
   ])('maps %i %s to %s, keeping the storage code', (status, code, expected) => {
     const e = rest(status);
     e.details = code ? { errorCode: code } : undefined;

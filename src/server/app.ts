@@ -23,6 +23,7 @@ import { ErrorCode } from '../errors';
 import type { Authenticator } from './auth';
 import type { RateLimit } from './rate-limit';
 import { costPlugin } from './cost-plugin';
+import { storageBusyPlugin } from './storage-busy-plugin';
 import { DEFAULT_DEMAND_BUDGET, demandPlugin, type DemandBudget } from './demand-plugin';
 import { formatError, formatErrorWithoutSuggestions } from './format-error';
 import { DEFAULT_QUERY_LIMITS, queryLimits, type QueryLimits } from './query-limits';
@@ -125,6 +126,7 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
     plugins: [
       subscriptionsElsewhere,
       costPlugin(deps.model),
+      storageBusyPlugin,
       requestLogPlugin(deps.log, deps.model),
       demandPlugin(deps.model, deps.budget ?? DEFAULT_DEMAND_BUDGET, deps.requestAdmission),
       ...(limits.plugins as Array<ApolloServerPlugin<RequestContext>>),

@@ -30,6 +30,7 @@ const CLIENT_DETAILS = new Set([
 /** Plain messages for errors whose own message names storage internals. */
 const STORAGE_MESSAGES: Partial<Record<ErrorCode, string>> = {
   [ErrorCode.STORAGE_UNAVAILABLE]: 'The storage service did not answer in time. Try again; if it persists, tell the operator the request id.',
+  [ErrorCode.STORAGE_BUSY]: 'The storage service is busy: try again after retryAfterSeconds.',
   [ErrorCode.STORAGE_BAD_REQUEST]: 'The storage service refused the request. Tell the operator the request id.',
   [ErrorCode.CONFIG_INVALID]: 'The server is misconfigured. Tell the operator the request id.',
   [ErrorCode.NOT_FOUND]: 'An entity the request needs does not exist.',
@@ -42,6 +43,7 @@ function fromStorage(e: TablegraphError): boolean {
   return (
     typeof e.details.operation === 'string' ||
     e.code === ErrorCode.STORAGE_UNAVAILABLE ||
+    e.code === ErrorCode.STORAGE_BUSY ||
     e.code === ErrorCode.STORAGE_BAD_REQUEST ||
     e.code === ErrorCode.CONFIG_INVALID
   );
@@ -52,7 +54,14 @@ export function clientError(e: TablegraphError): { message: string; extensions: 
   const extensions: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(e.details)) if (CLIENT_DETAILS.has(k)) extensions[k] = v;
   const message = fromStorage(e) ? (STORAGE_MESSAGES[e.code] ?? 'The storage service refused the request.') : e.message;
+  if (e.code === ErrorCode.STORAGE_BUSY) extensions.retryAfterSeconds = retryAfterSeconds(e);
   return { message, extensions: { ...extensions, code: e.code } };
+}
+
+/** The whole seconds a STORAGE_BUSY asks to wait (at least 1): its `Retry-After`. */
+export function retryAfterSeconds(e: TablegraphError): number {
+  const ms = typeof e.details.retryAfterMs === 'number' ? e.details.retryAfterMs : 1000;
+  return Math.max(1, Math.ceil(ms / 1000));
 }
 
 /** Codes of Apollo's own refusals that come without one (answered HTTP 400), by their message. */

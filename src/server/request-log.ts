@@ -112,7 +112,13 @@ export function requestLineMiddleware(log: Logger, metrics?: Metrics) {
 }
 
 /** Codes of failures that are not the client's doing (a tampered value included): logged at warn, with their details. */
-const SERVER_SIDE = new Set<string>([ErrorCode.STORAGE_UNAVAILABLE, ErrorCode.STORAGE_BAD_REQUEST, ErrorCode.CONFIG_INVALID, ErrorCode.DATA_INTEGRITY]);
+const SERVER_SIDE = new Set<string>([
+  ErrorCode.STORAGE_UNAVAILABLE,
+  ErrorCode.STORAGE_BUSY,
+  ErrorCode.STORAGE_BAD_REQUEST,
+  ErrorCode.CONFIG_INVALID,
+  ErrorCode.DATA_INTEGRITY,
+]);
 
 /** The plugin: request ids in errors, error logs, the mutation audit. */
 export function requestLogPlugin(log: Logger, model: Model): ApolloServerPlugin<RequestContext> {

@@ -63,12 +63,34 @@ function describe(ctx: StorageErrorContext, partitionKey?: string, rowKey?: stri
   return `${ctx.operation} on ${entity}`;
 }
 
+/** The wait a throttled answer asks for (ms): `x-ms-retry-after-ms`, `retry-after-ms` or `Retry-After` (s); 1 s when none. */
+function retryAfterMs(err: { response?: { headers?: { get?(name: string): string | undefined } } }): number {
+  const get = (name: string) => err.response?.headers?.get?.(name);
+  const ms = Number(get('x-ms-retry-after-ms') ?? get('retry-after-ms'));
+  if (Number.isFinite(ms) && ms > 0) return ms;
+  const s = Number(get('retry-after'));
+  return Number.isFinite(s) && s > 0 ? s * 1000 : 1000;
+}
+
+/** STORAGE_BUSY, with the wait the service asked for (details.retryAfterMs, ms). */
+function busy(
+  make: (code: ErrorCode, text: string, reason?: string) => TablegraphError,
+  details: Record<string, unknown>,
+  err: unknown,
+  text: string,
+  reason: string,
+): TablegraphError {
+  details.retryAfterMs = retryAfterMs(err as Parameters<typeof retryAfterMs>[0]);
+  return make(ErrorCode.STORAGE_BUSY, text, reason);
+}
+
 /**
  * Maps any error thrown by a storage call to a TablegraphError; a TablegraphError passes through unchanged.
  * 404 → NOT_FOUND (reason TableNotFound / ResourceNotFound); 409 → CONFLICT (reason EntityAlreadyExists, …);
  * 412 → CONFLICT (reason 'ETagMismatch'); 413 and 400s with a size code (EntityTooLarge, …) → LIMIT_EXCEEDED;
- * other 400s and 4xx → STORAGE_BAD_REQUEST; 401/403 → CONFIG_INVALID (credentials refused); aborts (the
- * per-call timeout), network errors, 408, 429 and 5xx → STORAGE_UNAVAILABLE.
+ * other 400s and 4xx → STORAGE_BAD_REQUEST; 401/403 → CONFIG_INVALID (credentials refused); 429, 503 and 500
+ * OperationTimedOut (throttling, after the SDK's retries) → STORAGE_BUSY (details.retryAfterMs); aborts (the per-call
+ * timeout), network errors, 408 and other 5xx → STORAGE_UNAVAILABLE.
  * details: { operation, table, partitionKey?, rowKey?, storageCode?, status?, storageMessage?, reason? } and,
  * for an EGT (ctx.batch), operationIndex plus that operation's keys, parsed from the `N:` message prefix.
  * The original error is kept as `cause`.
@@ -131,8 +153,12 @@ export function toTablegraphError(e: unknown, ctx: StorageErrorContext): Tablegr
     case 403:
       return make(ErrorCode.CONFIG_INVALID, `${what}: the service refused the credentials: ${message}`, storageCode);
     case 408:
-    case 429:
       return make(ErrorCode.STORAGE_UNAVAILABLE, `${what}: the Table service is busy (${status}).`, storageCode);
+    case 429:
+      return busy(make, details, err, `${what}: the Table service throttled the request (429).`, storageCode ?? 'TooManyRequests');
+  }
+  if (status === 503 || (status === 500 && storageCode === 'OperationTimedOut')) {
+    return busy(make, details, err, `${what}: the Table service is busy (${status} ${storageCode ?? ''}).`, storageCode ?? 'ServerBusy');
   }
   if (status >= 500) {
     return make(ErrorCode.STORAGE_UNAVAILABLE, `${what}: the Table service failed (${status}).`, storageCode);
