@@ -5,7 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net, { type AddressInfo } from 'node:net';
+import net from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isProcessAlive } from '../../src/storage/azurite';
@@ -79,12 +79,23 @@ export function killCommandProcesses(): void {
   }
 }
 
+/**
+ * A free loopback port below the kernel's ephemeral range (Linux: 32768–60999), for a server started later: a port
+ * the kernel hands out (an embedded Azurite's, listening on port 0, in the meantime) is never one of these.
+ */
 export async function freePort(): Promise<number> {
-  const probe = net.createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const found = (probe.address() as AddressInfo).port;
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return found;
+  for (;;) {
+    const port = 20000 + Math.floor(Math.random() * 12000);
+    const probe = net.createServer();
+    const free = await new Promise<boolean>((resolve) => {
+      probe.once('error', () => resolve(false));
+      probe.listen(port, '127.0.0.1', () => resolve(true));
+    });
+    if (free) {
+      await new Promise<void>((resolve) => probe.close(() => resolve()));
+      return port;
+    }
+  }
 }
 
 /** The data folder's running Azurite, as its state file says (undefined when none). */
