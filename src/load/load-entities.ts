@@ -16,7 +16,7 @@ import { backOff } from 'exponential-backoff';
 import pLimit from 'p-limit';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { repairHolder } from '../maintenance/summary-state';
-import type { EntityModel, Model } from '../model/types';
+import type { EntityModel, Model, SummaryModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
 import { writeEventualHolders } from './eventual-holders';
@@ -292,13 +292,7 @@ export async function loadEntities(opts: LoadOptions): Promise<LoadSummary> {
     }
     holders += [...plan.folded].filter((key) => !failedPartitions.has(key.split('\u0000')[1])).length;
     holders += await writeEventualHolders(plan, store, { attempts, concurrency, failedPartitions, observer, retrying, onWrite: () => totals.entities++ });
-    // A summary of a summary: the holders this step changed whose values others sum bring their contributions to
-    // those up to date, as the worker does after a write (src/derived/summary-chains.ts).
-    const chained = new Map<string, { holder: EntityModel; address: EntityAddress }>();
-    for (const m of await plan.holderMerges()) if (summaries.some((s) => s.holder === m.holder && s.feeds.length > 0)) chained.set(addressKey(m.address), m);
-    for (const { summary, address } of plan.eventualHolders.values())
-      if (summary.feeds.length > 0) chained.set(addressKey(address), { holder: summary.holder, address });
-    for (const { holder, address } of chained.values()) totals.entities += await refreshSummaryChains(model, store, holder, address, observer);
+    totals.entities += await refreshChainedHolders(model, store, plan, summaries, observer);
     let staleDeleted = 0;
     for (const { primary, addresses } of plan.stale) {
       for (const address of addresses) {
@@ -356,4 +350,20 @@ async function sendAll(batches: AsyncIterable<EgtBatch[]>, send: (b: EgtBatch) =
     // On failure too: the caller may close storage next, so nothing of this load may still be running.
     await Promise.all(inFlight);
   }
+}
+
+/**
+ * A summary of a summary: the holders a step changed whose values other summaries sum bring their contributions to
+ * those up to date, as the worker does after a write (src/derived/summary-chains.ts).
+ * @param summaries the summaries of the step's entity type
+ * @returns contribution entities changed (entities)
+ */
+async function refreshChainedHolders(model: Model, store: TableStore, plan: LoadPlan, summaries: SummaryModel[], observer?: StorageObserver): Promise<number> {
+  const chained = new Map<string, { holder: EntityModel; address: EntityAddress }>();
+  for (const m of await plan.holderMerges()) if (summaries.some((s) => s.holder === m.holder && s.feeds.length > 0)) chained.set(addressKey(m.address), m);
+  for (const { summary, address } of plan.eventualHolders.values())
+    if (summary.feeds.length > 0) chained.set(addressKey(address), { holder: summary.holder, address });
+  let changed = 0;
+  for (const { holder, address } of chained.values()) changed += await refreshSummaryChains(model, store, holder, address, observer);
+  return changed;
 }

@@ -41,6 +41,7 @@ import { trustedDocumentsMiddleware } from './trusted-documents-http';
 import { DEFAULT_HTTP_CACHE, httpCachePlugin, type HttpCacheOptions } from './http-cache';
 import type { Duplex } from 'node:stream';
 import { liveSubscriptions, streamHandler, subscriptionsElsewhere, type SubscriptionSettings } from './subscriptions/serve-subscriptions';
+import type { ChangePollerStats } from './subscriptions/change-poller';
 
 /** Deepest query accepted (selection-set nesting levels); deeper ones fail validation before any storage call. */
 export const MAX_QUERY_DEPTH = DEFAULT_QUERY_LIMITS.maxDepth;
@@ -121,29 +122,7 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
     deps.trustedDocumentsFile === undefined
       ? undefined
       : loadTrustedDocuments(deps.trustedDocumentsFile, deps.schema, { validationRules: limits.validationRules, parseOptions: limits.parseOptions });
-  const apollo = new ApolloServer<RequestContext>({
-    schema: deps.schema,
-    plugins: [
-      subscriptionsElsewhere,
-      costPlugin(deps.model),
-      storageBusyPlugin,
-      requestLogPlugin(deps.log, deps.model),
-      demandPlugin(deps.model, deps.budget ?? DEFAULT_DEMAND_BUDGET, deps.requestAdmission),
-      ...(limits.plugins as Array<ApolloServerPlugin<RequestContext>>),
-      httpCachePlugin(deps.model, { ...DEFAULT_HTTP_CACHE, ...deps.httpCache, authenticated: deps.authenticate !== undefined }),
-      // Cache-Control is written by httpCachePlugin alone, from the schema.
-      ApolloServerPluginCacheControl({ calculateHttpHeaders: false }),
-      // The IDE is ours (ide.ts): Apollo's landing page loads its script from a CDN.
-      ApolloServerPluginLandingPageDisabled(),
-    ],
-    formatError: introspection ? formatError : formatErrorWithoutSuggestions,
-    validationRules: limits.validationRules,
-    parseOptions: limits.parseOptions,
-    introspection,
-    includeStacktraceInErrorResponses: false,
-    // With a manifest, the only documents that reach Apollo are its own, parsed and validated at start-up.
-    ...(trusted ? { documentStore: trusted.documentStore() } : {}),
-  });
+  const apollo = apolloServer(deps, introspection, limits, trusted);
   await apollo.start();
   const live = deps.model.subscriptions.size > 0 ? liveSubscriptions(deps, limits, trusted) : undefined;
   const app = express();
@@ -151,38 +130,7 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
   // An ETag of every response body (a hash per response) is no use to GraphQL over POST.
   app.disable('etag');
   app.use(requestIdMiddleware);
-  app.get('/health', async (req, res) => {
-    try {
-      const latencyMs = await deps.store.ping({ timeoutMs: 3000 });
-      res.json({
-        status: 'ok',
-        storage: { target: deps.storageTarget, answers: true, latencyMs: Math.round(latencyMs * 10) / 10 },
-        fanout: await fanoutHealth(deps),
-      });
-    } catch (e) {
-      // What storage said (hosts, ports, SDK text) goes to the log, not to an unauthenticated endpoint.
-      deps.log.warn({ requestId: requestIdOf(req), err: e }, '/health: storage does not answer');
-      res.status(503).json({ status: 'unavailable', storage: { target: deps.storageTarget, answers: false }, requestId: requestIdOf(req) });
-    }
-  });
-  const metricsAccess = deps.metrics ?? 'loopback';
-  const metrics =
-    metricsAccess === 'off'
-      ? undefined
-      : new Metrics({ queues: deps.queues, queueNames: deps.queueNames, worker: deps.worker, subscriptions: live && (() => live.poller.stats()) });
-  if (metrics) {
-    app.get('/metrics', async (req, res, next) => {
-      // Not a secret, but not everyone's business either: by default, only a scraper on this machine.
-      if (metricsAccess === 'loopback' && !isLoopback((req.socket.remoteAddress ?? '').replace(/^::ffff:/, ''))) return next();
-      try {
-        const { contentType, body } = await metrics.render();
-        res.type(contentType).send(body);
-      } catch (e) {
-        deps.log.warn({ requestId: requestIdOf(req), err: e }, '/metrics: a metric could not be read');
-        res.status(503).type('text/plain').send('metrics unavailable: see the server log\n');
-      }
-    });
-  }
+  const metrics = mountOperations(app, deps, live && (() => live.poller.stats()));
   if (introspection) {
     mountIde(app, '/graphql', deps.ideQuery);
     if (deps.sdl !== undefined) app.get('/schema.graphql', schemaSdlHandler(deps.sdl, deps.authenticate));
@@ -207,44 +155,122 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
   const post = graphqlPostHandler({ apollo, path: '/graphql', context, log: deps.log, metrics, cors: corsMiddleware, maxBodyBytes, trusted });
   const stream = live && streamHandler(live.transports, deps.log, metrics, corsMiddleware);
   const policy: OriginPolicy = { allowedHosts: deps.allowedHosts, corsOrigins: origins };
-  const serve = (req: IncomingMessage, res: ServerResponse) => {
-    const refusal = originRefusal(req, policy);
-    if (refusal) return refuseOrigin(deps.log, req, res, refusal);
+  const handler = requestHandler(deps.log, policy, (req, res) => {
     if (stream?.(req, res)) return;
     if (!post(req, res)) app(req, res);
-  };
-  const handler: RequestListener = (req, res) => {
-    if (!tracingOn() || !req.url?.startsWith('/graphql')) return serve(req, res);
-    // One span per GraphQL request, the parent of its DataLoader batches and storage calls (spans.ts).
-    const attributes = { 'http.request.method': req.method, 'url.path': '/graphql' };
-    const span = startRequestSpan('graphql.request', req.headers, attributes, () => serve(req, res));
-    res.once('close', () => {
-      span?.setAttribute('http.response.status_code', res.statusCode);
-      span?.end();
-    });
-  };
+  });
   return {
     app,
     handler,
     apollo,
     metrics,
     trusted,
-    upgrade:
-      live &&
-      ((req, socket, head) => {
-        const refusal = originRefusal(req, policy);
-        if (!refusal) return live.transports.upgrade(req, socket, head);
-        deps.log.info({ code: refusal.code, origin: req.headers.origin, host: req.headers.host }, `WebSocket refused: ${refusal.message}`);
-        const body = JSON.stringify({ errors: [{ message: refusal.message, extensions: { code: refusal.code } }] });
-        socket.end(
-          `HTTP/1.1 ${refusal.status} ${refusal.status === 403 ? 'Forbidden' : 'Misdirected Request'}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-            `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-        );
-      }),
+    upgrade: live && guardedUpgrade(policy, deps.log, live.transports.upgrade),
     async closeSubscriptions() {
       await live?.transports.close();
       await live?.poller.close();
     },
+  };
+}
+
+/** Apollo Server over the schema, with every plugin of the request path and the document limits. */
+function apolloServer(deps: AppDeps, introspection: boolean, limits: ReturnType<typeof queryLimits>, trusted: TrustedDocuments | undefined) {
+  return new ApolloServer<RequestContext>({
+    schema: deps.schema,
+    plugins: [
+      subscriptionsElsewhere,
+      costPlugin(deps.model),
+      storageBusyPlugin,
+      requestLogPlugin(deps.log, deps.model),
+      demandPlugin(deps.model, deps.budget ?? DEFAULT_DEMAND_BUDGET, deps.requestAdmission),
+      ...(limits.plugins as Array<ApolloServerPlugin<RequestContext>>),
+      httpCachePlugin(deps.model, { ...DEFAULT_HTTP_CACHE, ...deps.httpCache, authenticated: deps.authenticate !== undefined }),
+      // Cache-Control is written by httpCachePlugin alone, from the schema.
+      ApolloServerPluginCacheControl({ calculateHttpHeaders: false }),
+      // The IDE is ours (ide.ts): Apollo's landing page loads its script from a CDN.
+      ApolloServerPluginLandingPageDisabled(),
+    ],
+    formatError: introspection ? formatError : formatErrorWithoutSuggestions,
+    validationRules: limits.validationRules,
+    parseOptions: limits.parseOptions,
+    introspection,
+    includeStacktraceInErrorResponses: false,
+    // With a manifest, the only documents that reach Apollo are its own, parsed and validated at start-up.
+    ...(trusted ? { documentStore: trusted.documentStore() } : {}),
+  });
+}
+
+/**
+ * `/health` (whether storage answers; never what it said) and `/metrics` (Prometheus, by default for this machine
+ * only) on `app`.
+ * @returns the metrics, absent with metrics 'off'
+ */
+function mountOperations(app: express.Express, deps: AppDeps, subscriptions: (() => ChangePollerStats) | undefined): Metrics | undefined {
+  app.get('/health', async (req, res) => {
+    try {
+      const latencyMs = await deps.store.ping({ timeoutMs: 3000 });
+      res.json({
+        status: 'ok',
+        storage: { target: deps.storageTarget, answers: true, latencyMs: Math.round(latencyMs * 10) / 10 },
+        fanout: await fanoutHealth(deps),
+      });
+    } catch (e) {
+      // What storage said (hosts, ports, SDK text) goes to the log, not to an unauthenticated endpoint.
+      deps.log.warn({ requestId: requestIdOf(req), err: e }, '/health: storage does not answer');
+      res.status(503).json({ status: 'unavailable', storage: { target: deps.storageTarget, answers: false }, requestId: requestIdOf(req) });
+    }
+  });
+  const metricsAccess = deps.metrics ?? 'loopback';
+  const metrics = metricsAccess === 'off' ? undefined : new Metrics({ queues: deps.queues, queueNames: deps.queueNames, worker: deps.worker, subscriptions });
+  if (metrics) {
+    app.get('/metrics', async (req, res, next) => {
+      // Not a secret, but not everyone's business either: by default, only a scraper on this machine.
+      if (metricsAccess === 'loopback' && !isLoopback((req.socket.remoteAddress ?? '').replace(/^::ffff:/, ''))) return next();
+      try {
+        const { contentType, body } = await metrics.render();
+        res.type(contentType).send(body);
+      } catch (e) {
+        deps.log.warn({ requestId: requestIdOf(req), err: e }, '/metrics: a metric could not be read');
+        res.status(503).type('text/plain').send('metrics unavailable: see the server log\n');
+      }
+    });
+  }
+  return metrics;
+}
+
+/**
+ * The whole application's listener: the host and origin guard first (request-origin.ts), then `serve`; a GraphQL
+ * request in a span of its own when tracing is on (spans.ts).
+ */
+function requestHandler(log: Logger, policy: OriginPolicy, serve: RequestListener): RequestListener {
+  const guarded = (req: IncomingMessage, res: ServerResponse) => {
+    const refusal = originRefusal(req, policy);
+    if (refusal) return refuseOrigin(log, req, res, refusal);
+    serve(req, res);
+  };
+  return (req, res) => {
+    if (!tracingOn() || !req.url?.startsWith('/graphql')) return guarded(req, res);
+    // One span per GraphQL request, the parent of its DataLoader batches and storage calls (spans.ts).
+    const attributes = { 'http.request.method': req.method, 'url.path': '/graphql' };
+    const span = startRequestSpan('graphql.request', req.headers, attributes, () => guarded(req, res));
+    res.once('close', () => {
+      span?.setAttribute('http.response.status_code', res.statusCode);
+      span?.end();
+    });
+  };
+}
+
+/** A WebSocket upgrade listener behind the host and origin guard: a refused upgrade is answered and closed. */
+function guardedUpgrade(policy: OriginPolicy, log: Logger, upgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => void) {
+  return (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
+    const refusal = originRefusal(req, policy);
+    if (!refusal) return upgrade(req, socket, head);
+    log.info({ code: refusal.code, origin: req.headers.origin, host: req.headers.host }, `WebSocket refused: ${refusal.message}`);
+    const body = JSON.stringify({ errors: [{ message: refusal.message, extensions: { code: refusal.code } }] });
+    socket.end(
+      `HTTP/1.1 ${refusal.status} ${refusal.status === 403 ? 'Forbidden' : 'Misdirected Request'}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
   };
 }
 

@@ -95,11 +95,7 @@ export async function reconcile(message: EntityMessage, opts: ReconcileOptions):
       // A pending reservation was kept: its write may still commit. If it does not, nobody but a later delivery of
       // this message would remove it, so come back when its lease has ended.
       if (leaseEnds > 0) return { kind: 'retryLater', afterMs: Math.max(leaseEnds - now(), 0) + 1000 };
-      // Holders the write changed in its EGT whose values other summaries sum: theirs follow now it is visible.
-      for (const h of message.summaryHolders ?? []) {
-        const holder = opts.model.entities.get(h.entity);
-        if (holder) upserted += await refreshSummaryChains(opts.model, store, holder, h.address, opts.observer);
-      }
+      upserted += await refreshHolders(message, opts);
       return { kind: 'done', passes: pass, upserted, deleted };
     }
     current = again;
@@ -111,4 +107,18 @@ export async function reconcile(message: EntityMessage, opts: ReconcileOptions):
       messageId: message.id,
     },
   );
+}
+
+/**
+ * The summary holders a message's write changed in its EGT whose values other summaries sum: their contributions to
+ * those follow, now that the write is visible (src/derived/summary-chains.ts).
+ * @returns contribution entities changed (entities)
+ */
+async function refreshHolders(message: EntityMessage, opts: ReconcileOptions): Promise<number> {
+  let changed = 0;
+  for (const h of message.summaryHolders ?? []) {
+    const holder = opts.model.entities.get(h.entity);
+    if (holder) changed += await refreshSummaryChains(opts.model, opts.store, holder, h.address, opts.observer);
+  }
+  return changed;
 }

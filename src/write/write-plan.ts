@@ -285,41 +285,58 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
     reservations,
     ...(wideParts && { wideParts }),
   };
+  const fanout = fanoutOf(model, entity, plan, { derivedBefore, derivedAfter, refreshCopies });
+  if (fanout) plan.fanout = fanout;
+  return plan;
+}
+
+/**
+ * The fan-out message of a planned write (src/queue/messages.ts), when the worker has anything to do after it: its
+ * inter-partition index entities or contributions change, copies are to be checked or brought up to date, join
+ * entities point at a deleted entity, or a holder its EGT changes is summed by other summaries. Undefined otherwise.
+ * @param derived what the old and the new state derive, and whether the write sets a reference with copies
+ */
+function fanoutOf(
+  model: Model,
+  entity: WriteModel['entity'],
+  plan: WritePlan,
+  derived: { derivedBefore: ReturnType<typeof derive>; derivedAfter: ReturnType<typeof derive>; refreshCopies: boolean },
+): WritePlan['fanout'] {
+  const { address, previous, values, holderDeltas } = plan;
   // Contributions to summaries held elsewhere are derived too: the worker applies a change of one.
   const contributedBefore = contributions(model, entity, address, previous);
   const contributedAfter = contributions(model, entity, address, values);
   const sameContributions = contributedBefore.map((c) => c.signature).join('\n') === contributedAfter.map((c) => c.signature).join('\n');
   // Copies: this entity's, to check again once it commits (its target may change meanwhile); or copies of this
   // entity's fields held by others, to bring up to date.
-  const copiesChange = refreshCopies || copiedFieldsChanged(model, entity, previous, values);
+  const copiesChange = derived.refreshCopies || copiedFieldsChanged(model, entity, previous, values);
   // A deleted entity that join entities may point at: the worker deletes them (src/derived/joins.ts).
   const joinsChange = values === null && previous !== null && (model.joinsOf.get(entity.name)?.length ?? 0) > 0;
   // Holders this EGT changes whose values other summaries sum: the worker follows (src/derived/summary-chains.ts).
   const summaryHolders = [...holderDeltas.values()]
     .filter((d) => [...d.deltas].some(([s, delta]) => s.feeds.length > 0 && !delta.isZero()))
     .map((d) => ({ entity: [...d.deltas.keys()][0].holder.name, address: d.address }));
-  if (!sameDerived(derivedBefore, derivedAfter) || !sameContributions || copiesChange || joinsChange || summaryHolders.length > 0) {
-    const candidates = new Map<string, EntityAddress>();
-    for (const w of [...derivedBefore, ...derivedAfter]) {
-      const a = { table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey };
-      candidates.set(addressKey(a), a);
-    }
-    const lookups = new Map<string, EntityAddress>();
-    for (const c of [...contributedBefore, ...contributedAfter]) (c.lookup ? lookups : candidates).set(addressKey(c.address), c.address);
-    plan.fanout = {
-      kind: 'fanout',
-      v: 3,
-      entity: entity.name,
-      primary: address,
-      writeId,
-      basedOn,
-      deleted: values === null,
-      candidates: [...candidates.values()],
-    };
-    if (lookups.size > 0) plan.fanout.holderLookups = [...lookups.values()];
-    if (summaryHolders.length > 0) plan.fanout.summaryHolders = summaryHolders;
+  if (sameDerived(derived.derivedBefore, derived.derivedAfter) && sameContributions && !copiesChange && !joinsChange && summaryHolders.length === 0)
+    return undefined;
+  const candidates = new Map<string, EntityAddress>();
+  for (const w of [...derived.derivedBefore, ...derived.derivedAfter]) {
+    const a = { table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey };
+    candidates.set(addressKey(a), a);
   }
-  return plan;
+  const lookups = new Map<string, EntityAddress>();
+  for (const c of [...contributedBefore, ...contributedAfter]) (c.lookup ? lookups : candidates).set(addressKey(c.address), c.address);
+  return {
+    kind: 'fanout',
+    v: 3,
+    entity: entity.name,
+    primary: address,
+    writeId: plan.writeId,
+    basedOn: plan.basedOn,
+    deleted: values === null,
+    candidates: [...candidates.values()],
+    ...(lookups.size > 0 && { holderLookups: [...lookups.values()] }),
+    ...(summaryHolders.length > 0 && { summaryHolders }),
+  };
 }
 
 /**

@@ -150,18 +150,18 @@ async function subscribeFormatted(options: TransportOptions, args: ExecutionArgs
   return events;
 }
 
-/** Both transports, over one schema with `@subscribe` fields attached (subscription-fields.ts). */
-export function subscriptionTransports(options: TransportOptions): SubscriptionTransports {
-  const streams = new Set<ServerResponse>();
-  const executionArgs = (prepared: Extract<ReturnType<typeof prepareSubscription>, { ok: true }>, contextValue: RequestContext): ExecutionArgs => ({
-    schema: options.schema,
-    document: prepared.document,
-    variableValues: prepared.variables,
-    operationName: prepared.operationName,
-    contextValue,
-  });
+/** The execution arguments of a prepared subscription, with its request context. */
+function executionArgs(
+  options: TransportOptions,
+  prepared: Extract<ReturnType<typeof prepareSubscription>, { ok: true }>,
+  contextValue: RequestContext,
+): ExecutionArgs {
+  return { schema: options.schema, document: prepared.document, variableValues: prepared.variables, operationName: prepared.operationName, contextValue };
+}
 
-  const sseHandler = createHandler<IncomingMessage, { res: ServerResponse }>({
+/** graphql-sse's handler (distinct connections): the caller and the document checked before the subscription runs. */
+function sseTransport(options: TransportOptions) {
+  return createHandler<IncomingMessage, { res: ServerResponse }>({
     schema: options.schema,
     subscribe: ((args: ExecutionArgs) => subscribeFormatted(options, args)) as never,
     // Distinct connections only: one request, one subscription, its token in its own headers.
@@ -177,10 +177,13 @@ export function subscriptionTransports(options: TransportOptions): SubscriptionT
       const prepared = prepareSubscription(options, params as unknown as Record<string, unknown>);
       if (!prepared.ok) return refusalResponse(prepared.status, formatErrors(options, prepared.errors)) as Response;
       // graphql-sse types a context as a record; the resolvers' context is the RequestContext.
-      return executionArgs(prepared, createRequestContext(options.context, randomUUID(), principal)) as unknown as OperationArgs;
+      return executionArgs(options, prepared, createRequestContext(options.context, randomUUID(), principal)) as unknown as OperationArgs;
     },
   });
+}
 
+/** graphql-ws on a `ws` server of its own (upgrades handed to it): the caller at `connection_init`, each subscription checked. */
+function webSocketTransport(options: TransportOptions): WebSocketServer {
   const wss = new WebSocketServer({ noServer: true, maxPayload: options.maxPayloadBytes });
   // The caller of each WebSocket, decided at `connection_init`; its subscriptions, by id.
   const callers = new WeakMap<object, { principal?: Principal; ids: Set<string> }>();
@@ -226,7 +229,7 @@ export function subscriptionTransports(options: TransportOptions): SubscriptionT
           caller.ids.delete(id);
           return formatErrors(options, prepared.errors);
         }
-        return executionArgs(prepared, createRequestContext(options.context, randomUUID(), caller.principal));
+        return executionArgs(options, prepared, createRequestContext(options.context, randomUUID(), caller.principal));
       },
       onComplete(ctx, id) {
         callers.get(ctx.extra.socket)?.ids.delete(id);
@@ -242,6 +245,14 @@ export function subscriptionTransports(options: TransportOptions): SubscriptionT
     options.log,
   );
 
+  return wss;
+}
+
+/** Both transports, over one schema with `@subscribe` fields attached (subscription-fields.ts). */
+export function subscriptionTransports(options: TransportOptions): SubscriptionTransports {
+  const streams = new Set<ServerResponse>();
+  const sseHandler = sseTransport(options);
+  const wss = webSocketTransport(options);
   return {
     sse(req, res) {
       if (!req.url || !(req.url === SSE_PATH || req.url.startsWith(`${SSE_PATH}?`))) return false;
