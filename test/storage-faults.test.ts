@@ -43,6 +43,7 @@ type Mutation {
   createBank(input: CreateBankInput!): BankPayload! @write(entity: "Bank", action: CREATE)
   createAccount(input: CreateAccountInput!): AccountPayload! @write(entity: "Account", action: CREATE)
   updateAccount(input: UpdateAccountInput!): AccountPayload! @write(entity: "Account", action: UPDATE)
+  deleteAccount(input: DeleteAccountInput!): AccountPayload! @write(entity: "Account", action: DELETE)
   countHit(input: IncrementMeterInput!): MeterPayload! @write(entity: "Meter", action: INCREMENT)
 }
 `;
@@ -96,16 +97,17 @@ test('300 concurrent creates, updates with ETags and increments through storage 
   // Before the faults: 100 accounts to update, each read for its ETag.
   const CREATE = 'mutation ($input: CreateAccountInput!) { createAccount(input: $input) { account { id etag } } }';
   const etags = new Map<string, string>();
-  for (let i = 1; i <= 100; i++) {
-    const id = `u${i}`;
+  for (const id of [...Array.from({ length: 100 }, (_, i) => `u${i + 1}`), ...Array.from({ length: 60 }, (_, i) => `d${i + 1}`)]) {
     etags.set(id, (await must(CREATE, { input: { bank: 'b', id, email: `${id}@faults.example`, balance: 1 } })).createAccount.account.etag);
   }
   proxy.setFaults({ busy: 0.05, throttled: 0.05, timedOutAfterApply: 0.03, resetAfterApply: 0.02, slow: 0.02 });
-  type Op = { kind: 'create' | 'update' | 'increment'; key: string; value: number };
+  type Op = { kind: 'create' | 'update' | 'increment' | 'delete'; key: string; value: number };
   const ops: Op[] = [
     ...Array.from({ length: 100 }, (_, i): Op => ({ kind: 'create', key: `c${i + 1}`, value: (i % 7) + 1 })),
     ...Array.from({ length: 100 }, (_, i): Op => ({ kind: 'update', key: `u${i + 1}`, value: 100 + i })),
     ...Array.from({ length: 100 }, (_, i): Op => ({ kind: 'increment', key: `m${i % 5}/${i % 3}`, value: (i % 3) + 1 })),
+    // Deletes: half with the ETag read (`ifMatch`), half without.
+    ...Array.from({ length: 60 }, (_, i): Op => ({ kind: 'delete', key: `d${i + 1}`, value: i % 2 })),
   ].sort((a, b) => (a.key + a.kind < b.key + b.kind ? -1 : 1));
   const answers = await limited(
     8,
@@ -116,16 +118,21 @@ test('300 concurrent creates, updates with ETags and increments through storage 
         const input = { bank: 'b', id: op.key, balance: op.value, ifMatch: etags.get(op.key) };
         return { op, ...(await run('mutation ($input: UpdateAccountInput!) { updateAccount(input: $input) { account { id } } }', { input })) };
       }
+      if (op.kind === 'delete') {
+        const input = { bank: 'b', id: op.key, ...(op.value ? { ifMatch: etags.get(op.key) } : {}) };
+        return { op, ...(await run('mutation ($input: DeleteAccountInput!) { deleteAccount(input: $input) { account { id } } }', { input })) };
+      }
       const [id, at] = op.key.split('/');
       const input = { bank: 'b', id, hourly: { at: Number(at), by: op.value } };
       return { op, ...(await run('mutation ($input: IncrementMeterInput!) { countHit(input: $input) { meter { id } } }', { input })) };
     }),
   );
   proxy.setFaults({});
-  const codes = answers.reduce<Record<string, number>>(
-    (m, a) => ({ ...m, [`${a.op.kind} ${a.code ?? 'ok'}`]: (m[`${a.op.kind} ${a.code ?? 'ok'}`] ?? 0) + 1 }),
-    {},
-  );
+  const codes: Record<string, number> = {};
+  for (const a of answers) {
+    const key = `${a.op.kind}${a.op.kind === 'delete' && a.op.value ? ' ifMatch' : ''} ${a.code ?? 'ok'}`;
+    codes[key] = (codes[key] ?? 0) + 1;
+  }
   console.log(`storage faults seed ${seed}: ${JSON.stringify(codes)}; injected ${JSON.stringify(proxy.injected())}`);
   // Refusals say why, and none is a conflict with the write's own first attempt.
   for (const a of answers)

@@ -169,6 +169,11 @@ export function sawChange(snapshot: ChangeSnapshot | undefined, change: Pick<Cha
   return change.committed < snapshot.through || (change.committed === snapshot.through && snapshot.keys.includes(change.changeKey));
 }
 
+/** Whether an entity to write is a change entity. */
+export function isChangeEntity(e: EntityToWrite): boolean {
+  return e.properties[ENTITY_TYPE_PROPERTY]?.value === CHANGE_ENTITY_TYPE;
+}
+
 /**
  * The EGT's operations with every change entity's RowKey made anew from the time now (nextChangeTime), keeping its
  * write id: called right before the EGT is sent, so that a change's time is never earlier than its EGT by more than
@@ -177,7 +182,7 @@ export function sawChange(snapshot: ChangeSnapshot | undefined, change: Pick<Cha
  */
 export function stampChanges(operations: readonly TransactionOperation[]): TransactionOperation[] {
   return operations.map((op) => {
-    if (op.kind !== 'create' || op.entity.properties[ENTITY_TYPE_PROPERTY]?.value !== CHANGE_ENTITY_TYPE) return op;
+    if (op.kind !== 'create' || !isChangeEntity(op.entity)) return op;
     const e = op.entity;
     const writeId = e.properties[CHANGE.writeId]?.value;
     return { ...op, entity: { ...e, rowKey: changeRowKey(nextChangeTime(), String(writeId)) } };

@@ -62,6 +62,15 @@ export class TableStore {
   /** EGT deletes with If-Match, keyed by the call's AbortSignal: the one object the batch request carries. */
   private readonly deleteEtags = new WeakMap<object, Map<number, string>>();
   private readonly ifMatchPolicy = deleteIfMatchPolicy((signal) => this.deleteEtags.get(signal));
+  /** HTTP attempts each call made (its first and the SDK's retries), by the call's own AbortSignal. */
+  private readonly attempts = new WeakMap<object, number>();
+  private readonly attemptsPolicy: Parameters<TableClient['pipeline']['addPolicy']>[0] = {
+    name: 'tablegraphAttempts',
+    sendRequest: (request, next) => {
+      if (request.abortSignal) this.attempts.set(request.abortSignal, (this.attempts.get(request.abortSignal) ?? 0) + 1);
+      return next(request);
+    },
+  };
   /** Seals `@encrypted` properties on the way out and opens them on the way in (property-cipher.ts); absent: none. */
   private cipher?: PropertyCipher;
 
@@ -259,7 +268,9 @@ export class TableStore {
    * An EGT (the guide's "Entity Group Transactions"): all operations apply or none does. checkTransaction
    * runs first, so an invalid batch sends nothing. Returns each operation's new ETag (undefined for deletes).
    * Reports 'transaction'. @throws CONFLICT (reason EntityAlreadyExists, ETagMismatch, …) or NOT_FOUND with
-   * details.operationIndex naming the failing operation; BAD_USER_INPUT/LIMIT_EXCEEDED from checkTransaction.
+   * details.operationIndex naming the failing operation — and details.attempts (> 1) when the SDK's retry met it,
+   * which may then be the first attempt's own doing, applied with its answer lost; BAD_USER_INPUT/LIMIT_EXCEEDED
+   * from checkTransaction.
    */
   async submitTransaction(table: string, given: TransactionOperation[], opts?: CallOptions): Promise<Etag[]> {
     const cipher = this.cipher;
@@ -346,11 +357,16 @@ export class TableStore {
     // The span's attributes are made only when tracing is on: this runs on every storage call.
     const attributes = tracingOn() ? { 'db.collection.name': ctx.table, 'tablegraph.kind': kind, 'tablegraph.partition_key': ctx.partitionKey } : {};
     return inSpan(`table.${ctx.operation}`, attributes, async (span) => {
+      const signal = this.signal(opts);
       try {
-        return await run(this.signal(opts), cost);
+        return await run(signal, cost);
       } catch (e) {
         cost.entities = 0;
-        throw toTablegraphError(e, ctx);
+        const mapped = toTablegraphError(e, ctx);
+        // A refusal met by the SDK's retry may be the first attempt's own doing, applied with its answer lost.
+        const attempts = this.attempts.get(signal);
+        if (attempts !== undefined && attempts > 1) mapped.details.attempts = attempts;
+        throw mapped;
       } finally {
         const { entities, roundTrips } = cost;
         span?.setAttributes({ 'tablegraph.round_trips': roundTrips, 'tablegraph.entities': entities });
@@ -385,6 +401,8 @@ export class TableStore {
           : new TableClient(this.access.url, table, this.access.credential, this.clientOptions);
       // Serialize phase: before the credential policy computes Content-Length from the body.
       client.pipeline.addPolicy(this.ifMatchPolicy, { phase: 'Serialize' });
+      // After the retry policy: it sees each attempt, so that a refusal met by a retry can be told (details.attempts).
+      client.pipeline.addPolicy(this.attemptsPolicy, { afterPhase: 'Retry' });
       // Per-call CPU this project does not use: @azure/logger (its own code logs storage calls), @azure/core-tracing
       // unless tracing is on, redirects and forms (the Table service has none). Measured by test/bench/point-bench.ts.
       for (const name of UNUSED_SDK_POLICIES) if (name !== 'tracingPolicy' || !tracingOn()) client.pipeline.removePolicy({ name });

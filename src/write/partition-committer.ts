@@ -17,7 +17,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
-import { stampChanges } from '../model/change-log';
+import { CHANGE, isChangeEntity, stampChanges } from '../model/change-log';
 import type { StorageObserver, StoredEntity } from '../storage/types';
 import { sharedObserver } from '../storage/shared-observer';
 import { addressKey } from '../storage/address-key';
@@ -182,9 +182,10 @@ export class PartitionCommitter {
 
     await this.confirming;
     let etags: Array<string | undefined>;
+    // The change entities' times are taken now, not when the group was planned (change-log.ts stampChanges).
+    const stamped = stampChanges(group.operations);
     try {
-      // The change entities' times are taken now, not when the group was planned (change-log.ts stampChanges).
-      etags = await store.submitTransaction(this.table, stampChanges(group.operations), { observer });
+      etags = await store.submitTransaction(this.table, stamped, { observer });
     } catch (e) {
       // A period's table dropped by `expire` since this process made it, met first by the EGT (a create reads
       // nothing before): undo, make it again, and try the writes again (each attempt counted, so not forever).
@@ -194,7 +195,7 @@ export class PartitionCommitter {
         group.planned.forEach(({ member }) => this.again(member, retry, e));
         return [...retry, ...deferred];
       }
-      const again = await this.failedEgt(group, state, effects, e, observer);
+      const again = await this.failedEgt({ ...group, operations: stamped }, state, effects, e, observer);
       return [...again, ...retry, ...deferred];
     }
     this.committed(group, state, etags);
@@ -221,27 +222,45 @@ export class PartitionCommitter {
   ): Promise<PendingWrite[]> {
     const retry: PendingWrite[] = [];
     const index = isTablegraphError(error) ? error.details.operationIndex : undefined;
-    // No operation named (a timeout, an outage), or a refusal that the SDK's retry of this very EGT meets when its
-    // first attempt was applied and its answer lost (an insert that finds its entity, an If-Match that finds its
-    // own ETag gone): the EGT may have been applied, all of it. Each write's WriteId on its entity tells.
-    const ownRefusal = typeof index === 'number' && isTablegraphError(error, ErrorCode.CONFLICT) && group.planned.some(({ plan }) => plan.values !== null);
+    // No operation named (a timeout, an outage), or a refusal that the SDK's retry of this very EGT met (its
+    // details.attempts), which may be what its first attempt applied with its answer lost (an insert that finds its
+    // entity, an If-Match that finds its own ETag gone, a delete that finds its entity gone): the EGT may have been
+    // applied, all of it. Each write's WriteId on its entity, or its change entity, tells (readBack). A refusal of a
+    // first and only attempt is the writes' own.
+    const refusal = isTablegraphError(error) ? error : undefined;
+    const retried = typeof refusal?.details.attempts === 'number' && refusal.details.attempts > 1;
+    const ownRefusal =
+      typeof index === 'number' &&
+      retried &&
+      (refusal?.code === ErrorCode.CONFLICT || (refusal?.code === ErrorCode.NOT_FOUND && refusal.details.reason !== 'TableNotFound'));
     if (typeof index !== 'number' || ownRefusal) {
       this.holders.clear();
-      const now = await this.readBack(group, observer);
-      if (now) {
+      const back = await this.readBack(group, observer);
+      if (back.applied) {
         // Every write shows: the EGT was applied (it is all or nothing). Its ETags are the ones read now.
         this.committed(
           group,
           state,
           group.owners.map(() => undefined),
-          now,
+          back.applied,
         );
         return retry;
       }
-      if (typeof index !== 'number') {
-        // Not applied, or not known: each write fails with the error; messages and reservations stay for the worker,
-        // since a late answer could still apply the EGT.
-        group.planned.forEach(({ member }) => member.reject(error));
+      if (typeof index !== 'number' || !back.known) {
+        // Not applied, or not known: each write fails; messages and reservations stay for the worker, since a late
+        // answer could still apply the EGT. A refusal whose cause cannot be told (a delete with `ifMatch`, its
+        // entity gone: its own attempt, or another client's delete) says that the outcome is not known.
+        const unknown =
+          typeof index === 'number'
+            ? new TablegraphError(
+                ErrorCode.STORAGE_UNAVAILABLE,
+                "The write's answer was lost and its outcome cannot be read back: read the entity before writing again.",
+                {
+                  reason: 'OutcomeUnknown',
+                },
+              )
+            : error;
+        group.planned.forEach(({ member }) => member.reject(unknown));
         return retry;
       }
     }
@@ -285,23 +304,54 @@ export class PartitionCommitter {
   }
 
   /**
-   * Whether the group's EGT was applied: every write's entity read back carries its WriteId (a delete: is absent).
-   * A read that fails is tried again (storage that throttles), up to READ_BACK_ATTEMPTS times.
-   * @returns the entities as read, one per planned write, when it was; undefined when it was not, or is not known
+   * Whether the group's EGT was applied, all of it (an EGT is all or nothing): a write whose type a subscription
+   * follows shows it by its change entity, which the EGT holds (change-log.ts); any other write by its entity read
+   * back — carrying its WriteId, or for a delete, absent. A delete's absence proves nothing when the client gave an
+   * `ifMatch` (another client may have deleted that version), so a group of such deletes alone is never taken for
+   * applied unless a change entity shows it. A read that fails is tried again (storage that throttles), up to
+   * READ_BACK_ATTEMPTS times.
+   * @param group its `operations` as they were sent (the change entities' RowKeys as stamped)
+   * @returns `applied`: the entities as read, one per planned write, when it was; otherwise `known`: whether some
+   *   write shows it was not (else its outcome is not known)
    */
-  private async readBack(group: GroupPlan<PendingWrite>, observer?: StorageObserver): Promise<Array<StoredEntity | null> | undefined> {
+  private async readBack(
+    group: GroupPlan<PendingWrite>,
+    observer?: StorageObserver,
+  ): Promise<{ applied: Array<StoredEntity | null>; known?: undefined } | { applied: undefined; known: boolean }> {
+    const changes = group.planned.map(({ plan }) =>
+      group.operations.find((op) => op.kind === 'create' && isChangeEntity(op.entity) && op.entity.properties[CHANGE.writeId]?.value === plan.writeId),
+    );
     let now: Array<StoredEntity | null | undefined> = [];
+    let logged: Array<StoredEntity | null | undefined> = [];
     for (let attempt = 0; attempt < READ_BACK_ATTEMPTS; attempt++) {
       if (attempt > 0) await new Promise((r) => setTimeout(r, 200 * 2 ** attempt));
-      now = await Promise.all(
-        group.planned.map(({ member }) => readEntity(this.ctx.store, member.write.entity, member.address, observer).catch(() => undefined)),
-      );
-      if (now.every((e) => e !== undefined)) break;
+      [now, logged] = await Promise.all([
+        Promise.all(group.planned.map(({ member }) => readEntity(this.ctx.store, member.write.entity, member.address, observer).catch(() => undefined))),
+        Promise.all(
+          changes.map((op) =>
+            op?.kind === 'create'
+              ? this.ctx.store
+                  .getEntity({ table: this.table, partitionKey: op.entity.partitionKey, rowKey: op.entity.rowKey }, { observer })
+                  .catch(() => undefined)
+              : null,
+          ),
+        ),
+      ]);
+      if (now.every((e) => e !== undefined) && logged.every((e) => e !== undefined)) break;
     }
-    const applied = group.planned.every(
-      ({ plan }, i) => now[i] !== undefined && (plan.values ? now[i] !== null && writtenBy(now[i]!, plan.writeId) : now[i] === null),
-    );
-    return applied ? (now as Array<StoredEntity | null>) : undefined;
+    const shows = group.planned.map(({ plan, member }, i) => {
+      if (changes[i]) return logged[i] === undefined ? undefined : logged[i] !== null;
+      if (now[i] === undefined) return undefined;
+      if (plan.values) return now[i] !== null && writtenBy(now[i]!, plan.writeId);
+      if (now[i] !== null) return false; // a delete whose entity is still there
+      return typeof member.input.ifMatch !== 'string' ? true : undefined;
+    });
+    // Applied when every write shows it, or some write proves it and none says otherwise (a delete's absence agrees).
+    const proof = shows.some((x, i) => x === true && (changes[i] !== undefined || group.planned[i].plan.values !== null));
+    if (shows.every((x) => x === true) || (proof && shows.every((x, i) => x === true || (x === undefined && now[i] === null)))) {
+      return { applied: now as Array<StoredEntity | null> };
+    }
+    return { applied: undefined, known: shows.some((x) => x === false) };
   }
 
   /** Re-plans the group without the writes `drop` returns true for (they failed or wait for the next EGT). */
