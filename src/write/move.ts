@@ -112,9 +112,23 @@ export async function requestMove(
       const etag = await ctx.store.updateEntity(from.table, mark, 'merge', { ...call, ifMatch: current.etag });
       return { address: from, values: previous, etag, deleted: false };
     } catch (e) {
+      const changed = isTablegraphError(e, ErrorCode.CONFLICT) || isTablegraphError(e, ErrorCode.NOT_FOUND);
+      if (changed && typeof e.details.attempts === 'number' && e.details.attempts > 1) {
+        // Refused on the SDK's retry: the first attempt may have been applied, its answer lost. The mark tells.
+        const now = await ctx.store.getEntity(from, call).catch(() => undefined);
+        if (now && now.properties[MOVE_ID_PROPERTY] === moveId) return { address: from, values: previous, etag: now.etag, deleted: false };
+        if (!now) {
+          // Gone: the worker may have carried out this very move already, or another client deleted it. The message
+          // stays: a move whose mark is not there does nothing.
+          throw new TablegraphError(
+            ErrorCode.STORAGE_UNAVAILABLE,
+            "The move's answer was lost and its outcome cannot be read back: read the entity before moving it again.",
+            { reason: 'OutcomeUnknown' },
+          );
+        }
+      }
       if (sent) await ctx.fanout.withdraw?.(sent).catch(() => undefined);
       // Written or deleted since it was read: read it again (a client's ifMatch is then stale, said above).
-      const changed = isTablegraphError(e, ErrorCode.CONFLICT) || isTablegraphError(e, ErrorCode.NOT_FOUND);
       if (!changed) throw e;
       if (attempt === MARK_ATTEMPTS)
         throw new TablegraphError(
