@@ -64,3 +64,11 @@ export class TablegraphError extends Error {
 export function isTablegraphError(e: unknown, code?: ErrorCode): e is TablegraphError {
   return e instanceof TablegraphError && (code === undefined || e.code === code);
 }
+
+/**
+ * Whether `e` is storage failing for now — no answer, or throttling through every retry (STORAGE_UNAVAILABLE,
+ * STORAGE_BUSY) — which a later attempt may get past: what a load, a worker or a maintenance command retries.
+ */
+export function isTransientStorageError(e: unknown): boolean {
+  return isTablegraphError(e, ErrorCode.STORAGE_UNAVAILABLE) || isTablegraphError(e, ErrorCode.STORAGE_BUSY);
+}

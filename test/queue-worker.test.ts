@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
-import { ErrorCode, isTablegraphError } from '../src/errors';
+import { ErrorCode, isTablegraphError, TablegraphError } from '../src/errors';
 import { QueueStore, queueName } from '../src/storage/queue-store';
 import { LagStats } from '../src/worker/lag-stats';
 import { HandlerResult, QueueWorker, QueueWorkerOptions } from '../src/worker/queue-worker';
@@ -111,6 +111,27 @@ describe('QueueWorker', () => {
     expect(body).toMatchObject({ message: 'bad', dequeueCount: 3, error: 'boom 2' });
     expect(typeof body.id).toBe('string');
     expect(Number.isNaN(Date.parse(String(body.poisonedAt)))).toBe(false);
+  });
+
+  it('a message that fails only because storage is throttled or away is sent again later, never poisoned', async () => {
+    const opts = await setup('transient', ['throttled']);
+    let calls = 0;
+    const worker = new QueueWorker({
+      ...opts,
+      maxDequeueCount: 2,
+      handle: async () => {
+        calls++;
+        // Storage busy for the first five attempts — past the poison threshold — then back.
+        if (calls <= 5) throw new TablegraphError(ErrorCode.STORAGE_BUSY, 'busy', { retryAfterMs: 100 });
+        return done;
+      },
+    });
+    const result = await worker.drain({ timeoutMs: 30_000 });
+    expect(calls).toBe(6);
+    expect(result.handled).toBe(1);
+    expect(result.poisoned).toBe(0);
+    expect(await queues.approximateDepth(opts.poisonQueue)).toBe(0);
+    expect(await queues.approximateDepth(opts.queue)).toBe(0);
   });
 
   it('stop() waits for the message in hand, keeps it hidden meanwhile, then receives nothing new', async () => {

@@ -14,7 +14,7 @@
  */
 import { backOff } from 'exponential-backoff';
 import pLimit from 'p-limit';
-import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
+import { ErrorCode, isTablegraphError, isTransientStorageError, TablegraphError } from '../errors';
 import { repairHolder } from '../maintenance/summary-state';
 import type { EntityModel, Model, SummaryModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
@@ -220,7 +220,7 @@ export async function loadEntities(opts: LoadOptions): Promise<LoadSummary> {
       maxDelay: 16_000,
       jitter: 'full',
       retry: (e: unknown, attempt: number) => {
-        if (!isTablegraphError(e, ErrorCode.STORAGE_UNAVAILABLE)) return false;
+        if (!isTransientStorageError(e)) return false;
         if (attempt >= attempts) return true; // asked after the last attempt too: nothing is sent again then
         totals.retries++;
         opts.onRetry?.(e, attempt);
@@ -241,7 +241,7 @@ export async function loadEntities(opts: LoadOptions): Promise<LoadSummary> {
         totals.transactions++;
         progress();
       } catch (e) {
-        if (!isTablegraphError(e, ErrorCode.STORAGE_UNAVAILABLE)) throw e;
+        if (!isTablegraphError(e) || !isTransientStorageError(e)) throw e;
         const lines = [...new Set(batch.writes.map((w) => plan.lines.get(w)).filter((l): l is number => l !== undefined))].sort((a, b) => a - b);
         failed.push({ type: step.type, lines, table: batch.table, partitionKey: batch.partitionKey, error: e.message });
         failedPartitions.add(batch.partitionKey);

@@ -22,7 +22,7 @@
  * "Entity Group Transactions", "Index Entities Pattern", "Eventually consistent transactions pattern".
  */
 import { randomUUID } from 'node:crypto';
-import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
+import { ErrorCode, isTablegraphError, isTransientStorageError, TablegraphError } from '../errors';
 import { Decimal, decimalText } from '../model/decimal';
 import { entityWrites, primaryAddress, valuesOf, type TableWrite } from '../model/entity-codec';
 import { CONTRIBUTION, contributionEntity, contributionOf, contributionPrefix, isContribution } from '../model/contributions';
@@ -131,7 +131,7 @@ export class LoadPlan {
         writes = await this.plan(row.line, row.values);
       } catch (e) {
         if (!isTablegraphError(e)) throw e;
-        if (e.code === ErrorCode.STORAGE_UNAVAILABLE) throw e;
+        if (isTransientStorageError(e)) throw e;
         this.skipped.push({ line: row.line, reason: e.message });
         continue;
       }

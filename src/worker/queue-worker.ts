@@ -6,7 +6,7 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import pino from 'pino';
-import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
+import { ErrorCode, isTablegraphError, isTransientStorageError, TablegraphError } from '../errors';
 import type { Logger } from '../log';
 import { checkQueueName, MAX_MESSAGE_BYTES, MAX_RECEIVE, MAX_VISIBILITY_SECONDS } from '../storage/queue-store';
 import type { QueueStore, ReceivedMessage } from '../storage/queue-store';
@@ -230,8 +230,17 @@ export class QueueWorker {
         if (this.lastErrors.size > MAX_REMEMBERED_ERRORS) this.lastErrors.delete(this.lastErrors.keys().next().value!);
         const where = { err: failure, queue, messageId: m.id, dequeueCount: m.dequeueCount };
         this.log.warn(where, 'queue worker: handler failed');
+        if (isTransientStorageError(failure) && m.dequeueCount >= this.o.maxDequeueCount) {
+          // Storage failing for now (no answer, throttling) is no fault of the message: rather than the poison queue
+          // at its next receive, a fresh copy (its receives counted anew) shown after a visibility timeout. Handlers
+          // are idempotent, so the copy is as good as the original.
+          const copy = await queues.send(queue, m.text, { visibilityDelaySeconds: this.o.visibilityTimeoutSeconds });
+          this.deferred.set(copy.id, Date.now() + this.o.visibilityTimeoutSeconds * 1000);
+          await queues.delete(queue, ref);
+          this.counts.retried++;
+        }
         // Exponential back-off per delivery, capped so a failing message is retried at least once per timeout.
-        await this.hide(ref, Math.min(this.o.visibilityTimeoutSeconds, 2 ** (m.dequeueCount - 1)));
+        else await this.hide(ref, Math.min(this.o.visibilityTimeoutSeconds, 2 ** (m.dequeueCount - 1)));
       }
     } catch (e) {
       // The message reappears when its visibility timeout ends; handlers are idempotent, so that is safe.
