@@ -162,23 +162,8 @@ export class PartitionCommitter {
     });
     if (group.planned.length === 0) return [...retry, ...deferred];
 
-    // The lease: an EGT sent later than this could still be applied after its reservations' lease has ended.
-    if (Date.now() + store.timeoutMs > reservedUntil.getTime() - CLOCK_MARGIN_MS) {
-      await Promise.all(group.planned.map(({ member }) => undoEffects(this.ctx, member, effects.get(member)!)));
-      group.planned.forEach(({ member }) => this.again(member, retry));
-      return [...retry, ...deferred];
-    }
-
-    // A write of @blob fields past its commit window: its blobs' cleanup may take them once it is applied.
-    const late = group.planned.filter(({ member }) => member.sendBy !== undefined && Date.now() + store.timeoutMs > member.sendBy);
-    if (late.length > 0) {
-      await Promise.all(late.map(({ member }) => undoEffects(this.ctx, member, effects.get(member)!)));
-      const error = new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, "The write took longer than its blobs' commit window; nothing was written. Try again.", {
-        reason: 'BlobCommitWindowPassed',
-      });
-      group = this.without(group, state, (p) => late.includes(p) && this.fail(p.member, error));
-      if (group.planned.length === 0) return [...retry, ...deferred];
-    }
+    group = await this.withinWindows(group, state, effects, reservedUntil, retry);
+    if (group.planned.length === 0) return [...retry, ...deferred];
 
     await this.confirming;
     let etags: Array<string | undefined>;
@@ -206,6 +191,32 @@ export class PartitionCommitter {
     const held = group.planned.flatMap(({ member, plan }) => effects.get(member)!.held.map((h, i) => ({ reservation: plan.reservations[i], etag: h.etag })));
     this.confirming = confirmReservations(store, held, observer);
     return [...retry, ...deferred];
+  }
+
+  /**
+   * The group without the writes whose EGT would now go out too late: all of them when it could be applied after
+   * their reservations' lease has ended (tried again), a write of `@blob` fields past its commit window (failed: its
+   * blobs' cleanup may take them once it is applied). Their effects are undone.
+   */
+  private async withinWindows(
+    group: GroupPlan<PendingWrite>,
+    state: GroupState,
+    effects: Map<PendingWrite, Effects>,
+    reservedUntil: Date,
+    retry: PendingWrite[],
+  ): Promise<GroupPlan<PendingWrite>> {
+    const { store } = this.ctx;
+    if (Date.now() + store.timeoutMs > reservedUntil.getTime() - CLOCK_MARGIN_MS) {
+      await Promise.all(group.planned.map(({ member }) => undoEffects(this.ctx, member, effects.get(member)!)));
+      return this.without(group, state, ({ member }) => this.again(member, retry));
+    }
+    const late = group.planned.filter(({ member }) => member.sendBy !== undefined && Date.now() + store.timeoutMs > member.sendBy);
+    if (late.length === 0) return group;
+    await Promise.all(late.map(({ member }) => undoEffects(this.ctx, member, effects.get(member)!)));
+    const error = new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, "The write took longer than its blobs' commit window; nothing was written. Try again.", {
+      reason: 'BlobCommitWindowPassed',
+    });
+    return this.without(group, state, (p) => late.includes(p) && this.fail(p.member, error));
   }
 
   /**
