@@ -241,11 +241,11 @@ export class ChangePoller {
       this.opts.log?.warn({ err, table: w.table, partitionKey: w.partitionKey }, 'subscriptions: a change log poll failed; the next one reads the same window');
       return;
     }
-    w.polledAt = now;
-    const snapshot = (w.snapshot = snapshotOf(changes, w.snapshot));
+    const snapshot = snapshotOf(changes, w.snapshot);
     // Who gets what: a change a listener has not had, made after it started, that it wants.
     const due = new Map<ChangeListener, Change[]>();
     const rounds = new Map<ChangeListener, DeliveryRound>();
+    const served = [...w.listeners.values()];
     for (const [listener, state] of w.listeners) {
       for (const [k, at] of state.seen) if (at < from) state.seen.delete(k);
       const mine = changes.filter((c) => c.at >= listener.since && !state.seen.has(c.changeKey) && listener.wants(c));
@@ -253,22 +253,27 @@ export class ChangePoller {
         due.set(listener, mine);
         rounds.set(listener, { seen: snapshot, before: state.snapshot });
       }
-      // What this read saw, the listener has had (delivered now or before, or not for it).
-      if (snapshot) state.snapshot = snapshot;
     }
-    if (due.size === 0) return;
-    const needed = [...new Map([...due.values()].flat().map((c) => [c.changeKey, c])).values()];
-    let events: Map<string, ChangeEvent>;
-    try {
-      events = new Map((await this.withEntities(needed)).map((e) => [e.change.changeKey, e]));
-    } catch (err) {
-      this.stats_.failures++;
-      this.opts.log?.warn(
-        { err, table: w.table, partitionKey: w.partitionKey },
-        'subscriptions: changed entities could not be read; the next poll tries again',
-      );
-      return;
+    let events = new Map<string, ChangeEvent>();
+    if (due.size > 0) {
+      const needed = [...new Map([...due.values()].flat().map((c) => [c.changeKey, c])).values()];
+      try {
+        events = new Map((await this.withEntities(needed)).map((e) => [e.change.changeKey, e]));
+      } catch (err) {
+        this.stats_.failures++;
+        this.opts.log?.warn(
+          { err, table: w.table, partitionKey: w.partitionKey },
+          'subscriptions: changed entities could not be read; the next poll tries again',
+        );
+        return;
+      }
     }
+    // Only a poll that succeeded moves the window and the snapshots on: one that failed is read again, whole.
+    w.polledAt = now;
+    w.snapshot = snapshot;
+    // What this read saw, every listener it served has had (delivered now or before, or not for it); one that
+    // joined while it read gets it from the next.
+    if (snapshot) for (const state of served) state.snapshot = snapshot;
     for (const [listener, mine] of due) {
       const state = w.listeners.get(listener);
       if (!state) continue; // unsubscribed meanwhile
