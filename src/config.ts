@@ -64,6 +64,14 @@ export interface Config {
   maxDequeueCount: number;
   /** TABLEGRAPH_SETTLE_MS: how long a fan-out message waits for its write to become visible (ms, default 30000). */
   settleMs: number;
+  /**
+   * Builds of derived paths after a schema change (docs/schema-changes.md): TABLEGRAPH_BUILD_ENTITIES_PER_SECOND,
+   * entities one worker's builds write per second at most (entities/s, default 500; 0: no limit);
+   * TABLEGRAPH_BUILD_LEASE_MS, how long a build's lease lasts without a step (ms, default 30000: a killed worker's
+   * build is taken over after it); TABLEGRAPH_BUILD_POLL_MS, how often a worker looks for builds (ms, default 5000);
+   * TABLEGRAPH_BUILD_PAGE_SIZE, entities one step of an index build reads (entities, default and at most 1000).
+   */
+  builds: { entitiesPerSecond: number; leaseMs: number; pollMs: number; pageSize: number };
   /** TABLEGRAPH_BLOB_CONNECTION_STRING: the account of `@blob` fields' blobs (default: the storage connection string). */
   blobConnectionString?: string;
   /**
@@ -240,6 +248,10 @@ const specs = {
   TABLEGRAPH_WORKER_CONCURRENCY: positiveInt({ default: 8 }),
   TABLEGRAPH_MAX_DEQUEUE_COUNT: positiveInt({ default: 5 }),
   TABLEGRAPH_SETTLE_MS: positiveInt({ default: 30000 }),
+  TABLEGRAPH_BUILD_ENTITIES_PER_SECOND: nonNegativeInt({ default: 500, desc: 'entities a worker builds per second (0: no limit)' }),
+  TABLEGRAPH_BUILD_LEASE_MS: positiveInt({ default: 30000 }),
+  TABLEGRAPH_BUILD_POLL_MS: positiveInt({ default: 5000 }),
+  TABLEGRAPH_BUILD_PAGE_SIZE: positiveInt({ default: 1000 }),
   TABLEGRAPH_BLOB_CONNECTION_STRING: str({ default: undefined, desc: 'account of @blob fields (default: AZURE_STORAGE_CONNECTION_STRING)' }),
   TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS: positiveInt({ default: 3600 }),
   TABLEGRAPH_INTROSPECTION: bool({ default: true, desc: 'schema introspection and the IDE page' }),
@@ -377,6 +389,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     workerConcurrency: e.TABLEGRAPH_WORKER_CONCURRENCY,
     maxDequeueCount: e.TABLEGRAPH_MAX_DEQUEUE_COUNT,
     settleMs: e.TABLEGRAPH_SETTLE_MS,
+    builds: {
+      entitiesPerSecond: e.TABLEGRAPH_BUILD_ENTITIES_PER_SECOND,
+      leaseMs: e.TABLEGRAPH_BUILD_LEASE_MS,
+      pollMs: e.TABLEGRAPH_BUILD_POLL_MS,
+      pageSize: Math.min(e.TABLEGRAPH_BUILD_PAGE_SIZE, 1000),
+    },
     blobConnectionString: e.TABLEGRAPH_BLOB_CONNECTION_STRING,
     blobCleanupDelaySeconds: e.TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS,
     corsOrigins: e.TABLEGRAPH_CORS_ORIGINS,

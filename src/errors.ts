@@ -43,6 +43,12 @@ export const ErrorCode = {
    * sealed with a key the server does not hold): it is refused, never shown as something else.
    */
   DATA_INTEGRITY: 'DATA_INTEGRITY',
+  /**
+   * The field reads through an access path that is still being built from the stored entities after a schema
+   * change (an index, a summary, a copy), or whose build stopped on data it must not guess at (reason
+   * `PathBuildFailed`): nothing was read. `extensions.progress` says how far the build is; try again later.
+   */
+  ACCESS_PATH_BUILDING: 'ACCESS_PATH_BUILDING',
 } as const;
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

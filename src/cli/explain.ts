@@ -3,28 +3,47 @@
  * and prints each storage-reading field's access path and wave count, the summaries, references and mutations
  * (model/explain.ts; `--json`: the same as structured data). `--query '…'` (with `--variables '{…}'`)
  * prints instead the worst case of that operation — storage calls, entities read, response nodes — and whether the
- * configured budgets let it run (src/read/demand.ts). Touches no storage.
+ * configured budgets let it run (src/read/demand.ts). Touches no storage — unless `--states`, which reads the
+ * catalogue (src/evolution/catalogue.ts) and adds each derived path's state after a schema change: building (and how
+ * far), ready, failed or retired (docs/schema-changes.md).
  */
 import { Command } from 'commander';
 import { parse, validate, type FragmentDefinitionNode, type OperationDefinitionNode } from 'graphql';
-import { loadConfig } from '../config';
+import { loadConfig, type Config } from '../config';
 import { ErrorCode, TablegraphError } from '../errors';
-import { createLogger } from '../log';
+import { createLogger, type Logger } from '../log';
+import { Catalogue, type PathRecord } from '../evolution/catalogue';
+import { formatStatus } from '../evolution/migration-report';
+import { progressOf } from '../evolution/path-states';
+import { openStorage } from '../runtime/open-storage';
 import { explainModel, formatExplanation } from '../compiler/explain';
 import { estimateDemand, worstCaseMoney } from '../read/demand';
 import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { runMain } from './run-main';
 
+/** Every derived path's row in the catalogue of the configured storage. */
+async function pathStates(config: Config, log: Logger): Promise<PathRecord[]> {
+  const storage = await openStorage(config, log);
+  try {
+    const catalogue = new Catalogue(storage.store, config.tablePrefix);
+    await catalogue.ensure();
+    return await catalogue.paths();
+  } finally {
+    await storage.close();
+  }
+}
+
 runMain(
   'explain',
-  async () => {
+  async (log) => {
     const options = new Command('explain')
       .description('print the access path and wave count of every field that reads storage, the summaries, references and mutations')
       .option('--json', 'print the plan as JSON')
       .option('--query <document>', 'print the worst case of this operation instead')
       .option('--variables <json>', "the operation's variables, as JSON", '{}')
+      .option('--states', "read each derived path's state from storage's catalogue, and print it too")
       .parse()
-      .opts<{ json?: boolean; query?: string; variables: string }>();
+      .opts<{ json?: boolean; query?: string; variables: string; states?: boolean }>();
     const config = loadConfig();
     const { schema, model } = compileConfiguredSchema(config);
     if (options.query !== undefined) {
@@ -51,7 +70,15 @@ runMain(
       return;
     }
     const explanation = explainModel(model);
-    process.stdout.write(options.json ? `${JSON.stringify(explanation, null, 2)}\n` : `${formatExplanation(explanation)}\n`);
+    const paths = options.states ? await pathStates(config, log) : undefined;
+    if (options.json) {
+      process.stdout.write(
+        `${JSON.stringify(paths ? { ...explanation, paths: paths.map((p) => ({ path: p.id, state: p.state, ...progressOf(p) })) } : explanation, null, 2)}\n`,
+      );
+      return;
+    }
+    process.stdout.write(`${formatExplanation(explanation)}\n`);
+    if (paths) process.stdout.write(`\nDerived paths (the catalogue): ${formatStatus(undefined, paths, []).split('\n').slice(1).join('\n')}`);
   },
   createLogger,
   'stderr',

@@ -12,17 +12,20 @@ import { ensureFanoutQueues, fanoutQueueNames, queueSender } from '../queue/send
 import { WriteExecutor } from '../write/write-executor';
 import { onShutdownSignal, runMain } from './run-main';
 import { startTracing } from '../telemetry/tracing';
+import { startSchemaDeployment } from '../runtime/schema-deployment';
 
 runMain(
   'worker',
   async (log) => {
     const config = loadConfig();
     log.level = config.logLevel;
-    const { model } = compileConfiguredSchema(config);
+    const { model, schema, sdl } = compileConfiguredSchema(config);
     const tracing = config.tracing && startTracing(config.tracing, 'tablegraph-worker');
     const storage = await openStorage(config, log, model);
     for (const table of model.tables) await storage.store.ensureTable(table);
     await ensureFanoutQueues(storage.queues, config.tablePrefix);
+    // The schema's deployment: refused changes stop the worker here; builds it needs are driven from here too.
+    const deployment = await startSchemaDeployment({ config, store: storage.store, model, schema, sdl, log, builds: true });
     // Moves are carried out through the write path, its own messages sent to the same queue.
     const blobs = { store: storage.blobs, cleanupDelaySeconds: config.blobCleanupDelaySeconds };
     const writer = new WriteExecutor({
@@ -53,6 +56,7 @@ runMain(
     onShutdownSignal(log, async (signal) => {
       log.info({ signal }, 'stopping: finishing the messages in hand');
       await worker.stop();
+      await deployment.close();
       await storage.close();
       await tracing?.shutdown();
       log.info(worker.stats(), 'stopped');

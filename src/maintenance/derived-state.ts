@@ -56,8 +56,11 @@ export interface IndexDiff {
 /** An IndexDiff plus what a rebuild needs to repair it. */
 export interface DerivedState {
   diff: IndexDiff;
-  /** Missing (no `etag`) and different (`etag` = the ETag read) index entities, as they should be. */
-  repairs: Array<{ write: TableWrite; etag?: string }>;
+  /**
+   * Missing (no `etag`) and different (`etag` = the ETag read) index entities, as they should be, with the primary
+   * that derives each and its ETag as read (a rebuild settles a primary written since: src/derived/index-settle.ts).
+   */
+  repairs: Array<{ write: TableWrite; etag?: string; primary: EntityAddress; primaryEtag: string }>;
   /** The orphaned index entities with the ETag read, for a conditional delete. */
   orphans: Array<EntityAddress & { etag: string }>;
 }
@@ -168,13 +171,13 @@ class Tracker {
     this.unclaimed.delete(key);
     if (!actual) {
       diff.missing.push(address);
-      this.state.repairs.push({ write });
+      this.state.repairs.push({ write, primary: primaryAt, primaryEtag: primary.etag });
       return;
     }
     const properties = differingProperties(write.entity.properties, actual.properties);
     if (properties.length === 0) return;
     diff.different.push({ ...address, properties });
-    this.state.repairs.push({ write, etag: actual.etag });
+    this.state.repairs.push({ write, etag: actual.etag, primary: primaryAt, primaryEtag: primary.etag });
   }
 
   finish(): DerivedState {

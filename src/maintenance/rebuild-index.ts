@@ -13,6 +13,7 @@ import type { StorageObserver, TransactionOperation } from '../storage/types';
 import { planEgtBatches } from '../write/egt-batches';
 import { addressKey } from '../storage/address-key';
 import { readDerivedState, resolveIndex, type DerivedState, type ScanProgress } from './derived-state';
+import { addressOfWrite, settlePrimary } from '../derived/index-settle';
 
 /** Progress: the scan (entities read so far), then the repair (index entities written and deleted so far). */
 export interface RebuildProgress extends ScanProgress {
@@ -67,9 +68,10 @@ export interface RebuildResult {
  * Safe while the server serves: it never overwrites or deletes a write made after its scan, and it reads the
  * index table before the primaries, so an index entity the worker writes for a primary changed meanwhile is
  * either unseen or seen with an ETag that no longer matches. A primary written meanwhile is re-derived by the
- * worker anyway (its fan-out message is queued before its EGT commits). One window is left: a primary changed
- * after its scan whose old index entity the worker removed before this rebuild inserted it again; and a unique
- * index's reservation made for a create still in flight looks orphaned. Run verify once the fan-out queue
+ * worker anyway (its fan-out message is queued before its EGT commits); one whose old index entity its writer
+ * removed before this rebuild inserted it again is found by reading each repaired primary once more after the
+ * writes, and settled (src/derived/index-settle.ts). A unique index's reservation made for a create still in
+ * flight looks orphaned. Run verify once the fan-out queue
  * drained. Addresses that several primaries derive (a violated unique index) and primaries that cannot derive
  * (bad key values) are counted in `unresolved`, not guessed at.
  * @throws TablegraphError BAD_USER_INPUT for an unknown type or index (the message lists the known ones);
@@ -104,19 +106,28 @@ export async function rebuildIndex(opts: RebuildIndexOptions): Promise<RebuildRe
     state.repairs.map((r) => r.write),
     store.target,
   );
+  const written = new Map<string, string>();
   const writes = batches.map((batch) =>
     limit(async () => {
       const ops: TransactionOperation[] = batch.writes.map((w) => {
         const etag = etags.get(addressKey({ table: w.table, ...w.entity }));
         return etag ? { kind: 'update', entity: w.entity, mode: 'replace', ifMatch: etag } : { kind: 'create', entity: w.entity };
       });
-      const done = await submitSkippingChanged(store, batch.table, ops, observer);
+      const done = await submitSkippingChanged(store, batch.table, ops, observer, written);
       skipped += ops.length - done;
       progress.upserted += done;
       report();
     }),
   );
   await Promise.all(writes);
+  // A primary written since the scan may have had its old index entity removed before the write above put it back.
+  for (const r of state.repairs) {
+    const now = await store.getEntity(r.primary, { observer });
+    if ((now?.etag ?? null) === r.primaryEtag) continue;
+    const key = addressKey(addressOfWrite(r.write));
+    const own = written.get(key);
+    await settlePrimary(store, index, r.primary, own ? { address: addressOfWrite(r.write), etag: own } : undefined, { observer });
+  }
 
   const deletes = deleteBatches(state.orphans, limitsFor(store.target).maxTransactionOperations).map((batch) =>
     limit(async () => {
@@ -168,18 +179,28 @@ function isChangedMeanwhile(e: unknown): boolean {
 
 /**
  * Sends `ops` as one EGT; when the service refuses one operation because its entity changed meanwhile, sends
- * the others again without it (an EGT applies all or nothing). Returns the operations applied.
+ * the others again without it (an EGT applies all or nothing). Returns the operations applied; `etags` gets each
+ * written entity's new ETag by address key.
  */
-async function submitSkippingChanged(store: TableStore, table: string, ops: TransactionOperation[], observer?: StorageObserver): Promise<number> {
+async function submitSkippingChanged(
+  store: TableStore,
+  table: string,
+  ops: TransactionOperation[],
+  observer?: StorageObserver,
+  etags?: Map<string, string>,
+): Promise<number> {
   let pending = ops;
   while (pending.length > 0) {
     try {
-      await store.submitTransaction(table, pending, { observer });
+      const result = await store.submitTransaction(table, pending, { observer });
+      pending.forEach((op, i) => {
+        if (op.kind !== 'delete' && result[i]) etags?.set(addressKey({ table, ...op.entity }), result[i]!);
+      });
       return pending.length;
     } catch (e) {
       if (!isChangedMeanwhile(e)) throw e;
       const failed = (e as { details: Record<string, unknown> }).details.operationIndex;
-      if (typeof failed !== 'number') return submitOneByOne(store, table, pending, observer);
+      if (typeof failed !== 'number') return submitOneByOne(store, table, pending, observer, etags);
       pending = pending.filter((_, i) => i !== failed);
     }
   }
@@ -187,11 +208,18 @@ async function submitSkippingChanged(store: TableStore, table: string, ops: Tran
 }
 
 /** The fallback when a refused EGT does not name its failing operation: each operation on its own. */
-async function submitOneByOne(store: TableStore, table: string, ops: TransactionOperation[], observer?: StorageObserver): Promise<number> {
+async function submitOneByOne(
+  store: TableStore,
+  table: string,
+  ops: TransactionOperation[],
+  observer?: StorageObserver,
+  etags?: Map<string, string>,
+): Promise<number> {
   let applied = 0;
   for (const op of ops) {
     try {
-      await store.submitTransaction(table, [op], { observer });
+      const [etag] = await store.submitTransaction(table, [op], { observer });
+      if (op.kind !== 'delete' && etag) etags?.set(addressKey({ table, ...op.entity }), etag);
       applied++;
     } catch (e) {
       if (!isChangedMeanwhile(e)) throw e;

@@ -6,6 +6,7 @@ import { isInterfaceType, isObjectType, isScalarType, type GraphQLSchema } from 
 import { ErrorCode, TablegraphError } from '../errors';
 import { decide, forbidden } from '../model/authorization';
 import { primaryAddress } from '../model/entity-codec';
+import { pathId, summaryPathId } from '../model/derived-paths';
 import type { Model } from '../model/types';
 import type { RequestContext } from './context';
 import { ETAG_FIELD } from '../model/write-inputs';
@@ -45,7 +46,10 @@ export function attachResolvers(schema: GraphQLSchema, model: Model): GraphQLSch
         // A summary kept by the worker may lag behind the writes: the response says so (extensions.consistency).
         const eventual = model.summaries.get(`${type.name}.${name}`)?.scope === 'eventual' ? `${type.name}.${name}` : undefined;
         const blob = entity.fields.get(name)!.blob;
+        const derived = derivedPathOf(model, type.name, name);
+        const coordinate = `${type.name}.${name}`;
         field.resolve = async (node: EntityNode, _args, ctx: RequestContext, info) => {
+          if (derived) ctx.paths?.assertReadable(derived, coordinate);
           if (eventual) ctx.eventualSummaries.add(eventual);
           if (auth && ctx.principal) {
             // A field guarded beside its type (a payroll for some roles only): decided on the entity it belongs to.
@@ -73,4 +77,11 @@ export function attachResolvers(schema: GraphQLSchema, model: Model): GraphQLSch
   };
   implementScalars({ Long: scalar('Long'), DateTime: scalar('DateTime'), Decimal: scalar('Decimal') });
   return schema;
+}
+
+/** The derived path a stored field's value comes from — a summary's or a copy's — if it is one. */
+function derivedPathOf(model: Model, type: string, field: string): string | undefined {
+  const summary = model.summaries.get(`${type}.${field}`);
+  if (summary) return summaryPathId(summary);
+  return model.entities.get(type)?.copies.has(field) ? pathId('copy', type, field) : undefined;
 }

@@ -8,6 +8,7 @@ import type { Model } from '../model/types';
 import type { StorageAdmission } from '../read/admission';
 import { CostTracker } from '../read/cost';
 import type { DemandEstimate } from '../read/demand';
+import type { PathGate } from '../read/path-gate';
 import type { Principal } from '../server/auth';
 import type { PartitionSasSigner } from '../storage/sas';
 import type { BlobStore } from '../storage/blob-store';
@@ -44,6 +45,8 @@ export interface RequestContext {
   outcome: { operationName?: string; errorCodes: string[] };
   /** When the request's time ends (ms since the epoch; ContextDeps.requestTimeoutMs), if it has a deadline. */
   deadline?: number;
+  /** Refuses reads through derived paths that are not built (absent: every path is read). */
+  paths?: PathGate;
 }
 
 /** What stays the same across requests. */
@@ -62,6 +65,8 @@ export interface ContextDeps {
   signSas?: PartitionSasSigner;
   /** Signs `@blob` read URLs (src/storage/blob-store.ts). */
   blobs?: BlobStore;
+  /** The derived paths' states (src/evolution/path-states.ts). */
+  paths?: PathGate;
 }
 
 /**
@@ -81,6 +86,7 @@ export function createRequestContext(deps: ContextDeps, requestId: string = rand
     model: deps.model,
     cursors: deps.cursors,
     writer: deps.writer,
+    paths: deps.paths,
     eventuallyConsistent: new Set(),
     eventualSummaries: new Set(),
     outcome: { errorCodes: [] },

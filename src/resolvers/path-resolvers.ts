@@ -14,11 +14,23 @@ import { mergeParts, partAddresses, partSelect } from '../model/wide-entities';
 import { forbidden } from '../model/authorization';
 import { allowsEntity, authorizeBefore, authorizeTypeBefore, keyValues } from './authorize';
 import { primaryAddress } from '../model/entity-codec';
+import { indexPathId } from '../model/derived-paths';
 import { bindingValues } from './bindings';
 import type { RequestContext } from './context';
 import type { EntityNode } from './entity-node';
 
 type Resolver = GraphQLFieldResolver<EntityNode | undefined, RequestContext, Record<string, unknown>>;
+
+/**
+ * Refuses a read through an index still being built after a schema change — the path's own, or a many-to-many
+ * page's unique index of its targets (src/read/path-gate.ts). @throws TablegraphError ACCESS_PATH_BUILDING
+ */
+function assertBuilt(path: PointPath | RangePath, ctx: RequestContext): void {
+  if (!ctx.paths) return;
+  if (path.index) ctx.paths.assertReadable(indexPathId(path.index), path.coordinate);
+  const through = path.kind === 'range' ? path.join?.reference.index : undefined;
+  if (through) ctx.paths.assertReadable(indexPathId(through), path.coordinate);
+}
 
 /** The entity type whose entities (or index entities) a path reads: a many-to-many range reads its join type. */
 function readType(path: PointPath | RangePath) {
@@ -83,6 +95,7 @@ function hasNullKey(path: PointPath, values: Record<string, unknown>): boolean {
  */
 export function pointResolver(path: PointPath): Resolver {
   return async (parent, args, ctx, info) => {
+    assertBuilt(path, ctx);
     const values = await bindingValues([path.tableTemplate, path.partitionKey, path.rowKey], parent, args, ctx, info, path.target);
     // An optional reference whose key field is null refers to nothing: null, and no storage call.
     if (hasNullKey(path, values)) return null;
@@ -168,6 +181,7 @@ export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode 
         max: path.maxPageSize,
       });
     }
+    assertBuilt(path, ctx);
     const values = await bindingValues(
       [path.tableTemplate, path.partitionKey, path.rowKeyPrefix, path.rowKeyFrom, path.rowKeyTo],
       parent,

@@ -28,6 +28,7 @@ import { blobContainers } from '../model/blob-fields';
 import type { CompiledSchema } from '../compiler/compile';
 import { compileConfiguredSchema } from './configured-schema';
 import { seedIfEmpty, seedManifestPath } from './seed';
+import { startSchemaDeployment } from './schema-deployment';
 import { originPolicy } from '../server/request-origin';
 import type { OpenStorage } from './open-storage';
 
@@ -70,7 +71,8 @@ function authenticatorFor(config: Config, log: Logger): Authenticator | undefine
  * @throws TablegraphError SCHEMA_INVALID (the schema cannot be served without scans), CONFIG_INVALID (among
  *   others: a non-loopback HOST with no authentication; an @encrypted field without TABLEGRAPH_ENCRYPTION_KEYS off the
  *   development account),
- *   STORAGE_UNAVAILABLE (tables cannot be created)
+ *   STORAGE_UNAVAILABLE (tables cannot be created); SCHEMA_INVALID also for a change the stored data refuses
+ *   (src/evolution/deployment.ts)
  */
 export async function startServer(config: Config, storage: OpenStorage, log: Logger, compiled?: CompiledSchema): Promise<RunningServer> {
   const authenticate = authenticatorFor(config, log);
@@ -80,6 +82,8 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
   attachCipher(storage.store, model, config, storage.access, log);
   const signSas = sasSigner(storage.access, model);
   for (const table of model.tables) await storage.store.ensureTable(table);
+  // What the stored data was written by, and what this schema changes in it: refused, or built online.
+  const deployment = await startSchemaDeployment({ config, store: storage.store, model, schema, sdl, log, builds: config.worker === 'inline' });
   await ensureFanoutQueues(storage.queues, config.tablePrefix);
   const queues = fanoutQueueNames(config.tablePrefix);
   // A schema with @blob fields needs its containers (and a blob connection string) before it serves.
@@ -133,6 +137,8 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     requestTimeoutMs: config.requestTimeoutMs,
     signSas,
     blobs: storage.blobs,
+    paths: deployment.states,
+    pathStates: () => deployment.states.all(),
   });
   const worker =
     config.worker === 'inline'
@@ -159,6 +165,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     });
   } catch (e) {
     await apollo.stop();
+    await deployment.close();
     throw e;
   }
   const port = (server.address() as AddressInfo).port;
@@ -169,8 +176,10 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     port,
     worker,
     async close(graceMs = 10000) {
-      // The worker first: it finishes the messages in hand (never half-applied) and takes no new one.
+      // The worker first: it finishes the messages in hand (never half-applied) and takes no new one; builds stop
+      // after their step in hand, its checkpoint written.
       await worker?.stop();
+      await deployment.close();
       // WebSockets and event streams are not idle connections: they are told the server goes away, then closed.
       await closeSubscriptions();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));

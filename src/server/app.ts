@@ -16,6 +16,8 @@ import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http
 import type { GraphQLSchema } from 'graphql';
 import type { Logger } from '../log';
 import { createRequestContext, type ContextDeps, type RequestContext } from '../resolvers/context';
+import type { PathRecord } from '../evolution/catalogue';
+import { progressOf } from '../evolution/path-states';
 import type { QueueStore } from '../storage/queue-store';
 import type { QueueWorker } from '../worker/queue-worker';
 import { GraphQLError } from 'graphql';
@@ -96,6 +98,8 @@ export interface AppDeps extends ContextDeps {
   subscriptions?: SubscriptionSettings;
   /** Ages of cached GET answers (http-cache.ts; default DEFAULT_HTTP_CACHE). */
   httpCache?: Partial<Omit<HttpCacheOptions, 'authenticated'>>;
+  /** For /health and /metrics: the derived access paths' states (src/evolution/path-states.ts); absent: none shown. */
+  pathStates?: () => PathRecord[];
 }
 
 export interface GraphqlApp {
@@ -213,6 +217,7 @@ function mountOperations(app: express.Express, deps: AppDeps, subscriptions: (()
         status: 'ok',
         storage: { target: deps.storageTarget, answers: true, latencyMs: Math.round(latencyMs * 10) / 10 },
         fanout: await fanoutHealth(deps),
+        ...(deps.pathStates && { paths: deps.pathStates().map((p) => ({ path: p.id, state: p.state, ...progressOf(p) })) }),
       });
     } catch (e) {
       // What storage said (hosts, ports, SDK text) goes to the log, not to an unauthenticated endpoint.
@@ -221,7 +226,10 @@ function mountOperations(app: express.Express, deps: AppDeps, subscriptions: (()
     }
   });
   const metricsAccess = deps.metrics ?? 'loopback';
-  const metrics = metricsAccess === 'off' ? undefined : new Metrics({ queues: deps.queues, queueNames: deps.queueNames, worker: deps.worker, subscriptions });
+  const metrics =
+    metricsAccess === 'off'
+      ? undefined
+      : new Metrics({ queues: deps.queues, queueNames: deps.queueNames, worker: deps.worker, subscriptions, paths: deps.pathStates });
   if (metrics) {
     app.get('/metrics', async (req, res, next) => {
       // Not a secret, but not everyone's business either: by default, only a scraper on this machine.

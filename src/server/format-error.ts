@@ -25,6 +25,9 @@ const CLIENT_DETAILS = new Set([
   'bytes',
   'operations',
   'entityType',
+  'accessPath',
+  'state',
+  'progress',
 ]);
 
 /** Plain messages for errors whose own message names storage internals. */

@@ -23,6 +23,9 @@ import type { StorageCost } from '../read/cost';
 import type { QueueStore } from '../storage/queue-store';
 import type { QueueWorker } from '../worker/queue-worker';
 import type { ChangePollerStats } from './subscriptions/change-poller';
+import type { PathRecord } from '../evolution/catalogue';
+
+const PATH_STATES = ['building', 'ready', 'failed', 'retired'] as const;
 
 /** What the request log hands to the metrics for each finished request. */
 export interface RequestOutcome {
@@ -44,6 +47,8 @@ export interface MetricsDeps {
   worker?: () => QueueWorker | undefined;
   /** The subscriptions' change poller's counters (absent: the schema has no subscription). */
   subscriptions?: () => ChangePollerStats;
+  /** The derived access paths' states as the server last read them (absent: no catalogue). */
+  paths?: () => PathRecord[];
 }
 
 /** Distinct operation names with series of their own, by default; later names count as `other`. */
@@ -116,6 +121,7 @@ export class Metrics {
         },
       });
     }
+    if (deps.paths) this.pathGauges(deps.paths);
     const subscriptions = deps.subscriptions;
     if (subscriptions) {
       new client.Gauge({
@@ -208,6 +214,38 @@ export class Metrics {
     for (const [kind, n] of kinds) if (n > 0) this.storageCalls.inc({ kind }, n);
     if (c.roundTrips > 0) this.roundTrips.inc(c.roundTrips);
     if (c.entitiesRead > 0) this.entitiesRead.inc(c.entitiesRead);
+  }
+
+  /**
+   * `tablegraph_access_path_state{path,state}` (1 for the path's state, 0 for the others) and
+   * `tablegraph_access_path_build_entities{path,kind}` (a build's entities read and written so far): every derived
+   * access path after a schema change (docs/schema-changes.md).
+   */
+  private pathGauges(paths: () => PathRecord[]): void {
+    const registers = [this.registry];
+    new client.Gauge({
+      name: 'tablegraph_access_path_state',
+      help: 'Derived access paths by state (building, ready, failed, retired): 1 for the current state',
+      labelNames: ['path', 'state'],
+      registers,
+      collect() {
+        this.reset();
+        for (const p of paths()) for (const state of PATH_STATES) this.set({ path: p.id, state }, p.state === state ? 1 : 0);
+      },
+    });
+    new client.Gauge({
+      name: 'tablegraph_access_path_build_entities',
+      help: "A derived access path's build: entities read and written so far",
+      labelNames: ['path', 'kind'],
+      registers,
+      collect() {
+        this.reset();
+        for (const p of paths()) {
+          this.set({ path: p.id, kind: 'read' }, p.read);
+          this.set({ path: p.id, kind: 'written' }, p.written);
+        }
+      },
+    });
   }
 
   /** The exposition text and its content type. */

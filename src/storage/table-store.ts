@@ -37,7 +37,7 @@ export type ConditionalOptions = CallOptions & { ifMatch?: string };
 type RawEntity = Record<string, unknown>;
 type WriteMode = 'merge' | 'replace';
 type Etag = string | undefined;
-type ScanOptions = CallOptions & { partitionKey?: string; select?: string[]; pageSize?: number };
+type ScanOptions = CallOptions & { partitionKey?: string; entityType?: string; select?: string[]; pageSize?: number };
 type Send = (client: TableClient, sdk: TableEntity<RawEntity>, signal: AbortSignal) => Promise<{ etag?: string }>;
 
 /**
@@ -240,28 +240,46 @@ export class TableStore {
   }
 
   /**
-   * A whole-table read (whole-partition with `partitionKey`), page by page, for maintenance commands only —
-   * never on a request path. Each page is one call with its own timeout, reported as 'tableScan' or
-   * 'partitionScan'. `pageSize`: entities per page, at most and by default 1000.
+   * A whole-table read (whole-partition with `partitionKey`; only one EntityType's entities with `entityType`, a
+   * filter the service applies), page by page, for maintenance commands only — never on a request path. Each page
+   * is one call with its own timeout, reported as 'tableScan' or 'partitionScan'. `pageSize`: entities per page, at
+   * most and by default 1000.
    */
   async *scan(table: string, opts: ScanOptions = {}): AsyncIterable<StoredEntity[]> {
-    const client = this.client(table);
-    const filter = opts.partitionKey === undefined ? undefined : odata`PartitionKey eq ${opts.partitionKey}`;
-    const queryOptions = { filter, select: withKeys(opts.select) };
-    const maxPageSize = Math.min(opts.pageSize ?? MAX_PAGE_SIZE, MAX_PAGE_SIZE);
-    const kind = opts.partitionKey === undefined ? 'tableScan' : 'partitionScan';
     let continuationToken: string | undefined;
     do {
-      const page = await this.call(kind, opts, { operation: 'scan', table }, async (signal, cost) => {
-        const list = client.listEntities<RawEntity>({ queryOptions, disableTypeConversion: true, abortSignal: signal });
-        const next = await list.byPage({ maxPageSize, continuationToken }).next();
-        const raw = next.done ? [] : next.value;
-        cost.entities = raw.length;
-        return { entities: raw.map((r) => this.decode(r)), token: next.done ? undefined : next.value.continuationToken };
-      });
-      continuationToken = page.token;
+      const page = await this.scanPage(table, continuationToken, opts);
+      continuationToken = page.continuationToken;
       if (page.entities.length > 0) yield page.entities;
     } while (continuationToken);
+  }
+
+  /**
+   * One page of a scan (see `scan`), from `continuationToken` on (absent: the first page): its entities, and the
+   * token of the next page (absent after the last). A build keeps the token as its checkpoint and resumes there.
+   * A page may hold no entities and still have a next one (the service's time limit).
+   */
+  async scanPage(
+    table: string,
+    continuationToken: string | undefined,
+    opts: ScanOptions = {},
+  ): Promise<{ entities: StoredEntity[]; continuationToken?: string }> {
+    const client = this.client(table);
+    const filters = [
+      ...(opts.partitionKey === undefined ? [] : [odata`PartitionKey eq ${opts.partitionKey}`]),
+      ...(opts.entityType === undefined ? [] : [odata`EntityType eq ${opts.entityType}`]),
+    ];
+    const queryOptions = { filter: filters.length > 0 ? filters.join(' and ') : undefined, select: withKeys(opts.select) };
+    const maxPageSize = Math.min(opts.pageSize ?? MAX_PAGE_SIZE, MAX_PAGE_SIZE);
+    const kind = opts.partitionKey === undefined ? 'tableScan' : 'partitionScan';
+    const page = await this.call(kind, opts, { operation: 'scan', table }, async (signal, cost) => {
+      const list = client.listEntities<RawEntity>({ queryOptions, disableTypeConversion: true, abortSignal: signal });
+      const next = await list.byPage({ maxPageSize, continuationToken }).next();
+      const raw = next.done ? [] : next.value;
+      cost.entities = raw.length;
+      return { entities: raw.map((r) => this.decode(r)), token: next.done ? undefined : next.value.continuationToken };
+    });
+    return { entities: page.entities, ...(page.token && { continuationToken: page.token }) };
   }
 
   /**

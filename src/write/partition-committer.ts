@@ -18,7 +18,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { CHANGE, isChangeEntity, stampChanges } from '../model/change-log';
-import type { StorageObserver, StoredEntity } from '../storage/types';
+import type { StorageObserver, StoredEntity, TransactionOperation } from '../storage/types';
 import { sharedObserver } from '../storage/shared-observer';
 import { addressKey } from '../storage/address-key';
 import { planGroup, type GroupPlan, type GroupState } from './group-plan';
@@ -166,11 +166,13 @@ export class PartitionCommitter {
     if (group.planned.length === 0) return [...retry, ...deferred];
 
     await this.confirming;
+    const submitted = await this.submit(group, observer);
+    group = submitted.group;
+    const { stamped } = submitted;
     let etags: Array<string | undefined>;
-    // The change entities' times are taken now, not when the group was planned (change-log.ts stampChanges).
-    const stamped = stampChanges(group.operations);
     try {
-      etags = await store.submitTransaction(this.table, stamped, { observer });
+      if ('error' in submitted) throw submitted.error;
+      etags = submitted.etags;
     } catch (e) {
       // A period's table dropped by `expire` since this process made it, met first by the EGT (a create reads
       // nothing before): undo, make it again, and try the writes again (each attempt counted, so not forever).
@@ -191,6 +193,28 @@ export class PartitionCommitter {
     const held = group.planned.flatMap(({ member, plan }) => effects.get(member)!.held.map((h, i) => ({ reservation: plan.reservations[i], etag: h.etag })));
     this.confirming = confirmReservations(store, held, observer);
     return [...retry, ...deferred];
+  }
+
+  /**
+   * Sends the group's EGT, its change entities' times taken now, not when it was planned (change-log.ts
+   * stampChanges). An index entity the EGT deletes without If-Match that is not there — an index a schema change
+   * added and its build has not reached yet (src/evolution/index-build.ts) — is a refusal of the whole EGT, nothing
+   * applied: the EGT without that delete is what the writes mean, and is sent instead.
+   */
+  private async submit(
+    group: GroupPlan<PendingWrite>,
+    observer: StorageObserver | undefined,
+  ): Promise<{ group: GroupPlan<PendingWrite>; stamped: TransactionOperation[] } & ({ etags: Array<string | undefined> } | { error: unknown })> {
+    for (;;) {
+      const stamped = stampChanges(group.operations);
+      try {
+        return { group, stamped, etags: await this.ctx.store.submitTransaction(this.table, stamped, { observer }) };
+      } catch (error) {
+        const missing = missingPlainDelete(stamped, error);
+        if (missing === undefined) return { group, stamped, error };
+        group = { ...group, operations: group.operations.filter((_, i) => i !== missing), owners: group.owners.filter((_, i) => i !== missing) };
+      }
+    }
   }
 
   /**
@@ -455,4 +479,17 @@ function staleIfMatch(member: PendingWrite): TablegraphError {
       reason: 'ETagMismatch',
     },
   );
+}
+
+/**
+ * The index of a delete without If-Match that the service refused because its entity is not there — on the EGT's
+ * first and only attempt (after a retry, the first attempt may have applied it, and the read-back decides).
+ */
+function missingPlainDelete(operations: TransactionOperation[], error: unknown): number | undefined {
+  if (!isTablegraphError(error, ErrorCode.NOT_FOUND) || error.details.reason === 'TableNotFound') return undefined;
+  if (typeof error.details.attempts === 'number' && error.details.attempts > 1) return undefined;
+  const index = error.details.operationIndex;
+  if (typeof index !== 'number') return undefined;
+  const op = operations[index];
+  return op?.kind === 'delete' && (op.ifMatch === undefined || op.ifMatch === '*') && operations.length > 1 ? index : undefined;
 }

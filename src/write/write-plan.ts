@@ -103,7 +103,9 @@ export function nextValues(write: WriteModel, input: Values, current: StoredEnti
   for (const name of entity.fields.keys()) {
     // Key fields keep their stored spelling: `id: "012"` addresses the entity stored as "12" (same padded RowKey).
     if (old && entity.keyFields.includes(name)) next[name] = old[name];
-    else if (entity.summaryFields.has(name)) next[name] = old ? old[name] : 0;
+    // A summary value not stored yet (a summary a schema change added, its build not there yet) counts from 0 until
+    // the build recounts it; reads of it are refused until then (src/read/path-gate.ts).
+    else if (entity.summaryFields.has(name)) next[name] = old?.[name] ?? 0;
     else if (entity.copies.has(name))
       next[name] = old ? old[name] : null; // filled from the target (fillCopies)
     else if (entity.fields.get(name)!.series)
@@ -127,7 +129,7 @@ function incremented(write: WriteModel, input: Values, current: StoredEntity | n
   for (const [name, field] of entity.fields) {
     if (entity.keyFields.includes(name)) next[name] = old ? old[name] : input[name];
     else if (field.series) next[name] = addTo(field, (old?.[name] as number[] | undefined) ?? new Array<number>(field.series.length).fill(0), input[name]);
-    else next[name] = old ? old[name] : entity.summaryFields.has(name) ? 0 : null;
+    else next[name] = entity.summaryFields.has(name) ? (old?.[name] ?? 0) : old ? old[name] : null;
   }
   return next;
 }

@@ -1,0 +1,268 @@
+/**
+ * The builds of derived access paths after a schema change, driven by the workers (docs/schema-changes.md): every
+ * worker — the server's own and `npm run worker` — looks at the catalogue every `pollMs`; one of them at a time
+ * holds each build's lease (a conditional write of its row) and carries the build forward in checkpointed steps:
+ *
+ * - an index: one page of the type's table per step (index-build.ts), its continuation token the checkpoint;
+ * - a summary: a recount of every holder (src/maintenance/summary-state.ts); a copy: every copy compared with its
+ *   target (src/maintenance/copy-state.ts) — one step each, done again from the start after a kill.
+ *
+ * Each step renews the lease and writes the checkpoint with If-Match: a worker that lost its lease (it stalled, and
+ * another took the build over) stops at its next step, and its last step is redone. A build taken over, or one
+ * during which a server of an older schema version was running (it does not keep the new path), ends with a
+ * repair pass — the whole index compared with its entities and made equal (src/maintenance/rebuild-index.ts) —
+ * once no such server is left. Writes are throttled to `entitiesPerSecond`.
+ */
+import { ErrorCode, isTablegraphError } from '../errors';
+import type { Logger } from '../log';
+import type { Model } from '../model/types';
+import type { TableStore } from '../storage/table-store';
+import type { StorageObserver } from '../storage/types';
+import { rebuildIndex } from '../maintenance/rebuild-index';
+import { repairSummaries } from '../maintenance/summary-state';
+import { repairCopies } from '../maintenance/copy-state';
+import type { Catalogue, PathRecord } from './catalogue';
+import { buildIndexPage, type ScannedPage } from './index-build';
+import { canonicalJson, type RecordedLayout } from './layout-record';
+
+export interface BuildRunnerOptions {
+  catalogue: Catalogue;
+  store: TableStore;
+  model: Model;
+  /** The layout this process's schema stores: it builds only the paths it holds with the same definition. */
+  layout: RecordedLayout;
+  /** This process's id in the catalogue: the leases it holds. */
+  instance: string;
+  log?: Logger;
+  /** Index entities written per second at most, all builds of this process together (entities/s). 0: no limit. Default: 500. */
+  entitiesPerSecond?: number;
+  /** How long a lease lasts without a step renewing it (ms). Default: 30000. */
+  leaseMs?: number;
+  /** How often the catalogue is looked at for builds to take and servers to see (ms). Default: 5000. */
+  pollMs?: number;
+  /** Entities per page of an index build (at most 1000, the default). */
+  pageSize?: number;
+  /** EGTs in flight at once within a step. Default: 8. */
+  concurrency?: number;
+  /** Told of every storage call of the builds' steps (not of the catalogue's). */
+  observer?: StorageObserver;
+  now?: () => number;
+}
+
+/** A server or worker whose heartbeat is older than this is gone (ms): three polls missed. */
+const HEARTBEAT_STALE_MS = 3 * 5000 + 5000;
+
+export class BuildRunner {
+  private timer?: NodeJS.Timeout;
+  private running?: Promise<void>;
+  private stopping = false;
+  private nextWriteAt = 0;
+  /** The next page of the index build in hand, read while its page before was written. */
+  private prefetched?: { path: string; token: string; page: Promise<ScannedPage> };
+  /** The servers of older versions seen last, and when (ms): looked at again every `pollMs`. */
+  private older = { at: -Infinity, version: 0, count: 0 };
+
+  constructor(private readonly opts: BuildRunnerOptions) {}
+
+  private get now(): number {
+    return (this.opts.now ?? Date.now)();
+  }
+
+  /** Looks for builds every `pollMs`, and now. */
+  start(): void {
+    const tick = () => {
+      if (this.running || this.stopping) return;
+      this.running = this.runOnce()
+        .catch((e: unknown) => this.opts.log?.warn({ err: e }, 'schema builds: a pass failed; trying again at the next poll'))
+        .finally(() => (this.running = undefined));
+    };
+    this.timer = setInterval(tick, this.opts.pollMs ?? 5000);
+    this.timer.unref();
+    tick();
+  }
+
+  /** Stops after the step in hand (its checkpoint written). */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    clearInterval(this.timer);
+    await this.running;
+  }
+
+  /**
+   * One pass: every build of a path this schema holds (with the same definition) whose lease is free, carried
+   * forward until it is done, fails, or its lease is lost.
+   */
+  async runOnce(): Promise<void> {
+    const { catalogue, instance, layout } = this.opts;
+    for (const row of await catalogue.paths()) {
+      if (this.stopping) return;
+      if (row.state !== 'building' || canonicalJson(layout.paths[row.id]?.definition) !== canonicalJson(row.definition)) continue;
+      if (row.leaseOwner && row.leaseOwner !== instance && (row.leaseUntil ?? 0) > this.now) continue;
+      const leased = await this.lease(row);
+      if (leased) await this.drive(leased);
+    }
+  }
+
+  /** Takes the build's lease; a build taken from another worker's lapsed lease must end with a repair pass. */
+  private async lease(row: PathRecord): Promise<PathRecord | null> {
+    const takenOver = !!row.leaseOwner && row.leaseOwner !== this.opts.instance;
+    const next = await this.opts.catalogue.putPath({
+      ...row,
+      leaseOwner: this.opts.instance,
+      leaseUntil: this.now + (this.opts.leaseMs ?? 30000),
+      takeovers: row.takeovers + (takenOver ? 1 : 0),
+      needsRepair: row.needsRepair || takenOver,
+      updatedAt: this.now,
+    });
+    if (next && takenOver)
+      this.opts.log?.warn({ path: row.id, from: row.leaseOwner, checkpoint: row.checkpoint !== '' }, 'schema build taken over from a lapsed lease');
+    return next;
+  }
+
+  /**
+   * Steps until done, failed, the lease lost, the runner stopping, or the build waiting for servers of an older
+   * version to stop — then the next build goes on, and this one is looked at again at the next poll (its lease,
+   * renewed by the wait, still this worker's).
+   */
+  private async drive(start: PathRecord): Promise<void> {
+    let row: PathRecord | null = start;
+    this.opts.log?.info({ path: row.id, read: row.read }, row.read > 0 ? 'schema build resumed from its checkpoint' : 'schema build started');
+    let waiting = false;
+    while (row && row.state === 'building' && !this.stopping && !waiting) {
+      const before: PathRecord = row;
+      try {
+        ({ row, waiting } = await this.step(before));
+      } catch (e) {
+        // A step cut short may have written part of its page: the build must end with a repair pass.
+        await this.opts.catalogue.putPath({ ...before, needsRepair: true, updatedAt: this.now }).catch(() => undefined);
+        throw e;
+      }
+    }
+    if (waiting) this.opts.log?.info({ path: start.id }, 'schema build scanned; waiting for the servers of an older version to stop');
+    if (row?.state === 'ready')
+      this.opts.log?.info({ path: row.id, read: row.read, written: row.written, skipped: row.skipped }, 'schema build done: path ready');
+    if (row?.state === 'failed') this.opts.log?.error({ path: row.id, problem: row.problem }, 'schema build stopped');
+  }
+
+  /**
+   * One step of a build, its outcome written with If-Match.
+   * @returns the row after it (null when the lease was lost), and whether the step was a wait for older servers
+   */
+  private async step(row: PathRecord): Promise<{ row: PathRecord | null; waiting: boolean }> {
+    const olderServers = await this.olderServersRunning(row.version);
+    const next: PathRecord = { ...row, needsRepair: row.needsRepair || olderServers > 0, updatedAt: this.now };
+    const waiting = row.scanned && olderServers > 0;
+    // Servers of an older version still write without keeping this path: it cannot be ready before they stop.
+    if (!row.scanned) {
+      Object.assign(next, await this.scanStep(row));
+    } else if (!waiting) {
+      if (next.needsRepair) await this.repair(row);
+      Object.assign(next, { state: 'ready', finishedAt: this.now, leaseOwner: undefined, leaseUntil: undefined, needsRepair: false });
+    }
+    if (next.state === 'building') next.leaseUntil = this.now + (this.opts.leaseMs ?? 30000);
+    const written = await this.opts.catalogue.putPath(next);
+    if (!written) this.opts.log?.warn({ path: row.id }, 'schema build: lease lost to another worker; leaving the build to it');
+    return { row: written, waiting };
+  }
+
+  /** One step of the scan: an index's next page, or a summary's or copy's whole recount. */
+  private async scanStep(row: PathRecord): Promise<Partial<PathRecord>> {
+    const [type, name] = row.id.slice(row.id.indexOf(':') + 1).split('.');
+    const { store, model } = this.opts;
+    if (row.kind === 'index') {
+      const index = model.entities.get(type)?.indexes.get(name);
+      if (!index) return { state: 'failed', problem: { reason: 'PathUnknown', message: `${row.id} is not in this schema` } };
+      if (index.entity.layout.tableTemplate)
+        return { state: 'failed', problem: { reason: 'TablePerPeriod', message: `${type} has a table per period: build ${name} with npm run rebuild-index` } };
+      const ahead = this.prefetched?.path === row.id && this.prefetched.token === row.checkpoint ? this.prefetched.page : undefined;
+      this.prefetched = undefined;
+      const page = await buildIndexPage({
+        store,
+        index,
+        table: index.entity.layout.table,
+        token: row.checkpoint || undefined,
+        page: ahead,
+        pageSize: this.opts.pageSize,
+        concurrency: this.opts.concurrency,
+        observer: this.opts.observer,
+      });
+      if (page.prefetch && page.next) this.prefetched = { path: row.id, token: page.next, page: page.prefetch };
+      await this.throttle(page.written);
+      const counts = {
+        read: row.read + page.read,
+        written: row.written + page.written,
+        skipped: row.skipped + page.skipped,
+        ...(page.uncertain && { needsRepair: true }),
+      };
+      if (page.heldTwice.length > 0) {
+        const first = page.heldTwice[0];
+        return {
+          ...counts,
+          state: 'failed',
+          problem: {
+            reason: 'UniqueValueHeldTwice',
+            message: `${page.heldTwice.length} value(s) of unique index ${type}.${name} are held by two entities, e.g. ${JSON.stringify(first.primaries)}: change one of each, then npm run migrate -- apply --retry ${row.id}`,
+            details: page.heldTwice.slice(0, 50),
+          },
+        };
+      }
+      if (page.underivable.length > 0) {
+        return {
+          ...counts,
+          state: 'failed',
+          problem: {
+            reason: 'UnderivableEntities',
+            message: `${page.underivable.length} ${type} entities cannot form ${name}'s keys, e.g. ${JSON.stringify(page.underivable[0])}: change them, then npm run migrate -- apply --retry ${row.id}`,
+            details: page.underivable.slice(0, 50),
+          },
+        };
+      }
+      return { ...counts, checkpoint: page.next ?? '', scanned: !page.next };
+    }
+    if (row.kind === 'summary') {
+      const r = await repairSummaries({ store, model, summaries: [`${type}.${name}`] });
+      return { scanned: true, written: row.written + r.repaired.length, ...(r.busy.length > 0 && { scanned: false }) };
+    }
+    if (row.kind === 'copy') {
+      const r = await repairCopies(store, model, type);
+      return { scanned: true, read: row.read + r.checked, written: row.written + r.repaired };
+    }
+    return { scanned: true };
+  }
+
+  /** The repair pass: the whole index compared with its entities and made equal (conditional writes). */
+  private async repair(row: PathRecord): Promise<void> {
+    if (row.kind !== 'index') return; // a summary's and a copy's step is a whole pass already
+    const [type, name] = row.id.slice(row.id.indexOf(':') + 1).split('.');
+    this.opts.log?.info({ path: row.id }, 'schema build: repair pass (a step was cut short, or an older version wrote meanwhile)');
+    await rebuildIndex({ store: this.opts.store, model: this.opts.model, type, index: name, concurrency: this.opts.concurrency, observer: this.opts.observer });
+  }
+
+  /** Servers and workers of an older version whose heartbeat is fresh (read again at most every `pollMs`). */
+  private async olderServersRunning(version: number): Promise<number> {
+    if (this.older.version === version && this.now - this.older.at < (this.opts.pollMs ?? 5000)) return this.older.count;
+    try {
+      const servers = await this.opts.catalogue.servers();
+      const count = servers.filter((s) => s.version < version && this.now - s.seenAt < HEARTBEAT_STALE_MS).length;
+      this.older = { at: this.now, version, count };
+      return count;
+    } catch (e) {
+      if (isTablegraphError(e, ErrorCode.NOT_FOUND)) return 0;
+      throw e;
+    }
+  }
+
+  /** Waits so that this runner writes at most `entitiesPerSecond`. */
+  private async throttle(written: number): Promise<void> {
+    const rate = this.opts.entitiesPerSecond ?? 500;
+    if (rate <= 0 || written === 0) return;
+    const at = Math.max(this.nextWriteAt, this.now);
+    this.nextWriteAt = at + (1000 * written) / rate;
+    const wait = this.nextWriteAt - this.now - 1000; // a second's worth may go at once
+    if (wait > 0) await this.sleep(wait);
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => setTimeout(resolve, ms).unref());
+  }
+}

@@ -1,0 +1,136 @@
+/**
+ * A schema written for the schema-change tests (docs/schema-changes.md): members of teams, version 1 without
+ * indexes, version 2 with an inter-partition index by city and an intra-partition one by name; and a deployment
+ * — one schema folder, one table prefix — servers are started on, version after version.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { compileSchema } from '../../src/compiler/compile';
+import { loadSchemaSources } from '../../src/compiler/load-schema';
+import { Catalogue, type PathRecord } from '../../src/evolution/catalogue';
+import { DIRECTIVES_FILE, startTestServer, testStore, uniquePrefix, type TestServer } from './harness';
+
+export const MEMBER = (extraIndexes: string, extraFields = '') => `
+type Member @entity(table: "Members", partitionKey: "{teamId}", rowKey: "m_{id:06}")${extraIndexes} {
+  teamId: ID!
+  id: Int!
+  name: String!
+  email: String
+  city: String
+  etag: String${extraFields}
+}`;
+
+export const MUTATIONS = `
+type Mutation {
+  createMember(input: CreateMemberInput!): MemberPayload! @write(entity: "Member", action: CREATE)
+  updateMember(input: UpdateMemberInput!): MemberPayload! @write(entity: "Member", action: UPDATE)
+  deleteMember(input: DeleteMemberInput!): MemberPayload! @write(entity: "Member", action: DELETE)
+}`;
+
+export const V1 = `${MEMBER('')}
+type Query {
+  member(teamId: ID!, id: Int!): Member @point
+  members(teamId: ID!, first: Int, after: String): MemberConnection! @range(rowKeyPrefix: "m_")
+}${MUTATIONS}`;
+
+const INDEXES = `
+  @index(name: "byCity", table: "MembersByCity", partitionKey: "c_{city:hash16}", rowKey: "{city}_{teamId}_{id:06}", include: ["name"])
+  @index(name: "byName", rowKey: "n_{name}_{id:06}", include: ["city"])`;
+
+export const V2 = `${MEMBER(INDEXES)}
+type Query {
+  member(teamId: ID!, id: Int!): Member @point
+  members(teamId: ID!, first: Int, after: String): MemberConnection! @range(rowKeyPrefix: "m_")
+  membersInCity(city: String!, first: Int, after: String): MemberConnection! @range(index: "byCity", rowKeyPrefix: "{city}_")
+  membersNamed(teamId: ID!, name: String!, first: Int, after: String): MemberConnection! @range(index: "byName", rowKeyPrefix: "n_{name}_")
+}${MUTATIONS}`;
+
+/** A schema folder the test rewrites between starts, and servers started on it with one table prefix. */
+export class Deployment {
+  readonly dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tablegraph-evolve-'));
+  readonly prefix = uniquePrefix();
+  constructor() {
+    fs.copyFileSync(DIRECTIVES_FILE, path.join(this.dir, 'directives.graphql'));
+  }
+  /** Writes `sdl` as the folder's schema (what the next process started on it serves). */
+  write(sdl: string): void {
+    fs.writeFileSync(path.join(this.dir, 'schema.graphql'), sdl);
+  }
+  async start(sdl: string, env: Record<string, string> = {}): Promise<TestServer> {
+    this.write(sdl);
+    return startTestServer({ TABLEGRAPH_SCHEMA_DIR: this.dir, TABLEGRAPH_TABLE_PREFIX: this.prefix, TABLEGRAPH_BUILD_POLL_MS: '300', TABLEGRAPH_RATE_LIMIT: '1000000', ...env });
+  }
+  model(sdl: string) {
+    fs.writeFileSync(path.join(this.dir, 'schema.graphql'), sdl);
+    return compileSchema(loadSchemaSources(this.dir), { tablePrefix: this.prefix }).model;
+  }
+  catalogue(): Catalogue {
+    return new Catalogue(testStore(), this.prefix);
+  }
+  async paths(): Promise<Map<string, PathRecord>> {
+    return new Map((await this.catalogue().paths()).map((p) => [p.id, p]));
+  }
+  async waitFor(done: (paths: Map<string, PathRecord>) => boolean, timeoutMs = 60_000): Promise<Map<string, PathRecord>> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const paths = await this.paths();
+      if (done(paths)) return paths;
+      if (Date.now() > deadline) throw new Error(`paths did not settle: ${JSON.stringify([...paths.values()].map((p) => [p.id, p.state, p.read]))}`);
+      await sleep(200);
+    }
+  }
+  /** Waits until the fan-out queue of the prefix has been worked off (by a worker of the deployment). */
+  async drained(server: TestServer): Promise<void> {
+    for (let i = 0; i < 300; i++) {
+      const health = (await (await fetch(server.url.replace('/graphql', '/health'))).json()) as { fanout: { queueDepth: number } };
+      if (health.fanout.queueDepth === 0) return;
+      await sleep(200);
+    }
+    throw new Error('the fan-out queue did not drain');
+  }
+  remove(): void {
+    fs.rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+export async function mutate(server: TestServer, name: string, input: Record<string, unknown>): Promise<{ errors?: Array<{ extensions: { code: string } }> }> {
+  const type = `${name[0].toUpperCase()}${name.slice(1)}Input`;
+  return server.query(`mutation($input: ${type}!) { ${name}(input: $input) { __typename } }`, { input });
+}
+
+export async function ok(server: TestServer, name: string, input: Record<string, unknown>): Promise<void> {
+  const r = await mutate(server, name, input);
+  expect(r.errors).toBeUndefined();
+}
+
+export const CITIES = ['Oslo', 'Lima', 'Pune', 'Kobe'];
+
+/** Teams and their members, version 1: a member refers to its team (in the same partition). */
+const teamsSchema = (teamExtra: string, memberExtra: string) => `
+type Team @entity(table: "Members", partitionKey: "{teamId}", rowKey: "team") {
+  teamId: ID!
+  title: String${teamExtra}
+  members(first: Int, after: String): MemberConnection! @range(partitionKey: "{teamId}", rowKeyPrefix: "m_")
+}
+${MEMBER('', `\n  team: Team @point(partitionKey: "{teamId}", rowKey: "team")${memberExtra}`)}
+type Query {
+  team(teamId: ID!): Team @point(rowKey: "team")
+  member(teamId: ID!, id: Int!): Member @point
+}
+type Mutation {
+  createTeam(input: CreateTeamInput!): TeamPayload! @write(entity: "Team", action: CREATE)
+  updateTeam(input: UpdateTeamInput!): TeamPayload! @write(entity: "Team", action: UPDATE)
+  createMember(input: CreateMemberInput!): MemberPayload! @write(entity: "Member", action: CREATE)
+  updateMember(input: UpdateMemberInput!): MemberPayload! @write(entity: "Member", action: UPDATE)
+  deleteMember(input: DeleteMemberInput!): MemberPayload! @write(entity: "Member", action: DELETE)
+}`;
+
+export const TEAMS_V1 = teamsSchema('', '');
+
+/** Version 2: each team counts its members (a summary in the same EGT) and each member copies its team's title. */
+export const TEAMS_V2 = teamsSchema(
+  '\n  memberCount: Int! @summary(of: "Member", via: "team", count: true)',
+  '\n  teamTitle: String @copy(from: "team", field: "title")',
+);
