@@ -60,7 +60,13 @@ export class Deployment {
   }
   async start(sdl: string, env: Record<string, string> = {}): Promise<TestServer> {
     this.write(sdl);
-    return startTestServer({ TABLEGRAPH_SCHEMA_DIR: this.dir, TABLEGRAPH_TABLE_PREFIX: this.prefix, TABLEGRAPH_BUILD_POLL_MS: '300', TABLEGRAPH_RATE_LIMIT: '1000000', ...env });
+    return startTestServer({
+      TABLEGRAPH_SCHEMA_DIR: this.dir,
+      TABLEGRAPH_TABLE_PREFIX: this.prefix,
+      TABLEGRAPH_BUILD_POLL_MS: '300',
+      TABLEGRAPH_RATE_LIMIT: '1000000',
+      ...env,
+    });
   }
   model(sdl: string) {
     fs.writeFileSync(path.join(this.dir, 'schema.graphql'), sdl);
