@@ -14,6 +14,18 @@ import { runCommand } from './support/processes';
 import { seededRng } from './support/fanout-fixtures';
 import { CITIES, Deployment, MEMBER, MUTATIONS, ok, TEAMS_V1, TEAMS_V2, V1, V2 } from './support/schema-evolution';
 
+/** `npm run migrate -- …` as a process on the test Azurite, the deployment's schema folder and table prefix. */
+async function migrate(d: Deployment, args: string[]): Promise<{ code: number | null; output: string }> {
+  const run = runCommand('migrate', args, d.dir, {
+    AZURE_STORAGE_CONNECTION_STRING: connectionString(),
+    TABLEGRAPH_SCHEMA_DIR: d.dir,
+    TABLEGRAPH_TABLE_PREFIX: d.prefix,
+    TABLEGRAPH_BUILD_POLL_MS: '300',
+  });
+  const { code } = await run.exited;
+  return { code, output: run.output() };
+}
+
 test('new indexes built online under a write storm: refused while building, complete once ready, verify clean', async () => {
   const d = new Deployment();
   const rng = seededRng(Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31);
@@ -30,6 +42,14 @@ test('new indexes built online under a write storm: refused while building, comp
     );
     expect((await d.catalogue().deployment())?.version).toBe(1);
     await server.close();
+
+    // Before deploying it, plan says what version 2 does and costs: 240 index entities each, read twice.
+    d.write(V2);
+    const planned = await migrate(d, ['plan']);
+    expect(planned.code).toBe(0);
+    expect(planned.output).toMatch(/version 1 → 2: 2 change\(s\)/); // the new queries store nothing: no change
+    expect(planned.output).toMatch(/build {6}index:Member\.byCity: new index Member\.byCity: built online from the stored entities\n {13}reads 480 entities, writes 240; [4-7] transactions, 1,680 RU; 1 s at the budget/);
+    expect(planned.output).toMatch(/build {6}index:Member\.byName: new index Member\.byName: built online from the stored entities\n {13}reads 480 entities, writes 240; 6 transactions, 1,680 RU; 1 s at the budget/);
 
     // Version 2: two indexes over the 240 stored members, built slowly (60 entities/s) while writers run.
     server = await d.start(V2, { TABLEGRAPH_BUILD_ENTITIES_PER_SECOND: '60', TABLEGRAPH_BUILD_PAGE_SIZE: '20' });
@@ -147,18 +167,6 @@ type Query {
   memberByEmail(email: String!): Member @point(index: "byEmail")
 }${MUTATIONS}`;
 
-/** `npm run migrate -- …` as a process on the test Azurite, the deployment's schema folder and table prefix. */
-async function migrate(d: Deployment, args: string[]): Promise<{ code: number | null; output: string }> {
-  const run = runCommand('migrate', args, d.dir, {
-    AZURE_STORAGE_CONNECTION_STRING: connectionString(),
-    TABLEGRAPH_SCHEMA_DIR: d.dir,
-    TABLEGRAPH_TABLE_PREFIX: d.prefix,
-    TABLEGRAPH_BUILD_POLL_MS: '300',
-  });
-  const { code } = await run.exited;
-  return { code, output: run.output() };
-}
-
 test('a unique index over a value two members hold: the build stops with both keys, overwrites nothing, and is retried once one changed', async () => {
   const d = new Deployment();
   let server = await d.start(V1);
@@ -263,6 +271,13 @@ test('a new summary and a new copy built online while members and team titles ch
       }),
     );
     await server.close();
+
+    // plan counts each build's work from what is stored: 4 teams and 120 members.
+    d.write(TEAMS_V2);
+    const planned = (await migrate(d, ['plan'])).output;
+    expect(planned).toMatch(/build {6}summary:Team\.memberCount: new summary Team\.memberCount: built online from the stored entities\n {13}reads 124 entities, writes 4;/);
+    expect(planned).toMatch(/build {6}copy:Member\.teamTitle: new copy Member\.teamTitle: built online from the stored entities\n {13}reads 240 entities, writes 120;/);
+    expect(planned).toMatch(/compatible Team\.memberCount: new summary field Team\.memberCount/);
 
     server = await d.start(TEAMS_V2, { TABLEGRAPH_BUILD_ENTITIES_PER_SECOND: '20' });
     const early = await server.query('{ team(teamId: "t0") { title memberCount } member(teamId: "t0", id: 0) { name teamTitle } }');
