@@ -4,8 +4,10 @@
  * holds each build's lease (a conditional write of its row) and carries the build forward in checkpointed steps:
  *
  * - an index: one page of the type's table per step (index-build.ts), its continuation token the checkpoint;
- * - a summary: a recount of every holder (src/maintenance/summary-state.ts); a copy: every copy compared with its
- *   target (src/maintenance/copy-state.ts) — one step each, done again from the start after a kill.
+ * - a summary kept in its holders' EGTs: one page of holders per step, each recounted (holderPageStep); a summary
+ *   kept by the worker, held elsewhere: its contributions and holders repaired (src/maintenance/summary-state.ts);
+ *   a copy: every copy compared with its target (src/maintenance/copy-state.ts) — one step each, done again from
+ *   the start after a kill.
  *
  * Each step renews the lease and writes the checkpoint with If-Match: a worker that lost its lease (it stalled, and
  * another took the build over) stops at its next step, and its last step is redone. A build taken over, or one
@@ -15,11 +17,11 @@
  */
 import { ErrorCode, isTablegraphError } from '../errors';
 import type { Logger } from '../log';
-import type { Model } from '../model/types';
+import { ENTITY_TYPE_PROPERTY, type Model, type SummaryModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { StorageObserver } from '../storage/types';
 import { rebuildIndex } from '../maintenance/rebuild-index';
-import { repairSummaries } from '../maintenance/summary-state';
+import { repairHolder, repairSummaries } from '../maintenance/summary-state';
 import { repairCopies } from '../maintenance/copy-state';
 import type { Catalogue, PathRecord } from './catalogue';
 import { buildIndexPage, type ScannedPage } from './index-build';
@@ -220,14 +222,46 @@ export class BuildRunner {
       return { ...counts, checkpoint: page.next ?? '', scanned: !page.next };
     }
     if (row.kind === 'summary') {
-      const r = await repairSummaries({ store, model, summaries: [`${type}.${name}`] });
-      return { scanned: true, written: row.written + r.repaired.length, ...(r.busy.length > 0 && { scanned: false }) };
+      const summary = model.summaries.get(`${type}.${name}`);
+      if (!summary) return { state: 'failed', problem: { reason: 'PathUnknown', message: `${row.id} is not in this schema` } };
+      if (summary.scope === 'egt') return this.holderPageStep(row, summary);
+      // Held elsewhere: its contribution entities are repaired first, from whole-table reads — one step.
+      const r = await repairSummaries({ store, model, summaries: [`${type}.${name}`], observer: this.opts.observer });
+      return { scanned: r.busy.length === 0, written: row.written + r.repaired.length };
     }
     if (row.kind === 'copy') {
       const r = await repairCopies(store, model, type);
       return { scanned: true, read: row.read + r.checked, written: row.written + r.repaired };
     }
     return { scanned: true };
+  }
+
+  /**
+   * One step of a summary kept in its holders' EGTs: a page of holders (the holder type's table filtered by its
+   * EntityType, from the checkpoint), each recounted from its partition and merged If-Match on the ETag read
+   * before the recount (src/maintenance/summary-state.ts repairHolder). A holder that kept changing under its
+   * recount leaves the checkpoint where it was: the page is done again.
+   */
+  private async holderPageStep(row: PathRecord, summary: SummaryModel): Promise<Partial<PathRecord>> {
+    const { store, observer } = this.opts;
+    const { holder } = summary;
+    const page = await store.scanPage(holder.layout.table, row.checkpoint || undefined, {
+      entityType: holder.entityType,
+      select: [ENTITY_TYPE_PROPERTY],
+      pageSize: this.opts.pageSize,
+      observer,
+    });
+    let written = 0;
+    let busy = false;
+    for (const e of page.entities) {
+      const address = { table: holder.layout.table, partitionKey: e.partitionKey, rowKey: e.rowKey };
+      if (await repairHolder(store, [summary], address, 5, observer)) written++;
+      else busy = true;
+    }
+    await this.throttle(written);
+    const counts = { read: row.read + page.entities.length, written: row.written + written };
+    if (busy) return counts;
+    return { ...counts, checkpoint: page.continuationToken ?? '', scanned: !page.continuationToken };
   }
 
   /** The repair pass: the whole index compared with its entities and made equal (conditional writes). */

@@ -84,8 +84,9 @@ async function buildCost(store: TableStore, model: Model, pathId: string, entiti
     if (!summary) return finish(0, 0, 0);
     const holders = await countEntities(store, summary.holder.layout.table, summary.holder.entityType);
     const of = await countEntities(store, summary.of.layout.table, summary.of.entityType);
-    // Every holder read and its partition recounted (holders + counted entities read); each holder merged once.
-    return finish(holders.count + of.count, holders.count, holders.pages + of.pages + 2 * holders.count);
+    // Every holder read and its partition recounted (holders + counted entities read); each holder merged once: a
+    // point read, a partition scan and a merge per holder, and a page read and a checkpoint per page of holders.
+    return finish(holders.count + of.count, holders.count, 2 * holders.pages + 3 * holders.count);
   }
   const entity = model.entities.get(type);
   if (!entity) return finish(0, 0, 0);
