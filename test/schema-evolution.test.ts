@@ -355,3 +355,25 @@ test('a new summary and a new copy built online while members and team titles ch
     d.remove();
   }
 }, 180_000);
+
+test('two servers of a new version starting at once agree on one deployment and one build', async () => {
+  const d = new Deployment();
+  const first = await d.start(V1);
+  await Promise.all(Array.from({ length: 20 }, (_, i) => ok(first, 'createMember', { teamId: 't0', id: i, name: 'N', city: CITIES[i % 4] })));
+  await first.close();
+  const servers = await Promise.all([d.start(V2), d.start(V2)]);
+  try {
+    expect((await d.catalogue().deployment())?.version).toBe(2);
+    expect(await d.catalogue().versionHash(3)).toBeNull();
+    const paths = await d.waitFor((p) => p.get('index:Member.byCity')?.state === 'ready' && p.get('index:Member.byName')?.state === 'ready');
+    expect(paths.get('index:Member.byCity')).toMatchObject({ version: 2, takeovers: 0, read: 20 });
+    await sleep(2500);
+    for (const s of servers) {
+      const r = await s.query('{ membersInCity(city: "Oslo", first: 10) { edges { node { id } } } }');
+      expect(r.data.membersInCity.edges.map((e: { node: { id: number } }) => e.node.id).sort((a: number, b: number) => a - b)).toEqual([0, 4, 8, 12, 16]);
+    }
+  } finally {
+    await Promise.all(servers.map((s) => s.close()));
+    d.remove();
+  }
+}, 60_000);
