@@ -129,7 +129,7 @@ test('a build killed twice resumes from its checkpoint; an old-version server wr
     await d.drained(current);
     const model = d.model(V2);
     const report = await verifyDerived({ store: testStore(), model });
-    expect({ ok: report.ok, report: formatVerifyReport(report) }).toMatchObject({ ok: true });
+    expect(formatVerifyReport(report)).toMatch(/^verify: ok/m);
     for (const [key, m] of members) {
       const [teamId, id] = key.split('/');
       const r = await current.query(`{ member(teamId: "${teamId}", id: ${id}) { name city } }`);

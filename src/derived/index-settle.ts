@@ -78,6 +78,34 @@ export async function settlePrimary(
   return undefined;
 }
 
+/**
+ * After a write whose EGT went without the delete of an index entity that was not there (an index being built):
+ * the build may have inserted it since, from the entity's older state. Deletes it — If-Match on the ETag read —
+ * unless the entity as it is now (read after it) derives it.
+ * @param entity the written entity's type; `primary` its address
+ */
+export async function deleteUnlessDerived(
+  store: TableStore,
+  entity: EntityModel,
+  address: EntityAddress,
+  primary: EntityAddress,
+  call: { observer?: StorageObserver },
+): Promise<void> {
+  const found = await store.getEntity(address, call);
+  if (!found) return;
+  const index = [...entity.indexes.values()].find((i) => i.entityType === found.properties[ENTITY_TYPE_PROPERTY]);
+  if (!index) return;
+  const now = await readPrimary(store, entity, primary, call);
+  let derived: TableWrite | undefined;
+  try {
+    derived = now && now.properties[ENTITY_TYPE_PROPERTY] === entity.entityType ? indexWrite(index, valuesOf(entity, now.properties)) : undefined;
+  } catch {
+    derived = undefined;
+  }
+  if (derived && addressKey(addressOfWrite(derived)) === addressKey(address)) return;
+  await deleteIfUnchanged(store, address, found.etag, call);
+}
+
 /** Deletes an entity only if it still has the ETag the build's insert gave it (a newer write's is left). */
 async function deleteIfUnchanged(store: TableStore, address: EntityAddress, etag: string, call: { observer?: StorageObserver }): Promise<void> {
   try {

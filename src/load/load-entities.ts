@@ -9,7 +9,8 @@
  *
  * An EGT that fails for want of an answer (a timeout, a 5xx after the SDK's own retries) is sent again with
  * exponential back-off — its upserts are idempotent — a bounded number of times; then its rows are reported and
- * the load goes on (a holder of its partition is then recounted from what is stored). Idempotent: loading the same
+ * the load goes on (a holder of its partition is then recounted from what is stored). Its reads (they only read)
+ * are sent again the same way, then fail the load. Idempotent: loading the same
  * rows again writes nothing (what is stored exactly as it would write it is not written) and leaves no orphan.
  */
 import { backOff } from 'exponential-backoff';
@@ -99,7 +100,7 @@ export interface LoadSummary {
   steps: StepSummary[];
   /** EGTs given up on, with their rows: load again to write them. */
   failed: FailedBatch[];
-  /** EGTs sent again after a failure (sends). */
+  /** EGTs and reads sent again after a failure (sends). */
   retries: number;
   /** Entities written: entities, index entities and summary holders. */
   entities: number;
@@ -111,26 +112,33 @@ export interface LoadSummary {
 }
 
 /**
- * The loader's reads: a whole partition or table (all pages), and point queries. A table's scan is kept in `scans`
- * for the next steps, until a step writes to that table (loadEntities drops it then).
+ * The loader's reads: a whole partition or table (all pages), and point queries, each sent again by `retrying` when
+ * storage fails for now (they read only). A table's scan is kept in `scans` for the next steps, until a step writes
+ * to that table (loadEntities drops it then).
  */
-function storeReads(store: TableStore, scans: Map<string, Promise<StoredEntity[]>>, observer?: StorageObserver): LoadReads {
+function storeReads(
+  store: TableStore,
+  scans: Map<string, Promise<StoredEntity[]>>,
+  retrying: <T>(call: () => Promise<T>) => Promise<T>,
+  observer?: StorageObserver,
+): LoadReads {
   return {
-    partition: async (table, partitionKey) => (await store.queryRange({ table, partitionKey, limit: Number.MAX_SAFE_INTEGER - 1 }, { observer })).entities,
+    partition: (table, partitionKey) =>
+      retrying(async () => (await store.queryRange({ table, partitionKey, limit: Number.MAX_SAFE_INTEGER - 1 }, { observer })).entities),
     table: (table) => {
       let scanned = scans.get(table);
       if (!scanned) {
-        scanned = (async () => {
+        scanned = retrying(async () => {
           const all: StoredEntity[] = [];
           for await (const page of store.scan(table, { observer })) all.push(...page);
           return all;
-        })();
+        });
         scanned.catch(() => scans.delete(table));
         scans.set(table, scanned);
       }
       return scanned;
     },
-    entity: (address) => store.getEntity(address, { observer }),
+    entity: (address) => retrying(() => store.getEntity(address, { observer })),
   };
 }
 
@@ -207,7 +215,6 @@ export async function loadEntities(opts: LoadOptions): Promise<LoadSummary> {
   );
   for (const table of model.tables) await store.ensureTable(table);
   const scans = new Map<string, Promise<StoredEntity[]>>();
-  const reads = storeReads(store, scans, observer);
   const written = new Set<string>();
   const failed: FailedBatch[] = [];
   const totals = { entities: 0, transactions: 0, retries: 0 };
@@ -227,6 +234,7 @@ export async function loadEntities(opts: LoadOptions): Promise<LoadSummary> {
         return true;
       },
     });
+  const reads = storeReads(store, scans, retrying, observer);
 
   const steps: StepSummary[] = [];
   for (const step of opts.steps) {

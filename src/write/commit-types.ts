@@ -4,6 +4,7 @@
  */
 import type { Context } from '@opentelemetry/api';
 import type { Model } from '../model/types';
+import type { Logger } from '../log';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver } from '../storage/types';
 import type { FanoutSender } from '../queue/sender';
@@ -56,4 +57,6 @@ export interface CommitContext {
   maxAttempts: number;
   /** The blob cleanup delay (s; blob-writes.ts): absent, a write that drops a blob sends no cleanup message. */
   blobCleanupDelaySeconds?: number;
+  /** Where what fails after a write is applied is said (it never fails the write). */
+  log?: Logger;
 }

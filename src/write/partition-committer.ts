@@ -18,7 +18,8 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { CHANGE, isChangeEntity, stampChanges } from '../model/change-log';
-import type { StorageObserver, StoredEntity, TransactionOperation } from '../storage/types';
+import type { EntityAddress, StorageObserver, StoredEntity, TransactionOperation } from '../storage/types';
+import { deleteUnlessDerived } from '../derived/index-settle';
 import { sharedObserver } from '../storage/shared-observer';
 import { addressKey } from '../storage/address-key';
 import { planGroup, type GroupPlan, type GroupState } from './group-plan';
@@ -199,21 +200,37 @@ export class PartitionCommitter {
    * Sends the group's EGT, its change entities' times taken now, not when it was planned (change-log.ts
    * stampChanges). An index entity the EGT deletes without If-Match that is not there — an index a schema change
    * added and its build has not reached yet (src/evolution/index-build.ts) — is a refusal of the whole EGT, nothing
-   * applied: the EGT without that delete is what the writes mean, and is sent instead.
+   * applied: the EGT without that delete is what the writes mean, and is sent instead. Once it is applied, the build
+   * may have inserted that index entity meanwhile, from the entity's older state: it is deleted then unless the
+   * entity as it is now derives it (src/derived/index-settle.ts deleteUnlessDerived).
    */
   private async submit(
     group: GroupPlan<PendingWrite>,
     observer: StorageObserver | undefined,
   ): Promise<{ group: GroupPlan<PendingWrite>; stamped: TransactionOperation[] } & ({ etags: Array<string | undefined> } | { error: unknown })> {
+    const dropped: Array<{ address: EntityAddress; member: PendingWrite }> = [];
     for (;;) {
       const stamped = stampChanges(group.operations);
+      let etags: Array<string | undefined>;
       try {
-        return { group, stamped, etags: await this.ctx.store.submitTransaction(this.table, stamped, { observer }) };
+        etags = await this.ctx.store.submitTransaction(this.table, stamped, { observer });
       } catch (error) {
         const missing = missingPlainDelete(stamped, error);
         if (missing === undefined) return { group, stamped, error };
+        const owner = group.owners[missing];
+        const op = group.operations[missing];
+        if ('write' in owner && op.kind === 'delete') {
+          dropped.push({ address: { table: this.table, partitionKey: op.partitionKey, rowKey: op.rowKey }, member: group.planned[owner.write].member });
+        }
         group = { ...group, operations: group.operations.filter((_, i) => i !== missing), owners: group.owners.filter((_, i) => i !== missing) };
+        continue;
       }
+      for (const { address, member } of dropped) {
+        await deleteUnlessDerived(this.ctx.store, member.write.entity, address, member.address, { observer }).catch((e: unknown) =>
+          this.ctx.log?.warn({ err: e, table: address.table }, 'an index entity the build may have put back was not checked: verify will show it'),
+        );
+      }
+      return { group, stamped, etags };
     }
   }
 

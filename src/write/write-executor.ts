@@ -45,7 +45,7 @@ export interface WriteExecutorOptions {
    * type, its partition's older ones are deleted now and then (change-log-trim.ts).
    */
   changeRetentionMs?: number;
-  /** Where a failed trim of the change log is said (it never fails a write). */
+  /** Where a failed trim of the change log, or a failed check after a write (it never fails the write), is said. */
   log?: Logger;
 }
 
@@ -128,6 +128,7 @@ export class WriteExecutor {
         fanout: this.opts.fanout,
         maxAttempts: this.opts.maxAttempts ?? 8,
         blobCleanupDelaySeconds: this.opts.blobs?.cleanupDelaySeconds,
+        log: this.opts.log,
       };
       committer = new PartitionCommitter(ctx, address.table, () => this.committers.delete(key));
       this.committers.set(key, committer);
