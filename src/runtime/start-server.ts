@@ -97,64 +97,27 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     changeRetentionMs: config.subscriptions.retentionMs,
     log,
   });
-  // Only into an empty store, and on the embedded Azurite only while no other command (an import, say) uses it.
-  const seed = () => seedIfEmpty({ store: storage.store, model, schema, schemaDir: config.schemaDir });
-  const seeded = storage.azurite ? await storage.azurite.whenAlone(seed) : { ran: true as const, value: await seed() };
-  if (seeded.ran && seeded.value > 0)
-    log.info({ entities: seeded.value }, `empty store: loaded the schema's seed rows (${seedManifestPath(config.schemaDir)})`);
-  if (!seeded.ran) log.info({ others: seeded.others }, 'not seeding: other tablegraph commands use this data folder');
+  await seedEmptyStore(config, storage, { model, schema }, log);
   if (!config.cursorSecret) log.warn('TABLEGRAPH_CURSOR_SECRET is not set: cursors are signed with a random key and expire when the server restarts');
   const { handler, apollo, upgrade, closeSubscriptions } = await createGraphqlApp({
+    ...appSettings(config),
     schema,
     model,
     store: storage.store,
-    cursors: new CursorCodec(config.cursorSecret),
-    readConcurrency: config.readConcurrency,
     writer,
     log,
     storageTarget: storage.target,
     queues: storage.queues,
     queueNames: queues,
     worker: () => worker,
-    corsOrigins: config.corsOrigins,
-    allowedHosts: originPolicy(config.host, config.allowedHosts, config.corsOrigins).allowedHosts,
-    trustedDocumentsFile: config.trustedDocuments,
-    httpCache: config.httpCache,
-    // An acknowledged write's EGT is applied at most two storage calls after its change's time (the EGT, and when its
-    // answer is lost, the read that finds it applied); a poll must still come after that, and the writers' clocks
-    // may be up to a second apart (change-poller.ts).
-    subscriptions: { ...config.subscriptions, overlapMs: 2 * config.storageTimeoutMs + config.subscriptions.pollMs + 1000 },
-    introspection: config.introspection,
-    ideQuery: ideQueryOf(config.schemaDir),
     sdl,
-    metrics: config.metrics,
-    maxBodyBytes: config.maxBodyBytes,
-    budget: { maxStorageCalls: config.maxStorageCalls, maxNodes: config.maxNodes },
     authenticate,
-    rateLimit: createRateLimit(config.rateLimit),
-    admission: new StorageAdmission({ maxInFlight: config.maxStorageInFlight, maxQueued: config.maxStorageQueue }),
-    requestAdmission: new RequestAdmission({ maxHeavy: config.maxHeavyRequests, heavyCalls: config.heavyRequestCalls }),
-    requestTimeoutMs: config.requestTimeoutMs,
     signSas,
     blobs: storage.blobs,
     paths: deployment.states,
     pathStates: () => deployment.states.all(),
   });
-  const worker =
-    config.worker === 'inline'
-      ? createFanoutWorker({
-          model,
-          store: storage.store,
-          queues: storage.queues,
-          tablePrefix: config.tablePrefix,
-          log: log.child({ component: 'worker' }),
-          concurrency: config.workerConcurrency,
-          maxDequeueCount: config.maxDequeueCount,
-          settleMs: config.settleMs,
-          writer,
-          blobs: storage.blobs,
-        })
-      : undefined;
+  const worker = config.worker === 'inline' ? inlineWorker(config, storage, model, writer, log) : undefined;
   const server: Server = createServer(handler);
   server.on('clientError', clientErrorHandler(log));
   if (upgrade) server.on('upgrade', upgrade);
@@ -182,14 +145,72 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
       await deployment.close();
       // WebSockets and event streams are not idle connections: they are told the server goes away, then closed.
       await closeSubscriptions();
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeIdleConnections();
-      const timer = setTimeout(() => server.closeAllConnections(), graceMs);
-      await closed;
-      clearTimeout(timer);
+      await closeHttp(server, graceMs);
       await apollo.stop();
     },
   };
+}
+
+/** What the GraphQL app takes from the configuration alone: limits, admission, caching, subscriptions, the IDE. */
+function appSettings(config: Config) {
+  return {
+    cursors: new CursorCodec(config.cursorSecret),
+    readConcurrency: config.readConcurrency,
+    corsOrigins: config.corsOrigins,
+    allowedHosts: originPolicy(config.host, config.allowedHosts, config.corsOrigins).allowedHosts,
+    trustedDocumentsFile: config.trustedDocuments,
+    httpCache: config.httpCache,
+    // An acknowledged write's EGT is applied at most two storage calls after its change's time (the EGT, and when its
+    // answer is lost, the read that finds it applied); a poll must still come after that, and the writers' clocks
+    // may be up to a second apart (change-poller.ts).
+    subscriptions: { ...config.subscriptions, overlapMs: 2 * config.storageTimeoutMs + config.subscriptions.pollMs + 1000 },
+    introspection: config.introspection,
+    ideQuery: ideQueryOf(config.schemaDir),
+    metrics: config.metrics,
+    maxBodyBytes: config.maxBodyBytes,
+    budget: { maxStorageCalls: config.maxStorageCalls, maxNodes: config.maxNodes },
+    rateLimit: createRateLimit(config.rateLimit),
+    admission: new StorageAdmission({ maxInFlight: config.maxStorageInFlight, maxQueued: config.maxStorageQueue }),
+    requestAdmission: new RequestAdmission({ maxHeavy: config.maxHeavyRequests, heavyCalls: config.heavyRequestCalls }),
+    requestTimeoutMs: config.requestTimeoutMs,
+  };
+}
+
+/** Stops accepting connections and closes the idle ones; those still busy after `graceMs` (ms) are cut. */
+async function closeHttp(server: Server, graceMs: number): Promise<void> {
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  server.closeIdleConnections();
+  const timer = setTimeout(() => server.closeAllConnections(), graceMs);
+  await closed;
+  clearTimeout(timer);
+}
+
+/**
+ * The schema's seed rows, loaded only into an empty store — and on the embedded Azurite only while no other command
+ * (an import, say) uses it.
+ */
+async function seedEmptyStore(config: Config, storage: OpenStorage, compiled: Pick<CompiledSchema, 'model' | 'schema'>, log: Logger): Promise<void> {
+  const seed = () => seedIfEmpty({ store: storage.store, model: compiled.model, schema: compiled.schema, schemaDir: config.schemaDir });
+  const seeded = storage.azurite ? await storage.azurite.whenAlone(seed) : { ran: true as const, value: await seed() };
+  if (seeded.ran && seeded.value > 0)
+    log.info({ entities: seeded.value }, `empty store: loaded the schema's seed rows (${seedManifestPath(config.schemaDir)})`);
+  if (!seeded.ran) log.info({ others: seeded.others }, 'not seeding: other tablegraph commands use this data folder');
+}
+
+/** The fan-out worker that runs inside the server (TABLEGRAPH_WORKER=inline), started once the server listens. */
+function inlineWorker(config: Config, storage: OpenStorage, model: Model, writer: WriteExecutor, log: Logger): QueueWorker {
+  return createFanoutWorker({
+    model,
+    store: storage.store,
+    queues: storage.queues,
+    tablePrefix: config.tablePrefix,
+    log: log.child({ component: 'worker' }),
+    concurrency: config.workerConcurrency,
+    maxDequeueCount: config.maxDequeueCount,
+    settleMs: config.settleMs,
+    writer,
+    blobs: storage.blobs,
+  });
 }
 
 /**
