@@ -1,6 +1,6 @@
 /**
  * The layout diff (src/evolution/layout-diff.ts) on schemas written for the test, compiled and recorded as the
- * catalogue records them: each kind of change gets its class — compatible, built online, retired, refused with a
+ * catalogue records them: each kind of change gets its class — compatible, built online, re-keyed, retired, refused with a
  * remedy and, where it holds only while entities are stored, a probe — and two schemas that store the same data
  * in the same places (queries, descriptions, @auth aside) have the same layout hash.
  */
@@ -55,12 +55,14 @@ test('each kind of change gets its class', () => {
   expect(classes(schema(), schema().replace('enum Level { LOW HIGH }', 'enum Level { LOW HIGH TOP }'))).toEqual(['compatible Item.level']);
   expect(classes(schema(), schema().replace('enum Level { LOW HIGH }', 'enum Level { LOW }'))).toEqual(['refused Item.level (probe)']);
   expect(classes(schema(), schema().replace('  qty: Int\n', ''))).toEqual(['refused Item.qty (probe)']);
-  expect(classes(schema(), schema().replace('rowKey: "item_{id}"', 'rowKey: "it_{id}"'))).toEqual(['refused Item (probe)']);
-  expect(classes(schema(), schema().replace('table: "Items"', 'table: "Goods"'))).toEqual(['refused Item (probe)']);
+  expect(classes(schema(), schema().replace('rowKey: "item_{id}"', 'rowKey: "it_{id}"'))).toEqual(['rekey rekey:Item (probe)']);
+  expect(classes(schema(), schema().replace('table: "Items"', 'table: "Goods"'))).toEqual(['rekey rekey:Item (probe)']);
+  expect(classes(schema(), schema().replace('partitionKey: "{shop}"', 'partitionKey: "s_{shop}"'))).toEqual(['rekey rekey:Item (probe)']);
+  expect(classes(schema(), schema().replace('@entity(table: "Items"', '@entity(typeName: "Goods", table: "Items"'))).toEqual(['refused Item (probe)']);
   expect(classes(schema(), schema({ indexes: BY_NAME }))).toEqual(['build index:Item.byName']);
   expect(classes(schema({ indexes: BY_NAME }), schema())).toEqual(['retire index:Item.byName']);
   expect(classes(schema({ indexes: BY_NAME }), schema({ indexes: BY_NAME.replace('n_{name:hash16}', 'n_{name:hash32}') }))).toEqual([
-    'refused index:Item.byName',
+    'build index:Item.byName',
   ]);
   const other = '\ntype Shelf @entity(table: "Shelves", partitionKey: "shelves", rowKey: "{id}") { id: ID! }';
   expect(classes(schema(), schema({ extra: other }))).toEqual(['compatible Shelf']);

@@ -1,6 +1,6 @@
 /**
- * A rolling update with a new index, its build driven by worker processes that are killed (SIGKILL) twice
- * mid-build: a server of the old version keeps writing throughout and a server of the new one writes and reads;
+ * A rolling update with two new indexes — an inter-partition and an intra-partition one — their builds driven by
+ * worker processes that are killed (SIGKILL) twice mid-build each: a server of the old version keeps writing throughout and a server of the new one writes and reads;
  * the build resumes from its checkpoint each time, waits for the old server to stop, ends with a repair pass, and
  * leaves `verify` clean with every acknowledged write present. Reads through the index are refused until then.
  */
@@ -24,8 +24,8 @@ test('a build killed twice resumes from its checkpoint; an old-version server wr
       AZURE_STORAGE_CONNECTION_STRING: connectionString(),
       TABLEGRAPH_SCHEMA_DIR: d.dir,
       TABLEGRAPH_TABLE_PREFIX: d.prefix,
-      TABLEGRAPH_BUILD_PAGE_SIZE: '40',
-      TABLEGRAPH_BUILD_ENTITIES_PER_SECOND: '100',
+      TABLEGRAPH_BUILD_PAGE_SIZE: '20',
+      TABLEGRAPH_BUILD_ENTITIES_PER_SECOND: '60',
       TABLEGRAPH_BUILD_LEASE_MS: '2000',
       TABLEGRAPH_BUILD_POLL_MS: '300',
       TABLEGRAPH_STORAGE_TIMEOUT_MS: '30000',
@@ -112,13 +112,27 @@ test('a build killed twice resumes from its checkpoint; an old-version server wr
     const waiting = (await d.paths()).get('index:Member.byCity')!;
     expect(waiting).toMatchObject({ state: 'building', scanned: true, needsRepair: true, takeovers: 2 });
 
+    // The intra-partition index is built next, and killed twice too: the third worker, then a fourth.
+    const byName = async () => (await d.paths()).get('index:Member.byName')!;
+    await d.waitFor((p) => p.get('index:Member.byName')!.read > 0);
+    third.child.kill('SIGKILL');
+    const thirdAt = (await byName()).read;
+    const fourth = worker();
+    await d.waitFor((p) => p.get('index:Member.byName')!.takeovers === 1 && p.get('index:Member.byName')!.read > thirdAt);
+    fourth.child.kill('SIGKILL');
+    const last = worker();
+    await last.waitFor('schema build resumed from its checkpoint');
+    await d.waitFor((p) => p.get('index:Member.byName')!.scanned);
+
     // The old server stops (its presence row goes with it): the repair pass runs, and the index is ready.
     oldOpen = false;
     await sleep(300);
     await old.close();
     const done = await d.waitFor((p) => p.get('index:Member.byCity')!.state === 'ready' && p.get('index:Member.byName')!.state === 'ready', 90_000);
-    expect(done.get('index:Member.byCity')!.takeovers).toBe(2);
-    await third.waitFor('repair pass');
+    // byCity, waiting under the third worker's lease, was taken over again with byName: 4 takeovers.
+    expect(done.get('index:Member.byCity')!.takeovers).toBe(4);
+    expect(done.get('index:Member.byName')!.takeovers).toBe(2);
+    await last.waitFor('repair pass');
     await sleep(2500);
     storm = false;
     await Promise.all([stormDone, reads]);

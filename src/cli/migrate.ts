@@ -18,7 +18,7 @@ import { Command } from 'commander';
 import { loadConfig, type Config } from '../config';
 import { createLogger, type Logger } from '../log';
 import { ErrorCode, TablegraphError } from '../errors';
-import { BuildRunner } from '../evolution/build-runner';
+import { BuildRunner, holdsPath } from '../evolution/build-runner';
 import { Catalogue, type PathRecord } from '../evolution/catalogue';
 import { deploySchema, schemaLayout } from '../evolution/deployment';
 import { planMigration } from '../evolution/migration-plan';
@@ -52,7 +52,8 @@ async function apply(config: Config, log: Logger, opts: { drop: string[]; retry:
     if (opts.drop.length > 0) await drop(catalogue, opts.drop, log);
     for (const id of opts.retry) await retry(catalogue, id);
     const layout = schemaLayout(model, schema);
-    const deployed = await deploySchema({ catalogue, schema: layout, sdl, log });
+    // apply alone may start a re-key: the servers of the recorded version serve the type until it is done.
+    const deployed = await deploySchema({ catalogue, schema: layout, sdl, log, rekeys: true });
     process.stdout.write(`version ${deployed.version}: ${deployed.outcome}${deployed.changes.length > 0 ? `, ${deployed.changes.length} change(s)` : ''}\n`);
     const runner = new BuildRunner({
       catalogue,
@@ -66,7 +67,7 @@ async function apply(config: Config, log: Logger, opts: { drop: string[]; retry:
       pollMs: config.builds.pollMs,
       pageSize: config.builds.pageSize,
     });
-    const ours = (rows: PathRecord[]) => rows.filter((p) => p.state === 'building' && layout.layout.paths[p.id]);
+    const ours = (rows: PathRecord[]) => rows.filter((p) => p.state === 'building' && holdsPath(layout.layout, p));
     const report = setInterval(() => {
       catalogue.paths().then(
         (rows) => process.stderr.write(formatStatus(undefined, ours(rows), []).split('\n').slice(1).join('\n')),

@@ -35,9 +35,11 @@ runMain(
       blobs,
       changeRetentionMs: config.subscriptions.retentionMs,
       log,
+      gate: deployment.states,
     });
     const worker = createFanoutWorker({
       writer,
+      gate: deployment.states,
       model,
       store: storage.store,
       queues: storage.queues,

@@ -5,27 +5,34 @@
  *
  * - an index: one page of the type's table per step (index-build.ts), its continuation token the checkpoint;
  * - a summary kept in its holders' EGTs: one page of holders per step, each recounted (holderPageStep); a summary
- *   kept by the worker, held elsewhere: its contributions and holders repaired (src/maintenance/summary-state.ts);
- *   a copy: every copy compared with its target (src/maintenance/copy-state.ts) — one step each, done again from
- *   the start after a kill.
+ *   kept by the worker, held elsewhere: its contributions and holders repaired (src/maintenance/summary-state.ts),
+ *   in one step, done again from the start after a kill;
+ * - a copy: one page of the copying type per step, each entity's copies compared with their targets (copyPageStep);
+ * - a re-key (rekey-build.ts): one page of the old table copied per step; then, once no process of the older
+ *   version is left, its switch (finishRekey) in one step, done again from the start after a kill. A path that reads
+ *   or writes a type being re-keyed waits for it, and is set back to its start by its switch.
  *
- * Each step renews the lease and writes the checkpoint with If-Match: a worker that lost its lease (it stalled, and
- * another took the build over) stops at its next step, and its last step is redone. A build taken over, or one
- * during which a server of an older schema version was running (it does not keep the new path), ends with a
- * repair pass — the whole index compared with its entities and made equal (src/maintenance/rebuild-index.ts) —
- * once no such server is left. Writes are throttled to `entitiesPerSecond`.
+ * Each step renews the lease and writes the checkpoint with If-Match (a long one renews the lease as it runs): a
+ * worker that lost its lease (it stalled, and another took the build over) stops at its next step, and its last step
+ * is redone. A build taken over, or one during which a server of an older schema version was running (it does not
+ * keep the new path), ends with a repair pass — the whole index compared with its entities and made equal
+ * (src/maintenance/rebuild-index.ts) — once no such server is left. Writes are throttled to `entitiesPerSecond`.
  */
-import { ErrorCode, isTablegraphError } from '../errors';
+import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import type { Logger } from '../log';
 import { ENTITY_TYPE_PROPERTY, type Model, type SummaryModel } from '../model/types';
+import { pathTypes } from '../model/derived-paths';
 import type { TableStore } from '../storage/table-store';
 import type { StorageObserver } from '../storage/types';
 import { rebuildIndex } from '../maintenance/rebuild-index';
 import { repairHolder, repairSummaries } from '../maintenance/summary-state';
-import { repairCopies } from '../maintenance/copy-state';
+import { refreshCopies } from '../derived/copies';
 import type { Catalogue, PathRecord } from './catalogue';
 import { buildIndexPage, type ScannedPage } from './index-build';
 import { canonicalJson, type RecordedLayout } from './layout-record';
+import { STATES_REFRESH_MS } from './path-states';
+import { addressingOf } from './layout-diff';
+import { catchUpRekey, cleanUpRekey, copyRekeyPage, rekeyOf, type Collision, type Rekey, type RekeyDefinition, type Underivable } from './rekey-build';
 
 export interface BuildRunnerOptions {
   catalogue: Catalogue;
@@ -50,6 +57,9 @@ export interface BuildRunnerOptions {
   observer?: StorageObserver;
   now?: () => number;
 }
+
+/** How long a re-key waits before its first copy (ms): every server has read its states twice meanwhile. */
+const REKEY_NOTICE_MS = 2 * STATES_REFRESH_MS + 1000;
 
 /** A server or worker whose heartbeat is older than this is gone (ms): three polls missed. */
 const HEARTBEAT_STALE_MS = 3 * 5000 + 5000;
@@ -95,14 +105,29 @@ export class BuildRunner {
    * forward until it is done, fails, or its lease is lost.
    */
   async runOnce(): Promise<void> {
-    const { catalogue, instance, layout } = this.opts;
-    for (const row of await catalogue.paths()) {
+    const { catalogue, instance } = this.opts;
+    const rows = await catalogue.paths();
+    for (const row of rows) {
       if (this.stopping) return;
-      if (row.state !== 'building' || canonicalJson(layout.paths[row.id]?.definition) !== canonicalJson(row.definition)) continue;
+      if (row.state !== 'building' || !this.holds(row) || this.waitsForRekey(row, rows)) continue;
       if (row.leaseOwner && row.leaseOwner !== instance && (row.leaseUntil ?? 0) > this.now) continue;
       const leased = await this.lease(row);
       if (leased) await this.drive(leased);
     }
+  }
+
+  private holds(row: PathRecord): boolean {
+    return holdsPath(this.opts.layout, row);
+  }
+
+  /**
+   * Whether a path reads or writes a type being re-keyed (the type's entities are not all at their new addresses):
+   * it is built once the re-key is done, which sets it back to its start (`resetAfterRekey`).
+   */
+  private waitsForRekey(row: PathRecord, rows: PathRecord[]): boolean {
+    if (row.kind === 'rekey') return false;
+    const rekeying = new Set(rows.filter((r) => r.kind === 'rekey' && r.state !== 'ready' && r.state !== 'retired').map(typeOfRekey));
+    return rekeying.size > 0 && pathTypes(this.opts.model, row.id).some((t) => rekeying.has(t));
   }
 
   /** Takes the build's lease; a build taken from another worker's lapsed lease must end with a repair pass. */
@@ -155,12 +180,20 @@ export class BuildRunner {
     const next: PathRecord = { ...row, needsRepair: row.needsRepair || olderServers > 0, updatedAt: this.now };
     const waiting = row.scanned && olderServers > 0;
     // Servers of an older version still write without keeping this path: it cannot be ready before they stop.
-    if (!row.scanned) {
-      Object.assign(next, await this.scanStep(row));
-    } else if (!waiting) {
-      if (next.needsRepair) await this.repair(row);
-      Object.assign(next, { state: 'ready', finishedAt: this.now, leaseOwner: undefined, leaseUntil: undefined, needsRepair: false });
+    const lease = this.keepLease(row);
+    try {
+      if (!row.scanned) {
+        Object.assign(next, await this.scanStep(row));
+      } else if (!waiting && row.kind === 'rekey') {
+        Object.assign(next, await this.finishRekey(row));
+      } else if (!waiting) {
+        if (next.needsRepair) await this.repair(row);
+        Object.assign(next, { state: 'ready', finishedAt: this.now, leaseOwner: undefined, leaseUntil: undefined, needsRepair: false });
+      }
+    } finally {
+      next.etag = await lease.stop();
     }
+    if (next.state === 'ready') Object.assign(next, { leaseOwner: undefined, leaseUntil: undefined, needsRepair: false });
     if (next.state === 'building') next.leaseUntil = this.now + (this.opts.leaseMs ?? 30000);
     const written = await this.opts.catalogue.putPath(next);
     if (!written) this.opts.log?.warn({ path: row.id }, 'schema build: lease lost to another worker; leaving the build to it');
@@ -229,11 +262,151 @@ export class BuildRunner {
       const r = await repairSummaries({ store, model, summaries: [`${type}.${name}`], observer: this.opts.observer });
       return { scanned: r.busy.length === 0, written: row.written + r.repaired.length };
     }
-    if (row.kind === 'copy') {
-      const r = await repairCopies(store, model, type);
-      return { scanned: true, read: row.read + r.checked, written: row.written + r.repaired };
-    }
+    if (row.kind === 'copy') return this.copyPageStep(row, type);
+    if (row.kind === 'rekey') return this.rekeyPageStep(row);
     return { scanned: true };
+  }
+
+  /**
+   * One step of a copy's build: a page of the copying type (its table filtered by its EntityType, from the
+   * checkpoint), each entity's copies compared with their targets and rewritten where they differ (If-Match on the
+   * ETag read: src/derived/copies.ts refreshCopies).
+   */
+  private async copyPageStep(row: PathRecord, type: string): Promise<Partial<PathRecord>> {
+    const { store, model, observer } = this.opts;
+    const entity = model.entities.get(type);
+    if (!entity) return { state: 'failed', problem: { reason: 'PathUnknown', message: `${row.id} is not in this schema` } };
+    const page = await store.scanPage(entity.layout.table, row.checkpoint || undefined, {
+      entityType: entity.entityType,
+      select: [ENTITY_TYPE_PROPERTY],
+      pageSize: this.opts.pageSize,
+      observer,
+    });
+    let written = 0;
+    for (const e of page.entities) {
+      if (await refreshCopies(store, entity, { table: entity.layout.table, partitionKey: e.partitionKey, rowKey: e.rowKey }, observer)) written++;
+    }
+    await this.throttle(written);
+    return {
+      read: row.read + page.entities.length,
+      written: row.written + written,
+      checkpoint: page.continuationToken ?? '',
+      scanned: !page.continuationToken,
+    };
+  }
+
+  /**
+   * One step of a re-key's copy: a page of the old table (rekey-build.ts copyRekeyPage). The first waits until every
+   * server has read that the re-key is under way (two refreshes of its states): one that has not would show the copies
+   * it meets in a range of a table both layouts use.
+   */
+  private async rekeyPageStep(row: PathRecord): Promise<Partial<PathRecord>> {
+    const rekey = this.rekeyFor(row);
+    if (!rekey) return { state: 'failed', problem: { reason: 'PathUnknown', message: `${row.id}: the type is not in this schema` } };
+    if (row.checkpoint === '' && row.read === 0) await this.sleep(REKEY_NOTICE_MS);
+    const page = await copyRekeyPage(this.rekeyOptions(rekey), row.checkpoint || undefined);
+    await this.throttle(page.written);
+    const counts = { read: row.read + page.read, written: row.written + page.written, skipped: row.skipped + page.skipped };
+    const problem = rekeyProblem(row, page);
+    if (problem) return { ...counts, state: 'failed', problem };
+    return { ...counts, checkpoint: page.next ?? '', scanned: !page.next };
+  }
+
+  /**
+   * The end of a re-key, once no process of the older version is left: the catch-up, the clean-up, and every derived
+   * path reading or writing the type set back to its start (`resetAfterRekey`); then the re-key is ready. Done again
+   * from the start after a kill (each part is idempotent).
+   */
+  private async finishRekey(row: PathRecord): Promise<Partial<PathRecord>> {
+    const rekey = this.rekeyFor(row);
+    if (!rekey) return { state: 'failed', problem: { reason: 'PathUnknown', message: `${row.id}: the type is not in this schema` } };
+    const opts = this.rekeyOptions(rekey);
+    this.opts.log?.info({ path: row.id }, 're-key: catching up with the writes made during the copy (no server serves the type meanwhile)');
+    const caught = await catchUpRekey(opts);
+    const problem = rekeyProblem(row, caught);
+    if (problem) return { state: 'failed', problem };
+    const deleted = await cleanUpRekey(opts, caught.oldRows);
+    await this.resetAfterRekey(rekey.entity.name, row.version);
+    this.opts.log?.info(
+      { path: row.id, caughtUp: caught.written, orphans: caught.deleted, deleted, moves: Object.keys(caught.moves).length },
+      're-key: switched to the new addresses',
+    );
+    return { state: 'ready', finishedAt: this.now, moves: caught.moves, written: row.written + caught.written, read: row.read + caught.read };
+  }
+
+  /**
+   * Every derived path that reads or writes `type` set back to its start, `building`: its entities were kept by the
+   * old version's writers and derived from the old addresses (contributions are keyed by them), so each is built
+   * again — an index by a repair pass (rebuild-index's work), a summary or a copy by its build — and reads through it
+   * are refused until then.
+   */
+  private async resetAfterRekey(type: string, version: number): Promise<void> {
+    const { catalogue, model } = this.opts;
+    for (let attempt = 1; attempt <= 10; attempt++) {
+      let conflicts = 0;
+      for (const row of await catalogue.paths()) {
+        if (!['index', 'summary', 'copy'].includes(row.kind) || row.state === 'retired' || !this.holds(row)) continue;
+        if (!pathTypes(model, row.id).includes(type)) continue;
+        if (row.state === 'building' && row.version >= version && row.read === 0 && row.needsRepair && !row.leaseOwner) continue; // set back already
+        const fresh = row.state !== 'ready';
+        const next = await catalogue.putPath({
+          ...row,
+          state: 'building',
+          version: Math.max(row.version, version),
+          checkpoint: '',
+          scanned: row.kind === 'index' && !fresh,
+          needsRepair: true,
+          read: 0,
+          written: 0,
+          skipped: 0,
+          total: 0,
+          problem: undefined,
+          leaseOwner: undefined,
+          leaseUntil: undefined,
+          startedAt: this.now,
+          updatedAt: this.now,
+          finishedAt: undefined,
+        });
+        if (!next) conflicts++;
+      }
+      if (conflicts === 0) return;
+    }
+    throw new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, `the catalogue's paths of ${type} kept changing while the re-key set them back`, {
+      reason: 'CatalogueContended',
+    });
+  }
+
+  private rekeyFor(row: PathRecord): Rekey | undefined {
+    const entity = this.opts.model.entities.get(typeOfRekey(row));
+    return entity && rekeyOf(entity, row.definition as unknown as RekeyDefinition);
+  }
+
+  private rekeyOptions(rekey: Rekey) {
+    return { store: this.opts.store, rekey, pageSize: this.opts.pageSize, concurrency: this.opts.concurrency, observer: this.opts.observer };
+  }
+
+  /**
+   * Renews the lease of the build in hand every third of its length while a long step runs (a re-key's catch-up, a
+   * repair pass), so that no other worker takes it over meanwhile. @returns stop(): the row's ETag after the last renewal
+   */
+  private keepLease(row: PathRecord): { stop(): Promise<string | undefined> } {
+    const leaseMs = this.opts.leaseMs ?? 30000;
+    let current: PathRecord | null = row;
+    let renewing: Promise<unknown> = Promise.resolve();
+    const timer = setInterval(() => {
+      renewing = renewing.then(async () => {
+        if (!current) return;
+        current = await this.opts.catalogue.putPath({ ...current, leaseUntil: this.now + leaseMs, updatedAt: this.now }).catch(() => current);
+      });
+    }, leaseMs / 3);
+    timer.unref();
+    return {
+      async stop() {
+        clearInterval(timer);
+        await renewing;
+        return current?.etag ?? undefined;
+      },
+    };
   }
 
   /**
@@ -299,4 +472,40 @@ export class BuildRunner {
   private sleep(ms: number): Promise<void> {
     return new Promise((resolve) => setTimeout(resolve, ms).unref());
   }
+}
+
+/**
+ * Whether a schema's layout holds a path as its catalogue row defines it — for a re-key, whether it stores the type at
+ * the new addresses: the paths a process of that schema builds.
+ */
+export function holdsPath(layout: RecordedLayout, row: PathRecord): boolean {
+  if (row.kind !== 'rekey') return canonicalJson(layout.paths[row.id]?.definition) === canonicalJson(row.definition);
+  const type = layout.types[typeOfRekey(row)];
+  return !!type && canonicalJson(addressingOf(type)) === canonicalJson((row.definition as unknown as RekeyDefinition).to);
+}
+
+/** The type a `rekey:<Type>` row re-keys. */
+function typeOfRekey(row: PathRecord): string {
+  return row.id.slice(row.id.indexOf(':') + 1);
+}
+
+/** A re-key step's findings that stop it: entities its new keys put at one address, or whose values cannot form them. */
+function rekeyProblem(row: PathRecord, found: { collisions: Collision[]; underivable: Underivable[] }): PathRecord['problem'] {
+  const type = typeOfRekey(row);
+  if (found.collisions.length > 0) {
+    const first = found.collisions[0];
+    return {
+      reason: 'RekeyCollision',
+      message: `${found.collisions.length} address(es) of ${type}'s new keys would hold two entities, e.g. ${JSON.stringify(first)}: change one of each (the old servers still serve ${type}), then npm run migrate -- apply --retry ${row.id}`,
+      details: found.collisions.slice(0, 50),
+    };
+  }
+  if (found.underivable.length > 0) {
+    return {
+      reason: 'UnderivableEntities',
+      message: `${found.underivable.length} ${type} entities cannot form the new keys, e.g. ${JSON.stringify(found.underivable[0])}: change them, then npm run migrate -- apply --retry ${row.id}`,
+      details: found.underivable.slice(0, 50),
+    };
+  }
+  return undefined;
 }

@@ -8,13 +8,13 @@
  * | --- | --- | --- |
  * | `deployment` | `current` | the deployed version: its number, layout hash, layout, accepted drops |
  * | `version` | `v000001` … | each deployed version: its SDL and layout (gzip, base64), when |
- * | `path` | a path id (`index:Order.byCustomer`) | the path's state, build checkpoint, progress, lease |
+ * | `path` | a path id (`index:Order.byCustomer`, `rekey:Order`) | the path's state, build checkpoint, progress, lease |
  * | `server` | an instance id | a running server's or worker's version, and when it last said so |
  */
 import { gunzipSync, gzipSync } from 'node:zlib';
-import { ErrorCode, isTablegraphError } from '../errors';
+import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import type { TableStore } from '../storage/table-store';
-import type { EntityToWrite, StoredEntity, TypedValue } from '../storage/types';
+import type { EntityAddress, EntityToWrite, StoredEntity, TypedValue } from '../storage/types';
 import type { PathKind } from '../model/derived-paths';
 import type { RecordedLayout } from './layout-record';
 
@@ -63,6 +63,11 @@ export interface PathRecord {
   finishedAt?: number;
   /** For a failed build: why, in a code and a sentence, and its details (the keys of a value held twice). */
   problem?: { reason: string; message: string; details?: unknown };
+  /**
+   * A re-key's moves under way when it switched (`rekey` rows only): each move's id and its entity's new address, so
+   * that the worker carries the move out from there (src/worker/move.ts).
+   */
+  moves?: Record<string, EntityAddress>;
   etag?: string;
 }
 
@@ -291,6 +296,7 @@ function encodePath(r: PathRecord): EntityToWrite {
     UpdatedAt: r.updatedAt ? int(r.updatedAt) : null,
     FinishedAt: r.finishedAt ? int(r.finishedAt) : null,
     Problem: r.problem ? str(problemText(r.problem)) : null,
+    Moves: r.moves && Object.keys(r.moves).length > 0 ? str(movesText(r.moves)) : null,
   };
   return { partitionKey: 'path', rowKey: r.id, properties: Object.fromEntries(Object.entries(properties).filter(([, v]) => v !== null)) };
 }
@@ -299,6 +305,19 @@ function encodePath(r: PathRecord): EntityToWrite {
 function problemText(problem: NonNullable<PathRecord['problem']>): string {
   const text = JSON.stringify(problem);
   return text.length <= CHUNK ? text : JSON.stringify({ ...problem, details: 'too long to record here: see the worker log' });
+}
+
+/**
+ * A re-key's moves as recorded: at most what one property holds (32 K characters, some 200 moves).
+ * @throws TablegraphError LIMIT_EXCEEDED when more moves were under way: the re-key stops (failed) rather than lose one
+ */
+function movesText(moves: Record<string, EntityAddress>): string {
+  const text = JSON.stringify(moves);
+  if (text.length > CHUNK)
+    throw new TablegraphError(ErrorCode.LIMIT_EXCEEDED, `${Object.keys(moves).length} moves were under way: more than the catalogue records at once`, {
+      reason: 'TooManyMoves',
+    });
+  return text;
 }
 
 function decodePath(e: StoredEntity): PathRecord {
@@ -324,6 +343,7 @@ function decodePath(e: StoredEntity): PathRecord {
     updatedAt: opt(p.UpdatedAt),
     finishedAt: opt(p.FinishedAt),
     problem: typeof p.Problem === 'string' ? (JSON.parse(p.Problem) as PathRecord['problem']) : undefined,
+    moves: typeof p.Moves === 'string' ? (JSON.parse(p.Moves) as PathRecord['moves']) : undefined,
     etag: e.etag,
   };
 }

@@ -2,15 +2,16 @@
  * Deploying a schema onto stored data (docs/schema-changes.md): at start-up, a server or worker compares the layout
  * its schema stores (layout-record.ts) with the one the catalogue recorded (catalogue.ts), classifies the difference
  * (layout-diff.ts), refuses what cannot be done on live data, records what must be built as `building` paths (the
- * workers build them: index-build.ts, build-runner.ts) and records the new version — or, when its schema is an
- * older version than the recorded one (a rolling update's old servers), serves it without changing the record.
+ * workers build them: index-build.ts, build-runner.ts), and — for `migrate apply` only — the re-keys of types whose
+ * table or key templates changed (rekey-build.ts), and records the new version; or, when its schema is an older
+ * version than the recorded one (a rolling update's old servers), serves it without changing the record.
  */
 import { isEnumType, isObjectType, type ASTNode, type GraphQLSchema } from 'graphql';
 import { ErrorCode, TablegraphError } from '../errors';
 import type { Model } from '../model/types';
 import type { Logger } from '../log';
 import type { Catalogue, Deployment, PathRecord } from './catalogue';
-import { diffLayouts, type LayoutChange } from './layout-diff';
+import { addressingOf, diffLayouts, type LayoutChange } from './layout-diff';
 import { layoutHash, recordLayout, type RecordedLayout } from './layout-record';
 
 /** What a schema is to the catalogue: its layout and hash, and where its changes are in the SDL. */
@@ -57,6 +58,11 @@ export interface DeployOptions {
   log?: Logger;
   /** Whether to record the new version (a server, a worker, `migrate apply`) or only to classify it (`migrate plan`). Default: true. */
   record?: boolean;
+  /**
+   * Whether a re-key (a type's table or key templates changed) may be recorded: `migrate apply` only. A server or
+   * worker never starts one: for them it is refused, its remedy saying to run `migrate apply`. Default: false.
+   */
+  rekeys?: boolean;
   now?: () => number;
 }
 
@@ -80,11 +86,11 @@ export async function deploySchema(opts: DeployOptions): Promise<DeployResult> {
       return { version: (await olderVersionNumber(catalogue, current, schema.hash)) ?? current.version, outcome: 'older', changes: [] };
     }
     const changes = current ? await classify(catalogue, current, schema) : [];
-    const refused = changes.filter((c) => c.class === 'refused');
+    const refused = changes.filter((c) => c.class === 'refused' || (c.class === 'rekey' && !opts.rekeys && opts.record !== false));
     if (refused.length > 0) throw refusal(refused, current!);
     if (opts.record === false) return { version: (current?.version ?? 0) + 1, outcome: 'deployed', changes };
     const version = (current?.version ?? 0) + 1;
-    await recordPaths(catalogue, schema.layout, changes, version, current === null, now());
+    await recordPaths(catalogue, { before: current?.layout, after: schema.layout }, changes, version, now());
     const next: Deployment = { version, hash: schema.hash, layout: schema.layout, drops: current?.drops ?? [], deployedAt: now() };
     if (await catalogue.deploy(next, opts.sdl, current?.etag)) {
       opts.log?.info(
@@ -152,13 +158,22 @@ async function olderVersionNumber(catalogue: Catalogue, current: Deployment, has
 /**
  * The path rows of a deployment, written before the deployment row so that a crash between the two leaves no
  * recorded version whose builds are missing: on a first deployment every path is `ready` (the data was written by
- * this very schema, or there is none); on a change, each `build` becomes `building` from the start, each `retire`
- * `retired`. A row another process wrote first is left to it.
+ * this very schema, or there is none); on a change, each `build` becomes `building` from the start (a changed
+ * definition's build to end with a repair pass), each `rekey` a `rekey:<Type>` row `building` whose definition holds
+ * the type's old and new addressing (rekey-build.ts), each `retire` `retired`. A row another process wrote first is
+ * left to it.
  */
-async function recordPaths(catalogue: Catalogue, layout: RecordedLayout, changes: LayoutChange[], version: number, first: boolean, at: number): Promise<void> {
+async function recordPaths(
+  catalogue: Catalogue,
+  layouts: { before?: RecordedLayout; after: RecordedLayout },
+  changes: LayoutChange[],
+  version: number,
+  at: number,
+): Promise<void> {
+  const layout = layouts.after;
+  const first = !layouts.before;
   const existing = new Map((await catalogue.paths()).map((p) => [p.id, p]));
-  const blank = (id: string, state: PathRecord['state']): PathRecord => {
-    const path = layout.paths[id];
+  const blank = (id: string, state: PathRecord['state'], path: Pick<PathRecord, 'kind' | 'definition'> = layout.paths[id]): PathRecord => {
     return {
       id,
       kind: path.kind,
@@ -185,9 +200,15 @@ async function recordPaths(catalogue: Catalogue, layout: RecordedLayout, changes
   for (const change of changes) {
     if (!change.pathId) continue;
     const row = existing.get(change.pathId);
-    if (change.class === 'build' || (change.class === 'compatible' && !row)) {
-      if (row?.version === version && row.state === 'building') continue; // recorded by a process deploying this same version
-      writes.push({ ...blank(change.pathId, change.class === 'build' ? 'building' : 'ready'), ...(row && { etag: row.etag }) });
+    if (row?.version === version && row.state === 'building') continue; // recorded by a process deploying this same version
+    if (change.class === 'rekey') {
+      const type = change.coordinate;
+      const definition = { from: addressingOf(layouts.before!.types[type]), to: addressingOf(layout.types[type]) };
+      writes.push({ ...blank(change.pathId, 'building', { kind: 'rekey', definition }), ...(row && { etag: row.etag }) });
+    } else if (change.class === 'build' || (change.class === 'compatible' && !row)) {
+      // A changed index's entities at its old keys go in the repair pass that ends its build.
+      const repair = change.class === 'build' && !!change.changed;
+      writes.push({ ...blank(change.pathId, change.class === 'build' ? 'building' : 'ready'), needsRepair: repair, ...(row && { etag: row.etag }) });
     } else if (change.class === 'retire' && row && row.state !== 'retired') {
       writes.push({ ...row, state: 'retired', updatedAt: at, leaseOwner: undefined, leaseUntil: undefined });
     }

@@ -5,16 +5,19 @@
  * | class | examples | what happens |
  * | --- | --- | --- |
  * | `compatible` | a new type, a new nullable field, a widened field, a new change log | recorded, nothing else |
- * | `build` | a new index, unique index, summary or copy | built online by the workers; reads through it answer `ACCESS_PATH_BUILDING` until it is ready |
+ * | `build` | a new index, unique index, summary or copy; a changed one | built online by the workers; reads through it answer `ACCESS_PATH_BUILDING` until it is ready |
+ * | `rekey` | a type's table, PartitionKey or RowKey template changed | its entities copied to their new addresses online by `npm run migrate -- apply` (rekey-build.ts); a server never starts one |
  * | `retire` | an index, summary or copy removed | its entities stay where they are, unread |
- * | `refused` | a key template or table changed, a field's type narrowed, a non-null field added, a stored type or field removed | the server does not start; the change says what makes it possible |
+ * | `refused` | a type's EntityType changed, a table per period re-keyed, a field's type narrowed, a non-null field added, a stored type or field removed | the server does not start; the change says what makes it possible |
  *
- * A refusal that only matters while entities hold the data (`probe`) is lifted when none of the type is stored.
+ * A refusal or a re-key that only matters while entities hold the data (`probe`) is lifted when none of the type is
+ * stored.
  */
 import type { ASTNode } from 'graphql';
+import { rekeyPathId } from '../model/derived-paths';
 import type { RecordedField, RecordedLayout, RecordedPath, RecordedType } from './layout-record';
 
-export type ChangeClass = 'compatible' | 'build' | 'retire' | 'refused';
+export type ChangeClass = 'compatible' | 'build' | 'rekey' | 'retire' | 'refused';
 
 /** One change between the recorded layout and the new one. */
 export interface LayoutChange {
@@ -25,8 +28,10 @@ export interface LayoutChange {
   pathId?: string;
   /** What changed, in a sentence. */
   description: string;
-  /** For a refusal: what makes the change possible. */
+  /** For a refusal: what makes the change possible; for a re-key: how it is carried out. */
   remedy?: string;
+  /** A derived path whose definition changed (it was recorded before): its build must end with a repair pass. */
+  changed?: boolean;
   /**
    * For a refusal that holds only while entities of a type are stored: the recorded type's table and EntityType,
    * probed by the deployment (deployment.ts); the change is compatible when none is stored.
@@ -79,22 +84,72 @@ function typeChanges(name: string, old: RecordedType | undefined, now: RecordedT
     ];
   }
   const changes: LayoutChange[] = [];
-  for (const part of ['table', 'partitionKey', 'rowKey', 'entityType'] as const) {
-    if (old[part] === now[part]) continue;
-    changes.push({
-      class: 'refused',
-      coordinate: name,
-      description: `${name}'s ${part} changed from ${JSON.stringify(old[part])} to ${JSON.stringify(now[part])}: every stored ${name} would be unreachable`,
-      remedy: `keep ${JSON.stringify(old[part])}, and add an @index with the new keys for the new reads (built online)`,
-      probe,
-      node: locate(name),
-    });
-  }
+  const rekey = keyChange(name, old, now, probe, locate(name));
+  if (rekey) changes.push(rekey);
   for (const field of sortedUnion(old.fields, now.fields)) {
     const change = fieldChange(`${name}.${field}`, old.fields[field], now.fields[field], probe, locate);
     if (change) changes.push(change);
   }
   return changes;
+}
+
+/** Where a type's entities live, as a re-key records it (rekey-build.ts): its table, key templates and EntityType. */
+export interface RecordedAddressing {
+  table: string;
+  partitionKey: string;
+  rowKey: string;
+  entityType: string;
+}
+
+/** The part of a recorded type that decides its entities' addresses. */
+export function addressingOf(type: RecordedType): RecordedAddressing {
+  return { table: type.table, partitionKey: type.partitionKey, rowKey: type.rowKey, entityType: type.entityType };
+}
+
+/**
+ * A changed table, PartitionKey or RowKey template: a re-key, carried out online (rekey-build.ts) — except for an
+ * EntityType changed (entities of the old one would be read as another type's) or a table per period (its tables
+ * cannot be listed from the keys), which are refused.
+ */
+function keyChange(
+  name: string,
+  old: RecordedType,
+  now: RecordedType,
+  probe: NonNullable<LayoutChange['probe']>,
+  node: ASTNode | undefined,
+): LayoutChange | undefined {
+  const parts = (['table', 'partitionKey', 'rowKey'] as const).filter((p) => old[p] !== now[p]);
+  if (old.entityType !== now.entityType) {
+    return {
+      class: 'refused',
+      coordinate: name,
+      description: `${name}'s EntityType changed from ${JSON.stringify(old.entityType)} to ${JSON.stringify(now.entityType)}: stored ${name} entities would be read as another type`,
+      remedy: `keep typeName ${JSON.stringify(old.entityType)}`,
+      probe,
+      node,
+    };
+  }
+  if (parts.length === 0) return undefined;
+  const what = parts.map((p) => `${p} from ${JSON.stringify(old[p])} to ${JSON.stringify(now[p])}`).join(', ');
+  if (old.table.includes('{') || now.table.includes('{')) {
+    return {
+      class: 'refused',
+      coordinate: name,
+      description: `${name}'s ${what} changed, and it has a table per period: its stored entities cannot be listed to re-key them`,
+      remedy: `keep ${name}'s table and keys; a new type with the new ones, written from then on, takes the new periods`,
+      probe,
+      node,
+    };
+  }
+  return {
+    class: 'rekey',
+    coordinate: name,
+    pathId: rekeyPathId(name),
+    description: `${name}'s ${what} changed: every stored ${name} is copied to its new address online, then the old ones deleted`,
+    remedy: `npm run migrate -- apply re-keys ${name} while the servers of the recorded version serve it; servers of this version serve ${name} once it is done`,
+    probe,
+    node,
+  };
 }
 
 function fieldChange(
@@ -172,17 +227,15 @@ function pathChange(
   }
   if (old && !now) return { class: 'retire', coordinate, pathId: id, description: `${what(old)} removed: its entities stay where they are, unread` };
   if (!old || !now || JSON.stringify(old.definition) === JSON.stringify(now.definition)) return undefined;
-  if (now.kind === 'index') {
-    return {
-      class: 'refused',
-      coordinate,
-      pathId: id,
-      description: `${what(now)} changed (${changedParts(old, now)}): its stored index entities are at the old keys`,
-      remedy: `give the new definition a new index name (built online, reads switch when it is ready), and remove ${now.name} once nothing reads it`,
-      node: locate(coordinate),
-    };
-  }
-  return { class: 'build', coordinate, pathId: id, description: `${what(now)} changed (${changedParts(old, now)}): rebuilt online`, node: locate(coordinate) };
+  const rebuilt = now.kind === 'index' ? 'rebuilt online under the same name; the build ends by deleting its index entities at the old keys' : 'rebuilt online';
+  return {
+    class: 'build',
+    coordinate,
+    pathId: id,
+    changed: true,
+    description: `${what(now)} changed (${changedParts(old, now)}): ${rebuilt}`,
+    node: locate(coordinate),
+  };
 }
 
 function changedParts(old: RecordedPath, now: RecordedPath): string {

@@ -6,14 +6,19 @@
  * exactly: every stored primary's index entity derived (a keys-only read of the type) and grouped into the EGTs the
  * build would send, page by page.
  */
+import { ErrorCode, isTablegraphError } from '../errors';
 import { indexWrite, valuesOf } from '../model/entity-codec';
-import type { IndexModel, Model } from '../model/types';
+import type { StoredEntity } from '../storage/types';
+import type { EntityModel, IndexModel, Model } from '../model/types';
 import { RU_PER_ENTITY_READ, RU_PER_ENTITY_WRITTEN } from '../read/cost';
 import type { TableStore } from '../storage/table-store';
 import { planEgtBatches } from '../write/egt-batches';
 import type { Catalogue } from './catalogue';
 import { classify, type SchemaLayout } from './deployment';
-import type { LayoutChange } from './layout-diff';
+import { addressingOf, type LayoutChange } from './layout-diff';
+import type { RecordedLayout } from './layout-record';
+import { countRekey, rekeyOf } from './rekey-build';
+import { pathTypes } from '../model/derived-paths';
 
 /** The work of one build (entities, calls, RU, s). */
 export interface BuildCost {
@@ -27,6 +32,13 @@ export interface BuildCost {
   requestUnits: number;
   /** Time at the build budget (s); null with no budget. */
   secondsAtBudget: number | null;
+  /**
+   * A re-key's switch, once no process of the older version is left, during which no server serves the type: the old
+   * and new addresses read whole, and the old entities deleted (rekey-build.ts).
+   */
+  switch?: { entitiesRead: number; entitiesDeleted: number; transactions: number; requestUnits: number };
+  /** The derived paths a re-key sets back to their start, rebuilt after it (reads through them refused meanwhile). */
+  rebuilt?: string[];
 }
 
 export interface PlannedChange extends LayoutChange {
@@ -55,14 +67,26 @@ export async function planMigration(catalogue: Catalogue, schema: SchemaLayout, 
   if (!current) return { from: 0, to: 1, same: false, changes: [] };
   if (current.hash === schema.hash) return { from: current.version, to: current.version, same: true, changes: [] };
   const changes: PlannedChange[] = await classify(catalogue, current, schema);
+  // A type being re-keyed is counted where it is stored now: its old table.
+  const rekeyed = new Set(changes.filter((c) => c.class === 'rekey').map((c) => c.coordinate));
+  const tableOf = (entity: EntityModel) => (rekeyed.has(entity.name) ? current.layout.types[entity.name].table : entity.layout.table);
   for (const change of changes) {
+    if (change.class === 'rekey')
+      change.cost = await rekeyCost(catalogue.store, model, change.coordinate, { recorded: current.layout, now: schema.layout }, entitiesPerSecond);
     if (change.class !== 'build' || !change.pathId) continue;
-    change.cost = await buildCost(catalogue.store, model, change.pathId, entitiesPerSecond);
+    change.cost = await buildCost({ store: catalogue.store, model, tableOf }, change.pathId, entitiesPerSecond);
   }
   return { from: current.version, to: current.version + 1, same: false, changes };
 }
 
-async function buildCost(store: TableStore, model: Model, pathId: string, entitiesPerSecond: number): Promise<BuildCost> {
+/** Where a plan counts: the store, the new schema's model, and the table each entity type is stored in now. */
+interface Counting {
+  store: TableStore;
+  model: Model;
+  tableOf(entity: EntityModel): string;
+}
+
+async function buildCost({ store, model, tableOf }: Counting, pathId: string, entitiesPerSecond: number): Promise<BuildCost> {
   const [kind, coordinate] = [pathId.slice(0, pathId.indexOf(':')), pathId.slice(pathId.indexOf(':') + 1)];
   const [type, name] = coordinate.split('.');
   const finish = (read: number, written: number, transactions: number): BuildCost => ({
@@ -75,50 +99,89 @@ async function buildCost(store: TableStore, model: Model, pathId: string, entiti
   if (kind === 'index') {
     const index = model.entities.get(type)?.indexes.get(name);
     if (!index) return finish(0, 0, 0);
-    const { primaries, written, egts, pages } = await countIndexBuild(store, index);
+    const { primaries, written, egts, pages } = await countIndexBuild(store, index, tableOf(index.entity));
     // Each page: read, read again, checkpoint; plus its EGTs.
     return finish(2 * primaries, written, 3 * pages + egts);
   }
   if (kind === 'summary') {
     const summary = model.summaries.get(coordinate);
     if (!summary) return finish(0, 0, 0);
-    const holders = await countEntities(store, summary.holder.layout.table, summary.holder.entityType);
-    const of = await countEntities(store, summary.of.layout.table, summary.of.entityType);
+    const holders = await countEntities(store, tableOf(summary.holder), summary.holder.entityType);
+    const of = await countEntities(store, tableOf(summary.of), summary.of.entityType);
     // Every holder read and its partition recounted (holders + counted entities read); each holder merged once: a
     // point read, a partition scan and a merge per holder, and a page read and a checkpoint per page of holders.
     return finish(holders.count + of.count, holders.count, 2 * holders.pages + 3 * holders.count);
   }
   const entity = model.entities.get(type);
   if (!entity) return finish(0, 0, 0);
-  const held = await countEntities(store, entity.layout.table, entity.entityType);
-  // Every holder of a copy read, its target read, and rewritten at most.
-  return finish(2 * held.count, held.count, held.pages + 2 * held.count);
+  const held = await countEntities(store, tableOf(entity), entity.entityType);
+  // Every holder of a copy read, its target read, and rewritten at most; a page read and a checkpoint per page.
+  return finish(2 * held.count, held.count, 2 * held.pages + 2 * held.count);
+}
+
+/**
+ * A re-key's work (rekey-build.ts): the copy — each old row read once and written at its new address, page by page,
+ * in EGTs per new partition — and the switch — both addresses read whole, each old row deleted, in EGTs per old
+ * partition; then the type's derived paths, rebuilt as their own builds.
+ */
+async function rekeyCost(
+  store: TableStore,
+  model: Model,
+  type: string,
+  layouts: { recorded: RecordedLayout; now: RecordedLayout },
+  entitiesPerSecond: number,
+): Promise<BuildCost> {
+  const rekey = rekeyOf(model.entities.get(type)!, { from: addressingOf(layouts.recorded.types[type]), to: addressingOf(layouts.now.types[type]) });
+  const n = await countRekey(store, rekey);
+  return {
+    entitiesRead: n.rows,
+    entitiesWritten: n.rows,
+    transactions: 2 * n.pages + n.copyEgts,
+    requestUnits: n.rows * (RU_PER_ENTITY_READ + RU_PER_ENTITY_WRITTEN),
+    secondsAtBudget: entitiesPerSecond > 0 ? Math.ceil(n.rows / entitiesPerSecond) : null,
+    switch: {
+      entitiesRead: 2 * n.rows,
+      entitiesDeleted: n.rows,
+      transactions: 2 * n.pages + n.deleteEgts,
+      requestUnits: 2 * n.rows * RU_PER_ENTITY_READ + n.rows * RU_PER_ENTITY_WRITTEN,
+    },
+    rebuilt: Object.keys(layouts.now.paths).filter((id) => layouts.now.paths[id].kind !== 'changeLog' && pathTypes(model, id).includes(type)),
+  };
 }
 
 /** The entities of one type in a table, counted with a keys-only read (entities, and the pages it took). */
 async function countEntities(store: TableStore, table: string, entityType: string): Promise<{ count: number; pages: number }> {
   let count = 0;
   let pages = 0;
-  try {
-    for await (const page of store.scan(table, { entityType, select: ['EntityType'] })) {
-      count += page.length;
-      pages++;
-    }
-  } catch (e) {
-    if ((e as { code?: string }).code !== 'NOT_FOUND') throw e;
+  for await (const page of scanOrNothing(store, table, { entityType, select: ['EntityType'] })) {
+    count += page.length;
+    pages++;
   }
   return { count, pages: Math.max(pages, 1) };
 }
 
+/** A scan's pages; none for a table that does not exist (nothing stored yet). */
+async function* scanOrNothing(store: TableStore, table: string, opts: Parameters<TableStore['scan']>[1]): AsyncIterable<StoredEntity[]> {
+  try {
+    yield* store.scan(table, opts);
+  } catch (e) {
+    if (!isTablegraphError(e, ErrorCode.NOT_FOUND)) throw e;
+  }
+}
+
 /** An index build's writes, exactly: each primary's index entity derived, grouped into EGTs as the build groups them. */
-async function countIndexBuild(store: TableStore, index: IndexModel): Promise<{ primaries: number; written: number; egts: number; pages: number }> {
+async function countIndexBuild(
+  store: TableStore,
+  index: IndexModel,
+  table: string,
+): Promise<{ primaries: number; written: number; egts: number; pages: number }> {
   const entity = index.entity;
   const fields = [...new Set([...entity.keyFields, ...index.layout.partitionKey.fields, ...index.layout.rowKey.fields])];
   let primaries = 0;
   let written = 0;
   let egts = 0;
   let pages = 0;
-  for await (const page of store.scan(entity.layout.table, { entityType: entity.entityType, select: fields, pageSize: PAGE })) {
+  for await (const page of scanOrNothing(store, table, { entityType: entity.entityType, select: fields, pageSize: PAGE })) {
     pages++;
     primaries += page.length;
     const writes = page.flatMap((e) => {

@@ -13,12 +13,21 @@ export function formatPlan(plan: MigrationPlan): string {
   for (const c of plan.changes) {
     lines.push(`  ${c.class.padEnd(10)} ${c.pathId ?? c.coordinate}: ${c.description}`);
     if (c.remedy && c.class === 'refused') lines.push(`             to make it possible: ${c.remedy}`);
+    if (c.remedy && c.class === 'rekey') lines.push(`             ${c.remedy}`);
     if (c.cost) {
       const time = c.cost.secondsAtBudget === null ? 'no budget' : `${n(c.cost.secondsAtBudget)} s at the budget`;
+      const copy = c.class === 'rekey' ? 'copy: ' : '';
       lines.push(
-        `             reads ${n(c.cost.entitiesRead)} entities, writes ${n(c.cost.entitiesWritten)}; ${n(c.cost.transactions)} transactions, ${n(c.cost.requestUnits)} RU; ${time}`,
+        `             ${copy}reads ${n(c.cost.entitiesRead)} entities, writes ${n(c.cost.entitiesWritten)}; ${n(c.cost.transactions)} transactions, ${n(c.cost.requestUnits)} RU; ${time}`,
       );
     }
+    if (c.cost?.switch) {
+      const sw = c.cost.switch;
+      lines.push(
+        `             switch, once no process of version ${plan.from} is left, ${c.coordinate} served by no server meanwhile: reads ${n(sw.entitiesRead)}, deletes ${n(sw.entitiesDeleted)}; ${n(sw.transactions)} transactions, ${n(sw.requestUnits)} RU`,
+      );
+    }
+    if (c.cost?.rebuilt?.length) lines.push(`             then rebuilt (reads through them refused until each is ready): ${c.cost.rebuilt.join(', ')}`);
   }
   return `${lines.join('\n')}\n`;
 }
@@ -29,7 +38,8 @@ export function formatStatus(version: number | undefined, paths: PathRecord[], s
   for (const s of servers) lines.push(`  process ${s.instance}: version ${s.version}, seen ${Math.round((Date.now() - s.seenAt) / 1000)} s ago`);
   for (const p of paths) {
     const { read, written, percent } = progressOf(p);
-    const progress = p.state === 'building' ? ` — ${n(read)} read, ${n(written)} written${percent === null ? '' : `, ${percent}%`}` : '';
+    const finishing = p.scanned ? (p.kind === 'rekey' ? '; copied: switches once no process of an older version is left' : '; all read: finishing') : '';
+    const progress = p.state === 'building' ? ` — ${n(read)} read, ${n(written)} written${percent === null ? '' : `, ${percent}%`}${finishing}` : '';
     lines.push(`  ${p.state.padEnd(9)} ${p.id}${progress}${p.problem ? ` — ${p.problem.message}` : ''}`);
   }
   return `${lines.join('\n')}\n`;

@@ -182,7 +182,7 @@ function isChangedMeanwhile(e: unknown): boolean {
  * the others again without it (an EGT applies all or nothing). Returns the operations applied; `etags` gets each
  * written entity's new ETag by address key.
  */
-async function submitSkippingChanged(
+export async function submitSkippingChanged(
   store: TableStore,
   table: string,
   ops: TransactionOperation[],

@@ -23,13 +23,33 @@ type Resolver = GraphQLFieldResolver<EntityNode | undefined, RequestContext, Rec
 
 /**
  * Refuses a read through an index still being built after a schema change — the path's own, or a many-to-many
- * page's unique index of its targets (src/read/path-gate.ts). @throws TablegraphError ACCESS_PATH_BUILDING
+ * page's unique index of its targets — and a read of entity types this process does not serve while they are
+ * re-keyed: the type read, and a many-to-many page's targets (src/read/path-gate.ts).
+ * @throws TablegraphError ACCESS_PATH_BUILDING
  */
 function assertBuilt(path: PointPath | RangePath, ctx: RequestContext): void {
   if (!ctx.paths) return;
   if (path.index) ctx.paths.assertReadable(indexPathId(path.index), path.coordinate);
   const through = path.kind === 'range' ? path.join?.reference.index : undefined;
   if (through) ctx.paths.assertReadable(indexPathId(through), path.coordinate);
+  for (const type of new Set([readType(path), path.target])) {
+    for (const concrete of type.implementations ?? [type]) ctx.paths.assertServed(concrete.name, path.coordinate);
+  }
+}
+
+/**
+ * Whether a stored entity of a range read is a re-key's copy at another layout's address (src/read/path-gate.ts
+ * `meetsCopies`): the entity's own keys, rendered by its type's layout here, do not give where it was read.
+ */
+function copyElsewhere(path: RangePath, stored: StoredEntity, type: EntityModel, ctx: RequestContext): boolean {
+  if (path.index || path.join || !ctx.paths?.meetsCopies(type.name)) return false;
+  let own: EntityAddress;
+  try {
+    own = primaryAddress(type, stored.properties);
+  } catch {
+    return false; // keys its values cannot form: not a copy this process could tell, shown as read
+  }
+  return own.partitionKey !== stored.partitionKey || !(stored.rowKey === own.rowKey || stored.rowKey.startsWith(`${own.rowKey}_part`));
 }
 
 /** The entity type whose entities (or index entities) a path reads: a many-to-many range reads its join type. */
@@ -232,7 +252,9 @@ export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode 
       .catch(absentTable(path, { entities: [], more: false, positions: [] }));
     const page = entities
       .map((stored, i) => ({ stored, cursor: ctx.cursors.encode(scope, positions[i]), type: nodeType(path, stored) }))
-      .filter(({ stored, type }) => type && allowsEntity([...policies, type.auth], ctx.principal, stored.properties));
+      .filter(
+        ({ stored, type }) => type && allowsEntity([...policies, type.auth], ctx.principal, stored.properties) && !copyElsewhere(path, stored, type, ctx),
+      );
     const edges = path.join
       ? await joinEdges(path, page, ctx, projection, info)
       : page.map(({ stored, cursor, type }) => ({ cursor, node: toNode(path, stored, path.index ? path.target : type!) }));

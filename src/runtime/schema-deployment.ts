@@ -50,12 +50,20 @@ export async function startSchemaDeployment(opts: SchemaDeploymentOptions): Prom
   const instance = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
   const presence = new Presence(catalogue, { instance, version: result.version, hash: layout.hash }, { log });
   await presence.start();
-  const states = new PathStates(catalogue, { log });
+  const states = new PathStates(catalogue, { log, layout: layout.layout });
   await states.refresh();
   states.start();
   const building = states.all().filter((p) => p.state === 'building');
-  if (building.length > 0)
-    log.info({ paths: building.map((p) => p.id) }, 'derived paths being built: reads through them answer ACCESS_PATH_BUILDING until they are ready');
+  if (building.some((p) => p.kind !== 'rekey'))
+    log.info(
+      { paths: building.filter((p) => p.kind !== 'rekey').map((p) => p.id) },
+      'derived paths being built: reads through them answer ACCESS_PATH_BUILDING until they are ready',
+    );
+  if (building.some((p) => p.kind === 'rekey'))
+    log.info(
+      { rekeys: building.filter((p) => p.kind === 'rekey').map((p) => p.id) },
+      'entity types being re-keyed: the servers of one version serve each until it is done, those of the other after',
+    );
   const builds = opts.builds
     ? new BuildRunner({
         catalogue,

@@ -12,7 +12,7 @@ import { attachResolvers } from '../resolvers/attach';
 import { createGraphqlApp } from '../server/app';
 import { ideQueryOf } from '../server/ide';
 import { attachCipher } from './encryption';
-import { createFanoutWorker } from '../worker/fanout-worker';
+import { createFanoutWorker, type FanoutWorkerOptions } from '../worker/fanout-worker';
 import { ensureFanoutQueues, fanoutQueueNames, queueSender } from '../queue/sender';
 import type { QueueWorker } from '../worker/queue-worker';
 import { ErrorCode, TablegraphError } from '../errors';
@@ -96,6 +96,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     blobs,
     changeRetentionMs: config.subscriptions.retentionMs,
     log,
+    gate: deployment.states,
   });
   await seedEmptyStore(config, storage, { model, schema }, log);
   if (!config.cursorSecret) log.warn('TABLEGRAPH_CURSOR_SECRET is not set: cursors are signed with a random key and expire when the server restarts');
@@ -117,7 +118,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     paths: deployment.states,
     pathStates: () => deployment.states.all(),
   });
-  const worker = config.worker === 'inline' ? inlineWorker(config, storage, model, writer, log) : undefined;
+  const worker = config.worker === 'inline' ? inlineWorker(config, storage, { model, writer, gate: deployment.states }, log) : undefined;
   const server: Server = createServer(handler);
   server.on('clientError', clientErrorHandler(log));
   if (upgrade) server.on('upgrade', upgrade);
@@ -198,9 +199,16 @@ async function seedEmptyStore(config: Config, storage: OpenStorage, compiled: Pi
 }
 
 /** The fan-out worker that runs inside the server (TABLEGRAPH_WORKER=inline), started once the server listens. */
-function inlineWorker(config: Config, storage: OpenStorage, model: Model, writer: WriteExecutor, log: Logger): QueueWorker {
+function inlineWorker(
+  config: Config,
+  storage: OpenStorage,
+  runtime: { model: Model; writer: WriteExecutor; gate: FanoutWorkerOptions['gate'] },
+  log: Logger,
+): QueueWorker {
+  const { model, writer, gate } = runtime;
   return createFanoutWorker({
     model,
+    gate,
     store: storage.store,
     queues: storage.queues,
     tablePrefix: config.tablePrefix,

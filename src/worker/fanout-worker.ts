@@ -16,6 +16,9 @@ import type { BlobStore } from '../storage/blob-store';
 import { cleanUpBlobs } from './blob-cleanup';
 import { QueueWorker } from './queue-worker';
 import { reconcile, type ReconcileOptions } from './reconciler';
+import { ErrorCode, isTablegraphError } from '../errors';
+import type { PathGate } from '../read/path-gate';
+import { typesTouchedByEntity } from '../write/touched-types';
 
 export interface FanoutWorkerOptions {
   model: Model;
@@ -39,7 +42,15 @@ export interface FanoutWorkerOptions {
   afterUpserts?: ReconcileOptions['afterUpserts'];
   /** Told of every Table storage call the reconciliation makes (e.g. to count calls per message). */
   observer?: ReconcileOptions['observer'];
+  /**
+   * Which entity types this process serves now, and the moves a re-key carried over (src/evolution/path-states.ts): a
+   * message touching a type being re-keyed waits until it is done. Absent: every type.
+   */
+  gate?: Pick<PathGate, 'assertServed'> & { movedTo?: ReconcileOptions['movedTo'] };
 }
+
+/** How long a message touching a type being re-keyed waits before it is tried again (ms). */
+const REKEY_WAIT_MS = 5000;
 
 /** Creates (without starting) the fan-out worker; call ensureFanoutQueues first. */
 export function createFanoutWorker(opts: FanoutWorkerOptions): QueueWorker {
@@ -92,9 +103,30 @@ async function handleBlobCleanup(cleanup: BlobCleanupMessage, opts: FanoutWorker
   return { kind: 'done' };
 }
 
+/**
+ * Whether the message touches a type this process does not serve now (a re-key under way): its entity's, a move's
+ * target's, or one its derived entities read or write (touched-types.ts).
+ */
+function waitsForRekey(message: EntityMessage, opts: FanoutWorkerOptions): boolean {
+  const { gate, model } = opts;
+  const entity = model.entities.get(message.entity);
+  if (!gate || !entity) return false;
+  const target = message.kind === 'move' && message.move.entity ? model.entities.get(message.move.entity) : undefined;
+  try {
+    for (const type of [...typesTouchedByEntity(model, entity), ...(target ? typesTouchedByEntity(model, target) : [])])
+      gate.assertServed(type, message.entity);
+    return false;
+  } catch (e) {
+    if (isTablegraphError(e, ErrorCode.ACCESS_PATH_BUILDING)) return true;
+    throw e;
+  }
+}
+
 /** A write's derived entities reconciled, and its move carried out (reconciler.ts, move.ts). */
 async function handleEntityMessage(message: EntityMessage, opts: FanoutWorkerOptions): Promise<{ kind: 'done' } | { kind: 'retryLater'; afterMs: number }> {
+  if (waitsForRekey(message, opts)) return { kind: 'retryLater', afterMs: REKEY_WAIT_MS };
   const result = await reconcile(message, {
+    movedTo: opts.gate?.movedTo && ((type, moveId, enqueuedAt) => opts.gate!.movedTo!(type, moveId, enqueuedAt)),
     model: opts.model,
     store: opts.store,
     settleMs: opts.settleMs,

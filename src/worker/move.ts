@@ -24,12 +24,12 @@
  * under the new address (the delete's cleanup message then takes the old one).
  */
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
-import { entityWrites, valuesOf } from '../model/entity-codec';
+import { entityWrites, primaryAddress, valuesOf } from '../model/entity-codec';
 import { blobFields } from '../model/blob-fields';
 import type { BlobCopy } from '../write/blob-writes';
 import { MOVE_ID_PROPERTY, MOVED_IN_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type WriteModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
-import type { StorageObserver, StoredEntity } from '../storage/types';
+import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
 import { stateId, type EntityMessage } from '../queue/messages';
 import { isMarked } from '../write/move';
 import { repointJoins } from '../derived/joins';
@@ -48,15 +48,16 @@ const PASSES = 10;
  */
 export async function carryOutMove(
   message: EntityMessage,
-  opts: Pick<ReconcileOptions, 'model' | 'store' | 'writer' | 'observer' | 'afterUpserts' | 'settleMs' | 'holdMs' | 'now'>,
+  opts: Pick<ReconcileOptions, 'model' | 'store' | 'writer' | 'observer' | 'afterUpserts' | 'settleMs' | 'holdMs' | 'now' | 'movedTo'>,
 ): Promise<ReconcileResult> {
   const entity = opts.model.entities.get(message.entity);
   if (!entity) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `move message ${message.id} names ${message.entity}, which the schema does not have`);
   if (!opts.writer) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `move message ${message.id}: this worker has no write path to carry out moves`);
-  const { to, keys } = message.move!;
+  const { keys } = message.move!;
   // An archive (`@write(to:)`) creates another type at the new address, from the fields of the same name.
   const target = opts.model.entities.get(message.move!.entity ?? entity.name);
   if (!target) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `move message ${message.id} names ${message.move!.entity}, which the schema does not have`);
+  const { primary, to } = addressesNow(message, entity, target, opts);
   const writes = (action: WriteModel['action'], of: EntityModel): WriteModel => ({
     coordinate: `${entity.name}.move`,
     entity: of,
@@ -66,7 +67,7 @@ export async function carryOutMove(
   });
   const moveId = message.writeId;
   // The same type takes over the unique keys it holds at the old address; another type has its own.
-  const step = { moveId, ...(target === entity && { takeOverFrom: message.primary }) };
+  const step = { moveId, ...(target === entity && { takeOverFrom: primary }) };
   const { store } = opts;
   const call = { observer: opts.observer };
   const now = opts.now ?? Date.now;
@@ -80,7 +81,7 @@ export async function carryOutMove(
     outcome,
   });
   for (let pass = 1; pass <= PASSES; pass++) {
-    const [old, copy] = await Promise.all([store.getEntity(message.primary, call), store.getEntity(to, call)]);
+    const [old, copy] = await Promise.all([store.getEntity(primary, call), store.getEntity(to, call)]);
     const ours = old?.properties[MOVE_ID_PROPERTY] === moveId;
     const ourCopy = copy?.properties[MOVED_IN_PROPERTY] === moveId;
     try {
@@ -118,7 +119,7 @@ export async function carryOutMove(
         await opts.writer.execute(writes('REPLACE', target), { ...input, ifMatch: copy.etag }, opts.observer, undefined, step);
       await opts.afterUpserts?.(message); // copied, not yet deleted: where a killed worker leaves it
       // Join entities pointing at it follow it to its new address (the same type's; an archive's are deleted after).
-      if (target === entity) await repointJoins(opts.model, store, opts.writer, entity, message.primary, old!, keys, opts.observer);
+      if (target === entity) await repointJoins(opts.model, store, opts.writer, entity, primary, old!, keys, opts.observer);
       const oldKeys = Object.fromEntries(entity.keyFields.map((k) => [k, values[k]]));
       await opts.writer.execute(writes('DELETE', entity), { ...oldKeys, ifMatch: old!.etag }, opts.observer, undefined, step);
       const copied = await store.getEntity(to, call);
@@ -131,11 +132,32 @@ export async function carryOutMove(
       throw e;
     }
   }
-  throw new TablegraphError(
-    ErrorCode.STORAGE_UNAVAILABLE,
-    `${entity.name} ${message.primary.partitionKey}/${message.primary.rowKey} kept changing while it was moved`,
-    { messageId: message.id },
-  );
+  throw new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, `${entity.name} ${primary.partitionKey}/${primary.rowKey} kept changing while it was moved`, {
+    messageId: message.id,
+  });
+}
+
+/**
+ * The move's two addresses as they are now. A move requested before its type was re-keyed (src/evolution/rekey-build.ts)
+ * names addresses of the old layout: its entity is where the re-key carried it (the re-key recorded each move under
+ * way), and its new address is rendered again from its keys by this schema's layout.
+ */
+function addressesNow(
+  message: EntityMessage,
+  entity: EntityModel,
+  target: EntityModel,
+  opts: Pick<ReconcileOptions, 'movedTo'>,
+): { primary: EntityAddress; to: EntityAddress } {
+  const from = opts.movedTo?.(entity.name, message.writeId, message.enqueuedAt);
+  let to = message.move!.to;
+  if (opts.movedTo?.(target.name, message.writeId, message.enqueuedAt).rekeyed) {
+    try {
+      to = primaryAddress(target, message.move!.keys);
+    } catch {
+      // The new layout's keys need fields the move did not give: its address as requested (the move abandons there).
+    }
+  }
+  return { primary: from?.address ?? message.primary, to };
 }
 
 /**

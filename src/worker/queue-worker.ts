@@ -222,7 +222,11 @@ export class QueueWorker {
         this.recordLag(m);
       } else if (failure === undefined && result?.kind === 'retryLater') {
         this.counts.retried++;
-        await this.hide(ref, Math.max(1, Math.ceil(result.afterMs / 1000)));
+        const afterSeconds = Math.max(1, Math.ceil(result.afterMs / 1000));
+        // A message told to wait (for a write to show, a re-key to end) is no faulty one: at the poison threshold a
+        // fresh copy, its receives counted anew, takes its place.
+        if (m.dequeueCount >= this.o.maxDequeueCount) await this.sendAgainFresh(m, ref, afterSeconds);
+        else await this.hide(ref, afterSeconds);
       } else {
         this.counts.failed++;
         this.lastErrors.delete(m.id); // re-inserted as the newest; the oldest goes past the bound
@@ -234,9 +238,7 @@ export class QueueWorker {
           // Storage failing for now (no answer, throttling) is no fault of the message: rather than the poison queue
           // at its next receive, a fresh copy (its receives counted anew) shown after a visibility timeout. Handlers
           // are idempotent, so the copy is as good as the original.
-          const copy = await queues.send(queue, m.text, { visibilityDelaySeconds: this.o.visibilityTimeoutSeconds });
-          this.deferred.set(copy.id, Date.now() + this.o.visibilityTimeoutSeconds * 1000);
-          await queues.delete(queue, ref);
+          await this.sendAgainFresh(m, ref, this.o.visibilityTimeoutSeconds);
           this.counts.retried++;
         }
         // Exponential back-off per delivery, capped so a failing message is retried at least once per timeout.
@@ -246,6 +248,13 @@ export class QueueWorker {
       // The message reappears when its visibility timeout ends; handlers are idempotent, so that is safe.
       this.log.warn({ err: e, queue, messageId: m.id }, `queue worker: no delete or hide: ${this.noteError(e)}`);
     }
+  }
+
+  /** Replaces a message by a copy shown after `delaySeconds` (s), whose receives are counted from 0. */
+  private async sendAgainFresh(m: ReceivedMessage, ref: { id: string; popReceipt: string }, delaySeconds: number): Promise<void> {
+    const copy = await this.o.queues.send(this.o.queue, m.text, { visibilityDelaySeconds: delaySeconds });
+    this.deferred.set(copy.id, Date.now() + delaySeconds * 1000);
+    await this.o.queues.delete(this.o.queue, ref);
   }
 
   /** Sends `{ message, id, dequeueCount, error?, poisonedAt }` to the poison queue, then deletes the original. */

@@ -35,6 +35,11 @@ export interface ReconcileOptions {
    * the join entities of a deleted entity (joins.ts), left as they are without it.
    */
   writer?: WriteExecutor;
+  /**
+   * After a re-key (src/evolution/rekey-build.ts): whether entity type `type` was re-keyed after `enqueuedAt` (ms since
+   * 1970), and if so where the entity of move `moveId`, under way then, was carried (absent: not under way then).
+   */
+  movedTo?(type: string, moveId: string, enqueuedAt: number): { rekeyed: boolean; address?: EntityAddress };
   /** Told about a unique index entity that belongs to another entity (should not happen: reservations prevent it). */
   onUniqueConflict?(address: EntityAddress, message: EntityMessage): void;
   now?(): number;

@@ -25,6 +25,8 @@ import { partAddresses, partProperties } from '../model/wide-entities';
 import { ChangeLogTrimmer } from './change-log-trim';
 import type { Logger } from '../log';
 import { applyBlobs, planBlobs, type BlobPlan, type BlobWriting } from './blob-writes';
+import type { PathGate } from '../read/path-gate';
+import { typesTouchedBy } from './touched-types';
 
 export type { FanoutSender, SentMessage } from '../queue/sender';
 export type { WriteResult } from './commit-types';
@@ -47,6 +49,11 @@ export interface WriteExecutorOptions {
   changeRetentionMs?: number;
   /** Where a failed trim of the change log, or a failed check after a write (it never fails the write), is said. */
   log?: Logger;
+  /**
+   * Which entity types this process serves now (src/read/path-gate.ts): a write touching one it does not — one being
+   * re-keyed — is refused before anything is read or sent. Absent: every type.
+   */
+  gate?: Pick<PathGate, 'assertServed'>;
 }
 
 /** Default: change entities are kept an hour. */
@@ -85,9 +92,12 @@ export class WriteExecutor {
    * fields uploads first (blob-writes.ts); its result holds the upload URLs of blobs the client uploads.
    * @throws TablegraphError CONFLICT (reason EntityAlreadyExists, ETagMismatch, UniqueKeyTaken, HasDependents),
    *   FORBIDDEN,
-   *   NOT_FOUND, BAD_USER_INPUT and LIMIT_EXCEEDED (before anything is read or sent), STORAGE_UNAVAILABLE
+   *   NOT_FOUND, BAD_USER_INPUT and LIMIT_EXCEEDED (before anything is read or sent), STORAGE_UNAVAILABLE;
+   *   ACCESS_PATH_BUILDING (reason TypeRekeying or PathRetired) when the write touches a type this process does not
+   *   serve now (touched-types.ts), before anything is read or sent
    */
   execute(write: WriteModel, input: Values, observer?: StorageObserver, check?: GroupMember['check'], options: MoveStep = {}): Promise<WriteResult> {
+    if (this.opts.gate) for (const type of typesTouchedBy(this.opts.model, write)) this.opts.gate.assertServed(type, write.coordinate);
     if (write.action === 'MOVE')
       return requestMove({ model: this.opts.model, store: this.opts.store, fanout: this.opts.fanout }, write, input, observer, check);
     const address = addressOf(write, input);

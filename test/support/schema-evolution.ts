@@ -10,7 +10,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { compileSchema } from '../../src/compiler/compile';
 import { loadSchemaSources } from '../../src/compiler/load-schema';
 import { Catalogue, type PathRecord } from '../../src/evolution/catalogue';
-import { DIRECTIVES_FILE, startTestServer, testStore, uniquePrefix, type TestServer } from './harness';
+import { connectionString, DIRECTIVES_FILE, startTestServer, testStore, uniquePrefix, type TestServer } from './harness';
+import { runCommand, type CommandProcess } from './processes';
 
 export const MEMBER = (extraIndexes: string, extraFields = '') => `
 type Member @entity(table: "Members", partitionKey: "{teamId}", rowKey: "m_{id:06}")${extraIndexes} {
@@ -96,9 +97,50 @@ export class Deployment {
     }
     throw new Error('the fan-out queue did not drain');
   }
+  /** `npm run <command>` as a process on the deployment (its schema folder, table prefix, the test Azurite). */
+  command(command: string, args: string[] = [], env: Record<string, string> = {}): CommandProcess {
+    const p = runCommand(command, args, this.dir, {
+      AZURE_STORAGE_CONNECTION_STRING: connectionString(),
+      TABLEGRAPH_SCHEMA_DIR: this.dir,
+      TABLEGRAPH_TABLE_PREFIX: this.prefix,
+      TABLEGRAPH_BUILD_LEASE_MS: '2000',
+      TABLEGRAPH_BUILD_POLL_MS: '300',
+      TABLEGRAPH_STORAGE_TIMEOUT_MS: '30000',
+      ...env,
+    });
+    this.processes.push(p);
+    return p;
+  }
+  readonly processes: CommandProcess[] = [];
+  /** Stops the processes still running (SIGTERM) and waits for them. */
+  async stopProcesses(): Promise<void> {
+    for (const p of this.processes) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGTERM');
+    await Promise.all(this.processes.map((p) => p.exited));
+  }
   remove(): void {
     fs.rmSync(this.dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * Kills the process building `id` (SIGKILL) once the build has read something more, lets `spawn`'s process take it over
+ * from its checkpoint once the lease lapses, kills that one too once it has gone further, and returns a third that
+ * resumed it.
+ */
+export async function killedTwice(d: Deployment, id: string, first: CommandProcess, spawn: () => CommandProcess): Promise<CommandProcess> {
+  const row = async () => (await d.paths()).get(id)!;
+  const from = (await d.paths()).get(id)?.read ?? 0; // a retried build counts on from where it failed
+  await d.waitFor((p) => p.get(id)?.state === 'building' && p.get(id)!.read > from, 90_000);
+  const takeovers = (await row()).takeovers;
+  first.child.kill('SIGKILL');
+  const firstAt = (await row()).read;
+  const second = spawn();
+  const taken = await d.waitFor((p) => p.get(id)!.takeovers > takeovers && p.get(id)!.read > firstAt, 90_000);
+  second.child.kill('SIGKILL');
+  expect(taken.get(id)!.state).toBe('building'); // killed mid-build, both times
+  const third = spawn();
+  await third.waitFor('schema build resumed from its checkpoint');
+  return third;
 }
 
 export async function mutate(server: TestServer, name: string, input: Record<string, unknown>): Promise<{ errors?: Array<{ extensions: { code: string } }> }> {

@@ -82,6 +82,8 @@ function cursorScope(sub: SubscriptionModel, table: string, partitionKey: string
 function subscriber(sub: SubscriptionModel, deps: SubscriptionDeps, live: LiveCounts): GraphQLFieldResolver<unknown, RequestContext, Record<string, unknown>> {
   const { entity } = sub;
   return async (_root, args, ctx) => {
+    // A type being re-keyed has its changes logged at the addresses of the schema serving it: not this one's, yet.
+    ctx.paths?.assertServed(entity.name, sub.coordinate);
     const table = entity.layout.table;
     const partitionKey = renderKey(entity.layout.partitionKey, args);
     const rowKey = sub.oneEntity ? renderKey(entity.layout.rowKey, args) : undefined;
