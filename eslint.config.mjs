@@ -25,8 +25,11 @@ export default tseslint.config(
   },
   {
     // Node's CommonJS configuration and build scripts.
-    files: ['**/*.cjs', 'jest.config.js'],
-    languageOptions: { sourceType: 'commonjs', globals: { require: 'readonly', module: 'writable', __dirname: 'readonly', process: 'readonly' } },
+    files: ['**/*.cjs', 'jest.config.js', 'test/setup/*.js'],
+    languageOptions: {
+      sourceType: 'commonjs',
+      globals: { require: 'readonly', module: 'writable', __dirname: 'readonly', process: 'readonly', console: 'readonly' },
+    },
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
   {

@@ -1,6 +1,7 @@
 /** Jest runs the TypeScript sources through ts-jest against one Azurite per test run (test/setup). */
 module.exports = {
-  testEnvironment: 'node',
+  // Node's, deleting each file's tables and queues once it is done (test/setup/environment.js).
+  testEnvironment: '<rootDir>/test/setup/environment.js',
   roots: ['<rootDir>/test'],
   testMatch: ['**/*.test.ts'],
   transform: { '^.+\\.ts$': ['ts-jest', {}] },

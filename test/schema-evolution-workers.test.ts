@@ -9,7 +9,7 @@ import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify';
 import { connectionString, testStore, type TestServer } from './support/harness';
 import { killCommandProcesses, runCommand, type CommandProcess } from './support/processes';
 import { seededRng } from './support/fanout-fixtures';
-import { CITIES, Deployment, ok, V1, V2 } from './support/schema-evolution';
+import { CITIES, Deployment, killedTwice, ok, V1, V2 } from './support/schema-evolution';
 
 afterAll(() => killCommandProcesses());
 
@@ -25,7 +25,7 @@ test('a build killed twice resumes from its checkpoint; an old-version server wr
       TABLEGRAPH_SCHEMA_DIR: d.dir,
       TABLEGRAPH_TABLE_PREFIX: d.prefix,
       TABLEGRAPH_BUILD_PAGE_SIZE: '20',
-      TABLEGRAPH_BUILD_ENTITIES_PER_SECOND: '60',
+      TABLEGRAPH_BUILD_ENTITIES_PER_SECOND: '30',
       TABLEGRAPH_BUILD_LEASE_MS: '2000',
       TABLEGRAPH_BUILD_POLL_MS: '300',
       TABLEGRAPH_STORAGE_TIMEOUT_MS: '30000',
@@ -113,16 +113,8 @@ test('a build killed twice resumes from its checkpoint; an old-version server wr
     expect(waiting).toMatchObject({ state: 'building', scanned: true, needsRepair: true, takeovers: 2 });
 
     // The intra-partition index is built next, and killed twice too: the third worker, then a fourth.
-    const byName = async () => (await d.paths()).get('index:Member.byName')!;
-    await d.waitFor((p) => p.get('index:Member.byName')!.read > 0);
-    third.child.kill('SIGKILL');
-    const thirdAt = (await byName()).read;
-    const fourth = worker();
-    await d.waitFor((p) => p.get('index:Member.byName')!.takeovers === 1 && p.get('index:Member.byName')!.read > thirdAt);
-    fourth.child.kill('SIGKILL');
-    const last = worker();
-    await last.waitFor('schema build resumed from its checkpoint');
-    await d.waitFor((p) => p.get('index:Member.byName')!.scanned);
+    const last = await killedTwice(d, 'index:Member.byName', third, worker);
+    await d.waitFor((p) => p.get('index:Member.byName')!.scanned, 90_000);
 
     // The old server stops (its presence row goes with it): the repair pass runs, and the index is ready.
     oldOpen = false;

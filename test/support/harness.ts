@@ -38,9 +38,15 @@ export function connectionString(): string {
   return cs;
 }
 
-/** A table name prefix no other test uses, e.g. `t4k2j9x`. */
+/**
+ * A table name prefix no other test uses, e.g. `t4k2j9x`; its tables and queues are deleted once the test file is done
+ * (test/setup/environment.js).
+ */
 export function uniquePrefix(): string {
-  return `t${Math.random().toString(36).slice(2, 9)}`;
+  const prefix = `t${Math.random().toString(36).slice(2, 9)}`;
+  const used = ((globalThis as { __tablegraphPrefixes?: Set<string> }).__tablegraphPrefixes ??= new Set());
+  used.add(prefix);
+  return prefix;
 }
 
 /**

@@ -84,15 +84,18 @@ export class Deployment {
     for (;;) {
       const paths = await this.paths();
       if (done(paths)) return paths;
-      if (Date.now() > deadline) throw new Error(`paths did not settle: ${JSON.stringify([...paths.values()].map((p) => [p.id, p.state, p.read]))}`);
+      if (Date.now() > deadline)
+        throw new Error(
+          `paths did not settle (${done.toString()}): ${JSON.stringify([...paths.values()].map((p) => [p.id, p.state, p.read, p.scanned, p.takeovers, p.leaseOwner]))}`,
+        );
       await sleep(200);
     }
   }
   /** Waits until the fan-out queue of the prefix has been worked off (by a worker of the deployment). */
   async drained(server: TestServer): Promise<void> {
     for (let i = 0; i < 300; i++) {
-      const health = (await (await fetch(server.url.replace('/graphql', '/health'))).json()) as { fanout: { queueDepth: number } };
-      if (health.fanout.queueDepth === 0) return;
+      const health = (await (await fetch(server.url.replace('/graphql', '/health'))).json()) as { fanout?: { queueDepth?: number } };
+      if (health.fanout?.queueDepth === 0) return;
       await sleep(200);
     }
     throw new Error('the fan-out queue did not drain');
@@ -123,7 +126,8 @@ export class Deployment {
 }
 
 /**
- * Kills the process building `id` (SIGKILL) once the build has read something more, lets `spawn`'s process take it over
+ * Kills the process building `id` (SIGKILL) once the build has read something more — the only build a fresh worker
+ * can take, so that the one spawned next takes this one over — lets `spawn`'s process take it over
  * from its checkpoint once the lease lapses, kills that one too once it has gone further, and returns a third that
  * resumed it.
  */
@@ -176,6 +180,9 @@ type Mutation {
 }`;
 
 export const TEAMS_V1 = teamsSchema('', '');
+
+/** Between the two: each member copies its team's title, and no team counts its members yet. */
+export const TEAMS_COPY = teamsSchema('', '\n  teamTitle: String @copy(from: "team", field: "title")');
 
 /** Version 2: each team counts its members (a summary in the same EGT) and each member copies its team's title. */
 export const TEAMS_V2 = teamsSchema(
