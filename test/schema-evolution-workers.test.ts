@@ -9,7 +9,7 @@ import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify';
 import { connectionString, testStore, type TestServer } from './support/harness';
 import { killCommandProcesses, runCommand, type CommandProcess } from './support/processes';
 import { seededRng } from './support/fanout-fixtures';
-import { CITIES, Deployment, killedTwice, ok, V1, V2 } from './support/schema-evolution';
+import { CITIES, Deployment, killedTwice, LEASE_LAPSE_MS, ok, V1, V2 } from './support/schema-evolution';
 
 afterAll(() => killCommandProcesses());
 
@@ -101,9 +101,11 @@ test('a build killed twice resumes from its checkpoint; an old-version server wr
     const readAt = async () => (await d.paths()).get('index:Member.byCity')!.read;
     first.child.kill('SIGKILL');
     const killedAt = await readAt();
+    await sleep(LEASE_LAPSE_MS); // the next worker takes byCity over (it sorts first), not byName beside it
     const second = worker();
     await d.waitFor((p) => p.get('index:Member.byCity')!.takeovers === 1 && p.get('index:Member.byCity')!.read > killedAt);
     second.child.kill('SIGKILL');
+    await sleep(LEASE_LAPSE_MS);
     const third = worker();
     await third.waitFor('schema build resumed from its checkpoint');
     // The scan ends, and the build waits: the old version's server is still writing without keeping the index.

@@ -20,7 +20,7 @@
  */
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import type { Logger } from '../log';
-import { ENTITY_TYPE_PROPERTY, type Model, type SummaryModel } from '../model/types';
+import { ENTITY_TYPE_PROPERTY, type IndexModel, type Model, type SummaryModel } from '../model/types';
 import { pathTypes } from '../model/derived-paths';
 import type { TableStore } from '../storage/table-store';
 import type { StorageObserver } from '../storage/types';
@@ -28,7 +28,7 @@ import { rebuildIndex } from '../maintenance/rebuild-index';
 import { repairHolder, repairSummaries } from '../maintenance/summary-state';
 import { refreshCopies } from '../derived/copies';
 import type { Catalogue, PathRecord } from './catalogue';
-import { buildIndexPage, type ScannedPage } from './index-build';
+import { buildIndexPage, type ScannedPage, type SettleResult } from './index-build';
 import { canonicalJson, type RecordedLayout } from './layout-record';
 import { STATES_REFRESH_MS } from './path-states';
 import { addressingOf } from './layout-diff';
@@ -71,6 +71,8 @@ export class BuildRunner {
   private nextWriteAt = 0;
   /** The next page of the index build in hand, read while its page before was written. */
   private prefetched?: { path: string; token: string; page: Promise<ScannedPage> };
+  /** The settling of the index build's last page inserted (its second read), running beside the next step. */
+  private unsettled?: { path: string; token: string; settle: Promise<SettleResult> };
   /** The servers of older versions seen last, and when (ms): looked at again every `pollMs`. */
   private older = { at: -Infinity, version: 0, count: 0 };
 
@@ -165,10 +167,26 @@ export class BuildRunner {
         throw e;
       }
     }
+    await this.settleLeftOver(start.id, row);
     if (waiting) this.opts.log?.info({ path: start.id }, 'schema build scanned; waiting for the servers of an older version to stop');
     if (row?.state === 'ready')
       this.opts.log?.info({ path: row.id, read: row.read, written: row.written, skipped: row.skipped }, 'schema build done: path ready');
     if (row?.state === 'failed') this.opts.log?.error({ path: row.id, problem: row.problem }, 'schema build stopped');
+  }
+
+  /**
+   * The settling of an index page still running when its build's steps stopped here (the runner stopping, the lease
+   * lost, a step failing) is waited for; one that failed, or found a unique value held twice, leaves the build to end
+   * with a repair pass — its checkpoint is past the page already.
+   */
+  private async settleLeftOver(id: string, row: PathRecord | null): Promise<void> {
+    if (this.unsettled?.path !== id) return;
+    const { settle } = this.unsettled;
+    this.unsettled = undefined;
+    const found = await settle.catch(() => undefined);
+    if (row && row.state === 'building' && (!found || found.heldTwice.length > 0)) {
+      await this.opts.catalogue.putPath({ ...row, needsRepair: true, updatedAt: this.now }).catch(() => undefined);
+    }
   }
 
   /**
@@ -209,50 +227,7 @@ export class BuildRunner {
       if (!index) return { state: 'failed', problem: { reason: 'PathUnknown', message: `${row.id} is not in this schema` } };
       if (index.entity.layout.tableTemplate)
         return { state: 'failed', problem: { reason: 'TablePerPeriod', message: `${type} has a table per period: build ${name} with npm run rebuild-index` } };
-      const ahead = this.prefetched?.path === row.id && this.prefetched.token === row.checkpoint ? this.prefetched.page : undefined;
-      this.prefetched = undefined;
-      const page = await buildIndexPage({
-        store,
-        index,
-        table: index.entity.layout.table,
-        token: row.checkpoint || undefined,
-        page: ahead,
-        pageSize: this.opts.pageSize,
-        concurrency: this.opts.concurrency,
-        observer: this.opts.observer,
-      });
-      if (page.prefetch && page.next) this.prefetched = { path: row.id, token: page.next, page: page.prefetch };
-      await this.throttle(page.written);
-      const counts = {
-        read: row.read + page.read,
-        written: row.written + page.written,
-        skipped: row.skipped + page.skipped,
-        ...(page.uncertain && { needsRepair: true }),
-      };
-      if (page.heldTwice.length > 0) {
-        const first = page.heldTwice[0];
-        return {
-          ...counts,
-          state: 'failed',
-          problem: {
-            reason: 'UniqueValueHeldTwice',
-            message: `${page.heldTwice.length} value(s) of unique index ${type}.${name} are held by two entities, e.g. ${JSON.stringify(first.primaries)}: change one of each, then npm run migrate -- apply --retry ${row.id}`,
-            details: page.heldTwice.slice(0, 50),
-          },
-        };
-      }
-      if (page.underivable.length > 0) {
-        return {
-          ...counts,
-          state: 'failed',
-          problem: {
-            reason: 'UnderivableEntities',
-            message: `${page.underivable.length} ${type} entities cannot form ${name}'s keys, e.g. ${JSON.stringify(page.underivable[0])}: change them, then npm run migrate -- apply --retry ${row.id}`,
-            details: page.underivable.slice(0, 50),
-          },
-        };
-      }
-      return { ...counts, checkpoint: page.next ?? '', scanned: !page.next };
+      return this.indexPageStep(row, index);
     }
     if (row.kind === 'summary') {
       const summary = model.summaries.get(`${type}.${name}`);
@@ -265,6 +240,70 @@ export class BuildRunner {
     if (row.kind === 'copy') return this.copyPageStep(row, type);
     if (row.kind === 'rekey') return this.rekeyPageStep(row);
     return { scanned: true };
+  }
+
+  /**
+   * One step of an index's build: a page read and its index entities inserted (index-build.ts), beside the settling
+   * of the page before (its second read, left running when its step ended); after the last page, its own settling.
+   * The checkpoint moves past a page once it is inserted: a kill before its settling ends makes the build's taker
+   * end it with a repair pass (a takeover always does).
+   */
+  private async indexPageStep(row: PathRecord, index: IndexModel): Promise<Partial<PathRecord>> {
+    const ahead = this.prefetched?.path === row.id && this.prefetched.token === row.checkpoint ? this.prefetched.page : undefined;
+    this.prefetched = undefined;
+    const settling = this.unsettled?.path === row.id && this.unsettled.token === row.checkpoint ? this.unsettled.settle : undefined;
+    this.unsettled = undefined;
+    const build = buildIndexPage({
+      store: this.opts.store,
+      index,
+      table: index.entity.layout.table,
+      token: row.checkpoint || undefined,
+      page: ahead,
+      pageSize: this.opts.pageSize,
+      concurrency: this.opts.concurrency,
+      observer: this.opts.observer,
+    });
+    const [page, before] = await Promise.all([build, settling]);
+    if (page.prefetch && page.next) this.prefetched = { path: row.id, token: page.next, page: page.prefetch };
+    // The page's second read and settling go on beside the next step (its read, its inserts); the last page's now.
+    const mine = page.settle();
+    mine.catch(() => undefined); // met, and thrown, by the step that awaits it
+    const last = page.next ? undefined : await mine;
+    if (page.next) this.unsettled = { path: row.id, token: page.next, settle: mine };
+    await this.throttle(page.written);
+    const counts = {
+      read: row.read + page.read,
+      written: row.written + page.written,
+      skipped: row.skipped + page.skipped,
+      ...(page.uncertain && { needsRepair: true }),
+    };
+    const [type, name] = [index.entity.name, index.name];
+    const heldTwice = [...(before?.heldTwice ?? []), ...page.heldTwice, ...(last?.heldTwice ?? [])];
+    if (heldTwice.length > 0) {
+      this.unsettled = undefined;
+      return {
+        ...counts,
+        state: 'failed',
+        problem: {
+          reason: 'UniqueValueHeldTwice',
+          message: `${heldTwice.length} value(s) of unique index ${type}.${name} are held by two entities, e.g. ${JSON.stringify(heldTwice[0].primaries)}: change one of each, then npm run migrate -- apply --retry ${row.id}`,
+          details: heldTwice.slice(0, 50),
+        },
+      };
+    }
+    if (page.underivable.length > 0) {
+      this.unsettled = undefined;
+      return {
+        ...counts,
+        state: 'failed',
+        problem: {
+          reason: 'UnderivableEntities',
+          message: `${page.underivable.length} ${type} entities cannot form ${name}'s keys, e.g. ${JSON.stringify(page.underivable[0])}: change them, then npm run migrate -- apply --retry ${row.id}`,
+          details: page.underivable.slice(0, 50),
+        },
+      };
+    }
+    return { ...counts, checkpoint: page.next ?? '', scanned: !page.next };
   }
 
   /**

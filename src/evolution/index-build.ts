@@ -11,7 +11,8 @@
  * 2. Each is *inserted*, in EGTs per partition: an index entity that exists already was written by a write made
  *    since the read (it is newer), and is left alone (`skipped`). For a unique index, one that points at another
  *    entity is a value held twice: reported with both entities' keys, never overwritten.
- * 3. The page is read again (the same filtered call from the same continuation token, its ETags only): a primary
+ * 3. The page is read again (the same filtered call from the same continuation token, its ETags only) — left to the
+ *    caller (`settle`), who runs it beside the next page's inserts: a primary
  *    written between the two reads may have had its old index entity removed by its writer before step 2 inserted
  *    it again. Each such primary is settled on its own — its current
  *    state read, the build's own insert deleted (If-Match on the ETag the insert returned) when that state no longer
@@ -39,8 +40,6 @@ export interface IndexPageResult {
   written: number;
   /** Index entities left as a newer write made them. */
   skipped: number;
-  /** Primaries written between the page's two reads, settled one by one. */
-  settled: number;
   /** The next page's continuation token; absent after the last page. */
   next?: string;
   /** The next page's first read, started as soon as this page's was done: hand it to the next step. */
@@ -54,6 +53,19 @@ export interface IndexPageResult {
    * answer lost: the build cannot tell its own inserts there, and must end with a repair pass.
    */
   uncertain: boolean;
+  /**
+   * Step 3 of the page (see the file comment), left to the caller, who may run it beside the next page's inserts: the
+   * page read again, and each primary written between its two reads settled.
+   */
+  settle(): Promise<SettleResult>;
+}
+
+/** What a page's settling found (counts in entities). */
+export interface SettleResult {
+  /** Primaries written between the page's two reads, settled one by one. */
+  settled: number;
+  /** Unique values held by two entities, found while settling: the build must stop. */
+  heldTwice: HeldTwice[];
 }
 
 export interface IndexPageOptions {
@@ -83,11 +95,10 @@ export async function buildIndexPage(opts: IndexPageOptions): Promise<IndexPageR
   // The next page is read while this one is written: a step costs its writes' time, not its reads' too.
   const prefetch = page.continuationToken ? readIndexPage(store, index, table, page.continuationToken, opts) : undefined;
   prefetch?.catch(() => undefined); // its failure is met, and thrown, by the step that uses it
-  const result: IndexPageResult = {
+  const result: Omit<IndexPageResult, 'settle'> = {
     read: page.entities.length,
     written: 0,
     skipped: 0,
-    settled: 0,
     heldTwice: [],
     underivable: [],
     uncertain: false,
@@ -97,7 +108,20 @@ export async function buildIndexPage(opts: IndexPageOptions): Promise<IndexPageR
   const primaries = await primariesOf(store, index.entity, table, page.entities, { observer });
   const wanted = deriveAll(index, table, primaries, result);
   const inserted = await insertAll(opts, wanted, result);
-  // The page again (its ETags are all this read needs): primaries written between its two reads are settled one by one.
+  return { ...result, settle: () => settlePage(opts, primaries, { wanted, inserted }) };
+}
+
+/**
+ * The page again (its ETags are all this read needs): primaries written between its two reads are settled one by one.
+ * @throws TablegraphError from the store: the page's build is then redone, or ends with a repair pass
+ */
+async function settlePage(
+  opts: IndexPageOptions,
+  primaries: StoredEntity[],
+  mine: { wanted: { byPrimary: Map<string, Wanted> }; inserted: Map<string, string> },
+): Promise<SettleResult> {
+  const { store, index, table, observer } = opts;
+  const result: SettleResult = { settled: 0, heldTwice: [] };
   const again = await store.scanPage(table, opts.token, {
     pageSize: opts.pageSize,
     entityType: index.entity.entityType,
@@ -109,10 +133,10 @@ export async function buildIndexPage(opts: IndexPageOptions): Promise<IndexPageR
     // Every write of a wide entity rewrites its first part: that part's ETag tells for the whole entity.
     if (etags.get(`${primary.partitionKey}\u0000${primary.rowKey}`) === primary.etag.split(' ')[0]) continue;
     const at = { table, partitionKey: primary.partitionKey, rowKey: primary.rowKey };
-    const mine = wanted.byPrimary.get(addressKey(at));
-    const own = mine && inserted.get(addressKey(addressOfWrite(mine.write)));
+    const wanted = mine.wanted.byPrimary.get(addressKey(at));
+    const own = wanted && mine.inserted.get(addressKey(addressOfWrite(wanted.write)));
     result.settled++;
-    const held = await settlePrimary(store, index, at, mine && own ? { address: addressOfWrite(mine.write), etag: own } : undefined, { observer });
+    const held = await settlePrimary(store, index, at, wanted && own ? { address: addressOfWrite(wanted.write), etag: own } : undefined, { observer });
     if (held) result.heldTwice.push(held);
   }
   return result;
@@ -131,7 +155,7 @@ function deriveAll(
   index: IndexModel,
   table: string,
   primaries: StoredEntity[],
-  result: IndexPageResult,
+  result: Pick<IndexPageResult, 'heldTwice' | 'underivable'>,
 ): { byAddress: Map<string, Wanted>; byPrimary: Map<string, Wanted> } {
   const byAddress = new Map<string, Wanted>();
   for (const primary of primaries) {
@@ -160,7 +184,11 @@ function deriveAll(
  * newer write made it, or — a unique value another entity holds — reported held twice.
  * @returns the ETag of each index entity inserted, by address key
  */
-async function insertAll(opts: IndexPageOptions, wanted: { byAddress: Map<string, Wanted> }, result: IndexPageResult): Promise<Map<string, string>> {
+async function insertAll(
+  opts: IndexPageOptions,
+  wanted: { byAddress: Map<string, Wanted> },
+  result: Pick<IndexPageResult, 'written' | 'skipped' | 'heldTwice' | 'uncertain'>,
+): Promise<Map<string, string>> {
   const { store, index, observer } = opts;
   const inserted = new Map<string, string>();
   const refused: string[] = [];
@@ -229,7 +257,7 @@ async function insertSkippingExisting(
   store: TableStore,
   table: string,
   writes: TableWrite[],
-  into: { inserted: Map<string, string>; refused: string[]; result: IndexPageResult },
+  into: { inserted: Map<string, string>; refused: string[]; result: Pick<IndexPageResult, 'uncertain'> },
   observer?: StorageObserver,
 ): Promise<void> {
   let pending = writes;

@@ -48,6 +48,11 @@ type Query {
   membersNamed(teamId: ID!, name: String!, first: Int, after: String): MemberConnection! @range(index: "byName", rowKeyPrefix: "n_{name}_")
 }${MUTATIONS}`;
 
+/** The build lease of the deployment's processes (ms): short, so that a killed worker's build is taken over soon. */
+export const LEASE_MS = 2000;
+/** How long after a kill its builds' leases have lapsed (ms). */
+export const LEASE_LAPSE_MS = LEASE_MS + 500;
+
 /** A schema folder the test rewrites between starts, and servers started on it with one table prefix. */
 export class Deployment {
   readonly dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tablegraph-evolve-'));
@@ -106,7 +111,7 @@ export class Deployment {
       AZURE_STORAGE_CONNECTION_STRING: connectionString(),
       TABLEGRAPH_SCHEMA_DIR: this.dir,
       TABLEGRAPH_TABLE_PREFIX: this.prefix,
-      TABLEGRAPH_BUILD_LEASE_MS: '2000',
+      TABLEGRAPH_BUILD_LEASE_MS: String(LEASE_MS),
       TABLEGRAPH_BUILD_POLL_MS: '300',
       TABLEGRAPH_STORAGE_TIMEOUT_MS: '30000',
       ...env,
@@ -138,10 +143,12 @@ export async function killedTwice(d: Deployment, id: string, first: CommandProce
   const takeovers = (await row()).takeovers;
   first.child.kill('SIGKILL');
   const firstAt = (await row()).read;
+  await sleep(LEASE_LAPSE_MS); // the fresh worker finds the lease lapsed, and takes this build before any after it
   const second = spawn();
   const taken = await d.waitFor((p) => p.get(id)!.takeovers > takeovers && p.get(id)!.read > firstAt, 90_000);
   second.child.kill('SIGKILL');
   expect(taken.get(id)!.state).toBe('building'); // killed mid-build, both times
+  await sleep(LEASE_LAPSE_MS);
   const third = spawn();
   await third.waitFor('schema build resumed from its checkpoint');
   return third;
