@@ -11,6 +11,7 @@ import { AzureSASCredential, odata, TableClient } from '@azure/data-tables';
 import fc from 'fast-check';
 import { SignJWT } from 'jose';
 import { compileSchema } from '../src/compiler/compile';
+import { catalogueTable } from '../src/evolution/catalogue';
 import { readFileSync } from 'node:fs';
 import { compileHr, DIRECTIVES_FILE, startTestServer, type TestServer } from './support/harness';
 import { employeeRow, writeFixtures } from './support/read-fixtures';
@@ -67,8 +68,18 @@ async function pageAll(t: string, lastName: string, first = 2): Promise<{ seen: 
   throw new Error('more than 200 pages');
 }
 
+/**
+ * Spies on the store's reads. The server's own refresh of its paths' states reads the catalogue every few seconds,
+ * whatever requests come: its calls are left out (expectNoRequestReads).
+ */
 function spyStorage() {
   return [jest.spyOn(server.store, 'getEntity'), jest.spyOn(server.store, 'queryRange')];
+}
+
+/** No read of the spies was a request's: none but the catalogue's. */
+function expectNoRequestReads(spies: ReturnType<typeof spyStorage>): void {
+  const catalogue = catalogueTable(server.config.tablePrefix);
+  for (const spy of spies) expect(spy.mock.calls.map(([read]) => read.table).filter((table) => table !== catalogue)).toEqual([]);
 }
 
 describe('a reader of ENGINEERING', () => {
@@ -78,7 +89,7 @@ describe('a reader of ENGINEERING', () => {
       const spies = spyStorage();
       const r = await as(t, q);
       expect(r.errors?.[0].extensions.code).toBe('FORBIDDEN');
-      for (const spy of spies) expect(spy).not.toHaveBeenCalled();
+      expectNoRequestReads(spies);
       jest.restoreAllMocks();
     }
   });
@@ -135,7 +146,7 @@ describe('a reader of ENGINEERING', () => {
       for (const q of ['{ worker(departmentId: "FINANCE", id: "1") { id } }', '{ contractor(departmentId: "FINANCE", id: "1") { id } }']) {
         const spies = spyStorage();
         expect([q, (await as(t, q)).errors?.[0].extensions.code]).toEqual([q, 'FORBIDDEN']);
-        for (const spy of spies) expect(spy).not.toHaveBeenCalled();
+        expectNoRequestReads(spies);
         jest.restoreAllMocks();
       }
     }
@@ -148,7 +159,7 @@ describe('a reader of ENGINEERING', () => {
       'mutation { updateEmployee(input: { departmentId: "ENGINEERING", id: "12", phone: "555 0100" }) { employee { id } } }',
     );
     expect(r.errors?.[0].extensions.code).toBe('FORBIDDEN');
-    for (const spy of spies) expect(spy).not.toHaveBeenCalled();
+    expectNoRequestReads(spies);
   });
 });
 

@@ -1,7 +1,8 @@
 /**
- * The test files' environment: Node's, and once a file is done — its own afterAll hooks run, its servers closed —
- * the tables and queues of the table prefixes it used (test/support/harness.ts uniquePrefix) are deleted, so that the
- * one Azurite of the test run does not carry every earlier file's data: its memory, and with it every later
+ * The test files' environment: Node's, and its worker's own Azurite (global-setup.ts) as
+ * AZURE_STORAGE_CONNECTION_STRING; and once a file is done — its own afterAll hooks run, its servers closed — the
+ * tables and queues of the table prefixes it used (test/support/harness.ts uniquePrefix) are deleted, so that the
+ * worker's Azurite does not carry every earlier file's data: its memory, and with it every later
  * file's storage calls, would grow with each. CommonJS: jest loads it before any transform.
  */
 const { TestEnvironment } = require('jest-environment-node');
@@ -9,6 +10,16 @@ const { TableServiceClient } = require('@azure/data-tables');
 const { QueueServiceClient } = require('@azure/storage-queue');
 
 class TablegraphEnvironment extends TestEnvironment {
+  constructor(config, context) {
+    super(config, context);
+    // This worker's own Azurite (global-setup.ts), for the file's code and for the processes it starts.
+    const own = process.env[`TABLEGRAPH_TEST_AZURITE_${process.env.JEST_WORKER_ID ?? '1'}`];
+    if (own) {
+      process.env.AZURE_STORAGE_CONNECTION_STRING = own;
+      this.global.process.env.AZURE_STORAGE_CONNECTION_STRING = own;
+    }
+  }
+
   async teardown() {
     const prefixes = [...(this.global.__tablegraphPrefixes ?? [])];
     const cs = process.env.AZURE_STORAGE_CONNECTION_STRING;
