@@ -10,6 +10,7 @@ import { toTablegraphError } from '../src/storage/storage-errors';
 import { TableStore } from '../src/storage/table-store';
 import type { EntityToWrite, StorageCallRecord, StorageObserver } from '../src/storage/types';
 import type { TransactionOperation, TypedValue } from '../src/storage/types';
+import { startStorageProxy } from './support/storage-proxy';
 
 const connectionString = process.env.AZURE_STORAGE_CONNECTION_STRING ?? '';
 const suffix = randomBytes(4).toString('hex');
@@ -84,6 +85,66 @@ describe('typed round trip', () => {
 
   beforeAll(async () => {
     await store.upsertEntity(T, typed, 'replace');
+  });
+
+  it('a point query without the SDK pipeline (point-reader.ts) reads what the SDK reads: every type, awkward keys, $select, absence', async () => {
+    const sdk = new TableStore({ connectionString, target: 'azurite', leanPointQueries: false });
+    const keys = [
+      { partitionKey: 'types', rowKey: 'one' },
+      { partitionKey: "o'brien %25 ~(x)", rowKey: 'ünï ☃ +&=' },
+    ];
+    await store.upsertEntity(T, { ...typed, ...keys[1] }, 'replace');
+    for (const k of keys) {
+      const at = { table: T, ...k };
+      const [lean, viaSdk] = await Promise.all([store.getEntity(at), sdk.getEntity(at)]);
+      expect(lean).toEqual(viaSdk);
+      expect(lean!.properties.big).toBe(2n ** 40n);
+      const [leanSome, sdkSome] = await Promise.all([store.getEntity(at, { select: ['big', 'photo'] }), sdk.getEntity(at, { select: ['big', 'photo'] })]);
+      expect(leanSome).toEqual(sdkSome);
+      expect(Object.keys(leanSome!.properties).sort()).toEqual(['big', 'photo']);
+    }
+    expect(await store.getEntity({ table: T, partitionKey: 'types', rowKey: 'none' })).toBeNull();
+    // A table that does not exist is the SDK's to say (its error, mapped): the lean query leaves it to it.
+    await expect(store.getEntity({ table: `${T}Missing`, partitionKey: 'p', rowKey: 'r' })).rejects.toMatchObject({
+      code: 'NOT_FOUND',
+      details: { reason: 'TableNotFound' },
+    });
+  });
+
+  it('point queries of one entity asked in one turn go as one query; each caller gets an entity of its own, a later one a query of its own', async () => {
+    const gets: string[] = [];
+    const proxy = await startStorageProxy(connectionString, {
+      delayMs: (method, path) => {
+        if (method !== 'GET' || !path.includes(`/${T}(`)) return 0;
+        gets.push(path);
+        return path.includes('slow') ? 400 : 0;
+      },
+    });
+    try {
+      const viaProxy = new TableStore({ connectionString: proxy.connectionString, target: 'azurite' });
+      const at = { table: T, partitionKey: 'types', rowKey: 'one' };
+      const [one, ...others] = await Promise.all(Array.from({ length: 20 }, () => viaProxy.getEntity(at)));
+      expect(gets).toHaveLength(1);
+      for (const other of others) expect(other).toEqual(one);
+      one!.properties.name = 'changed by one caller';
+      expect(others.every((o) => o!.properties.name !== 'changed by one caller')).toBe(true);
+      // Another $select is another query; so is a read asked after the answer (it sees what was written since).
+      const [all, some] = await Promise.all([viaProxy.getEntity(at), viaProxy.getEntity(at, { select: ['big'] })]);
+      expect(gets).toHaveLength(3);
+      expect(Object.keys(some!.properties)).toEqual(['big']);
+      await store.updateEntity(T, { partitionKey: 'types', rowKey: 'one', properties: { note: str('written between') } }, 'merge');
+      expect((await viaProxy.getEntity(at))!.properties.note).toBe('written between');
+      expect(gets).toHaveLength(4);
+      expect(all!.properties.note).toBeUndefined();
+      // A caller whose own time is up leaves (its timeout, mapped as the SDK's); the others still get the answer.
+      await store.upsertEntity(T, entity('slow', 'one', { v: int(1) }), 'replace');
+      const slow = { table: T, partitionKey: 'slow', rowKey: 'one' };
+      const [early, patient] = await Promise.allSettled([viaProxy.getEntity(slow, { timeoutMs: 100 }), viaProxy.getEntity(slow, { timeoutMs: 5000 })]);
+      expect(early).toMatchObject({ status: 'rejected', reason: { code: 'STORAGE_UNAVAILABLE' } });
+      expect(patient).toMatchObject({ status: 'fulfilled', value: { properties: { v: 1 } } });
+    } finally {
+      await proxy.close();
+    }
   });
 
   it('reads every EDM type back as its JS type', async () => {

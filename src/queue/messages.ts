@@ -7,6 +7,9 @@
  * - `move`: the same, for a `@write(action: MOVE)`, with the entity's new address; the worker carries it out.
  * - `blobCleanup`: queued before a write uploads, replaces, clears or deletes a `@blob` field's blob, hidden for the
  *   cleanup delay; the worker then deletes every blob of the entity that it no longer names.
+ * - `batch`: the `fanout` and `move` messages of one group commit's writes (one EGT), sent as one queue message —
+ *   Azure bills each message sent, received and deleted — within the queue's 64 KiB (encodeBatches cuts it into
+ *   several beyond). The worker handles each item as the message it holds, on its own.
  * Writers send them through one sender (sender.ts); the worker decodes them here and dispatches on `kind`.
  */
 import { currentTraceparent } from '../telemetry/spans';
@@ -14,6 +17,7 @@ import { randomUUID } from 'node:crypto';
 import { ErrorCode, TablegraphError } from '../errors';
 import { WRITE_ID_PROPERTY } from '../model/types';
 import type { EntityAddress, StoredEntity } from '../storage/types';
+import { MAX_MESSAGE_BYTES } from '../storage/queue-store';
 
 /** What a `fanout` and a `move` message both say of the write they announce. */
 interface EntityMessageFields {
@@ -92,8 +96,20 @@ export interface BlobCleanupMessage {
   traceparent?: string;
 }
 
+/** The writes' messages of one group commit, in one queue message. */
+export interface BatchMessage {
+  kind: 'batch';
+  v: 1;
+  /** Unique per message (UUID), for logs and the poison queue; each item has its own too. */
+  id: string;
+  /** When it was sent (ms since the epoch). */
+  enqueuedAt: number;
+  /** Two or more, each handled as if it had been sent alone. */
+  messages: EntityMessage[];
+}
+
 /** Every message of the fan-out queue. */
-export type QueueMessage = EntityMessage | BlobCleanupMessage;
+export type QueueMessage = EntityMessage | BlobCleanupMessage | BatchMessage;
 
 /** A message of an entity's write, as a writer builds it before it is sent (the sender adds `id` and `enqueuedAt`). */
 export type EntityMessageDraft = Omit<FanoutMessage, 'id' | 'enqueuedAt'> | Omit<MoveMessage, 'id' | 'enqueuedAt'>;
@@ -135,6 +151,39 @@ export function encodeMessage(m: QueueMessage): string {
   return JSON.stringify(m);
 }
 
+/** One queue message of encodeBatches: its text and the write messages it carries. */
+export interface EncodedBatch {
+  text: string;
+  items: EntityMessage[];
+}
+
+/**
+ * Write messages as few queue messages as the queue's size limit allows: one message alone is sent as itself, two or
+ * more as `batch` messages of at most `maxBytes` (bytes of UTF-8, default 64 KiB) each, cut in order.
+ * @example encodeBatches([a, b, c]) // [{ text: '{"kind":"batch",…}', items: [a, b, c] }]
+ */
+export function encodeBatches(items: EntityMessage[], maxBytes = MAX_MESSAGE_BYTES, now = Date.now()): EncodedBatch[] {
+  const out: EncodedBatch[] = [];
+  // The envelope's own bytes, with room for the id's and the time's (a UUID, 13 digits).
+  const envelope = Buffer.byteLength(encodeMessage({ kind: 'batch', v: 1, id: randomUUID(), enqueuedAt: now, messages: [] }));
+  let group: EntityMessage[] = [];
+  let bytes = envelope;
+  const flush = () => {
+    if (group.length === 1) out.push({ text: encodeMessage(group[0]), items: group });
+    else if (group.length > 1) out.push({ text: encodeMessage({ kind: 'batch', v: 1, id: randomUUID(), enqueuedAt: now, messages: group }), items: group });
+    group = [];
+    bytes = envelope;
+  };
+  for (const item of items) {
+    const size = Buffer.byteLength(encodeMessage(item)) + 1; // and its comma
+    if (group.length > 0 && bytes + size > maxBytes) flush();
+    group.push(item);
+    bytes += size;
+  }
+  flush();
+  return out;
+}
+
 function isAddress(a: unknown): a is EntityAddress {
   const x = a as EntityAddress;
   return typeof x === 'object' && x !== null && typeof x.table === 'string' && typeof x.partitionKey === 'string' && typeof x.rowKey === 'string';
@@ -173,6 +222,17 @@ function isBlobCleanup(m: BlobCleanupMessage): boolean {
   );
 }
 
+function isBatch(m: BatchMessage): boolean {
+  return (
+    m.v === 1 &&
+    typeof m.id === 'string' &&
+    typeof m.enqueuedAt === 'number' &&
+    Array.isArray(m.messages) &&
+    m.messages.length > 0 &&
+    m.messages.every((item) => (item?.kind === 'fanout' || item?.kind === 'move') && item.v === 3 && isEntityMessage(item))
+  );
+}
+
 /**
  * Parses queue text into a message of any kind. A version 2 message (no `kind`, sent before this encoding) reads
  * as a `fanout` or, with `move`, a `move` message.
@@ -191,7 +251,9 @@ export function decodeMessage(text: string): QueueMessage {
   const valid =
     kind === 'blobCleanup'
       ? isBlobCleanup(m as unknown as BlobCleanupMessage)
-      : (kind === 'fanout' || kind === 'move') && m.v === 3 && isEntityMessage(m as unknown as EntityMessage);
+      : kind === 'batch'
+        ? isBatch(m as unknown as BatchMessage)
+        : (kind === 'fanout' || kind === 'move') && m.v === 3 && isEntityMessage(m as unknown as EntityMessage);
   if (!valid)
     throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `fan-out message has an unknown shape (kind ${JSON.stringify(kind ?? null)})`, { messageId: m?.id });
   return m as unknown as QueueMessage;
@@ -199,10 +261,22 @@ export function decodeMessage(text: string): QueueMessage {
 
 /**
  * Parses queue text into a write's message (`fanout` or `move`).
- * @throws TablegraphError BAD_USER_INPUT when it is not one (decodeMessage; a blob cleanup message too)
+ * @throws TablegraphError BAD_USER_INPUT when it is not one (decodeMessage; a blob cleanup or batch message too)
  */
 export function decodeEntityMessage(text: string): EntityMessage {
   const m = decodeMessage(text);
   if (m.kind === 'blobCleanup') throw new TablegraphError(ErrorCode.BAD_USER_INPUT, "a blob cleanup message, not a write's", { messageId: m.id });
+  if (m.kind === 'batch') throw new TablegraphError(ErrorCode.BAD_USER_INPUT, "a batch of writes' messages, not one", { messageId: m.id });
   return m;
+}
+
+/**
+ * Parses queue text into the writes' messages it carries: one for a `fanout` or `move` message, each item of a
+ * `batch`.
+ * @throws TablegraphError BAD_USER_INPUT when it carries none (decodeMessage; a blob cleanup message too)
+ */
+export function decodeEntityMessages(text: string): EntityMessage[] {
+  const m = decodeMessage(text);
+  if (m.kind === 'blobCleanup') throw new TablegraphError(ErrorCode.BAD_USER_INPUT, "a blob cleanup message, not a write's", { messageId: m.id });
+  return m.kind === 'batch' ? m.messages : [m];
 }

@@ -75,11 +75,12 @@ const rangeCacheKey = (q: RangeQuery) =>
  *   the same batch still resolve
  */
 export function createLoaders(store: TableStore, options: LoaderOptions): Loaders {
-  const perRequest = pLimit(options.concurrency);
+  // Made on the first storage call: a request that reads nothing (`{ __typename }`) pays for no limiter or loader.
+  let perRequest: ReturnType<typeof pLimit> | undefined;
   const callOptions = { observer: options.observer };
   /** A call of this request: within its own parallelism, through the server's admission, never after its deadline. */
   const limit = <T>(call: () => Promise<T>): Promise<T> =>
-    perRequest(() => {
+    (perRequest ??= pLimit(options.concurrency))(() => {
       const send = () => {
         if (options.deadline !== undefined && Date.now() >= options.deadline) {
           throw new TablegraphError(ErrorCode.REQUEST_TIMEOUT, 'The request used up its time; no further storage call was sent.', { reason: 'Deadline' });
@@ -89,10 +90,12 @@ export function createLoaders(store: TableStore, options: LoaderOptions): Loader
       return options.admission ? options.admission.gate.run(options.admission.lane, send) : send();
     });
 
-  const point = new DataLoader<PointKey, StoredEntity | null, string>(
-    (keys) => inSpan('dataloader.point', { 'tablegraph.keys': keys.length }, () => pointBatch(keys)),
-    { cacheKeyFn: pointCacheKey },
-  );
+  let pointLoader: DataLoader<PointKey, StoredEntity | null, string> | undefined;
+  const point = () =>
+    (pointLoader ??= new DataLoader<PointKey, StoredEntity | null, string>(
+      (keys) => inSpan('dataloader.point', { 'tablegraph.keys': keys.length }, () => pointBatch(keys)),
+      { cacheKeyFn: pointCacheKey },
+    ));
   async function pointBatch(keys: readonly PointKey[]): Promise<Array<StoredEntity | null | Error>> {
     // Grouping by table and partition keeps each partition's reads together in the queue.
     const order = keys.map((_, i) => i).sort((a, b) => pointCacheKey(keys[a]).localeCompare(pointCacheKey(keys[b])));
@@ -112,10 +115,12 @@ export function createLoaders(store: TableStore, options: LoaderOptions): Loader
     return results;
   }
 
-  const range = new DataLoader<RangeQuery, RangeResult, string>(
-    (queries) => inSpan('dataloader.range', { 'tablegraph.keys': queries.length }, () => rangeBatch(queries)),
-    { cacheKeyFn: rangeCacheKey },
-  );
+  let rangeLoader: DataLoader<RangeQuery, RangeResult, string> | undefined;
+  const range = () =>
+    (rangeLoader ??= new DataLoader<RangeQuery, RangeResult, string>(
+      (queries) => inSpan('dataloader.range', { 'tablegraph.keys': queries.length }, () => rangeBatch(queries)),
+      { cacheKeyFn: rangeCacheKey },
+    ));
   function rangeBatch(queries: readonly RangeQuery[]): Promise<Array<RangeResult | Error>> {
     return Promise.all(
       queries.map((q) =>
@@ -123,7 +128,7 @@ export function createLoaders(store: TableStore, options: LoaderOptions): Loader
           try {
             const result = await store.queryRange(q, callOptions);
             for (const entity of result.entities) {
-              point.prime({ table: q.table, partitionKey: entity.partitionKey, rowKey: entity.rowKey }, entity);
+              point().prime({ table: q.table, partitionKey: entity.partitionKey, rowKey: entity.rowKey }, entity);
             }
             return result;
           } catch (e) {
@@ -134,5 +139,12 @@ export function createLoaders(store: TableStore, options: LoaderOptions): Loader
     );
   }
 
-  return { point, range };
+  return {
+    get point() {
+      return point();
+    },
+    get range() {
+      return range();
+    },
+  };
 }

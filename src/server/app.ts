@@ -37,6 +37,8 @@ import type { RequestAdmission } from '../read/request-admission';
 import { isLoopback } from './auth';
 import { mountIde, schemaSdlHandler } from './ide';
 import { graphqlPostHandler } from './graphql-post';
+import { PreparedDocuments } from './prepared-documents';
+import { queryLane } from './query-lane';
 import { startRequestSpan, tracingOn } from '../telemetry/spans';
 import { loadTrustedDocuments, type TrustedDocuments } from './trusted-documents';
 import { trustedDocumentsMiddleware } from './trusted-documents-http';
@@ -156,7 +158,16 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
   );
   app.use(notFoundHandler);
   app.use(httpErrorHandler(deps.log));
-  const post = graphqlPostHandler({ apollo, path: '/graphql', context, log: deps.log, metrics, cors: corsMiddleware, maxBodyBytes, trusted });
+  const lane = queryLane({
+    prepared: new PreparedDocuments({ schema: deps.schema, model: deps.model, validationRules: limits.validationRules, parseOptions: limits.parseOptions }),
+    model: deps.model,
+    context,
+    log: deps.log,
+    budget: deps.budget ?? DEFAULT_DEMAND_BUDGET,
+    admission: deps.requestAdmission,
+    formatError: introspection ? formatError : formatErrorWithoutSuggestions,
+  });
+  const post = graphqlPostHandler({ apollo, path: '/graphql', context, log: deps.log, metrics, cors: corsMiddleware, maxBodyBytes, trusted, lane });
   const stream = live && streamHandler(live.transports, deps.log, metrics, corsMiddleware);
   const policy: OriginPolicy = { allowedHosts: deps.allowedHosts, corsOrigins: origins };
   const handler = requestHandler(deps.log, policy, (req, res) => {

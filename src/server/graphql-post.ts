@@ -22,6 +22,7 @@ import { bodyErrorOf, sendHttpError } from './http-errors';
 import type { Metrics } from './metrics';
 import { assignRequestId, startRequestLine } from './request-log';
 import type { GraphqlParams, TrustedDocuments } from './trusted-documents';
+import type { LaneOutcome } from './query-lane';
 
 /** A middleware that works on node:http objects (the `cors` package's does). */
 type NodeMiddleware = (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
@@ -40,6 +41,8 @@ export interface GraphqlPostOptions {
   maxBodyBytes: number;
   /** With a manifest: the only documents that run (trusted-documents.ts). */
   trusted?: TrustedDocuments;
+  /** The query lane (query-lane.ts): what it serves never reaches Apollo. */
+  lane?: (req: IncomingMessage, res: ServerResponse, params: GraphqlParams) => Promise<LaneOutcome>;
 }
 
 /**
@@ -90,6 +93,9 @@ async function serve(options: GraphqlPostOptions, req: IncomingMessage, res: Ser
     }
     body = resolution.params;
   }
+  // A query of a prepared document runs in the lane; what it leaves (with the context it made, or its refusal), in Apollo.
+  const lane = options.lane && !Array.isArray(body) ? await options.lane(req, res, body as GraphqlParams) : undefined;
+  if (lane?.served) return;
   const headers = new HeaderMap();
   for (const [key, value] of Object.entries(req.headers)) {
     if (value !== undefined) headers.set(key, Array.isArray(value) ? value.join(', ') : value);
@@ -97,7 +103,7 @@ async function serve(options: GraphqlPostOptions, req: IncomingMessage, res: Ser
   const query = req.url!.indexOf('?');
   const response = await options.apollo.executeHTTPGraphQLRequest({
     httpGraphQLRequest: { method: 'POST', headers, search: query < 0 ? '' : req.url!.slice(query), body },
-    context: () => options.context({ req, res }),
+    context: lane?.context ?? (() => options.context({ req, res })),
   });
   for (const [key, value] of response.headers) res.setHeader(key, value);
   res.statusCode = response.status ?? 200;

@@ -15,7 +15,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ApolloServerPlugin } from '@apollo/server';
 import { unwrapResolverError } from '@apollo/server/errors';
-import { getOperationAST } from 'graphql';
+import { getOperationAST, type GraphQLError } from 'graphql';
 import type { Request, Response, NextFunction } from 'express';
 import { ErrorCode, isTablegraphError } from '../errors';
 import type { Logger } from '../log';
@@ -120,29 +120,37 @@ const SERVER_SIDE = new Set<string>([
   ErrorCode.DATA_INTEGRITY,
 ]);
 
+/**
+ * Logs each error of a request: a client's at info with its code; storage failures and the unexpected at warn or
+ * error, with their details (never shown to the client: format-error.ts).
+ */
+export function logRequestErrors(log: Logger, errors: readonly GraphQLError[], request: { requestId: string; operationName?: string | null }): void {
+  for (const error of errors) {
+    const original = unwrapResolverError(error);
+    const where = { ...request, path: error.path };
+    if (isTablegraphError(original)) {
+      if (SERVER_SIDE.has(original.code) || typeof original.details.operation === 'string') {
+        log.warn({ ...where, code: original.code, details: original.details, err: original.cause ?? original }, original.message);
+      } else {
+        log.info({ ...where, code: original.code }, `client error: ${original.message}`);
+      }
+    } else if (typeof error.extensions?.code === 'string' && error.extensions.code !== 'INTERNAL_SERVER_ERROR') {
+      log.info({ ...where, code: error.extensions.code }, `client error: ${error.message}`);
+    } else if (codelessRefusal(error)) {
+      log.info({ ...where, code: codelessRefusal(error) }, `client error: ${error.message}`);
+    } else {
+      log.error({ ...where, err: original }, 'unexpected error');
+    }
+  }
+}
+
 /** The plugin: request ids in errors, error logs, the mutation audit. */
 export function requestLogPlugin(log: Logger, model: Model): ApolloServerPlugin<RequestContext> {
   return {
     async requestDidStart() {
       return {
         async didEncounterErrors({ errors, contextValue, operationName }) {
-          for (const error of errors) {
-            const original = unwrapResolverError(error);
-            const where = { requestId: contextValue.requestId, operationName, path: error.path };
-            if (isTablegraphError(original)) {
-              if (SERVER_SIDE.has(original.code) || typeof original.details.operation === 'string') {
-                log.warn({ ...where, code: original.code, details: original.details, err: original.cause ?? original }, original.message);
-              } else {
-                log.info({ ...where, code: original.code }, `client error: ${original.message}`);
-              }
-            } else if (typeof error.extensions?.code === 'string' && error.extensions.code !== 'INTERNAL_SERVER_ERROR') {
-              log.info({ ...where, code: error.extensions.code }, `client error: ${error.message}`);
-            } else if (codelessRefusal(error)) {
-              log.info({ ...where, code: codelessRefusal(error) }, `client error: ${error.message}`);
-            } else {
-              log.error({ ...where, err: original }, 'unexpected error');
-            }
-          }
+          logRequestErrors(log, errors, { requestId: contextValue.requestId, operationName });
         },
         async executionDidStart({ operation }) {
           // A field hook makes Apollo call back for every field resolved: only mutations are audited.

@@ -167,6 +167,31 @@ export function fromSdkEntity(raw: Record<string, unknown>): StoredEntity {
 }
 
 /**
+ * An entity as the Table service's REST API returns it (JSON, OData minimal metadata: a property's EDM type in
+ * `<name>@odata.type` where JSON does not carry it) → StoredEntity, decoded as fromSdkEntity decodes the SDK's form:
+ * Int32/Double → number, Int64 → bigint, DateTime → Date, Boolean → boolean, String/Guid → string, Binary → Uint8Array;
+ * OData metadata dropped; null properties omitted.
+ * @param etag the answer's ETag header
+ */
+export function fromWireEntity(json: Record<string, unknown>, etag: string): StoredEntity {
+  const properties: Record<string, unknown> = {};
+  for (const [name, v] of Object.entries(json)) {
+    if (name === 'PartitionKey' || name === 'RowKey' || name === 'Timestamp' || name.startsWith('odata.') || name.includes('@odata.')) continue;
+    if (v === null || v === undefined) continue;
+    const type = json[`${name}@odata.type`];
+    properties[name] = typeof type === 'string' ? decodeValue({ value: v, type: type.slice('Edm.'.length) }) : v;
+  }
+  const timestamp = serviceTimestamp(json.Timestamp);
+  return {
+    partitionKey: String(json.PartitionKey ?? ''),
+    rowKey: String(json.RowKey ?? ''),
+    etag,
+    ...(timestamp === undefined ? {} : { timestamp }),
+    properties,
+  };
+}
+
+/**
  * The service's Timestamp as text that sorts as it orders: `…:56.77Z` → `…:56.7700000Z` (Azure writes seven digits,
  * other services fewer). Undefined for anything else.
  */

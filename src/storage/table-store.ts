@@ -6,7 +6,8 @@
  */
 import { odata, TableClient, TableEntity, TableServiceClient } from '@azure/data-tables';
 import { ErrorCode, TablegraphError } from '../errors';
-import { deleteIfMatchPolicy, fromSdkEntity, selectWithKeys as withKeys, toSdkAction, toSdkEntity } from './edm';
+import { deleteIfMatchPolicy, fromSdkEntity, fromWireEntity, selectWithKeys as withKeys, toSdkAction, toSdkEntity } from './edm';
+import { PointReader } from './point-reader';
 import type { PropertyCipher } from './property-cipher';
 import { MAX_PAGE_SIZE, pagedRange, sortedRange, type CallCost, type RangePage } from './range-pages';
 
@@ -29,6 +30,8 @@ export type TableStoreOptions = ServiceAccess & {
   sortedRanges?: boolean;
   /** The SDK's exponential retry policy (408, 5xx; never other 4xx). Defaults: 3 retries, 500 ms, max 4000 ms. */
   retry?: { maxRetries?: number; retryDelayInMs?: number; maxRetryDelayInMs?: number };
+  /** Whether point queries go without the SDK's pipeline where an account key allows it (point-reader.ts). Default: true. */
+  leanPointQueries?: boolean;
 };
 
 /** Options of a conditional single-entity write: `ifMatch` is the ETag the caller read. */
@@ -73,6 +76,8 @@ export class TableStore {
   };
   /** Seals `@encrypted` properties on the way out and opens them on the way in (property-cipher.ts); absent: none. */
   private cipher?: PropertyCipher;
+  /** Point queries without the SDK's pipeline (point-reader.ts), for a connection string with an account key. */
+  private readonly points?: PointReader;
 
   /**
    * From now on, every entity written has the encrypted properties of its type sealed (before the size checks: a
@@ -89,7 +94,11 @@ export class TableStore {
 
   /** An entity as the SDK returns it → StoredEntity, its encrypted properties opened. */
   private decode(raw: Record<string, unknown>): StoredEntity {
-    const entity = fromSdkEntity(raw);
+    return this.opened(fromSdkEntity(raw));
+  }
+
+  /** The entity with its encrypted properties opened (property-cipher.ts), when a cipher is in use. */
+  private opened(entity: StoredEntity): StoredEntity {
     return this.cipher ? this.cipher.open(entity) : entity;
   }
 
@@ -110,6 +119,7 @@ export class TableStore {
         const url = TableServiceClient.fromConnectionString(opts.connectionString).url;
         this.clientOptions = { allowInsecureConnection: url.startsWith('http:'), retryOptions };
         this.service = TableServiceClient.fromConnectionString(opts.connectionString, this.clientOptions);
+        this.points = opts.leanPointQueries === false ? undefined : PointReader.fromConnectionString(opts.connectionString);
       }
     } catch (cause) {
       throw new TablegraphError(ErrorCode.CONFIG_INVALID, 'The storage connection string is invalid.', {}, { cause });
@@ -180,6 +190,15 @@ export class TableStore {
   async getEntity(addr: EntityAddress, opts?: CallOptions & { select?: string[] }): Promise<StoredEntity | null> {
     const client = this.checkedClient(addr);
     return this.call('pointQuery', opts, { operation: 'getEntity', ...addr }, async (signal, cost) => {
+      // The lean point query first (point-reader.ts); what it cannot tell for sure goes through the SDK. With tracing
+      // on, the SDK's own spans (and the trace context it sends) are wanted: the SDK alone.
+      if (this.points && !tracingOn()) {
+        const answer = await this.points.get(addr.table, addr.partitionKey, addr.rowKey, opts?.select && withKeys(opts.select), signal);
+        if (answer !== undefined) {
+          cost.entities = answer ? 1 : 0;
+          return answer && this.opened(fromWireEntity(answer.json, answer.etag));
+        }
+      }
       const queryOptions = { select: withKeys(opts?.select) };
       const options = { disableTypeConversion: true, queryOptions, abortSignal: signal };
       const request = client.getEntity<RawEntity>(addr.partitionKey, addr.rowKey, options);

@@ -1,7 +1,7 @@
 /**
  * The fan-out worker: a QueueWorker whose handler decodes each message of the queue (src/queue/messages.ts) and
- * dispatches on its kind: a write's or a move's derived entities reconciled (reconciler.ts), or the blobs of `@blob`
- * fields cleaned up (blob-cleanup.ts). Runs inside the server by
+ * dispatches on its kind: a write's or a move's derived entities reconciled (reconciler.ts), the blobs of `@blob`
+ * fields cleaned up (blob-cleanup.ts), or a batch's items (one group commit's writes) each as the message it holds. Runs inside the server by
  * default and alone as `npm run worker`; several workers on one queue are competing consumers ("Eventually
  * consistent transactions pattern").
  */
@@ -9,12 +9,13 @@ import type { Logger } from '../log';
 import type { Model } from '../model/types';
 import type { QueueStore } from '../storage/queue-store';
 import type { TableStore } from '../storage/table-store';
-import { decodeMessage, type BlobCleanupMessage, type EntityMessage, type QueueMessage } from '../queue/messages';
+import pLimit from 'p-limit';
+import { decodeMessage, encodeBatches, type BatchMessage, type BlobCleanupMessage, type EntityMessage } from '../queue/messages';
 import { contextOf, inSpan } from '../telemetry/spans';
 import { fanoutQueueNames } from '../queue/sender';
 import type { BlobStore } from '../storage/blob-store';
 import { cleanUpBlobs } from './blob-cleanup';
-import { QueueWorker } from './queue-worker';
+import { QueueWorker, type HandlerResult } from './queue-worker';
 import { reconcile, type ReconcileOptions } from './reconciler';
 import { ErrorCode, isTablegraphError } from '../errors';
 import type { PathGate } from '../read/path-gate';
@@ -49,6 +50,9 @@ export interface FanoutWorkerOptions {
   gate?: Pick<PathGate, 'assertServed'> & { movedTo?: ReconcileOptions['movedTo'] };
 }
 
+/** Receives before a message goes to the poison queue, when not given (QueueWorker's default). */
+const DEFAULT_MAX_DEQUEUE_COUNT = 5;
+
 /** How long a message touching a type being re-keyed waits before it is tried again (ms). */
 const REKEY_WAIT_MS = 5000;
 
@@ -72,15 +76,15 @@ export function createFanoutWorker(opts: FanoutWorkerOptions): QueueWorker {
       }
     },
     // The one dispatcher: every message of the queue by its kind (src/queue/messages.ts).
-    async handle(text) {
+    async handle(text, meta) {
       const message = decodeMessage(text);
-      // A span of its own trace, linked to the request whose write sent the message (spans.ts).
-      const attributes = { 'messaging.message.id': message.id, 'tablegraph.message.kind': message.kind, 'tablegraph.entity': message.entity };
-      return inSpan('worker.message', attributes, () => dispatch(message), { parent: 'root', links: [contextOf(message.traceparent)] });
+      if (message.kind !== 'batch') return inMessageSpan(message, () => dispatch(message));
+      const each = (item: EntityMessage) => inMessageSpan(item, () => handleEntityMessage(item, opts));
+      return handleBatch(message, each, meta.dequeueCount, opts.maxDequeueCount ?? DEFAULT_MAX_DEQUEUE_COUNT);
     },
   });
 
-  function dispatch(message: QueueMessage) {
+  function dispatch(message: EntityMessage | BlobCleanupMessage): Promise<HandlerResult> {
     switch (message.kind) {
       case 'blobCleanup':
         return handleBlobCleanup(message, opts);
@@ -89,6 +93,52 @@ export function createFanoutWorker(opts: FanoutWorkerOptions): QueueWorker {
         return handleEntityMessage(message, opts);
     }
   }
+}
+
+/** A span of its own trace, linked to the request whose write sent the message (spans.ts). */
+function inMessageSpan<T>(message: EntityMessage | BlobCleanupMessage, run: () => Promise<T>): Promise<T> {
+  const attributes = { 'messaging.message.id': message.id, 'tablegraph.message.kind': message.kind, 'tablegraph.entity': message.entity };
+  return inSpan('worker.message', attributes, run, { parent: 'root', links: [contextOf(message.traceparent)] });
+}
+
+/** How many of a batch's items are handled at once (messages). */
+const BATCH_CONCURRENCY = 16;
+
+/**
+ * A batch's items (the writes of one group commit), each handled as the message it is, at most BATCH_CONCURRENCY at
+ * once. Done when all are. Otherwise the message keeps only the items not done (HandlerResult `partly`): those that
+ * failed (each counted as a failure; the message's receives go on counting towards the poison queue) and those told
+ * to wait. Once the next receive would take it to the poison queue, the waiting ones go on as a message of their
+ * own instead, so that only the failing ones are poisoned.
+ * @param receives the message's receives so far (its dequeueCount); `maxReceives`: the poison threshold
+ */
+async function handleBatch(
+  batch: BatchMessage,
+  handle: (item: EntityMessage) => Promise<HandlerResult>,
+  receives: number,
+  maxReceives: number,
+): Promise<HandlerResult> {
+  const limit = pLimit(BATCH_CONCURRENCY);
+  const outcomes = await Promise.all(
+    batch.messages.map((item) =>
+      limit(() =>
+        handle(item).then(
+          (result) => ({ item, result, error: undefined }),
+          (error: unknown) => ({ item, result: undefined, error: error ?? new Error('handler failed') }),
+        ),
+      ),
+    ),
+  );
+  const failed = outcomes.filter((o) => o.error !== undefined);
+  const waiting = outcomes.flatMap((o) => (o.result?.kind === 'retryLater' ? [{ item: o.item, afterMs: o.result.afterMs }] : []));
+  if (failed.length === 0 && waiting.length === 0) return { kind: 'done' };
+  const afterMs = Math.max(0, ...waiting.map((w) => w.afterMs));
+  const text = (items: EntityMessage[]) => encodeBatches(items, Infinity, batch.enqueuedAt)[0].text;
+  const errors = failed.map((o) => o.error);
+  if (failed.length > 0 && waiting.length > 0 && receives >= maxReceives) {
+    return { kind: 'partly', rest: text(failed.map((o) => o.item)), failed: errors, afterMs, fresh: { text: text(waiting.map((w) => w.item)), afterMs } };
+  }
+  return { kind: 'partly', rest: text([...failed.map((o) => o.item), ...waiting.map((w) => w.item)]), failed: errors, afterMs };
 }
 
 /** A `@blob` field's cleanup (blob-cleanup.ts). */

@@ -12,8 +12,16 @@ import { checkQueueName, MAX_MESSAGE_BYTES, MAX_RECEIVE, MAX_VISIBILITY_SECONDS 
 import type { QueueStore, ReceivedMessage } from '../storage/queue-store';
 import { LagStats, LagSummary } from './lag-stats';
 
-/** What a handler decided: the message is done (deleted), or must come back after `afterMs` ms. */
-export type HandlerResult = { kind: 'done' } | { kind: 'retryLater'; afterMs: number };
+/**
+ * What a handler decided: the message is done (deleted); or it must come back after `afterMs` ms; or it is done in
+ * part (a batch of which some items are done): `rest` replaces its text and it comes back — after the failures'
+ * back-off when `failed` holds errors (each counted as a failed message, the receives counted on towards the poison
+ * queue), else after `afterMs` ms — and `fresh`, when given, is sent as a new message shown after its `afterMs`.
+ */
+export type HandlerResult =
+  | { kind: 'done' }
+  | { kind: 'retryLater'; afterMs: number }
+  | { kind: 'partly'; rest: string; failed: unknown[]; afterMs: number; fresh?: { text: string; afterMs: number } };
 
 export interface QueueWorkerOptions {
   queues: QueueStore;
@@ -209,7 +217,7 @@ export class QueueWorker {
     let failure: unknown;
     try {
       result = await this.o.handle(m.text, { id: m.id, dequeueCount: m.dequeueCount, insertedOn: m.insertedOn });
-      if (result?.kind !== 'done' && result?.kind !== 'retryLater') failure = new Error('no HandlerResult returned');
+      if (result?.kind !== 'done' && result?.kind !== 'retryLater' && result?.kind !== 'partly') failure = new Error('no HandlerResult returned');
     } catch (e) {
       failure = e;
     }
@@ -220,29 +228,17 @@ export class QueueWorker {
         this.counts.handled++;
         this.lastErrors.delete(m.id);
         this.recordLag(m);
+      } else if (failure === undefined && result?.kind === 'partly') {
+        await this.partly(m, ref, result);
       } else if (failure === undefined && result?.kind === 'retryLater') {
         this.counts.retried++;
         const afterSeconds = Math.max(1, Math.ceil(result.afterMs / 1000));
         // A message told to wait (for a write to show, a re-key to end) is no faulty one: at the poison threshold a
         // fresh copy, its receives counted anew, takes its place.
-        if (m.dequeueCount >= this.o.maxDequeueCount) await this.sendAgainFresh(m, ref, afterSeconds);
+        if (m.dequeueCount >= this.o.maxDequeueCount) await this.sendAgainFresh(m.text, ref, afterSeconds);
         else await this.hide(ref, afterSeconds);
       } else {
-        this.counts.failed++;
-        this.lastErrors.delete(m.id); // re-inserted as the newest; the oldest goes past the bound
-        this.lastErrors.set(m.id, this.noteError(failure));
-        if (this.lastErrors.size > MAX_REMEMBERED_ERRORS) this.lastErrors.delete(this.lastErrors.keys().next().value!);
-        const where = { err: failure, queue, messageId: m.id, dequeueCount: m.dequeueCount };
-        this.log.warn(where, 'queue worker: handler failed');
-        if (isTransientStorageError(failure) && m.dequeueCount >= this.o.maxDequeueCount) {
-          // Storage failing for now (no answer, throttling) is no fault of the message: rather than the poison queue
-          // at its next receive, a fresh copy (its receives counted anew) shown after a visibility timeout. Handlers
-          // are idempotent, so the copy is as good as the original.
-          await this.sendAgainFresh(m, ref, this.o.visibilityTimeoutSeconds);
-          this.counts.retried++;
-        }
-        // Exponential back-off per delivery, capped so a failing message is retried at least once per timeout.
-        else await this.hide(ref, Math.min(this.o.visibilityTimeoutSeconds, 2 ** (m.dequeueCount - 1)));
+        await this.failed(m, ref, [failure], m.text);
       }
     } catch (e) {
       // The message reappears when its visibility timeout ends; handlers are idempotent, so that is safe.
@@ -250,11 +246,51 @@ export class QueueWorker {
     }
   }
 
-  /** Replaces a message by a copy shown after `delaySeconds` (s), whose receives are counted from 0. */
-  private async sendAgainFresh(m: ReceivedMessage, ref: { id: string; popReceipt: string }, delaySeconds: number): Promise<void> {
-    const copy = await this.o.queues.send(this.o.queue, m.text, { visibilityDelaySeconds: delaySeconds });
-    this.deferred.set(copy.id, Date.now() + delaySeconds * 1000);
+  /**
+   * A message the handler failed on (`errors`: one, or each failed item of a batch, each counted): it comes back as
+   * `text` after an exponential back-off per delivery.
+   */
+  private async failed(m: ReceivedMessage, ref: { id: string; popReceipt: string }, errors: unknown[], text: string): Promise<void> {
+    const { queue } = this.o;
+    for (const failure of errors) {
+      this.counts.failed++;
+      this.lastErrors.delete(m.id); // re-inserted as the newest; the oldest goes past the bound
+      this.lastErrors.set(m.id, this.noteError(failure));
+      if (this.lastErrors.size > MAX_REMEMBERED_ERRORS) this.lastErrors.delete(this.lastErrors.keys().next().value!);
+      this.log.warn({ err: failure, queue, messageId: m.id, dequeueCount: m.dequeueCount }, 'queue worker: handler failed');
+    }
+    if (errors.every(isTransientStorageError) && m.dequeueCount >= this.o.maxDequeueCount) {
+      // Storage failing for now (no answer, throttling) is no fault of the message: rather than the poison queue
+      // at its next receive, a fresh copy (its receives counted anew) shown after a visibility timeout. Handlers
+      // are idempotent, so the copy is as good as the original.
+      await this.sendAgainFresh(text, ref, this.o.visibilityTimeoutSeconds);
+      this.counts.retried++;
+    }
+    // Exponential back-off per delivery, capped so a failing message is retried at least once per timeout.
+    else await this.hide(ref, Math.min(this.o.visibilityTimeoutSeconds, 2 ** (m.dequeueCount - 1)), text === m.text ? undefined : text);
+  }
+
+  /** A message done in part (HandlerResult `partly`). */
+  private async partly(m: ReceivedMessage, ref: { id: string; popReceipt: string }, result: Extract<HandlerResult, { kind: 'partly' }>): Promise<void> {
+    if (result.fresh) await this.sendPart(result.fresh.text, Math.ceil(result.fresh.afterMs / 1000));
+    if (result.failed.length > 0) return this.failed(m, ref, result.failed, result.rest);
+    this.counts.retried++;
+    const afterSeconds = Math.max(1, Math.ceil(result.afterMs / 1000));
+    if (m.dequeueCount >= this.o.maxDequeueCount) await this.sendAgainFresh(result.rest, ref, afterSeconds);
+    else await this.hide(ref, afterSeconds, result.rest);
+  }
+
+  /** Replaces a message by `text` shown after `delaySeconds` (s), whose receives are counted from 0. */
+  private async sendAgainFresh(text: string, ref: { id: string; popReceipt: string }, delaySeconds: number): Promise<void> {
+    await this.sendPart(text, delaySeconds);
     await this.o.queues.delete(this.o.queue, ref);
+  }
+
+  /** Sends `text` as a new message shown after `delaySeconds` (s, at most 7 days), remembered for drain(). */
+  private async sendPart(text: string, delaySeconds: number): Promise<void> {
+    const s = Math.min(Math.max(0, delaySeconds), MAX_VISIBILITY_SECONDS);
+    const copy = await this.o.queues.send(this.o.queue, text, { visibilityDelaySeconds: s });
+    this.deferred.set(copy.id, Date.now() + s * 1000);
   }
 
   /** Sends `{ message, id, dequeueCount, error?, poisonedAt }` to the poison queue, then deletes the original. */
@@ -271,10 +307,13 @@ export class QueueWorker {
     }
   }
 
-  /** Hides the message for `seconds` (at most the service's 7 days) and remembers when it is due again. */
-  private async hide(ref: { id: string; popReceipt: string }, seconds: number): Promise<void> {
+  /**
+   * Hides the message for `seconds` (at most the service's 7 days), its text replaced by `text` when given, and
+   * remembers when it is due again.
+   */
+  private async hide(ref: { id: string; popReceipt: string }, seconds: number, text?: string): Promise<void> {
     const s = Math.min(seconds, MAX_VISIBILITY_SECONDS);
-    const hidden = this.o.queues.defer(this.o.queue, ref, s);
+    const hidden = this.o.queues.defer(this.o.queue, ref, s, text);
     // When the defer fails, the message still stays hidden until its visibility timeout ends.
     const due = await hidden.then(
       () => s,

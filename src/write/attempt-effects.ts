@@ -1,10 +1,11 @@
 /**
  * What one attempt of a group commit does before its EGT, and undoes when it cannot commit (partition-committer.ts):
- * each write's fan-out message, then its unique keys' reservations ("Eventually consistent transactions pattern";
+ * its writes' fan-out messages (one queue message for the group where they fit), then each write's unique keys'
+ * reservations ("Eventually consistent transactions pattern";
  * reservations.ts, reservation-batches.ts). A crash after either leaves a message that names what to clean up.
  */
 import { addressKey } from '../storage/address-key';
-import { encodeMessage, entityMessage } from '../queue/messages';
+import { encodeBatches, entityMessage } from '../queue/messages';
 import type { SentMessage } from '../queue/sender';
 import { releaseReservations, reservationEntity, type HeldReservation, type KeyState } from './reservations';
 import { reserveKeys, type ReservationRequest } from './reservation-batches';
@@ -12,24 +13,58 @@ import { sendDropCleanup } from './blob-cleanup-send';
 import type { WritePlan } from './write-plan';
 import type { CommitContext, PendingWrite } from './commit-types';
 
+/**
+ * A queue message sent for an attempt's writes, held by those of them that may still commit: withdrawn once none
+ * does (each undone with its reservations released), kept while one may.
+ */
+export interface SharedMessage {
+  sent: SentMessage | void;
+  holders: Set<PendingWrite>;
+}
+
 /** One write's side effects made so far in an attempt, and the error that stopped it, if any. */
 export interface Effects {
-  sent?: SentMessage | void;
+  sent?: SharedMessage;
   held: HeldReservation[];
   error?: unknown;
 }
 
 /**
- * Sends a planned write's fan-out message (and its blobs' cleanup); records what it did in `effects` (its entry
- * is there at once, before the first storage call). @returns whether the write may go on to its reservations
+ * Sends the fan-out messages of a group's planned writes — as few queue messages as the size limit allows
+ * (messages.ts encodeBatches), Azure billing each one sent, received and deleted — after each write's blobs'
+ * cleanup; records what it did in `effects` (each write's entry is there at once, before the first storage call).
+ * @returns per write, whether it may go on to its reservations (its message is out)
  */
-export async function sendMessage(ctx: CommitContext, member: PendingWrite, plan: WritePlan, effects: Map<PendingWrite, Effects>): Promise<boolean> {
-  const { fanout } = ctx;
-  const done: Effects = { held: [] };
-  effects.set(member, done);
+export function sendMessages(
+  ctx: CommitContext,
+  planned: Array<{ member: PendingWrite; plan: WritePlan }>,
+  effects: Map<PendingWrite, Effects>,
+): Map<PendingWrite, Promise<boolean>> {
+  for (const { member } of planned) effects.set(member, { held: [] });
+  const all = (async () => {
+    const ready = await Promise.all(planned.map(({ member, plan }) => sendBlobCleanup(ctx, member, plan, effects.get(member)!)));
+    const sending = planned.filter(({ plan }, i) => ready[i] && plan.fanout);
+    const batches = encodeBatches(sending.map(({ plan }) => entityMessage(plan.fanout!)));
+    let next = 0;
+    await Promise.all(
+      batches.map(async ({ text, items }) => {
+        const members = sending.slice(next, (next += items.length)).map(({ member }) => member);
+        try {
+          const shared: SharedMessage = { sent: await ctx.fanout.send(text), holders: new Set(members) };
+          for (const m of members) effects.get(m)!.sent = shared;
+        } catch (error) {
+          for (const m of members) effects.get(m)!.error = error;
+        }
+      }),
+    );
+  })();
+  return new Map(planned.map(({ member }) => [member, all.then(() => effects.get(member)!.error === undefined)]));
+}
+
+/** A write's blobs' cleanup message, when it drops a blob. @returns whether it may go on (no error) */
+async function sendBlobCleanup(ctx: CommitContext, member: PendingWrite, plan: WritePlan, done: Effects): Promise<boolean> {
   try {
-    member.sendBy ??= await sendDropCleanup(member.write.entity, member.address, plan.previous, plan.values, fanout, ctx.blobCleanupDelaySeconds);
-    if (plan.fanout) done.sent = await fanout.send(encodeMessage(entityMessage(plan.fanout)));
+    member.sendBy ??= await sendDropCleanup(member.write.entity, member.address, plan.previous, plan.values, ctx.fanout, ctx.blobCleanupDelaySeconds);
     return true;
   } catch (error) {
     done.error = error;
@@ -81,11 +116,19 @@ export async function reserveKeysOf(
   for (const done of effects.values()) if (done.error !== undefined) done.held = done.held.filter(Boolean);
 }
 
-/** Withdraws an attempt's message and releases its reservations: for an attempt that can no longer commit. */
+/**
+ * Releases an attempt's reservations and lets go of its message, withdrawn once no write it carries may commit: for
+ * an attempt that can no longer commit.
+ */
 export async function undoEffects(ctx: CommitContext, member: PendingWrite, done: Effects): Promise<void> {
   const released = await releaseReservations(ctx.store, done.held, member.observer).catch(() => false);
-  // A reservation left behind is the worker's to clear, and the message names it: keep the message then.
-  if (released && done.sent && ctx.fanout.withdraw) await ctx.fanout.withdraw(done.sent).catch(() => undefined);
+  // A reservation left behind is the worker's to clear, and the message names it: keep the message then (the write
+  // stays one of its holders).
+  const shared = done.sent;
+  if (released && shared) {
+    shared.holders.delete(member);
+    if (shared.holders.size === 0 && shared.sent && ctx.fanout.withdraw) await ctx.fanout.withdraw(shared.sent).catch(() => undefined);
+  }
   done.held = [];
   done.sent = undefined;
 }

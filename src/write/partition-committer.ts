@@ -1,7 +1,8 @@
 /**
  * Group commit, the doing half (docs/architecture.md, "Group commit"): one committer per table and PartitionKey with
  * writes waiting. It takes every write that arrived while the previous EGT was in flight, reads what they need in one
- * wave, plans them as one EGT (group-plan.ts), puts each write's fan-out message on the queue and reserves unique
+ * wave, plans them as one EGT (group-plan.ts), puts its writes' fan-out messages on the queue (one queue message
+ * where they fit) and reserves unique
  * keys (attempt-effects.ts), and commits. One EGT of a partition is in flight at a time, so writes of one partition
  * keep their arrival order and never fail on each other's summary updates ("Entity Group Transactions"; the guide's
  * advice on a hot partition: batch its writes).
@@ -27,7 +28,7 @@ import { readEntity, readGroupState, readUniqueKeys, skipsRead } from './group-r
 import { etagAfter, writtenBy } from '../model/wide-entities';
 import { leaseMs, uniqueKeyTaken } from './reservations';
 import { confirmReservations } from './reservation-batches';
-import { keyState, reserveKeysOf, sendMessage, undoEffects, type Effects } from './attempt-effects';
+import { keyState, reserveKeysOf, sendMessages, undoEffects, type Effects } from './attempt-effects';
 import { captureContext, inSpan } from '../telemetry/spans';
 import type { CommitContext, PendingWrite } from './commit-types';
 
@@ -150,9 +151,9 @@ export class PartitionCommitter {
     // Messages first, then reservations: a crash after either leaves a message that names what to clean up.
     const effects = new Map<PendingWrite, Effects>();
     const reservedUntil = new Date(Date.now() + leaseMs(store.timeoutMs));
-    // Each write's reservations go out as soon as its own message has (those of one index partition once all of
-    // theirs have), not once every message of the group has.
-    const sent = new Map(group.planned.map(({ member, plan }) => [member, sendMessage(this.ctx, member, plan, effects)]));
+    // The group's messages go out as one queue message (or a few, beyond 64 KiB); each write's reservations as soon
+    // as its message is out (those of one index partition once all of theirs are).
+    const sent = sendMessages(this.ctx, group.planned, effects);
     await Promise.all([...sent.values(), reserveKeysOf(this.ctx, group.planned, keys, reservedUntil, effects, sent)]);
     const failed = group.planned.filter(({ member }) => effects.get(member)!.error !== undefined);
     await Promise.all(failed.map(({ member }) => undoEffects(this.ctx, member, effects.get(member)!)));

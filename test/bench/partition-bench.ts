@@ -23,6 +23,7 @@ import type { StorageObserver } from '../../src/storage/types';
 import { WriteExecutor } from '../../src/write/write-executor';
 import { type FanoutSender } from '../../src/queue/sender';
 import { compileHr } from '../support/harness';
+import { cpuMsOf } from './bench-process';
 
 const WRITES = Number(process.argv[2] ?? 1000);
 const CONCURRENCY = [8, 32, 128];
@@ -39,6 +40,18 @@ interface Result {
   messages?: number;
   /** Queue calls: messages sent and withdrawn. */
   queueCalls?: number;
+  /** CPU time (ms) of Azurite and of this process (the writer) during the run. */
+  azuriteMs: number;
+  writerMs: number;
+}
+
+/** Runs `run`, measuring Azurite's CPU and this process's (ms). */
+async function withCpu<T>(azuritePid: number, run: () => Promise<T>): Promise<T & { azuriteMs: number; writerMs: number }> {
+  const azurite0 = cpuMsOf(azuritePid);
+  const own0 = process.cpuUsage();
+  const result = await run();
+  const own = process.cpuUsage(own0);
+  return { ...result, azuriteMs: cpuMsOf(azuritePid) - azurite0, writerMs: (own.user + own.system) / 1000 };
 }
 
 function percentile(values: number[], p: number): number {
@@ -80,6 +93,8 @@ function row(r: Result, baseline?: Result): string {
     ((r.roundTrips + (r.queueCalls ?? 0)) / r.writes).toFixed(2).padStart(9),
     (r.messages === undefined ? '—' : (r.messages / (r.writes - r.failed)).toFixed(2)).padStart(9),
     String(r.failed).padStart(7),
+    (r.azuriteMs / r.writes).toFixed(2).padStart(11),
+    (r.writerMs / r.writes).toFixed(2).padStart(10),
     (baseline ? `${(rate / ((baseline.writes - baseline.failed) / baseline.seconds)).toFixed(2)}x` : '').padStart(7),
   ];
   return cells.join(' ');
@@ -92,7 +107,7 @@ async function main(): Promise<void> {
     const queues = new QueueStore({ connectionString: azurite.connectionString, timeoutMs: 60_000 });
     console.log(`one department, ${WRITES} creates per run, in-memory Azurite 3.37, Node ${process.version}`);
     console.log(
-      `${'run'.padEnd(44)} ${'writes/s'.padStart(8)} ${'p50 / p99 ms'.padStart(16)} ${'EGTs/w'.padStart(8)} ${'trips/w'.padStart(10)} ${'calls/w'.padStart(9)} ${'msgs/ack'.padStart(9)} ${'failed'.padStart(7)} ${'ratio'.padStart(7)}`,
+      `${'run'.padEnd(44)} ${'writes/s'.padStart(8)} ${'p50 / p99 ms'.padStart(16)} ${'EGTs/w'.padStart(8)} ${'trips/w'.padStart(10)} ${'calls/w'.padStart(9)} ${'msgs/ack'.padStart(9)} ${'failed'.padStart(7)} ${'Azurite ms/w'.padStart(11)} ${'writer ms/w'.padStart(10)} ${'ratio'.padStart(7)}`,
     );
     for (const concurrency of CONCURRENCY) {
       const prefix = `pb${concurrency}`;
@@ -125,7 +140,7 @@ async function main(): Promise<void> {
         salaryOrHourly: 'SALARY',
         annualSalary: `${50000 + i}.25`,
       });
-      const ours = await timed(WRITES, concurrency, async (i) => void (await executor.execute(create, input(i), observer)));
+      const ours = await withCpu(azurite.pid, () => timed(WRITES, concurrency, async (i) => void (await executor.execute(create, input(i), observer))));
       const hot = await store.getEntity({ table: `${prefix}Directory`, partitionKey: 'HOT', rowKey: 'department' });
       const done = WRITES - ours.failed;
       if (hot?.properties.employeeCount !== done) console.error(`employeeCount ${String(hot?.properties.employeeCount)} after ${done} creates`);
@@ -140,6 +155,8 @@ async function main(): Promise<void> {
         roundTrips,
         messages,
         queueCalls: messages + withdrawn,
+        azuriteMs: ours.azuriteMs,
+        writerMs: ours.writerMs,
       };
 
       // Baseline: each write's own entities as one EGT of upserts, raw SDK, no summary, nothing else.
@@ -147,12 +164,14 @@ async function main(): Promise<void> {
       const employee = baseModel.entities.get('Employee')!;
       const directory = TableClient.fromConnectionString(azurite.connectionString, employee.layout.table, { allowInsecureConnection: true });
       await store.ensureTable(employee.layout.table);
-      const base = await timed(WRITES, concurrency, async (i) => {
-        const w = entityWrites(employee, input(i));
-        const own = [w.primary, ...w.indexes.filter((x) => x.table === employee.layout.table)];
-        const actions: TransactionAction[] = own.map((x) => ['upsert', toSdkEntity(x.entity), 'Replace']);
-        await directory.submitTransaction(actions);
-      });
+      const base = await withCpu(azurite.pid, () =>
+        timed(WRITES, concurrency, async (i) => {
+          const w = entityWrites(employee, input(i));
+          const own = [w.primary, ...w.indexes.filter((x) => x.table === employee.layout.table)];
+          const actions: TransactionAction[] = own.map((x) => ['upsert', toSdkEntity(x.entity), 'Replace']);
+          await directory.submitTransaction(actions);
+        }),
+      );
       const baseline: Result = {
         name: `baseline: raw EGT per write, ${concurrency} in flight`,
         writes: WRITES,
@@ -162,6 +181,8 @@ async function main(): Promise<void> {
         p99: percentile(base.latencies, 99),
         egts: WRITES,
         roundTrips: WRITES,
+        azuriteMs: base.azuriteMs,
+        writerMs: base.writerMs,
       };
       console.log(row(baseline));
       console.log(row(tablegraph, baseline));

@@ -1,13 +1,17 @@
 /**
  * tablegraph against the server a user would write by hand (peer-server.ts: Apollo Server 5, one resolver, a
  * per-request DataLoader over `TableClient.getEntity`), on one in-memory Azurite, the same employee read by all: raw
- * `getEntity` calls (the floor), the hand-written server and tablegraph (compiled, as `npm start` runs it, its request
- * log at info to /dev/null), each a process of its own, in interleaved rounds; and `{ __typename }` on both servers.
+ * `getEntity` calls (the floor), the ceiling of any server (ceiling-server.ts: node:http and one signed REST GET, no
+ * GraphQL), the hand-written server and tablegraph (compiled, as `npm start` runs it, its request
+ * log at info to /dev/null), each a process of its own, in interleaved rounds; the same on employees drawn at random
+ * among 1,000 (two requests in flight then seldom read one entity, so tablegraph sends about one point query per
+ * request, as the hand-written server does); and `{ __typename }` on both servers.
  *
  *   npx tsx test/bench/peer-bench.ts [--seconds 5] [--rounds 3] [--concurrency 16]
  *
- * Prints per kind: requests per second (median of the rounds), the ratio to the hand-written server's, and the
- * server's CPU per request (ms, from /proc: user + system). The targets of tablegraph's read path: point queries at
+ * Prints per kind: requests per second (median of the rounds), the ratio to the hand-written server's, the server's
+ * CPU per request (ms, from /proc: user + system), Azurite's and the load generator's (on two cores all three share
+ * them, so each one's CPU bounds the others' rate). The targets of tablegraph's read path: point queries at
  * least 1.25× the hand-written server's, at no more CPU per request; `{ __typename }` at least 1.25× too.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -45,10 +49,10 @@ async function drive(call: () => Promise<void>): Promise<{ calls: number; perSec
   return { calls, perSecond: calls / SECONDS };
 }
 
-/** The hand-written server, once it listens. */
-async function startPeer(connectionString: string, port: number): Promise<ChildProcess> {
+/** A server of test/bench (the hand-written one, the ceiling), once it listens. */
+async function startPeer(script: string, connectionString: string, port: number): Promise<ChildProcess> {
   // One process (tsx as a loader, not its CLI, which runs the script in a child): its CPU is the server's.
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(__dirname, 'peer-server.ts')], {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(__dirname, script)], {
     cwd: ROOT,
     env: benchEnv({ PORT: String(port), PEER_CONNECTION_STRING: connectionString, PEER_TABLE: `${PREFIX}Directory`, NODE_ENV: 'production' }),
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -61,7 +65,7 @@ async function startPeer(connectionString: string, port: number): Promise<ChildP
     };
     child.stdout!.on('data', seen);
     child.stderr!.on('data', seen);
-    child.once('exit', () => reject(new Error(`the hand-written server exited:\n${out}`)));
+    child.once('exit', () => reject(new Error(`${script} exited:\n${out}`)));
   });
   return child;
 }
@@ -72,7 +76,7 @@ async function main(): Promise<void> {
   const pools: Pool[] = [];
   try {
     await seedBenchEmployees(azurite.connectionString, PREFIX, DEPARTMENT, 1000);
-    const [ours, theirs] = [await freePort(), await freePort()];
+    const [ours, theirs, bare] = [await freePort(), await freePort(), await freePort()];
     const tablegraph = (
       await startServerProcess(commandArgs('start', 'dist'), ours, {
         AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString,
@@ -83,8 +87,10 @@ async function main(): Promise<void> {
       })
     ).child;
     children.push(tablegraph);
-    const peer = await startPeer(azurite.connectionString, theirs);
+    const peer = await startPeer('peer-server.ts', azurite.connectionString, theirs);
     children.push(peer);
+    const ceiling = await startPeer('ceiling-server.ts', azurite.connectionString, bare);
+    children.push(ceiling);
     const raw = TableClient.fromConnectionString(azurite.connectionString, `${PREFIX}Directory`, { allowInsecureConnection: true });
     // undici's Pool, not fetch: fetch's WHATWG layers cost the load generator about twice the CPU per call.
     const poolOf = (port: number) => {
@@ -96,31 +102,45 @@ async function main(): Promise<void> {
         if (res.statusCode !== 200 || json.errors) throw new Error(`${res.statusCode} ${JSON.stringify(json.errors)}`);
       };
     };
-    const [toOurs, toTheirs] = [poolOf(ours), poolOf(theirs)];
+    const [toOurs, toTheirs, toBare] = [poolOf(ours), poolOf(theirs), poolOf(bare)];
     const point = JSON.stringify({
       query: 'query Point($d: ID!, $id: ID!) { employee(departmentId: $d, id: $id) { id firstName lastName title } }',
       variables: { d: DEPARTMENT, id: '7' },
     });
     const typename = '{"query":"{ __typename }"}';
+    // The same query for an employee drawn at random among the 1,000 seeded: no two requests in flight share a read.
+    const distinct = () =>
+      JSON.stringify({
+        query: 'query Point($d: ID!, $id: ID!) { employee(departmentId: $d, id: $id) { id firstName lastName title } }',
+        variables: { d: DEPARTMENT, id: String(1 + Math.floor(Math.random() * 1000)) },
+      });
     const kinds: Array<{ name: string; pid?: number; call: () => Promise<void> }> = [
       {
         name: 'raw getEntity',
         call: async () => void (await raw.getEntity(DEPARTMENT, 'empid_00000007', { queryOptions: { select: ['firstName', 'lastName', 'title'] } })),
       },
+      { name: 'ceiling: HTTP + one REST GET, no GraphQL', pid: ceiling.pid, call: () => toBare('/', point) },
       { name: 'hand-written point query', pid: peer.pid, call: () => toTheirs('/', point) },
       { name: 'tablegraph point query', pid: tablegraph.pid, call: () => toOurs('/graphql', point) },
+      { name: 'hand-written, distinct employees', pid: peer.pid, call: () => toTheirs('/', distinct()) },
+      { name: 'tablegraph, distinct employees', pid: tablegraph.pid, call: () => toOurs('/graphql', distinct()) },
       { name: 'hand-written { __typename }', pid: peer.pid, call: () => toTheirs('/', typename) },
       { name: 'tablegraph { __typename }', pid: tablegraph.pid, call: () => toOurs('/graphql', typename) },
     ];
-    const results = new Map<string, { perSecond: number[]; cpuMs: number[] }>();
+    const results = new Map<string, { perSecond: number[]; cpuMs: number[]; azuriteMs: number[]; clientMs: number[] }>();
     for (const k of kinds) await drive(k.call); // warm-up: JIT, connections
     for (let round = 0; round < ROUNDS; round++) {
       for (const k of kinds) {
         const cpu0 = k.pid ? cpuMsOf(k.pid) : 0;
+        const azurite0 = cpuMsOf(azurite.pid);
+        const client0 = process.cpuUsage();
         const { calls, perSecond } = await drive(k.call);
-        const r = results.get(k.name) ?? { perSecond: [], cpuMs: [] };
+        const client = process.cpuUsage(client0);
+        const r = results.get(k.name) ?? { perSecond: [], cpuMs: [], azuriteMs: [], clientMs: [] };
         r.perSecond.push(perSecond);
         if (k.pid) r.cpuMs.push((cpuMsOf(k.pid) - cpu0) / calls);
+        r.azuriteMs.push((cpuMsOf(azurite.pid) - azurite0) / calls);
+        r.clientMs.push((client.user + client.system) / 1000 / calls);
         results.set(k.name, r);
       }
     }
@@ -129,19 +149,28 @@ async function main(): Promise<void> {
     console.log(
       `peer benchmark: ${ROUNDS} interleaved rounds of ${SECONDS} s per kind, ${CONCURRENCY} in flight, Azurite in memory, ${os.cpus().length} cores`,
     );
-    console.log('kind | per second (median) | vs the hand-written server | server CPU per request, ms');
+    console.log('kind | per second (median) | vs the hand-written server | server CPU per request, ms | Azurite CPU, ms | load generator CPU, ms');
     for (const k of kinds) {
-      const base = k.name.includes('__typename') ? 'hand-written { __typename }' : 'hand-written point query';
+      const base = k.name.includes('__typename')
+        ? 'hand-written { __typename }'
+        : k.name.includes('distinct')
+          ? 'hand-written, distinct employees'
+          : 'hand-written point query';
       const ratio = k.name === 'raw getEntity' ? '-' : `${(rate(k.name) / rate(base)).toFixed(2)}x`;
-      console.log(`${k.name} | ${rate(k.name).toFixed(0)} | ${ratio} | ${k.pid ? cpu(k.name).toFixed(3) : '-'}`);
+      const r = results.get(k.name)!;
+      console.log(
+        `${k.name} | ${rate(k.name).toFixed(0)} | ${ratio} | ${k.pid ? cpu(k.name).toFixed(3) : '-'} | ${median(r.azuriteMs).toFixed(3)} | ${median(r.clientMs).toFixed(3)}`,
+      );
     }
     const pointRatio = rate('tablegraph point query') / rate('hand-written point query');
     const cpuRatio = cpu('tablegraph point query') / cpu('hand-written point query');
     const typenameRatio = rate('tablegraph { __typename }') / rate('hand-written { __typename }');
+    const distinctRatio = rate('tablegraph, distinct employees') / rate('hand-written, distinct employees');
     console.log(
       `targets: point queries ${pointRatio.toFixed(2)}x the hand-written server's (≥ 1.25: ${pointRatio >= 1.25 ? 'met' : 'not met'}), ` +
         `CPU per point query ${cpuRatio.toFixed(2)}x its (≤ 1: ${cpuRatio <= 1 ? 'met' : 'not met'}), ` +
-        `{ __typename } ${typenameRatio.toFixed(2)}x (≥ 1.25: ${typenameRatio >= 1.25 ? 'met' : 'not met'})`,
+        `{ __typename } ${typenameRatio.toFixed(2)}x (≥ 1.25: ${typenameRatio >= 1.25 ? 'met' : 'not met'}); ` +
+        `distinct employees ${distinctRatio.toFixed(2)}x (no target: reads seldom shared)`,
     );
   } finally {
     await Promise.all(pools.map((p) => p.close()));

@@ -14,7 +14,8 @@ import type { Model } from '../../src/model/types';
 import type { QueueStore } from '../../src/storage/queue-store';
 import type { TableStore } from '../../src/storage/table-store';
 import { reconcile, type ReconcileOptions, type ReconcileResult } from '../../src/worker/reconciler';
-import { decodeEntityMessage, type EntityMessage } from '../../src/queue/messages';
+import { randomUUID } from 'node:crypto';
+import { decodeEntityMessages, type EntityMessage } from '../../src/queue/messages';
 import type { FanoutSender, SentMessage } from '../../src/write/write-executor';
 import { WriteExecutor } from '../../src/write/write-executor';
 import { queueSender, fanoutQueueNames } from '../../src/queue/sender';
@@ -69,18 +70,24 @@ export class RecordingSender implements FanoutSender {
    * `messages`, as a queue may have delivered them already; a count of committed writes leaves them out.
    */
   readonly withdrawn = new Set<string>();
-  /** Called with each message after it is recorded; the write waits for it. */
+  /** Called with each message after it is recorded (each of a batch's, in order); the write waits for it. */
   onSend?: (m: EntityMessage) => void | Promise<void>;
+  /** The write messages each queue message sent carried (one, or a group commit's batch), by its reference id. */
+  private readonly carried = new Map<string, EntityMessage[]>();
 
   async send(text: string): Promise<SentMessage> {
-    const m = decodeEntityMessage(text);
-    this.messages.push(m);
-    await this.onSend?.(m);
-    return { id: m.id, popReceipt: '' };
+    const items = decodeEntityMessages(text);
+    const id = randomUUID();
+    this.carried.set(id, items);
+    for (const m of items) {
+      this.messages.push(m);
+      await this.onSend?.(m);
+    }
+    return { id, popReceipt: '' };
   }
 
   async withdraw(sent: SentMessage): Promise<void> {
-    this.withdrawn.add(sent.id);
+    for (const m of this.carried.get(sent.id) ?? []) this.withdrawn.add(m.id);
   }
 
   /** The messages no attempt withdrew: one per committed write that changed something derived. */

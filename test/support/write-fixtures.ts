@@ -15,7 +15,7 @@ import type { TableStore } from '../../src/storage/table-store';
 import type { EntityAddress, StoredEntity, TypedValue } from '../../src/storage/types';
 import { fanoutQueueNames } from '../../src/queue/sender';
 import { reconcile, type ReconcileResult } from '../../src/worker/reconciler';
-import { decodeEntityMessage, type EntityMessage } from '../../src/queue/messages';
+import { decodeEntityMessages, type EntityMessage } from '../../src/queue/messages';
 import { DIRECTIVES_FILE, startTestServer, type TestServer } from './harness';
 
 /** Every stored field of Employee, plus its ETag. */
@@ -123,7 +123,10 @@ export async function pollUntil<T>(what: string, probe: () => Promise<T | undefi
   }
 }
 
-/** The fan-out messages now visible on the queue of `tablePrefix`, received (hidden 30 s) but not deleted. */
+/**
+ * The fan-out messages now visible on the queue of `tablePrefix`, received (hidden 30 s) but not deleted: each
+ * write's message, those of one batch (a group commit's) with the same queue message's `ref`.
+ */
 export async function receiveFanout(
   queues: QueueStore,
   tablePrefix: string,
@@ -133,7 +136,7 @@ export async function receiveFanout(
   for (;;) {
     const batch = await queues.receive(queue, { max: 32, visibilityTimeoutSeconds: 30 });
     if (batch.length === 0) return out;
-    for (const m of batch) out.push({ message: decodeEntityMessage(m.text), ref: { id: m.id, popReceipt: m.popReceipt } });
+    for (const m of batch) for (const message of decodeEntityMessages(m.text)) out.push({ message, ref: { id: m.id, popReceipt: m.popReceipt } });
   }
 }
 
@@ -151,11 +154,16 @@ export async function drainFanout(opts: {
 }): Promise<Array<{ message: EntityMessage; result: ReconcileResult }>> {
   const { queue } = fanoutQueueNames(opts.tablePrefix);
   const handled: Array<{ message: EntityMessage; result: ReconcileResult }> = [];
-  for (const { message, ref } of await receiveFanout(opts.queues, opts.tablePrefix)) {
+  // A queue message is deleted once every write's message it carries is reconciled.
+  const notDone = new Map<string, number>();
+  const received = await receiveFanout(opts.queues, opts.tablePrefix);
+  for (const { message, ref } of received) {
     const result = await reconcile(message, { model: opts.model, store: opts.store, settleMs: opts.settleMs ?? 0, holdMs: 0 });
-    if (result.kind === 'done') await opts.queues.delete(queue, ref);
+    notDone.set(ref.id, (notDone.get(ref.id) ?? 0) + (result.kind === 'done' ? 0 : 1));
     handled.push({ message, result });
   }
+  const refs = new Map(received.map(({ ref }) => [ref.id, ref]));
+  for (const [id, ref] of refs) if (notDone.get(id) === 0) await opts.queues.delete(queue, ref);
   return handled;
 }
 

@@ -1,0 +1,168 @@
+/**
+ * What depends on a GraphQL document alone, computed once per document and kept: the document parsed and validated
+ * (the schema's rules and the document limits), its operation compiled to a function (graphql-jit), the variables its
+ * demand estimate depends on, and the estimates already made for their values. The query lane (query-lane.ts) serves
+ * a request of a prepared operation without parsing, validating or planning anything again; nothing of a request —
+ * its variables' other values, its token, its caller's scopes — is part of what is kept.
+ *
+ * Kept: up to 500 documents of at most 64 KiB of text each, the least recently used going first (lru-cache). The
+ * cache belongs to one application, so to one schema: a server serving another schema has another.
+ */
+import { compileQuery, isCompiledQuery, type CompiledQuery } from 'graphql-jit';
+import { LRUCache } from 'lru-cache';
+import {
+  Kind,
+  parse,
+  specifiedRules,
+  validate,
+  visit,
+  type DocumentNode,
+  type FragmentDefinitionNode,
+  type GraphQLSchema,
+  type OperationDefinitionNode,
+  type ValidationRule,
+} from 'graphql';
+import type { Model } from '../model/types';
+import { estimateDemand, type DemandEstimate } from '../read/demand';
+
+/** A query operation ready to run, and what its demand estimate depends on. */
+export interface PreparedOperation {
+  document: DocumentNode;
+  operation: OperationDefinitionNode;
+  /** The operation's name, if it has one. */
+  name?: string;
+  /** The operation compiled (graphql-jit): runs it with a root value, a context and the variables. */
+  compiled: CompiledQuery;
+  /**
+   * The operation's worst case for `variables` (src/read/demand.ts), computed once per value of the variables it
+   * depends on (those given as a connection's `first`).
+   */
+  estimate(variables: Record<string, unknown>): DemandEstimate;
+}
+
+export interface PreparedDocumentsOptions {
+  schema: GraphQLSchema;
+  model: Model;
+  /** Validation rules beside graphql-js's own (the document limits). */
+  validationRules: readonly ValidationRule[];
+  /** The parser's options (the token limit). */
+  parseOptions: { maxTokens: number };
+  /** Documents kept (documents). Default: 500. */
+  maxDocuments?: number;
+}
+
+/** What a document of the lane is: its operations, each prepared; or not one for the lane (`null`). */
+type Entry = { operations: Map<string | undefined, PreparedOperation> } | null;
+
+/** Longest query text kept (characters): a longer one is prepared for each request, as Apollo would. */
+const MAX_TEXT = 65_536;
+/** Estimates kept per operation (values of its `first` variables). */
+const MAX_ESTIMATES = 32;
+
+export class PreparedDocuments {
+  private readonly cache: LRUCache<string, { entry: Entry }>;
+
+  constructor(private readonly opts: PreparedDocumentsOptions) {
+    this.cache = new LRUCache({ max: opts.maxDocuments ?? 500 });
+  }
+
+  /** The schema the documents are prepared against. */
+  get schema(): GraphQLSchema {
+    return this.opts.schema;
+  }
+
+  /**
+   * The prepared operation `operationName` names in `query` (the only one when none is named), or undefined when the
+   * request is not one for the lane: a document that does not parse or validate (its errors are Apollo's to word), a
+   * mutation or subscription, introspection, `@defer` or `@stream`, an operation name the document does not have.
+   */
+  get(query: string, operationName: string | undefined): PreparedOperation | undefined {
+    if (query.length > MAX_TEXT) return undefined;
+    let held = this.cache.get(query);
+    if (!held) {
+      held = { entry: this.prepare(query) };
+      this.cache.set(query, held);
+    }
+    const operations = held.entry?.operations;
+    if (!operations) return undefined;
+    // Without a name, the document's only operation (kept under `undefined` too when the document has one).
+    return operations.get(operationName);
+  }
+
+  private prepare(query: string): Entry {
+    const { schema } = this.opts;
+    let document: DocumentNode;
+    try {
+      document = parse(query, this.opts.parseOptions);
+    } catch {
+      return null;
+    }
+    if (!laneable(document)) return null;
+    if (validate(schema, document, [...specifiedRules, ...this.opts.validationRules]).length > 0) return null;
+    const fragments: Record<string, FragmentDefinitionNode> = {};
+    for (const d of document.definitions) if (d.kind === Kind.FRAGMENT_DEFINITION) fragments[d.name.value] = d;
+    const operations = new Map<string | undefined, PreparedOperation>();
+    const all = document.definitions.filter((d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION);
+    for (const operation of all) {
+      if (operation.operation !== 'query') continue;
+      const name = operation.name?.value;
+      const compiled = compileQuery(schema, document, name);
+      if (!isCompiledQuery(compiled)) continue;
+      operations.set(all.length === 1 ? undefined : name, { document, operation, name, compiled, estimate: this.estimator(operation, fragments) });
+      if (all.length === 1 && name !== undefined) operations.set(name, operations.get(undefined)!);
+    }
+    return operations.size > 0 ? { operations } : null;
+  }
+
+  /** The operation's estimate, memoised by the values of the variables its connections' `first` take. */
+  private estimator(operation: OperationDefinitionNode, fragments: Record<string, FragmentDefinitionNode>): PreparedOperation['estimate'] {
+    const { schema, model } = this.opts;
+    const names = firstVariables(operation, fragments);
+    const memo = new Map<string, DemandEstimate>();
+    return (variables) => {
+      const key = names.length === 0 ? '' : JSON.stringify(names.map((n) => variables[n] ?? null));
+      let estimate = memo.get(key);
+      if (!estimate) {
+        estimate = estimateDemand(schema, model, operation, fragments, variables);
+        if (memo.size >= MAX_ESTIMATES) memo.delete(memo.keys().next().value!);
+        memo.set(key, estimate);
+      }
+      return estimate;
+    };
+  }
+}
+
+/** A document the lane runs: no introspection field beyond `__typename`, no `@defer` or `@stream`. */
+function laneable(document: DocumentNode): boolean {
+  let ok = true;
+  visit(document, {
+    Field(node) {
+      if (node.name.value.startsWith('__') && node.name.value !== '__typename') ok = false;
+    },
+    Directive(node) {
+      if (node.name.value === 'defer' || node.name.value === 'stream') ok = false;
+    },
+  });
+  return ok;
+}
+
+/** The variables an operation passes as a `first` argument, its fragments' included (what its estimate depends on). */
+function firstVariables(operation: OperationDefinitionNode, fragments: Record<string, FragmentDefinitionNode>): string[] {
+  const names = new Set<string>();
+  const seen = new Set<string>();
+  const walk = (node: OperationDefinitionNode | FragmentDefinitionNode) =>
+    visit(node, {
+      Argument(arg) {
+        if (arg.name.value === 'first' && arg.value.kind === Kind.VARIABLE) names.add(arg.value.name.value);
+      },
+      FragmentSpread(spread) {
+        const f = fragments[spread.name.value];
+        if (f && !seen.has(f.name.value)) {
+          seen.add(f.name.value);
+          walk(f);
+        }
+      },
+    });
+  walk(operation);
+  return [...names].sort();
+}

@@ -1,0 +1,135 @@
+/**
+ * The query lane: a JSON `POST /graphql` of a query operation whose document is prepared (prepared-documents.ts) runs
+ * here, on node:http, without Apollo Server's request pipeline — per request only what depends on the request: the
+ * variables coerced, the context (token, rate, admission: the same function Apollo is given), the demand estimate for
+ * the variables' `first` values (kept per document), the heavy queries' admission, the compiled operation run, its
+ * errors logged and formatted, the cost and consistency extensions. What the lane does not take — a document that does
+ * not parse or validate, a mutation, a subscription, introspection, an automatic persisted query — and every refusal
+ * before execution (a token, a rate, the demand budget, the admission) goes on to Apollo, with the context the lane
+ * made or its refusal, so that each is answered as before, exactly once.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { getVariableValues, type ExecutionResult, type GraphQLError, type GraphQLFormattedError } from 'graphql';
+import type { Logger } from '../log';
+import { ErrorCode, isTablegraphError, type TablegraphError } from '../errors';
+import type { RequestContext } from '../resolvers/context';
+import type { AdmissionTicket, RequestAdmission } from '../read/request-admission';
+import { unwrapResolverError } from '@apollo/server/errors';
+import type { Model } from '../model/types';
+import type { PreparedDocuments, PreparedOperation } from './prepared-documents';
+import { costExtensions } from './cost-extensions';
+import { scopeMemo } from './cost-visibility';
+import type { DemandBudget } from './demand-plugin';
+import { retryAfterSeconds } from './format-error';
+import { logRequestErrors } from './request-log';
+import type { GraphqlParams } from './trusted-documents';
+
+/** How the lane answers: served, or handed to Apollo with the context to use (made, or its refusal). */
+export type LaneOutcome = { served: true } | { served: false; context?: () => Promise<RequestContext> };
+
+export interface QueryLaneOptions {
+  prepared: PreparedDocuments;
+  model: Model;
+  /** Builds each request's context, or throws its refusal (the function Apollo is given). */
+  context: (args: { req: IncomingMessage; res: ServerResponse }) => Promise<RequestContext>;
+  log: Logger;
+  budget: DemandBudget;
+  /** The heavy queries' admission (request-admission.ts); absent: none. */
+  admission?: RequestAdmission;
+  /** Apollo's `formatError` hook, as the server configures it (format-error.ts). */
+  formatError(formatted: GraphQLFormattedError, error: unknown): GraphQLFormattedError;
+}
+
+/**
+ * The lane for one application (one schema).
+ * @returns serve(req, res, params): the request answered, or what Apollo is to answer it with
+ */
+export function queryLane(opts: QueryLaneOptions): (req: IncomingMessage, res: ServerResponse, params: GraphqlParams) => Promise<LaneOutcome> {
+  const scoped = scopeMemo(opts.model);
+  return async (req, res, params) => {
+    const operation = preparedOf(opts, params);
+    if (!operation) return { served: false };
+    const variables = (params.variables ?? {}) as Record<string, unknown>;
+    // Variables that do not coerce are Apollo's to refuse (its words, its status).
+    if ('errors' in getVariableValues(opts.prepared.schema, operation.operation.variableDefinitions ?? [], variables)) return { served: false };
+    let context: RequestContext;
+    try {
+      context = await opts.context({ req, res });
+    } catch (e) {
+      return { served: false, context: () => Promise.reject(e) };
+    }
+    const handOver = { served: false as const, context: () => Promise.resolve(context) };
+    const estimate = operation.estimate(variables);
+    if (estimate.storageCalls > opts.budget.maxStorageCalls || estimate.nodes > opts.budget.maxNodes) return handOver;
+    context.demand = estimate;
+    let ticket: AdmissionTicket | undefined;
+    if (opts.admission) {
+      try {
+        ticket = await opts.admission.admit(estimate.storageCalls, context.deadline);
+      } catch (e) {
+        if (!isTablegraphError(e)) throw e;
+        return handOver;
+      }
+    }
+    try {
+      const result = await operation.compiled.query(undefined, context, variables);
+      answer(res, respond(opts, operation, context, result, scoped(opts.prepared.schema, operation.document, context.principal)));
+    } finally {
+      ticket?.release();
+    }
+    return { served: true };
+  };
+}
+
+function preparedOf(opts: QueryLaneOptions, params: GraphqlParams): PreparedOperation | undefined {
+  const { query, operationName, variables, extensions } = params;
+  if (typeof query !== 'string' || (extensions as { persistedQuery?: unknown } | undefined)?.persistedQuery !== undefined) return undefined;
+  if (operationName !== undefined && operationName !== null && typeof operationName !== 'string') return undefined;
+  if (variables !== undefined && variables !== null && (typeof variables !== 'object' || Array.isArray(variables))) return undefined;
+  return opts.prepared.get(query, operationName ?? undefined);
+}
+
+/** The response of an operation that ran: its data, its errors (logged, formatted), its extensions, its status. */
+function respond(
+  opts: QueryLaneOptions,
+  operation: PreparedOperation,
+  context: RequestContext,
+  result: ExecutionResult,
+  scoped: boolean,
+): { status: number; headers: Record<string, string>; body: Record<string, unknown> } {
+  const errors = result.errors ?? [];
+  const headers: Record<string, string> = {};
+  let status = 200;
+  context.outcome.operationName = operation.name;
+  if (errors.length > 0) {
+    logRequestErrors(opts.log, errors, { requestId: context.requestId, operationName: operation.name });
+    // Storage that throttled a read says so over HTTP too (storage-busy-plugin.ts): 503, the longest wait asked.
+    const busy = errors.map(unwrapResolverError).filter((e): e is TablegraphError => isTablegraphError(e, ErrorCode.STORAGE_BUSY));
+    if (busy.length > 0) {
+      status = 503;
+      headers['retry-after'] = String(Math.max(...busy.map(retryAfterSeconds)));
+    }
+  }
+  const formatted = errors.map((e) => opts.formatError(asApolloFormats(e), e));
+  context.outcome.errorCodes = formatted.map((e) => String(e.extensions?.code ?? 'INTERNAL_SERVER_ERROR'));
+  const shown = formatted.map((e) => ({ ...e, extensions: { ...e.extensions, requestId: context.requestId } }));
+  const extensions = costExtensions(context, scoped, { name: operation.name, type: 'query' });
+  return {
+    status,
+    headers,
+    body: { ...(shown.length > 0 && { errors: shown }), ...(result.data !== undefined && { data: result.data }), extensions },
+  };
+}
+
+/** An error as Apollo hands it to `formatError`: its JSON form, a missing code filled in as INTERNAL_SERVER_ERROR. */
+function asApolloFormats(e: GraphQLError): GraphQLFormattedError {
+  const formatted = e.toJSON();
+  return { ...formatted, extensions: { ...formatted.extensions, code: formatted.extensions?.code ?? 'INTERNAL_SERVER_ERROR' } };
+}
+
+function answer(res: ServerResponse, r: { status: number; headers: Record<string, string>; body: Record<string, unknown> }): void {
+  res.statusCode = r.status;
+  res.setHeader('content-type', 'application/json; charset=utf-8');
+  for (const [k, v] of Object.entries(r.headers)) res.setHeader(k, v);
+  res.end(`${JSON.stringify(r.body)}\n`);
+}
