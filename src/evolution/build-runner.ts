@@ -279,29 +279,30 @@ export class BuildRunner {
     };
     const [type, name] = [index.entity.name, index.name];
     const heldTwice = [...(before?.heldTwice ?? []), ...page.heldTwice, ...(last?.heldTwice ?? [])];
-    if (heldTwice.length > 0) {
+    // A build that cannot go on says why, with up to 50 of the entities at fault, and how to go on once they change.
+    const stopped = (reason: string, message: string, details: unknown[]) => {
       this.unsettled = undefined;
       return {
         ...counts,
-        state: 'failed',
-        problem: {
-          reason: 'UniqueValueHeldTwice',
-          message: `${heldTwice.length} value(s) of unique index ${type}.${name} are held by two entities, e.g. ${JSON.stringify(heldTwice[0].primaries)}: change one of each, then npm run migrate -- apply --retry ${row.id}`,
-          details: heldTwice.slice(0, 50),
-        },
+        state: 'failed' as const,
+        problem: { reason, message: `${message}, then npm run migrate -- apply --retry ${row.id}`, details: details.slice(0, 50) },
       };
+    };
+    if (heldTwice.length > 0) {
+      const example = JSON.stringify(heldTwice[0].primaries);
+      return stopped(
+        'UniqueValueHeldTwice',
+        `${heldTwice.length} value(s) of unique index ${type}.${name} are held by two entities, e.g. ${example}: change one of each`,
+        heldTwice,
+      );
     }
     if (page.underivable.length > 0) {
-      this.unsettled = undefined;
-      return {
-        ...counts,
-        state: 'failed',
-        problem: {
-          reason: 'UnderivableEntities',
-          message: `${page.underivable.length} ${type} entities cannot form ${name}'s keys, e.g. ${JSON.stringify(page.underivable[0])}: change them, then npm run migrate -- apply --retry ${row.id}`,
-          details: page.underivable.slice(0, 50),
-        },
-      };
+      const example = JSON.stringify(page.underivable[0]);
+      return stopped(
+        'UnderivableEntities',
+        `${page.underivable.length} ${type} entities cannot form ${name}'s keys, e.g. ${example}: change them`,
+        page.underivable,
+      );
     }
     return { ...counts, checkpoint: page.next ?? '', scanned: !page.next };
   }
