@@ -1,7 +1,29 @@
 // ESLint (typescript-eslint) over the sources, the tests and the benchmarks; formatting is Prettier's alone.
 import js from '@eslint/js';
+import boundaries from 'eslint-plugin-boundaries';
+import { createNodeResolver, importX } from 'eslint-plugin-import-x';
 import prettier from 'eslint-config-prettier';
 import tseslint from 'typescript-eslint';
+
+// The floors of src/, lowest first: a file imports from its own folder and from the floors below its own, never
+// from its floor's neighbours or from above (docs/architecture.md, "Layout"). The compiler runs at start-up only.
+const floors = [
+  ['base'],
+  ['telemetry'],
+  ['storage'],
+  ['model'],
+  ['compiler', 'queue', 'read'],
+  ['write'],
+  ['derived'],
+  ['maintenance', 'worker'],
+  ['load', 'evolution'],
+  ['resolvers'],
+  ['server'],
+  ['runtime'],
+  ['cli'],
+];
+const folders = floors.flat().filter((type) => type !== 'base');
+const below = (level) => floors.slice(0, level).flat();
 
 export default tseslint.config(
   { ignores: ['node_modules/', '.data/', 'dist/', 'coverage/', 'examples/hr/generated/'] },
@@ -12,6 +34,45 @@ export default tseslint.config(
     rules: {
       // Unused names are the type checker's (noUnusedLocals, noUnusedParameters): one report, not two.
       '@typescript-eslint/no-unused-vars': 'off',
+    },
+  },
+  {
+    // Imports: one line per module, no `../compiler/x` from inside compiler/.
+    files: ['**/*.ts'],
+    plugins: { 'import-x': importX },
+    settings: { 'import-x/resolver-next': [createNodeResolver({ extensions: ['.ts', '.js', '.mjs', '.json'] })] },
+    rules: {
+      'import-x/no-duplicates': 'error',
+      'import-x/no-useless-path-segments': 'error',
+    },
+  },
+  {
+    // No arrow up: see `floors` above. The examples use src/; src/ never names an example.
+    files: ['src/**/*.ts'],
+    plugins: { boundaries },
+    settings: {
+      'boundaries/elements': [
+        ...folders.map((type) => ({ type, pattern: `src/${type}`, partialMatch: false })),
+        { type: 'examples', pattern: 'examples', partialMatch: false },
+        // Last: what no folder above matched, the files at src/'s root (errors, log, package-root).
+        { type: 'base', pattern: 'src', partialMatch: false },
+      ],
+      'import/resolver': { node: { extensions: ['.ts', '.js'] } },
+    },
+    rules: {
+      'boundaries/no-unknown-files': 'error',
+      'boundaries/dependencies': [
+        'error',
+        {
+          default: 'disallow',
+          policies: floors.flatMap((floor, level) =>
+            floor.map((type) => ({
+              from: { element: { type } },
+              allow: { to: { element: { types: { anyOf: [type, ...below(level)] } } } },
+            })),
+          ),
+        },
+      ],
     },
   },
   {

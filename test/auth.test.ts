@@ -7,7 +7,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair, SignJWT, type KeyLike } from 'jose';
-import { loadConfig } from '../src/config';
+import { loadConfig } from '../src/runtime/config';
 import { createLogger } from '../src/log';
 import { startServer } from '../src/runtime/start-server';
 import { ROOT, SCHEMA_DIR, startTestServer, testBlobs, testQueues, testStore, uniquePrefix, type TestServer } from './support/harness';

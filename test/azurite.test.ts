@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import { TableServiceClient } from '@azure/data-tables';
 import { QueueServiceClient } from '@azure/storage-queue';
 import { BlobServiceClient } from '@azure/storage-blob';
-import { loadConfig } from '../src/config';
+import { loadConfig } from '../src/runtime/config';
 import { ErrorCode, isTablegraphError } from '../src/errors';
 import { startAzurite, type AzuriteHandle } from '../src/storage/azurite';
 import { parseConnectionString, resolveTarget, tableEndpoint } from '../src/storage/connection';

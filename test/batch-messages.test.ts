@@ -1,13 +1,13 @@
 /**
  * One queue message per group commit (src/queue/messages.ts `batch`, src/write/attempt-effects.ts sendMessages), on a
  * schema written for the test: the writes of one EGT send their fan-out messages as one queue message; the worker
- * handles each item as the message it is (src/worker/fanout-worker.ts); the message then keeps only the items that
+ * handles each item as the message it is (src/worker/message-worker.ts); the message then keeps only the items that
  * failed or must wait, and a failing item reaches the poison queue alone. Under concurrent writers into one partition, every message delivered twice,
  * late and reordered, by two workers killed mid-message; `verify` clean after.
  */
 import { encodeBatches, encodeMessage, type EntityMessage } from '../src/queue/messages';
-import { fanoutQueueNames } from '../src/queue/sender';
-import { createFanoutWorker } from '../src/worker/fanout-worker';
+import { workQueueNames } from '../src/queue/sender';
+import { createMessageWorker } from '../src/worker/message-worker';
 import { primaryAddress } from '../src/model/entity-codec';
 import { testQueues } from './support/harness';
 import { expectConverged, seededRng, useSdlWorld } from './support/fanout-fixtures';
@@ -40,7 +40,7 @@ async function onRoute(route: string): Promise<string[]> {
 }
 
 test('concurrent writes into one partition: one queue message per group commit (≤ 0.2 per write), each write reconciled, verify clean', async () => {
-  const { queue } = fanoutQueueNames(world.server.config.tablePrefix);
+  const { queue } = workQueueNames(world.server.config.tablePrefix);
   const seed = Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31;
   const rng = seededRng(seed);
   const random = () => rng.int(0x7fffffff) / 0x7fffffff;
@@ -71,7 +71,7 @@ test('concurrent writes into one partition: one queue message per group commit (
 
 test('a batch whose items fail or must wait: the others done once; the failing one poisoned alone, the waiting one handled after its wait', async () => {
   const prefix = world.server.config.tablePrefix;
-  const names = fanoutQueueNames(prefix);
+  const names = workQueueNames(prefix);
   await Promise.all(['a', 'b', 'c'].map((id) => world.ok('createParcel', 'CreateParcelInput', { depot: 'D2', id, code: `split-${id}`, route: 'split' })));
   // The writes' own messages, taken off the queue to be sent again inside one batch of the test's making.
   const received = await receiveFanout(queues, prefix);
@@ -95,7 +95,7 @@ test('a batch whose items fail or must wait: the others done once; the failing o
   expect(JSON.parse(batch.text)).toMatchObject({ kind: 'batch', messages: { length: 5 } });
   await queues.send(names.queue, batch.text);
   const handled: string[] = [];
-  const worker = createFanoutWorker({
+  const worker = createMessageWorker({
     model: world.model,
     store: world.server.store,
     queues,

@@ -1,6 +1,6 @@
 /**
  * The write path at Chicago scale (acceptance): the whole City of Chicago file imported into a real server's
- * tables, then the organisation-wide indexes the fan-out worker keeps read and changed through GraphQL.
+ * tables, then the organisation-wide indexes the message worker keeps read and changed through GraphQL.
  * - `employeesByLastName` pages through all 283 WILLIAMS, each once, one range query per page, and says it is
  *   eventually consistent ("Inter-partition secondary index pattern", "Index Entities Pattern");
  * - renaming one WILLIAMS changes the department-local index at once (same EGT: "Intra-partition secondary
@@ -52,7 +52,7 @@ let server: TestServer;
 let imported: ImportSummary;
 
 beforeAll(async () => {
-  server = await startTestServer(); // the fan-out worker runs inline (the default)
+  server = await startTestServer(); // the message worker runs inline (the default)
   imported = await importEmployees({ store: server.store, model: compileHr(server.config.tablePrefix).model, file: CHICAGO_CSV });
 }, TIMEOUT_MS);
 afterAll(() => server?.close());

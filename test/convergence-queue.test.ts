@@ -1,13 +1,13 @@
 /**
- * Inter-partition indexes converge through the real fan-out queue (docs/architecture.md, "Fan-out and reconciliation";
+ * Inter-partition indexes converge through the real work queue (docs/architecture.md, "Fan-out and reconciliation";
  * the guide's "Eventually consistent transactions pattern"): four writers change twelve employees at once while two
- * fan-out workers compete for the messages on one Azurite queue, one of them dying mid-message now and then. When both
+ * message workers compete for the messages on one Azurite queue, one of them dying mid-message now and then. When both
  * have drained the queue, every index entity equals derive(primary), none is an orphan, and nothing was poisoned. The
  * seed of the writers' choices is printed; FANOUT_SEED=<seed> replays them (the interleaving is not).
  */
 import { ErrorCode, isTablegraphError } from '../src/errors';
-import { createFanoutWorker } from '../src/worker/fanout-worker';
-import { ensureFanoutQueues, fanoutQueueNames } from '../src/queue/sender';
+import { createMessageWorker } from '../src/worker/message-worker';
+import { ensureWorkQueues, workQueueNames } from '../src/queue/sender';
 import type { QueueWorker } from '../src/worker/queue-worker';
 import { WriteExecutor } from '../src/write/write-executor';
 import { EmployeeScenario } from './support/employee-scenario';
@@ -19,17 +19,17 @@ const DEPARTMENTS = ['ENG', 'OPS', 'R&D/2'];
 const world = hrWorld(uniquePrefix());
 const { model, store, prefix } = world;
 const queues = testQueues();
-const names = fanoutQueueNames(prefix);
+const names = workQueueNames(prefix);
 let sent = 0;
 const writer = {
   model,
-  executor: new WriteExecutor({ model, store, fanout: { send: async (text) => void (await queues.send(names.queue, text), sent++) } }),
+  executor: new WriteExecutor({ model, store, workQueue: { send: async (text) => void (await queues.send(names.queue, text), sent++) } }),
 };
 const workers: QueueWorker[] = [];
 
 beforeAll(async () => {
   await world.ensureTables();
-  await ensureFanoutQueues(queues, prefix);
+  await ensureWorkQueues(queues, prefix);
   for (const id of DEPARTMENTS) await run(writer, 'createDepartment', { id, name: id });
 });
 
@@ -43,7 +43,7 @@ it(`concurrent writes converge through the real queue with two competing workers
   let calls = 0;
   let crashes = 0;
   const common = { model, store, queues, tablePrefix: prefix, concurrency: 4, settleMs: 1500, visibilityTimeoutSeconds: 5 };
-  const dying = createFanoutWorker({
+  const dying = createMessageWorker({
     ...common,
     afterUpserts: () => {
       if (++calls % 5 === 1) {
@@ -52,7 +52,7 @@ it(`concurrent writes converge through the real queue with two competing workers
       }
     },
   });
-  const steady = createFanoutWorker(common);
+  const steady = createMessageWorker(common);
   workers.push(dying, steady);
   dying.start();
   steady.start();

@@ -12,7 +12,8 @@
  */
 import { ErrorCode, isTablegraphError } from '../src/errors';
 import { primaryAddress } from '../src/model/entity-codec';
-import { reconcile, type ReconcileOptions, type ReconcileResult } from '../src/worker/reconciler';
+import { handleMessage, type HandleOptions } from './support/handle-message';
+import type { ReconcileResult } from '../src/worker/reconciler';
 import type { EntityMessage } from '../src/queue/messages';
 import { WriteExecutor } from '../src/write/write-executor';
 import { EmployeeScenario, type ScenarioOp } from './support/employee-scenario';
@@ -68,10 +69,10 @@ describe('fan-out convergence', () => {
     const rng = seededRng(SEED);
     const slots = DEPARTMENTS.flatMap((d, i) => Array.from({ length: [5, 4, 3][i] }, (_, n) => [d, String(n + 1)] as [string, string]));
     const scenario = new EmployeeScenario(rng, slots);
-    const base: Omit<ReconcileOptions, 'settleMs'> = { model, store };
+    const base: Omit<HandleOptions, 'settleMs'> = { model, store };
     const stall = gate();
     const early: Early = { before: [], held: [], background: [], stalled: [], crashes: 0 };
-    const dying: Partial<ReconcileOptions> = {
+    const dying: Partial<HandleOptions> = {
       afterUpserts: () => {
         early.crashes++;
         throw new Error('worker died mid-message');
@@ -86,16 +87,16 @@ describe('fan-out convergence', () => {
     sender.onSend = async (m) => {
       if (!earlyDelivery) return;
       const roll = rng.int(100);
-      if (roll < 15) early.before.push(await reconcile(m, { ...base, holdMs: 0 }));
-      else if (roll < 30) early.background.push(reconcile(m, { ...base, holdMs: 3000 }).then((r) => early.held.push({ m, r })));
+      if (roll < 15) early.before.push(await handleMessage(m, { ...base, holdMs: 0 }));
+      else if (roll < 30) early.background.push(handleMessage(m, { ...base, holdMs: 3000 }).then((r) => early.held.push({ m, r })));
       else if (roll < 45 && sender.messages.length > 1) {
         const old = rng.pick(sender.messages.slice(0, -1));
         const how = rng.int(10);
         const opts = { ...base, settleMs: 0, holdMs: 0 };
-        if (how < 3) early.background.push(reconcile(old, { ...opts, ...dying }).catch(() => undefined));
-        else if (how < 5) early.stalled.push(reconcile(old, { ...opts, afterUpserts: () => stall.wait }).catch((e: Error) => e));
-        else if (how < 7) early.stalled.push(reconcile(old, { ...opts, store: pausedAfterFirstRead(store, stall.wait) }).catch((e: Error) => e));
-        else early.background.push(reconcile(old, opts));
+        if (how < 3) early.background.push(handleMessage(old, { ...opts, ...dying }).catch(() => undefined));
+        else if (how < 5) early.stalled.push(handleMessage(old, { ...opts, afterUpserts: () => stall.wait }).catch((e: Error) => e));
+        else if (how < 7) early.stalled.push(handleMessage(old, { ...opts, store: pausedAfterFirstRead(store, stall.wait) }).catch((e: Error) => e));
+        else early.background.push(handleMessage(old, opts));
       }
     };
 
@@ -152,7 +153,7 @@ describe('fan-out convergence', () => {
     // (a) 1–3 copies of each message, (b) shuffled, (c) 4 at a time, (e) some extra copies dying mid-message.
     const messages = sender.messages;
     const list: EntityMessage[] = [];
-    const hooks: Array<Partial<ReconcileOptions> | undefined> = [];
+    const hooks: Array<Partial<HandleOptions> | undefined> = [];
     for (const m of messages) {
       for (let c = 1 + rng.int(3); c > 0; c--) list.push(m);
       if (rng.chance(0.15)) list.push({ ...m, id: `${m.id}:dying` });
@@ -216,7 +217,7 @@ describe('fan-out convergence', () => {
     await run(world, 'createDepartment', { id: 'NEVER', name: 'NEVER' });
     const died = new RecordingSender();
     const dyingStore = hookedStore(store, { before: { submitTransaction: fail, deleteEntity: fail } });
-    const dying = { model, executor: new WriteExecutor({ model, store: dyingStore, fanout: died }) };
+    const dying = { model, executor: new WriteExecutor({ model, store: dyingStore, workQueue: died }) };
     const ghost = { departmentId: 'NEVER', id: '1', email: 'ghost@conv.example', lastName: 'GHOST', firstName: 'G', title: 'CLERK' };
     await expect(run(dying, 'createEmployee', ghost)).rejects.toThrow('process died');
     const [m] = died.messages;
@@ -224,18 +225,18 @@ describe('fan-out convergence', () => {
     expect(await store.getEntity(reservation)).toMatchObject({ properties: { departmentId: 'NEVER', id: '1' } });
 
     // Within the settle time the write may still commit: the message waits, the reservation stays.
-    const early = await reconcile(m, { model, store, holdMs: 0 });
+    const early = await handleMessage(m, { model, store, holdMs: 0 });
     expect(early).toEqual({ kind: 'retryLater', afterMs: expect.any(Number) });
     expect((early as { afterMs: number }).afterMs).toBeGreaterThan(20_000);
     expect(await store.getEntity(reservation)).not.toBeNull();
     // Past it, the message is reconciled against what is there (no employee), but the reservation's lease still
     // runs — a slow writer could still commit — so it stays, and the message comes back when the lease ends.
     const leaseEnd = ((await store.getEntity(reservation))!.properties.ReservedUntil as Date).getTime();
-    const settled = await reconcile(m, { model, store, holdMs: 0, now: () => m.enqueuedAt + 30_001 });
+    const settled = await handleMessage(m, { model, store, holdMs: 0, now: () => m.enqueuedAt + 30_001 });
     expect(settled).toEqual({ kind: 'retryLater', afterMs: expect.any(Number) });
     expect(await store.getEntity(reservation)).not.toBeNull();
     // After the lease, nothing derived remains.
-    const late = await reconcile(m, { model, store, holdMs: 0, now: () => leaseEnd + 1 });
+    const late = await handleMessage(m, { model, store, holdMs: 0, now: () => leaseEnd + 1 });
     expect(late).toMatchObject({ kind: 'done', upserted: 0, deleted: 1 });
     expect(await store.getEntity(reservation)).toBeNull();
 
@@ -247,7 +248,7 @@ describe('fan-out convergence', () => {
     expect(await store.getEntity(emailAddress(model, 'ghost2@conv.example'))).not.toBeNull();
     await deliverPending();
     const leaseEnd2 = ((await store.getEntity(emailAddress(model, 'ghost2@conv.example')))!.properties.ReservedUntil as Date).getTime();
-    expect(await reconcile(died.messages[1], { model, store, holdMs: 0, now: () => leaseEnd2 + 1 })).toMatchObject({ kind: 'done', deleted: 1 });
+    expect(await handleMessage(died.messages[1], { model, store, holdMs: 0, now: () => leaseEnd2 + 1 })).toMatchObject({ kind: 'done', deleted: 1 });
     expect(await store.getEntity(emailAddress(model, 'ghost2@conv.example'))).toBeNull();
     expect(await store.getEntity(emailAddress(model, ghost.email))).toMatchObject({ properties: { id: '2' } });
     await expectConverged(store, model);
@@ -258,7 +259,7 @@ describe('fan-out convergence', () => {
     const x = 'contested@conv.example';
     await run(world, 'createEmployee', { departmentId: 'RACE', id: '1', email: x, lastName: 'ONE', firstName: 'A' });
     const m1 = sender.messages.at(-1)!;
-    await reconcile(m1, { model, store, holdMs: 0 });
+    await handleMessage(m1, { model, store, holdMs: 0 });
     // Between the worker's read of employee 1 (still holding x) and its writes: employee 1 moves to another
     // address and that is fully reconciled (x released); then, just after the worker found x free, employee 2
     // reserves x and commits.
@@ -267,14 +268,14 @@ describe('fan-out convergence', () => {
         getEntity: async (args, result, n) => {
           if (n === 1) {
             await run(world, 'updateEmployee', { departmentId: 'RACE', id: '1', email: 'moved@conv.example' });
-            await reconcile(sender.messages.at(-1)!, { model, store, holdMs: 0 });
+            await handleMessage(sender.messages.at(-1)!, { model, store, holdMs: 0 });
           } else if ((args[0] as { rowKey: string }).rowKey === x && result === null) {
             await run(world, 'createEmployee', { departmentId: 'RACE', id: '2', email: x, lastName: 'TWO', firstName: 'B' });
           }
         },
       },
     });
-    expect(await reconcile(m1, { model, store: slow, settleMs: 0, holdMs: 0 })).toMatchObject({ kind: 'done' });
+    expect(await handleMessage(m1, { model, store: slow, settleMs: 0, holdMs: 0 })).toMatchObject({ kind: 'done' });
     expect(await store.getEntity(emailAddress(model, x))).toMatchObject({ properties: { departmentId: 'RACE', id: '2' } });
     const third = await run(world, 'createEmployee', { departmentId: 'RACE', id: '3', email: x, lastName: 'THREE', firstName: 'C' }).catch((e: unknown) => e);
     expect(isTablegraphError(third, ErrorCode.CONFLICT) && third.details.reason).toBe('UniqueKeyTaken');
@@ -299,7 +300,7 @@ describe('fan-out convergence', () => {
         },
       },
     });
-    const writer1 = { model, executor: new WriteExecutor({ model, store: racing, fanout: sender }) };
+    const writer1 = { model, executor: new WriteExecutor({ model, store: racing, workQueue: sender }) };
     await run(writer1, 'updateEmployee', { departmentId: 'TWIN', id: '1', email: b, firstName: 'W1' });
     await second;
     const employee = await store.getEntity({ table: `${world.prefix}Directory`, partitionKey: 'TWIN', rowKey: 'empid_00000001' });
@@ -333,7 +334,7 @@ describe('a taken-over index entity', () => {
         },
       },
     });
-    const writer2 = { model, executor: new WriteExecutor({ model, store: racing, fanout: sender }) };
+    const writer2 = { model, executor: new WriteExecutor({ model, store: racing, workQueue: sender }) };
     await run(writer2, 'updateEmployee', { departmentId: 'TAKE', id: '1', email: b, lastName: 'W2' });
     expect((await store.getEntity(primary))?.properties).toMatchObject({ email: b, firstName: 'W1', lastName: 'W2' });
     expect(await store.getEntity(emailAddress(model, b))).toMatchObject({ properties: { departmentId: 'TAKE', id: '1' } });

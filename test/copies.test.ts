@@ -12,7 +12,7 @@ import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify';
 import { compileSchema } from '../src/compiler/compile';
 import { loadSchemaSources } from '../src/compiler/load-schema';
 import type { Model } from '../src/model/types';
-import { reconcile } from '../src/worker/reconciler';
+import { handleMessage } from './support/handle-message';
 import { WriteExecutor } from '../src/write/write-executor';
 import type { EntityMessage } from '../src/queue/messages';
 import { ROOT, startTestServer, testQueues, type TestServer } from './support/harness';
@@ -96,7 +96,7 @@ test('copies set by the writer, kept in step by the worker under concurrency, re
   ]);
   const after = (await receiveFanout(testQueues(), server.config.tablePrefix)).map((r) => r.message);
   await deliver([...after, ...before]);
-  for (const m of [...before, ...after].reverse()) await reconcile(m, opts);
+  for (const m of [...before, ...after].reverse()) await handleMessage(m, opts);
 
   const reporters = new Map([...first, ...late].map((i) => [`${i.projectKey}/${i.number}`, i.reporterId]));
   reporters.set(`${moved.projectKey}/${moved.number}`, 'ana');
@@ -133,7 +133,7 @@ test("copies in the target's own partition change in the target's EGT, with no w
   expect(r.data.issue.labels.edges).toEqual([{ node: { name: 'bug', color: '#333333' } }]);
   // The worker, handling the message later, finds nothing left to do.
   for (const m of (await receiveFanout(testQueues(), server.config.tablePrefix)).map((x) => x.message))
-    await reconcile(m, { model, store: server.store, settleMs: 0, holdMs: 0 });
+    await handleMessage(m, { model, store: server.store, settleMs: 0, holdMs: 0 });
   const report = await verifyDerived({ store: server.store, model });
   if (report.problems) console.log(formatVerifyReport(report));
   expect(report.problems).toBe(0);
@@ -164,7 +164,7 @@ test('a deleted target: its copies null, its join entities deleted by the worker
   await run('deleteLabel', 'label', { projectKey: 'P1', name: 'defect' });
   const messages = (await receiveFanout(testQueues(), server.config.tablePrefix)).map((r) => r.message);
   // A worker without a write path nulls the copies, and leaves the join entities: verify reports them dangling.
-  for (const m of messages) await reconcile(m, { model, store: server.store, settleMs: 0, holdMs: 0 });
+  for (const m of messages) await handleMessage(m, { model, store: server.store, settleMs: 0, holdMs: 0 });
   expect((await issueLabel('1'))?.properties.labelColor).toBeUndefined();
   const dangling = (await verifyDerived({ store: server.store, model })).references.find((r) => r.reference === 'IssueLabel.label')!;
   expect([dangling.join, dangling.dangling.map((d) => d.rowKey).sort()]).toEqual([
@@ -172,8 +172,8 @@ test('a deleted target: its copies null, its join entities deleted by the worker
     [1, 2, 3, 4, 5].map((n) => `issuelabel_${String(n).padStart(6, '0')}_7`),
   ]);
   // The worker as it runs, with its write path: the join entities go (and the issues' label pages with them).
-  const writer = new WriteExecutor({ model, store: server.store, fanout: { send: async () => undefined } });
-  for (const m of messages) await reconcile(m, { model, store: server.store, settleMs: 0, holdMs: 0, writer });
+  const writer = new WriteExecutor({ model, store: server.store, workQueue: { send: async () => undefined } });
+  for (const m of messages) await handleMessage(m, { model, store: server.store, settleMs: 0, holdMs: 0, writer });
   for (let n = 1; n <= 5; n++) expect(await issueLabel(String(n))).toBeNull();
   expect((await server.query('{ issue(projectKey: "P1", number: "1") { labels { edges { node { name } } } } }')).data.issue.labels.edges).toEqual([]);
 

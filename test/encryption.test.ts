@@ -4,7 +4,7 @@
  * another entity or written around tablegraph is refused with DATA_INTEGRITY, never shown; keys rotate.
  */
 import { randomBytes } from 'node:crypto';
-import { loadConfig } from '../src/config';
+import { loadConfig } from '../src/runtime/config';
 import { ErrorCode, TablegraphError } from '../src/errors';
 import { createLogger } from '../src/log';
 import { attachCipher } from '../src/runtime/encryption';

@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Agent, fetch as undiciFetch } from 'undici';
-import { loadConfig } from '../src/config';
+import { loadConfig } from '../src/runtime/config';
 import { accountUrls } from '../src/storage/account-urls';
 import { startAzurite, type AzuriteHandle } from '../src/storage/azurite';
 import { ErrorCode, type TablegraphError } from '../src/errors';

@@ -13,7 +13,7 @@ import { compileSchema } from '../src/compiler/compile';
 import { contributionPrefix } from '../src/model/contributions';
 import { loadSchemaSources } from '../src/compiler/load-schema';
 import type { Model } from '../src/model/types';
-import { reconcile } from '../src/worker/reconciler';
+import { handleMessage } from './support/handle-message';
 import type { EntityMessage } from '../src/queue/messages';
 import { ROOT, startTestServer, testQueues, type TestServer } from './support/harness';
 import { deliverTwiceByTwoWorkers } from './support/fanout-fixtures';
@@ -109,7 +109,7 @@ test('exact after concurrent writers, redelivery, reordering, two workers and a 
   // The earlier messages come again too (late redeliveries), mixed with the new ones.
   await deliver([...second, ...first]);
   // And whatever was never acknowledged once more, late and in reverse.
-  for (const m of [...first, ...second].reverse()) await reconcile(m, opts);
+  for (const m of [...first, ...second].reverse()) await handleMessage(m, opts);
   const received = [...first, ...second];
 
   const expected: Record<string, { reportedCount: number; reportedEstimate: string }> = {};

@@ -15,7 +15,7 @@ import { prefixUpperBound, renderKey, renderKeyPrefix } from '../src/model/key-t
 import type { EntityModel, Model } from '../src/model/types';
 import type { StoredEntity } from '../src/storage/types';
 import { ErrorCode, TablegraphError } from '../src/errors';
-import { reconcile } from '../src/worker/reconciler';
+import { handleMessage } from './support/handle-message';
 import { expectConverged, hookedStore, hrWorld, run } from './support/fanout-fixtures';
 import { CHICAGO_CSV, chicagoCsvText, compileHr, connectionString, testStore, uniquePrefix } from './support/harness';
 import { employeeInput } from './support/write-fixtures';
@@ -266,7 +266,7 @@ describe('re-import after writes through the API', () => {
     // AARON (POLICE, id 1) renamed by a mutation, reconciled; one more POLICE employee created through the API.
     await run(world, 'updateEmployee', { departmentId: 'POLICE', id: '1', lastName: 'AARON-SMITH' });
     await run(world, 'createEmployee', employeeInput('POLICE', 99, { annualSalary: '0.5' }));
-    for (const m of sender.messages) await reconcile(m, { model, store: s, settleMs: 0, holdMs: 0 });
+    for (const m of sender.messages) await handleMessage(m, { model, store: s, settleMs: 0, holdMs: 0 });
     await expectConverged(s, model);
 
     const again = await importEmployees({ store: s, model, file });

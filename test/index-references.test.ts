@@ -10,7 +10,7 @@
 import fs from 'node:fs';
 import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify';
 import { compileSchema } from '../src/compiler/compile';
-import { reconcile } from '../src/worker/reconciler';
+import { handleMessage } from './support/handle-message';
 import { DIRECTIVES_FILE, testQueues } from './support/harness';
 import { seededRng, useSdlWorld } from './support/fanout-fixtures';
 import { receiveFanout } from './support/write-fixtures';
@@ -156,7 +156,7 @@ test('verify reports a join entity whose id names no tag', async () => {
   await ok('deleteTag', 'DeleteTagInput', { group: 'g', name: 'solo' });
   // A worker without a write path cleans the index but cannot delete the join entity: verify names it.
   for (const { message } of await receiveFanout(testQueues(), world.server.config.tablePrefix))
-    await reconcile(message, { model: world.model, store: world.server.store, settleMs: 0, holdMs: 0 });
+    await handleMessage(message, { model: world.model, store: world.server.store, settleMs: 0, holdMs: 0 });
   expect(await tagsOf('n9')).toEqual([]);
   const report = await verifyDerived({ store: world.server.store, model: world.model });
   expect(report.references.find((r) => r.reference === 'NoteTag.tag')!.dangling.map((d) => d.rowKey)).toEqual(['notetag_n9_t9']);

@@ -9,7 +9,7 @@
 import fs from 'node:fs';
 import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify';
 import { compileSchema } from '../src/compiler/compile';
-import { reconcile } from '../src/worker/reconciler';
+import { handleMessage } from './support/handle-message';
 import { DIRECTIVES_FILE, testQueues } from './support/harness';
 import { seededRng, useSdlWorld } from './support/fanout-fixtures';
 import { receiveFanout } from './support/write-fixtures';
@@ -97,7 +97,7 @@ test('deleted and moved targets: join entities deleted or re-pointed, pages neve
   // the shelves does; verify reports the join entities dangling.
   await ok('deleteShelf', 'DeleteShelfInput', { library: 'L', id: 's2' });
   const deleted = (await receiveFanout(testQueues(), world.server.config.tablePrefix)).map((r) => r.message);
-  for (const m of deleted) await reconcile(m, { model: world.model, store: world.server.store, settleMs: 0, holdMs: 0 });
+  for (const m of deleted) await handleMessage(m, { model: world.model, store: world.server.store, settleMs: 0, holdMs: 0 });
   expect(await book('b1')).toEqual({ named: ['s1:One', 's3:Three'], read: ['s1:One', 's3:Three'], count: 3 });
   const report = await verifyDerived({ store: world.server.store, model: world.model });
   expect(
@@ -109,7 +109,7 @@ test('deleted and moved targets: join entities deleted or re-pointed, pages neve
   expect(formatVerifyReport(report)).toMatch(/FAIL Placement\.shelf \(join entities' reference.*2 dangling/);
 
   // The worker as it runs: the join entities go, and the books' counts with them.
-  for (const m of deleted) await reconcile(m, { model: world.model, store: world.server.store, settleMs: 0, holdMs: 0, writer: world.writer });
+  for (const m of deleted) await handleMessage(m, { model: world.model, store: world.server.store, settleMs: 0, holdMs: 0, writer: world.writer });
   await drain(random);
   expect(await book('b1')).toEqual({ named: ['s1:One', 's3:Three'], read: ['s1:One', 's3:Three'], count: 2 });
   expect(await book('b2')).toEqual({ named: [], read: [], count: 0 });

@@ -1,8 +1,17 @@
 /** Key templates (src/model/key-template.ts): parsing, rendering, parsing keys back, ordering. Pure, no storage. */
 import fc from 'fast-check';
 import { ErrorCode, TablegraphError } from '../src/errors';
-import { KeyTemplateSyntaxError, checkTemplateSeparators, fromInvertedTicks, invertedTicks } from '../src/model/key-template';
-import { parseKey, parseKeyTemplate, prefixUpperBound, renderKey, renderKeyPrefix } from '../src/model/key-template';
+import {
+  KeyTemplateSyntaxError,
+  checkTemplateSeparators,
+  fromInvertedTicks,
+  invertedTicks,
+  parseKey,
+  parseKeyTemplate,
+  prefixUpperBound,
+  renderKey,
+  renderKeyPrefix,
+} from '../src/model/key-template';
 
 const MAX_MS = Date.parse('9999-12-31T23:59:59.999Z');
 const MIN_MS = Date.parse('0001-01-01T00:00:00.000Z');

@@ -277,7 +277,7 @@ type Mutation {
     const writer = new WriteExecutor({
       model: docs,
       store: server.store,
-      fanout: { send: async (text) => void sent.push(text) },
+      workQueue: { send: async (text) => void sent.push(text) },
       blobs: { store: blobs, cleanupDelaySeconds: DELAY_S },
     });
     for (const t of docs.tables) await server.store.ensureTable(t);

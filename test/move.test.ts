@@ -14,10 +14,10 @@
 import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify';
 import type { Model } from '../src/model/types';
 import { WriteExecutor } from '../src/write/write-executor';
-import { queueSender, fanoutQueueNames } from '../src/queue/sender';
+import { queueSender, workQueueNames } from '../src/queue/sender';
 import { compileHr, startTestServer, testQueues, testStore, type TestServer } from './support/harness';
 import { deliverTwiceByTwoWorkers, drainWithRedelivery, seededRng } from './support/fanout-fixtures';
-import { reconcile } from '../src/worker/reconciler';
+import { handleMessage } from './support/handle-message';
 import { CREATE_DEPARTMENT, CREATE_EMPLOYEE, DEPARTMENT_SUMMARY, employeeInput, firstError, receiveFanout, UPDATE_EMPLOYEE } from './support/write-fixtures';
 
 let server: TestServer;
@@ -27,7 +27,7 @@ let writer: WriteExecutor;
 beforeAll(async () => {
   server = await startTestServer({ TABLEGRAPH_WORKER: 'off' });
   model = compileHr(server.config.tablePrefix).model;
-  writer = new WriteExecutor({ model, store: server.store, fanout: queueSender(testQueues(), fanoutQueueNames(server.config.tablePrefix).queue) });
+  writer = new WriteExecutor({ model, store: server.store, workQueue: queueSender(testQueues(), workQueueNames(server.config.tablePrefix).queue) });
 }, 60_000);
 afterAll(() => server?.close());
 
@@ -186,7 +186,7 @@ test('move and archive messages delivered again late, after the old addresses ar
   await ok(MOVE, { input: { departmentId: 'LS', id: '3', toDepartmentId: 'LD' } });
   const [{ message: third }] = await receiveFanout(testQueues(), server.config.tablePrefix);
   const killedAfterCopy = () => Promise.reject(new Error('worker killed mid-message'));
-  await expect(reconcile(third, { ...reconcileOpts, afterUpserts: killedAfterCopy })).rejects.toThrow('worker killed mid-message');
+  await expect(handleMessage(third, { ...reconcileOpts, afterUpserts: killedAfterCopy })).rejects.toThrow('worker killed mid-message');
   expect(firstError(await server.query(UPDATE_EMPLOYEE, { input: { departmentId: 'LD', id: '3', lastName: 'EARLY' } })).extensions).toMatchObject({
     code: 'CONFLICT',
     reason: 'MovePending',
@@ -198,7 +198,7 @@ test('move and archive messages delivered again late, after the old addresses ar
   const squatter = employeeInput('LD', 6, { email: 'squatter@example.test', lastName: 'SQUATTER', annualSalary: '7' });
   await ok(CREATE_EMPLOYEE, { input: squatter });
   const first = await drain(random);
-  expect(await reconcile(third, reconcileOpts)).toMatchObject({ kind: 'done', outcome: 'moved' }); // the killed delivery, again
+  expect(await handleMessage(third, reconcileOpts)).toMatchObject({ kind: 'done', outcome: 'moved' }); // the killed delivery, again
   await drain(random);
   const moves = [third, ...first.seen.filter((m) => m.move)];
   expect(moves).toHaveLength(6);
@@ -210,8 +210,8 @@ test('move and archive messages delivered again late, after the old addresses ar
   await ok(UPDATE_EMPLOYEE, { input: { departmentId: 'LS', id: '6', lastName: 'STAYED' } }); // the abandoned move left it writable
   await drain(random);
   const late = await deliverTwiceByTwoWorkers(moves, reconcileOpts, random);
-  const results = await Promise.all(moves.map((m) => reconcile(m, reconcileOpts)));
-  expect(results.map((r) => r.kind === 'done' && r.outcome)).toEqual(moves.map(() => 'nothingToDo'));
+  const results = await Promise.all(moves.map((m) => handleMessage(m, reconcileOpts)));
+  expect(results.map((r) => r.kind === 'done' && 'outcome' in r && r.outcome)).toEqual(moves.map(() => 'nothingToDo'));
   await drain(random);
 
   // Every acknowledged write, against the final state.

@@ -1,5 +1,5 @@
 /**
- * Mutations end to end (real server, real Azurite, no fan-out worker: the tests reconcile by hand): summaries
+ * Mutations end to end (real server, real Azurite, no message worker: the tests reconcile by hand): summaries
  * kept exactly in the entity's EGT, the intra-partition index immediately consistent, ETags, no partial state
  * after a failed EGT, validation before anything is sent, and summary concurrency ("Entity Group
  * Transactions", "Intra-partition secondary index pattern", "Merge or replace").

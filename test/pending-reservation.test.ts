@@ -5,7 +5,7 @@
  * consistent transactions pattern").
  */
 import { ErrorCode, isTablegraphError } from '../src/errors';
-import { reconcile } from '../src/worker/reconciler';
+import { handleMessage } from './support/handle-message';
 import { WriteExecutor } from '../src/write/write-executor';
 import { uniquePrefix } from './support/harness';
 import { gate, hookedStore, hrWorld, run } from './support/fanout-fixtures';
@@ -21,14 +21,14 @@ test('a stale message reconciled while a write re-reserves an address leaves the
   await run(world, 'createEmployee', employeeInput('PEND', '1', { email: 'x@pend.example' }));
   await run(world, 'updateEmployee', { departmentId: 'PEND', id: '1', email: 'y@pend.example' });
   const stale = sender.messages.at(-1)!; // candidates: x@ and y@
-  for (const m of sender.messages) await reconcile(m, { model, store, settleMs: 0 });
+  for (const m of sender.messages) await handleMessage(m, { model, store, settleMs: 0 });
   const x = emailAddress(model, 'x@pend.example');
   expect(await store.getEntity(x)).toBeNull();
 
   // The employee takes x@ back; its EGT waits at a gate, after the reservation of x@ was made.
   const egt = gate();
   const paused = hookedStore(store, { before: { submitTransaction: () => egt.wait } });
-  const writer = new WriteExecutor({ model, store: paused, fanout: sender });
+  const writer = new WriteExecutor({ model, store: paused, workQueue: sender });
   const back = writer.execute(model.writes.get('Mutation.updateEmployee')!, { departmentId: 'PEND', id: '1', email: 'x@pend.example' });
   for (let i = 0; i < 200 && !(await store.getEntity(x)); i++) await new Promise((r) => setTimeout(r, 10));
   const employee = await store.getEntity({ table: `${world.prefix}Directory`, partitionKey: 'PEND', rowKey: 'empid_00000001' });
@@ -38,7 +38,7 @@ test('a stale message reconciled while a write re-reserves an address leaves the
   // The stale message, redelivered now (as if past its settle time), reads the employee with y@: x@ is not derived
   // from it, points at this employee — and is the reservation of a write based on the state the employee is in.
   // The message comes back once the reservation's lease has ended, in case its write never commits.
-  const result = await reconcile(stale, { model, store, settleMs: 0 });
+  const result = await handleMessage(stale, { model, store, settleMs: 0 });
   expect(result).toMatchObject({ kind: 'retryLater', afterMs: expect.any(Number) });
   expect(await store.getEntity(x)).not.toBeNull();
 
@@ -52,7 +52,7 @@ test('a stale message reconciled while a write re-reserves an address leaves the
 
   egt.open();
   await back;
-  for (const m of sender.messages) await reconcile(m, { model, store, settleMs: 0 });
+  for (const m of sender.messages) await handleMessage(m, { model, store, settleMs: 0 });
   // Reconciled from the committed state: the reservation became the plain index entity (no lease, no write id).
   const confirmed = await store.getEntity(x);
   expect(confirmed?.properties).toMatchObject({ id: '1', departmentId: 'PEND' });

@@ -1,5 +1,5 @@
 /**
- * Poison handling of the fan-out queue (docs/architecture.md, "Fan-out and reconciliation": a message that keeps
+ * Poison handling of the work queue (docs/architecture.md, "Fan-out and reconciliation": a message that keeps
  * failing moves to a poison queue after N dequeues, with its error, and the others go on; the guide's "Eventually
  * consistent transactions pattern"). A message that can never succeed — not JSON, an entity type the schema does not
  * have, a handler that always throws — lands in the poison queue after TABLEGRAPH_MAX_DEQUEUE_COUNT receives with its
@@ -10,8 +10,8 @@
  */
 import { decodeEntityMessage, encodeMessage, type EntityMessage } from '../src/queue/messages';
 import { primaryAddress } from '../src/model/entity-codec';
-import { createFanoutWorker } from '../src/worker/fanout-worker';
-import { ensureFanoutQueues, fanoutQueueNames, queueSender } from '../src/queue/sender';
+import { createMessageWorker } from '../src/worker/message-worker';
+import { ensureWorkQueues, workQueueNames, queueSender } from '../src/queue/sender';
 import { WriteExecutor } from '../src/write/write-executor';
 import { expectConverged, hrWorld, run } from './support/fanout-fixtures';
 import { compileHr, startTestServer, testQueues, uniquePrefix, type TestServer } from './support/harness';
@@ -47,12 +47,12 @@ describe('poison messages through the server', () => {
   });
   afterAll(async () => {
     await server?.close();
-    const names = fanoutQueueNames(server.config.tablePrefix);
+    const names = workQueueNames(server.config.tablePrefix);
     await Promise.all([queues.deleteQueue(names.queue), queues.deleteQueue(names.poison)]);
   });
 
   it('moves never-succeeding messages to the poison queue with their error, handles the others, and /health says so', async () => {
-    const names = fanoutQueueNames(server.config.tablePrefix);
+    const names = workQueueNames(server.config.tablePrefix);
     const health = async () => (await (await fetch(server.url.replace(/\/graphql$/, '/health'))).json()) as any;
     expect((await health()).fanout).toMatchObject({ poisonCount: 0, queueDepth: 0 });
     const employee = compileHr(server.config.tablePrefix).model.entities.get('Employee')!;
@@ -86,7 +86,7 @@ describe('poison messages through the server', () => {
     expect(created.errors).toBeUndefined();
 
     const settled = await pollUntil(
-      'two poisoned messages and an empty fan-out queue',
+      'two poisoned messages and an empty work queue',
       async () => {
         const h = await health();
         return h.fanout.poisonCount === 2 && h.fanout.queueDepth === 0 ? h : undefined;
@@ -121,21 +121,21 @@ describe('poison messages through the server', () => {
 
 describe('a handler that always throws', () => {
   const world = hrWorld(uniquePrefix());
-  const names = fanoutQueueNames(world.prefix);
+  const names = workQueueNames(world.prefix);
   afterAll(async () => {
     await Promise.all([queues.deleteQueue(names.queue), queues.deleteQueue(names.poison), world.dropTables()]);
   });
 
   it('poisons only the message it fails on, after maxDequeueCount receives, with the thrown text', async () => {
     await world.ensureTables();
-    await ensureFanoutQueues(queues, world.prefix);
-    const writer = { model: world.model, executor: new WriteExecutor({ model: world.model, store: world.store, fanout: queueSender(queues, names.queue) }) };
+    await ensureWorkQueues(queues, world.prefix);
+    const writer = { model: world.model, executor: new WriteExecutor({ model: world.model, store: world.store, workQueue: queueSender(queues, names.queue) }) };
     await run(writer, 'createDepartment', { id: 'D', name: 'D' });
     for (const id of ['1', '666', '2']) {
       await run(writer, 'createEmployee', { departmentId: 'D', id, email: `e${id}@poison.example`, lastName: `L${id}`, firstName: 'F' });
     }
     const cursed = primaryAddress(world.model.entities.get('Employee')!, { departmentId: 'D', id: '666' });
-    const worker = createFanoutWorker({
+    const worker = createMessageWorker({
       model: world.model,
       store: world.store,
       queues,

@@ -133,7 +133,7 @@ test('a build killed twice resumes from its checkpoint; an old-version server wr
     expect(refused).toBeGreaterThan(0);
     expect(writes).toBeGreaterThan(100);
 
-    // The worker works the fan-out queue off; then every acknowledged write is there, and verify is clean.
+    // The worker works the work queue off; then every acknowledged write is there, and verify is clean.
     await d.drained(current);
     const model = d.model(V2);
     const report = await verifyDerived({ store: testStore(), model });

@@ -9,7 +9,7 @@ import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
-import { loadConfig } from '../src/config';
+import { loadConfig } from '../src/runtime/config';
 import { ErrorCode, TablegraphError } from '../src/errors';
 import { createLogger } from '../src/log';
 import { entityWrites } from '../src/model/entity-codec';

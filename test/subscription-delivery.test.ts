@@ -8,7 +8,7 @@
  */
 import { CHANGE_ROW_KEY_END, CHANGE_ROW_KEY_PREFIX, readChange } from '../src/model/change-log';
 import { StorageAdmission } from '../src/read/admission';
-import { ChangePoller } from '../src/server/subscriptions/change-poller';
+import { ChangePoller } from '../src/read/change-poller';
 import { startSdlServer, uniquePrefix } from './support/harness';
 import { startStorageProxy, type StorageProxy } from './support/storage-proxy';
 import { sseSubscribe, wsClient, wsSubscribe } from './support/subscription-clients';

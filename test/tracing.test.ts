@@ -9,7 +9,7 @@ import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trac
 import { startTracing, type Tracing } from '../src/telemetry/tracing';
 import { tracingOn } from '../src/telemetry/spans';
 import { entityMessage } from '../src/queue/messages';
-import { loadConfig } from '../src/config';
+import { loadConfig } from '../src/runtime/config';
 import { startSdlServer } from './support/harness';
 
 const SDL = `

@@ -412,10 +412,6 @@ describe('mutations on the loaded data', () => {
       input: { projectKey: busy.projectKey, number: busy.issueNumber },
     });
     expect(firstError(del)).toMatchObject({ code: 'CONFLICT', extensions: { reason: 'HasDependents' } });
-    await pollUntil(
-      'the fan-out queue to drain',
-      async () => ((await verifyDerived({ store: server.store, model })).problems === 0 ? true : undefined),
-      30_000,
-    );
+    await pollUntil('the work queue to drain', async () => ((await verifyDerived({ store: server.store, model })).problems === 0 ? true : undefined), 30_000);
   }, 60_000);
 });

@@ -8,7 +8,7 @@
  * the end every index entity equals what its employee derives and no address is owned twice.
  */
 import { ErrorCode, isTablegraphError } from '../src/errors';
-import { reconcile } from '../src/worker/reconciler';
+import { handleMessage } from './support/handle-message';
 import { expectConverged, hrWorld, run, seededRng } from './support/fanout-fixtures';
 import { uniquePrefix } from './support/harness';
 import { employeeInput } from './support/write-fixtures';
@@ -48,7 +48,7 @@ test(`create / duplicate / delete of one e-mail, ${CYCLES} cycles, late and shuf
       for (let i = 0; i < batch.length; i += 4) {
         await Promise.all(
           batch.slice(i, i + 4).map((m) =>
-            reconcile(m, { model, store, settleMs: SETTLE_MS, holdMs: 0, now: late }).then(
+            handleMessage(m, { model, store, settleMs: SETTLE_MS, holdMs: 0, now: late }).then(
               () => void deliveries++,
               () => void (failed++, again.push(m)),
             ),
@@ -78,7 +78,7 @@ test(`create / duplicate / delete of one e-mail, ${CYCLES} cycles, late and shuf
     await worker;
   }
   // Once more, every message late: whatever order the backlog came in, the end state is derived from the truth.
-  for (const m of rng.shuffle(sender.messages)) await reconcile(m, { model, store, settleMs: SETTLE_MS, holdMs: 0, now: () => Date.now() + SETTLE_MS + 1 });
+  for (const m of rng.shuffle(sender.messages)) await handleMessage(m, { model, store, settleMs: SETTLE_MS, holdMs: 0, now: () => Date.now() + SETTLE_MS + 1 });
 
   console.log(
     `unique lifecycle seed ${SEED}: ${CYCLES} cycles, ${sender.messages.length} messages, ${deliveries} late deliveries (${failed} failed and came back)`,

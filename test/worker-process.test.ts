@@ -8,7 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { indexWrite } from '../src/model/entity-codec';
 import type { EntityAddress } from '../src/storage/types';
-import { fanoutQueueNames } from '../src/queue/sender';
+import { workQueueNames } from '../src/queue/sender';
 import { planEgtBatches, writeEgtBatches } from '../src/write/egt-batches';
 import { encodeMessage } from '../src/queue/messages';
 import { WriteExecutor } from '../src/write/write-executor';
@@ -18,7 +18,7 @@ import { pollUntil } from './support/write-fixtures';
 
 const prefix = uniquePrefix();
 const queues = testQueues();
-const names = fanoutQueueNames(prefix);
+const names = workQueueNames(prefix);
 const STALE = 500;
 let server: TestServer;
 let child: ChildProcess | undefined;
@@ -49,7 +49,7 @@ beforeAll(async () => {
     for (const line of complete) if (line.trim()) lines.push(JSON.parse(line));
   });
   child.stderr!.on('data', (chunk: Buffer) => lines.push({ stderr: chunk.toString('utf8') }));
-  await logged('fan-out worker started');
+  await logged('message worker started');
 }, 40_000);
 
 afterAll(async () => {
@@ -75,7 +75,7 @@ it('reconciles what a server without a worker writes; on SIGTERM finishes the me
   // A message that keeps the worker busy for a while: employee 502 was written without a message, and 500 stale
   // index entities point at it; its message lists them, so the worker deletes them one by one (about 2 s).
   const { model } = compileHr(prefix);
-  const quiet = { model, executor: new WriteExecutor({ model, store: server.store, fanout: { send: async () => undefined } }) };
+  const quiet = { model, executor: new WriteExecutor({ model, store: server.store, workQueue: { send: async () => undefined } }) };
   const e502 = await run(quiet, 'createEmployee', employee('502'));
   const lastNameIndex = model.entities.get('Employee')!.indexes.get('byLastName')!;
   const stale = Array.from({ length: STALE }, (_, i) => {

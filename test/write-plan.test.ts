@@ -11,7 +11,7 @@ import type { EntityAddress, StoredEntity, TransactionOperation } from '../src/s
 import { addressKey } from '../src/storage/address-key';
 import { planGroup } from '../src/write/group-plan';
 import { CHANGE_ENTITY_TYPE, CHANGE_ROW_KEY_PREFIX, changeTime } from '../src/model/change-log';
-import type { ReadState, Values, WritePlan } from '../src/write/write-plan';
+import type { ReadState, Values, WritePlan } from '../src/write/plan-types';
 import { renderKey } from '../src/model/key-template';
 import { compileHr } from './support/harness';
 import { employeeInput, indexAddress, storedEntity } from './support/write-fixtures';

@@ -7,7 +7,7 @@
  */
 import { Command, InvalidArgumentError } from 'commander';
 import ms from 'ms';
-import { loadConfig } from '../config';
+import { loadConfig } from '../runtime/config';
 import { createLogger } from '../log';
 import { expireTables } from '../maintenance/expire-tables';
 import { resolveEntity } from '../maintenance/derived-state';

@@ -9,7 +9,7 @@
  */
 import { Command } from 'commander';
 import { parse, validate, type FragmentDefinitionNode, type OperationDefinitionNode } from 'graphql';
-import { loadConfig, type Config } from '../config';
+import { loadConfig, type Config } from '../runtime/config';
 import { ErrorCode, TablegraphError } from '../errors';
 import { createLogger, type Logger } from '../log';
 import { Catalogue, type PathRecord } from '../evolution/catalogue';

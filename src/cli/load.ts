@@ -7,7 +7,7 @@
  */
 import path from 'node:path';
 import { Command } from 'commander';
-import { loadConfig } from '../config';
+import { loadConfig } from '../runtime/config';
 import { ErrorCode, TablegraphError } from '../errors';
 import { createImportProgress, estimateDataRows } from '../load/progress';
 import { checkStepOrder, loadEntities, type LoadSummary } from '../load/load-entities';

@@ -15,7 +15,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Command } from 'commander';
-import { loadConfig, type Config } from '../config';
+import { loadConfig, type Config } from '../runtime/config';
 import { createLogger, type Logger } from '../log';
 import { ErrorCode, TablegraphError } from '../errors';
 import { BuildRunner, holdsPath } from '../evolution/build-runner';

@@ -8,7 +8,7 @@
  * done, 1 on an error (an unknown type or index lists the known ones).
  */
 import { Command } from 'commander';
-import { loadConfig } from '../config';
+import { loadConfig } from '../runtime/config';
 import { createLogger } from '../log';
 import { ErrorCode, TablegraphError } from '../errors';
 import { repairCopies } from '../maintenance/copy-state';

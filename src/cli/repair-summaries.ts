@@ -6,7 +6,7 @@
  * Exit code 0 when every drifted value was repaired, 1 when some kept changing (run it again) or on an error.
  */
 import { Command } from 'commander';
-import { loadConfig } from '../config';
+import { loadConfig } from '../runtime/config';
 import { createLogger } from '../log';
 import { repairSummaries, resolveSummaries } from '../maintenance/summary-state';
 import { createScanReporter } from '../maintenance/verify';

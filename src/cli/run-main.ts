@@ -3,7 +3,7 @@
  * code 1 instead of a stack trace — unless LOG_LEVEL=debug.
  */
 import { InvalidArgumentError } from 'commander';
-import { LOG_LEVELS } from '../config';
+import { LOG_LEVELS } from '../runtime/config';
 import { isTablegraphError } from '../errors';
 import type { Logger, LoggerOptions } from '../log';
 

@@ -3,7 +3,7 @@
  * AZURE_STORAGE_CONNECTION_STRING it starts (or re-attaches to) the embedded Azurite under the data folder, and
  * stops it on SIGTERM/SIGINT after in-flight requests finish.
  */
-import { loadConfig } from '../config';
+import { loadConfig } from '../runtime/config';
 import { createLogger } from '../log';
 import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { openStorage } from '../runtime/open-storage';

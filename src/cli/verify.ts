@@ -1,12 +1,12 @@
 /**
  * `npm run verify [-- --type Order] [--json] [--limit 50]`: checks that every index entity equals what its
  * primary entity derives (src/maintenance/verify.ts). It reads whole tables on purpose — a maintenance command,
- * never a request path. Inter-partition indexes lag behind by the fan-out queue: run it once the queue drained.
+ * never a request path. Inter-partition indexes lag behind by the work queue: run it once the queue drained.
  * Progress on stderr (a counter on a terminal, log lines otherwise); the report on stdout (text, or JSON with
  * --json). Exit code 0 when everything matches, 1 when anything differs or on an error — usable in CI and ops.
  */
 import { Command } from 'commander';
-import { loadConfig } from '../config';
+import { loadConfig } from '../runtime/config';
 import { createLogger } from '../log';
 import { createScanReporter, formatVerifyReport, verifyDerived, type VerifyReport } from '../maintenance/verify';
 import { resolveEntity } from '../maintenance/derived-state';
@@ -36,7 +36,7 @@ runMain(
     try {
       log.info(
         { types: types ?? [...model.entities.keys()], storage: storage.target },
-        'verifying: reading whole tables on purpose (a maintenance scan, not a request path); run it once the fan-out queue drained',
+        'verifying: reading whole tables on purpose (a maintenance scan, not a request path); run it once the work queue drained',
       );
       const progress = createScanReporter({ label: 'verify', log });
       try {

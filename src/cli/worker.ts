@@ -1,14 +1,14 @@
 /**
- * `npm run worker`: the fan-out worker alone, for scaling out (several workers on one queue are competing
+ * `npm run worker`: the message worker alone, for scaling out (several workers on one queue are competing
  * consumers). Start the server with TABLEGRAPH_WORKER=off to leave all fan-out to such workers. Stops gracefully
  * on SIGTERM/SIGINT: messages in hand are finished, none is half-applied.
  */
-import { loadConfig } from '../config';
+import { loadConfig } from '../runtime/config';
 import { createLogger } from '../log';
 import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { openStorage } from '../runtime/open-storage';
-import { createFanoutWorker } from '../worker/fanout-worker';
-import { ensureFanoutQueues, fanoutQueueNames, queueSender } from '../queue/sender';
+import { createMessageWorker } from '../worker/message-worker';
+import { ensureWorkQueues, workQueueNames, queueSender } from '../queue/sender';
 import { WriteExecutor } from '../write/write-executor';
 import { onShutdownSignal, runMain } from './run-main';
 import { startTracing } from '../telemetry/tracing';
@@ -23,7 +23,7 @@ runMain(
     const tracing = config.tracing && startTracing(config.tracing, 'tablegraph-worker');
     const storage = await openStorage(config, log, model);
     for (const table of model.tables) await storage.store.ensureTable(table);
-    await ensureFanoutQueues(storage.queues, config.tablePrefix);
+    await ensureWorkQueues(storage.queues, config.tablePrefix);
     // The schema's deployment: refused changes stop the worker here; builds it needs are driven from here too.
     const deployment = await startSchemaDeployment({ config, store: storage.store, model, schema, sdl, log, builds: true });
     // Moves are carried out through the write path, its own messages sent to the same queue.
@@ -31,13 +31,13 @@ runMain(
     const writer = new WriteExecutor({
       model,
       store: storage.store,
-      fanout: queueSender(storage.queues, fanoutQueueNames(config.tablePrefix).queue),
+      workQueue: queueSender(storage.queues, workQueueNames(config.tablePrefix).queue),
       blobs,
       changeRetentionMs: config.subscriptions.retentionMs,
       log,
       gate: deployment.states,
     });
-    const worker = createFanoutWorker({
+    const worker = createMessageWorker({
       writer,
       gate: deployment.states,
       model,
@@ -52,8 +52,8 @@ runMain(
     });
     worker.start();
     storage.azurite?.watch(log);
-    log.info({ queue: fanoutQueueNames(config.tablePrefix).queue, concurrency: config.workerConcurrency }, 'fan-out worker started');
-    const report = setInterval(() => log.info(worker.stats(), 'fan-out worker'), 60000);
+    log.info({ queue: workQueueNames(config.tablePrefix).queue, concurrency: config.workerConcurrency }, 'message worker started');
+    const report = setInterval(() => log.info(worker.stats(), 'message worker'), 60000);
     report.unref();
     onShutdownSignal(log, async (signal) => {
       log.info({ signal }, 'stopping: finishing the messages in hand');

@@ -3,7 +3,7 @@
  * scopes by can be decided where the entity is read. What the rules decide at run time is src/model/authorization.ts.
  */
 import { getDirectiveValues, isObjectType, type DirectiveNode, type GraphQLObjectType, type GraphQLSchema } from 'graphql';
-import type { SchemaProblems } from '../compiler/schema-errors';
+import type { SchemaProblems } from './schema-errors';
 import type { AuthPolicy, AuthRule, EntityModel, Model } from '../model/types';
 
 /** Roles and claims are plain tokens: letters, digits and `-_.:/@`. */

@@ -3,7 +3,7 @@
  * and refuses uses a blob cannot have. Blob names and containers at run time are src/model/blob-fields.ts.
  */
 import { getDirectiveValues, isListType, isNonNullType, type DirectiveNode, type GraphQLField, type GraphQLSchema } from 'graphql';
-import type { SchemaProblems } from '../compiler/schema-errors';
+import type { SchemaProblems } from './schema-errors';
 import type { BlobSpec, Model } from '../model/types';
 import { blobFields } from '../model/blob-fields';
 

@@ -3,7 +3,7 @@
  * them, on every write, is src/model/constraints.ts.
  */
 import { getDirectiveValues, type FieldDefinitionNode, type GraphQLSchema } from 'graphql';
-import type { SchemaProblems } from '../compiler/schema-errors';
+import type { SchemaProblems } from './schema-errors';
 import type { FieldConstraint } from '../model/types';
 import { NUMERIC, TEXT } from '../model/constraints';
 

@@ -1,16 +1,15 @@
 /**
  * Compiles `@copy` fields (the guide's "Denormalization pattern"): a field of an entity type that holds a copy of
  * a field of the entity one of its references points at. The writer fills it when a write sets the reference
- * (src/write/write-plan.ts); the fan-out worker keeps it in step with the target (src/derived/copies.ts), finding
+ * (src/write/write-plan.ts); the message worker keeps it in step with the target (src/derived/copies.ts), finding
  * the copies through a range of the target type over the copying type — which the schema must declare, since a
  * request path never scans and neither does the worker.
  */
 import { isObjectType, type GraphQLSchema } from 'graphql';
 import { readCopy } from './directives';
 import type { SchemaProblems } from './schema-errors';
-import { referenceKeyFields } from './references';
+import { referenceKeyFields, notAReference } from './references';
 import type { AccessPath, CopyModel, EntityModel, RangePath, SummaryModel } from '../model/types';
-import { notAReference } from './references';
 
 /**
  * Reads every `@copy` field into its entity's `copies`.

@@ -38,7 +38,7 @@ export interface FieldPlan {
   maxWaves: number;
   /** Entities per page, for range queries: default and maximum `first`. */
   pageSize: { default: number; max: number } | null;
-  /** Whether what it reads may lag behind the writes (an inter-partition index, kept by the fan-out worker). */
+  /** Whether what it reads may lag behind the writes (an inter-partition index, kept by the message worker). */
   consistency: 'strong' | 'eventual';
   /** A wide entity (the guide's "Wide entities pattern"): the entities it is stored as, one point query each, in one wave. */
   parts: number | null;
@@ -81,7 +81,7 @@ export interface MutationPlan {
    * and (`change`) a change entity when a subscription follows the type.
    */
   egt: { indexes: string[]; summaries: string[]; change: boolean };
-  /** Kept eventually through the fan-out queue: inter-partition index entities, summaries held elsewhere. */
+  /** Kept eventually through the work queue: inter-partition index entities, summaries held elsewhere. */
   eventual: { indexes: string[]; summaries: string[] };
   /** References read before the write (checkOnWrite). */
   checksReferences: string[];

@@ -3,7 +3,7 @@
  * layout. Telling them apart at run time is src/model/inheritance.ts.
  */
 import { isInterfaceType, isObjectType, type GraphQLSchema } from 'graphql';
-import type { SchemaProblems } from '../compiler/schema-errors';
+import type { SchemaProblems } from './schema-errors';
 import type { EntityModel, StoredField } from '../model/types';
 
 /**

@@ -29,8 +29,7 @@ import type { SchemaProblems } from './schema-errors';
 import { MAX_PARTS, MAX_USER_PROPERTIES, SYSTEM_PROPERTIES } from '../model/wide-entities';
 import { readConstraint } from './constraints';
 import { readBlob } from './blob-fields';
-import { isTableTemplate } from './table-template';
-import { parseTableTemplate } from './table-template';
+import { isTableTemplate, parseTableTemplate } from './table-template';
 import { splitProperties } from './wide-entities';
 
 /** Property names the Table service or tablegraph itself uses. */

@@ -1,13 +1,13 @@
 /**
  * Compiles `@summary` fields: summary values that every write of the summarised entities keeps — in the same EGT
  * where holder and summarised entities share a partition (the guide's "Entity Group Transactions"), eventually
- * through the fan-out queue and contribution entities where they do not. What each entity contributes, at run
+ * through the work queue and contribution entities where they do not. What each entity contributes, at run
  * time, is src/model/summaries.ts.
  */
 import { isObjectType, type GraphQLSchema } from 'graphql';
-import { readSummary } from '../compiler/directives';
+import { readSummary } from './directives';
 import { notAReference } from './references';
-import type { SchemaProblems } from '../compiler/schema-errors';
+import type { SchemaProblems } from './schema-errors';
 import type { AccessPath, EntityModel, SummaryFactor, SummaryModel } from '../model/types';
 
 const NUMERIC = new Set(['Int', 'Float', 'Decimal']);

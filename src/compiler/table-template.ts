@@ -5,10 +5,10 @@
 import type { ASTNode, GraphQLSchema } from 'graphql';
 import { checkTableName } from '../storage/limits';
 import type { KeyTemplate } from '../model/key-template';
-import { parseTemplate } from '../compiler/parse-template';
-import type { SchemaProblems } from '../compiler/schema-errors';
+import { parseTemplate } from './parse-template';
+import type { SchemaProblems } from './schema-errors';
 import type { Model } from '../model/types';
-import { refuseUses } from '../compiler/entity-uses';
+import { refuseUses } from './entity-uses';
 
 /** Whether a `table` argument is a template (holds a placeholder) rather than a table's name. */
 export function isTableTemplate(source: string): boolean {

@@ -4,11 +4,9 @@
  */
 import type { ASTNode, GraphQLSchema } from 'graphql';
 import { type EntityModel, type Model, type StoredField, type WideLayout } from '../model/types';
-import type { SchemaProblems } from '../compiler/schema-errors';
-import { fieldNode, refuseUses } from '../compiler/entity-uses';
-import { MAX_USER_PROPERTIES } from '../model/wide-entities';
-import { SYSTEM_PROPERTIES } from '../model/wide-entities';
-import { MAX_PARTS } from '../model/wide-entities';
+import type { SchemaProblems } from './schema-errors';
+import { fieldNode, refuseUses } from './entity-uses';
+import { MAX_USER_PROPERTIES, SYSTEM_PROPERTIES, MAX_PARTS } from '../model/wide-entities';
 
 /**
  * The parts an entity type's properties need, or undefined when they fit in one entity.

@@ -15,21 +15,30 @@ import type { EntityAddress, StorageObserver, StoredEntity, TransactionOperation
 /** Attempts at one contribution when other workers keep changing its holder (attempts). */
 const ATTEMPTS = 10;
 
+/** What a contribution entity should be: its holder and value (`wanted`, or null: absent), and whose it is. */
+export interface ContributionChange {
+  wanted: { holder: EntityAddress; value: Decimal } | null;
+  /** The address of the entity that contributes. */
+  primary: EntityAddress;
+  /**
+   * Change the value of a contribution entity that exists, never create one (a summary of a summary's refresh:
+   * where a contribution lies is its entity's own messages' business). Default: false.
+   */
+  onlyExisting?: boolean;
+}
+
 /**
- * Makes one contribution entity what it should be (`wanted`, or absent) and its holder's value follow, in one EGT.
- * @param onlyExisting change the value of a contribution entity that exists, never create one (a summary of a
- *   summary's refresh: where a contribution lies is its entity's own messages' business)
+ * Makes one contribution entity, at `address`, what `change` says and its holder's value follow, in one EGT.
  * @returns whether anything was written
  */
 export async function applyContribution(
   store: TableStore,
   s: SummaryModel,
   address: EntityAddress,
-  wanted: { holder: EntityAddress; value: Decimal } | null,
-  primary: EntityAddress,
+  change: ContributionChange,
   observer?: StorageObserver,
-  onlyExisting = false,
 ): Promise<boolean> {
+  const { wanted, primary, onlyExisting = false } = change;
   const call = { observer };
   for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
     const stored = await readOrNull(store, address, call);

@@ -7,13 +7,12 @@
  * as wanted changes nothing ("Eventually consistent transactions pattern", "Entity Group Transactions").
  */
 import { ErrorCode, isTablegraphError } from '../errors';
+import type { DerivedTarget } from './derived-target';
 import { contributionAddress, contributionHolder, contributionOf, contributionPrefix } from '../model/contributions';
 import { targetAddress } from '../model/references';
 import { valuesOf } from '../model/entity-codec';
 import { resolveHolder } from '../model/summaries';
-import type { EntityModel, Model } from '../model/types';
-import type { TableStore } from '../storage/table-store';
-import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
+import type { EntityAddress, StoredEntity } from '../storage/types';
 import { addressKey } from '../storage/address-key';
 import { applyContribution, readOrNull } from './contribution-apply';
 import { refreshSummaryChains } from './summary-chains';
@@ -29,15 +28,12 @@ import { refreshSummaryChains } from './summary-chains';
  * @throws TablegraphError STORAGE_UNAVAILABLE when a holder kept changing; storage errors
  */
 export async function reconcileContributions(
-  model: Model,
-  store: TableStore,
-  entity: EntityModel,
-  primary: EntityAddress,
+  target: DerivedTarget,
   current: StoredEntity | null,
   candidates: Map<string, EntityAddress>,
   lookups: readonly EntityAddress[],
-  observer?: StorageObserver,
 ): Promise<number> {
+  const { model, store, entity, primary, observer } = target;
   let changed = 0;
   const values = current ? valuesOf(entity, current.properties) : null;
   const reads = new Map<string, Promise<StoredEntity | null>>();
@@ -70,7 +66,7 @@ export async function reconcileContributions(
     }
     for (const [key, address] of addresses) {
       const wanted = want && addressKey(want.address) === key ? want : null;
-      if (await applyContribution(store, s, address, wanted, primary, observer)) changed++;
+      if (await applyContribution(store, s, address, { wanted, primary }, observer)) changed++;
       // A holder whose value others sum (a summary of a summary): its contributions to them follow its value now —
       // whether this pass changed it or an earlier delivery did before it died.
       const holder = wanted?.holder ?? contributionHolder(s, address);

@@ -12,6 +12,7 @@
  * fan-out message, exactly as after a client's write.
  */
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
+import type { DerivedTarget } from './derived-target';
 import { entityWrites, primaryAddress, typedValue, valuesOf } from '../model/entity-codec';
 import { parseKey, prefixUpperBound, renderKey, renderKeyPrefix } from '../model/key-template';
 import { readReferenced, referenceFields } from '../model/references';
@@ -30,21 +31,13 @@ const ATTEMPTS = 10;
  * @returns entities whose copies were written (entities)
  * @throws TablegraphError STORAGE_UNAVAILABLE when an entity kept changing; storage errors
  */
-export async function reconcileCopies(
-  model: Model,
-  store: TableStore,
-  entity: EntityModel,
-  primary: EntityAddress,
-  current: StoredEntity | null,
-  candidates: readonly EntityAddress[],
-  observer?: StorageObserver,
-  writer?: WriteExecutor,
-): Promise<number> {
+export async function reconcileCopies(target: DerivedTarget, current: StoredEntity | null, candidates: readonly EntityAddress[]): Promise<number> {
+  const { model, store, entity, primary, observer, writer } = target;
   let written = 0;
   const through = writer && { model, writer };
   if (entity.copies.size > 0 && current) written += (await refreshCopies(store, entity, primary, observer, through)) ? 1 : 0;
   for (const copy of model.copiesOf.get(entity.name) ?? []) {
-    for (const holder of await listedBy(store, copy.reverse, copy.entity, entity, primary, current, candidates, observer)) {
+    for (const holder of await listedBy(target, { reverse: copy.reverse, holder: copy.entity }, current, candidates)) {
       if (await refreshCopies(store, copy.entity, holder, observer, through)) written++;
     }
   }
@@ -58,15 +51,13 @@ export async function reconcileCopies(
  * where that suffices (none listed otherwise).
  */
 export async function listedBy(
-  store: TableStore,
-  reverse: RangePath,
-  holder: EntityModel,
-  target: EntityModel,
-  primary: EntityAddress,
+  at: Pick<DerivedTarget, 'store' | 'entity' | 'primary' | 'observer'>,
+  list: { reverse: RangePath; holder: EntityModel },
   current: StoredEntity | null,
   candidates: readonly EntityAddress[],
-  observer?: StorageObserver,
 ): Promise<EntityAddress[]> {
+  const { store, entity: target, primary, observer } = at;
+  const { reverse, holder } = list;
   const values = current ? valuesOf(target, current.properties) : keyedValues(target, primary, candidates);
   const path = reverse;
   const render = (bound: NonNullable<typeof path.rowKeyPrefix>, prefix: boolean) => {

@@ -3,12 +3,16 @@
  * only while it still points at the entity whose old state derived it (the guide's "Index Entities Pattern" and
  * "Eventually consistent transactions pattern"; docs/architecture.md, "Fan-out and reconciliation").
  */
+import type { DerivedTarget } from './derived-target';
+import { addressOfWrite } from '../model/entity-codec';
 import { ErrorCode, TablegraphError, isTablegraphError } from '../errors';
 import { indexWrite, valuesOf, type TableWrite } from '../model/entity-codec';
-import { ENTITY_TYPE_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE_ID_PROPERTY, type EntityModel } from '../model/types';
-import type { TableStore } from '../storage/table-store';
-import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
+import { ENTITY_TYPE_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE_ID_PROPERTY } from '../model/types';
+import type { EntityAddress, StoredEntity } from '../storage/types';
 import { isPendingReservation, pointsAt } from '../write/reservations';
+
+/** The entity whose index entities are written or deleted: its store, type and address (derived-target.ts). */
+export type IndexOwner = Pick<DerivedTarget, 'store' | 'entity' | 'primary' | 'observer'>;
 
 /**
  * Writes a unique index entity only if it is free or already this entity's: an insert when absent, a replace
@@ -20,15 +24,10 @@ import { isPendingReservation, pointsAt } from '../write/reservations';
  * @returns false when the key belongs to another entity
  * @throws TablegraphError STORAGE_UNAVAILABLE when the entity kept changing under the claim
  */
-export async function claimUnique(
-  store: TableStore,
-  entity: EntityModel,
-  w: TableWrite,
-  primary: EntityAddress,
-  call: { observer?: StorageObserver },
-  now: () => number,
-): Promise<boolean> {
-  const address = { table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey };
+export async function claimUnique(owner: IndexOwner, w: TableWrite, now: () => number): Promise<boolean> {
+  const { store, entity, primary } = owner;
+  const call = { observer: owner.observer };
+  const address = addressOfWrite(w);
   for (let attempt = 1; attempt <= 5; attempt++) {
     const existing = await store.getEntity(address, call);
     if (existing && !pointsAt(entity, existing, primary)) return false;
@@ -55,14 +54,9 @@ export async function claimUnique(
  * @returns 'deleted'; the end of the lease of a pending reservation kept; or 'left' (gone, not this entity's,
  *   derived again, or rewritten meanwhile)
  */
-export async function deleteIfPointsAt(
-  store: TableStore,
-  entity: EntityModel,
-  address: EntityAddress,
-  primary: EntityAddress,
-  call: { observer?: StorageObserver },
-  now: () => number,
-): Promise<'deleted' | 'left' | Date> {
+export async function deleteIfPointsAt(owner: IndexOwner, address: EntityAddress, now: () => number): Promise<'deleted' | 'left' | Date> {
+  const { store, entity, primary } = owner;
+  const call = { observer: owner.observer };
   let existing: StoredEntity | null;
   try {
     existing = await store.getEntity(address, call);

@@ -4,16 +4,16 @@
  * - a target deleted: each join entity still pointing at it is deleted (deleteDanglingJoins), after the target's
  *   own message — through the write path, so the summaries that count join entities and their indexes follow;
  * - a target moved (`@write(action: MOVE)` to the same type): each is re-pointed at the new address before the old
- *   entity goes (repointJoins, from src/worker/move.ts) — created with the new key values, then deleted; one that
+ *   entity goes (repointJoins, from src/worker/carry-out-move.ts) — created with the new key values, then deleted; one that
  *   names its target through a unique index by fields the move keeps (an id) needs nothing.
  * Each join entity is found through the join's reverse range, read again, and written conditionally on its ETag;
  * every step is idempotent, so redelivered and concurrently handled messages converge.
  */
 import { primaryAddress, valuesOf } from '../model/entity-codec';
+import type { DerivedTarget } from './derived-target';
 import { readReferenced, referenceAddress } from '../model/references';
-import { ENTITY_TYPE_PROPERTY, type EntityModel, type JoinModel, type Model } from '../model/types';
-import type { TableStore } from '../storage/table-store';
-import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
+import { ENTITY_TYPE_PROPERTY, type JoinModel } from '../model/types';
+import type { EntityAddress, StoredEntity } from '../storage/types';
 import { addressKey } from '../storage/address-key';
 import type { WriteExecutor } from '../write/write-executor';
 import { listedBy } from './copies';
@@ -23,18 +23,11 @@ import { quietly, workerWrite } from './worker-write';
  * The join entities of `join` that point at the target at `primary` (`values`: as it is or was; null: deleted,
  * known by its keys and `candidates`), each as read: those whose fields naming the target hold its values.
  */
-async function pointingAt(
-  store: TableStore,
-  join: JoinModel,
-  target: EntityModel,
-  primary: EntityAddress,
-  values: StoredEntity | null,
-  candidates: readonly EntityAddress[],
-  observer?: StorageObserver,
-): Promise<StoredEntity[]> {
+async function pointingAt(of: DerivedTarget, join: JoinModel, values: StoredEntity | null, candidates: readonly EntityAddress[]): Promise<StoredEntity[]> {
+  const { store, entity: target, primary, observer } = of;
   const out: StoredEntity[] = [];
   const targetValues = values ? valuesOf(target, values.properties) : null;
-  for (const address of await listedBy(store, join.reverse, join.entity, target, primary, values, candidates, observer)) {
+  for (const address of await listedBy(of, { reverse: join.reverse, holder: join.entity }, values, candidates)) {
     const stored = await store.getEntity(address, { observer });
     if (!stored || stored.properties[ENTITY_TYPE_PROPERTY] !== join.entity.entityType) continue;
     const own = valuesOf(join.entity, stored.properties);
@@ -55,21 +48,13 @@ async function pointingAt(
  * @returns join entities deleted
  * @throws storage errors (the message is retried)
  */
-export async function deleteDanglingJoins(
-  model: Model,
-  store: TableStore,
-  writer: WriteExecutor | undefined,
-  entity: EntityModel,
-  primary: EntityAddress,
-  current: StoredEntity | null,
-  candidates: readonly EntityAddress[],
-  observer?: StorageObserver,
-): Promise<number> {
+export async function deleteDanglingJoins(target: DerivedTarget, current: StoredEntity | null, candidates: readonly EntityAddress[]): Promise<number> {
+  const { model, store, writer, entity, observer } = target;
   const joins = model.joinsOf.get(entity.name) ?? [];
   if (joins.length === 0 || !writer || (current && current.properties[ENTITY_TYPE_PROPERTY] === entity.entityType)) return 0;
   let deleted = 0;
   for (const join of joins) {
-    for (const stored of await pointingAt(store, join, entity, primary, null, candidates, observer)) {
+    for (const stored of await pointingAt(target, join, null, candidates)) {
       // Re-created meanwhile at the same address, or (through an index) one with the same key there: the join
       // entity points at something again, and stays.
       const again = await readReferenced(join.reference, valuesOf(join.entity, stored.properties), (a) => store.getEntity(a, { observer }));
@@ -87,21 +72,13 @@ export async function deleteDanglingJoins(
  * @returns join entities re-pointed
  * @throws storage errors and refusals of the create (a reference it would break): the move is retried
  */
-export async function repointJoins(
-  model: Model,
-  store: TableStore,
-  writer: WriteExecutor,
-  entity: EntityModel,
-  from: EntityAddress,
-  old: StoredEntity,
-  keys: Record<string, unknown>,
-  observer?: StorageObserver,
-): Promise<number> {
+export async function repointJoins(target: DerivedTarget & { writer: WriteExecutor }, old: StoredEntity, keys: Record<string, unknown>): Promise<number> {
+  const { model, writer, entity, observer } = target;
   let moved = 0;
   for (const join of model.joinsOf.get(entity.name) ?? []) {
     // A join that names its target by fields the move keeps (an id, through a unique index) still points at it.
     if (![...join.keyFields.keys()].some((t) => keys[t] !== undefined && String(keys[t]) !== String(valuesOf(entity, old.properties)[t]))) continue;
-    for (const stored of await pointingAt(store, join, entity, from, old, [], observer)) {
+    for (const stored of await pointingAt(target, join, old, [])) {
       const values = valuesOf(join.entity, stored.properties);
       const next: Record<string, unknown> = {};
       for (const f of workerWrite(join.entity, 'CREATE').inputFields) next[f] = values[f] ?? null;

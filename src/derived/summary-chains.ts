@@ -64,7 +64,7 @@ export async function refreshSummaryChains(
         want = null; // a value that cannot form the holder's key counts nowhere
       }
       if (!want) continue;
-      if (await applyContribution(store, upper, want.address, want, address, observer, true)) changed++;
+      if (await applyContribution(store, upper, want.address, { wanted: want, primary: address, onlyExisting: true }, observer)) changed++;
       next.set(`${upper.holder.name}\u0000${want.holder.partitionKey}\u0000${want.holder.rowKey}`, { entity: upper.holder, address: want.holder });
     }
     const again = await readOrNull(store, address, call);

@@ -65,7 +65,7 @@ export interface PathRecord {
   problem?: { reason: string; message: string; details?: unknown };
   /**
    * A re-key's moves under way when it switched (`rekey` rows only): each move's id and its entity's new address, so
-   * that the worker carries the move out from there (src/worker/move.ts).
+   * that the worker carries the move out from there (src/worker/carry-out-move.ts).
    */
   moves?: Record<string, EntityAddress>;
   etag?: string;

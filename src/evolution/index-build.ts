@@ -30,7 +30,8 @@ import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
 import { planEgtBatches } from '../write/egt-batches';
 import { pointsAt } from '../write/reservations';
-import { addressOfWrite, primaryOf, readPrimary, settlePrimary, type HeldTwice } from '../derived/index-settle';
+import { primaryOf, readPrimary, settlePrimary, type HeldTwice } from '../write/index-settle';
+import { addressOfWrite } from '../model/entity-codec';
 
 /** What one page of a build did (counts in entities). */
 export interface IndexPageResult {

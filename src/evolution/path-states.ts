@@ -95,7 +95,7 @@ export class PathStates implements PathGate {
 
   /**
    * Whether `type` was re-keyed (its `rekey:<Type>` row ready) after `enqueuedAt` (ms since 1970), and where the entity
-   * of move `moveId`, under way then, was carried (src/worker/move.ts).
+   * of move `moveId`, under way then, was carried (src/worker/carry-out-move.ts).
    */
   movedTo(type: string, moveId: string, enqueuedAt: number): { rekeyed: boolean; address?: EntityAddress } {
     const row = this.states.get(rekeyPathId(type));

@@ -13,7 +13,7 @@
  * 2. **Catch-up** (`catchUpRekey`), once no process of the old version is left (the build runner waits for their
  *    presence rows to go) and so no one writes the type: the old and the new addresses read whole and compared; each
  *    copy missing or different is written again, each copy whose source is gone deleted; the moves under way are
- *    recorded (the worker carries them out from the new address, src/worker/move.ts).
+ *    recorded (the worker carries them out from the new address, src/worker/carry-out-move.ts).
  * 3. **Clean-up** (`cleanUpRekey`): the entities at the old addresses deleted, If-Match on the ETag read.
  *
  * Entities are told apart by where they are: one whose address is what the old templates render from its own values
@@ -21,7 +21,7 @@
  * the same is already where it belongs). A wide entity's parts (`_part<n>`) go with it.
  */
 import { ErrorCode, isTablegraphError } from '../errors';
-import { entityWrites, valuesOf } from '../model/entity-codec';
+import { addressOfWrite, entityWrites, valuesOf } from '../model/entity-codec';
 import { parseKeyTemplate, renderKey } from '../model/key-template';
 import { ENTITY_TYPE_PROPERTY, MOVE_ID_PROPERTY, MOVED_IN_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type Layout } from '../model/types';
 import { partAddresses, partProperties } from '../model/wide-entities';
@@ -29,7 +29,7 @@ import { addressKey } from '../storage/address-key';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, EntityToWrite, StorageObserver, StoredEntity, TransactionOperation } from '../storage/types';
 import { planEgtBatches } from '../write/egt-batches';
-import { readPrimary } from '../derived/index-settle';
+import { readPrimary } from '../write/index-settle';
 import { submitSkippingChanged } from '../maintenance/rebuild-index';
 import type { RecordedAddressing } from './layout-diff';
 import pLimit from 'p-limit';
@@ -121,7 +121,7 @@ function copyRows(rekey: Rekey, source: StoredEntity): { table: string; rows: En
     if (typeof value === 'string' && value !== '') primary.entity.properties[mark] = { type: 'String', value };
   }
   if (!entity.wide) return { table: primary.table, rows: [primary.entity] };
-  const base = { table: primary.table, partitionKey: primary.entity.partitionKey, rowKey: primary.entity.rowKey };
+  const base = addressOfWrite(primary);
   return {
     table: primary.table,
     rows: partAddresses(entity.wide, base).map((a, i) => ({

@@ -2,10 +2,10 @@
  * The generic loader: rows of any schema's entity types, in steps of one type each (a manifest lists them in
  * dependency order: a type before the types whose references or summaries reach it), written as the worker would
  * derive them (load-plan.ts) — EGTs of upsert-replace per table and partition, sent directly rather than through
- * the fan-out queue, with bounded parallelism ("Entity Group Transactions"; the "Performance and scalability
+ * the work queue, with bounded parallelism ("Entity Group Transactions"; the "Performance and scalability
  * checklist": batch, and bound the parallelism). After a step's EGTs: one merge per summary holder with its exact
  * totals, then the deletion of the index entities that rewritten entities no longer derive (each only while it
- * still points at its entity, as the fan-out worker deletes: the "Eventually consistent transactions pattern").
+ * still points at its entity, as the message worker deletes: the "Eventually consistent transactions pattern").
  *
  * An EGT that fails for want of an answer (a timeout, a 5xx after the SDK's own retries) is sent again with
  * exponential back-off — its upserts are idempotent — a bounded number of times; then its rows are reported and
@@ -304,7 +304,7 @@ export async function loadEntities(opts: LoadOptions): Promise<LoadSummary> {
     let staleDeleted = 0;
     for (const { primary, addresses } of plan.stale) {
       for (const address of addresses) {
-        if ((await deleteIfPointsAt(store, entity, address, primary, { observer }, Date.now)) === 'deleted') staleDeleted++;
+        if ((await deleteIfPointsAt({ store, entity, primary, observer }, address, Date.now)) === 'deleted') staleDeleted++;
       }
     }
     for (const table of writtenTables) scans.delete(table);

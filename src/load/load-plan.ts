@@ -24,7 +24,7 @@
 import { randomUUID } from 'node:crypto';
 import { ErrorCode, isTablegraphError, isTransientStorageError, TablegraphError } from '../errors';
 import { Decimal, decimalText } from '../model/decimal';
-import { entityWrites, primaryAddress, valuesOf, type TableWrite } from '../model/entity-codec';
+import { addressOfWrite, entityWrites, primaryAddress, valuesOf, type TableWrite } from '../model/entity-codec';
 import { CONTRIBUTION, contributionEntity, contributionOf, contributionPrefix, isContribution } from '../model/contributions';
 import { holderAddress, resolveHolder, summaryContribution, summaryValue } from '../model/summaries';
 import { escapeKeyValue } from '../storage/key-escape';
@@ -39,8 +39,6 @@ import { StepStore, type LoadReads } from './step-store';
 import { holderMergesOf, type HolderMerge } from './holder-merges';
 import { sameValues, staleIndexAddresses } from './stored-state';
 import { UniqueClaims } from './unique-claims';
-
-export type { HolderMerge } from './holder-merges';
 
 /** A row the load skipped: its line and why. */
 export interface SkippedRow {
@@ -64,10 +62,6 @@ export interface LoadPlanOptions {
   written: Set<string>;
   /** An entity already stored: replaced (default) or kept as it is. */
   existing?: 'replace' | 'keep';
-}
-
-function addressOf(w: TableWrite): EntityAddress {
-  return { table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey };
 }
 
 /** One load step's plan. Counters, `stale`, `lines` and `holderMerges()` are final once `batches()` is exhausted. */
@@ -156,7 +150,7 @@ export class LoadPlan {
       const list = pending.get(`${w.table}\u0000${w.entity.partitionKey}`);
       if (!list || list.length >= full) continue;
       list.push(w);
-      this.folded.add(addressKey(addressOf(w)));
+      this.folded.add(addressKey(addressOfWrite(w)));
     }
     if (pending.size > 0) yield planEgtBatches([...pending.values()].flat(), this.opts.target);
   }

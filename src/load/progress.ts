@@ -5,7 +5,10 @@
 import { openDataFile } from './file-stream';
 import { Presets, SingleBar } from 'cli-progress';
 import type { Logger } from '../log';
-import type { ImportProgress } from '../../examples/hr/import/import-employees';
+import type { LoadProgress } from './load-entities';
+
+/** Progress so far: data rows read (malformed included), entities written, EGTs committed. */
+export type ImportProgress = Omit<LoadProgress, 'type'>;
 
 /** Receives progress updates; `stop` ends the bar (or logs the last line). */
 export interface ProgressReporter {

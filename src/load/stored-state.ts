@@ -3,7 +3,7 @@
  * stored ones, and which index entities the stored state derived that the row's new state does not ("Index
  * Entities Pattern": they are deleted once the new state is written).
  */
-import { indexWrite, typedValue, type TableWrite } from '../model/entity-codec';
+import { addressOfWrite, indexWrite, typedValue, type TableWrite } from '../model/entity-codec';
 import type { EntityModel } from '../model/types';
 import { addressKey } from '../storage/address-key';
 import type { EntityAddress } from '../storage/types';
@@ -27,8 +27,7 @@ export function sameValues(entity: EntityModel, a: Record<string, unknown>, b: R
  * @returns their addresses (a stored value that cannot form a key derived nothing)
  */
 export function staleIndexAddresses(entity: EntityModel, before: Record<string, unknown>, writes: TableWrite[]): EntityAddress[] {
-  const addressOf = (w: TableWrite): EntityAddress => ({ table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey });
-  const now = new Set(writes.map((w) => addressKey(addressOf(w))));
+  const now = new Set(writes.map((w) => addressKey(addressOfWrite(w))));
   const stale: EntityAddress[] = [];
   for (const index of entity.indexes.values()) {
     let w: TableWrite | undefined;
@@ -37,7 +36,7 @@ export function staleIndexAddresses(entity: EntityModel, before: Record<string, 
     } catch {
       continue; // a stored value that cannot form a key derived nothing
     }
-    if (w && !now.has(addressKey(addressOf(w)))) stale.push(addressOf(w));
+    if (w && !now.has(addressKey(addressOfWrite(w)))) stale.push(addressOfWrite(w));
   }
   return stale;
 }

@@ -3,6 +3,7 @@
  * of the load nor a stored entity holds it ("Index Entities Pattern", unique). A row that would take another's is
  * refused alone, as a bad row, never a stolen index entry.
  */
+import { addressOfWrite } from '../model/entity-codec';
 import { ErrorCode, TablegraphError } from '../errors';
 import { primaryAddress, type TableWrite } from '../model/entity-codec';
 import { ENTITY_TYPE_PROPERTY, type IndexModel } from '../model/types';
@@ -27,7 +28,7 @@ export class UniqueClaims {
     const claims: string[] = [];
     for (const w of indexes) {
       if (!w.index.unique) continue;
-      const key = addressKey({ table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey });
+      const key = addressKey(addressOfWrite(w));
       const holder = this.claims.get(key) ?? (await this.storedHolder(w));
       if (holder !== undefined && holder !== me) {
         throw new TablegraphError(

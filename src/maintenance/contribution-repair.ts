@@ -42,7 +42,7 @@ export async function repairContributions(store: TableStore, s: SummaryModel, ad
     const resolved = s.via.index && values ? await resolveHolder(s, values, (a) => store.getEntity(a, { observer })) : undefined;
     const want = contributionOf(s, primary, values, resolved);
     const wanted = want && addressKey(want.address) === addressKey(address) ? want : null;
-    if (await applyContribution(store, s, address, wanted, primary, observer)) changed++;
+    if (await applyContribution(store, s, address, { wanted, primary }, observer)) changed++;
   }
   return changed;
 }

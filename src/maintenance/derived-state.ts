@@ -14,7 +14,7 @@
  * since has a new ETag, so the rebuild's If-Match leaves it alone.
  */
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
-import { indexWrite, valuesOf, type TableWrite } from '../model/entity-codec';
+import { addressOfWrite, indexWrite, valuesOf, type TableWrite } from '../model/entity-codec';
 import { ENTITY_TYPE_PROPERTY, type EntityModel, type IndexModel, type Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity, TypedValue } from '../storage/types';
@@ -159,7 +159,7 @@ class Tracker {
     }
     if (!write) return; // sparse: a null key field derives no index entity
     diff.expected++;
-    const address = addressOf(write);
+    const address = addressOfWrite(write);
     const key = addressKey(address);
     const earlier = this.derivedBy.get(key);
     if (earlier) {
@@ -197,7 +197,7 @@ class Tracker {
       const single = (a: EntityAddress) => this.derivedBy.get(addressKey(a))!.length < 2;
       diff.missing = diff.missing.filter(single);
       diff.different = diff.different.filter(single);
-      this.state.repairs = this.state.repairs.filter((r) => single(addressOf(r.write)));
+      this.state.repairs = this.state.repairs.filter((r) => single(addressOfWrite(r.write)));
     }
     diff.checked = this.derivedBy.size + diff.orphaned.length;
     this.unclaimed.clear();
@@ -207,10 +207,6 @@ class Tracker {
 
 function keysOf(e: StoredEntity): { partitionKey: string; rowKey: string } {
   return { partitionKey: e.partitionKey, rowKey: e.rowKey };
-}
-
-function addressOf(w: TableWrite): EntityAddress {
-  return { table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey };
 }
 
 /** Whether a decoded stored value equals a typed expected value (DateTime by instant, Binary by bytes). */

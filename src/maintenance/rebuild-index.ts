@@ -13,7 +13,8 @@ import type { StorageObserver, TransactionOperation } from '../storage/types';
 import { planEgtBatches } from '../write/egt-batches';
 import { addressKey } from '../storage/address-key';
 import { readDerivedState, resolveIndex, type DerivedState, type ScanProgress } from './derived-state';
-import { addressOfWrite, settlePrimary } from '../derived/index-settle';
+import { settlePrimary } from '../write/index-settle';
+import { addressOfWrite } from '../model/entity-codec';
 
 /** Progress: the scan (entities read so far), then the repair (index entities written and deleted so far). */
 export interface RebuildProgress extends ScanProgress {
@@ -62,7 +63,7 @@ export interface RebuildResult {
  * Rebuilds index `index` of entity type `type`. Missing index entities are inserted (create: refused if one
  * appeared meanwhile), different ones replaced with If-Match on the ETag read, orphaned ones deleted with
  * If-Match on the ETag read, all in EGTs per partition; an operation refused with 409/412/404 means someone —
- * the fan-out worker, a mutation's EGT — wrote that entity since the scan, from a fresher read: it is dropped
+ * the message worker, a mutation's EGT — wrote that entity since the scan, from a fresher read: it is dropped
  * from its EGT (the rest is sent again), skipped and counted.
  *
  * Safe while the server serves: it never overwrites or deletes a write made after its scan, and it reads the
@@ -71,7 +72,7 @@ export interface RebuildResult {
  * worker anyway (its fan-out message is queued before its EGT commits); one whose old index entity its writer
  * removed before this rebuild inserted it again is found by reading each repaired primary once more after the
  * writes, and settled (src/derived/index-settle.ts). A unique index's reservation made for a create still in
- * flight looks orphaned. Run verify once the fan-out queue
+ * flight looks orphaned. Run verify once the work queue
  * drained. Addresses that several primaries derive (a violated unique index) and primaries that cannot derive
  * (bad key values) are counted in `unresolved`, not guessed at.
  * @throws TablegraphError BAD_USER_INPUT for an unknown type or index (the message lists the known ones);

@@ -78,7 +78,7 @@ function recount(summaries: SummaryModel[], entities: Iterable<StoredEntity>): M
  * Scans each table holding holders or what they summarise once, and compares every summary value with a recount
  * of the entities it summarises — in its holder's partition, or anywhere for a summary held in another partition
  * (whose contribution entities are checked against what each entity derives, too). A snapshot of the moment each
- * table was read: run it when no writes are in flight and the fan-out queue has drained.
+ * table was read: run it when no writes are in flight and the work queue has drained.
  * @throws TablegraphError BAD_USER_INPUT (unknown summary), storage errors from the scans
  */
 export async function readSummaryState(opts: SummaryStateOptions): Promise<SummaryDiff[]> {

@@ -1,12 +1,12 @@
 /**
  * `verify`: checks that every index entity equals what its primary entity derives (docs/architecture.md, "Maintenance")
- * — the intra-partition indexes kept in the entity's EGT and the inter-partition ones the fan-out worker keeps ("Index
+ * — the intra-partition indexes kept in the entity's EGT and the inter-partition ones the message worker keeps ("Index
  * Entities Pattern", "Eventually consistent transactions pattern") — and that every summary value equals a recount of
  * what it summarises (summary-state.ts), every copy its target (copy-state.ts), and that no blob of a `@blob` field
  * outlived its cleanup unnamed (blob-state.ts). It reads whole tables on purpose (derived-state.ts): a maintenance
  * command, never a request path.
  *
- * Inter-partition indexes lag behind their primaries by the fan-out queue during normal operation, and verify
+ * Inter-partition indexes lag behind their primaries by the work queue during normal operation, and verify
  * reports the state at the moment it reads each table: run it after the queue drained (no writes in flight),
  * or expect recent writes to show up as missing, different or orphaned.
  */

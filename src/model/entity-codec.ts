@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { ErrorCode, TablegraphError } from '../errors';
-import type { EntityToWrite, TypedValue } from '../storage/types';
+import type { EntityAddress, EntityToWrite, TypedValue } from '../storage/types';
 import { checkConstraint } from './constraints';
 import { decimalText, toDecimal } from './decimal';
 import { isWellFormedText, renderKey } from './key-template';
@@ -16,6 +16,11 @@ import { ENTITY_TYPE_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type IndexMo
 export interface TableWrite {
   table: string;
   entity: EntityToWrite;
+}
+
+/** The address a table write goes to: its table, PartitionKey and RowKey. */
+export function addressOfWrite(w: TableWrite): EntityAddress {
+  return { table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey };
 }
 
 /** The entity's own write plus one write per index. */

@@ -2,7 +2,7 @@
  * `@summary` values at run time (compiled by src/compiler/summaries.ts): summary values (a count, a payroll) that every
  * write of the summarised entities keeps in the same EGT where holder and summarised entities share a partition (the
  * guide: "Entity Group Transactions", and its advice to keep aggregates beside the data they count), and eventually,
- * through the fan-out queue and contribution entities, where they do not (src/model/contributions.ts).
+ * through the work queue and contribution entities, where they do not (src/model/contributions.ts).
  */
 import { Decimal, storedDecimal } from './decimal';
 import type { EntityAddress, StoredEntity } from '../storage/types';

@@ -198,7 +198,7 @@ export interface SummaryModel {
   terms: SummaryFactor[][];
   /**
    * `egt`: the holder shares the `of` entity's partition, and every write changes it in its own EGT. `eventual`:
-   * the holder is elsewhere (or `via` reaches it through a unique index); the fan-out worker keeps it, exactly,
+   * the holder is elsewhere (or `via` reaches it through a unique index); the message worker keeps it, exactly,
    * through one contribution entity per `of` entity in the holder's partition (src/model/contributions.ts), changed
    * in one EGT with the holder. A summary of a summary (its terms sum another summary of `of`) is always eventual.
    */

@@ -1,5 +1,5 @@
 /**
- * Every message of the fan-out queue, one tagged union (`kind`), and its one encoding (docs/architecture.md,
+ * Every message of the work queue, one tagged union (`kind`), and its one encoding (docs/architecture.md,
  * "Fan-out and reconciliation"; the guide's "Eventually consistent transactions pattern"):
  * - `fanout`: put on the queue before the EGT of a write commits, it names the entity, the write (its WriteId, a
  *   UUID never reused) and the state that write was based on, and every derived entity the old and the new state
@@ -108,7 +108,7 @@ export interface BatchMessage {
   messages: EntityMessage[];
 }
 
-/** Every message of the fan-out queue. */
+/** Every message of the work queue. */
 export type QueueMessage = EntityMessage | BlobCleanupMessage | BatchMessage;
 
 /** A message of an entity's write, as a writer builds it before it is sent (the sender adds `id` and `enqueuedAt`). */

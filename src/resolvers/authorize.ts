@@ -4,9 +4,8 @@
  * entity out of scope in a list is left out of it.
  */
 import { decide, forbidden, type Principal } from '../model/authorization';
-import type { AuthPolicy } from '../model/types';
+import type { AuthPolicy, EntityModel, Layout } from '../model/types';
 import { parseKey } from '../model/key-template';
-import type { EntityModel, Layout } from '../model/types';
 
 /** Field values a pair of keys gives away, by the layout that rendered them (a hash bucket gives nothing). */
 export function keyValues(layout: Layout, partitionKey: string, rowKey?: string): Record<string, string> {

@@ -9,7 +9,7 @@ import type { StorageAdmission } from '../read/admission';
 import { CostTracker } from '../read/cost';
 import type { DemandEstimate } from '../read/demand';
 import type { PathGate } from '../read/path-gate';
-import type { Principal } from '../server/auth';
+import type { Principal } from '../model/authorization';
 import type { PartitionSasSigner } from '../storage/sas';
 import type { BlobStore } from '../storage/blob-store';
 import type { CursorCodec } from '../read/cursor';

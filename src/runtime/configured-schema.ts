@@ -1,5 +1,5 @@
 /** The schema every command compiles: the configured schema folder, page sizes and table prefix. */
-import type { Config } from '../config';
+import type { Config } from './config';
 import { compileSchema, type CompiledSchema } from '../compiler/compile';
 import { loadSchemaSources } from '../compiler/load-schema';
 

@@ -5,7 +5,7 @@
  * else, nothing: a schema that encrypts refuses to start without keys rather than store the text in the clear.
  */
 import { createHash } from 'node:crypto';
-import type { Config } from '../config';
+import type { Config } from './config';
 import { ErrorCode, TablegraphError } from '../errors';
 import type { Logger } from '../log';
 import type { Model } from '../model/types';

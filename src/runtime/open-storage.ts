@@ -5,7 +5,7 @@
  */
 import { DefaultAzureCredential } from '@azure/identity';
 import type { TokenCredential } from '@azure/core-auth';
-import type { Config } from '../config';
+import type { Config } from './config';
 import type { Logger } from '../log';
 import type { Model } from '../model/types';
 import { attachCipher } from './encryption';

@@ -6,7 +6,7 @@
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import type { GraphQLSchema } from 'graphql';
-import type { Config } from '../config';
+import type { Config } from './config';
 import type { Logger } from '../log';
 import type { Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';

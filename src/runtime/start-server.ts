@@ -5,15 +5,15 @@
 import { createServer, type Server } from 'node:http';
 import { clientErrorHandler } from '../server/http-errors';
 import type { AddressInfo } from 'node:net';
-import type { Config } from '../config';
+import type { Config } from './config';
 import type { Logger } from '../log';
 import { CursorCodec } from '../read/cursor';
 import { attachResolvers } from '../resolvers/attach';
 import { createGraphqlApp } from '../server/app';
 import { ideQueryOf } from '../server/ide';
 import { attachCipher } from './encryption';
-import { createFanoutWorker, type FanoutWorkerOptions } from '../worker/fanout-worker';
-import { ensureFanoutQueues, fanoutQueueNames, queueSender } from '../queue/sender';
+import { createMessageWorker, type MessageWorkerOptions } from '../worker/message-worker';
+import { ensureWorkQueues, workQueueNames, queueSender } from '../queue/sender';
 import type { QueueWorker } from '../worker/queue-worker';
 import { ErrorCode, TablegraphError } from '../errors';
 import { StorageAdmission } from '../read/admission';
@@ -36,7 +36,7 @@ export interface RunningServer {
   /** e.g. `http://127.0.0.1:4000/graphql` */
   url: string;
   port: number;
-  /** The fan-out worker running inside the server (TABLEGRAPH_WORKER=inline), if any. */
+  /** The message worker running inside the server (TABLEGRAPH_WORKER=inline), if any. */
   worker?: QueueWorker;
   /** Stops accepting connections, lets in-flight requests finish (at most `graceMs`, default 10000 ms), stops Apollo. */
   close(graceMs?: number): Promise<void>;
@@ -84,15 +84,15 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
   for (const table of model.tables) await storage.store.ensureTable(table);
   // What the stored data was written by, and what this schema changes in it: refused, or built online.
   const deployment = await startSchemaDeployment({ config, store: storage.store, model, schema, sdl, log, builds: config.worker === 'inline' });
-  await ensureFanoutQueues(storage.queues, config.tablePrefix);
-  const queues = fanoutQueueNames(config.tablePrefix);
+  await ensureWorkQueues(storage.queues, config.tablePrefix);
+  const queues = workQueueNames(config.tablePrefix);
   // A schema with @blob fields needs its containers (and a blob connection string) before it serves.
   for (const container of blobContainers(model)) await storage.blobs.ensureContainer(container);
   const blobs = { store: storage.blobs, cleanupDelaySeconds: config.blobCleanupDelaySeconds };
   const writer = new WriteExecutor({
     model,
     store: storage.store,
-    fanout: queueSender(storage.queues, queues.queue),
+    workQueue: queueSender(storage.queues, queues.queue),
     blobs,
     changeRetentionMs: config.subscriptions.retentionMs,
     log,
@@ -198,15 +198,15 @@ async function seedEmptyStore(config: Config, storage: OpenStorage, compiled: Pi
   if (!seeded.ran) log.info({ others: seeded.others }, 'not seeding: other tablegraph commands use this data folder');
 }
 
-/** The fan-out worker that runs inside the server (TABLEGRAPH_WORKER=inline), started once the server listens. */
+/** The message worker that runs inside the server (TABLEGRAPH_WORKER=inline), started once the server listens. */
 function inlineWorker(
   config: Config,
   storage: OpenStorage,
-  runtime: { model: Model; writer: WriteExecutor; gate: FanoutWorkerOptions['gate'] },
+  runtime: { model: Model; writer: WriteExecutor; gate: MessageWorkerOptions['gate'] },
   log: Logger,
 ): QueueWorker {
   const { model, writer, gate } = runtime;
-  return createFanoutWorker({
+  return createMessageWorker({
     model,
     gate,
     store: storage.store,

@@ -45,7 +45,7 @@ import { trustedDocumentsMiddleware } from './trusted-documents-http';
 import { DEFAULT_HTTP_CACHE, httpCachePlugin, type HttpCacheOptions } from './http-cache';
 import type { Duplex } from 'node:stream';
 import { liveSubscriptions, streamHandler, subscriptionsElsewhere, type SubscriptionSettings } from './subscriptions/serve-subscriptions';
-import type { ChangePollerStats } from './subscriptions/change-poller';
+import type { ChangePollerStats } from '../read/change-poller';
 
 /** Deepest query accepted (selection-set nesting levels); deeper ones fail validation before any storage call. */
 export const MAX_QUERY_DEPTH = DEFAULT_QUERY_LIMITS.maxDepth;
@@ -56,7 +56,7 @@ export interface AppDeps extends ContextDeps {
   log: Logger;
   /** Shown by /health. */
   storageTarget: string;
-  /** For /health: the fan-out queue's depth and its poison queue's. */
+  /** For /health: the work queue's depth and its poison queue's. */
   queues?: QueueStore;
   queueNames?: { queue: string; poison: string };
   /** For /health: the worker running in this process, if any (a function: it is created after the app). */
@@ -227,7 +227,7 @@ function mountOperations(app: express.Express, deps: AppDeps, subscriptions: (()
       res.json({
         status: 'ok',
         storage: { target: deps.storageTarget, answers: true, latencyMs: Math.round(latencyMs * 10) / 10 },
-        fanout: await fanoutHealth(deps),
+        fanout: await workQueueHealth(deps),
         ...(deps.pathStates && { paths: deps.pathStates().map((p) => ({ path: p.id, state: p.state, ...progressOf(p) })) }),
       });
     } catch (e) {
@@ -349,11 +349,11 @@ function refuseOrigin(log: Logger, req: IncomingMessage, res: ServerResponse, re
 const VISIBLE_PEEK = 32;
 
 /**
- * The eventual-consistency side of /health: fan-out queue depth and poison count (messages, approximate, as the
+ * The eventual-consistency side of /health: work queue depth and poison count (messages, approximate, as the
  * service reports them), the messages visible now (up to 32, then `32+`) and hidden (sent with a delay, or being
  * handled), and the in-process worker's counters and enqueue-to-reconcile lag (ms).
  */
-async function fanoutHealth(deps: AppDeps): Promise<Record<string, unknown> | undefined> {
+async function workQueueHealth(deps: AppDeps): Promise<Record<string, unknown> | undefined> {
   if (!deps.queues || !deps.queueNames) return undefined;
   const [queueDepth, visible, poisonCount] = await Promise.all([
     deps.queues.approximateDepth(deps.queueNames.queue),

@@ -11,8 +11,6 @@ import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload, t
 import { ErrorCode, TablegraphError } from '../errors';
 import type { Principal } from '../model/authorization';
 
-export type { Principal } from '../model/authorization';
-
 /** How tokens are verified (from the configuration). */
 export interface AuthSettings {
   jwksUrl?: string;

@@ -12,7 +12,7 @@
  * - `tablegraph_fanout_queue_depth`, `tablegraph_fanout_poison_depth` (messages, approximate) and
  *   `tablegraph_fanout_oldest_message_age_seconds`, read from the queue service at each scrape;
  * - `tablegraph_worker_lag_seconds{quantile}` and `tablegraph_worker_messages_total{outcome}`: the in-process
- *   fan-out worker's enqueue-to-reconcile lag over its recent window and its message counts;
+ *   message worker's enqueue-to-reconcile lag over its recent window and its message counts;
  * - `tablegraph_subscriptions{of}` (subscribers, partitions watched), `tablegraph_subscription_calls_total{kind}`
  *   (change log polls, changed entities read, failed polls) and `tablegraph_subscription_events_total`;
  * - prom-client's default process metrics (`process_cpu_seconds_total`, `process_resident_memory_bytes`, event
@@ -22,7 +22,7 @@ import client from 'prom-client';
 import type { StorageCost } from '../read/cost';
 import type { QueueStore } from '../storage/queue-store';
 import type { QueueWorker } from '../worker/queue-worker';
-import type { ChangePollerStats } from './subscriptions/change-poller';
+import type { ChangePollerStats } from '../read/change-poller';
 import type { PathRecord } from '../evolution/catalogue';
 
 const PATH_STATES = ['building', 'ready', 'failed', 'retired'] as const;
@@ -98,7 +98,7 @@ export class Metrics {
     if (queues && queueNames) {
       new client.Gauge({
         name: 'tablegraph_fanout_queue_depth',
-        help: 'Messages in the fan-out queue (approximate, as the queue service reports it)',
+        help: 'Messages in the work queue (approximate, as the queue service reports it)',
         registers,
         async collect() {
           this.set(await queues.approximateDepth(queueNames.queue));
@@ -114,7 +114,7 @@ export class Metrics {
       });
       new client.Gauge({
         name: 'tablegraph_fanout_oldest_message_age_seconds',
-        help: 'Age of the message at the front of the fan-out queue in seconds (0 when empty)',
+        help: 'Age of the message at the front of the work queue in seconds (0 when empty)',
         registers,
         async collect() {
           this.set((await queues.oldestMessageAgeMs(queueNames.queue)) / 1000);
@@ -160,7 +160,7 @@ export class Metrics {
     if (worker) {
       new client.Gauge({
         name: 'tablegraph_worker_lag_seconds',
-        help: "The in-process fan-out worker's lag from enqueue to reconcile over its recent window, in seconds",
+        help: "The in-process message worker's lag from enqueue to reconcile over its recent window, in seconds",
         labelNames: ['quantile'],
         registers,
         collect() {
@@ -173,7 +173,7 @@ export class Metrics {
       });
       new client.Gauge({
         name: 'tablegraph_worker_messages_total',
-        help: 'Messages the in-process fan-out worker handled, failed (to be retried), retried and sent to the poison queue',
+        help: 'Messages the in-process message worker handled, failed (to be retried), retried and sent to the poison queue',
         labelNames: ['outcome'],
         registers,
         collect() {

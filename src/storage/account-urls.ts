@@ -71,6 +71,6 @@ export function accountUrls(settings: AccountUrlSettings): AccountUrls | undefin
   const queue = settings.queue ? checked('TABLEGRAPH_QUEUE_URL', settings.queue) : derived.queue;
   const blob = settings.blob ? checked('TABLEGRAPH_BLOB_URL', settings.blob) : derived.blob;
   if (!table) throw invalid('TABLEGRAPH_TABLE_URL', 'is needed: no account URL to derive it from (set TABLEGRAPH_STORAGE_ACCOUNT_URL)');
-  if (!queue) throw invalid('TABLEGRAPH_QUEUE_URL', 'is needed: the fan-out queue lives in a storage account (set TABLEGRAPH_STORAGE_ACCOUNT_URL)');
+  if (!queue) throw invalid('TABLEGRAPH_QUEUE_URL', 'is needed: the work queue lives in a storage account (set TABLEGRAPH_STORAGE_ACCOUNT_URL)');
   return { table, queue, blob };
 }

@@ -11,12 +11,20 @@ import { PointReader } from './point-reader';
 import type { PropertyCipher } from './property-cipher';
 import { MAX_PAGE_SIZE, pagedRange, sortedRange, type CallCost, type RangePage } from './range-pages';
 
-export type { RangePage } from './range-pages';
 import { checkEntity, checkKey, checkTableName, checkTransaction } from './limits';
 import { isEntityNotFound, StorageErrorContext, toTablegraphError } from './storage-errors';
 import { inSpan, tracingOn } from '../telemetry/spans';
-import type { CallOptions, EntityAddress, EntityToWrite, RangeQuery, StorageCallRecord } from './types';
-import type { ServiceAccess, StorageTarget, StoredEntity, TransactionOperation } from './types';
+import type {
+  CallOptions,
+  EntityAddress,
+  EntityToWrite,
+  RangeQuery,
+  StorageCallRecord,
+  ServiceAccess,
+  StorageTarget,
+  StoredEntity,
+  TransactionOperation,
+} from './types';
 
 /**
  * A standard Azure Storage connection string (Azure, Azurite or Cosmos DB Table API), or the Table endpoint and a

@@ -8,8 +8,7 @@
  */
 import { ErrorCode, TablegraphError } from '../errors';
 import { blobFields, blobPrefix } from '../model/blob-fields';
-import type { BlobSpec } from '../model/types';
-import type { Model } from '../model/types';
+import type { BlobSpec, Model } from '../model/types';
 import type { BlobStore, ListedBlob } from '../storage/blob-store';
 import type { TableStore } from '../storage/table-store';
 import type { StorageObserver } from '../storage/types';

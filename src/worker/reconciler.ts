@@ -9,20 +9,49 @@
  */
 import { ErrorCode, TablegraphError } from '../errors';
 import { CONTRIBUTION_ROW_KEY_PREFIX } from '../model/contributions';
-import { derive, valuesOf } from '../model/entity-codec';
+import { addressOfWrite, derive, valuesOf } from '../model/entity-codec';
 import { ENTITY_TYPE_PROPERTY } from '../model/types';
-import type { StoredEntity } from '../storage/types';
+import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
+import type { Model } from '../model/types';
+import type { TableStore } from '../storage/table-store';
+import type { WriteExecutor } from '../write/write-executor';
 import { addressKey } from '../storage/address-key';
-import { stateId, type EntityMessage } from '../queue/messages';
+import { stateId, type EntityMessage, type FanoutMessage } from '../queue/messages';
 import { reconcileContributions } from '../derived/contributions';
 import { reconcileCopies } from '../derived/copies';
 import { refreshSummaryChains } from '../derived/summary-chains';
 import { claimUnique, deleteIfPointsAt } from '../derived/index-entities';
 import { deleteDanglingJoins } from '../derived/joins';
-import { carryOutMove } from './move';
-import type { ReconcileOptions, ReconcileResult } from './reconcile-options';
+import type { DerivedTarget } from '../derived/derived-target';
 
-export type { ReconcileOptions, ReconcileResult } from './reconcile-options';
+export interface ReconcileOptions {
+  model: Model;
+  store: TableStore;
+  /**
+   * How long after enqueueing a message waits for the write it announces while the entity is still in the state
+   * that write was based on (ms, default 30000). Past it, the message is reconciled against whatever is there:
+   * its write failed or never happened. (Reservations are guarded by their own lease, not by this.)
+   */
+  settleMs?: number;
+  /**
+   * How long to keep a message in hand, re-reading the entity, when its write is not visible yet (ms, default
+   * 500): the message is usually on the queue a few ms before its EGT commits, and deferring it costs a second.
+   */
+  holdMs?: number;
+  /** Passes before giving up on an entity that keeps changing (passes, default 10); the message is then retried. */
+  maxPasses?: number;
+  observer?: StorageObserver;
+  /** Called after the upserts of each pass: lets tests stop a worker mid-message. */
+  afterUpserts?(message: EntityMessage): void | Promise<void>;
+  /** The write path, for copies and the join entities of a deleted entity (copies.ts, joins.ts); without it they are left as they are. */
+  writer?: WriteExecutor;
+  /** Told about a unique index entity that belongs to another entity (should not happen: reservations prevent it). */
+  onUniqueConflict?(address: EntityAddress, message: EntityMessage): void;
+  now?(): number;
+}
+
+/** Done, with its passes and the derived entities it wrote (entities); or to be tried again after `afterMs` (ms). */
+export type ReconcileResult = { kind: 'done'; passes: number; upserted: number; deleted: number } | { kind: 'retryLater'; afterMs: number };
 
 /**
  * Reconciles the derived entities of the entity a message names.
@@ -30,11 +59,11 @@ export type { ReconcileOptions, ReconcileResult } from './reconcile-options';
  * @throws TablegraphError BAD_USER_INPUT when the message names an unknown entity type (it can never succeed);
  *   STORAGE_UNAVAILABLE and others from the store; an error when the entity kept changing for maxPasses passes
  */
-export async function reconcile(message: EntityMessage, opts: ReconcileOptions): Promise<ReconcileResult> {
-  if (message.move) return carryOutMove(message, opts);
+export async function reconcile(message: FanoutMessage, opts: ReconcileOptions): Promise<ReconcileResult> {
   const entity = opts.model.entities.get(message.entity);
   if (!entity) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `fan-out message ${message.id} names ${message.entity}, which the schema does not have`);
   const { store } = opts;
+  const target: DerivedTarget = { model: opts.model, store, entity, primary: message.primary, observer: opts.observer, writer: opts.writer };
   const call = { observer: opts.observer };
   const now = opts.now ?? Date.now;
   const old = new Map(message.candidates.map((a) => [addressKey(a), a]));
@@ -63,11 +92,11 @@ export async function reconcile(message: EntityMessage, opts: ReconcileOptions):
     // deleted): at once, so a message takes one round trip's latency for them, not one per index.
     await Promise.all(
       want.map(async (w) => {
-        const address = { table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey };
+        const address = addressOfWrite(w);
         wanted.add(addressKey(address));
         await store.ensureTable(w.table);
         if (!w.index.unique) await store.upsertEntity(w.table, w.entity, 'replace', call);
-        else if (!(await claimUnique(store, entity, w, message.primary, call, now))) {
+        else if (!(await claimUnique(target, w, now))) {
           opts.onUniqueConflict?.(address, message);
           return;
         }
@@ -75,9 +104,9 @@ export async function reconcile(message: EntityMessage, opts: ReconcileOptions):
         old.set(addressKey(address), address);
       }),
     );
-    upserted += await reconcileContributions(opts.model, store, entity, message.primary, current, old, message.holderLookups ?? [], opts.observer);
-    upserted += await reconcileCopies(opts.model, store, entity, message.primary, current, [...old.values()], opts.observer, opts.writer);
-    deleted += await deleteDanglingJoins(opts.model, store, opts.writer, entity, message.primary, current, [...old.values()], opts.observer);
+    upserted += await reconcileContributions(target, current, old, message.holderLookups ?? []);
+    upserted += await reconcileCopies(target, current, [...old.values()]);
+    deleted += await deleteDanglingJoins(target, current, [...old.values()]);
     await opts.afterUpserts?.(message);
     let leaseEnds = 0;
     // Stale index entities, each decided on its own: at once too.
@@ -85,7 +114,7 @@ export async function reconcile(message: EntityMessage, opts: ReconcileOptions):
       [...old]
         .filter(([key, address]) => !wanted.has(key) && !address.rowKey.startsWith(CONTRIBUTION_ROW_KEY_PREFIX))
         .map(async ([, address]) => {
-          const outcome = await deleteIfPointsAt(store, entity, address, message.primary, call, now);
+          const outcome = await deleteIfPointsAt(target, address, now);
           if (outcome === 'deleted') deleted += 1;
           else if (outcome instanceof Date) leaseEnds = Math.max(leaseEnds, outcome.getTime());
         }),
@@ -114,7 +143,7 @@ export async function reconcile(message: EntityMessage, opts: ReconcileOptions):
  * those follow, now that the write is visible (src/derived/summary-chains.ts).
  * @returns contribution entities changed (entities)
  */
-async function refreshHolders(message: EntityMessage, opts: ReconcileOptions): Promise<number> {
+async function refreshHolders(message: FanoutMessage, opts: ReconcileOptions): Promise<number> {
   let changed = 0;
   for (const h of message.summaryHolders ?? []) {
     const holder = opts.model.entities.get(h.entity);

@@ -10,7 +10,7 @@ import type { SentMessage } from '../queue/sender';
 import { releaseReservations, reservationEntity, type HeldReservation, type KeyState } from './reservations';
 import { reserveKeys, type ReservationRequest } from './reservation-batches';
 import { sendDropCleanup } from './blob-cleanup-send';
-import type { WritePlan } from './write-plan';
+import type { WritePlan } from './plan-types';
 import type { CommitContext, PendingWrite } from './commit-types';
 
 /**
@@ -50,7 +50,7 @@ export function sendMessages(
       batches.map(async ({ text, items }) => {
         const members = sending.slice(next, (next += items.length)).map(({ member }) => member);
         try {
-          const shared: SharedMessage = { sent: await ctx.fanout.send(text), holders: new Set(members) };
+          const shared: SharedMessage = { sent: await ctx.workQueue.send(text), holders: new Set(members) };
           for (const m of members) effects.get(m)!.sent = shared;
         } catch (error) {
           for (const m of members) effects.get(m)!.error = error;
@@ -64,7 +64,7 @@ export function sendMessages(
 /** A write's blobs' cleanup message, when it drops a blob. @returns whether it may go on (no error) */
 async function sendBlobCleanup(ctx: CommitContext, member: PendingWrite, plan: WritePlan, done: Effects): Promise<boolean> {
   try {
-    member.sendBy ??= await sendDropCleanup(member.write.entity, member.address, plan.previous, plan.values, ctx.fanout, ctx.blobCleanupDelaySeconds);
+    member.sendBy ??= await sendDropCleanup(member.write.entity, member.address, plan.previous, plan.values, ctx.workQueue, ctx.blobCleanupDelaySeconds);
     return true;
   } catch (error) {
     done.error = error;
@@ -127,7 +127,7 @@ export async function undoEffects(ctx: CommitContext, member: PendingWrite, done
   const shared = done.sent;
   if (released && shared) {
     shared.holders.delete(member);
-    if (shared.holders.size === 0 && shared.sent && ctx.fanout.withdraw) await ctx.fanout.withdraw(shared.sent).catch(() => undefined);
+    if (shared.holders.size === 0 && shared.sent && ctx.workQueue.withdraw) await ctx.workQueue.withdraw(shared.sent).catch(() => undefined);
   }
   done.held = [];
   done.sent = undefined;

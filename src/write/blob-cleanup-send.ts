@@ -1,6 +1,6 @@
 /**
  * When a write sends the blob cleanup message of `@blob` fields (src/queue/messages.ts; the guide's "Large entities
- * pattern", kept consistent with its "Eventually consistent transactions pattern"): on the fan-out queue before a
+ * pattern", kept consistent with its "Eventually consistent transactions pattern"): on the work queue before a
  * write uploads, replaces, clears or deletes a blob, hidden for the cleanup delay D
  * (TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS). When it shows, the worker (src/worker/blob-cleanup.ts) deletes every blob
  * of the entity's `@blob` fields that the entity no longer names. The times below make that safe:
@@ -35,11 +35,11 @@ export async function sendDropCleanup(
   address: EntityAddress,
   previous: Record<string, unknown> | null,
   values: Record<string, unknown> | null,
-  fanout: { send(text: string, opts: { visibilityDelaySeconds: number }): Promise<unknown> },
+  queue: { send(text: string, opts: { visibilityDelaySeconds: number }): Promise<unknown> },
   cleanupDelaySeconds: number | undefined,
 ): Promise<number | undefined> {
   if (cleanupDelaySeconds === undefined || !dropsBlob(entity, previous, values)) return undefined;
   const sentAt = Date.now();
-  await fanout.send(encodeMessage(blobCleanupMessage(entity.name, address, cleanupDelaySeconds, sentAt)), { visibilityDelaySeconds: cleanupDelaySeconds });
+  await queue.send(encodeMessage(blobCleanupMessage(entity.name, address, cleanupDelaySeconds, sentAt)), { visibilityDelaySeconds: cleanupDelaySeconds });
   return sentAt + blobTimes(cleanupDelaySeconds).commitWindowMs;
 }

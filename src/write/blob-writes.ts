@@ -7,14 +7,13 @@
  */
 import { ErrorCode, TablegraphError } from '../errors';
 import { blobFields, newBlobName } from '../model/blob-fields';
-import type { BlobSpec } from '../model/types';
-import type { WriteModel } from '../model/types';
+import type { BlobSpec, WriteModel } from '../model/types';
 import type { BlobStore } from '../storage/blob-store';
 import type { EntityAddress } from '../storage/types';
 import { blobCleanupMessage, encodeMessage } from '../queue/messages';
 import { blobTimes } from './blob-cleanup-send';
-import type { FanoutSender } from '../queue/sender';
-import type { Values } from './write-plan';
+import type { WorkQueueSender } from '../queue/sender';
+import type { Values } from './plan-types';
 
 /** What a write needs for its blobs: the store, and the cleanup delay (TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS). */
 export interface BlobWriting {
@@ -22,7 +21,7 @@ export interface BlobWriting {
   cleanupDelaySeconds: number;
 }
 
-/** A blob a move's create carries from the old address (src/worker/move.ts): copied to a name of the new one. */
+/** A blob a move's create carries from the old address (src/worker/carry-out-move.ts): copied to a name of the new one. */
 export interface BlobCopy {
   copyOf: { container: string; name: string };
 }
@@ -112,7 +111,7 @@ export async function applyBlobs(
   plan: BlobPlan,
   write: WriteModel,
   address: EntityAddress,
-  fanout: FanoutSender,
+  queue: WorkQueueSender,
   writing: BlobWriting | undefined,
 ): Promise<{ input: Values; sendBy?: number; uploadUrls: Record<string, string> }> {
   const writes = plan.uploads.length + plan.copies.length + plan.pending.length > 0;
@@ -122,7 +121,7 @@ export async function applyBlobs(
   const { store, cleanupDelaySeconds } = writing;
   const times = blobTimes(cleanupDelaySeconds);
   const sentAt = Date.now();
-  await fanout.send(encodeMessage(blobCleanupMessage(write.entity.name, address, cleanupDelaySeconds, sentAt)), {
+  await queue.send(encodeMessage(blobCleanupMessage(write.entity.name, address, cleanupDelaySeconds, sentAt)), {
     visibilityDelaySeconds: cleanupDelaySeconds,
   });
   const input = { ...plan.input };

@@ -7,9 +7,9 @@ import type { Model } from '../model/types';
 import type { Logger } from '../log';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver } from '../storage/types';
-import type { FanoutSender } from '../queue/sender';
+import type { WorkQueueSender } from '../queue/sender';
 import type { GroupMember } from './group-plan';
-import type { Values } from './write-plan';
+import type { Values } from './plan-types';
 
 /** The outcome of a write: the entity as it now is (or was, for a delete). */
 export interface WriteResult {
@@ -52,7 +52,7 @@ export interface PendingWrite extends GroupMember {
 export interface CommitContext {
   model: Model;
   store: TableStore;
-  fanout: FanoutSender;
+  workQueue: WorkQueueSender;
   /** Attempts before a write that keeps meeting concurrent writers of other processes fails (default 8). */
   maxAttempts: number;
   /** The blob cleanup delay (s; blob-writes.ts): absent, a write that drops a blob sends no cleanup message. */

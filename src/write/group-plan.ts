@@ -15,7 +15,8 @@ import { randomUUID } from 'node:crypto';
 import { checkTransaction, limitsFor, operationBytes } from '../storage/limits';
 import type { EntityAddress, StorageTarget, StoredEntity, TransactionOperation } from '../storage/types';
 import { addressKey } from '../storage/address-key';
-import { addressOf, checkPlan, planWrite, type HolderDelta, type Values, type WritePlan } from './write-plan';
+import { addressOf, checkPlan, planWrite } from './write-plan';
+import type { HolderDelta, Values, WritePlan } from './plan-types';
 
 /** One write waiting to be committed: what it writes, and the id of its current attempt. */
 export interface GroupMember {
@@ -29,11 +30,11 @@ export interface GroupMember {
    */
   check?(previous: Values | null, next: Values | null): void;
   /**
-   * A move's create (worker/move.ts): the unique keys the entity holds at this, its old address, are taken over
+   * A move's create (worker/carry-out-move.ts): the unique keys the entity holds at this, its old address, are taken over
    * rather than refused as taken.
    */
   takeOverFrom?: EntityAddress;
-  /** The move (worker/move.ts) this write is a step of: its id, which marks its copy (write-plan.ts moveMarks). */
+  /** The move (worker/carry-out-move.ts) this write is a step of: its id, which marks its copy (write-plan.ts moveMarks). */
   moveId?: string;
 }
 

@@ -5,7 +5,7 @@
  * (references.ts), and the entities of its own partition holding copies of fields it changes (`@copy`) — and, once
  * planned, who holds each unique key a write wants (reservations.ts), read before anything is sent.
  */
-import { primaryAddress, valuesOf } from '../model/entity-codec';
+import { addressOfWrite, primaryAddress, valuesOf } from '../model/entity-codec';
 import { prefixUpperBound, renderKey, renderKeyPrefix } from '../model/key-template';
 import { ENTITY_TYPE_PROPERTY, type CopyModel, type EntityModel, type Model, type WriteModel } from '../model/types';
 import { mergeParts, partAddresses } from '../model/wide-entities';
@@ -17,7 +17,9 @@ import { classifyKey, pointsAt, type KeyState } from './reservations';
 import { referenceAddress } from '../model/references';
 import { referencesToCheck } from './references';
 import { copyKeysSummary, holderAddress } from '../model/summaries';
-import { changedCopies, copyListKey, nextValues, summariesOf, type Values, type WritePlan } from './write-plan';
+import { changedCopies, copyListKey } from './copy-plan';
+import type { Values, WritePlan } from './plan-types';
+import { nextValues, summariesOf } from './write-plan';
 
 /** Copies changed in one EGT at most (entities); more are left to the worker. */
 const MAX_COPIES_PER_EGT = 50;
@@ -182,7 +184,7 @@ export async function readUniqueKeys(
   await Promise.all(
     planned.flatMap(({ member, plan }) =>
       plan.reservations.map(async (r) => {
-        const address = { table: r.table, partitionKey: r.entity.partitionKey, rowKey: r.entity.rowKey };
+        const address = addressOfWrite(r);
         await store.ensureTable(r.table);
         const existing = await store.getEntity(address, { observer });
         const entity = member.write.entity;

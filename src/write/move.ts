@@ -1,8 +1,8 @@
 /**
  * A move request (`@write(action: MOVE)`): a change of an entity's keys, as the guide's "Eventually consistent
  * transactions pattern" moves an employee between departments — the request checks what can be known now and puts
- * a message on the fan-out queue; the worker copies the entity to its new address, then deletes it at the old one
- * (src/worker/move.ts). The old address answers the entity until the worker deletes it there. With `@write(to:)` the
+ * a message on the work queue; the worker copies the entity to its new address, then deletes it at the old one
+ * (src/worker/carry-out-move.ts). The old address answers the entity until the worker deletes it there. With `@write(to:)` the
  * entity becomes another type at its new address — the guide's archiving example, an employee moved to an Archive
  * table.
  */
@@ -18,10 +18,10 @@ import type { StorageObserver, StoredEntity } from '../storage/types';
 import { addressKey } from '../storage/address-key';
 import { encodeMessage, stateId } from '../queue/messages';
 import type { GroupMember } from './group-plan';
-import type { FanoutSender } from '../queue/sender';
+import type { WorkQueueSender } from '../queue/sender';
 import type { WriteResult } from './commit-types';
 import { checkReferences } from './references';
-import type { Values } from './write-plan';
+import type { Values } from './plan-types';
 
 /** Attempts at marking the entity when other writes keep changing it between the read and the mark. */
 const MARK_ATTEMPTS = 5;
@@ -40,7 +40,7 @@ const MARK_ATTEMPTS = 5;
  *   FORBIDDEN (from `check`), STORAGE_UNAVAILABLE (also when other writes kept changing the entity)
  */
 export async function requestMove(
-  ctx: { model: Model; store: TableStore; fanout: FanoutSender },
+  ctx: { model: Model; store: TableStore; workQueue: WorkQueueSender },
   write: WriteModel,
   input: Values,
   observer?: StorageObserver,
@@ -92,7 +92,7 @@ export async function requestMove(
     checkReferences(ctx.model, { ...write, entity: target, action: 'REPLACE' }, moved, moved, targets);
     check?.(previous, moved);
     const moveId = randomUUID();
-    const sent = await ctx.fanout.send(
+    const sent = await ctx.workQueue.send(
       encodeMessage({
         kind: 'move',
         v: 3,
@@ -127,7 +127,7 @@ export async function requestMove(
           );
         }
       }
-      if (sent) await ctx.fanout.withdraw?.(sent).catch(() => undefined);
+      if (sent) await ctx.workQueue.withdraw?.(sent).catch(() => undefined);
       // Written or deleted since it was read: read it again (a client's ifMatch is then stale, said above).
       if (!changed) throw e;
       if (attempt === MARK_ATTEMPTS)

@@ -20,7 +20,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { CHANGE, isChangeEntity, stampChanges } from '../model/change-log';
 import type { EntityAddress, StorageObserver, StoredEntity, TransactionOperation } from '../storage/types';
-import { deleteUnlessDerived } from '../derived/index-settle';
+import { deleteUnlessDerived } from './index-settle';
 import { sharedObserver } from '../storage/shared-observer';
 import { addressKey } from '../storage/address-key';
 import { planGroup, type GroupPlan, type GroupState } from './group-plan';

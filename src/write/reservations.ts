@@ -15,6 +15,7 @@
  * - A writer releases only reservations its own attempt made and still holds (their ETag unchanged), once that
  *   attempt can no longer commit.
  */
+import { addressOfWrite } from '../model/entity-codec';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { primaryAddress, type TableWrite } from '../model/entity-codec';
 import { BASED_ON_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type IndexModel } from '../model/types';
@@ -107,7 +108,7 @@ export function classifyKey(
   takeOverFrom?: EntityAddress,
 ): KeyState {
   if (!existing) return { kind: 'free' };
-  // A move's create takes over what the entity holds at its old address (worker/move.ts).
+  // A move's create takes over what the entity holds at its old address (worker/carry-out-move.ts).
   if (takeOverFrom && pointsAt(entity, existing, takeOverFrom)) return { kind: 'ours', etag: existing.etag };
   if (!pointsAt(entity, existing, primary)) return { kind: 'taken' };
   const holder = existing.properties[WRITE_ID_PROPERTY];
@@ -145,7 +146,7 @@ export async function reserveKey(
   observer?: StorageObserver,
   takeOverFrom?: EntityAddress,
 ): Promise<HeldReservation> {
-  const address = { table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey };
+  const address = addressOfWrite(w);
   let state = first;
   for (let attempt = 1; ; attempt++) {
     if (state.kind === 'taken') throw uniqueKeyTaken(entity.name, w);

@@ -18,9 +18,10 @@ import type { EntityAddress, EntityToWrite, StorageObserver } from '../storage/t
 import { requestMove } from './move';
 import { PartitionCommitter } from './partition-committer';
 import type { WriteResult } from './commit-types';
-import type { FanoutSender } from '../queue/sender';
+import type { WorkQueueSender } from '../queue/sender';
 import type { GroupMember } from './group-plan';
-import { addressOf, checkIncrement, type Values } from './write-plan';
+import type { Values } from './plan-types';
+import { addressOf, checkIncrement } from './write-plan';
 import { partAddresses, partProperties } from '../model/wide-entities';
 import { ChangeLogTrimmer } from './change-log-trim';
 import type { Logger } from '../log';
@@ -28,13 +29,10 @@ import { applyBlobs, planBlobs, type BlobPlan, type BlobWriting } from './blob-w
 import type { PathGate } from '../read/path-gate';
 import { typesTouchedBy } from './touched-types';
 
-export type { FanoutSender, SentMessage } from '../queue/sender';
-export type { WriteResult } from './commit-types';
-
 export interface WriteExecutorOptions {
   model: Model;
   store: TableStore;
-  fanout: FanoutSender;
+  workQueue: WorkQueueSender;
   /** Attempts when writers of other processes keep changing what was read (attempts; default 8). */
   maxAttempts?: number;
   /**
@@ -59,7 +57,7 @@ export interface WriteExecutorOptions {
 /** Default: change entities are kept an hour. */
 export const DEFAULT_CHANGE_RETENTION_MS = 3_600_000;
 
-/** What a step of a move (worker/move.ts) tells the write path; see WriteExecutor.execute. */
+/** What a step of a move (worker/carry-out-move.ts) tells the write path; see WriteExecutor.execute. */
 export type MoveStep = Pick<GroupMember, 'takeOverFrom' | 'moveId'>;
 
 /** Runs mutations. One instance serves every request of a process. */
@@ -84,9 +82,9 @@ export class WriteExecutor {
    *   EGT are told to each of them)
    * @param check decides on the entity as read and as it would be written whether the caller may (`@auth`);
    *   throwing refuses the write alone, before anything of it is sent
-   * @param options.takeOverFrom a move's create (worker/move.ts): the entity's old address, whose unique keys it takes
+   * @param options.takeOverFrom a move's create (worker/carry-out-move.ts): the entity's old address, whose unique keys it takes
    *   over
-   * @param options.moveId the move (worker/move.ts) this write is a step of: a create marks its copy with it, and
+   * @param options.moveId the move (worker/carry-out-move.ts) this write is a step of: a create marks its copy with it, and
    *   only its steps may change that copy (others: CONFLICT, reason MovePending)
    * A MOVE is checked and queued (move.ts): its result is the entity as it is, at its old address. A write of `@blob`
    * fields uploads first (blob-writes.ts); its result holds the upload URLs of blobs the client uploads.
@@ -99,7 +97,7 @@ export class WriteExecutor {
   execute(write: WriteModel, input: Values, observer?: StorageObserver, check?: GroupMember['check'], options: MoveStep = {}): Promise<WriteResult> {
     if (this.opts.gate) for (const type of typesTouchedBy(this.opts.model, write)) this.opts.gate.assertServed(type, write.coordinate);
     if (write.action === 'MOVE')
-      return requestMove({ model: this.opts.model, store: this.opts.store, fanout: this.opts.fanout }, write, input, observer, check);
+      return requestMove({ model: this.opts.model, store: this.opts.store, workQueue: this.opts.workQueue }, write, input, observer, check);
     const address = addressOf(write, input);
     const blobs = planBlobs(write, input, address);
     checkInput(write, blobs?.input ?? input, address, this.opts.store);
@@ -115,7 +113,7 @@ export class WriteExecutor {
     check: GroupMember['check'],
     step: MoveStep,
   ): Promise<WriteResult> {
-    const applied = await applyBlobs(blobs, write, address, this.opts.fanout, this.opts.blobs);
+    const applied = await applyBlobs(blobs, write, address, this.opts.workQueue, this.opts.blobs);
     const result = await this.enqueue(write, applied.input, address, observer, check, step, applied.sendBy);
     return { ...result, uploadUrls: applied.uploadUrls };
   }
@@ -135,7 +133,7 @@ export class WriteExecutor {
       const ctx = {
         model: this.opts.model,
         store: this.opts.store,
-        fanout: this.opts.fanout,
+        workQueue: this.opts.workQueue,
         maxAttempts: this.opts.maxAttempts ?? 8,
         blobCleanupDelaySeconds: this.opts.blobs?.cleanupDelaySeconds,
         log: this.opts.log,

@@ -9,6 +9,7 @@
  * secondary index pattern", "Eventually consistent transactions pattern", "Merge or replace", "Data series pattern"
  * (INCREMENT).
  */
+import { addressOfWrite } from '../model/entity-codec';
 import { ErrorCode, TablegraphError } from '../errors';
 import { derive, entityWrites, indexWrite, primaryAddress, seriesProperties, typedValue, valuesOf, type TableWrite } from '../model/entity-codec';
 import { contributionOf } from '../model/contributions';
@@ -33,9 +34,6 @@ import { partOperations } from '../model/wide-entities';
 import { copiedFieldsChanged, fillCopies, sameEgtCopies } from './copy-plan';
 import type { HolderDelta, ReadState, Values, WritePlan } from './plan-types';
 
-export type { HolderDelta, ReadState, Values, WritePlan } from './plan-types';
-export { changedCopies, copyListKey } from './copy-plan';
-
 /** The address of the entity a mutation input names (its key fields). @throws BAD_USER_INPUT for a bad key value */
 export function addressOf(write: WriteModel, input: Values): EntityAddress {
   return primaryAddress(write.entity, input);
@@ -43,7 +41,7 @@ export function addressOf(write: WriteModel, input: Values): EntityAddress {
 
 /**
  * The entity's values after the write, from the input and the current values ("Merge or replace").
- * @param moveId the move (`@write(action: MOVE)`, worker/move.ts) this write is a step of, if any: only its own
+ * @param moveId the move (`@write(action: MOVE)`, worker/carry-out-move.ts) this write is a step of, if any: only its own
  *   steps may change a move's copy still marked MovedIn
  * @throws TablegraphError CONFLICT (reason EntityAlreadyExists) when creating an existing entity; NOT_FOUND when
  *   changing a missing one without `ifMatch`; CONFLICT (reason ETagMismatch) when `input.ifMatch` is not the
@@ -70,7 +68,7 @@ export function nextValues(write: WriteModel, input: Values, current: StoredEnti
   const movingIn = current?.properties[MOVED_IN_PROPERTY];
   if (action !== 'CREATE' && typeof movingIn === 'string' && movingIn !== '' && movingIn !== moveId) {
     // Written now, the copy would differ from the entity still at the old address, and a redelivered move could
-    // not tell its copy from someone else's entity: the move finishes first (seconds, src/worker/move.ts).
+    // not tell its copy from someone else's entity: the move finishes first (seconds, src/worker/carry-out-move.ts).
     throw new TablegraphError(
       ErrorCode.CONFLICT,
       `${entity.name} ${describeKeys(write, input)} is being moved here: write it again once the move is carried out`,
@@ -322,7 +320,7 @@ function fanoutOf(
     return undefined;
   const candidates = new Map<string, EntityAddress>();
   for (const w of [...derived.derivedBefore, ...derived.derivedAfter]) {
-    const a = { table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey };
+    const a = addressOfWrite(w);
     candidates.set(addressKey(a), a);
   }
   const lookups = new Map<string, EntityAddress>();

@@ -11,7 +11,7 @@
  * 70 storage calls each) without pause, and the cheap query's latency is measured again: the server-wide admission
  * of storage reads serves requests round-robin, so the cheap query's one call does not wait behind thousands.
  */
-import { loadConfig } from '../../src/config';
+import { loadConfig } from '../../src/runtime/config';
 import { createLogger } from '../../src/log';
 import { startServer } from '../../src/runtime/start-server';
 import { startAzurite } from '../../src/storage/azurite';

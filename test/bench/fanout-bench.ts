@@ -1,8 +1,8 @@
 /**
  * Fan-out benchmark: `npx tsx test/bench/fanout-bench.ts` (not part of `npm test`; about 2 minutes).
  *
- * On its own in-memory Azurite, a server in this process (its inline worker off) and fan-out workers
- * (createFanoutWorker, a QueueWorker) in this process too. 8 departments × 40 employees are created through the
+ * On its own in-memory Azurite, a server in this process (its inline worker off) and message workers
+ * (createMessageWorker, a QueueWorker) in this process too. 8 departments × 40 employees are created through the
  * real write path (GraphQL mutations), then, in one run:
  * 1. EGT-only writes — updateEmployee of annualSalary, which no inter-partition index holds: the employee and
  *    its department's payroll in one EGT ("Entity Group Transactions"), no fan-out message; 8 in flight, one
@@ -22,15 +22,15 @@
 import { cpus, loadavg } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { loadConfig } from '../../src/config';
+import { loadConfig } from '../../src/runtime/config';
 import { createLogger } from '../../src/log';
 import { startServer, type RunningServer } from '../../src/runtime/start-server';
 import { startAzurite } from '../../src/storage/azurite';
 import { QueueStore } from '../../src/storage/queue-store';
 import { TableStore } from '../../src/storage/table-store';
 import { benchStorage } from './bench-storage';
-import { createFanoutWorker } from '../../src/worker/fanout-worker';
-import { fanoutQueueNames, queueSender } from '../../src/queue/sender';
+import { createMessageWorker } from '../../src/worker/message-worker';
+import { workQueueNames, queueSender } from '../../src/queue/sender';
 import { WriteExecutor } from '../../src/write/write-executor';
 import type { QueueWorker } from '../../src/worker/queue-worker';
 import { compileHr, ROOT } from '../support/harness';
@@ -182,7 +182,7 @@ async function main(): Promise<void> {
   const store = new TableStore({ connectionString: azurite.connectionString, target: 'azurite' });
   const queues = new QueueStore({ connectionString: azurite.connectionString });
   const { model } = compileHr(PREFIX);
-  const queue = fanoutQueueNames(PREFIX).queue;
+  const queue = workQueueNames(PREFIX).queue;
   const env = {
     PORT: '0',
     AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString,
@@ -196,9 +196,9 @@ async function main(): Promise<void> {
   let workerTrips = 0;
   const workerObserver = { onCall: (r: { roundTrips: number }) => void (workerTrips += r.roundTrips) };
   // Moves are carried out through the write path, as `npm run worker` does it.
-  const writer = new WriteExecutor({ model, store, fanout: queueSender(queues, queue) });
+  const writer = new WriteExecutor({ model, store, workQueue: queueSender(queues, queue) });
   const worker = (concurrency = 8): QueueWorker =>
-    createFanoutWorker({ model, store, queues, tablePrefix: PREFIX, log, concurrency, observer: workerObserver, writer });
+    createMessageWorker({ model, store, queues, tablePrefix: PREFIX, log, concurrency, observer: workerObserver, writer });
   const depth = () => queues.approximateDepth(queue);
   const depthSampler = () => sampler(async (ms) => [ms, await depth().catch(() => -1)] as [number, number], 250);
   const stalls = sampler(async () => {

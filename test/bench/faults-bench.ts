@@ -9,7 +9,7 @@
  * baseline, the latency p50/p99 of an acknowledged create, the answers by code, and whether the creates acknowledged
  * are exactly those stored.
  */
-import { loadConfig } from '../../src/config';
+import { loadConfig } from '../../src/runtime/config';
 import { createLogger } from '../../src/log';
 import { startServer } from '../../src/runtime/start-server';
 import { startAzurite } from '../../src/storage/azurite';

@@ -16,7 +16,7 @@ import pLimit from 'p-limit';
 import { Pool } from 'undici';
 import { TableClient, type TransactionAction } from '@azure/data-tables';
 import { importEmployees } from '../../examples/hr/import/import-employees';
-import { loadConfig } from '../../src/config';
+import { loadConfig } from '../../src/runtime/config';
 import { createLogger } from '../../src/log';
 import { indexWrite, valuesOf } from '../../src/model/entity-codec';
 import { BuildRunner } from '../../src/evolution/build-runner';

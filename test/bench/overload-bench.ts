@@ -11,7 +11,7 @@
  * early (OVERLOADED, and how long the refusal took), failed after waiting (REQUEST_TIMEOUT and others), their
  * latencies, and the light query's p50/p99, with the ratio of the light p99 to its p99 alone.
  */
-import { loadConfig } from '../../src/config';
+import { loadConfig } from '../../src/runtime/config';
 import { createLogger } from '../../src/log';
 import { startServer, type RunningServer } from '../../src/runtime/start-server';
 import { startAzurite } from '../../src/storage/azurite';

@@ -21,7 +21,7 @@ import { QueueStore, queueName } from '../../src/storage/queue-store';
 import { TableStore } from '../../src/storage/table-store';
 import type { StorageObserver } from '../../src/storage/types';
 import { WriteExecutor } from '../../src/write/write-executor';
-import { type FanoutSender } from '../../src/queue/sender';
+import { type WorkQueueSender } from '../../src/queue/sender';
 import { compileHr } from '../support/harness';
 import { cpuMsOf } from './bench-process';
 
@@ -119,14 +119,14 @@ async function main(): Promise<void> {
       // tablegraph: group commit, summaries, reservations, fan-out messages.
       let messages = 0;
       let withdrawn = 0;
-      const sender: FanoutSender = {
+      const sender: WorkQueueSender = {
         send: (text) => ((messages += 1), queues.send(queue, text)),
         withdraw: (sent) => ((withdrawn += 1), queues.delete(queue, sent)),
       };
       let egts = 0;
       let roundTrips = 0;
       const observer: StorageObserver = { onCall: (r) => void ((roundTrips += r.roundTrips), r.kind === 'transaction' && egts++) };
-      const executor = new WriteExecutor({ model, store, fanout: sender });
+      const executor = new WriteExecutor({ model, store, workQueue: sender });
       const create = model.writes.get('Mutation.createEmployee')!;
       await executor.execute(model.writes.get('Mutation.createDepartment')!, { id: 'HOT', name: 'HOT' });
       messages = 0;

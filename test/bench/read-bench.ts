@@ -10,7 +10,7 @@
  */
 import path from 'node:path';
 import { odata, TableClient } from '@azure/data-tables';
-import { loadConfig } from '../../src/config';
+import { loadConfig } from '../../src/runtime/config';
 import { createLogger } from '../../src/log';
 import { compileSchema } from '../../src/compiler/compile';
 import { loadSchemaSources } from '../../src/compiler/load-schema';

@@ -23,7 +23,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import os from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
-import { fanoutQueueNames } from '../../src/queue/sender';
+import { workQueueNames } from '../../src/queue/sender';
 import { startAzurite } from '../../src/storage/azurite';
 import { QueueStore } from '../../src/storage/queue-store';
 import { leaseMs } from '../../src/write/reservations';
@@ -124,7 +124,7 @@ async function main(): Promise<void> {
   const drained = async () => {
     while ((await depth()) > 0) await sleep(500);
   };
-  const queue = fanoutQueueNames(PREFIX).queue;
+  const queue = workQueueNames(PREFIX).queue;
   const env = {
     AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString,
     TABLEGRAPH_TABLE_PREFIX: PREFIX,

@@ -16,7 +16,7 @@
  * interval).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { loadConfig } from '../../src/config';
+import { loadConfig } from '../../src/runtime/config';
 import { createLogger } from '../../src/log';
 import { CHANGE_ROW_KEY_PREFIX, changesSinceBound } from '../../src/model/change-log';
 import { startServer } from '../../src/runtime/start-server';

@@ -13,12 +13,13 @@ import { formatVerifyReport, verifyDerived, type VerifyReport } from '../../src/
 import type { Model } from '../../src/model/types';
 import type { QueueStore } from '../../src/storage/queue-store';
 import type { TableStore } from '../../src/storage/table-store';
-import { reconcile, type ReconcileOptions, type ReconcileResult } from '../../src/worker/reconciler';
+import { handleMessage, type HandleOptions } from './handle-message';
+import type { ReconcileResult } from '../../src/worker/reconciler';
 import { randomUUID } from 'node:crypto';
 import { decodeEntityMessages, type EntityMessage } from '../../src/queue/messages';
-import type { FanoutSender, SentMessage } from '../../src/write/write-executor';
+import type { WorkQueueSender, SentMessage } from '../../src/queue/sender';
 import { WriteExecutor } from '../../src/write/write-executor';
-import { queueSender, fanoutQueueNames } from '../../src/queue/sender';
+import { queueSender, workQueueNames } from '../../src/queue/sender';
 import { compileHr, startSdlServer, testQueues, testStore, type TestServer } from './harness';
 import { receiveFanout } from './write-fixtures';
 
@@ -60,10 +61,10 @@ export function seededRng(seed: number): Rng {
 }
 
 /**
- * A FanoutSender that keeps every message it is given (decoded, in send order) instead of queueing it, and lets
+ * A WorkQueueSender that keeps every message it is given (decoded, in send order) instead of queueing it, and lets
  * the test act at the moment of sending — which is before the write's reservations and EGT (write-executor.ts).
  */
-export class RecordingSender implements FanoutSender {
+export class RecordingSender implements WorkQueueSender {
   readonly messages: EntityMessage[] = [];
   /**
    * Ids of messages withdrawn by attempts that could not commit (a storage timeout under load, say). They stay in
@@ -119,7 +120,7 @@ export function hrWorld(prefix: string): HrWorld {
     model,
     store,
     sender,
-    executor: new WriteExecutor({ model, store, fanout: sender }),
+    executor: new WriteExecutor({ model, store, workQueue: sender }),
     ensureTables: async () => {
       for (const t of model.tables) await store.ensureTable(t);
     },
@@ -164,7 +165,7 @@ export type Delivery = { message: EntityMessage; result?: ReconcileResult; error
  */
 export async function deliverAll(
   messages: EntityMessage[],
-  opts: Omit<ReconcileOptions, 'now'> & { concurrency: number; hooks?: Array<Partial<ReconcileOptions> | undefined> },
+  opts: Omit<HandleOptions, 'now'> & { concurrency: number; hooks?: Array<Partial<HandleOptions> | undefined> },
 ): Promise<{ deliveries: Delivery[]; peak: number; deferred: number }> {
   const limit = pLimit(opts.concurrency);
   const deliveries: Delivery[] = [];
@@ -178,10 +179,10 @@ export async function deliverAll(
         running++;
         peak = Math.max(peak, running);
         try {
-          let result = await reconcile(message, { ...opts, ...opts.hooks?.[i] });
+          let result = await handleMessage(message, { ...opts, ...opts.hooks?.[i] });
           if (result.kind === 'retryLater') {
             deferred++;
-            result = await reconcile(message, { ...opts, ...opts.hooks?.[i], now: () => Date.now() + settleMs + 1 });
+            result = await handleMessage(message, { ...opts, ...opts.hooks?.[i], now: () => Date.now() + settleMs + 1 });
           }
           deliveries.push({ message, result });
         } catch (error) {
@@ -249,7 +250,7 @@ export function gate(): { wait: Promise<void>; open(): void } {
  */
 export async function deliverTwiceByTwoWorkers(
   messages: EntityMessage[],
-  opts: ReconcileOptions,
+  opts: HandleOptions,
   random: () => number,
 ): Promise<{ deliveries: number; killed: number }> {
   const all = [...messages, ...messages].sort(() => random() - 0.5);
@@ -263,7 +264,7 @@ export async function deliverTwiceByTwoWorkers(
             throw new Error('worker killed mid-message');
           }
         : undefined;
-      await reconcile(m, { ...opts, afterUpserts }).catch((e: Error) => {
+      await handleMessage(m, { ...opts, afterUpserts }).catch((e: Error) => {
         if (e.message !== 'worker killed mid-message') throw e;
       });
     }
@@ -273,7 +274,7 @@ export async function deliverTwiceByTwoWorkers(
 }
 
 /**
- * Every message on `tablePrefix`'s fan-out queue, delivered until none is left (moves send messages of their own
+ * Every message on `tablePrefix`'s work queue, delivered until none is left (moves send messages of their own
  * writes): each batch twice, in random order, by two workers that die mid-message one time in five
  * (deliverTwiceByTwoWorkers), then everything seen so far again, late and in reverse.
  * @returns messages received, deliveries killed, and every message received (to deliver again later)
@@ -292,7 +293,7 @@ export async function drainWithRedelivery(
     messages += batch.length;
     seen.push(...batch);
     killed += (await deliverTwiceByTwoWorkers(batch, reconcileOpts, random)).killed;
-    for (const m of [...seen].reverse()) await reconcile(m, reconcileOpts);
+    for (const m of [...seen].reverse()) await handleMessage(m, reconcileOpts);
   }
   return { messages, killed, seen };
 }
@@ -302,7 +303,7 @@ export async function drainWithRedelivery(
  * entity's delete) in tests that drive the worker by hand.
  */
 export function queueWriter(model: Model, server: Pick<TestServer, 'store' | 'config'>): WriteExecutor {
-  return new WriteExecutor({ model, store: server.store, fanout: queueSender(testQueues(), fanoutQueueNames(server.config.tablePrefix).queue) });
+  return new WriteExecutor({ model, store: server.store, workQueue: queueSender(testQueues(), workQueueNames(server.config.tablePrefix).queue) });
 }
 
 /** Runs one mutation of a test schema and expects no error (the mutation and its input named if one comes). */

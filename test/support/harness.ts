@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { gunzipSync } from 'node:zlib';
-import { loadConfig, type Config } from '../../src/config';
+import { loadConfig, type Config } from '../../src/runtime/config';
 import { createLogger, type Logger } from '../../src/log';
 import { compileSchema, type CompiledSchema } from '../../src/compiler/compile';
 import { loadSchemaSources } from '../../src/compiler/load-schema';

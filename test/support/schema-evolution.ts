@@ -96,14 +96,14 @@ export class Deployment {
       await sleep(200);
     }
   }
-  /** Waits until the fan-out queue of the prefix has been worked off (by a worker of the deployment). */
+  /** Waits until the work queue of the prefix has been worked off (by a worker of the deployment). */
   async drained(server: TestServer): Promise<void> {
     for (let i = 0; i < 300; i++) {
       const health = (await (await fetch(server.url.replace('/graphql', '/health'))).json()) as { fanout?: { queueDepth?: number } };
       if (health.fanout?.queueDepth === 0) return;
       await sleep(200);
     }
-    throw new Error('the fan-out queue did not drain');
+    throw new Error('the work queue did not drain');
   }
   /** `npm run <command>` as a process on the deployment (its schema folder, table prefix, the test Azurite). */
   command(command: string, args: string[] = [], env: Record<string, string> = {}): CommandProcess {

@@ -1,7 +1,7 @@
 /**
  * Helpers for the write-path tests (mutations, write plans, unique e-mail): GraphQL documents of the HR
  * mutations, input builders, StoredEntity values built the way the store returns them, raw snapshots of a
- * partition, bounded polling, and a hand-driven fan-out worker (receive → reconcile → delete), for servers
+ * partition, bounded polling, and a hand-driven message worker (receive → reconcile → delete), for servers
  * started with `TABLEGRAPH_WORKER: 'off'` ("Eventually consistent transactions pattern").
  */
 import fs from 'node:fs';
@@ -13,8 +13,9 @@ import { BASED_ON_PROPERTY, ENTITY_TYPE_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE
 import type { QueueStore } from '../../src/storage/queue-store';
 import type { TableStore } from '../../src/storage/table-store';
 import type { EntityAddress, StoredEntity, TypedValue } from '../../src/storage/types';
-import { fanoutQueueNames } from '../../src/queue/sender';
-import { reconcile, type ReconcileResult } from '../../src/worker/reconciler';
+import { workQueueNames } from '../../src/queue/sender';
+import { handleMessage } from './handle-message';
+import type { ReconcileResult } from '../../src/worker/reconciler';
 import { decodeEntityMessages, type EntityMessage } from '../../src/queue/messages';
 import { DIRECTIVES_FILE, startTestServer, type TestServer } from './harness';
 
@@ -131,7 +132,7 @@ export async function receiveFanout(
   queues: QueueStore,
   tablePrefix: string,
 ): Promise<Array<{ message: EntityMessage; ref: { id: string; popReceipt: string } }>> {
-  const { queue } = fanoutQueueNames(tablePrefix);
+  const { queue } = workQueueNames(tablePrefix);
   const out: Array<{ message: EntityMessage; ref: { id: string; popReceipt: string } }> = [];
   for (;;) {
     const batch = await queues.receive(queue, { max: 32, visibilityTimeoutSeconds: 30 });
@@ -141,7 +142,7 @@ export async function receiveFanout(
 }
 
 /**
- * The fan-out worker by hand: receives every visible message of `tablePrefix`'s queue, reconciles each
+ * The message worker by hand: receives every visible message of `tablePrefix`'s queue, reconciles each
  * (settleMs as given, default 0 so that a message whose write never happened is reconciled at once) and deletes
  * the ones reconciled. @returns the messages handled, with their results
  */
@@ -152,13 +153,13 @@ export async function drainFanout(opts: {
   tablePrefix: string;
   settleMs?: number;
 }): Promise<Array<{ message: EntityMessage; result: ReconcileResult }>> {
-  const { queue } = fanoutQueueNames(opts.tablePrefix);
+  const { queue } = workQueueNames(opts.tablePrefix);
   const handled: Array<{ message: EntityMessage; result: ReconcileResult }> = [];
   // A queue message is deleted once every write's message it carries is reconciled.
   const notDone = new Map<string, number>();
   const received = await receiveFanout(opts.queues, opts.tablePrefix);
   for (const { message, ref } of received) {
-    const result = await reconcile(message, { model: opts.model, store: opts.store, settleMs: opts.settleMs ?? 0, holdMs: 0 });
+    const result = await handleMessage(message, { model: opts.model, store: opts.store, settleMs: opts.settleMs ?? 0, holdMs: 0 });
     notDone.set(ref.id, (notDone.get(ref.id) ?? 0) + (result.kind === 'done' ? 0 : 1));
     handled.push({ message, result });
   }

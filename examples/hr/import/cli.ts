@@ -9,7 +9,7 @@
  */
 import path from 'node:path';
 import { Command } from 'commander';
-import { loadConfig } from '../../../src/config';
+import { loadConfig } from '../../../src/runtime/config';
 import { ErrorCode, TablegraphError } from '../../../src/errors';
 import { downloadToFile, isAddress } from './download';
 import { importEmployees, type ImportSummary } from './import-employees';

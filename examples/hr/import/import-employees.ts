@@ -11,6 +11,7 @@
  */
 import { ErrorCode, TablegraphError } from '../../../src/errors';
 import { loadEntities, type FailedBatch as LoadFailedBatch, type LoadOptions, type LoadProgress } from '../../../src/load/load-entities';
+import type { ImportProgress } from '../../../src/load/progress';
 import type { LoadRow } from '../../../src/load/load-rows';
 import type { Model } from '../../../src/model/types';
 import { readChicagoCsv, type EmployeeRecord, type SkippedRow } from './chicago-csv';
@@ -66,9 +67,6 @@ async function* employeeRows(file: string): AsyncGenerator<LoadRow> {
     else yield { line: row.line, values: employeeValues(row.employee, emailFor(row.employee)) };
   }
 }
-
-/** Progress so far: data rows read (malformed included), entities written, EGTs committed. */
-export type ImportProgress = Omit<LoadProgress, 'type'>;
 
 /** The loader's options (src/load/load-entities.ts), for the Chicago file. */
 export interface ImportOptions extends Omit<LoadOptions, 'steps' | 'onProgress'> {

@@ -19,9 +19,9 @@ import type { queryLimits } from '../query-limits';
 import type { RateLimit } from '../rate-limit';
 import { assignRequestId, startRequestLine } from '../request-log';
 import type { TrustedDocuments } from '../trusted-documents';
-import { ChangePoller, DEFAULT_POLL_INTERVAL_MS } from './change-poller';
-import { MAX_BUFFERED_EVENTS } from './event-queue';
-import { attachSubscriptions } from './subscription-fields';
+import { ChangePoller, DEFAULT_POLL_INTERVAL_MS } from '../../read/change-poller';
+import { MAX_BUFFERED_EVENTS } from '../../read/event-queue';
+import { attachSubscriptions } from '../../resolvers/subscription-resolvers';
 import { DEFAULT_HEARTBEAT_MS, DEFAULT_SUBSCRIPTIONS_PER_CONNECTION, SSE_PATH, subscriptionTransports, type SubscriptionTransports } from './transports';
 
 /** How subscriptions are served (Config.subscriptions, and the poll's overlap). */

@@ -4,7 +4,7 @@
  * an error rather than buffered without bound: the error comes as a last event (`failed(error)`), which the field's
  * resolver throws, so the client gets it as a GraphQL error with its code before the subscription completes.
  */
-import { ErrorCode, TablegraphError } from '../../errors';
+import { ErrorCode, TablegraphError } from '../errors';
 
 /** Events one subscriber may have waiting (events). */
 export const MAX_BUFFERED_EVENTS = 1000;

@@ -10,18 +10,18 @@
  */
 import type { GraphQLFieldResolver, GraphQLSchema } from 'graphql';
 import { isObjectType } from 'graphql';
-import { ErrorCode, TablegraphError } from '../../errors';
-import { decide } from '../../model/authorization';
-import { changeTime, type Change, type ChangeSnapshot } from '../../model/change-log';
-import { renderKey } from '../../model/key-template';
-import type { EntityModel, Model, SubscriptionModel } from '../../model/types';
-import { allowsEntity, authorizeTypeBefore, keyValues } from '../../resolvers/authorize';
-import { createRequestContext, type ContextDeps, type RequestContext } from '../../resolvers/context';
-import type { EntityNode } from '../../resolvers/entity-node';
-import { checkKey } from '../../storage/limits';
-import type { StorageTarget } from '../../storage/types';
-import type { ChangeEvent, ChangePoller, ResumePoint } from './change-poller';
-import { EventQueue } from './event-queue';
+import { ErrorCode, TablegraphError } from '../errors';
+import { decide } from '../model/authorization';
+import { changeTime, type Change, type ChangeSnapshot } from '../model/change-log';
+import { renderKey } from '../model/key-template';
+import type { EntityModel, Model, SubscriptionModel } from '../model/types';
+import { allowsEntity, authorizeTypeBefore, keyValues } from './authorize';
+import { createRequestContext, type ContextDeps, type RequestContext } from './context';
+import type { EntityNode } from './entity-node';
+import { checkKey } from '../storage/limits';
+import type { StorageTarget } from '../storage/types';
+import type { ChangeEvent, ChangePoller, ResumePoint } from '../read/change-poller';
+import { EventQueue } from '../read/event-queue';
 
 /** How far before its start a new subscription reports changes (ms): writes in flight when it began. */
 export const START_SKEW_MS = 1000;

@@ -30,10 +30,29 @@ import type { BlobCopy } from '../write/blob-writes';
 import { MOVE_ID_PROPERTY, MOVED_IN_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type WriteModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
-import { stateId, type EntityMessage } from '../queue/messages';
+import { stateId } from '../queue/messages';
 import { isMarked } from '../write/move';
 import { repointJoins } from '../derived/joins';
-import type { MoveOutcome, ReconcileOptions, ReconcileResult } from './reconcile-options';
+import type { MoveMessage } from '../queue/messages';
+import type { WriteExecutor } from '../write/write-executor';
+import type { ReconcileOptions } from './reconciler';
+
+/** What a move message came to: carried out now, nothing left to do, or given up (the new address was taken). */
+export type MoveOutcome = 'moved' | 'nothingToDo' | 'abandoned';
+
+/** Done, with its passes, the entities it wrote and its outcome; or to be tried again after `afterMs` (ms). */
+export type MoveResult = { kind: 'done'; passes: number; upserted: number; deleted: number; outcome: MoveOutcome } | { kind: 'retryLater'; afterMs: number };
+
+/** What carrying out a move is given: the reconciler's options it shares (reconciler.ts), the write path, and a re-key's record of moves. */
+export interface MoveOptions extends Pick<ReconcileOptions, 'model' | 'store' | 'observer' | 'afterUpserts' | 'settleMs' | 'holdMs' | 'now'> {
+  /** The write path its steps go through; without it a move message fails (poison). */
+  writer?: WriteExecutor;
+  /**
+   * After a re-key (src/evolution/rekey-build.ts): whether entity type `type` was re-keyed after `enqueuedAt` (ms since
+   * 1970), and if so where the entity of move `moveId`, under way then, was carried (absent: not under way then).
+   */
+  movedTo?(type: string, moveId: string, enqueuedAt: number): { rekeyed: boolean; address?: EntityAddress };
+}
 
 /** Rounds before giving up on an entity that keeps changing under the move (the message is then retried). */
 const PASSES = 10;
@@ -46,17 +65,14 @@ const PASSES = 10;
  * @throws TablegraphError BAD_USER_INPUT when the worker has no write path or the type is unknown (the message can
  *   never succeed: poison); STORAGE_UNAVAILABLE when the entity kept changing; what the writes throw otherwise
  */
-export async function carryOutMove(
-  message: EntityMessage,
-  opts: Pick<ReconcileOptions, 'model' | 'store' | 'writer' | 'observer' | 'afterUpserts' | 'settleMs' | 'holdMs' | 'now' | 'movedTo'>,
-): Promise<ReconcileResult> {
+export async function carryOutMove(message: MoveMessage, opts: MoveOptions): Promise<MoveResult> {
   const entity = opts.model.entities.get(message.entity);
   if (!entity) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `move message ${message.id} names ${message.entity}, which the schema does not have`);
   if (!opts.writer) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `move message ${message.id}: this worker has no write path to carry out moves`);
-  const { keys } = message.move!;
+  const { keys } = message.move;
   // An archive (`@write(to:)`) creates another type at the new address, from the fields of the same name.
-  const target = opts.model.entities.get(message.move!.entity ?? entity.name);
-  if (!target) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `move message ${message.id} names ${message.move!.entity}, which the schema does not have`);
+  const target = opts.model.entities.get(message.move.entity ?? entity.name);
+  if (!target) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `move message ${message.id} names ${message.move.entity}, which the schema does not have`);
   const { primary, to } = addressesNow(message, entity, target, opts);
   const writes = (action: WriteModel['action'], of: EntityModel): WriteModel => ({
     coordinate: `${entity.name}.move`,
@@ -73,7 +89,7 @@ export async function carryOutMove(
   const now = opts.now ?? Date.now;
   const settleMs = opts.settleMs ?? 30000;
   const holdUntil = now() + (opts.holdMs ?? 500);
-  const done = (pass: number, outcome: MoveOutcome, written = 0): ReconcileResult => ({
+  const done = (pass: number, outcome: MoveOutcome, written = 0): MoveResult => ({
     kind: 'done',
     passes: pass,
     upserted: written,
@@ -119,7 +135,7 @@ export async function carryOutMove(
         await opts.writer.execute(writes('REPLACE', target), { ...input, ifMatch: copy.etag }, opts.observer, undefined, step);
       await opts.afterUpserts?.(message); // copied, not yet deleted: where a killed worker leaves it
       // Join entities pointing at it follow it to its new address (the same type's; an archive's are deleted after).
-      if (target === entity) await repointJoins(opts.model, store, opts.writer, entity, primary, old!, keys, opts.observer);
+      if (target === entity) await repointJoins({ model: opts.model, store, writer: opts.writer, entity, primary, observer: opts.observer }, old!, keys);
       const oldKeys = Object.fromEntries(entity.keyFields.map((k) => [k, values[k]]));
       await opts.writer.execute(writes('DELETE', entity), { ...oldKeys, ifMatch: old!.etag }, opts.observer, undefined, step);
       const copied = await store.getEntity(to, call);
@@ -143,16 +159,16 @@ export async function carryOutMove(
  * way), and its new address is rendered again from its keys by this schema's layout.
  */
 function addressesNow(
-  message: EntityMessage,
+  message: MoveMessage,
   entity: EntityModel,
   target: EntityModel,
-  opts: Pick<ReconcileOptions, 'movedTo'>,
+  opts: Pick<MoveOptions, 'movedTo'>,
 ): { primary: EntityAddress; to: EntityAddress } {
   const from = opts.movedTo?.(entity.name, message.writeId, message.enqueuedAt);
-  let to = message.move!.to;
+  let to = message.move.to;
   if (opts.movedTo?.(target.name, message.writeId, message.enqueuedAt).rekeyed) {
     try {
-      to = primaryAddress(target, message.move!.keys);
+      to = primaryAddress(target, message.move.keys);
     } catch {
       // The new layout's keys need fields the move did not give: its address as requested (the move abandons there).
     }

@@ -4,11 +4,11 @@
  */
 import path from 'node:path';
 import { bool, cleanEnv, makeValidator, str, url } from 'envalid';
-import { ErrorCode, TablegraphError } from './errors';
-import { parseKeyRing, type CipherKey } from './storage/property-cipher';
-import type { StorageTarget } from './storage/types';
-import { accountUrls, type AccountUrls } from './storage/account-urls';
-import type { TracingConfig } from './telemetry/tracing';
+import { ErrorCode, TablegraphError } from '../errors';
+import { parseKeyRing, type CipherKey } from '../storage/property-cipher';
+import type { StorageTarget } from '../storage/types';
+import { accountUrls, type AccountUrls } from '../storage/account-urls';
+import type { TracingConfig } from '../telemetry/tracing';
 
 /** The validated configuration (camelCase; paths absolute). */
 export interface Config {
@@ -56,7 +56,7 @@ export interface Config {
   /** TABLEGRAPH_TABLE_PREFIX: put before every table name (letters and digits, default ''), so that several
    *  deployments or test runs share one storage account without sharing tables. */
   tablePrefix: string;
-  /** TABLEGRAPH_WORKER: 'inline' (default) runs the fan-out worker inside the server; 'off' leaves it to `npm run worker`. */
+  /** TABLEGRAPH_WORKER: 'inline' (default) runs the message worker inside the server; 'off' leaves it to `npm run worker`. */
   worker: 'inline' | 'off';
   /** TABLEGRAPH_WORKER_CONCURRENCY: fan-out messages one worker handles at once (default 8). */
   workerConcurrency: number;

@@ -5,13 +5,13 @@
  * removed that index entity already. Settling reads the entity again and brings its index entity in line with it.
  */
 import { ErrorCode, isTablegraphError } from '../errors';
-import { indexWrite, primaryAddress, valuesOf, type TableWrite } from '../model/entity-codec';
+import { addressOfWrite, indexWrite, primaryAddress, valuesOf, type TableWrite } from '../model/entity-codec';
 import { ENTITY_TYPE_PROPERTY, type EntityModel, type IndexModel } from '../model/types';
 import { mergeParts, partAddresses } from '../model/wide-entities';
 import { addressKey } from '../storage/address-key';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
-import { pointsAt } from '../write/reservations';
+import { pointsAt } from './reservations';
 
 /** A unique value two entities hold: the index entity's address, and both entities' addresses. */
 export interface HeldTwice {
@@ -113,11 +113,6 @@ async function deleteIfUnchanged(store: TableStore, address: EntityAddress, etag
   } catch (e) {
     if (!isTablegraphError(e, ErrorCode.CONFLICT)) throw e;
   }
-}
-
-/** Where a write goes. */
-export function addressOfWrite(w: TableWrite): EntityAddress {
-  return { table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey };
 }
 
 /** The primary an index entity points at (its key fields are projected onto it). */

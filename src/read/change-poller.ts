@@ -19,7 +19,7 @@
  * exactly when its write committed).
  */
 import pLimit from 'p-limit';
-import { changeTime as changeTimeOf } from '../../model/change-log';
+import { changeTime as changeTimeOf } from '../model/change-log';
 import {
   CHANGE_ROW_KEY_PREFIX,
   changeOrder,
@@ -29,11 +29,11 @@ import {
   snapshotOf,
   type Change,
   type ChangeSnapshot,
-} from '../../model/change-log';
-import type { Logger } from '../../log';
-import type { StorageAdmission } from '../../read/admission';
-import type { TableStore } from '../../storage/table-store';
-import type { StoredEntity } from '../../storage/types';
+} from '../model/change-log';
+import type { Logger } from '../log';
+import type { StorageAdmission } from './admission';
+import type { TableStore } from '../storage/table-store';
+import type { StoredEntity } from '../storage/types';
 
 /** Where a delivered change stands in what its subscriber has had: the snapshots its cursor carries. */
 export interface DeliveryRound {

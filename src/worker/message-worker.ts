@@ -1,7 +1,8 @@
 /**
- * The fan-out worker: a QueueWorker whose handler decodes each message of the queue (src/queue/messages.ts) and
- * dispatches on its kind: a write's or a move's derived entities reconciled (reconciler.ts), the blobs of `@blob`
- * fields cleaned up (blob-cleanup.ts), or a batch's items (one group commit's writes) each as the message it holds. Runs inside the server by
+ * The message worker: a QueueWorker whose handler decodes each message of the queue (src/queue/messages.ts) and
+ * sends each kind straight to its handler: a write's derived entities reconciled (reconciler.ts), a move carried out
+ * (carry-out-move.ts), the blobs of `@blob` fields cleaned up (blob-cleanup.ts), or a batch's items (one group
+ * commit's writes) each as the message it holds. Runs inside the server by
  * default and alone as `npm run worker`; several workers on one queue are competing consumers ("Eventually
  * consistent transactions pattern").
  */
@@ -10,18 +11,27 @@ import type { Model } from '../model/types';
 import type { QueueStore } from '../storage/queue-store';
 import type { TableStore } from '../storage/table-store';
 import pLimit from 'p-limit';
-import { decodeMessage, encodeBatches, type BatchMessage, type BlobCleanupMessage, type EntityMessage } from '../queue/messages';
+import {
+  decodeMessage,
+  encodeBatches,
+  type BatchMessage,
+  type BlobCleanupMessage,
+  type EntityMessage,
+  type FanoutMessage,
+  type MoveMessage,
+} from '../queue/messages';
 import { contextOf, inSpan } from '../telemetry/spans';
-import { fanoutQueueNames } from '../queue/sender';
+import { workQueueNames } from '../queue/sender';
 import type { BlobStore } from '../storage/blob-store';
 import { cleanUpBlobs } from './blob-cleanup';
 import { QueueWorker, type HandlerResult } from './queue-worker';
 import { reconcile, type ReconcileOptions } from './reconciler';
+import { carryOutMove, type MoveOptions } from './carry-out-move';
 import { ErrorCode, isTablegraphError } from '../errors';
 import type { PathGate } from '../read/path-gate';
 import { typesTouchedByEntity } from '../write/touched-types';
 
-export interface FanoutWorkerOptions {
+export interface MessageWorkerOptions {
   model: Model;
   store: TableStore;
   queues: QueueStore;
@@ -47,7 +57,7 @@ export interface FanoutWorkerOptions {
    * Which entity types this process serves now, and the moves a re-key carried over (src/evolution/path-states.ts): a
    * message touching a type being re-keyed waits until it is done. Absent: every type.
    */
-  gate?: Pick<PathGate, 'assertServed'> & { movedTo?: ReconcileOptions['movedTo'] };
+  gate?: Pick<PathGate, 'assertServed'> & { movedTo?: MoveOptions['movedTo'] };
 }
 
 /** Receives before a message goes to the poison queue, when not given (QueueWorker's default). */
@@ -56,9 +66,9 @@ const DEFAULT_MAX_DEQUEUE_COUNT = 5;
 /** How long a message touching a type being re-keyed waits before it is tried again (ms). */
 const REKEY_WAIT_MS = 5000;
 
-/** Creates (without starting) the fan-out worker; call ensureFanoutQueues first. */
-export function createFanoutWorker(opts: FanoutWorkerOptions): QueueWorker {
-  const names = fanoutQueueNames(opts.tablePrefix);
+/** Creates (without starting) the message worker; call ensureWorkQueues first. */
+export function createMessageWorker(opts: MessageWorkerOptions): QueueWorker {
+  const names = workQueueNames(opts.tablePrefix);
   return new QueueWorker({
     queues: opts.queues,
     queue: names.queue,
@@ -79,18 +89,20 @@ export function createFanoutWorker(opts: FanoutWorkerOptions): QueueWorker {
     async handle(text, meta) {
       const message = decodeMessage(text);
       if (message.kind !== 'batch') return inMessageSpan(message, () => dispatch(message));
-      const each = (item: EntityMessage) => inMessageSpan(item, () => handleEntityMessage(item, opts));
+      const each = (item: EntityMessage) => inMessageSpan(item, () => dispatch(item));
       return handleBatch(message, each, meta.dequeueCount, opts.maxDequeueCount ?? DEFAULT_MAX_DEQUEUE_COUNT);
     },
   });
 
+  /** Each kind straight to its handler. */
   function dispatch(message: EntityMessage | BlobCleanupMessage): Promise<HandlerResult> {
     switch (message.kind) {
       case 'blobCleanup':
         return handleBlobCleanup(message, opts);
       case 'fanout':
+        return handleFanout(message, opts);
       case 'move':
-        return handleEntityMessage(message, opts);
+        return handleMove(message, opts);
     }
   }
 }
@@ -142,7 +154,7 @@ async function handleBatch(
 }
 
 /** A `@blob` field's cleanup (blob-cleanup.ts). */
-async function handleBlobCleanup(cleanup: BlobCleanupMessage, opts: FanoutWorkerOptions): Promise<{ kind: 'done' }> {
+async function handleBlobCleanup(cleanup: BlobCleanupMessage, opts: MessageWorkerOptions): Promise<{ kind: 'done' }> {
   const { deleted, kept, rejected } = await cleanUpBlobs(cleanup, { model: opts.model, store: opts.store, blobs: opts.blobs });
   opts.log?.debug({ messageId: cleanup.id, entity: cleanup.entity, deleted, kept }, 'blob cleanup');
   if (rejected > 0)
@@ -157,7 +169,7 @@ async function handleBlobCleanup(cleanup: BlobCleanupMessage, opts: FanoutWorker
  * Whether the message touches a type this process does not serve now (a re-key under way): its entity's, a move's
  * target's, or one its derived entities read or write (touched-types.ts).
  */
-function waitsForRekey(message: EntityMessage, opts: FanoutWorkerOptions): boolean {
+function waitsForRekey(message: EntityMessage, opts: MessageWorkerOptions): boolean {
   const { gate, model } = opts;
   const entity = model.entities.get(message.entity);
   if (!gate || !entity) return false;
@@ -172,11 +184,10 @@ function waitsForRekey(message: EntityMessage, opts: FanoutWorkerOptions): boole
   }
 }
 
-/** A write's derived entities reconciled, and its move carried out (reconciler.ts, move.ts). */
-async function handleEntityMessage(message: EntityMessage, opts: FanoutWorkerOptions): Promise<{ kind: 'done' } | { kind: 'retryLater'; afterMs: number }> {
+/** A write's derived entities reconciled (reconciler.ts). */
+async function handleFanout(message: FanoutMessage, opts: MessageWorkerOptions): Promise<HandlerResult> {
   if (waitsForRekey(message, opts)) return { kind: 'retryLater', afterMs: REKEY_WAIT_MS };
   const result = await reconcile(message, {
-    movedTo: opts.gate?.movedTo && ((type, moveId, enqueuedAt) => opts.gate!.movedTo!(type, moveId, enqueuedAt)),
     model: opts.model,
     store: opts.store,
     settleMs: opts.settleMs,
@@ -189,7 +200,23 @@ async function handleEntityMessage(message: EntityMessage, opts: FanoutWorkerOpt
         'a unique index entity belongs to another entity; left as it is',
       ),
   });
-  if (result.kind === 'done' && result.outcome === 'abandoned' && message.kind === 'move') {
+  return result.kind === 'done' ? { kind: 'done' } : result;
+}
+
+/** A move carried out (carry-out-move.ts); an abandoned one logged. */
+async function handleMove(message: MoveMessage, opts: MessageWorkerOptions): Promise<HandlerResult> {
+  if (waitsForRekey(message, opts)) return { kind: 'retryLater', afterMs: REKEY_WAIT_MS };
+  const result = await carryOutMove(message, {
+    movedTo: opts.gate?.movedTo && ((type, moveId, enqueuedAt) => opts.gate!.movedTo!(type, moveId, enqueuedAt)),
+    model: opts.model,
+    store: opts.store,
+    settleMs: opts.settleMs,
+    writer: opts.writer,
+    afterUpserts: opts.afterUpserts,
+    observer: opts.observer,
+  });
+  if (result.kind === 'retryLater') return result;
+  if (result.outcome === 'abandoned') {
     const { primary, move } = message;
     opts.log?.warn(
       {
@@ -201,5 +228,5 @@ async function handleEntityMessage(message: EntityMessage, opts: FanoutWorkerOpt
       'move abandoned: its new address was taken after the move was requested; the entity stays at its old address',
     );
   }
-  return result.kind === 'done' ? { kind: 'done' } : { kind: 'retryLater', afterMs: result.afterMs };
+  return { kind: 'done' };
 }
