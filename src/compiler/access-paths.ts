@@ -64,16 +64,22 @@ function payloadTypes(schema: GraphQLSchema): string[] {
   );
 }
 
+/** What the access paths are compiled against: the schema's entities, its Relay connections and edges, page defaults. */
+export interface PathInputs {
+  /** Entity types by name. */
+  entities: Map<string, EntityModel>;
+  /** Connection type name → its node type's name. */
+  connections: Map<string, string>;
+  /** The names of the connections' edge types. */
+  edges: Set<string>;
+  defaults: PageDefaults;
+  /** Put before every table name (test isolation). Default: ''. */
+  tablePrefix?: string;
+}
+
 /** Compiles the access path of every field in the schema; records a problem for each field that has none. */
-export function buildAccessPaths(
-  schema: GraphQLSchema,
-  entities: Map<string, EntityModel>,
-  connections: Map<string, string>,
-  edges: Set<string>,
-  defaults: PageDefaults,
-  problems: SchemaProblems,
-  tablePrefix = '',
-): Map<string, AccessPath> {
+export function buildAccessPaths(schema: GraphQLSchema, inputs: PathInputs, problems: SchemaProblems): Map<string, AccessPath> {
+  const { entities, connections, edges, tablePrefix = '' } = inputs;
   const paths = new Map<string, AccessPath>();
   const joins: Array<{ path: RangePath; through: string; node: RangeDirective['node'] }> = [];
   const skipped = new Set([
@@ -106,7 +112,7 @@ export function buildAccessPaths(
         const path = compilePoint({ ...ctx, kind: 'point' }, point, entities);
         if (path) paths.set(ctx.coordinate, path);
       } else if (range) {
-        const path = compileRange({ ...ctx, kind: 'range' }, range, entities, connections, defaults);
+        const path = compileRange({ ...ctx, kind: 'range' }, range, inputs);
         if (path) paths.set(ctx.coordinate, path);
         if (path && range.through !== undefined) joins.push({ path, through: range.through, node: range.node });
       } else if (isObjectType(getNamedType(field.type)) || isRoot) {
@@ -165,8 +171,8 @@ function compilePoint(ctx: FieldContext, d: PointDirective, entities: Map<string
   const layout = layoutOf(ctx, target, d.index, d.node);
   if (!layout) return undefined;
   const table = boundTable(ctx, d.table, layout.layout, d.node);
-  const partitionKey = boundTemplate(ctx, d.partitionKey, layout.layout.partitionKey, 'PartitionKey', 'exact', d.node);
-  const rowKey = boundTemplate(ctx, d.rowKey, layout.layout.rowKey, 'RowKey', 'exact', d.node);
+  const partitionKey = boundTemplate(ctx, { source: d.partitionKey, layout: layout.layout.partitionKey, what: 'PartitionKey', mode: 'exact' }, d.node);
+  const rowKey = boundTemplate(ctx, { source: d.rowKey, layout: layout.layout.rowKey, what: 'RowKey', mode: 'exact' }, d.node);
   if (!partitionKey || !rowKey || table === null) return undefined;
   return {
     kind: 'point',
@@ -189,13 +195,8 @@ function compilePoint(ctx: FieldContext, d: PointDirective, entities: Map<string
   };
 }
 
-function compileRange(
-  ctx: FieldContext,
-  d: RangeDirective,
-  entities: Map<string, EntityModel>,
-  connections: Map<string, string>,
-  defaults: PageDefaults,
-): RangePath | undefined {
+function compileRange(ctx: FieldContext, d: RangeDirective, inputs: PathInputs): RangePath | undefined {
+  const { entities, connections, defaults } = inputs;
   const connectionName = getNamedType(ctx.field.type).name;
   const nodeName = connections.get(connectionName);
   const target = nodeName ? entities.get(nodeName) : undefined;
@@ -250,7 +251,7 @@ function compileRange(
   const layout = layoutOf(ctx, keyed, d.index, d.node);
   if (!layout) return undefined;
   const table = boundTable(ctx, d.table, layout.layout, d.node);
-  const partitionKey = boundTemplate(ctx, d.partitionKey, layout.layout.partitionKey, 'PartitionKey', 'exact', d.node);
+  const partitionKey = boundTemplate(ctx, { source: d.partitionKey, layout: layout.layout.partitionKey, what: 'PartitionKey', mode: 'exact' }, d.node);
   if (!partitionKey || table === null) return undefined;
   const base = {
     kind: 'range' as const,
@@ -277,7 +278,7 @@ function compileRange(
     for (const which of ['rowKeyFrom', 'rowKeyTo'] as const) {
       const source = d[which];
       if (source === undefined) continue;
-      const bound = boundTemplate(ctx, source, undefined, which, 'exact', d.node);
+      const bound = boundTemplate(ctx, { source, layout: undefined, what: which, mode: 'exact' }, d.node);
       if (!bound) return undefined;
       if (literal === '' || !source.startsWith(literal)) {
         ctx.problems.add(
@@ -293,8 +294,8 @@ function compileRange(
   }
   const rowKeyPrefix =
     d.rowKeyPrefix !== undefined
-      ? boundTemplate(ctx, d.rowKeyPrefix, rowKeyTemplate, 'RowKey', 'prefix', d.node)
-      : boundTemplate(ctx, undefined, derivedPrefix(ctx, rowKeyTemplate), 'RowKey', 'prefix', d.node);
+      ? boundTemplate(ctx, { source: d.rowKeyPrefix, layout: rowKeyTemplate, what: 'RowKey', mode: 'prefix' }, d.node)
+      : boundTemplate(ctx, { source: undefined, layout: derivedPrefix(ctx, rowKeyTemplate), what: 'RowKey', mode: 'prefix' }, d.node);
   if (!rowKeyPrefix) return undefined;
   const last = rowKeyPrefix.template.segments.at(-1);
   if (last?.kind === 'placeholder' && last.format.kind === 'string') {

@@ -16,12 +16,17 @@ const TOKEN = /^[A-Za-z0-9_.:/@-]+$/;
  */
 export function readAuth(
   schema: GraphQLSchema,
-  node: { directives?: readonly DirectiveNode[] } | undefined | null,
-  entity: EntityModel | undefined,
-  coordinate: string,
+  at: {
+    /** The type's or field's SDL node. */
+    node: { directives?: readonly DirectiveNode[] } | undefined | null;
+    entity: EntityModel | undefined;
+    coordinate: string;
+    /** A mutation's input fields. */
+    inputFields?: Set<string>;
+  },
   problems: SchemaProblems,
-  inputFields?: Set<string>,
 ): AuthPolicy | undefined {
+  const { node, entity, coordinate, inputFields } = at;
   const d = node?.directives?.find((x) => x.name.value === 'auth');
   const def = schema.getDirective('auth');
   if (!d || !def) return undefined;
@@ -57,9 +62,9 @@ export function buildAuthorization(schema: GraphQLSchema, model: Model, problems
   for (const entity of model.entities.values()) {
     const type = schema.getType(entity.name);
     if (!isObjectType(type)) continue;
-    entity.auth = readAuth(schema, type.astNode, entity, entity.name, problems);
+    entity.auth = readAuth(schema, { node: type.astNode, entity, coordinate: entity.name }, problems);
     for (const field of entity.fields.values()) {
-      const auth = readAuth(schema, type.getFields()[field.name]?.astNode, entity, `${entity.name}.${field.name}`, problems);
+      const auth = readAuth(schema, { node: type.getFields()[field.name]?.astNode, entity, coordinate: `${entity.name}.${field.name}` }, problems);
       if (auth) field.auth = auth;
     }
     used ||= Boolean(entity.auth) || [...entity.fields.values()].some((f) => f.auth);
@@ -79,14 +84,14 @@ export function buildAuthorization(schema: GraphQLSchema, model: Model, problems
   }
   for (const path of model.accessPaths.values()) {
     const field = (schema.getType(path.parentType) as GraphQLObjectType | undefined)?.getFields()[path.fieldName];
-    const auth = readAuth(schema, field?.astNode, path.target, path.coordinate, problems);
+    const auth = readAuth(schema, { node: field?.astNode, entity: path.target, coordinate: path.coordinate }, problems);
     if (auth) path.auth = auth;
     used ||= Boolean(auth);
   }
   const mutation = schema.getMutationType();
   for (const write of model.writes.values()) {
     const field = mutation?.getFields()[write.coordinate.split('.')[1]];
-    const auth = readAuth(schema, field?.astNode, write.entity, write.coordinate, problems, write.inputFields);
+    const auth = readAuth(schema, { node: field?.astNode, entity: write.entity, coordinate: write.coordinate, inputFields: write.inputFields }, problems);
     if (auth) write.auth = auth;
     used ||= Boolean(auth);
   }

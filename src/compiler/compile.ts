@@ -120,7 +120,7 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
   // What a field may return: an entity type, or an interface stored as one (the guide's "Inheritance relationships").
   const targets = new Map([...entities, ...interfaces]);
   const { connections, edges } = findConnections(schema, targets, problems);
-  const accessPaths = buildAccessPaths(schema, targets, connections, edges, defaults, problems, options.tablePrefix ?? '');
+  const accessPaths = buildAccessPaths(schema, { entities: targets, connections, edges, defaults, tablePrefix: options.tablePrefix }, problems);
   // Summaries and copies first: they mark the fields a mutation input may not set.
   const summaries = buildSummaries(schema, entities, accessPaths, problems);
   const copiesOf = buildCopies(schema, entities, accessPaths, summaries, problems);

@@ -35,7 +35,13 @@ export function boundTable(ctx: FieldContext, source: string | undefined, layout
     ctx.problems.add(ctx.coordinate, `table: "${source}" is for a type with a table per period; ${layout.table} is one table`, node);
     return null;
   }
-  return boundTemplate(ctx, source === undefined ? undefined : ctx.tablePrefix + source, layout.tableTemplate, 'Table', 'exact', node) ?? null;
+  return (
+    boundTemplate(
+      ctx,
+      { source: source === undefined ? undefined : ctx.tablePrefix + source, layout: layout.tableTemplate, what: 'Table', mode: 'exact' },
+      node,
+    ) ?? null
+  );
 }
 
 /**
@@ -45,12 +51,18 @@ export function boundTable(ctx: FieldContext, source: string | undefined, layout
  */
 export function boundTemplate(
   ctx: FieldContext,
-  source: string | undefined,
-  layoutTemplate: KeyTemplate | undefined,
-  what: string,
-  mode: 'exact' | 'prefix',
+  key: {
+    /** The field's own template, if it gives one. */
+    source: string | undefined;
+    /** The layout's template it must match. */
+    layout: KeyTemplate | undefined;
+    /** What the template is, for problems: 'PartitionKey', 'RowKey', 'Table'. */
+    what: string;
+    mode: 'exact' | 'prefix';
+  },
   node: PointDirective['node'],
 ): BoundTemplate | undefined {
+  const { source, layout: layoutTemplate, what, mode } = key;
   let template = layoutTemplate;
   if (source !== undefined) {
     template = parseTemplate(source, what, ctx.coordinate, node, ctx.problems);

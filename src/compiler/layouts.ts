@@ -157,19 +157,19 @@ function checkPropertyNames(type: GraphQLObjectType, fields: Map<string, StoredF
   }
 }
 
+/** Where a template's problems are reported: its schema coordinate, its SDL node, and the list they go to. */
+interface ProblemSite {
+  coordinate: string;
+  node: ASTNode | undefined;
+  problems: SchemaProblems;
+}
+
 /**
  * Problems with a template's placeholders against the fields they must name. An index may name nullable fields:
  * it is then sparse (an entity without a value has no index entity), as a DynamoDB sparse index.
  */
-function checkPlaceholders(
-  t: KeyTemplate,
-  what: string,
-  fields: Map<string, StoredField>,
-  coordinate: string,
-  node: ASTNode | undefined,
-  problems: SchemaProblems,
-  allowNullable = false,
-): void {
+function checkPlaceholders(t: KeyTemplate, what: string, fields: Map<string, StoredField>, site: ProblemSite, allowNullable = false): void {
+  const { coordinate, node, problems } = site;
   for (const seg of t.segments) {
     if (seg.kind !== 'placeholder') continue;
     const field = fields.get(seg.name);
@@ -213,11 +213,12 @@ export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, t
     const pk = parseTemplate(directive.partitionKey, 'PartitionKey', type.name, directive.node, problems);
     const rk = parseTemplate(directive.rowKey, 'RowKey', type.name, directive.node, problems);
     if (!pk || !rk) continue;
-    checkPlaceholders(pk, 'PartitionKey', fields, type.name, directive.node, problems);
-    checkPlaceholders(rk, 'RowKey', fields, type.name, directive.node, problems);
+    const site: ProblemSite = { coordinate: type.name, node: directive.node, problems };
+    checkPlaceholders(pk, 'PartitionKey', fields, site);
+    checkPlaceholders(rk, 'RowKey', fields, site);
     const tableTemplate = isTableTemplate(directive.table) ? parseTableTemplate(tablePrefix + directive.table, type.name, directive.node, problems) : undefined;
     if (isTableTemplate(directive.table) && !tableTemplate) continue;
-    if (tableTemplate) checkTableTemplate(tableTemplate, [...pk.fields, ...rk.fields], fields, type, directive.node, problems);
+    if (tableTemplate) checkTableTemplate(tableTemplate, [...pk.fields, ...rk.fields], fields, site);
     const keyFields = [...new Set([...pk.fields, ...rk.fields])];
     // More properties than one entity holds: the guide's "Wide entities pattern" spreads them over several.
     const wide = splitProperties(fields, keyFields);
@@ -254,8 +255,8 @@ export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, t
       const ipk = d.partitionKey === undefined ? pk : parseTemplate(d.partitionKey, 'PartitionKey', coordinate, d.node, problems);
       const irk = parseTemplate(d.rowKey, 'RowKey', coordinate, d.node, problems);
       if (!ipk || !irk) continue;
-      checkPlaceholders(ipk, 'PartitionKey', fields, coordinate, d.node, problems, true);
-      checkPlaceholders(irk, 'RowKey', fields, coordinate, d.node, problems, true);
+      checkPlaceholders(ipk, 'PartitionKey', fields, { coordinate, node: d.node, problems }, true);
+      checkPlaceholders(irk, 'RowKey', fields, { coordinate, node: d.node, problems }, true);
       for (const name of d.include) {
         if (!fields.has(name)) problems.add(coordinate, `include names "${name}", which is not a stored field of ${type.name}`, d.node);
         else if (fields.get(name)!.series) problems.add(coordinate, `include names "${name}", a @series: index entities hold single values`, d.node);
@@ -299,19 +300,13 @@ export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, t
  * A table template's field must be a key field — a write's input and a point query's keys always carry it — and
  * non-null, since an entity without it would have no table.
  */
-function checkTableTemplate(
-  t: KeyTemplate,
-  keyFields: string[],
-  fields: Map<string, StoredField>,
-  type: GraphQLObjectType,
-  node: ASTNode | undefined,
-  problems: SchemaProblems,
-): void {
-  checkPlaceholders(t, 'Table', fields, type.name, node, problems);
+function checkTableTemplate(t: KeyTemplate, keyFields: string[], fields: Map<string, StoredField>, site: ProblemSite): void {
+  const { coordinate, node, problems } = site;
+  checkPlaceholders(t, 'Table', fields, site);
   for (const name of t.fields) {
     if (fields.has(name) && !keyFields.includes(name)) {
       problems.add(
-        type.name,
+        coordinate,
         `table template "${t.source}" names {${name}}, which is not in the PartitionKey or RowKey template: an entity's keys must tell its table`,
         node,
       );

@@ -46,7 +46,7 @@ export function buildWrites(
     if (d.action === 'MOVE') {
       const moveTo = checkMoveInput(field, entity, coordinate, problems);
       const payload = checkPayload(field, entity, coordinate, problems);
-      const target = d.to === undefined ? entity : checkMoveTarget(entity, entities.get(d.to), d.to, coordinate, d.node, problems);
+      const target = d.to === undefined ? entity : checkMoveTarget(entity, { name: d.to, target: entities.get(d.to) }, { coordinate, node: d.node, problems });
       if (!moveTo || !payload || !target) continue;
       payloads.add(getNamedType(field.type).name);
       writes.set(coordinate, {
@@ -177,12 +177,11 @@ function checkInput(
  */
 function checkMoveTarget(
   entity: EntityModel,
-  target: EntityModel | undefined,
-  name: string,
-  coordinate: string,
-  node: ASTNode,
-  problems: SchemaProblems,
+  to: { name: string; target: EntityModel | undefined },
+  site: { coordinate: string; node: ASTNode; problems: SchemaProblems },
 ): EntityModel | undefined {
+  const { name, target } = to;
+  const { coordinate, node, problems } = site;
   if (!target) {
     problems.add(coordinate, `@write(to: "${name}"): no @entity type of that name`, node);
     return undefined;

@@ -79,19 +79,22 @@ export function changesSinceBound(since: number): string {
 /** The first RowKey after every change entity (the exclusive end of a range over all of them). */
 export const CHANGE_ROW_KEY_END = '~change`';
 
-/**
- * The change entity a write to `address` adds to its EGT.
- * @param scope a delete's values of the fields `@auth` scope rules name (none `@encrypted`: a change entity holds
- *   nothing sealed), so that who may learn of the delete can be decided without the entity
- */
-export function changeEntity(
-  address: EntityAddress,
-  entityType: string,
-  kind: ChangeKind,
-  writeId: string,
-  at: number,
-  scope: Record<string, string> = {},
-): EntityToWrite {
+/** What a change entity records: the changed entity's type, the kind of change, its write, and its time (ms since 1970). */
+export interface ChangeRecord {
+  entityType: string;
+  kind: ChangeKind;
+  writeId: string;
+  at: number;
+  /**
+   * A delete's values of the fields `@auth` scope rules name (none `@encrypted`: a change entity holds nothing
+   * sealed), so that who may learn of the delete can be decided without the entity. Default: none.
+   */
+  scope?: Record<string, string>;
+}
+
+/** The change entity a write to `address` adds to its EGT. */
+export function changeEntity(address: EntityAddress, change: ChangeRecord): EntityToWrite {
+  const { entityType, kind, writeId, at, scope = {} } = change;
   const scoped = Object.fromEntries(Object.entries(scope).map(([f, v]) => [`${SCOPE_PROPERTY_PREFIX}${f}`, { type: 'String' as const, value: v }]));
   return {
     partitionKey: address.partitionKey,

@@ -5,20 +5,22 @@ import type { BoundTemplate, EntityModel } from '../model/types';
 import type { RequestContext } from './context';
 import { fieldValue, type EntityNode } from './entity-node';
 
+/** A resolver's call: its parent entity (absent for a root field), arguments, request context and info. */
+export interface ResolverCall {
+  parent: EntityNode | undefined;
+  args: Record<string, unknown>;
+  ctx: RequestContext;
+  info: GraphQLResolveInfo;
+}
+
 /**
  * @param target the entity the templates address: an argument bound to a placeholder named after one of its
  *   fields must keep that field's `@constraint`, checked here, before any storage call
  * @returns placeholder name → value for every placeholder of `templates`
  * @throws TablegraphError BAD_USER_INPUT when an argument breaks its field's `@constraint`
  */
-export async function bindingValues(
-  templates: Array<BoundTemplate | undefined>,
-  parent: EntityNode | undefined,
-  args: Record<string, unknown>,
-  ctx: RequestContext,
-  info: GraphQLResolveInfo,
-  target?: EntityModel,
-): Promise<Record<string, unknown>> {
+export async function bindingValues(templates: Array<BoundTemplate | undefined>, call: ResolverCall, target?: EntityModel): Promise<Record<string, unknown>> {
+  const { parent, args, ctx, info } = call;
   const values: Record<string, unknown> = {};
   for (const bound of templates) {
     if (!bound) continue;

@@ -116,7 +116,7 @@ function hasNullKey(path: PointPath, values: Record<string, unknown>): boolean {
 export function pointResolver(path: PointPath): Resolver {
   return async (parent, args, ctx, info) => {
     assertBuilt(path, ctx);
-    const values = await bindingValues([path.tableTemplate, path.partitionKey, path.rowKey], parent, args, ctx, info, path.target);
+    const values = await bindingValues([path.tableTemplate, path.partitionKey, path.rowKey], { parent, args, ctx, info }, path.target);
     // An optional reference whose key field is null refers to nothing: null, and no storage call.
     if (hasNullKey(path, values)) return null;
     noteConsistency(path, ctx);
@@ -204,10 +204,7 @@ export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode 
     assertBuilt(path, ctx);
     const values = await bindingValues(
       [path.tableTemplate, path.partitionKey, path.rowKeyPrefix, path.rowKeyFrom, path.rowKeyTo],
-      parent,
-      args,
-      ctx,
-      info,
+      { parent, args, ctx, info },
       path.target,
     );
     const table = tableName(path, values);

@@ -64,7 +64,11 @@ export function sendMessages(
 /** A write's blobs' cleanup message, when it drops a blob. @returns whether it may go on (no error) */
 async function sendBlobCleanup(ctx: CommitContext, member: PendingWrite, plan: WritePlan, done: Effects): Promise<boolean> {
   try {
-    member.sendBy ??= await sendDropCleanup(member.write.entity, member.address, plan.previous, plan.values, ctx.workQueue, ctx.blobCleanupDelaySeconds);
+    member.sendBy ??= await sendDropCleanup(
+      { entity: member.write.entity, address: member.address, previous: plan.previous, values: plan.values },
+      ctx.workQueue,
+      ctx.blobCleanupDelaySeconds,
+    );
     return true;
   } catch (error) {
     done.error = error;
@@ -76,16 +80,20 @@ async function sendBlobCleanup(ctx: CommitContext, member: PendingWrite, plan: W
  * Makes the reservations of every planned write, each once its message is out (`sent`), those of one index
  * partition together (reservation-batches.ts); records them in `effects`, in each plan's order, and a write's
  * first error. Never throws.
- * @param keys what the keys read before were found holding; a key not read is taken to be free
+ * @param attempt.keys what the keys read before were found holding; a key not read is taken to be free
  */
 export async function reserveKeysOf(
   ctx: CommitContext,
   planned: Array<{ member: PendingWrite; plan: WritePlan }>,
-  keys: Map<string, KeyState>,
-  reservedUntil: Date,
-  effects: Map<PendingWrite, Effects>,
-  sent: Map<PendingWrite, Promise<boolean>>,
+  attempt: {
+    keys: Map<string, KeyState>;
+    /** The end of the reservations' lease. */
+    reservedUntil: Date;
+    effects: Map<PendingWrite, Effects>;
+    sent: Map<PendingWrite, Promise<boolean>>;
+  },
 ): Promise<void> {
+  const { keys, reservedUntil, effects, sent } = attempt;
   const requests: ReservationRequest[] = [];
   const owners: Array<{ done: Effects; index: number }> = [];
   for (const { member, plan } of planned) {

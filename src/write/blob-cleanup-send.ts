@@ -31,13 +31,11 @@ export function dropsBlob(entity: EntityModel, previous: Record<string, unknown>
  * @returns the time by which the write's EGT must be applied (ms since the epoch), or undefined when none was needed
  */
 export async function sendDropCleanup(
-  entity: EntityModel,
-  address: EntityAddress,
-  previous: Record<string, unknown> | null,
-  values: Record<string, unknown> | null,
+  change: { entity: EntityModel; address: EntityAddress; previous: Record<string, unknown> | null; values: Record<string, unknown> | null },
   queue: { send(text: string, opts: { visibilityDelaySeconds: number }): Promise<unknown> },
   cleanupDelaySeconds: number | undefined,
 ): Promise<number | undefined> {
+  const { entity, address, previous, values } = change;
   if (cleanupDelaySeconds === undefined || !dropsBlob(entity, previous, values)) return undefined;
   const sentAt = Date.now();
   await queue.send(encodeMessage(blobCleanupMessage(entity.name, address, cleanupDelaySeconds, sentAt)), { visibilityDelaySeconds: cleanupDelaySeconds });

@@ -57,12 +57,10 @@ export function changedCopies(model: Model, entity: WriteModel['entity'], previo
  */
 export function sameEgtCopies(
   model: Model,
-  entity: WriteModel['entity'],
-  address: EntityAddress,
-  previous: Values | null,
-  values: Values | null,
+  change: { entity: WriteModel['entity']; address: EntityAddress; previous: Values | null; values: Values | null },
   state: ReadState,
 ): TransactionOperation[] {
+  const { entity, address, previous, values } = change;
   const ops: TransactionOperation[] = [];
   for (const copy of changedCopies(model, entity, previous, values)) {
     const holders = state.copyHolders?.get(copyListKey(address, copy));

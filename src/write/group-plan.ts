@@ -102,8 +102,7 @@ export function planGroup<M extends GroupMember>(model: Model, members: M[], sta
         member.write,
         member.input,
         { current: state.entities.get(address) ?? null, holders: state.holders, references: state.references, copyHolders: state.copyHolders },
-        member.writeId,
-        member.moveId,
+        member,
       );
       checkPlan(member.write.entity, plan, target);
       member.check?.(plan.previous, plan.values);
@@ -186,7 +185,7 @@ function changeOperations(entity: EntityModel, plan: WritePlan): TransactionOper
       if (v !== null && v !== undefined && !entity.fields.get(f)?.encrypted) scope[f] = String(v);
     }
   }
-  return [{ kind: 'create', entity: changeEntity(plan.address, entity.entityType, kind, plan.writeId, nextChangeTime(), scope) }];
+  return [{ kind: 'create', entity: changeEntity(plan.address, { entityType: entity.entityType, kind, writeId: plan.writeId, at: nextChangeTime(), scope }) }];
 }
 
 function holderOperations(
@@ -220,7 +219,10 @@ function holderOperations(
     // A holder a subscription follows changes too: its change entity, in the same EGT (never blamed on a write).
     const type = [...fields.keys()][0].holder;
     if (type.changeLogged) {
-      operations.push({ kind: 'create', entity: changeEntity(address, type.entityType, 'UPDATED', randomUUID(), nextChangeTime()) });
+      operations.push({
+        kind: 'create',
+        entity: changeEntity(address, { entityType: type.entityType, kind: 'UPDATED', writeId: randomUUID(), at: nextChangeTime() }),
+      });
       owners.push({ holder: key });
     }
   }

@@ -189,7 +189,15 @@ export async function readUniqueKeys(
         const existing = await store.getEntity(address, { observer });
         const entity = member.write.entity;
         const primaryNow = existing && pointsAt(entity, existing, member.address) ? await store.getEntity(member.address, { observer }) : null;
-        states.set(addressKey(address), classifyKey(entity, existing, member.address, primaryNow, member.ownAttempts, Date.now(), member.takeOverFrom));
+        states.set(
+          addressKey(address),
+          classifyKey(
+            { entity, primary: member.address, ownAttempts: member.ownAttempts, takeOverFrom: member.takeOverFrom },
+            existing,
+            primaryNow,
+            Date.now(),
+          ),
+        );
       }),
     ),
   );

@@ -154,7 +154,7 @@ export class PartitionCommitter {
     // The group's messages go out as one queue message (or a few, beyond 64 KiB); each write's reservations as soon
     // as its message is out (those of one index partition once all of theirs are).
     const sent = sendMessages(this.ctx, group.planned, effects);
-    await Promise.all([...sent.values(), reserveKeysOf(this.ctx, group.planned, keys, reservedUntil, effects, sent)]);
+    await Promise.all([...sent.values(), reserveKeysOf(this.ctx, group.planned, { keys, reservedUntil, effects, sent })]);
     const failed = group.planned.filter(({ member }) => effects.get(member)!.error !== undefined);
     await Promise.all(failed.map(({ member }) => undoEffects(this.ctx, member, effects.get(member)!)));
     group = this.without(group, state, ({ member }) => {

@@ -7,12 +7,11 @@
  */
 import { isTablegraphError } from '../errors';
 import type { TableWrite } from '../model/entity-codec';
-import type { EntityModel, IndexModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
-import type { EntityAddress, EntityToWrite, StorageObserver, TransactionOperation } from '../storage/types';
+import type { StorageObserver, TransactionOperation } from '../storage/types';
 import { addressKey } from '../storage/address-key';
 import { sharedObserver } from '../storage/shared-observer';
-import { reserveKey, type HeldReservation, type KeyState } from './reservations';
+import { reserveKey, type HeldReservation, type KeyClaim, type KeyState } from './reservations';
 
 /** Operations in one EGT at most (the service's limit is 100; reservations are far below its 4 MiB). */
 const MAX_BATCH = 100;
@@ -21,16 +20,9 @@ const MAX_BATCH = 100;
 const MAX_BATCH_RETRIES = 3;
 
 /** One reservation a write wants: what reserveKey takes. */
-export interface ReservationRequest {
-  entity: EntityModel;
-  write: TableWrite & { index: IndexModel };
-  reservation: EntityToWrite;
-  primary: EntityAddress;
+export interface ReservationRequest extends KeyClaim {
   /** What the write believes is at the key: only 'free' ones are batched; others go to reserveKey alone. */
   first: KeyState;
-  ownAttempts: ReadonlySet<string>;
-  observer?: StorageObserver;
-  takeOverFrom?: EntityAddress;
   /** Resolves true once the reservation may be made (its write's message is out), false if it must not be. */
   ready?: Promise<boolean>;
 }
@@ -54,7 +46,7 @@ export async function reserveKeys(store: TableStore, requests: ReservationReques
   const alone = async (i: number, first = requests[i].first) => {
     const r = requests[i];
     try {
-      outcomes[i] = { held: await reserveKey(store, r.entity, r.write, r.reservation, r.primary, first, r.ownAttempts, r.observer, r.takeOverFrom) };
+      outcomes[i] = { held: await reserveKey(store, r, first) };
     } catch (error) {
       outcomes[i] = { error };
     }

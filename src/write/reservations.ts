@@ -94,19 +94,23 @@ export type KeyState =
   | { kind: 'busy' }
   | { kind: 'taken' };
 
+/** The write that wants a unique key: its entity's type and address, its earlier attempts, and a move's old address. */
+export interface KeyClaimant {
+  entity: EntityModel;
+  /** The entity's address. */
+  primary: EntityAddress;
+  /** The ids of this write's earlier attempts: their reservations are its own. */
+  ownAttempts: ReadonlySet<string>;
+  /** A move's create (worker/carry-out-move.ts): the old address, whose keys it takes over. */
+  takeOverFrom?: EntityAddress;
+}
+
 /**
- * Classifies what is stored at a unique key for the write of `entity` at `primary`. `ownAttempts` are the ids of
- * this write's earlier attempts (their reservations are its own). `primaryNow` must be read after `existing`.
+ * Classifies what is stored at a unique key (`existing`) for the write `claimant`. `primaryNow` must be read after
+ * `existing`; `nowMs` is the time (ms since 1970) a pending reservation's lease is judged at.
  */
-export function classifyKey(
-  entity: EntityModel,
-  existing: StoredEntity | null,
-  primary: EntityAddress,
-  primaryNow: StoredEntity | null,
-  ownAttempts: ReadonlySet<string>,
-  nowMs: number,
-  takeOverFrom?: EntityAddress,
-): KeyState {
+export function classifyKey(claimant: KeyClaimant, existing: StoredEntity | null, primaryNow: StoredEntity | null, nowMs: number): KeyState {
+  const { entity, primary, ownAttempts, takeOverFrom } = claimant;
   if (!existing) return { kind: 'free' };
   // A move's create takes over what the entity holds at its old address (worker/carry-out-move.ts).
   if (takeOverFrom && pointsAt(entity, existing, takeOverFrom)) return { kind: 'ours', etag: existing.etag };
@@ -127,6 +131,14 @@ export function uniqueKeyTaken(entityName: string, w: TableWrite & { index: Inde
   });
 }
 
+/** One reservation to make: the claimant's key (`write`, of a unique index) and the reservation entity to store there. */
+export interface KeyClaim extends KeyClaimant {
+  write: TableWrite & { index: IndexModel };
+  reservation: EntityToWrite;
+  /** Told of every Table storage call made for it. */
+  observer?: StorageObserver;
+}
+
 /**
  * Makes one reservation: a conditional insert when the key was free, a rewrite with If-Match when it was ours.
  * Someone else's insert, rewrite or delete in between (409, 412, 404) is answered by reading again and deciding
@@ -135,17 +147,8 @@ export function uniqueKeyTaken(entityName: string, w: TableWrite & { index: Inde
  * @throws TablegraphError CONFLICT (reason UniqueKeyTaken) when the key belongs to another entity; CONFLICT
  *   (reason ReservationBusy) when another attempt of this entity still holds it; storage errors
  */
-export async function reserveKey(
-  store: TableStore,
-  entity: EntityModel,
-  w: TableWrite & { index: IndexModel },
-  reservation: EntityToWrite,
-  primary: EntityAddress,
-  first: KeyState,
-  ownAttempts: ReadonlySet<string>,
-  observer?: StorageObserver,
-  takeOverFrom?: EntityAddress,
-): Promise<HeldReservation> {
+export async function reserveKey(store: TableStore, claim: KeyClaim, first: KeyState): Promise<HeldReservation> {
+  const { entity, write: w, reservation, primary, observer } = claim;
   const address = addressOfWrite(w);
   let state = first;
   for (let attempt = 1; ; attempt++) {
@@ -166,7 +169,7 @@ export async function reserveKey(
     }
     const existing = await store.getEntity(address, { observer });
     const primaryNow = existing && pointsAt(entity, existing, primary) ? await store.getEntity(primary, { observer }) : null;
-    state = classifyKey(entity, existing, primary, primaryNow, ownAttempts, Date.now(), takeOverFrom);
+    state = classifyKey(claim, existing, primaryNow, Date.now());
   }
 }
 

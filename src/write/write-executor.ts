@@ -60,6 +60,18 @@ export const DEFAULT_CHANGE_RETENTION_MS = 3_600_000;
 /** What a step of a move (worker/carry-out-move.ts) tells the write path; see WriteExecutor.execute. */
 export type MoveStep = Pick<GroupMember, 'takeOverFrom' | 'moveId'>;
 
+/** One write as execute() received it, on its way to its partition's committer. */
+interface Submission {
+  write: WriteModel;
+  input: Values;
+  address: EntityAddress;
+  observer: StorageObserver | undefined;
+  check: GroupMember['check'];
+  step: MoveStep;
+  /** A `@blob` write's deadline for its cleanup message (ms since 1970; blob-writes.ts). */
+  sendBy?: number;
+}
+
 /** Runs mutations. One instance serves every request of a process. */
 export class WriteExecutor {
   private readonly committers = new Map<string, PartitionCommitter>();
@@ -101,32 +113,21 @@ export class WriteExecutor {
     const address = addressOf(write, input);
     const blobs = planBlobs(write, input, address);
     checkInput(write, blobs?.input ?? input, address, this.opts.store);
-    return blobs ? this.withBlobs(blobs, write, address, observer, check, options) : this.enqueue(write, input, address, observer, check, options);
+    const submission: Submission = { write, input, address, observer, check, step: options };
+    return blobs ? this.withBlobs(blobs, submission) : this.enqueue(submission);
   }
 
   /** A write of `@blob` fields: its blobs first (blob-writes.ts), then its entity, within the commit window. */
-  private async withBlobs(
-    blobs: BlobPlan,
-    write: WriteModel,
-    address: EntityAddress,
-    observer: StorageObserver | undefined,
-    check: GroupMember['check'],
-    step: MoveStep,
-  ): Promise<WriteResult> {
+  private async withBlobs(blobs: BlobPlan, submission: Submission): Promise<WriteResult> {
+    const { write, address } = submission;
     const applied = await applyBlobs(blobs, write, address, this.opts.workQueue, this.opts.blobs);
-    const result = await this.enqueue(write, applied.input, address, observer, check, step, applied.sendBy);
+    const result = await this.enqueue({ ...submission, input: applied.input, sendBy: applied.sendBy });
     return { ...result, uploadUrls: applied.uploadUrls };
   }
 
-  private enqueue(
-    write: WriteModel,
-    input: Values,
-    address: EntityAddress,
-    observer: StorageObserver | undefined,
-    check: GroupMember['check'],
-    step: MoveStep,
-    sendBy?: number,
-  ): Promise<WriteResult> {
+  /** The write handed to its partition's committer (partition-committer.ts), one per table and PartitionKey. */
+  private enqueue(submission: Submission): Promise<WriteResult> {
+    const { write, input, address, observer, check, step, sendBy } = submission;
     const key = `${address.table}\u0000${address.partitionKey}`;
     let committer = this.committers.get(key);
     if (!committer) {

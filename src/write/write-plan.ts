@@ -209,13 +209,15 @@ function contributions(
 }
 
 /**
- * Plans one mutation against the state read, as write attempt `writeId`.
+ * Plans one mutation against the state read, as write attempt `attempt.writeId` (of move `attempt.moveId`, if a
+ * step of one).
  * @throws TablegraphError from nextValues; BAD_USER_INPUT for invalid values (type, `@constraint`); NOT_FOUND
  *   (reason SummaryHolderMissing) when a summary holder (e.g. the department of a new employee) does not exist,
  *   (reason ReferenceMissing) when a reference the write sets points at nothing (references.ts);
  *   CONFLICT (reason HasDependents) when deleting a holder whose counts are not 0
  */
-export function planWrite(model: Model, write: WriteModel, input: Values, state: ReadState, writeId: string, moveId?: string): WritePlan {
+export function planWrite(model: Model, write: WriteModel, input: Values, state: ReadState, attempt: { writeId: string; moveId?: string }): WritePlan {
+  const { writeId, moveId } = attempt;
   const { entity } = write;
   const address = addressOf(write, input);
   const values = nextValues(write, input, state.current, moveId);
@@ -272,7 +274,7 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
   const beforeKeys = new Set(derivedBefore.map((w) => addressKey({ table: w.table, ...w.entity })));
   const reservations = derivedAfter.filter((w) => w.index.unique && !beforeKeys.has(addressKey({ table: w.table, ...w.entity })));
   const basedOn = stateId(state.current);
-  const copyOperations = sameEgtCopies(model, entity, address, previous, values, state);
+  const copyOperations = sameEgtCopies(model, { entity, address, previous, values }, state);
   const plan: WritePlan = {
     address,
     operations,
