@@ -53,12 +53,99 @@ export const ErrorCode = {
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
+/**
+ * Every `extensions.reason` (`details.reason`) tablegraph gives, with the code it comes with and what it means: the
+ * one list of them. docs/errors.md lists each (test/unit/docs-match.test.ts checks it), and a TablegraphError's
+ * `details.reason` can only be one of these names. Besides these, a storage error may carry the storage service's
+ * own error code as its reason (`details.storageCode`, e.g. `EntityTooLarge`, `InvalidInput`).
+ */
+export const Reason = {
+  // Writes
+  EntityAlreadyExists: { code: 'CONFLICT', meaning: 'an entity with these keys exists (a create, or a move to a taken address)' },
+  ETagMismatch: { code: 'CONFLICT', meaning: 'the entity changed since it was read: its ETag no longer matches `ifMatch` (a concurrent delete included)' },
+  UniqueKeyTaken: { code: 'CONFLICT', meaning: 'a unique value the write sets belongs to another entity' },
+  ReservationBusy: { code: 'CONFLICT', meaning: 'another write of the same entity holds the unique value meanwhile: try again' },
+  HasDependents: { code: 'CONFLICT', meaning: 'the delete of a summary holder whose counts are not 0' },
+  MovePending: { code: 'CONFLICT', meaning: 'a move of the entity, or into its new address, is under way' },
+  PopReceiptMismatch: { code: 'CONFLICT', meaning: 'a queue message was received again by another consumer since (the worker leaves it to that one)' },
+  SummaryHolderMissing: { code: 'NOT_FOUND', meaning: 'the summary holder the write counts towards (e.g. its department) does not exist' },
+  ReferenceMissing: { code: 'NOT_FOUND', meaning: 'a reference the write sets points at nothing' },
+  NotBase64: { code: 'BAD_USER_INPUT', meaning: "a `@blob` field's `base64` is not base64 text" },
+  Empty: { code: 'BAD_USER_INPUT', meaning: "a `@blob` field's `base64` holds no bytes (give null to clear the field)" },
+  ContentTypeInvalid: { code: 'BAD_USER_INPUT', meaning: "a `@blob` field's content type is not a media type" },
+  ContentTypeNotAllowed: { code: 'BAD_USER_INPUT', meaning: "a `@blob` field's content type is not one of its `contentTypes`" },
+  OutcomeUnknown: {
+    code: 'STORAGE_UNAVAILABLE',
+    meaning: "the write's answer was lost and reading back cannot tell whether it was stored: read before writing again",
+  },
+  Contention: { code: 'STORAGE_UNAVAILABLE', meaning: 'writers of other processes kept changing what a write read, through all its attempts' },
+  BlobCommitWindowPassed: { code: 'STORAGE_UNAVAILABLE', meaning: "the write took longer than its blobs' commit window: nothing was written" },
+  // Reads, subscriptions and the server's limits
+  Deadline: { code: 'REQUEST_TIMEOUT', meaning: 'the request used up its time (`TABLEGRAPH_REQUEST_TIMEOUT_MS`): no further storage call was sent' },
+  StorageQueueFull: { code: 'OVERLOADED', meaning: "the server's queue of storage calls is full: try again after `Retry-After`" },
+  HeavyRequestsQueued: { code: 'OVERLOADED', meaning: 'a heavy query could not finish in time behind the heavy ones running' },
+  TooManySubscriptions: { code: 'OVERLOADED', meaning: 'the server serves `TABLEGRAPH_MAX_SUBSCRIPTIONS` subscriptions already' },
+  TooManyForSubject: { code: 'OVERLOADED', meaning: 'the caller holds `TABLEGRAPH_SUBSCRIPTIONS_PER_SUBJECT` subscriptions already' },
+  TooManyOnConnection: { code: 'OVERLOADED', meaning: 'the connection holds `TABLEGRAPH_SUBSCRIPTIONS_PER_CONNECTION` subscriptions already' },
+  TokenExpired: { code: 'UNAUTHENTICATED', meaning: 'a subscription outlived its token: its last event; subscribe again with a new token and the last cursor' },
+  ResumeTooLarge: { code: 'QUERY_TOO_COSTLY', meaning: "a subscription's resume would read more changed entities than the budget's storage calls" },
+  ChangesExpired: { code: 'BAD_USER_INPUT', meaning: "a subscription's cursor is older than the change log keeps: read the data again" },
+  PathBuilding: { code: 'ACCESS_PATH_BUILDING', meaning: 'the access path a schema change added is still being built (`extensions.progress`)' },
+  PathBuildFailed: { code: 'ACCESS_PATH_BUILDING', meaning: "the access path's build stopped on data it must not guess at (see `npm run migrate -- status`)" },
+  PathRetired: { code: 'ACCESS_PATH_BUILDING', meaning: 'a newer deployed schema removed the access path, or no longer serves the type here' },
+  PathChanged: { code: 'ACCESS_PATH_BUILDING', meaning: "a newer deployed schema changed the access path: this server's schema is older" },
+  TypeRekeying: { code: 'ACCESS_PATH_BUILDING', meaning: "the type's entities are being moved to changed table or key templates" },
+  TagMismatch: { code: 'DATA_INTEGRITY', meaning: 'an `@encrypted` value was changed, or copied from another entity or property' },
+  NotSealed: { code: 'DATA_INTEGRITY', meaning: 'an `@encrypted` property holds a value written around tablegraph' },
+  UnknownKey: { code: 'DATA_INTEGRITY', meaning: 'an `@encrypted` value was sealed with a key `TABLEGRAPH_ENCRYPTION_KEYS` does not hold' },
+  // Storage answers, mapped in src/storage/storage-errors.ts
+  TableNotFound: { code: 'NOT_FOUND', meaning: 'the table does not exist' },
+  ResourceNotFound: { code: 'NOT_FOUND', meaning: 'the entity does not exist' },
+  Conflict: { code: 'CONFLICT', meaning: 'the storage service refused the write as a conflict (409) without a code of its own' },
+  ServerBusy: { code: 'STORAGE_BUSY', meaning: 'the storage service throttled the request (503) through every retry' },
+  TooManyRequests: {
+    code: 'STORAGE_BUSY',
+    meaning: 'the storage service throttled the request (429: the Cosmos DB Table API’s request units) through every retry',
+  },
+  OperationTimedOut: { code: 'STORAGE_BUSY', meaning: 'the storage service timed the operation out (500) through every retry' },
+  aborted: { code: 'STORAGE_UNAVAILABLE', meaning: 'a storage call timed out (`TABLEGRAPH_STORAGE_TIMEOUT_MS`) or was aborted' },
+  network: { code: 'STORAGE_UNAVAILABLE', meaning: 'a storage call got no answer: the connection failed' },
+  noResponse: { code: 'STORAGE_UNAVAILABLE', meaning: 'a storage call got no answer' },
+  // Start-up, schema changes and commands
+  ChangeRefused: { code: 'SCHEMA_INVALID', meaning: 'a schema change the stored data cannot take (each with its location and what makes it possible)' },
+  CatalogueContended: { code: 'STORAGE_UNAVAILABLE', meaning: 'the catalogue of access paths kept changing while the schema was deployed' },
+  TooManyMoves: { code: 'LIMIT_EXCEEDED', meaning: 'more moves were under way at a re-key than the catalogue records at once' },
+  PortInUse: { code: 'CONFIG_INVALID', meaning: "the server's port is in use" },
+  PortForbidden: { code: 'CONFIG_INVALID', meaning: "the server's port needs privileges the process does not have" },
+  HostNotAvailable: { code: 'CONFIG_INVALID', meaning: '`HOST` is not an address of this machine' },
+  NothingDeployed: { code: 'BAD_USER_INPUT', meaning: '`npm run migrate -- drop`: no deployment is recorded' },
+  UnknownCoordinate: { code: 'BAD_USER_INPUT', meaning: '`npm run migrate`: a coordinate the schema does not have' },
+  UnknownPath: { code: 'BAD_USER_INPUT', meaning: '`npm run migrate`: an access path the catalogue does not have' },
+  stopped: { code: 'STORAGE_UNAVAILABLE', meaning: 'a worker was stopped before its queue was drained' },
+  drainTimeout: { code: 'STORAGE_UNAVAILABLE', meaning: "a worker's queue was not drained in the time given" },
+  // Why a build stopped (`npm run migrate -- status`; reads get PathBuildFailed)
+  PathUnknown: { code: 'ACCESS_PATH_BUILDING', meaning: 'the build names an access path or type this schema does not have' },
+  TablePerPeriod: { code: 'ACCESS_PATH_BUILDING', meaning: 'an index of a type with a table per period: build it with `npm run rebuild-index`' },
+  UniqueValueHeldTwice: { code: 'ACCESS_PATH_BUILDING', meaning: 'two entities hold a value of a unique index being built' },
+  UnderivableEntities: { code: 'ACCESS_PATH_BUILDING', meaning: 'stored entities cannot form the new keys (a field the template needs is missing)' },
+  RekeyCollision: { code: 'ACCESS_PATH_BUILDING', meaning: "two entities would have the same address under the re-keyed type's templates" },
+} as const satisfies Record<string, { code: ErrorCode; meaning: string }>;
+
+/** A name of the Reason catalogue. */
+export type ReasonName = keyof typeof Reason;
+
+/** A TablegraphError's details: any fields, its `reason` one of the catalogue's. */
+export interface ErrorDetails {
+  reason?: ReasonName;
+  [key: string]: unknown;
+}
+
 /** An error with a stable code and optional machine-readable details (shown under `extensions`). */
 export class TablegraphError extends Error {
   readonly code: ErrorCode;
-  readonly details: Record<string, unknown>;
+  readonly details: ErrorDetails;
 
-  constructor(code: ErrorCode, message: string, details: Record<string, unknown> = {}, options?: { cause?: unknown }) {
+  constructor(code: ErrorCode, message: string, details: ErrorDetails = {}, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'TablegraphError';
     this.code = code;

@@ -8,7 +8,7 @@
  */
 import path from 'node:path';
 import { repairCopies } from '../src/maintenance/copy-state';
-import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify';
+import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-derived';
 import { compileSchema } from '../src/compiler/compile';
 import { loadSchemaSources } from '../src/compiler/load-schema';
 import type { Model } from '../src/model/types';

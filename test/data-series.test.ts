@@ -7,7 +7,7 @@
 import { ErrorCode } from '../src/errors';
 import { compileHr, startTestServer, type TestServer } from './support/harness';
 import { runConcurrentIncrements } from './support/concurrent-increments';
-import { verifyDerived, formatVerifyReport } from '../src/maintenance/verify';
+import { verifyDerived, formatVerifyReport } from '../src/maintenance/verify-derived';
 
 let server: TestServer;
 let directory: string;

@@ -7,7 +7,7 @@
  */
 import path from 'node:path';
 import { Decimal } from 'decimal.js';
-import { verifyDerived } from '../src/maintenance/verify';
+import { verifyDerived } from '../src/maintenance/verify-derived';
 import { repairSummaries } from '../src/maintenance/summary-state';
 import { compileSchema } from '../src/compiler/compile';
 import { contributionPrefix } from '../src/model/contributions';

@@ -13,7 +13,7 @@ import { parseChicagoFields, readChicagoCsv, splitName, type ChicagoRow } from '
 import { importEmployees } from '../examples/hr/import/import-employees';
 import { prefixUpperBound, renderKey, renderKeyPrefix } from '../src/model/key-template';
 import type { EntityModel, Model } from '../src/model/types';
-import type { StoredEntity } from '../src/storage/types';
+import type { StoredEntity } from '../src/storage/storage-types';
 import { ErrorCode, TablegraphError } from '../src/errors';
 import { handleMessage } from './support/handle-message';
 import { expectConverged, hookedStore, hrWorld, run } from './support/fanout-fixtures';

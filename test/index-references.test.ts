@@ -8,7 +8,7 @@
  * killed mid-message, and a delete and re-create of one id; `verify` clean after.
  */
 import fs from 'node:fs';
-import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify';
+import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-derived';
 import { compileSchema } from '../src/compiler/compile';
 import { handleMessage } from './support/handle-message';
 import { DIRECTIVES_FILE, testQueues } from './support/harness';

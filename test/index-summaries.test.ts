@@ -8,7 +8,7 @@
  */
 import { loadEntities } from '../src/load/load-entities';
 import { repairSummaries } from '../src/maintenance/summary-state';
-import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify';
+import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-derived';
 import { seededRng, useSdlWorld } from './support/fanout-fixtures';
 
 const SDL = `

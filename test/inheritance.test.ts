@@ -6,7 +6,7 @@
  * the other.
  */
 import { ErrorCode } from '../src/errors';
-import { verifyDerived } from '../src/maintenance/verify';
+import { verifyDerived } from '../src/maintenance/verify-derived';
 import { compileHr, startTestServer, type TestServer } from './support/harness';
 
 let server: TestServer;

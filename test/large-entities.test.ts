@@ -9,13 +9,13 @@ import { readFileSync } from 'node:fs';
 import { compileSchema } from '../src/compiler/compile';
 import { blobPrefix } from '../src/model/blob-fields';
 import { ErrorCode, isTablegraphError, type TablegraphError } from '../src/errors';
-import { verifyDerived, formatVerifyReport } from '../src/maintenance/verify';
+import { verifyDerived, formatVerifyReport } from '../src/maintenance/verify-derived';
 import { cleanUpBlobs } from '../src/worker/blob-cleanup';
 import { blobCleanupMessage, decodeMessage } from '../src/queue/messages';
 import { WriteExecutor } from '../src/write/write-executor';
 import { BlobStore } from '../src/storage/blob-store';
 import { compileHr, connectionString, DIRECTIVES_FILE, startTestServer, testBlobs, uniquePrefix, type TestServer } from './support/harness';
-import type { EntityAddress } from '../src/storage/types';
+import type { EntityAddress } from '../src/storage/storage-types';
 
 /** Short enough to wait for in a test: uploads URLs last 12 s, EGTs are sent within 16 s, cleanups take blobs older than 24 s. */
 const DELAY_S = 48;

@@ -6,10 +6,10 @@
 import { entityWrites, indexWrite } from '../src/model/entity-codec';
 import type { EntityModel, Model } from '../src/model/types';
 import { differingProperties, resolveIndex, type IndexDiff } from '../src/maintenance/derived-state';
-import { rebuildIndex } from '../src/maintenance/rebuild-index';
-import { formatVerifyReport, verifyDerived, type VerifyReport } from '../src/maintenance/verify';
+import { rebuildIndex } from '../src/maintenance/index-rebuild';
+import { formatVerifyReport, verifyDerived, type VerifyReport } from '../src/maintenance/verify-derived';
 import { TableStore } from '../src/storage/table-store';
-import type { EntityAddress, StoredEntity } from '../src/storage/types';
+import type { EntityAddress, StoredEntity } from '../src/storage/storage-types';
 import { compileHr, connectionString, testStore, uniquePrefix } from './support/harness';
 import { employeeRow, FINANCE, SLASHED, writeFixtures, type DepartmentFixture } from './support/read-fixtures';
 

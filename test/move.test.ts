@@ -11,7 +11,7 @@
  * example, `archiveEmployee` (`@write(action: MOVE, to: "ArchivedEmployee")`): copied to the Archive table as
  * another type, deleted from the Directory, under the same redelivery and killed workers.
  */
-import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify';
+import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-derived';
 import type { Model } from '../src/model/types';
 import { WriteExecutor } from '../src/write/write-executor';
 import { queueSender, workQueueNames } from '../src/queue/sender';

@@ -6,7 +6,7 @@
  */
 import type { Model } from '../src/model/types';
 import { escapeKeyValue } from '../src/storage/key-escape';
-import type { StoredEntity, TransactionOperation } from '../src/storage/types';
+import type { StoredEntity, TransactionOperation } from '../src/storage/storage-types';
 import { compileHr, startTestServer, testQueues, type TestServer } from './support/harness';
 import {
   CREATE_DEPARTMENT,

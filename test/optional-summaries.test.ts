@@ -6,7 +6,7 @@
  * contribution — exactly, under concurrent writers, redelivered and reordered messages, two workers and workers
  * killed mid-message; `verify` recounts the same, and `npm run load` of the same rows writes no holder again.
  */
-import { verifyDerived, formatVerifyReport } from '../src/maintenance/verify';
+import { verifyDerived, formatVerifyReport } from '../src/maintenance/verify-derived';
 import { loadEntities } from '../src/load/load-entities';
 import type { Model } from '../src/model/types';
 import { startSdlServer, testQueues, type TestServer } from './support/harness';

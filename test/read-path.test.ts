@@ -6,7 +6,7 @@ import { parse, Kind, type FragmentDefinitionNode, type OperationDefinitionNode 
 import { catalogueTable } from '../src/evolution/catalogue';
 import type { Model } from '../src/model/types';
 import { collectProjection, entitySelect, indexCovers, indexSelect } from '../src/read/projection';
-import type { StoredEntity } from '../src/storage/types';
+import type { StoredEntity } from '../src/storage/storage-types';
 import { compileHr, startTestServer, type TestServer } from './support/harness';
 import { ENGINEERING, expectCost, FINANCE, payrollOf, SLASHED, withLastName, writeFixtures } from './support/read-fixtures';
 

@@ -6,7 +6,7 @@
  * it is ready and exact after; every acknowledged write is present and `verify` is clean at the end.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify';
+import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-derived';
 import { testStore } from './support/harness';
 import { killCommandProcesses } from './support/processes';
 import { seededRng } from './support/fanout-fixtures';

@@ -5,7 +5,7 @@
  * leaves `verify` clean with every acknowledged write present. Reads through the index are refused until then.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify';
+import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-derived';
 import { connectionString, testStore, type TestServer } from './support/harness';
 import { killCommandProcesses, runCommand, type CommandProcess } from './support/processes';
 import { seededRng } from './support/fanout-fixtures';

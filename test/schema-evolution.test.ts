@@ -8,7 +8,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify';
+import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-derived';
 import { connectionString, testStore } from './support/harness';
 import { runCommand } from './support/processes';
 import { seededRng } from './support/fanout-fixtures';

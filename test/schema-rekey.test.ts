@@ -9,7 +9,7 @@
  * where the new keys say, nothing is left at the old addresses, and `verify` is clean.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify';
+import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-derived';
 import { connectionString, testStore, type TestServer } from './support/harness';
 import { killCommandProcesses, runCommand, type CommandProcess } from './support/processes';
 import { seededRng } from './support/fanout-fixtures';

@@ -11,7 +11,7 @@ require('./pagination.test');
 require('./read-path.test');
 
 import { TableStore } from '../src/storage/table-store';
-import type { RangePosition } from '../src/storage/types';
+import type { RangePosition } from '../src/storage/storage-types';
 import { connectionString, uniquePrefix } from './support/harness';
 import { startShufflingProxy } from './support/shuffling-proxy';
 

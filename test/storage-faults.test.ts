@@ -9,7 +9,7 @@
  * unique e-mail index held in a table of its own, a count and a sum kept in the EGT, a data series).
  */
 import { loadEntities } from '../src/load/load-entities';
-import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify';
+import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-derived';
 import { TableStore } from '../src/storage/table-store';
 import { startSdlServer, testStore, uniquePrefix } from './support/harness';
 import { startStorageProxy, type FaultRates, type StorageProxy } from './support/storage-proxy';

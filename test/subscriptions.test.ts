@@ -8,7 +8,7 @@
 import { compileSchema } from '../src/compiler/compile';
 import { isTablegraphError } from '../src/errors';
 import { CHANGE_ROW_KEY_END, CHANGE_ROW_KEY_PREFIX } from '../src/model/change-log';
-import { verifyDerived } from '../src/maintenance/verify';
+import { verifyDerived } from '../src/maintenance/verify-derived';
 import { ChangeLogTrimmer } from '../src/write/change-log-trim';
 import { startSdlServer } from './support/harness';
 import { sseSubscribe, wsClient, wsSubscribe } from './support/subscription-clients';

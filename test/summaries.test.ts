@@ -7,7 +7,7 @@
  */
 import fc from 'fast-check';
 import { repairSummaries, readSummaryState } from '../src/maintenance/summary-state';
-import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify';
+import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-derived';
 import { hrWorld, run } from './support/fanout-fixtures';
 import { uniquePrefix } from './support/harness';
 import { employeeInput } from './support/write-fixtures';

@@ -8,7 +8,7 @@ import { RestError, TableClient } from '@azure/data-tables';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../src/errors';
 import { toTablegraphError } from '../src/storage/storage-errors';
 import { TableStore } from '../src/storage/table-store';
-import type { EntityToWrite, StorageCallRecord, StorageObserver, TransactionOperation, TypedValue } from '../src/storage/types';
+import type { EntityToWrite, StorageCallRecord, StorageObserver, TransactionOperation, TypedValue } from '../src/storage/storage-types';
 import { startStorageProxy } from './support/storage-proxy';
 
 const connectionString = process.env.AZURE_STORAGE_CONNECTION_STRING ?? '';

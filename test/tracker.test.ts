@@ -15,7 +15,7 @@ import type { GraphQLSchema } from 'graphql';
 import { loadEntities } from '../src/load/load-entities';
 import { readLoadRows } from '../src/load/load-rows';
 import { readManifest } from '../src/load/manifest';
-import { verifyDerived } from '../src/maintenance/verify';
+import { verifyDerived } from '../src/maintenance/verify-derived';
 import { compileSchema } from '../src/compiler/compile';
 import { invertedTicks } from '../src/model/key-template';
 import { loadSchemaSources } from '../src/compiler/load-schema';

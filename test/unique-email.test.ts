@@ -5,7 +5,7 @@
  * time ("Inter-partition secondary index pattern", "Eventually consistent transactions pattern").
  */
 import type { Model } from '../src/model/types';
-import type { EntityAddress, TransactionOperation } from '../src/storage/types';
+import type { EntityAddress, TransactionOperation } from '../src/storage/storage-types';
 import { compileHr, startTestServer, testQueues, type TestServer } from './support/harness';
 import {
   CREATE_DEPARTMENT,

@@ -10,10 +10,10 @@ import path from 'node:path';
 import { ErrorCode } from '../src/errors';
 import { compileHr, startTestServer, type TestServer } from './support/harness';
 import { runConcurrentIncrements } from './support/concurrent-increments';
-import { verifyDerived, formatVerifyReport } from '../src/maintenance/verify';
+import { verifyDerived, formatVerifyReport } from '../src/maintenance/verify-derived';
 import { partOperations } from '../src/model/wide-entities';
 import { checkStepOrder } from '../src/load/load-entities';
-import type { TransactionOperation } from '../src/storage/types';
+import type { TransactionOperation } from '../src/storage/storage-types';
 
 let server: TestServer;
 let directory: string;

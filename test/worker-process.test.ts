@@ -7,7 +7,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { indexWrite } from '../src/model/entity-codec';
-import type { EntityAddress } from '../src/storage/types';
+import type { EntityAddress } from '../src/storage/storage-types';
 import { workQueueNames } from '../src/queue/sender';
 import { planEgtBatches, writeEgtBatches } from '../src/write/egt-batches';
 import { encodeMessage } from '../src/queue/messages';

@@ -16,7 +16,7 @@ import { Catalogue, type PathRecord } from '../evolution/catalogue';
 import { formatStatus } from '../evolution/migration-report';
 import { progressOf } from '../evolution/path-states';
 import { openStorage } from '../runtime/open-storage';
-import { explainModel, formatExplanation } from '../compiler/explain';
+import { explainModel, formatExplanation } from '../compiler/explanation';
 import { estimateDemand, worstCaseMoney } from '../read/demand';
 import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { runMain } from './run-main';

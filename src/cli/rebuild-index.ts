@@ -1,6 +1,6 @@
 /**
  * `npm run rebuild-index -- <Type> <index> [--concurrency 8]`, e.g. `npm run rebuild-index -- Order byCustomer`:
- * makes one index equal to what the primary entities derive (src/maintenance/rebuild-index.ts); with `copies` for
+ * makes one index equal to what the primary entities derive (src/maintenance/index-rebuild.ts); with `copies` for
  * <index>, makes the type's copies (`@copy`) equal to their targets (src/maintenance/copy-state.ts). It reads the
  * type's whole table and the index's whole table on purpose — a maintenance command, never a request path — and
  * writes only the index entities that are missing, different or orphaned. Safe while the server runs.
@@ -12,8 +12,8 @@ import { loadConfig } from '../runtime/config';
 import { createLogger } from '../log';
 import { ErrorCode, TablegraphError } from '../errors';
 import { repairCopies } from '../maintenance/copy-state';
-import { rebuildIndex, type RebuildResult } from '../maintenance/rebuild-index';
-import { createScanReporter } from '../maintenance/verify';
+import { rebuildIndex, type RebuildResult } from '../maintenance/index-rebuild';
+import { createScanReporter } from '../maintenance/verify-derived';
 import { resolveIndex } from '../maintenance/derived-state';
 import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { openStorage } from '../runtime/open-storage';

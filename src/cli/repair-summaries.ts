@@ -9,7 +9,7 @@ import { Command } from 'commander';
 import { loadConfig } from '../runtime/config';
 import { createLogger } from '../log';
 import { repairSummaries, resolveSummaries } from '../maintenance/summary-state';
-import { createScanReporter } from '../maintenance/verify';
+import { createScanReporter } from '../maintenance/verify-derived';
 import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { openStorage } from '../runtime/open-storage';
 import { runMain } from './run-main';

@@ -1,6 +1,6 @@
 /**
  * `npm run verify [-- --type Order] [--json] [--limit 50]`: checks that every index entity equals what its
- * primary entity derives (src/maintenance/verify.ts). It reads whole tables on purpose — a maintenance command,
+ * primary entity derives (src/maintenance/verify-derived.ts). It reads whole tables on purpose — a maintenance command,
  * never a request path. Inter-partition indexes lag behind by the work queue: run it once the queue drained.
  * Progress on stderr (a counter on a terminal, log lines otherwise); the report on stdout (text, or JSON with
  * --json). Exit code 0 when everything matches, 1 when anything differs or on an error — usable in CI and ops.
@@ -8,7 +8,7 @@
 import { Command } from 'commander';
 import { loadConfig } from '../runtime/config';
 import { createLogger } from '../log';
-import { createScanReporter, formatVerifyReport, verifyDerived, type VerifyReport } from '../maintenance/verify';
+import { createScanReporter, formatVerifyReport, verifyDerived, type VerifyReport } from '../maintenance/verify-derived';
 import { resolveEntity } from '../maintenance/derived-state';
 import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { openStorage } from '../runtime/open-storage';

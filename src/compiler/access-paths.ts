@@ -9,7 +9,7 @@ import { boundTable, boundTemplate, derivedPrefix, type FieldContext } from './f
 import { leadingLiteral } from './layouts';
 import type { SchemaProblems } from './schema-errors';
 import type { AccessPath, BoundTemplate, EntityModel, IndexModel, Layout, PointPath, RangePath } from '../model/types';
-import { notAReference } from './references';
+import { notAReference } from './reference-checks';
 
 /** Defaults for `@range` (entities per page). */
 export interface PageDefaults {
@@ -154,7 +154,7 @@ function resolveJoin(path: RangePath, through: string, paths: Map<string, Access
   const bindings = [...reference.partitionKey.bindings.values(), ...reference.rowKey.bindings.values()];
   const missing = path.index ? bindings.filter((b) => !path.index!.projection.has(b.name)).map((b) => b.name) : [];
   if (missing.length) return `the index "${path.index!.name}" does not hold ${missing.join(', ')}: add ${missing.length > 1 ? 'them' : 'it'} to its include`;
-  return { entity: join, reference, covered: new Map() }; // `covered` is filled once copies are known (copies.ts)
+  return { entity: join, reference, covered: new Map() }; // `covered` is filled once copies are known (build-copies.ts)
 }
 
 function compilePoint(ctx: FieldContext, d: PointDirective, entities: Map<string, EntityModel>): PointPath | undefined {
@@ -196,7 +196,43 @@ function compilePoint(ctx: FieldContext, d: PointDirective, entities: Map<string
 }
 
 function compileRange(ctx: FieldContext, d: RangeDirective, inputs: PathInputs): RangePath | undefined {
-  const { entities, connections, defaults } = inputs;
+  const targets = rangeTarget(ctx, d, inputs.entities, inputs.connections);
+  const pages = targets && pageSizes(ctx, d, inputs.defaults);
+  if (!targets || !pages) return undefined;
+  const { target, keyed } = targets;
+  const layout = layoutOf(ctx, keyed, d.index, d.node);
+  if (!layout) return undefined;
+  const table = boundTable(ctx, d.table, layout.layout, d.node);
+  const partitionKey = boundTemplate(ctx, { source: d.partitionKey, layout: layout.layout.partitionKey, what: 'PartitionKey', mode: 'exact' }, d.node);
+  if (!partitionKey || table === null) return undefined;
+  const rows = rowKeyRange(ctx, d, layout);
+  if (!rows) return undefined;
+  return {
+    kind: 'range' as const,
+    coordinate: ctx.coordinate,
+    parentType: ctx.parent.name,
+    fieldName: ctx.field.name,
+    target,
+    index: layout.index,
+    table: layout.layout.table,
+    ...(table && { tableTemplate: table }),
+    partitionKey,
+    ...pages,
+    node: d.node,
+    ...rows,
+  };
+}
+
+/**
+ * The entity type a connection returns (`target`), and the type whose keys its range is over (`keyed`: the join
+ * type of a many-to-many connection, otherwise the target). Undefined, with a problem, when there is none.
+ */
+function rangeTarget(
+  ctx: FieldContext,
+  d: RangeDirective,
+  entities: Map<string, EntityModel>,
+  connections: Map<string, string>,
+): { target: EntityModel; keyed: EntityModel } | undefined {
   const connectionName = getNamedType(ctx.field.type).name;
   const nodeName = connections.get(connectionName);
   const target = nodeName ? entities.get(nodeName) : undefined;
@@ -232,6 +268,11 @@ function compileRange(ctx: FieldContext, d: RangeDirective, inputs: PathInputs):
     }
     keyed = join;
   }
+  return { target, keyed };
+}
+
+/** The connection's arguments (`first`, `after`) and its page sizes (entities), checked. */
+function pageSizes(ctx: FieldContext, d: RangeDirective, defaults: PageDefaults): { pageSize: number; maxPageSize: number } | undefined {
   const first = ctx.field.args.find((a) => a.name === 'first');
   const after = ctx.field.args.find((a) => a.name === 'after');
   if (!first || getNamedType(first.type).name !== 'Int' || !after || getNamedType(after.type).name !== 'String') {
@@ -248,25 +289,15 @@ function compileRange(ctx: FieldContext, d: RangeDirective, inputs: PathInputs):
     );
     return undefined;
   }
-  const layout = layoutOf(ctx, keyed, d.index, d.node);
-  if (!layout) return undefined;
-  const table = boundTable(ctx, d.table, layout.layout, d.node);
-  const partitionKey = boundTemplate(ctx, { source: d.partitionKey, layout: layout.layout.partitionKey, what: 'PartitionKey', mode: 'exact' }, d.node);
-  if (!partitionKey || table === null) return undefined;
-  const base = {
-    kind: 'range' as const,
-    coordinate: ctx.coordinate,
-    parentType: ctx.parent.name,
-    fieldName: ctx.field.name,
-    target,
-    index: layout.index,
-    table: layout.layout.table,
-    ...(table && { tableTemplate: table }),
-    partitionKey,
-    pageSize,
-    maxPageSize,
-    node: d.node,
-  };
+  return { pageSize, maxPageSize };
+}
+
+/** The RowKeys the range covers: bounds (`rowKeyFrom`/`rowKeyTo`) or a prefix, given or derived from the layout. */
+function rowKeyRange(
+  ctx: FieldContext,
+  d: RangeDirective,
+  layout: { layout: Layout; description: string },
+): Pick<RangePath, 'rowKeyFrom' | 'rowKeyTo' | 'fromInclusive' | 'toInclusive' | 'rowKeyPrefix'> | undefined {
   const rowKeyTemplate = layout.layout.rowKey;
   if (d.rowKeyPrefix !== undefined && (d.rowKeyFrom !== undefined || d.rowKeyTo !== undefined)) {
     ctx.problems.add(ctx.coordinate, 'give either rowKeyPrefix or rowKeyFrom/rowKeyTo, not both', d.node);
@@ -290,7 +321,7 @@ function compileRange(ctx: FieldContext, d: RangeDirective, inputs: PathInputs):
       }
       bounds[which] = bound;
     }
-    return { ...base, ...bounds, fromInclusive: d.fromInclusive, toInclusive: d.toInclusive };
+    return { ...bounds, fromInclusive: d.fromInclusive, toInclusive: d.toInclusive };
   }
   const rowKeyPrefix =
     d.rowKeyPrefix !== undefined
@@ -306,7 +337,7 @@ function compileRange(ctx: FieldContext, d: RangeDirective, inputs: PathInputs):
     );
     return undefined;
   }
-  return { ...base, rowKeyPrefix };
+  return { rowKeyPrefix };
 }
 
 function layoutOf(

@@ -4,11 +4,11 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { buildASTSchema, concatAST, getDirectiveValues, GraphQLError, Kind, parse, Source, visit, type GraphQLSchema } from 'graphql';
+import { buildASTSchema, concatAST, getDirectiveValues, GraphQLError, Kind, parse, Source, visit, type DocumentNode, type GraphQLSchema } from 'graphql';
 import { validateSDL } from 'graphql/validation/validate';
 import { buildAccessPaths, findConnections, type PageDefaults } from './access-paths';
-import { buildCopies, coverJoins } from './copies';
-import { buildJoins } from './joins';
+import { buildCopies, coverJoins } from './build-copies';
+import { buildJoins } from './build-joins';
 import { buildSasFields } from './sas-fields';
 import { buildEntities } from './layouts';
 import { buildSubscriptions } from './subscriptions';
@@ -16,12 +16,12 @@ import { buildWrites } from './writes';
 import { generateSdl } from './generated-sdl';
 import { SchemaProblems } from './schema-errors';
 import type { Model, PointPath } from '../model/types';
-import { buildAuthorization } from './authorization';
-import { checkPeriodTableUses } from './table-template';
-import { checkWideUses } from './wide-entities';
-import { checkBlobUses } from './blob-fields';
-import { buildInterfaces } from './inheritance';
-import { buildSummaries } from './summaries';
+import { buildAuthorization } from './build-authorization';
+import { checkPeriodTableUses } from './period-tables';
+import { checkWideUses } from './wide-layouts';
+import { checkBlobUses } from './blob-directives';
+import { buildInterfaces } from './build-interfaces';
+import { buildSummaries } from './build-summaries';
 import { packageRoot } from '../package-root';
 
 /** tablegraph's directive definitions, added to a schema that does not declare them. */
@@ -68,8 +68,24 @@ export interface CompiledSchema {
  *   own (syntax, unknown types or directive arguments) with `SDL (file:line:column)`
  */
 export function compileSchema(sources: SdlSource[], options: CompileOptions = {}): CompiledSchema {
-  const defaults = { pageSize: options.pageSize ?? 20, maxPageSize: options.maxPageSize ?? 100 };
   const problems = new SchemaProblems();
+  const { texts, documents, generatedSdl } = readSources(sources, problems);
+  const schema = buildSchema(concatAST(documents), problems);
+  const model = buildModel(schema, options, problems);
+  buildAuthorization(schema, model, problems);
+  checkPeriodTableUses(schema, model, problems);
+  checkWideUses(schema, model, problems);
+  checkBlobUses(model, problems);
+  problems.throwIfAny();
+  const sdl = texts.map((t) => `# ${t.name}\n${t.body.trimEnd()}\n`).join('\n');
+  return { schema, model, generatedSdl, sdl };
+}
+
+/**
+ * The sources parsed, with tablegraph's directive definitions when they lack them, and the SDL generated for the
+ * types they refer to and do not declare. @throws TablegraphError SCHEMA_INVALID on a syntax error
+ */
+function readSources(sources: SdlSource[], problems: SchemaProblems): { texts: SdlSource[]; documents: DocumentNode[]; generatedSdl: string } {
   // graphql-js's own errors — syntax, unknown types, directive arguments misspelled or of the wrong type — are
   // reported like the compiler's: SCHEMA_INVALID with file:line:column, every one of them, no stack trace.
   const texts = [...sources];
@@ -94,7 +110,11 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
     texts.push({ name: GENERATED_SOURCE, body: generatedSdl });
     documents.push(parse(new Source(generatedSdl, GENERATED_SOURCE)));
   }
-  const document = concatAST(documents);
+  return { texts, documents, generatedSdl };
+}
+
+/** The schema of the document, its SDL and its directives' arguments checked. @throws TablegraphError SCHEMA_INVALID */
+function buildSchema(document: DocumentNode, problems: SchemaProblems): GraphQLSchema {
   for (const e of validateSDL(document)) problems.addGraphQLError(e);
   problems.throwIfAny();
   const schema = buildASTSchema(document, { assumeValidSDL: true });
@@ -112,6 +132,12 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
     },
   });
   problems.throwIfAny();
+  return schema;
+}
+
+/** The model of a valid schema: one pass per directive or concern. @throws TablegraphError SCHEMA_INVALID */
+function buildModel(schema: GraphQLSchema, options: CompileOptions, problems: SchemaProblems): Model {
+  const defaults = { pageSize: options.pageSize ?? 20, maxPageSize: options.maxPageSize ?? 100 };
   const entities = buildEntities(schema, problems, options.tablePrefix ?? '');
   // One mistake, one error: every later check stands on the entities' layouts, so a wrong one (a misspelled key
   // field) is reported alone rather than again by each field, mutation and input that uses the type.
@@ -141,7 +167,7 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
     if (path.kind !== 'point' || !path.checkOnWrite) continue;
     references.set(path.parentType, [...(references.get(path.parentType) ?? []), path]);
   }
-  const model: Model = {
+  return {
     entities,
     interfaces,
     accessPaths,
@@ -155,11 +181,4 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
     copiesOf,
     joinsOf,
   };
-  buildAuthorization(schema, model, problems);
-  checkPeriodTableUses(schema, model, problems);
-  checkWideUses(schema, model, problems);
-  checkBlobUses(model, problems);
-  problems.throwIfAny();
-  const sdl = texts.map((t) => `# ${t.name}\n${t.body.trimEnd()}\n`).join('\n');
-  return { schema, model, generatedSdl, sdl };
 }

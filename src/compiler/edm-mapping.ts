@@ -4,7 +4,7 @@
  * 84054.50 is.
  */
 import { isEnumType, type GraphQLNamedType } from 'graphql';
-import type { EdmType } from '../storage/types';
+import type { EdmType } from '../storage/storage-types';
 
 const SCALAR_EDM: Record<string, EdmType> = {
   Int: 'Int32',

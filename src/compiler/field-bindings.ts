@@ -25,7 +25,7 @@ export interface FieldContext {
 }
 
 /**
- * The table of a layout with a table per period (table-template.ts): the field's `table` template — the layout's
+ * The table of a layout with a table per period (period-tables.ts): the field's `table` template — the layout's
  * shape, its placeholder named after an argument or parent field — or the layout's own, bound.
  * @returns undefined for a layout with one table (where `table` is refused), null after a recorded problem
  */

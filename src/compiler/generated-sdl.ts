@@ -38,6 +38,28 @@ interface EntityShape {
  * @returns SDL text (empty when nothing is missing)
  */
 export function generateSdl(document: DocumentNode): string {
+  const { declared, referenced, entities } = readDocument(document);
+  const generators = generatorsFor(document, entities);
+  // A generated type may refer to another (a connection to its edge and PageInfo): repeat until nothing is missing.
+  const out: string[] = [];
+  let missing = [...referenced].filter((n) => !declared.has(n) && generators.has(n));
+  while (missing.length > 0) {
+    const texts = missing.map((n) => generators.get(n)!());
+    missing.forEach((n) => declared.add(n));
+    out.push(...texts);
+    missing = [];
+    visit(parse(texts.join('\n')), {
+      NamedType(node) {
+        const n = node.name.value;
+        if (!declared.has(n) && generators.has(n) && !missing.includes(n)) missing.push(n);
+      },
+    });
+  }
+  return out.length ? print(parse(out.join('\n\n'))) : '';
+}
+
+/** The type names `document` declares, those it refers to, and the shape of each of its `@entity` types. */
+function readDocument(document: DocumentNode): { declared: Set<string>; referenced: Set<string>; entities: Map<string, EntityShape> } {
   const declared = new Set<string>();
   const referenced = new Set<string>();
   const leaf = new Set(BUILT_IN_SCALARS);
@@ -68,7 +90,11 @@ export function generateSdl(document: DocumentNode): string {
       ),
     });
   }
+  return { declared, referenced, entities };
+}
 
+/** The text of each type tablegraph can generate for `document`, by name. */
+function generatorsFor(document: DocumentNode, entities: Map<string, EntityShape>): Map<string, () => string> {
   const generators = new Map<string, () => string>();
   generators.set('PageInfo', pageInfo);
   // A connection of an interface (the guide's "Inheritance relationships"): its nodes are of its implementations.
@@ -120,22 +146,7 @@ export function generateSdl(document: DocumentNode): string {
       '"""What a write did to an entity."""\nenum ChangeKind {\n"""It was created."""\nCREATED\n"""It was changed."""\nUPDATED\n"""It was deleted."""\nDELETED\n}',
   );
 
-  // A generated type may refer to another (a connection to its edge and PageInfo): repeat until nothing is missing.
-  const out: string[] = [];
-  let missing = [...referenced].filter((n) => !declared.has(n) && generators.has(n));
-  while (missing.length > 0) {
-    const texts = missing.map((n) => generators.get(n)!());
-    missing.forEach((n) => declared.add(n));
-    out.push(...texts);
-    missing = [];
-    visit(parse(texts.join('\n')), {
-      NamedType(node) {
-        const n = node.name.value;
-        if (!declared.has(n) && generators.has(n) && !missing.includes(n)) missing.push(n);
-      },
-    });
-  }
-  return out.length ? print(parse(out.join('\n\n'))) : '';
+  return generators;
 }
 
 function pageInfo(): string {

@@ -10,7 +10,7 @@ import { checkTableName } from '../storage/limits';
 import type { KeyTemplate } from '../model/key-template';
 import { parseTemplate } from './parse-template';
 import { ETAG_FIELD } from '../model/write-inputs';
-import { readEncrypted, readEntity, readIndexes, readPoint, readRange, readSeries } from './directives';
+import { readEncrypted, readEntity, readIndexes, readPoint, readRange, readSeries, type EntityDirective, type IndexDirective } from './directives';
 import { edmTypeOf } from './edm-mapping';
 import { hasSas } from './sas-fields';
 import {
@@ -27,10 +27,10 @@ import {
 } from '../model/types';
 import type { SchemaProblems } from './schema-errors';
 import { MAX_PARTS, MAX_USER_PROPERTIES, SYSTEM_PROPERTIES } from '../model/wide-entities';
-import { readConstraint } from './constraints';
-import { readBlob } from './blob-fields';
-import { isTableTemplate, parseTableTemplate } from './table-template';
-import { splitProperties } from './wide-entities';
+import { readConstraint } from './read-constraint';
+import { readBlob } from './blob-directives';
+import { isTableTemplate, parseTableTemplate } from './period-tables';
+import { splitProperties } from './wide-layouts';
 
 /** Property names the Table service or tablegraph itself uses. */
 const RESERVED_PROPERTIES = new Set([
@@ -209,83 +209,11 @@ export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, t
       if (readIndexes(schema, type.astNode).length > 0) problems.add(type.name, '@index needs @entity on the same type', type.astNode);
       continue;
     }
-    const fields = storedFields(type, schema, problems, tablePrefix);
-    const pk = parseTemplate(directive.partitionKey, 'PartitionKey', type.name, directive.node, problems);
-    const rk = parseTemplate(directive.rowKey, 'RowKey', type.name, directive.node, problems);
-    if (!pk || !rk) continue;
-    const site: ProblemSite = { coordinate: type.name, node: directive.node, problems };
-    checkPlaceholders(pk, 'PartitionKey', fields, site);
-    checkPlaceholders(rk, 'RowKey', fields, site);
-    const tableTemplate = isTableTemplate(directive.table) ? parseTableTemplate(tablePrefix + directive.table, type.name, directive.node, problems) : undefined;
-    if (isTableTemplate(directive.table) && !tableTemplate) continue;
-    if (tableTemplate) checkTableTemplate(tableTemplate, [...pk.fields, ...rk.fields], fields, site);
-    const keyFields = [...new Set([...pk.fields, ...rk.fields])];
-    // More properties than one entity holds: the guide's "Wide entities pattern" spreads them over several.
-    const wide = splitProperties(fields, keyFields);
-    if (typeof wide === 'string') problems.add(type.name, wide, type.astNode);
-    const entity: EntityModel = {
-      name: type.name,
-      entityType: directive.typeName ?? type.name,
-      layout: { table: tablePrefix + directive.table, partitionKey: pk, rowKey: rk, ...(tableTemplate && { tableTemplate }) },
-      fields,
-      keyFields,
-      ...(typeof wide === 'object' && { wide }),
-      indexes: new Map(),
-      exposesEtag: Boolean(type.getFields()[ETAG_FIELD]) && !fields.has(ETAG_FIELD),
-      summaryFields: new Set(),
-      copies: new Map(),
-      authFields: new Set(),
-      node: directive.node,
-    };
-    if (!tableTemplate) checkTable(tablePrefix + directive.table, type.name, directive.node, problems);
+    const entity = buildEntity({ schema, problems, tablePrefix }, type, directive);
+    if (!entity) continue;
     for (const d of readIndexes(schema, type.astNode)) {
-      const coordinate = `${type.name}@index(${d.name})`;
-      if (tableTemplate) {
-        problems.add(
-          coordinate,
-          `${type.name} has a table per period ("${directive.table}"): index entities would need one too, and would outlive a dropped table; read it by its keys`,
-          d.node,
-        );
-        continue;
-      }
-      if (entity.indexes.has(d.name)) {
-        problems.add(coordinate, 'an index of that name is already declared on the type', d.node);
-        continue;
-      }
-      const ipk = d.partitionKey === undefined ? pk : parseTemplate(d.partitionKey, 'PartitionKey', coordinate, d.node, problems);
-      const irk = parseTemplate(d.rowKey, 'RowKey', coordinate, d.node, problems);
-      if (!ipk || !irk) continue;
-      checkPlaceholders(ipk, 'PartitionKey', fields, { coordinate, node: d.node, problems }, true);
-      checkPlaceholders(irk, 'RowKey', fields, { coordinate, node: d.node, problems }, true);
-      for (const name of d.include) {
-        if (!fields.has(name)) problems.add(coordinate, `include names "${name}", which is not a stored field of ${type.name}`, d.node);
-        else if (fields.get(name)!.series) problems.add(coordinate, `include names "${name}", a @series: index entities hold single values`, d.node);
-        else if (fields.get(name)!.encrypted)
-          problems.add(coordinate, `include names "${name}", which is @encrypted: it is sealed for its own entity only`, d.node);
-      }
-      const table = tablePrefix + (d.table ?? directive.table);
-      checkTable(table, coordinate, d.node, problems);
-      const index: IndexModel = {
-        name: d.name,
-        entity,
-        layout: { table, partitionKey: ipk, rowKey: irk },
-        scope: table === entity.layout.table && ipk.source === pk.source ? 'intraPartition' : 'interPartition',
-        projection: new Set([...entity.keyFields, ...ipk.fields, ...irk.fields, ...d.include.filter((f) => fields.has(f))]),
-        unique: d.unique,
-        entityType: `${entity.entityType}.${d.name}`,
-        node: d.node,
-      };
-      if (index.unique && index.scope === 'intraPartition') {
-        // Its index entities are upserted in the entity's own EGT, which would overwrite another entity's: unique
-        // values are reserved only in an index of their own table or partition (src/write/reservations.ts).
-        problems.add(
-          coordinate,
-          `@index(name: "${d.name}", unique: true) shares ${type.name}'s table and PartitionKey, where uniqueness is not enforced: give it a table or a partitionKey of its own`,
-          d.node,
-        );
-        continue;
-      }
-      entity.indexes.set(d.name, index);
+      const index = buildIndex({ schema, problems, tablePrefix }, entity, directive, d);
+      if (index) entity.indexes.set(d.name, index);
     }
     entities.set(type.name, entity);
   }
@@ -294,6 +222,103 @@ export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, t
     return isObjectType(type) ? type.getInterfaces().map((i) => i.name) : [];
   });
   return entities;
+}
+
+/** What reading an `@entity` or `@index` needs: the schema, where problems go, and the table name prefix. */
+interface LayoutReading {
+  schema: GraphQLSchema;
+  problems: SchemaProblems;
+  tablePrefix: string;
+}
+
+/** One `@entity` type, without its indexes; undefined (with problems) when its keys cannot be read. */
+function buildEntity(reading: LayoutReading, type: GraphQLObjectType, directive: EntityDirective): EntityModel | undefined {
+  const { schema, problems, tablePrefix } = reading;
+  const fields = storedFields(type, schema, problems, tablePrefix);
+  const pk = parseTemplate(directive.partitionKey, 'PartitionKey', type.name, directive.node, problems);
+  const rk = parseTemplate(directive.rowKey, 'RowKey', type.name, directive.node, problems);
+  if (!pk || !rk) return undefined;
+  const site: ProblemSite = { coordinate: type.name, node: directive.node, problems };
+  checkPlaceholders(pk, 'PartitionKey', fields, site);
+  checkPlaceholders(rk, 'RowKey', fields, site);
+  const tableTemplate = isTableTemplate(directive.table) ? parseTableTemplate(tablePrefix + directive.table, type.name, directive.node, problems) : undefined;
+  if (isTableTemplate(directive.table) && !tableTemplate) return undefined;
+  if (tableTemplate) checkTableTemplate(tableTemplate, [...pk.fields, ...rk.fields], fields, site);
+  const keyFields = [...new Set([...pk.fields, ...rk.fields])];
+  // More properties than one entity holds: the guide's "Wide entities pattern" spreads them over several.
+  const wide = splitProperties(fields, keyFields);
+  if (typeof wide === 'string') problems.add(type.name, wide, type.astNode);
+  const entity: EntityModel = {
+    name: type.name,
+    entityType: directive.typeName ?? type.name,
+    layout: { table: tablePrefix + directive.table, partitionKey: pk, rowKey: rk, ...(tableTemplate && { tableTemplate }) },
+    fields,
+    keyFields,
+    ...(typeof wide === 'object' && { wide }),
+    indexes: new Map(),
+    exposesEtag: Boolean(type.getFields()[ETAG_FIELD]) && !fields.has(ETAG_FIELD),
+    summaryFields: new Set(),
+    copies: new Map(),
+    authFields: new Set(),
+    node: directive.node,
+  };
+  if (!tableTemplate) checkTable(tablePrefix + directive.table, type.name, directive.node, problems);
+  return entity;
+}
+
+/** One `@index` of `entity`; undefined (with problems) when it cannot be one. */
+function buildIndex(reading: LayoutReading, entity: EntityModel, directive: EntityDirective, d: IndexDirective): IndexModel | undefined {
+  const { problems, tablePrefix } = reading;
+  const { tableTemplate } = entity.layout;
+  const pk = entity.layout.partitionKey;
+  const { fields } = entity;
+  const coordinate = `${entity.name}@index(${d.name})`;
+  if (tableTemplate) {
+    problems.add(
+      coordinate,
+      `${entity.name} has a table per period ("${directive.table}"): index entities would need one too, and would outlive a dropped table; read it by its keys`,
+      d.node,
+    );
+    return undefined;
+  }
+  if (entity.indexes.has(d.name)) {
+    problems.add(coordinate, 'an index of that name is already declared on the type', d.node);
+    return undefined;
+  }
+  const ipk = d.partitionKey === undefined ? pk : parseTemplate(d.partitionKey, 'PartitionKey', coordinate, d.node, problems);
+  const irk = parseTemplate(d.rowKey, 'RowKey', coordinate, d.node, problems);
+  if (!ipk || !irk) return undefined;
+  checkPlaceholders(ipk, 'PartitionKey', fields, { coordinate, node: d.node, problems }, true);
+  checkPlaceholders(irk, 'RowKey', fields, { coordinate, node: d.node, problems }, true);
+  for (const name of d.include) {
+    if (!fields.has(name)) problems.add(coordinate, `include names "${name}", which is not a stored field of ${entity.name}`, d.node);
+    else if (fields.get(name)!.series) problems.add(coordinate, `include names "${name}", a @series: index entities hold single values`, d.node);
+    else if (fields.get(name)!.encrypted)
+      problems.add(coordinate, `include names "${name}", which is @encrypted: it is sealed for its own entity only`, d.node);
+  }
+  const table = tablePrefix + (d.table ?? directive.table);
+  checkTable(table, coordinate, d.node, problems);
+  const index: IndexModel = {
+    name: d.name,
+    entity,
+    layout: { table, partitionKey: ipk, rowKey: irk },
+    scope: table === entity.layout.table && ipk.source === pk.source ? 'intraPartition' : 'interPartition',
+    projection: new Set([...entity.keyFields, ...ipk.fields, ...irk.fields, ...d.include.filter((f) => fields.has(f))]),
+    unique: d.unique,
+    entityType: `${entity.entityType}.${d.name}`,
+    node: d.node,
+  };
+  if (index.unique && index.scope === 'intraPartition') {
+    // Its index entities are upserted in the entity's own EGT, which would overwrite another entity's: unique
+    // values are reserved only in an index of their own table or partition (src/write/reservations.ts).
+    problems.add(
+      coordinate,
+      `@index(name: "${d.name}", unique: true) shares ${entity.name}'s table and PartitionKey, where uniqueness is not enforced: give it a table or a partitionKey of its own`,
+      d.node,
+    );
+    return undefined;
+  }
+  return index;
 }
 
 /**
@@ -333,7 +358,7 @@ export function leadingLiteral(t: KeyTemplate): string {
  * Layouts sharing a table must never produce the same RowKey: each needs a leading RowKey literal that is not
  * a prefix of another's, so that a RowKey prefix selects one type only. The exception is the guide's
  * "Inheritance relationships": entity types implementing one interface with the very same key templates are its
- * concrete types, one address holding one of them, told apart by EntityType (inheritance.ts).
+ * concrete types, one address holding one of them, told apart by EntityType (build-interfaces.ts).
  */
 function checkSharedTables(entities: Map<string, EntityModel>, problems: SchemaProblems, interfacesOf: (type: string) => string[]): void {
   const byTable = new Map<string, Array<{ owner: string; layout: Layout; node?: ASTNode; interfaces: string[] }>>();

@@ -10,7 +10,7 @@ import { typedValue } from '../model/entity-codec';
 import { summaryValue } from '../model/summaries';
 import { ENTITY_TYPE_PROPERTY, type SummaryModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
-import type { EntityAddress, StorageObserver, StoredEntity, TransactionOperation } from '../storage/types';
+import type { EntityAddress, StorageObserver, StoredEntity, TransactionOperation } from '../storage/storage-types';
 
 /** Attempts at one contribution when other workers keep changing its holder (attempts). */
 const ATTEMPTS = 10;

@@ -1,11 +1,11 @@
 /**
  * The entity whose derived entities the worker, a move or the loader brings in line: its schema, its address, and
- * what reaching storage takes. One value handed to every reconciler of this folder (contributions.ts, copies.ts,
- * joins.ts), so that each is given the entity once rather than as six arguments.
+ * what reaching storage takes. One value handed to every reconciler of this folder (reconcile-contributions.ts, copy-refresh.ts,
+ * join-upkeep.ts), so that each is given the entity once rather than as six arguments.
  */
 import type { EntityModel, Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
-import type { EntityAddress, StorageObserver } from '../storage/types';
+import type { EntityAddress, StorageObserver } from '../storage/storage-types';
 import type { WriteExecutor } from '../write/write-executor';
 
 export interface DerivedTarget {

@@ -8,7 +8,7 @@ import { addressOfWrite } from '../model/entity-codec';
 import { ErrorCode, TablegraphError, isTablegraphError } from '../errors';
 import { indexWrite, valuesOf, type TableWrite } from '../model/entity-codec';
 import { ENTITY_TYPE_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE_ID_PROPERTY } from '../model/types';
-import type { EntityAddress, StoredEntity } from '../storage/types';
+import type { EntityAddress, StoredEntity } from '../storage/storage-types';
 import { isPendingReservation, pointsAt } from '../write/reservations';
 
 /** The entity whose index entities are written or deleted: its store, type and address (derived-target.ts). */

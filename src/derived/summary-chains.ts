@@ -1,9 +1,9 @@
 /**
  * The worker's side of a summary of a summary (`Customer.totalSpent @summary(of: "Invoice", sum: ["total"])` over
- * `Invoice.total @summary(of: "Line", …)`, src/compiler/summaries.ts linkSummaryChains). A write of a line changes
+ * `Invoice.total @summary(of: "Line", …)`, src/compiler/build-summaries.ts linkSummaryChains). A write of a line changes
  * an invoice's total without a write of the invoice, so nothing of the invoice's own would tell its customer. After
  * each change of such a value — in the line's EGT (its message names the holder: `summaryHolders`) or by the worker
- * (contributions.ts) — the holder's contributions to the summaries that sum it are brought to its value now, each in
+ * (reconcile-contributions.ts) — the holder's contributions to the summaries that sum it are brought to its value now, each in
  * one EGT with their holder's value, and so on up the chain.
  *
  * A refresh changes the value of a contribution entity that exists, and never creates or deletes one: where an
@@ -19,7 +19,7 @@ import { valuesOf } from '../model/entity-codec';
 import { resolveHolder } from '../model/summaries';
 import { ENTITY_TYPE_PROPERTY, type EntityModel, type Model, type SummaryModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
-import type { EntityAddress, StorageObserver } from '../storage/types';
+import type { EntityAddress, StorageObserver } from '../storage/storage-types';
 import { applyContribution, readOrNull } from './contribution-apply';
 
 /** Passes over one holder while it keeps changing (passes). */

@@ -16,17 +16,17 @@
  * worker that lost its lease (it stalled, and another took the build over) stops at its next step, and its last step
  * is redone. A build taken over, or one during which a server of an older schema version was running (it does not
  * keep the new path), ends with a repair pass — the whole index compared with its entities and made equal
- * (src/maintenance/rebuild-index.ts) — once no such server is left. Writes are throttled to `entitiesPerSecond`.
+ * (src/maintenance/index-rebuild.ts) — once no such server is left. Writes are throttled to `entitiesPerSecond`.
  */
-import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
+import { ErrorCode, isTablegraphError, TablegraphError, type ReasonName } from '../errors';
 import type { Logger } from '../log';
 import { ENTITY_TYPE_PROPERTY, type IndexModel, type Model, type SummaryModel } from '../model/types';
 import { pathTypes } from '../model/derived-paths';
 import type { TableStore } from '../storage/table-store';
-import type { StorageObserver } from '../storage/types';
-import { rebuildIndex } from '../maintenance/rebuild-index';
+import type { StorageObserver } from '../storage/storage-types';
+import { rebuildIndex } from '../maintenance/index-rebuild';
 import { repairHolder, repairSummaries } from '../maintenance/summary-state';
-import { refreshCopies } from '../derived/copies';
+import { refreshCopies } from '../derived/copy-refresh';
 import type { Catalogue, PathRecord } from './catalogue';
 import { buildIndexPage, type ScannedPage, type SettleResult } from './index-build';
 import { canonicalJson, type RecordedLayout } from './layout-record';
@@ -280,7 +280,7 @@ export class BuildRunner {
     const [type, name] = [index.entity.name, index.name];
     const heldTwice = [...(before?.heldTwice ?? []), ...page.heldTwice, ...(last?.heldTwice ?? [])];
     // A build that cannot go on says why, with up to 50 of the entities at fault, and how to go on once they change.
-    const stopped = (reason: string, message: string, details: unknown[]) => {
+    const stopped = (reason: ReasonName, message: string, details: unknown[]) => {
       this.unsettled = undefined;
       return {
         ...counts,
@@ -310,7 +310,7 @@ export class BuildRunner {
   /**
    * One step of a copy's build: a page of the copying type (its table filtered by its EntityType, from the
    * checkpoint), each entity's copies compared with their targets and rewritten where they differ (If-Match on the
-   * ETag read: src/derived/copies.ts refreshCopies).
+   * ETag read: src/derived/copy-refresh.ts refreshCopies).
    */
   private async copyPageStep(row: PathRecord, type: string): Promise<Partial<PathRecord>> {
     const { store, model, observer } = this.opts;

@@ -12,9 +12,9 @@
  * | `server` | an instance id | a running server's or worker's version, and when it last said so |
  */
 import { gunzipSync, gzipSync } from 'node:zlib';
-import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
+import { ErrorCode, isTablegraphError, TablegraphError, type ReasonName } from '../errors';
 import type { TableStore } from '../storage/table-store';
-import type { EntityAddress, EntityToWrite, StoredEntity, TypedValue } from '../storage/types';
+import type { EntityAddress, EntityToWrite, StoredEntity, TypedValue } from '../storage/storage-types';
 import type { PathKind } from '../model/derived-paths';
 import type { RecordedLayout } from './layout-record';
 
@@ -62,7 +62,7 @@ export interface PathRecord {
   updatedAt?: number;
   finishedAt?: number;
   /** For a failed build: why, in a code and a sentence, and its details (the keys of a value held twice). */
-  problem?: { reason: string; message: string; details?: unknown };
+  problem?: { reason: ReasonName; message: string; details?: unknown };
   /**
    * A re-key's moves under way when it switched (`rekey` rows only): each move's id and its entity's new address, so
    * that the worker carries the move out from there (src/worker/carry-out-move.ts).

@@ -7,7 +7,7 @@
 import pLimit from 'p-limit';
 import { ErrorCode, isTablegraphError } from '../errors';
 import type { TableStore } from '../storage/table-store';
-import type { StoredEntity, TransactionOperation } from '../storage/types';
+import type { StoredEntity, TransactionOperation } from '../storage/storage-types';
 import { limitsFor } from '../storage/limits';
 import type { RecordedLayout } from './layout-record';
 

@@ -27,7 +27,7 @@ import { indexWrite, valuesOf, type TableWrite } from '../model/entity-codec';
 import { ENTITY_TYPE_PROPERTY, type EntityModel, type IndexModel } from '../model/types';
 import { addressKey } from '../storage/address-key';
 import type { TableStore } from '../storage/table-store';
-import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
+import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/storage-types';
 import { planEgtBatches } from '../write/egt-batches';
 import { pointsAt } from '../write/reservations';
 import { primaryOf, readPrimary, settlePrimary, type HeldTwice } from '../write/index-settle';

@@ -8,7 +8,7 @@
  */
 import { ErrorCode, isTablegraphError } from '../errors';
 import { indexWrite, valuesOf } from '../model/entity-codec';
-import type { StoredEntity } from '../storage/types';
+import type { StoredEntity } from '../storage/storage-types';
 import type { EntityModel, IndexModel, Model } from '../model/types';
 import { RU_PER_ENTITY_READ, RU_PER_ENTITY_WRITTEN } from '../read/cost';
 import type { TableStore } from '../storage/table-store';

@@ -7,7 +7,7 @@
  */
 import { ErrorCode, TablegraphError } from '../errors';
 import { rekeyPathId } from '../model/derived-paths';
-import type { EntityAddress } from '../storage/types';
+import type { EntityAddress } from '../storage/storage-types';
 import type { Logger } from '../log';
 import type { PathGate } from '../read/path-gate';
 import type { Catalogue, PathRecord } from './catalogue';

@@ -27,10 +27,10 @@ import { ENTITY_TYPE_PROPERTY, MOVE_ID_PROPERTY, MOVED_IN_PROPERTY, WRITE_ID_PRO
 import { partAddresses, partProperties } from '../model/wide-entities';
 import { addressKey } from '../storage/address-key';
 import type { TableStore } from '../storage/table-store';
-import type { EntityAddress, EntityToWrite, StorageObserver, StoredEntity, TransactionOperation } from '../storage/types';
+import type { EntityAddress, EntityToWrite, StorageObserver, StoredEntity, TransactionOperation } from '../storage/storage-types';
 import { planEgtBatches } from '../write/egt-batches';
 import { readPrimary } from '../write/index-settle';
-import { submitSkippingChanged } from '../maintenance/rebuild-index';
+import { submitSkippingChanged } from '../maintenance/index-rebuild';
 import type { RecordedAddressing } from './layout-diff';
 import pLimit from 'p-limit';
 

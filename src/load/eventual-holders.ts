@@ -14,7 +14,7 @@ import { summaryValue } from '../model/summaries';
 import type { SummaryModel } from '../model/types';
 import { resumHolder } from '../maintenance/contribution-repair';
 import type { TableStore } from '../storage/table-store';
-import type { EntityAddress, StorageObserver, TypedValue } from '../storage/types';
+import type { EntityAddress, StorageObserver, TypedValue } from '../storage/storage-types';
 import { addressKey } from '../storage/address-key';
 import type { LoadPlan } from './load-plan';
 

@@ -10,7 +10,7 @@ import { typedValue, valuesOf } from '../model/entity-codec';
 import { holderAddress, summaryContribution } from '../model/summaries';
 import type { EntityModel, SummaryModel } from '../model/types';
 import { addressKey } from '../storage/address-key';
-import type { EntityAddress, StoredEntity, TypedValue } from '../storage/types';
+import type { EntityAddress, StoredEntity, TypedValue } from '../storage/storage-types';
 import { storedAs } from './step-store';
 
 /** A merge of a summary holder's fields: their exact totals, as stored. */

@@ -19,7 +19,7 @@ import { ErrorCode, isTablegraphError, isTransientStorageError, TablegraphError 
 import { repairHolder } from '../maintenance/summary-state';
 import type { EntityModel, Model, SummaryModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
-import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
+import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/storage-types';
 import { writeEventualHolders } from './eventual-holders';
 import { refreshSummaryChains } from '../derived/summary-chains';
 import { addressKey } from '../storage/address-key';
@@ -195,12 +195,52 @@ export function checkStepOrder(model: Model, types: string[]): void {
  */
 export async function loadEntities(opts: LoadOptions): Promise<LoadSummary> {
   const started = performance.now();
+  const run = startRun(opts);
+  checkStepOrder(
+    opts.model,
+    opts.steps.map((s) => s.type),
+  );
+  for (const table of opts.model.tables) await opts.store.ensureTable(table);
+  const steps: StepSummary[] = [];
+  for (const step of opts.steps) steps.push(await loadStep(run, step));
+  const { totals } = run;
+  const seconds = (performance.now() - started) / 1000;
+  return {
+    steps,
+    failed: run.failed,
+    retries: totals.retries,
+    entities: totals.entities,
+    transactions: totals.transactions,
+    seconds,
+    entitiesPerSecond: seconds > 0 ? totals.entities / seconds : 0,
+  };
+}
+
+/** One load's state across its steps: what it was given, its storage observer, its reads kept, its totals. */
+interface LoadRun {
+  opts: LoadOptions;
+  /** EGTs in flight at once (EGTs). */
+  concurrency: number;
+  /** Sends of one call before it is given up on (attempts). */
+  attempts: number;
+  observer: StorageObserver;
+  /** Tables a step wrote to (any write, failed ones included): their scans are not kept for the next step. */
+  writtenTables: Set<string>;
+  scans: Map<string, Promise<StoredEntity[]>>;
+  reads: LoadReads;
+  written: Set<string>;
+  failed: FailedBatch[];
+  totals: { entities: number; transactions: number; retries: number };
+  /** A storage call sent again on transient errors, with back-off. */
+  retrying<T>(call: () => Promise<T>): Promise<T>;
+}
+
+/** @throws TablegraphError BAD_USER_INPUT when `concurrency` is not a positive integer */
+function startRun(opts: LoadOptions): LoadRun {
   const concurrency = opts.concurrency ?? 8;
   if (!Number.isSafeInteger(concurrency) || concurrency < 1) {
     throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `concurrency must be a positive integer, not ${concurrency}.`);
   }
-  const { store, model } = opts;
-  // Tables a step wrote to (any write, failed ones included): their scans are not kept for the next step.
   const writtenTables = new Set<string>();
   const observer: StorageObserver = {
     onCallStart: () => opts.observer?.onCallStart?.(),
@@ -209,14 +249,6 @@ export async function loadEntities(opts: LoadOptions): Promise<LoadSummary> {
       opts.observer?.onCall(r);
     },
   };
-  checkStepOrder(
-    model,
-    opts.steps.map((s) => s.type),
-  );
-  for (const table of model.tables) await store.ensureTable(table);
-  const scans = new Map<string, Promise<StoredEntity[]>>();
-  const written = new Set<string>();
-  const failed: FailedBatch[] = [];
   const totals = { entities: 0, transactions: 0, retries: 0 };
   const attempts = opts.attempts ?? 5;
   const retrying = <T>(call: () => Promise<T>) =>
@@ -234,104 +266,123 @@ export async function loadEntities(opts: LoadOptions): Promise<LoadSummary> {
         return true;
       },
     });
-  const reads = storeReads(store, scans, retrying, observer);
+  const scans = new Map<string, Promise<StoredEntity[]>>();
+  const reads = storeReads(opts.store, scans, retrying, observer);
+  return { opts, concurrency, attempts, observer, writtenTables, scans, reads, written: new Set(), failed: [], totals, retrying };
+}
 
-  const steps: StepSummary[] = [];
-  for (const step of opts.steps) {
-    const entity = model.entities.get(step.type)!;
-    const plan = new LoadPlan({ model, entity, target: store.target, reads, written, existing: step.existing });
-    const progress = () => opts.onProgress?.({ type: step.type, rowsRead: plan.rowsRead, entitiesWritten: totals.entities, transactions: totals.transactions });
-    const failedPartitions = new Set<string>();
-    const send = async (batch: EgtBatch) => {
-      try {
-        await retrying(() => writeEgtBatches(store, [batch], { concurrency: 1, observer }));
-        totals.entities += batch.writes.length;
-        totals.transactions++;
-        progress();
-      } catch (e) {
-        if (!isTablegraphError(e) || !isTransientStorageError(e)) throw e;
-        const lines = [...new Set(batch.writes.map((w) => plan.lines.get(w)).filter((l): l is number => l !== undefined))].sort((a, b) => a - b);
-        failed.push({ type: step.type, lines, table: batch.table, partitionKey: batch.partitionKey, error: e.message });
-        failedPartitions.add(batch.partitionKey);
-      }
-    };
-    await sendAll(plan.batches(step.rows), send, concurrency);
-
-    let holders = 0;
-    const summaries = [...model.summaries.values()].filter((s) => s.of === entity);
-    const merging = pLimit(concurrency);
-    await Promise.all(
-      (await plan.holderMerges()).map((merge) =>
-        merging(async () => {
-          if (failedPartitions.has(merge.address.partitionKey)) {
-            // Some of the partition's entities may not be stored: count what is.
-            if (
-              await repairHolder(
-                store,
-                summaries.filter((s) => s.via.table === merge.address.table),
-                merge.address,
-                attempts,
-                observer,
-              )
-            )
-              holders++;
-            return;
-          }
-          if (merge.unchanged || plan.folded.has(addressKey(merge.address))) return; // written in its partition's last EGT
-          await retrying(() =>
-            store.updateEntity(
-              merge.address.table,
-              { partitionKey: merge.address.partitionKey, rowKey: merge.address.rowKey, properties: merge.properties },
-              'merge',
-              { observer },
-            ),
-          );
-          totals.entities++;
-          totals.transactions++;
-          holders++;
-        }),
-      ),
-    );
-    // Summaries held in other partitions: their stale contribution entities go, and each holder is set to the sum
-    // of its contributions.
-    for (const address of plan.staleContributions) {
-      if (await store.deleteEntity(address, { observer }).catch((e: unknown) => (isTablegraphError(e, ErrorCode.NOT_FOUND) ? false : Promise.reject(e))))
-        totals.entities++;
-    }
-    holders += [...plan.folded].filter((key) => !failedPartitions.has(key.split('\u0000')[1])).length;
-    holders += await writeEventualHolders(plan, store, { attempts, concurrency, failedPartitions, observer, retrying, onWrite: () => totals.entities++ });
-    totals.entities += await refreshChainedHolders(model, store, plan, summaries, observer);
-    let staleDeleted = 0;
-    for (const { primary, addresses } of plan.stale) {
-      for (const address of addresses) {
-        if ((await deleteIfPointsAt({ store, entity, primary, observer }, address, Date.now)) === 'deleted') staleDeleted++;
-      }
-    }
-    for (const table of writtenTables) scans.delete(table);
-    writtenTables.clear();
-    progress();
-    steps.push({
-      type: step.type,
-      source: step.source,
-      rows: plan.rowsRead,
-      loaded: plan.loaded,
-      unchanged: plan.unchanged,
-      kept: plan.kept,
-      skipped: plan.skipped,
-      staleDeleted,
-      holders,
-    });
+/** One step: its rows in EGTs, then its summary holders, its contributions elsewhere, and its stale index entities. */
+async function loadStep(run: LoadRun, step: LoadStep): Promise<StepSummary> {
+  const { opts, totals } = run;
+  const { store, model } = opts;
+  const entity = model.entities.get(step.type)!;
+  const plan = new LoadPlan({ model, entity, target: store.target, reads: run.reads, written: run.written, existing: step.existing });
+  const progress = () => opts.onProgress?.({ type: step.type, rowsRead: plan.rowsRead, entitiesWritten: totals.entities, transactions: totals.transactions });
+  const failedPartitions = await writeRows(run, step, plan, progress);
+  const summaries = [...model.summaries.values()].filter((s) => s.of === entity);
+  let holders = await mergeHolders(run, plan, summaries, failedPartitions);
+  // Summaries held in other partitions: their stale contribution entities go, and each holder is set to the sum
+  // of its contributions.
+  for (const address of plan.staleContributions) {
+    if (
+      await store
+        .deleteEntity(address, { observer: run.observer })
+        .catch((e: unknown) => (isTablegraphError(e, ErrorCode.NOT_FOUND) ? false : Promise.reject(e)))
+    )
+      totals.entities++;
   }
-  const seconds = (performance.now() - started) / 1000;
+  holders += [...plan.folded].filter((key) => !failedPartitions.has(key.split('\u0000')[1])).length;
+  holders += await writeEventualHolders(plan, store, {
+    attempts: run.attempts,
+    concurrency: run.concurrency,
+    failedPartitions,
+    observer: run.observer,
+    retrying: run.retrying,
+    onWrite: () => totals.entities++,
+  });
+  totals.entities += await refreshChainedHolders(model, store, plan, summaries, run.observer);
+  const staleDeleted = await deleteStaleIndexEntities(run, plan, entity);
+  for (const table of run.writtenTables) run.scans.delete(table);
+  run.writtenTables.clear();
+  progress();
   return {
-    steps,
-    failed,
-    retries: totals.retries,
-    entities: totals.entities,
-    transactions: totals.transactions,
-    seconds,
-    entitiesPerSecond: seconds > 0 ? totals.entities / seconds : 0,
+    type: step.type,
+    source: step.source,
+    rows: plan.rowsRead,
+    loaded: plan.loaded,
+    unchanged: plan.unchanged,
+    kept: plan.kept,
+    skipped: plan.skipped,
+    staleDeleted,
+    holders,
   };
+}
+
+/**
+ * A step's rows, in the EGTs its plan forms; an EGT given up on after its attempts is recorded as failed.
+ * @returns the PartitionKeys of the EGTs that failed
+ */
+async function writeRows(run: LoadRun, step: LoadStep, plan: LoadPlan, progress: () => void): Promise<Set<string>> {
+  const { totals } = run;
+  const failedPartitions = new Set<string>();
+  const send = async (batch: EgtBatch) => {
+    try {
+      await run.retrying(() => writeEgtBatches(run.opts.store, [batch], { concurrency: 1, observer: run.observer }));
+      totals.entities += batch.writes.length;
+      totals.transactions++;
+      progress();
+    } catch (e) {
+      if (!isTablegraphError(e) || !isTransientStorageError(e)) throw e;
+      const lines = [...new Set(batch.writes.map((w) => plan.lines.get(w)).filter((l): l is number => l !== undefined))].sort((a, b) => a - b);
+      run.failed.push({ type: step.type, lines, table: batch.table, partitionKey: batch.partitionKey, error: e.message });
+      failedPartitions.add(batch.partitionKey);
+    }
+  };
+  await sendAll(plan.batches(step.rows), send, run.concurrency);
+  return failedPartitions;
+}
+
+/**
+ * The summary holders of the step's partitions: merged with the plan's values, or, in a partition some of whose
+ * EGTs failed, counted again from what is stored.
+ * @returns holders written (entities)
+ */
+async function mergeHolders(run: LoadRun, plan: LoadPlan, summaries: SummaryModel[], failedPartitions: Set<string>): Promise<number> {
+  const { store } = run.opts;
+  const { observer, totals } = run;
+  let holders = 0;
+  const merging = pLimit(run.concurrency);
+  await Promise.all(
+    (await plan.holderMerges()).map((merge) =>
+      merging(async () => {
+        if (failedPartitions.has(merge.address.partitionKey)) {
+          // Some of the partition's entities may not be stored: count what is.
+          const own = summaries.filter((s) => s.via.table === merge.address.table);
+          if (await repairHolder(store, own, merge.address, run.attempts, observer)) holders++;
+          return;
+        }
+        if (merge.unchanged || plan.folded.has(addressKey(merge.address))) return; // written in its partition's last EGT
+        const { address } = merge;
+        const properties = { partitionKey: address.partitionKey, rowKey: address.rowKey, properties: merge.properties };
+        await run.retrying(() => store.updateEntity(address.table, properties, 'merge', { observer }));
+        totals.entities++;
+        totals.transactions++;
+        holders++;
+      }),
+    ),
+  );
+  return holders;
+}
+
+/** Index entities the step's rows no longer derive, where they still point at their entity. @returns deleted (entities) */
+async function deleteStaleIndexEntities(run: LoadRun, plan: LoadPlan, entity: EntityModel): Promise<number> {
+  let deleted = 0;
+  for (const { primary, addresses } of plan.stale) {
+    for (const address of addresses) {
+      if ((await deleteIfPointsAt({ store: run.opts.store, entity, primary, observer: run.observer }, address, Date.now)) === 'deleted') deleted++;
+    }
+  }
+  return deleted;
 }
 
 /**

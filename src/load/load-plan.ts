@@ -30,7 +30,7 @@ import { holderAddress, resolveHolder, summaryContribution, summaryValue } from 
 import { escapeKeyValue } from '../storage/key-escape';
 import { WRITE_ID_PROPERTY, type EntityModel, type Model, type SummaryModel } from '../model/types';
 import { checkEntity, limitsFor } from '../storage/limits';
-import type { EntityAddress, StorageTarget, StoredEntity } from '../storage/types';
+import type { EntityAddress, StorageTarget, StoredEntity } from '../storage/storage-types';
 import { planEgtBatches, type EgtBatch } from '../write/egt-batches';
 import { addressKey } from '../storage/address-key';
 import { readReferenced, referenceAddress } from '../model/references';

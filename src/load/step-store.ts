@@ -6,7 +6,7 @@
  * purpose: the loader is a bulk tool, never a request path.
  */
 import { ENTITY_TYPE_PROPERTY } from '../model/types';
-import type { EntityAddress, StoredEntity, TypedValue } from '../storage/types';
+import type { EntityAddress, StoredEntity, TypedValue } from '../storage/storage-types';
 import { addressKey } from '../storage/address-key';
 
 /** What the loader reads from storage. */

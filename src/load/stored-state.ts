@@ -6,7 +6,7 @@
 import { addressOfWrite, indexWrite, typedValue, type TableWrite } from '../model/entity-codec';
 import type { EntityModel } from '../model/types';
 import { addressKey } from '../storage/address-key';
-import type { EntityAddress } from '../storage/types';
+import type { EntityAddress } from '../storage/storage-types';
 
 /** Whether two sets of field values are equal as stored (Decimals and dates compared by their stored form). */
 export function sameValues(entity: EntityModel, a: Record<string, unknown>, b: Record<string, unknown>): boolean {

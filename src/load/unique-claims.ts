@@ -8,7 +8,7 @@ import { ErrorCode, TablegraphError } from '../errors';
 import { primaryAddress, type TableWrite } from '../model/entity-codec';
 import { ENTITY_TYPE_PROPERTY, type IndexModel } from '../model/types';
 import { addressKey } from '../storage/address-key';
-import type { EntityAddress } from '../storage/types';
+import type { EntityAddress } from '../storage/storage-types';
 import type { StepStore } from './step-store';
 
 /** The claims of one load: unique index entity addressKey → the addressKey of the entity claiming it. */

@@ -9,7 +9,7 @@ import { blobFields } from '../model/blob-fields';
 import { ENTITY_TYPE_PROPERTY, type Model } from '../model/types';
 import type { BlobStore } from '../storage/blob-store';
 import type { TableStore } from '../storage/table-store';
-import type { StorageObserver } from '../storage/types';
+import type { StorageObserver } from '../storage/storage-types';
 
 /** How the blobs of one `@blob` field compare with the entities that name them. */
 export interface BlobDiff {

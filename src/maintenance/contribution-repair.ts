@@ -13,7 +13,7 @@ import { resolveHolder, summaryValue } from '../model/summaries';
 import type { SummaryModel } from '../model/types';
 import { escapeKeyValue, unescapeKeyValue } from '../storage/key-escape';
 import type { TableStore } from '../storage/table-store';
-import type { EntityAddress, StorageObserver } from '../storage/types';
+import type { EntityAddress, StorageObserver } from '../storage/storage-types';
 import { applyContribution } from '../derived/contribution-apply';
 import { addressKey } from '../storage/address-key';
 

@@ -7,8 +7,8 @@ import { valuesOf } from '../model/entity-codec';
 import { readReferenced } from '../model/references';
 import { ENTITY_TYPE_PROPERTY, type EntityModel, type Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
-import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
-import { refreshCopies } from '../derived/copies';
+import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/storage-types';
+import { refreshCopies } from '../derived/copy-refresh';
 import { addressKey } from '../storage/address-key';
 
 /** How one copy field compares with its targets. Values as JSON text (null: no value). */

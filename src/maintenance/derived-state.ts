@@ -17,7 +17,7 @@ import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { addressOfWrite, indexWrite, valuesOf, type TableWrite } from '../model/entity-codec';
 import { ENTITY_TYPE_PROPERTY, type EntityModel, type IndexModel, type Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
-import type { EntityAddress, StorageObserver, StoredEntity, TypedValue } from '../storage/types';
+import type { EntityAddress, StorageObserver, StoredEntity, TypedValue } from '../storage/storage-types';
 import { addressKey } from '../storage/address-key';
 
 /** How one index compares with what its primary entities derive. Addresses are index entity addresses. */

@@ -8,7 +8,7 @@ import { valuesOf } from '../model/entity-codec';
 import { readReferenced, referenceAddress } from '../model/references';
 import { ENTITY_TYPE_PROPERTY, type Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
-import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
+import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/storage-types';
 import { addressKey } from '../storage/address-key';
 
 /** How one reference field compares with what is stored. */

@@ -14,7 +14,7 @@ import { CONTRIBUTION, contributionOf, isContribution } from '../model/contribut
 import { holderAddress, resolveHolder, summaryContribution, summaryValue } from '../model/summaries';
 import { ENTITY_TYPE_PROPERTY, type Model, type SummaryModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
-import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
+import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/storage-types';
 import { addressKey } from '../storage/address-key';
 import { repairContributions, resumHolder } from './contribution-repair';
 import type { ScanProgress } from './derived-state';
@@ -204,7 +204,7 @@ export async function repairSummaries(opts: SummaryStateOptions & { attempts?: n
 
 /**
  * `summaries` in the order a repair takes them: first those that sum no other summary, then each summary of a
- * summary after every summary it sums (src/compiler/summaries.ts linkSummaryChains refuses a cycle).
+ * summary after every summary it sums (src/compiler/build-summaries.ts linkSummaryChains refuses a cycle).
  * @returns the levels, lowest first; each non-empty
  */
 export function summaryLevels(summaries: SummaryModel[]): SummaryModel[][] {

@@ -2,7 +2,7 @@
  * Authorization declared in the schema (`@auth`): who may read an entity type, a field, and who may run a mutation —
  * by role (the token's roles claim), and by scope: an entity field bound to a claim (a reader's `department`
  * claim to a department's id), so that a caller reaches only entities whose field equals its claim. Rules are
- * OR-ed; the roles, scopes and fields of one rule are AND-ed, as written. Compiled by src/compiler/authorization.ts;
+ * OR-ed; the roles, scopes and fields of one rule are AND-ed, as written. Compiled by src/compiler/build-authorization.ts;
  * decided here.
  *
  * A scope is decided from keys where it can be — before any storage call, from a point query's or a range query's

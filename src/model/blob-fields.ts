@@ -1,11 +1,11 @@
 /**
- * `@blob` fields at run time (the guide's "Large entities pattern"; compiled by src/compiler/blob-fields.ts): a
+ * `@blob` fields at run time (the guide's "Large entities pattern"; compiled by src/compiler/blob-directives.ts): a
  * nullable String field whose value is kept in Blob storage, the entity holding the blob's name. Names the blobs: every
  * value a new name under its entity's prefix, so a blob is never overwritten by another value and the cleanup
  * (src/worker/blob-cleanup.ts) can tell the blobs its entity no longer names by listing the prefix.
  */
 import { createHash, randomUUID } from 'node:crypto';
-import type { EntityAddress } from '../storage/types';
+import type { EntityAddress } from '../storage/storage-types';
 import type { BlobSpec, Model } from './types';
 
 /**

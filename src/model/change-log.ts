@@ -8,7 +8,7 @@
  * partition, apart from other types' ranges, and their EntityType (`~Change`) keeps them out of every read of
  * entities. Old change entities are deleted by the writers (change-log-trim.ts).
  */
-import type { EntityAddress, EntityToWrite, StoredEntity, TransactionOperation } from '../storage/types';
+import type { EntityAddress, EntityToWrite, StoredEntity, TransactionOperation } from '../storage/storage-types';
 import { fromInvertedTicks, invertedTicks } from './key-template';
 import { ENTITY_TYPE_PROPERTY } from './types';
 

@@ -1,7 +1,7 @@
 /**
  * `@constraint`: the rules a stored field's value must keep (a salary is not negative, an id is not blank),
  * declared beside the field and checked by every write before anything is sent. The argument names are those of
- * the widely used graphql-constraint-directive, so a reader recognises them. Read by src/compiler/constraints.ts;
+ * the widely used graphql-constraint-directive, so a reader recognises them. Read by src/compiler/read-constraint.ts;
  * checked here.
  */
 import { ErrorCode, TablegraphError } from '../errors';

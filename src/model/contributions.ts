@@ -9,7 +9,7 @@
  * partition, which `verify` checks and `repair-summaries` restores.
  */
 import { escapeKeyValue, unescapeKeyValue } from '../storage/key-escape';
-import type { EntityAddress, EntityToWrite, StoredEntity } from '../storage/types';
+import type { EntityAddress, EntityToWrite, StoredEntity } from '../storage/storage-types';
 import { decimalText, type Decimal } from './decimal';
 import { holderAddress, summaryContribution } from './summaries';
 import { ENTITY_TYPE_PROPERTY, type SummaryModel } from './types';

@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { ErrorCode, TablegraphError } from '../errors';
-import type { EntityAddress, EntityToWrite, TypedValue } from '../storage/types';
+import type { EntityAddress, EntityToWrite, TypedValue } from '../storage/storage-types';
 import { checkConstraint } from './constraints';
 import { decimalText, toDecimal } from './decimal';
 import { isWellFormedText, renderKey } from './key-template';

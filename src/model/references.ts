@@ -1,7 +1,7 @@
 /**
  * References: `@point` fields of an entity type whose keys all come from the entity's own stored fields (the
  * guide's "Modelling relationships"). Where one points, from an entity's values; the write path checks that it
- * points at something (src/write/references.ts), many-to-many connections follow it (`@range(through)`).
+ * points at something (src/write/check-references.ts), many-to-many connections follow it (`@range(through)`).
  *
  * A reference either gives its target's own keys (an order's `region` and `customerId` for a customer stored by
  * region), or looks its target up through a unique index of the target (`@point(index: "byId")`, the guide's "Index
@@ -12,7 +12,7 @@
 import { primaryAddress } from './entity-codec';
 import { renderKey } from './key-template';
 import { ENTITY_TYPE_PROPERTY, type PointPath } from './types';
-import type { EntityAddress, StoredEntity } from '../storage/types';
+import type { EntityAddress, StoredEntity } from '../storage/storage-types';
 
 type Values = Record<string, unknown>;
 

@@ -1,11 +1,11 @@
 /**
- * `@summary` values at run time (compiled by src/compiler/summaries.ts): summary values (a count, a payroll) that every
+ * `@summary` values at run time (compiled by src/compiler/build-summaries.ts): summary values (a count, a payroll) that every
  * write of the summarised entities keeps in the same EGT where holder and summarised entities share a partition (the
  * guide: "Entity Group Transactions", and its advice to keep aggregates beside the data they count), and eventually,
  * through the work queue and contribution entities, where they do not (src/model/contributions.ts).
  */
 import { Decimal, storedDecimal } from './decimal';
-import type { EntityAddress, StoredEntity } from '../storage/types';
+import type { EntityAddress, StoredEntity } from '../storage/storage-types';
 import { renderKey } from './key-template';
 import { referenceFields, targetAddress } from './references';
 import type { CopyModel, EntityModel, Model, SummaryModel } from './types';
@@ -80,7 +80,7 @@ export function summaryKeyFields(model: Model, entity: EntityModel): Set<string>
 
 /**
  * Whether a copy keys a summary's reference: when it changes, its entity's contribution moves, so the worker writes
- * it through the write path (src/derived/copies.ts), never the target's EGT beside it.
+ * it through the write path (src/derived/copy-refresh.ts), never the target's EGT beside it.
  */
 export function copyKeysSummary(model: Model, copy: CopyModel): boolean {
   return summaryKeyFields(model, copy.entity).has(copy.field);

@@ -3,7 +3,7 @@
  * and write paths consult. It holds no GraphQL execution state and no storage client.
  */
 import type { ASTNode } from 'graphql';
-import type { EdmType } from '../storage/types';
+import type { EdmType } from '../storage/storage-types';
 import type { KeyTemplate } from './key-template';
 
 /** A scalar or enum field stored as one property of the same name. */
@@ -62,12 +62,12 @@ export interface EntityModel {
   exposesEtag: boolean;
   /** Stored fields that summaries maintain (`@summary`): written by the write path, never by a client. */
   summaryFields: Set<string>;
-  /** Stored fields copied from a referenced entity (`@copy`, copies.ts), by field name: never written by a client. */
+  /** Stored fields copied from a referenced entity (`@copy`, src/compiler/build-copies.ts), by field name: never written by a client. */
   copies: Map<string, CopyModel>;
   /** `@auth` on the type: who may read its entities, wherever a read reaches them. */
   auth?: AuthPolicy;
   /**
-   * Set on a stored interface (inheritance.ts, the guide's "Inheritance relationships"): the entity types that
+   * Set on a stored interface (src/compiler/build-interfaces.ts, the guide's "Inheritance relationships"): the entity types that
    * implement it, stored under this one layout and told apart by EntityType. Its `fields` are those they all have.
    */
   implementations?: EntityModel[];
@@ -251,7 +251,7 @@ export interface WriteModel {
 /** The compiled schema's storage design. */
 export interface Model {
   entities: Map<string, EntityModel>;
-  /** Interfaces whose implementations share one layout (inheritance.ts), by name: what a field may return besides an entity type. */
+  /** Interfaces whose implementations share one layout (src/compiler/build-interfaces.ts), by name: what a field may return besides an entity type. */
   interfaces: Map<string, EntityModel>;
   /** Every summary value, by `Holder.field`. */
   summaries: Map<string, SummaryModel>;
@@ -276,7 +276,7 @@ export interface Model {
   copiesOf: Map<string, CopyModel[]>;
   /**
    * The join entities of many-to-many connections (`@range(through)`), by the name of the type their reference
-   * reaches: what the worker deletes once that entity is deleted, or re-points once it is moved (joins.ts).
+   * reaches: what the worker deletes once that entity is deleted, or re-points once it is moved (src/derived/join-upkeep.ts).
    */
   joinsOf: Map<string, JoinModel[]>;
 }
@@ -294,7 +294,7 @@ export interface JoinModel {
   reverse: RangePath;
   /**
    * The join fields that name the target, by the target field each holds: its key fields, or through a unique
-   * index the fields the index is keyed by (references.ts referenceKeyFields).
+   * index the fields the index is keyed by (src/compiler/reference-checks.ts referenceKeyFields).
    */
   keyFields: Map<string, string>;
 }

@@ -14,7 +14,7 @@
  * ETags joined by a space, in part order; a part not stored shows as `-`.
  */
 import { WRITE_ID_PROPERTY, type EntityModel, type WideLayout } from './types';
-import type { EntityAddress, EntityToWrite, StoredEntity, TransactionOperation } from '../storage/types';
+import type { EntityAddress, EntityToWrite, StoredEntity, TransactionOperation } from '../storage/storage-types';
 
 /** Properties an entity may hold besides PartitionKey, RowKey and Timestamp (the guide's "Capacity considerations"). */
 export const MAX_USER_PROPERTIES = 252;

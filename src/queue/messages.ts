@@ -16,7 +16,7 @@ import { currentTraceparent } from '../telemetry/spans';
 import { randomUUID } from 'node:crypto';
 import { ErrorCode, TablegraphError } from '../errors';
 import { WRITE_ID_PROPERTY } from '../model/types';
-import type { EntityAddress, StoredEntity } from '../storage/types';
+import type { EntityAddress, StoredEntity } from '../storage/storage-types';
 import { MAX_MESSAGE_BYTES } from '../storage/queue-store';
 
 /** What a `fanout` and a `move` message both say of the write they announce. */

@@ -33,7 +33,7 @@ import {
 import type { Logger } from '../log';
 import type { StorageAdmission } from './admission';
 import type { TableStore } from '../storage/table-store';
-import type { StoredEntity } from '../storage/types';
+import type { StoredEntity } from '../storage/storage-types';
 
 /** Where a delivered change stands in what its subscriber has had: the snapshots its cursor carries. */
 export interface DeliveryRound {

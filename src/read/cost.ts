@@ -2,7 +2,7 @@
  * What one GraphQL request cost in storage: the numbers every response carries in `extensions.cost`, so that
  * tests, benchmarks and users see that the access paths hold (no scan, a bounded number of round trips).
  */
-import type { StorageCallRecord, StorageObserver } from '../storage/types';
+import type { StorageCallRecord, StorageObserver } from '../storage/storage-types';
 
 /** The `extensions.cost` object. Counts are storage calls or entities; `storageMs` is wall time in ms. */
 export interface StorageCost {

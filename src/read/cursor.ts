@@ -13,7 +13,7 @@
  */
 import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomBytes } from 'node:crypto';
 import { ErrorCode, TablegraphError } from '../errors';
-import type { RangePosition } from '../storage/types';
+import type { RangePosition } from '../storage/storage-types';
 
 function isPosition(p: unknown): p is RangePosition {
   if (typeof p !== 'object' || p === null) return false;

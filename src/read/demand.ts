@@ -88,103 +88,129 @@ export function estimateDemand(
   fragments: Record<string, FragmentDefinitionNode>,
   variables: Record<string, unknown> = {},
 ): DemandEstimate {
-  variables = withDefaults(schema, operation, variables);
-  const total: DemandEstimate = { storageCalls: 0, entitiesRead: 0, nodes: 0 };
-  const add = (k: keyof DemandEstimate, n: number) => void (total[k] = Math.min(CAP, total[k] + n));
   const root =
     operation.operation === 'mutation' ? schema.getMutationType() : operation.operation === 'query' ? schema.getQueryType() : schema.getSubscriptionType();
-  if (!root) return total;
+  const walk = new DemandWalk(model, fragments, withDefaults(schema, operation, variables));
+  if (root) walk.visit(root, operation.selectionSet, 1, new Set());
+  return walk.total;
+}
+
+/** One walk of an operation's selections, adding up the worst case as it goes. */
+class DemandWalk {
+  readonly total: DemandEstimate = { storageCalls: 0, entitiesRead: 0, nodes: 0 };
+
+  constructor(
+    private readonly model: Model,
+    private readonly fragments: Record<string, FragmentDefinitionNode>,
+    /** The operation's variables, defaults included. */
+    private readonly variables: Record<string, unknown>,
+  ) {}
+
+  /** The fields of `set` on `type`, `times` over; `covered`: the fields an index entity's projection holds. */
+  visit(type: GraphQLObjectType, set: SelectionSetNode | undefined, times: number, seen: Set<string>, covered?: Set<string>): void {
+    const { model } = this;
+    for (const { field, node, seen: inner } of this.fieldsOf(type, set, seen)) {
+      const named = getNamedType(field.type);
+      const path = model.accessPaths.get(`${type.name}.${field.name}`);
+      const write = model.writes.get(`${type.name}.${field.name}`);
+      if (write) this.add('storageCalls', WRITE_CALLS * times);
+      if (covered && !covered.has(field.name) && (model.entities.get(type.name)?.fields.has(field.name) || field.name === 'etag')) {
+        // A field the index entity lacks: its entity is read, once per node (counted once per selection set).
+        this.add('storageCalls', times);
+        this.add('entitiesRead', times);
+        covered = undefined;
+      }
+      if (!isObjectType(named)) continue;
+      this.add('nodes', times);
+      if (path) this.visitPath(path, { field, node, named, seen: inner }, times);
+      else this.visit(named, node.selectionSet, times, inner);
+    }
+  }
+
+  /** A field served by an access path: its storage calls and entities, then its selections. */
+  private visitPath(
+    path: AccessPath,
+    at: { field: GraphQLField<unknown, unknown>; node: FieldNode; named: GraphQLObjectType; seen: Set<string> },
+    times: number,
+  ): void {
+    const { field, node, named } = at;
+    const first = this.firstOf(path, node, field);
+    // A wide entity is one point query per entity it is stored as (the guide's "Wide entities pattern").
+    const parts = path.kind === 'point' && !path.index ? (path.target.wide?.parts.length ?? 1) : 1;
+    this.add('storageCalls', times * parts);
+    this.add('entitiesRead', times * (path.kind === 'range' ? first + 1 : parts));
+    if (path.kind === 'range' && path.join) {
+      // A many-to-many page: one point query per join entity, for its node, in one wave — two through a unique
+      // index of the target (the index entity, then the target its keys give).
+      const perNode = path.join.reference.index ? 2 : 1;
+      this.add('storageCalls', times * first * perNode);
+      this.add('entitiesRead', times * first * perNode);
+    }
+    // Through an eventually consistent index, `@auth` on entity fields is decided on the entity itself, read
+    // at once (path-resolvers.ts): one more point query, and the node's fields come from it.
+    const decidesOnEntity = path.kind === 'point' && path.index?.scope === 'interPartition' && path.target.authFields.size > 0;
+    if (decidesOnEntity) {
+      this.add('storageCalls', times);
+      this.add('entitiesRead', times);
+    }
+    const projection = path.index && !(path.kind === 'range' && path.join) && !decidesOnEntity ? path.index.projection : undefined;
+    if (path.kind === 'range') this.visitConnection(named, node.selectionSet, Math.min(CAP, times * first), at.seen, projection);
+    else this.visit(named, node.selectionSet, times, at.seen, projection);
+  }
+
+  /** A connection's selection: `edges { node }` (and `nodes`, if a schema has it) `first` times; pageInfo once. */
+  private visitConnection(type: GraphQLObjectType, set: SelectionSetNode | undefined, first: number, seen: Set<string>, covered?: Set<string>): void {
+    for (const { field, node, seen: inner } of this.fieldsOf(type, set, seen)) {
+      const named = getNamedType(field.type);
+      if (!isObjectType(named)) continue;
+      if (this.model.entities.has(named.name)) {
+        this.add('nodes', first);
+        this.visit(named, node.selectionSet, first, inner, covered);
+      } else if (field.name === 'edges') {
+        this.add('nodes', first);
+        this.visitConnection(named, node.selectionSet, first, inner, covered);
+      } else {
+        this.add('nodes', 1);
+        this.visit(named, node.selectionSet, 1, inner);
+      }
+    }
+  }
 
   /**
    * The fields a selection set selects on `type`, fragments inlined, each with the fragments spread on its way
    * (`seen`): a fragment is never expanded inside itself, so a cycle (which validation refuses anyway) ends.
    */
-  const fieldsOf = (type: GraphQLObjectType, set: SelectionSetNode | undefined, seen: Set<string>) => {
+  private fieldsOf(
+    type: GraphQLObjectType,
+    set: SelectionSetNode | undefined,
+    seen: Set<string>,
+  ): Array<{ field: GraphQLField<unknown, unknown>; node: FieldNode; seen: Set<string> }> {
     const out: Array<{ field: GraphQLField<unknown, unknown>; node: FieldNode; seen: Set<string> }> = [];
     for (const s of set?.selections ?? []) {
       if (s.kind === Kind.FIELD) {
         const field = type.getFields()[s.name.value];
         if (field) out.push({ field, node: s, seen });
       } else if (s.kind === Kind.INLINE_FRAGMENT) {
-        if (!s.typeCondition || s.typeCondition.name.value === type.name) out.push(...fieldsOf(type, s.selectionSet, seen));
+        if (!s.typeCondition || s.typeCondition.name.value === type.name) out.push(...this.fieldsOf(type, s.selectionSet, seen));
       } else if (!seen.has(s.name.value)) {
-        const f = fragments[s.name.value];
-        if (f && f.typeCondition.name.value === type.name) out.push(...fieldsOf(type, f.selectionSet, new Set([...seen, s.name.value])));
+        const f = this.fragments[s.name.value];
+        if (f && f.typeCondition.name.value === type.name) out.push(...this.fieldsOf(type, f.selectionSet, new Set([...seen, s.name.value])));
       }
     }
     return out;
-  };
+  }
 
-  const firstOf = (path: AccessPath, node: FieldNode, field: GraphQLField<unknown, unknown>): number => {
+  /** A range's page size as the request asks it (entities), within the path's maximum; 1 for a point query. */
+  private firstOf(path: AccessPath, node: FieldNode, field: GraphQLField<unknown, unknown>): number {
     if (path.kind !== 'range') return 1;
     const arg = node.arguments?.find((a) => a.name.value === 'first');
     const def = field.args.find((a) => a.name === 'first');
-    const value = arg && def ? valueFromAST(arg.value, def.type, variables) : undefined;
+    const value = arg && def ? valueFromAST(arg.value, def.type, this.variables) : undefined;
     const first = typeof value === 'number' && Number.isFinite(value) ? value : path.pageSize;
     return Math.max(0, Math.min(first, path.maxPageSize)); // above the maximum the resolver refuses: nothing read
-  };
+  }
 
-  const visit = (type: GraphQLObjectType, set: SelectionSetNode | undefined, times: number, seen: Set<string>, covered?: Set<string>) => {
-    for (const { field, node, seen: inner } of fieldsOf(type, set, seen)) {
-      const named = getNamedType(field.type);
-      const path = model.accessPaths.get(`${type.name}.${field.name}`);
-      const write = model.writes.get(`${type.name}.${field.name}`);
-      if (write) add('storageCalls', WRITE_CALLS * times);
-      if (covered && !covered.has(field.name) && (model.entities.get(type.name)?.fields.has(field.name) || field.name === 'etag')) {
-        // A field the index entity lacks: its entity is read, once per node (counted once per selection set).
-        add('storageCalls', times);
-        add('entitiesRead', times);
-        covered = undefined;
-      }
-      if (!isObjectType(named)) continue;
-      add('nodes', times);
-      if (path) {
-        const first = firstOf(path, node, field);
-        // A wide entity is one point query per entity it is stored as (the guide's "Wide entities pattern").
-        const parts = path.kind === 'point' && !path.index ? (path.target.wide?.parts.length ?? 1) : 1;
-        add('storageCalls', times * parts);
-        add('entitiesRead', times * (path.kind === 'range' ? first + 1 : parts));
-        if (path.kind === 'range' && path.join) {
-          // A many-to-many page: one point query per join entity, for its node, in one wave — two through a unique
-          // index of the target (the index entity, then the target its keys give).
-          const perNode = path.join.reference.index ? 2 : 1;
-          add('storageCalls', times * first * perNode);
-          add('entitiesRead', times * first * perNode);
-        }
-        // Through an eventually consistent index, `@auth` on entity fields is decided on the entity itself, read
-        // at once (path-resolvers.ts): one more point query, and the node's fields come from it.
-        const decidesOnEntity = path.kind === 'point' && path.index?.scope === 'interPartition' && path.target.authFields.size > 0;
-        if (decidesOnEntity) {
-          add('storageCalls', times);
-          add('entitiesRead', times);
-        }
-        const projection = path.index && !(path.kind === 'range' && path.join) && !decidesOnEntity ? path.index.projection : undefined;
-        if (path.kind === 'range') visitConnection(named, node.selectionSet, Math.min(CAP, times * first), inner, projection);
-        else visit(named, node.selectionSet, times, inner, projection);
-      } else {
-        visit(named, node.selectionSet, times, inner);
-      }
-    }
-  };
-
-  /** A connection's selection: `edges { node }` (and `nodes`, if a schema has it) `first` times; pageInfo once. */
-  const visitConnection = (type: GraphQLObjectType, set: SelectionSetNode | undefined, first: number, seen: Set<string>, covered?: Set<string>) => {
-    for (const { field, node, seen: inner } of fieldsOf(type, set, seen)) {
-      const named = getNamedType(field.type);
-      if (!isObjectType(named)) continue;
-      if (model.entities.has(named.name)) {
-        add('nodes', first);
-        visit(named, node.selectionSet, first, inner, covered);
-      } else if (field.name === 'edges') {
-        add('nodes', first);
-        visitConnection(named, node.selectionSet, first, inner, covered);
-      } else {
-        add('nodes', 1);
-        visit(named, node.selectionSet, 1, inner);
-      }
-    }
-  };
-
-  visit(root, operation.selectionSet, 1, new Set());
-  return total;
+  private add(k: keyof DemandEstimate, n: number): void {
+    this.total[k] = Math.min(CAP, this.total[k] + n);
+  }
 }

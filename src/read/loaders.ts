@@ -16,7 +16,7 @@ import pLimit from 'p-limit';
 import { ErrorCode, TablegraphError } from '../errors';
 import type { StorageAdmission } from './admission';
 import type { TableStore } from '../storage/table-store';
-import type { RangePosition, RangeQuery, StorageObserver, StoredEntity } from '../storage/types';
+import type { RangePosition, RangeQuery, StorageObserver, StoredEntity } from '../storage/storage-types';
 
 /** A point query: one entity by table, PartitionKey and RowKey, with the properties to return. */
 export interface PointKey {

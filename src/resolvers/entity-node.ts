@@ -7,7 +7,7 @@ import { ErrorCode, TablegraphError } from '../errors';
 import { primaryAddress, seriesValue } from '../model/entity-codec';
 import type { EntityModel, IndexModel } from '../model/types';
 import { entitySelect } from '../read/projection';
-import type { StoredEntity } from '../storage/types';
+import type { StoredEntity } from '../storage/storage-types';
 import type { RequestContext } from './context';
 import type { GraphQLResolveInfo } from 'graphql';
 

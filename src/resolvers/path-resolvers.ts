@@ -9,7 +9,7 @@ import { concreteType } from '../model/inheritance';
 import { ENTITY_TYPE_PROPERTY, type EntityModel, type PointPath, type RangePath } from '../model/types';
 import { entitySelect, indexSelect, selectedNodeFields, type Projection } from '../read/projection';
 import { readReferenced, referenceFields } from '../model/references';
-import type { EntityAddress, StoredEntity } from '../storage/types';
+import type { EntityAddress, StoredEntity } from '../storage/storage-types';
 import { mergeParts, partAddresses, partSelect } from '../model/wide-entities';
 import { forbidden } from '../model/authorization';
 import { allowsEntity, authorizeBefore, authorizeTypeBefore, keyValues } from './authorize';

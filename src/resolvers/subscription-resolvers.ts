@@ -19,7 +19,7 @@ import { allowsEntity, authorizeTypeBefore, keyValues } from './authorize';
 import { createRequestContext, type ContextDeps, type RequestContext } from './context';
 import type { EntityNode } from './entity-node';
 import { checkKey } from '../storage/limits';
-import type { StorageTarget } from '../storage/types';
+import type { StorageTarget } from '../storage/storage-types';
 import type { ChangeEvent, ChangePoller, ResumePoint } from '../read/change-poller';
 import { EventQueue } from '../read/event-queue';
 

@@ -3,10 +3,10 @@
  * `Config` (or a part of it) as an argument and never reads `process.env` itself, so tests can pass their own.
  */
 import path from 'node:path';
-import { bool, cleanEnv, makeValidator, str, url } from 'envalid';
+import { bool, cleanEnv, makeValidator, str, url, type CleanedEnv } from 'envalid';
 import { ErrorCode, TablegraphError } from '../errors';
 import { parseKeyRing, type CipherKey } from '../storage/property-cipher';
-import type { StorageTarget } from '../storage/types';
+import type { StorageTarget } from '../storage/storage-types';
 import { accountUrls, type AccountUrls } from '../storage/account-urls';
 import type { TracingConfig } from '../telemetry/tracing';
 
@@ -310,12 +310,34 @@ function tracingOf(e: {
  * it never exits the process, unlike envalid's default reporter.
  */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = process.cwd()): Config {
+  const e = readEnv(env);
+  checkCombinations(e);
+  const urls = accountUrls({
+    account: e.TABLEGRAPH_STORAGE_ACCOUNT_URL,
+    table: e.TABLEGRAPH_TABLE_URL,
+    queue: e.TABLEGRAPH_QUEUE_URL,
+    blob: e.TABLEGRAPH_BLOB_URL,
+  });
+  if (urls && e.AZURE_STORAGE_CONNECTION_STRING) {
+    const why = 'is set together with an account URL (Microsoft Entra ID): choose one way to reach storage';
+    throw new TablegraphError(ErrorCode.CONFIG_INVALID, `Invalid configuration: AZURE_STORAGE_CONNECTION_STRING ${why}.`, {
+      errors: { AZURE_STORAGE_CONNECTION_STRING: why },
+    });
+  }
+  return configOf(e, urls, cwd);
+}
+
+/** The environment's variables after envalid: each of `specs` typed, defaulted and checked on its own. */
+type Env = CleanedEnv<typeof specs>;
+
+/** Each variable checked on its own (envalid), empty ones counting as unset. @throws TablegraphError CONFIG_INVALID */
+function readEnv(env: NodeJS.ProcessEnv): Env {
   const raw: Record<string, string> = {};
   for (const key of Object.keys(specs)) {
     const v = env[key];
     if (v !== undefined && v.trim() !== '') raw[key] = v;
   }
-  const e = cleanEnv(raw, specs, {
+  return cleanEnv(raw, specs, {
     reporter: ({ errors }) => {
       const entries = Object.entries(errors).filter(([, err]) => err !== undefined) as [string, Error][];
       if (entries.length === 0) return;
@@ -325,6 +347,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
       });
     },
   });
+}
+
+/** What no variable's own check sees: values that must agree with others. @throws TablegraphError CONFIG_INVALID */
+function checkCombinations(e: Env): void {
   if (!/^[A-Za-z0-9]*$/.test(e.TABLEGRAPH_TABLE_PREFIX)) {
     throw new TablegraphError(ErrorCode.CONFIG_INVALID, 'Invalid configuration: TABLEGRAPH_TABLE_PREFIX may hold letters and digits only.', {
       errors: { TABLEGRAPH_TABLE_PREFIX: 'letters and digits only' },
@@ -357,18 +383,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
       errors: { [authProblem[0]]: authProblem[1] },
     });
   }
-  const urls = accountUrls({
-    account: e.TABLEGRAPH_STORAGE_ACCOUNT_URL,
-    table: e.TABLEGRAPH_TABLE_URL,
-    queue: e.TABLEGRAPH_QUEUE_URL,
-    blob: e.TABLEGRAPH_BLOB_URL,
-  });
-  if (urls && e.AZURE_STORAGE_CONNECTION_STRING) {
-    const why = 'is set together with an account URL (Microsoft Entra ID): choose one way to reach storage';
-    throw new TablegraphError(ErrorCode.CONFIG_INVALID, `Invalid configuration: AZURE_STORAGE_CONNECTION_STRING ${why}.`, {
-      errors: { AZURE_STORAGE_CONNECTION_STRING: why },
-    });
-  }
+}
+
+/** The configuration the variables say, paths resolved against `cwd`. */
+function configOf(e: Env, urls: AccountUrls | undefined, cwd: string): Config {
   return {
     port: e.PORT,
     host: e.HOST,

@@ -12,7 +12,7 @@ import type { Model } from '../model/types';
 import { DEV_ACCOUNT_NAME, parseConnectionString } from '../storage/connection';
 import { PropertyCipher, type CipherKey } from '../storage/property-cipher';
 import type { TableStore } from '../storage/table-store';
-import type { StorageAccess } from '../storage/types';
+import type { StorageAccess } from '../storage/storage-types';
 
 /** The development key: SHA-256 of a public sentence. Never for data that matters. */
 const DEVELOPMENT_KEY: CipherKey = { id: 'dev', key: createHash('sha256').update('tablegraph development key: not a secret').digest() };

@@ -14,7 +14,7 @@ import { checkTarget, resolveTarget, targetOfEndpoint } from '../storage/connect
 import { QueueStore } from '../storage/queue-store';
 import { BlobStore } from '../storage/blob-store';
 import { TableStore } from '../storage/table-store';
-import type { StorageAccess, StorageTarget } from '../storage/types';
+import type { StorageAccess, StorageTarget } from '../storage/storage-types';
 
 export interface OpenStorage {
   store: TableStore;

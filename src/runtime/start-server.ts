@@ -21,7 +21,7 @@ import { RequestAdmission } from '../read/request-admission';
 import { authConfigured, createAuthenticator, isLoopback, type Authenticator } from '../server/auth';
 import { createRateLimit } from '../server/rate-limit';
 import { partitionSasSigner, type PartitionSasSigner } from '../storage/sas';
-import type { StorageAccess } from '../storage/types';
+import type { StorageAccess } from '../storage/storage-types';
 import type { Model } from '../model/types';
 import { WriteExecutor } from '../write/write-executor';
 import { blobContainers } from '../model/blob-fields';

@@ -94,95 +94,104 @@ export class Metrics {
     });
     this.entitiesRead = new client.Counter({ name: 'tablegraph_entities_read_total', help: 'Entities returned by the reads of GraphQL requests', registers });
 
-    const { queues, queueNames } = deps;
-    if (queues && queueNames) {
-      new client.Gauge({
-        name: 'tablegraph_fanout_queue_depth',
-        help: 'Messages in the work queue (approximate, as the queue service reports it)',
-        registers,
-        async collect() {
-          this.set(await queues.approximateDepth(queueNames.queue));
-        },
-      });
-      new client.Gauge({
-        name: 'tablegraph_fanout_poison_depth',
-        help: 'Messages in the fan-out poison queue (approximate)',
-        registers,
-        async collect() {
-          this.set(await queues.approximateDepth(queueNames.poison));
-        },
-      });
-      new client.Gauge({
-        name: 'tablegraph_fanout_oldest_message_age_seconds',
-        help: 'Age of the message at the front of the work queue in seconds (0 when empty)',
-        registers,
-        async collect() {
-          this.set((await queues.oldestMessageAgeMs(queueNames.queue)) / 1000);
-        },
-      });
-    }
+    if (deps.queues && deps.queueNames) this.queueGauges(deps.queues, deps.queueNames);
     if (deps.paths) this.pathGauges(deps.paths);
-    const subscriptions = deps.subscriptions;
-    if (subscriptions) {
-      new client.Gauge({
-        name: 'tablegraph_subscriptions',
-        help: 'Subscriptions this server serves now, and the partitions they watch',
-        labelNames: ['of'],
-        registers,
-        collect() {
-          const s = subscriptions();
-          this.set({ of: 'subscribers' }, s.listeners);
-          this.set({ of: 'partitions' }, s.partitions);
-        },
-      });
-      new client.Gauge({
-        name: 'tablegraph_subscription_calls_total',
-        help: 'Storage calls of subscriptions: change log range queries (poll), changed entities read (read), failed polls (failed)',
-        labelNames: ['kind'],
-        registers,
-        collect() {
-          const s = subscriptions();
-          this.set({ kind: 'poll' }, s.polls);
-          this.set({ kind: 'read' }, s.reads);
-          this.set({ kind: 'failed' }, s.failures);
-        },
-      });
-      new client.Gauge({
-        name: 'tablegraph_subscription_events_total',
-        help: 'Changes sent to subscribers, one per subscriber that got it',
-        registers,
-        collect() {
-          this.set(subscriptions().delivered);
-        },
-      });
-    }
-    const worker = deps.worker;
-    if (worker) {
-      new client.Gauge({
-        name: 'tablegraph_worker_lag_seconds',
-        help: "The in-process message worker's lag from enqueue to reconcile over its recent window, in seconds",
-        labelNames: ['quantile'],
-        registers,
-        collect() {
-          const lag = worker()?.stats().lag;
-          if (!lag) return;
-          this.set({ quantile: '0.5' }, lag.p50Ms / 1000);
-          this.set({ quantile: '0.99' }, lag.p99Ms / 1000);
-          this.set({ quantile: '1' }, lag.maxMs / 1000);
-        },
-      });
-      new client.Gauge({
-        name: 'tablegraph_worker_messages_total',
-        help: 'Messages the in-process message worker handled, failed (to be retried), retried and sent to the poison queue',
-        labelNames: ['outcome'],
-        registers,
-        collect() {
-          const s = worker()?.stats();
-          if (!s) return;
-          for (const outcome of ['handled', 'failed', 'retried', 'poisoned'] as const) this.set({ outcome }, s[outcome]);
-        },
-      });
-    }
+    if (deps.subscriptions) this.subscriptionGauges(deps.subscriptions);
+    if (deps.worker) this.workerGauges(deps.worker);
+  }
+
+  /** The work queue's depth, its poison queue's, and the age of its oldest message, read from the queue service when scraped. */
+  private queueGauges(queues: QueueStore, queueNames: { queue: string; poison: string }): void {
+    const registers = [this.registry];
+    new client.Gauge({
+      name: 'tablegraph_fanout_queue_depth',
+      help: 'Messages in the work queue (approximate, as the queue service reports it)',
+      registers,
+      async collect() {
+        this.set(await queues.approximateDepth(queueNames.queue));
+      },
+    });
+    new client.Gauge({
+      name: 'tablegraph_fanout_poison_depth',
+      help: "Messages in the work queue's poison queue (approximate)",
+      registers,
+      async collect() {
+        this.set(await queues.approximateDepth(queueNames.poison));
+      },
+    });
+    new client.Gauge({
+      name: 'tablegraph_fanout_oldest_message_age_seconds',
+      help: 'Age of the message at the front of the work queue in seconds (0 when empty)',
+      registers,
+      async collect() {
+        this.set((await queues.oldestMessageAgeMs(queueNames.queue)) / 1000);
+      },
+    });
+  }
+
+  /** Subscriptions served, their storage calls and the events sent, from the change poller's counters. */
+  private subscriptionGauges(subscriptions: () => ChangePollerStats): void {
+    const registers = [this.registry];
+    new client.Gauge({
+      name: 'tablegraph_subscriptions',
+      help: 'Subscriptions this server serves now, and the partitions they watch',
+      labelNames: ['of'],
+      registers,
+      collect() {
+        const s = subscriptions();
+        this.set({ of: 'subscribers' }, s.listeners);
+        this.set({ of: 'partitions' }, s.partitions);
+      },
+    });
+    new client.Gauge({
+      name: 'tablegraph_subscription_calls_total',
+      help: 'Storage calls of subscriptions: change log range queries (poll), changed entities read (read), failed polls (failed)',
+      labelNames: ['kind'],
+      registers,
+      collect() {
+        const s = subscriptions();
+        this.set({ kind: 'poll' }, s.polls);
+        this.set({ kind: 'read' }, s.reads);
+        this.set({ kind: 'failed' }, s.failures);
+      },
+    });
+    new client.Gauge({
+      name: 'tablegraph_subscription_events_total',
+      help: 'Changes sent to subscribers, one per subscriber that got it',
+      registers,
+      collect() {
+        this.set(subscriptions().delivered);
+      },
+    });
+  }
+
+  /** The in-process worker's lag (s) and its messages by outcome. */
+  private workerGauges(worker: () => QueueWorker | undefined): void {
+    const registers = [this.registry];
+    new client.Gauge({
+      name: 'tablegraph_worker_lag_seconds',
+      help: "The in-process message worker's lag from enqueue to reconcile over its recent window, in seconds",
+      labelNames: ['quantile'],
+      registers,
+      collect() {
+        const lag = worker()?.stats().lag;
+        if (!lag) return;
+        this.set({ quantile: '0.5' }, lag.p50Ms / 1000);
+        this.set({ quantile: '0.99' }, lag.p99Ms / 1000);
+        this.set({ quantile: '1' }, lag.maxMs / 1000);
+      },
+    });
+    new client.Gauge({
+      name: 'tablegraph_worker_messages_total',
+      help: 'Messages the in-process message worker handled, failed (to be retried), retried and sent to the poison queue',
+      labelNames: ['outcome'],
+      registers,
+      collect() {
+        const s = worker()?.stats();
+        if (!s) return;
+        for (const outcome of ['handled', 'failed', 'retried', 'poisoned'] as const) this.set({ outcome }, s[outcome]);
+      },
+    });
   }
 
   /**

@@ -1,7 +1,7 @@
 /**
  * Addresses as keys: one string per table, PartitionKey and RowKey, for the sets and maps that track entities.
  */
-import type { EntityAddress } from './types';
+import type { EntityAddress } from './storage-types';
 
 /** A stable string for an address, for sets and maps. */
 export function addressKey(a: EntityAddress): string {

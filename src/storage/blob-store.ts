@@ -9,7 +9,7 @@ import type { BlobSASSignatureValues, ContainerClient, UserDelegationKey } from 
 import { ErrorCode, TablegraphError } from '../errors';
 import { blobEndpoint, DEV_ACCOUNT_KEY, DEV_ACCOUNT_NAME, parseConnectionString } from './connection';
 import { toTablegraphError } from './storage-errors';
-import type { ServiceAccess } from './types';
+import type { ServiceAccess } from './storage-types';
 
 /**
  * A connection string with a Blob endpoint and an account key (TABLEGRAPH_BLOB_CONNECTION_STRING, or the storage

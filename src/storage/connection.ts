@@ -3,7 +3,7 @@
  * which target it points at, since key, entity and batch limits differ between Azure, Azurite and Cosmos DB.
  */
 import { ErrorCode, TablegraphError } from '../errors';
-import type { StorageTarget } from './types';
+import type { StorageTarget } from './storage-types';
 
 /** The well-known Azurite / storage-emulator development account. */
 export const DEV_ACCOUNT_NAME = 'devstoreaccount1';

@@ -5,7 +5,7 @@
  */
 import { TableClient, TableEntity, TransactionAction } from '@azure/data-tables';
 import { ErrorCode, TablegraphError } from '../errors';
-import { EntityToWrite, StoredEntity, TransactionOperation, TypedValue } from './types';
+import { EntityToWrite, StoredEntity, TransactionOperation, TypedValue } from './storage-types';
 
 const INT32_MIN = -(2 ** 31);
 const INT32_MAX = 2 ** 31 - 1;

@@ -181,7 +181,7 @@ export async function ensureEmbeddedAzurite(dataDir: string, opts: { log?: Logge
   const userFile = path.join(paths.users, `${process.pid}.${crypto.randomUUID()}`);
 
   let startedHere = false;
-  let state = await withLock(
+  const state = await withLock(
     dataDir,
     waitMs,
     async () => {
@@ -198,96 +198,114 @@ export async function ensureEmbeddedAzurite(dataDir: string, opts: { log?: Logge
     },
     opts.log,
   );
+  return new AttachedAzurite({ dataDir, userFile, startTimeoutMs, log: opts.log }, state, startedHere);
+}
 
-  let released: Promise<boolean> | undefined;
-  let timer: NodeJS.Timeout | undefined;
-  let restarting = false;
-  const others = async () => (await liveUsers(paths.users)).filter((u) => path.join(paths.users, u) !== userFile).length;
+/** This process's handle on the data folder's Azurite, once attached (its user file written). */
+class AttachedAzurite implements EmbeddedAzurite {
+  private released: Promise<boolean> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private restarting = false;
+  private readonly paths: ReturnType<typeof files>;
+  /** How long to wait for the folder's lock (ms). */
+  private readonly waitMs: number;
+
+  constructor(
+    private readonly at: { dataDir: string; userFile: string; startTimeoutMs: number; log?: Logger },
+    private state: AzuriteState,
+    readonly startedHere: boolean,
+  ) {
+    this.paths = files(at.dataDir);
+    this.waitMs = at.startTimeoutMs + 10000;
+  }
+
+  get pid(): number {
+    return this.state.pid;
+  }
+
+  get ports(): AzuritePorts {
+    return this.state.ports;
+  }
+
+  get connectionString(): string {
+    return devConnectionString(this.state.ports);
+  }
+
+  whenAlone<T>(fn: () => Promise<T>): Promise<{ ran: true; value: T } | { ran: false; others: number }> {
+    return withLock(
+      this.at.dataDir,
+      this.waitMs,
+      async () => {
+        const n = await this.others();
+        return n > 0 ? { ran: false as const, others: n } : { ran: true as const, value: await fn() };
+      },
+      this.at.log,
+    );
+  }
+
+  watch(log: Logger, intervalMs = 1000): void {
+    if (this.timer || this.released) return;
+    this.timer = setInterval(() => void this.revive(log), intervalMs);
+    this.timer.unref();
+  }
+
+  release(): Promise<boolean> {
+    this.released ??= (async () => {
+      if (this.timer) clearInterval(this.timer);
+      return withLock(this.at.dataDir, this.waitMs, () => this.stopIfLast(), this.at.log);
+    })();
+    return this.released;
+  }
+
+  /** Under the lock: removes this process's user file, and stops Azurite when no other live process uses it. */
+  private async stopIfLast(): Promise<boolean> {
+    const { paths } = this;
+    await fs.promises.rm(this.at.userFile, { force: true });
+    if ((await liveUsers(paths.users)).length > 0) return false;
+    const s = await readState(paths.state);
+    if (!s) return false;
+    await stopProcess(s.pid);
+    if ((await readState(paths.state))?.pid === s.pid) await fs.promises.rm(paths.state, { force: true });
+    this.at.log?.info({ azuritePid: s.pid }, 'stopped the embedded Azurite: no other process uses it');
+    return true;
+  }
+
+  /** Live processes attached besides this one. */
+  private async others(): Promise<number> {
+    return (await liveUsers(this.paths.users)).filter((u) => path.join(this.paths.users, u) !== this.at.userFile).length;
+  }
 
   /** Starts Azurite again on the same ports when it died (under the lock: one process restarts it). */
-  const revive = async (log: Logger) => {
-    if (isProcessAlive(state.pid) || released || restarting) return;
-    restarting = true;
+  private async revive(log: Logger): Promise<void> {
+    if (isProcessAlive(this.state.pid) || this.released || this.restarting) return;
+    this.restarting = true;
     try {
-      await withLock(
-        dataDir,
-        waitMs,
-        async () => {
-          const current = await runningAzurite(paths.state);
-          if (current) {
-            // Another process restarted it. Never a second Azurite on one folder, even when this process's clients,
-            // bound to the old ports, cannot follow it to new ones.
-            if (current.ports.table !== state.ports.table)
-              log.error(
-                { azuritePid: current.pid, ports: current.ports },
-                'the embedded Azurite was restarted by another process on other ports: restart this process to reach it',
-              );
-            state = current;
-            return;
-          }
-          const dead = state.pid;
-          state = await startState(dataDir, startTimeoutMs, state.ports);
-          log.warn(
-            { deadPid: dead, azuritePid: state.pid, ports: state.ports },
-            'the embedded Azurite had died: started it again on the same ports (writes of its last seconds may be lost: its disk store saves about every 5 s)',
-          );
-        },
-        log,
-      );
+      await withLock(this.at.dataDir, this.waitMs, () => this.restartUnderLock(log), log);
     } catch (e) {
       log.error({ err: e }, 'the embedded Azurite died and could not be started again; trying again in a moment');
     } finally {
-      restarting = false;
+      this.restarting = false;
     }
-  };
+  }
 
-  return {
-    get pid() {
-      return state.pid;
-    },
-    get ports() {
-      return state.ports;
-    },
-    get connectionString() {
-      return devConnectionString(state.ports);
-    },
-    startedHere,
-    async whenAlone(fn) {
-      return withLock(
-        dataDir,
-        waitMs,
-        async () => {
-          const n = await others();
-          return n > 0 ? { ran: false as const, others: n } : { ran: true as const, value: await fn() };
-        },
-        opts.log,
-      );
-    },
-    watch(log, intervalMs = 1000) {
-      if (timer || released) return;
-      timer = setInterval(() => void revive(log), intervalMs);
-      timer.unref();
-    },
-    release() {
-      released ??= (async () => {
-        if (timer) clearInterval(timer);
-        return withLock(
-          dataDir,
-          waitMs,
-          async () => {
-            await fs.promises.rm(userFile, { force: true });
-            if ((await liveUsers(paths.users)).length > 0) return false;
-            const s = await readState(paths.state);
-            if (!s) return false;
-            await stopProcess(s.pid);
-            if ((await readState(paths.state))?.pid === s.pid) await fs.promises.rm(paths.state, { force: true });
-            opts.log?.info({ azuritePid: s.pid }, 'stopped the embedded Azurite: no other process uses it');
-            return true;
-          },
-          opts.log,
+  private async restartUnderLock(log: Logger): Promise<void> {
+    const current = await runningAzurite(this.paths.state);
+    if (current) {
+      // Another process restarted it. Never a second Azurite on one folder, even when this process's clients,
+      // bound to the old ports, cannot follow it to new ones.
+      if (current.ports.table !== this.state.ports.table)
+        log.error(
+          { azuritePid: current.pid, ports: current.ports },
+          'the embedded Azurite was restarted by another process on other ports: restart this process to reach it',
         );
-      })();
-      return released;
-    },
-  };
+      this.state = current;
+      return;
+    }
+    const dead = this.state.pid;
+    this.state = await startState(this.at.dataDir, this.at.startTimeoutMs, this.state.ports);
+    log.warn(
+      { deadPid: dead, azuritePid: this.state.pid, ports: this.state.ports },
+      'the embedded Azurite had died: started it again on the same ports (writes of its last seconds may be lost: its disk store saves about every 5 s)',
+    );
+  }
 }

@@ -8,7 +8,7 @@
 import { ErrorCode, TablegraphError } from '../errors';
 import { checkTypedValue } from './edm';
 import { FORBIDDEN_KEY_CHARS } from './key-escape';
-import { EntityToWrite, StorageTarget, TransactionOperation, TypedValue } from './types';
+import { EntityToWrite, StorageTarget, TransactionOperation, TypedValue } from './storage-types';
 
 /** Size and count limits of one target. Bytes are UTF-8 bytes unless a field says otherwise. */
 export interface TargetLimits {

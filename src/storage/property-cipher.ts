@@ -10,8 +10,8 @@
  * ciphertext of the UTF-8 text.
  */
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
-import { ErrorCode, TablegraphError } from '../errors';
-import type { EntityToWrite, StoredEntity } from './types';
+import { ErrorCode, TablegraphError, type ReasonName } from '../errors';
+import type { EntityToWrite, StoredEntity } from './storage-types';
 
 /** One key of the ring: its id (1-32 of `A-Z a-z 0-9 _ -`) and its 32 bytes. */
 export interface CipherKey {
@@ -23,7 +23,7 @@ const MAGIC = Buffer.from('TGE1', 'ascii');
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 const KEY_ID = /^[A-Za-z0-9_-]{1,32}$/;
-/** The property that says which type an entity is (types.ts ENTITY_TYPE_PROPERTY; the storage layer knows it by name). */
+/** The property that says which type an entity is (storage-types.ts ENTITY_TYPE_PROPERTY; the storage layer knows it by name). */
 const ENTITY_TYPE = 'EntityType';
 
 /**
@@ -129,7 +129,7 @@ export class PropertyCipher {
   }
 
   private openValue(value: unknown, additional: Buffer, where: Record<string, string>): string {
-    const fail = (reason: string, message: string) =>
+    const fail = (reason: ReasonName, message: string) =>
       new TablegraphError(ErrorCode.DATA_INTEGRITY, `The stored value of ${where.property} cannot be trusted: ${message}.`, { ...where, reason });
     if (!(value instanceof Uint8Array)) throw fail('NotSealed', 'it is not an encrypted value (it was written around tablegraph)');
     const bytes = Buffer.from(value);

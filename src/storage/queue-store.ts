@@ -8,7 +8,7 @@ import { QueueClient, QueueServiceClient, StorageRetryOptions } from '@azure/sto
 import { ErrorCode, TablegraphError } from '../errors';
 import { toTablegraphError } from './storage-errors';
 import { inSpan } from '../telemetry/spans';
-import type { ServiceAccess } from './types';
+import type { ServiceAccess } from './storage-types';
 
 /** The service's limit on a message's text: 64 KiB of UTF-8. */
 export const MAX_MESSAGE_BYTES = 64 * 1024;

@@ -4,7 +4,7 @@
  * one that need not (the Cosmos DB Table API). Used by TableStore.queryRange; no I/O of its own — `page` reads one
  * service page.
  */
-import type { RangePosition, StoredEntity } from './types';
+import type { RangePosition, StoredEntity } from './storage-types';
 
 /** Entities per round trip: the service's maximum. */
 export const MAX_PAGE_SIZE = 1000;

@@ -2,7 +2,7 @@
  * One StorageObserver standing for several: each storage call is reported to all of them (a group commit's calls
  * count for every write it carries).
  */
-import type { StorageCallRecord, StorageObserver } from './types';
+import type { StorageCallRecord, StorageObserver } from './storage-types';
 
 /** @returns undefined when no observer is given, the one when one is, else one that reports to each (deduplicated) */
 export function sharedObserver(given: Array<StorageObserver | undefined>): StorageObserver | undefined {

@@ -7,7 +7,7 @@
  * failing operation's index (`2:The specified entity already exists.`).
  */
 import { ErrorCode, TablegraphError } from '../errors';
-import { TransactionOperation } from './types';
+import { TransactionOperation } from './storage-types';
 
 /** What the failing call was doing; copied into the error's details. */
 export interface StorageErrorContext {

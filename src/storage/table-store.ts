@@ -1,6 +1,6 @@
 /**
  * The thin adapter over `@azure/data-tables`: point queries, range queries, EGTs and single-entity writes in the
- * project's terms (types.ts). Writes are checked against the target's limits before they leave the process
+ * project's terms (storage-types.ts). Writes are checked against the target's limits before they leave the process
  * (limits.ts), values are typed explicitly (edm.ts), errors mapped in one place (storage-errors.ts), and every
  * call reports its cost to the caller's observer.
  */
@@ -24,7 +24,7 @@ import type {
   StorageTarget,
   StoredEntity,
   TransactionOperation,
-} from './types';
+} from './storage-types';
 
 /**
  * A standard Azure Storage connection string (Azure, Azurite or Cosmos DB Table API), or the Table endpoint and a

@@ -11,7 +11,7 @@ import { blobFields, blobPrefix } from '../model/blob-fields';
 import type { BlobSpec, Model } from '../model/types';
 import type { BlobStore, ListedBlob } from '../storage/blob-store';
 import type { TableStore } from '../storage/table-store';
-import type { StorageObserver } from '../storage/types';
+import type { StorageObserver } from '../storage/storage-types';
 import { blobTimes } from '../write/blob-cleanup-send';
 import { type BlobCleanupMessage } from '../queue/messages';
 

@@ -29,10 +29,10 @@ import { blobFields } from '../model/blob-fields';
 import type { BlobCopy } from '../write/blob-writes';
 import { MOVE_ID_PROPERTY, MOVED_IN_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type WriteModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
-import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
+import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/storage-types';
 import { stateId } from '../queue/messages';
 import { isMarked } from '../write/move';
-import { repointJoins } from '../derived/joins';
+import { repointJoins } from '../derived/join-upkeep';
 import type { MoveMessage } from '../queue/messages';
 import type { WriteExecutor } from '../write/write-executor';
 import type { ReconcileOptions } from './reconciler';
@@ -66,36 +66,12 @@ const PASSES = 10;
  *   never succeed: poison); STORAGE_UNAVAILABLE when the entity kept changing; what the writes throw otherwise
  */
 export async function carryOutMove(message: MoveMessage, opts: MoveOptions): Promise<MoveResult> {
-  const entity = opts.model.entities.get(message.entity);
-  if (!entity) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `move message ${message.id} names ${message.entity}, which the schema does not have`);
-  if (!opts.writer) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `move message ${message.id}: this worker has no write path to carry out moves`);
-  const { keys } = message.move;
-  // An archive (`@write(to:)`) creates another type at the new address, from the fields of the same name.
-  const target = opts.model.entities.get(message.move.entity ?? entity.name);
-  if (!target) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `move message ${message.id} names ${message.move.entity}, which the schema does not have`);
-  const { primary, to } = addressesNow(message, entity, target, opts);
-  const writes = (action: WriteModel['action'], of: EntityModel): WriteModel => ({
-    coordinate: `${entity.name}.move`,
-    entity: of,
-    action,
-    inputFields: new Set([...of.fields.keys()].filter((f) => !of.summaryFields.has(f) && !of.copies.has(f) && !of.fields.get(f)!.series)),
-    payloadField: '',
-  });
+  const run = startMove(message, opts);
+  const { entity, target, primary, to, store, call } = run;
   const moveId = message.writeId;
-  // The same type takes over the unique keys it holds at the old address; another type has its own.
-  const step = { moveId, ...(target === entity && { takeOverFrom: primary }) };
-  const { store } = opts;
-  const call = { observer: opts.observer };
   const now = opts.now ?? Date.now;
   const settleMs = opts.settleMs ?? 30000;
   const holdUntil = now() + (opts.holdMs ?? 500);
-  const done = (pass: number, outcome: MoveOutcome, written = 0): MoveResult => ({
-    kind: 'done',
-    passes: pass,
-    upserted: written,
-    deleted: written,
-    outcome,
-  });
   for (let pass = 1; pass <= PASSES; pass++) {
     const [old, copy] = await Promise.all([store.getEntity(primary, call), store.getEntity(to, call)]);
     const ours = old?.properties[MOVE_ID_PROPERTY] === moveId;
@@ -121,25 +97,7 @@ export async function carryOutMove(message: MoveMessage, opts: MoveOptions): Pro
         await release(store, entity, old!, MOVE_ID_PROPERTY, call);
         return done(pass, 'abandoned');
       }
-      const input: Record<string, unknown> = {};
-      const values = valuesOf(entity, old!.properties);
-      for (const f of writes('CREATE', target).inputFields) input[f] = values[f] ?? null;
-      // A @blob is copied to a name of the new address: the old address's cleanup deletes the blobs under its own.
-      for (const { name } of blobFields(target)) {
-        const blob = entity.fields.get(name)?.blob;
-        input[name] = typeof values[name] === 'string' && blob ? ({ copyOf: { container: blob.container, name: values[name] } } satisfies BlobCopy) : null;
-      }
-      Object.assign(input, keys);
-      if (!copy) await opts.writer.execute(writes('CREATE', target), input, opts.observer, undefined, step);
-      else if (!sameValues(input, valuesOf(target, copy.properties)))
-        await opts.writer.execute(writes('REPLACE', target), { ...input, ifMatch: copy.etag }, opts.observer, undefined, step);
-      await opts.afterUpserts?.(message); // copied, not yet deleted: where a killed worker leaves it
-      // Join entities pointing at it follow it to its new address (the same type's; an archive's are deleted after).
-      if (target === entity) await repointJoins({ model: opts.model, store, writer: opts.writer, entity, primary, observer: opts.observer }, old!, keys);
-      const oldKeys = Object.fromEntries(entity.keyFields.map((k) => [k, values[k]]));
-      await opts.writer.execute(writes('DELETE', entity), { ...oldKeys, ifMatch: old!.etag }, opts.observer, undefined, step);
-      const copied = await store.getEntity(to, call);
-      if (copied?.properties[MOVED_IN_PROPERTY] === moveId) await release(store, target, copied, MOVED_IN_PROPERTY, call);
+      await copyThenDelete(run, old!, copy);
       return done(pass, 'moved', 1);
     } catch (e) {
       // Someone wrote one of the two addresses between the reads and the writes: read both again.
@@ -151,6 +109,75 @@ export async function carryOutMove(message: MoveMessage, opts: MoveOptions): Pro
   throw new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, `${entity.name} ${primary.partitionKey}/${primary.rowKey} kept changing while it was moved`, {
     messageId: message.id,
   });
+}
+
+function done(pass: number, outcome: MoveOutcome, written = 0): MoveResult {
+  return { kind: 'done', passes: pass, upserted: written, deleted: written, outcome };
+}
+
+/** One move under way: its message, its types and addresses as they are now, and what its writes go through. */
+interface MoveRun {
+  message: MoveMessage;
+  opts: MoveOptions & { writer: WriteExecutor };
+  entity: EntityModel;
+  /** The type at the new address: the entity's own, or an archive's (`@write(to:)`). */
+  target: EntityModel;
+  primary: EntityAddress;
+  to: EntityAddress;
+  store: TableStore;
+  call: { observer?: StorageObserver };
+}
+
+/** @throws TablegraphError BAD_USER_INPUT when the worker has no write path or a type is unknown */
+function startMove(message: MoveMessage, opts: MoveOptions): MoveRun {
+  const entity = opts.model.entities.get(message.entity);
+  if (!entity) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `move message ${message.id} names ${message.entity}, which the schema does not have`);
+  const { writer } = opts;
+  if (!writer) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `move message ${message.id}: this worker has no write path to carry out moves`);
+  // An archive (`@write(to:)`) creates another type at the new address, from the fields of the same name.
+  const target = opts.model.entities.get(message.move.entity ?? entity.name);
+  if (!target) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `move message ${message.id} names ${message.move.entity}, which the schema does not have`);
+  const { primary, to } = addressesNow(message, entity, target, opts);
+  return { message, opts: { ...opts, writer }, entity, target, primary, to, store: opts.store, call: { observer: opts.observer } };
+}
+
+/**
+ * The marked entity (`old`) copied to the new address (created, or `copy` replaced when it differs), its join
+ * entities re-pointed, then deleted at the old address, and the copy's mark removed.
+ */
+async function copyThenDelete(run: MoveRun, old: StoredEntity, copy: StoredEntity | null): Promise<void> {
+  const { message, opts, entity, target, primary, to, store, call } = run;
+  const { writer, observer } = opts;
+  const { keys } = message.move;
+  const moveId = message.writeId;
+  // The same type takes over the unique keys it holds at the old address; another type has its own.
+  const step = { moveId, ...(target === entity && { takeOverFrom: primary }) };
+  const writes = (action: WriteModel['action'], of: EntityModel): WriteModel => ({
+    coordinate: `${entity.name}.move`,
+    entity: of,
+    action,
+    inputFields: new Set([...of.fields.keys()].filter((f) => !of.summaryFields.has(f) && !of.copies.has(f) && !of.fields.get(f)!.series)),
+    payloadField: '',
+  });
+  const input: Record<string, unknown> = {};
+  const values = valuesOf(entity, old.properties);
+  for (const f of writes('CREATE', target).inputFields) input[f] = values[f] ?? null;
+  // A @blob is copied to a name of the new address: the old address's cleanup deletes the blobs under its own.
+  for (const { name } of blobFields(target)) {
+    const blob = entity.fields.get(name)?.blob;
+    input[name] = typeof values[name] === 'string' && blob ? ({ copyOf: { container: blob.container, name: values[name] } } satisfies BlobCopy) : null;
+  }
+  Object.assign(input, keys);
+  if (!copy) await writer.execute(writes('CREATE', target), input, observer, undefined, step);
+  else if (!sameValues(input, valuesOf(target, copy.properties)))
+    await writer.execute(writes('REPLACE', target), { ...input, ifMatch: copy.etag }, observer, undefined, step);
+  await opts.afterUpserts?.(message); // copied, not yet deleted: where a killed worker leaves it
+  // Join entities pointing at it follow it to its new address (the same type's; an archive's are deleted after).
+  if (target === entity) await repointJoins({ model: opts.model, store, writer, entity, primary, observer }, old, keys);
+  const oldKeys = Object.fromEntries(entity.keyFields.map((k) => [k, values[k]]));
+  await writer.execute(writes('DELETE', entity), { ...oldKeys, ifMatch: old.etag }, observer, undefined, step);
+  const copied = await store.getEntity(to, call);
+  if (copied?.properties[MOVED_IN_PROPERTY] === moveId) await release(store, target, copied, MOVED_IN_PROPERTY, call);
 }
 
 /**

@@ -6,7 +6,7 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import pino from 'pino';
-import { ErrorCode, isTablegraphError, isTransientStorageError, TablegraphError } from '../errors';
+import { ErrorCode, isTablegraphError, isTransientStorageError, TablegraphError, type ReasonName } from '../errors';
 import type { Logger } from '../log';
 import { checkQueueName, MAX_MESSAGE_BYTES, MAX_RECEIVE, MAX_VISIBILITY_SECONDS } from '../storage/queue-store';
 import type { QueueStore, ReceivedMessage } from '../storage/queue-store';
@@ -142,7 +142,7 @@ export class QueueWorker {
     try {
       // Polls the loop's state (no I/O): simpler than a wake-up protocol, and 20 ms is nothing to a drain.
       while (!(this.idleAt > sinceReceive && this.inFlight.size === 0 && !this.dueWithin(settleMs))) {
-        const fail = (reason: string, what: string): TablegraphError =>
+        const fail = (reason: ReasonName, what: string): TablegraphError =>
           new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, `Queue '${this.o.queue}' ${what}.`, { reason, ...this.counts });
         if (this.stopping || !this.loop) throw fail('stopped', 'stopped before it was drained');
         if (Date.now() > deadline) throw fail('drainTimeout', `was not drained within ${timeoutMs} ms`);

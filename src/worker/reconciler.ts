@@ -1,6 +1,6 @@
 /**
  * The reconciler (docs/architecture.md, "Fan-out and reconciliation"): brings an entity's derived entities — its
- * inter-partition index entities, and its contributions to summaries held in other partitions (contributions.ts) —
+ * inter-partition index entities, and its contributions to summaries held in other partitions (src/derived/reconcile-contributions.ts) —
  * in line with the entity as it is now, whatever the message says happened. It reads the entity, upserts what it
  * derives, deletes the old derived entities it no longer derives (only where they still point at this entity), then
  * reads the entity again and repeats if it changed meanwhile. Every step is idempotent, so redelivered, reordered
@@ -11,17 +11,17 @@ import { ErrorCode, TablegraphError } from '../errors';
 import { CONTRIBUTION_ROW_KEY_PREFIX } from '../model/contributions';
 import { addressOfWrite, derive, valuesOf } from '../model/entity-codec';
 import { ENTITY_TYPE_PROPERTY } from '../model/types';
-import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
+import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/storage-types';
 import type { Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { WriteExecutor } from '../write/write-executor';
 import { addressKey } from '../storage/address-key';
 import { stateId, type EntityMessage, type FanoutMessage } from '../queue/messages';
-import { reconcileContributions } from '../derived/contributions';
-import { reconcileCopies } from '../derived/copies';
+import { reconcileContributions } from '../derived/reconcile-contributions';
+import { reconcileCopies } from '../derived/copy-refresh';
 import { refreshSummaryChains } from '../derived/summary-chains';
 import { claimUnique, deleteIfPointsAt } from '../derived/index-entities';
-import { deleteDanglingJoins } from '../derived/joins';
+import { deleteDanglingJoins } from '../derived/join-upkeep';
 import type { DerivedTarget } from '../derived/derived-target';
 
 export interface ReconcileOptions {
@@ -43,7 +43,7 @@ export interface ReconcileOptions {
   observer?: StorageObserver;
   /** Called after the upserts of each pass: lets tests stop a worker mid-message. */
   afterUpserts?(message: EntityMessage): void | Promise<void>;
-  /** The write path, for copies and the join entities of a deleted entity (copies.ts, joins.ts); without it they are left as they are. */
+  /** The write path, for copies and the join entities of a deleted entity (src/derived/copy-refresh.ts, join-upkeep.ts); without it they are left as they are. */
   writer?: WriteExecutor;
   /** Told about a unique index entity that belongs to another entity (should not happen: reservations prevent it). */
   onUniqueConflict?(address: EntityAddress, message: EntityMessage): void;

@@ -12,7 +12,7 @@
 import { blobFields } from '../model/blob-fields';
 import { blobCleanupMessage, encodeMessage } from '../queue/messages';
 import type { EntityModel } from '../model/types';
-import type { EntityAddress } from '../storage/types';
+import type { EntityAddress } from '../storage/storage-types';
 
 /** The times of a cleanup delay of `delaySeconds` (all ms). */
 export function blobTimes(delaySeconds: number): { delayMs: number; uploadUrlMs: number; commitWindowMs: number; cleanupAgeMs: number } {

@@ -9,7 +9,7 @@ import { ErrorCode, TablegraphError } from '../errors';
 import { blobFields, newBlobName } from '../model/blob-fields';
 import type { BlobSpec, WriteModel } from '../model/types';
 import type { BlobStore } from '../storage/blob-store';
-import type { EntityAddress } from '../storage/types';
+import type { EntityAddress } from '../storage/storage-types';
 import { blobCleanupMessage, encodeMessage } from '../queue/messages';
 import { blobTimes } from './blob-cleanup-send';
 import type { WorkQueueSender } from '../queue/sender';

@@ -6,7 +6,7 @@ import type { Context } from '@opentelemetry/api';
 import type { Model } from '../model/types';
 import type { Logger } from '../log';
 import type { TableStore } from '../storage/table-store';
-import type { EntityAddress, StorageObserver } from '../storage/types';
+import type { EntityAddress, StorageObserver } from '../storage/storage-types';
 import type { WorkQueueSender } from '../queue/sender';
 import type { GroupMember } from './group-plan';
 import type { Values } from './plan-types';

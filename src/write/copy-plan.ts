@@ -1,13 +1,13 @@
 /**
  * Copies (`@copy`, the guide's "Denormalization pattern") in a write's plan (write-plan.ts): the entity's own copies
  * set from the targets read, and the copies others hold of its fields brought up to date in its EGT where they share
- * its partition — the rest are the worker's (src/derived/copies.ts).
+ * its partition — the rest are the worker's (src/derived/copy-refresh.ts).
  */
 import { typedValue } from '../model/entity-codec';
 import { referenceAddress, referenceFields } from '../model/references';
 import { ENTITY_TYPE_PROPERTY, type CopyModel, type Model, type WriteModel } from '../model/types';
 import { addressKey } from '../storage/address-key';
-import type { EntityAddress, StoredEntity, TransactionOperation } from '../storage/types';
+import type { EntityAddress, StoredEntity, TransactionOperation } from '../storage/storage-types';
 import type { ReadState, Values } from './plan-types';
 
 /**

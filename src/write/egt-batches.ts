@@ -8,7 +8,7 @@ import pLimit from 'p-limit';
 import type { TableWrite } from '../model/entity-codec';
 import { estimateEntityBytes, limitsFor } from '../storage/limits';
 import type { TableStore } from '../storage/table-store';
-import type { StorageObserver, StorageTarget } from '../storage/types';
+import type { StorageObserver, StorageTarget } from '../storage/storage-types';
 
 /** One EGT to send: at most the target's operation count and bytes, one PartitionKey, one operation per entity. */
 export interface EgtBatch {

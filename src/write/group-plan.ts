@@ -13,7 +13,7 @@ import type { EntityModel, Model, SummaryModel, WriteModel } from '../model/type
 import { changeEntity, nextChangeTime } from '../model/change-log';
 import { randomUUID } from 'node:crypto';
 import { checkTransaction, limitsFor, operationBytes } from '../storage/limits';
-import type { EntityAddress, StorageTarget, StoredEntity, TransactionOperation } from '../storage/types';
+import type { EntityAddress, StorageTarget, StoredEntity, TransactionOperation } from '../storage/storage-types';
 import { addressKey } from '../storage/address-key';
 import { addressOf, checkPlan, planWrite } from './write-plan';
 import type { HolderDelta, Values, WritePlan } from './plan-types';
@@ -42,7 +42,7 @@ export interface GroupMember {
 export interface GroupState {
   entities: Map<string, StoredEntity | null>;
   holders: Map<string, StoredEntity | null>;
-  /** What is stored where the writes' references point (references.ts), read fresh for every group. */
+  /** What is stored where the writes' references point (check-references.ts), read fresh for every group. */
   references: Map<string, StoredEntity | null>;
   /**
    * The entities holding copies (`@copy`) of a written entity in its own partition, by `copyListKey`: their copies

@@ -2,7 +2,7 @@
  * Group commit, the reading (partition-committer.ts): what a group of writes must know before it is planned — each
  * write's entity and the summary holders they contribute to, in as few waves as the keys allow (a holder whose
  * address the write's key fields give is read beside the entity), the targets of the references it sets
- * (references.ts), and the entities of its own partition holding copies of fields it changes (`@copy`) — and, once
+ * (check-references.ts), and the entities of its own partition holding copies of fields it changes (`@copy`) — and, once
  * planned, who holds each unique key a write wants (reservations.ts), read before anything is sent.
  */
 import { addressOfWrite, primaryAddress, valuesOf } from '../model/entity-codec';
@@ -10,12 +10,12 @@ import { prefixUpperBound, renderKey, renderKeyPrefix } from '../model/key-templ
 import { ENTITY_TYPE_PROPERTY, type CopyModel, type EntityModel, type Model, type WriteModel } from '../model/types';
 import { mergeParts, partAddresses } from '../model/wide-entities';
 import type { TableStore } from '../storage/table-store';
-import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
+import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/storage-types';
 import { addressKey } from '../storage/address-key';
 import type { GroupState } from './group-plan';
 import { classifyKey, pointsAt, type KeyState } from './reservations';
 import { referenceAddress } from '../model/references';
-import { referencesToCheck } from './references';
+import { referencesToCheck } from './check-references';
 import { copyKeysSummary, holderAddress } from '../model/summaries';
 import { changedCopies, copyListKey } from './copy-plan';
 import type { Values, WritePlan } from './plan-types';
@@ -58,90 +58,127 @@ export async function readGroupState(
   cached: ReadonlyMap<string, StoredEntity | null>,
   observer?: StorageObserver,
 ): Promise<GroupState> {
-  const entities = new Map<string, StoredEntity | null>();
-  const holders = new Map(cached);
-  const references = new Map<string, StoredEntity | null>();
-  const copyHolders = new Map<string, EntityAddress[]>();
-  const copyLists = new Map<string, { copy: CopyModel; type: string; range: { table: string; partitionKey: string; rowKeyFrom: string; rowKeyTo?: string } }>();
-  const wave = { holders: new Map<string, EntityAddress>(), references: new Map<string, EntityAddress>() };
-  const wantHolder = (a: EntityAddress) => {
-    if (!holders.has(addressKey(a))) wave.holders.set(addressKey(a), a);
-  };
-  const wantReferences = (m: Reader, values: Values | null) => {
-    for (const path of referencesToCheck(model, m.write, m.input, values)) {
+  const reader = new GroupStateReader(model, store, cached, observer);
+  await reader.firstWave(members);
+  await reader.secondWave(members);
+  await reader.readCopyLists();
+  const { entities, holders, references, copyHolders } = reader;
+  return { entities, holders, references, copyHolders };
+}
+
+/** The reads of one group, in waves: what each wave finds names what the next one reads. */
+class GroupStateReader {
+  readonly entities = new Map<string, StoredEntity | null>();
+  readonly holders: Map<string, StoredEntity | null>;
+  readonly references = new Map<string, StoredEntity | null>();
+  readonly copyHolders = new Map<string, EntityAddress[]>();
+  private readonly copyLists = new Map<
+    string,
+    { copy: CopyModel; type: string; range: { table: string; partitionKey: string; rowKeyFrom: string; rowKeyTo?: string } }
+  >();
+  /** The addresses the next read() reads. */
+  private readonly wave = { holders: new Map<string, EntityAddress>(), references: new Map<string, EntityAddress>() };
+
+  constructor(
+    private readonly model: Model,
+    private readonly store: TableStore,
+    cached: ReadonlyMap<string, StoredEntity | null>,
+    private readonly observer?: StorageObserver,
+  ) {
+    this.holders = new Map(cached);
+  }
+
+  /** The entities written, and the holders and references their keys and input alone name. */
+  async firstWave(members: Reader[]): Promise<void> {
+    for (const m of members) {
+      for (const s of summariesOf(this.model, m.write)) {
+        const keyed = [...s.via.partitionKey.bindings.values(), ...s.via.rowKey.bindings.values()].every((b) => m.write.entity.keyFields.includes(b.name));
+        const holder = keyed ? holderAddress(s, m.input) : undefined;
+        if (holder) this.wantHolder(holder);
+      }
+      // A create or replace gives every field (those it leaves out become null), so its references are known now.
+      if (m.write.action === 'CREATE' || m.write.action === 'REPLACE') {
+        this.wantReferences(m, Object.fromEntries([...m.write.entity.fields.keys()].map((f) => [f, m.input[f] ?? null])));
+      }
+    }
+    await this.read(new Map(members.filter((m) => !skipsRead(m)).map((m) => [addressKey(m.address), m])));
+  }
+
+  /** What only the entity's current or next values name: holders, references, copy lists. */
+  async secondWave(members: Reader[]): Promise<void> {
+    const { model } = this;
+    for (const m of members) {
+      const current = this.entities.get(addressKey(m.address)) ?? null;
+      let next: Values | null;
+      try {
+        next = nextValues(m.write, m.input, current, m.moveId);
+      } catch {
+        continue; // planGroup refuses it with the same error
+      }
+      for (const vals of [current ? valuesOf(m.write.entity, current.properties) : null, next]) {
+        if (!vals) continue;
+        for (const s of summariesOf(model, m.write)) {
+          try {
+            const holder = holderAddress(s, vals);
+            if (holder) this.wantHolder(holder);
+          } catch {
+            // a value that cannot form the holder's key: planGroup refuses the write
+          }
+        }
+      }
+      this.wantReferences(m, next);
+      if (current) {
+        // A copy that keys a summary's reference moves a contribution when it changes: the worker's, through the write
+        // path (src/derived/copy-refresh.ts), not a merge in this EGT.
+        const copies = changedCopies(model, m.write.entity, valuesOf(m.write.entity, current.properties), next).filter((c) => !copyKeysSummary(model, c));
+        for (const copy of copies) this.wantCopies(m, copy, next!);
+      }
+    }
+    await this.read(new Map());
+  }
+
+  /** The copy lists wanted: their holders, when all live in the written entity's partition and fit one EGT. */
+  async readCopyLists(): Promise<void> {
+    await Promise.all(
+      [...this.copyLists].map(async ([key, q]) => {
+        const { entities: listed } = await this.store.queryRange({ ...q.range, limit: MAX_COPIES_PER_EGT + 1 }, { observer: this.observer });
+        if (listed.length > MAX_COPIES_PER_EGT) return; // more than one EGT takes: the worker's
+        const addresses = listed.filter((e) => e.properties[ENTITY_TYPE_PROPERTY] === q.type).map((e) => primaryAddress(q.copy.entity, e.properties));
+        if (addresses.every((a) => a.table === q.range.table && a.partitionKey === q.range.partitionKey)) this.copyHolders.set(key, addresses);
+      }),
+    );
+  }
+
+  private wantHolder(a: EntityAddress): void {
+    if (!this.holders.has(addressKey(a))) this.wave.holders.set(addressKey(a), a);
+  }
+
+  private wantReferences(m: Reader, values: Values | null): void {
+    for (const path of referencesToCheck(this.model, m.write, m.input, values)) {
       try {
         const a = referenceAddress(path, values!);
-        if (a && !references.has(addressKey(a))) wave.references.set(addressKey(a), a);
+        if (a && !this.references.has(addressKey(a))) this.wave.references.set(addressKey(a), a);
       } catch {
         // a value that cannot form the target's key: planGroup refuses the write
       }
     }
-  };
-  const read = async (entitiesToo: Map<string, Reader>) => {
-    const referenceOnly = [...wave.references].filter(([key]) => !wave.holders.has(key) && !holders.has(key));
+  }
+
+  /** Reads the wave's holders and references, and `entitiesToo`, at once. */
+  private async read(entitiesToo: Map<string, Reader>): Promise<void> {
+    const { store, observer, wave } = this;
+    const referenceOnly = [...wave.references].filter(([key]) => !wave.holders.has(key) && !this.holders.has(key));
     await Promise.all([
-      ...[...entitiesToo].map(async ([key, m]) => entities.set(key, await readEntity(store, m.write.entity, m.address, observer))),
-      ...[...wave.holders].map(async ([key, a]) => holders.set(key, await store.getEntity(a, { observer }))),
-      ...referenceOnly.map(async ([key, a]) => references.set(key, await store.getEntity(a, { observer }))),
+      ...[...entitiesToo].map(async ([key, m]) => this.entities.set(key, await readEntity(store, m.write.entity, m.address, observer))),
+      ...[...wave.holders].map(async ([key, a]) => this.holders.set(key, await store.getEntity(a, { observer }))),
+      ...referenceOnly.map(async ([key, a]) => this.references.set(key, await store.getEntity(a, { observer }))),
     ]);
     wave.holders.clear();
     wave.references.clear();
-  };
-
-  for (const m of members) {
-    for (const s of summariesOf(model, m.write)) {
-      const keyed = [...s.via.partitionKey.bindings.values(), ...s.via.rowKey.bindings.values()].every((b) => m.write.entity.keyFields.includes(b.name));
-      const holder = keyed ? holderAddress(s, m.input) : undefined;
-      if (holder) wantHolder(holder);
-    }
-    // A create or replace gives every field (those it leaves out become null), so its references are known now.
-    if (m.write.action === 'CREATE' || m.write.action === 'REPLACE') {
-      wantReferences(m, Object.fromEntries([...m.write.entity.fields.keys()].map((f) => [f, m.input[f] ?? null])));
-    }
   }
-  await read(new Map(members.filter((m) => !skipsRead(m)).map((m) => [addressKey(m.address), m])));
-
-  // What only the entity's current or next values name: a second wave.
-  for (const m of members) {
-    const current = entities.get(addressKey(m.address)) ?? null;
-    let next: Values | null;
-    try {
-      next = nextValues(m.write, m.input, current, m.moveId);
-    } catch {
-      continue; // planGroup refuses it with the same error
-    }
-    for (const vals of [current ? valuesOf(m.write.entity, current.properties) : null, next]) {
-      if (!vals) continue;
-      for (const s of summariesOf(model, m.write)) {
-        try {
-          const holder = holderAddress(s, vals);
-          if (holder) wantHolder(holder);
-        } catch {
-          // a value that cannot form the holder's key: planGroup refuses the write
-        }
-      }
-    }
-    wantReferences(m, next);
-    if (current) {
-      // A copy that keys a summary's reference moves a contribution when it changes: the worker's, through the write
-      // path (src/derived/copies.ts), not a merge in this EGT.
-      const copies = changedCopies(model, m.write.entity, valuesOf(m.write.entity, current.properties), next).filter((c) => !copyKeysSummary(model, c));
-      for (const copy of copies) wantCopies(m, copy, next!);
-    }
-  }
-  await read(new Map());
-  await Promise.all(
-    [...copyLists].map(async ([key, q]) => {
-      const { entities: listed } = await store.queryRange({ ...q.range, limit: MAX_COPIES_PER_EGT + 1 }, { observer });
-      if (listed.length > MAX_COPIES_PER_EGT) return; // more than one EGT takes: the worker's
-      const addresses = listed.filter((e) => e.properties[ENTITY_TYPE_PROPERTY] === q.type).map((e) => primaryAddress(q.copy.entity, e.properties));
-      if (addresses.every((a) => a.table === q.range.table && a.partitionKey === q.range.partitionKey)) copyHolders.set(key, addresses);
-    }),
-  );
-  return { entities, holders, references, copyHolders };
 
   /** Lists the holders of a changed copy when they live in the written entity's own partition. */
-  function wantCopies(m: Reader, copy: CopyModel, values: Values): void {
+  private wantCopies(m: Reader, copy: CopyModel, values: Values): void {
     const path = copy.reverse;
     const args = (bound: NonNullable<typeof path.rowKeyPrefix>) =>
       Object.fromEntries([...bound.bindings].map(([placeholder, b]) => [placeholder, values[b.name]]));
@@ -150,7 +187,7 @@ export async function readGroupState(
       if (path.table !== m.address.table || partitionKey !== m.address.partitionKey) return;
       const rowKeyFrom = renderKeyPrefix(path.rowKeyPrefix!.template, args(path.rowKeyPrefix!));
       const listed = path.join?.entity ?? path.index?.entity ?? path.target;
-      copyLists.set(copyListKey(m.address, copy), {
+      this.copyLists.set(copyListKey(m.address, copy), {
         copy,
         type: path.index ? path.index.entityType : listed.entityType,
         range: { table: path.table, partitionKey, rowKeyFrom, rowKeyTo: prefixUpperBound(rowKeyFrom) },

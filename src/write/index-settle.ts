@@ -1,6 +1,6 @@
 /**
  * Settling one entity's index entity after a bulk insert that may have raced a write (the guide's "Index Entities
- * Pattern"): an online build (src/evolution/index-build.ts) or a rebuild (src/maintenance/rebuild-index.ts) read the
+ * Pattern"): an online build (src/evolution/index-build.ts) or a rebuild (src/maintenance/index-rebuild.ts) read the
  * entity, and inserted the index entity that state derives; a write made between the read and the insert may have
  * removed that index entity already. Settling reads the entity again and brings its index entity in line with it.
  */
@@ -10,7 +10,7 @@ import { ENTITY_TYPE_PROPERTY, type EntityModel, type IndexModel } from '../mode
 import { mergeParts, partAddresses } from '../model/wide-entities';
 import { addressKey } from '../storage/address-key';
 import type { TableStore } from '../storage/table-store';
-import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/types';
+import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/storage-types';
 import { pointsAt } from './reservations';
 
 /** A unique value two entities hold: the index entity's address, and both entities' addresses. */

@@ -19,7 +19,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { CHANGE, isChangeEntity, stampChanges } from '../model/change-log';
-import type { EntityAddress, StorageObserver, StoredEntity, TransactionOperation } from '../storage/types';
+import type { EntityAddress, StorageObserver, StoredEntity, TransactionOperation } from '../storage/storage-types';
 import { deleteUnlessDerived } from './index-settle';
 import { sharedObserver } from '../storage/shared-observer';
 import { addressKey } from '../storage/address-key';
@@ -273,50 +273,63 @@ export class PartitionCommitter {
     error: unknown,
     observer?: StorageObserver,
   ): Promise<PendingWrite[]> {
-    const retry: PendingWrite[] = [];
-    const index = isTablegraphError(error) ? error.details.operationIndex : undefined;
-    // No operation named (a timeout, an outage), or a refusal that the SDK's retry of this very EGT met (its
-    // details.attempts), which may be what its first attempt applied with its answer lost (an insert that finds its
-    // entity, an If-Match that finds its own ETag gone, a delete that finds its entity gone): the EGT may have been
-    // applied, all of it. Each write's WriteId on its entity, or its change entity, tells (readBack). A refusal of a
-    // first and only attempt is the writes' own.
-    const refusal = isTablegraphError(error) ? error : undefined;
-    const retried = typeof refusal?.details.attempts === 'number' && refusal.details.attempts > 1;
-    const ownRefusal =
-      typeof index === 'number' &&
-      retried &&
-      (refusal?.code === ErrorCode.CONFLICT || (refusal?.code === ErrorCode.NOT_FOUND && refusal.details.reason !== 'TableNotFound'));
-    if (typeof index !== 'number' || ownRefusal) {
-      this.holders.clear();
-      const back = await this.readBack(group, observer);
-      if (back.applied) {
-        // Every write shows: the EGT was applied (it is all or nothing). Its ETags are the ones read now.
-        this.committed(
-          group,
-          state,
-          group.owners.map(() => undefined),
-          back.applied,
-        );
-        return retry;
-      }
-      if (typeof index !== 'number' || !back.known) {
-        // Not applied, or not known: each write fails; messages and reservations stay for the worker, since a late
-        // answer could still apply the EGT. A refusal whose cause cannot be told (a delete with `ifMatch`, its
-        // entity gone: its own attempt, or another client's delete) says that the outcome is not known.
-        const unknown =
-          typeof index === 'number'
-            ? new TablegraphError(
-                ErrorCode.STORAGE_UNAVAILABLE,
-                "The write's answer was lost and its outcome cannot be read back: read the entity before writing again.",
-                {
-                  reason: 'OutcomeUnknown',
-                },
-              )
-            : error;
-        group.planned.forEach(({ member }) => member.reject(unknown));
-        return retry;
-      }
+    const operationIndex = isTablegraphError(error) ? error.details.operationIndex : undefined;
+    const index = typeof operationIndex === 'number' ? operationIndex : undefined;
+    if (index === undefined || mayBeOwnAttempt(error)) {
+      const settled = await this.settleByReadBack(group, state, error, index !== undefined, observer);
+      if (settled || index === undefined) return [];
     }
+    return this.blame(group, effects, error, index);
+  }
+
+  /**
+   * The EGT may have been applied: each write's WriteId on its entity, or its change entity, tells (readBack).
+   * Applied: committed. Not applied, or not known, with no operation named (`named` false) or no way to tell: each
+   * write fails; messages and reservations stay for the worker, since a late answer could still apply the EGT.
+   * @returns whether every write of the group is settled; false: known not applied, the failing operation's to blame
+   */
+  private async settleByReadBack(
+    group: GroupPlan<PendingWrite>,
+    state: GroupState,
+    error: unknown,
+    named: boolean,
+    observer?: StorageObserver,
+  ): Promise<boolean> {
+    this.holders.clear();
+    const back = await this.readBack(group, observer);
+    if (back.applied) {
+      // Every write shows: the EGT was applied (it is all or nothing). Its ETags are the ones read now.
+      this.committed(
+        group,
+        state,
+        group.owners.map(() => undefined),
+        back.applied,
+      );
+      return true;
+    }
+    if (named && back.known) return false;
+    // A refusal whose cause cannot be told (a delete with `ifMatch`, its entity gone: its own attempt, or another
+    // client's delete) says that the outcome is not known.
+    const unknown = named
+      ? new TablegraphError(
+          ErrorCode.STORAGE_UNAVAILABLE,
+          "The write's answer was lost and its outcome cannot be read back: read the entity before writing again.",
+          {
+            reason: 'OutcomeUnknown',
+          },
+        )
+      : error;
+    group.planned.forEach(({ member }) => member.reject(unknown));
+    return true;
+  }
+
+  /**
+   * Nothing of the EGT was applied, and operation `index` refused it: its write (or holder) is blamed; every other
+   * write is undone and tried again.
+   * @returns the writes to try again
+   */
+  private async blame(group: GroupPlan<PendingWrite>, effects: Map<PendingWrite, Effects>, error: unknown, index: number): Promise<PendingWrite[]> {
+    const retry: PendingWrite[] = [];
     const owner = group.owners[index];
     if (!owner) {
       // An operation nobody planned (a bug, or a store that changed the EGT): nothing to retry with any sense.
@@ -510,4 +523,15 @@ function missingPlainDelete(operations: TransactionOperation[], error: unknown):
   if (typeof index !== 'number') return undefined;
   const op = operations[index];
   return op?.kind === 'delete' && (op.ifMatch === undefined || op.ifMatch === '*') && operations.length > 1 ? index : undefined;
+}
+
+/**
+ * Whether a refusal that names an operation may be what the SDK's retry of this very EGT met (its details.attempts)
+ * after its first attempt was applied with its answer lost: an insert that finds its entity, an If-Match that finds
+ * its own ETag gone, a delete that finds its entity gone. A refusal of a first and only attempt is the writes' own.
+ */
+function mayBeOwnAttempt(error: unknown): boolean {
+  const refusal = isTablegraphError(error) ? error : undefined;
+  const retried = typeof refusal?.details.attempts === 'number' && refusal.details.attempts > 1;
+  return retried && (refusal?.code === ErrorCode.CONFLICT || (refusal?.code === ErrorCode.NOT_FOUND && refusal.details.reason !== 'TableNotFound'));
 }

@@ -6,7 +6,7 @@ import type { Decimal } from '../model/decimal';
 import type { TableWrite } from '../model/entity-codec';
 import type { IndexModel, SummaryModel } from '../model/types';
 import type { EntityMessageDraft } from '../queue/messages';
-import type { EntityAddress, StoredEntity, TransactionOperation } from '../storage/types';
+import type { EntityAddress, StoredEntity, TransactionOperation } from '../storage/storage-types';
 
 /** Field values of an entity (field name → value). */
 export type Values = Record<string, unknown>;
@@ -16,7 +16,7 @@ export interface ReadState {
   current: StoredEntity | null;
   /** Holder entities by addressKey (null: the holder does not exist). */
   holders: Map<string, StoredEntity | null>;
-  /** What is stored where the write's references point (references.ts), by addressKey, beside `holders`. */
+  /** What is stored where the write's references point (check-references.ts), by addressKey, beside `holders`. */
   references?: ReadonlyMap<string, StoredEntity | null>;
   /** The entities in the write's partition holding copies of its fields, by copyListKey (group-plan.ts GroupState). */
   copyHolders?: ReadonlyMap<string, EntityAddress[]>;

@@ -8,7 +8,7 @@
 import { isTablegraphError } from '../errors';
 import type { TableWrite } from '../model/entity-codec';
 import type { TableStore } from '../storage/table-store';
-import type { StorageObserver, TransactionOperation } from '../storage/types';
+import type { StorageObserver, TransactionOperation } from '../storage/storage-types';
 import { addressKey } from '../storage/address-key';
 import { sharedObserver } from '../storage/shared-observer';
 import { reserveKey, type HeldReservation, type KeyClaim, type KeyState } from './reservations';

@@ -20,7 +20,7 @@ import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { primaryAddress, type TableWrite } from '../model/entity-codec';
 import { BASED_ON_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type IndexModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
-import type { EntityAddress, EntityToWrite, StorageObserver, StoredEntity } from '../storage/types';
+import type { EntityAddress, EntityToWrite, StorageObserver, StoredEntity } from '../storage/storage-types';
 import { stateId } from '../queue/messages';
 
 /** A reservation an attempt holds: where, the ETag its insert or rewrite returned, and whether it was inserted. */

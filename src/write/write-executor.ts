@@ -14,7 +14,7 @@ import { renderKey } from '../model/key-template';
 import type { Model, WriteModel } from '../model/types';
 import { checkEntity, checkKey } from '../storage/limits';
 import type { TableStore } from '../storage/table-store';
-import type { EntityAddress, EntityToWrite, StorageObserver } from '../storage/types';
+import type { EntityAddress, EntityToWrite, StorageObserver } from '../storage/storage-types';
 import { requestMove } from './move';
 import { PartitionCommitter } from './partition-committer';
 import type { WriteResult } from './commit-types';

@@ -26,10 +26,10 @@ import {
   type WriteModel,
 } from '../model/types';
 import { checkEntity, checkTransaction } from '../storage/limits';
-import type { EntityAddress, EntityToWrite, StorageTarget, StoredEntity, TransactionOperation } from '../storage/types';
+import type { EntityAddress, EntityToWrite, StorageTarget, StoredEntity, TransactionOperation } from '../storage/storage-types';
 import { addressKey } from '../storage/address-key';
 import { stateId } from '../queue/messages';
-import { checkReferences } from './references';
+import { checkReferences } from './check-references';
 import { partOperations } from '../model/wide-entities';
 import { copiedFieldsChanged, fillCopies, sameEgtCopies } from './copy-plan';
 import type { HolderDelta, ReadState, Values, WritePlan } from './plan-types';
@@ -213,7 +213,7 @@ function contributions(
  * step of one).
  * @throws TablegraphError from nextValues; BAD_USER_INPUT for invalid values (type, `@constraint`); NOT_FOUND
  *   (reason SummaryHolderMissing) when a summary holder (e.g. the department of a new employee) does not exist,
- *   (reason ReferenceMissing) when a reference the write sets points at nothing (references.ts);
+ *   (reason ReferenceMissing) when a reference the write sets points at nothing (check-references.ts);
  *   CONFLICT (reason HasDependents) when deleting a holder whose counts are not 0
  */
 export function planWrite(model: Model, write: WriteModel, input: Values, state: ReadState, attempt: { writeId: string; moveId?: string }): WritePlan {
@@ -312,7 +312,7 @@ function fanoutOf(
   // Copies: this entity's, to check again once it commits (its target may change meanwhile); or copies of this
   // entity's fields held by others, to bring up to date.
   const copiesChange = derived.refreshCopies || copiedFieldsChanged(model, entity, previous, values);
-  // A deleted entity that join entities may point at: the worker deletes them (src/derived/joins.ts).
+  // A deleted entity that join entities may point at: the worker deletes them (src/derived/join-upkeep.ts).
   const joinsChange = values === null && previous !== null && (model.joinsOf.get(entity.name)?.length ?? 0) > 0;
   // Holders this EGT changes whose values other summaries sum: the worker follows (src/derived/summary-chains.ts).
   const summaryHolders = [...holderDeltas.values()]

@@ -17,7 +17,7 @@ import type { Model } from '../../src/model/types';
 import { startAzurite } from '../../src/storage/azurite';
 import { toSdkEntity } from '../../src/storage/edm';
 import { TableStore } from '../../src/storage/table-store';
-import type { StorageObserver } from '../../src/storage/types';
+import type { StorageObserver } from '../../src/storage/storage-types';
 import { CHICAGO_CSV, compileHr } from '../support/harness';
 
 interface Run {

@@ -23,7 +23,7 @@ import { loadSchemaSources } from '../../src/compiler/load-schema';
 import type { Model } from '../../src/model/types';
 import { startAzurite } from '../../src/storage/azurite';
 import { TableStore } from '../../src/storage/table-store';
-import type { StorageObserver, TransactionOperation } from '../../src/storage/types';
+import type { StorageObserver, TransactionOperation } from '../../src/storage/storage-types';
 import { DIRECTIVES_FILE } from '../support/harness';
 
 const ORDERS = Number(process.argv[2] ?? 12_000);

@@ -19,7 +19,7 @@ import { startAzurite } from '../../src/storage/azurite';
 import { toSdkEntity } from '../../src/storage/edm';
 import { QueueStore, queueName } from '../../src/storage/queue-store';
 import { TableStore } from '../../src/storage/table-store';
-import type { StorageObserver } from '../../src/storage/types';
+import type { StorageObserver } from '../../src/storage/storage-types';
 import { WriteExecutor } from '../../src/write/write-executor';
 import { type WorkQueueSender } from '../../src/queue/sender';
 import { compileHr } from '../support/harness';

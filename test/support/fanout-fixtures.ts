@@ -9,7 +9,7 @@
  */
 import fc from 'fast-check';
 import pLimit from 'p-limit';
-import { formatVerifyReport, verifyDerived, type VerifyReport } from '../../src/maintenance/verify';
+import { formatVerifyReport, verifyDerived, type VerifyReport } from '../../src/maintenance/verify-derived';
 import type { Model } from '../../src/model/types';
 import type { QueueStore } from '../../src/storage/queue-store';
 import type { TableStore } from '../../src/storage/table-store';

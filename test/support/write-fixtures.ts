@@ -12,7 +12,7 @@ import { renderKey } from '../../src/model/key-template';
 import { BASED_ON_PROPERTY, ENTITY_TYPE_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE_ID_PROPERTY, type Model } from '../../src/model/types';
 import type { QueueStore } from '../../src/storage/queue-store';
 import type { TableStore } from '../../src/storage/table-store';
-import type { EntityAddress, StoredEntity, TypedValue } from '../../src/storage/types';
+import type { EntityAddress, StoredEntity, TypedValue } from '../../src/storage/storage-types';
 import { workQueueNames } from '../../src/queue/sender';
 import { handleMessage } from './handle-message';
 import type { ReconcileResult } from '../../src/worker/reconciler';

@@ -12,7 +12,7 @@ import { contributionAddress, contributionHolder, contributionOf, contributionPr
 import { targetAddress } from '../model/references';
 import { valuesOf } from '../model/entity-codec';
 import { resolveHolder } from '../model/summaries';
-import type { EntityAddress, StoredEntity } from '../storage/types';
+import type { EntityAddress, StoredEntity } from '../storage/storage-types';
 import { addressKey } from '../storage/address-key';
 import { applyContribution, readOrNull } from './contribution-apply';
 import { refreshSummaryChains } from './summary-chains';

@@ -9,7 +9,7 @@ import { ErrorCode, isTablegraphError } from '../errors';
 import type { Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import { limitsFor } from '../storage/limits';
-import type { StorageObserver, TransactionOperation } from '../storage/types';
+import type { StorageObserver, TransactionOperation } from '../storage/storage-types';
 import { planEgtBatches } from '../write/egt-batches';
 import { addressKey } from '../storage/address-key';
 import { readDerivedState, resolveIndex, type DerivedState, type ScanProgress } from './derived-state';

@@ -5,8 +5,8 @@
  * time, is src/model/summaries.ts.
  */
 import { isObjectType, type GraphQLSchema } from 'graphql';
-import { readSummary } from './directives';
-import { notAReference } from './references';
+import { readSummary, type SummaryDirective } from './directives';
+import { notAReference } from './reference-checks';
 import type { SchemaProblems } from './schema-errors';
 import type { AccessPath, EntityModel, SummaryFactor, SummaryModel } from '../model/types';
 
@@ -52,76 +52,89 @@ export function buildSummaries(
     for (const field of Object.values(type.getFields())) {
       const d = readSummary(schema, field.astNode);
       if (!d) continue;
-      const coordinate = `${type.name}.${field.name}`;
-      const holder = entities.get(type.name);
-      const stored = holder?.fields.get(field.name);
-      if (!holder || !stored) {
-        problems.add(coordinate, '@summary goes on a stored field of an @entity type', d.node);
-        continue;
-      }
-      // A summary field is never an input, even one refused below (its own problem says why, not a second one).
-      holder.summaryFields.add(field.name);
-      const of = entities.get(d.of);
-      if (!of) {
-        problems.add(coordinate, `@summary(of: "${d.of}"): no @entity type of that name`, d.node);
-        continue;
-      }
-      if (d.count === d.sum.length > 0) {
-        problems.add(coordinate, '@summary needs either count: true or a sum, not both', d.node);
-        continue;
-      }
-      // A running sum must be exact, so that a write and its inverse cancel out: Decimal, or Int over Int terms.
-      // A Float would drift (1e20 added and taken away leaves 112).
-      const holds = d.count ? ['Int'] : ['Int', 'Decimal'];
-      if (!holds.includes(stored.graphqlType) || !stored.nonNull || stored.series) {
-        problems.add(
-          coordinate,
-          `a ${d.count ? 'count' : 'sum'} is held in a non-null ${d.count ? 'Int' : 'Decimal (or Int)'} field, so that it stays exact`,
-          d.node,
-        );
-        continue;
-      }
-      const via = accessPaths.get(`${of.name}.${d.via}`);
-      if (!via || via.kind !== 'point' || via.target !== holder) {
-        problems.add(coordinate, `@summary(via: "${d.via}"): ${of.name}.${d.via} must be a @point field reaching ${holder.name}`, d.node);
-        continue;
-      }
-      const why = notAReference(via, of.name);
-      if (why) {
-        problems.add(coordinate, `@summary(via: "${d.via}"): ${why}`, d.node);
-        continue;
-      }
-      // A holder in the counted entity's partition is kept in its EGT; anywhere else, eventually, by the worker —
-      // and always so through a unique index, where only a read of the index entity tells the holder's partition.
-      const scope = !via.index && samePartition(via, of) ? 'egt' : 'eventual';
-      const terms = d.sum.map((t) => parseTerm(t, of, coordinate, problems, d.node));
-      if (terms.some((t) => t === undefined)) continue;
-      const inexact = (terms as SummaryFactor[][])
-        .flat()
-        .find((f) => ('field' in f ? of.fields.get(f.field)!.graphqlType !== 'Int' : !Number.isInteger(f.constant)));
-      if (stored.graphqlType === 'Int' && inexact) {
-        problems.add(
-          coordinate,
-          `an Int sum adds up Int fields and whole constants only; hold it in a Decimal field to add ${'field' in inexact ? inexact.field : inexact.constant}`,
-          d.node,
-        );
-        continue;
-      }
-      for (const index of holder.indexes.values()) {
-        if (index.projection.has(field.name)) {
-          problems.add(
-            `${holder.name}@index(${index.name})`,
-            `includes "${field.name}", a summary value kept on the entity only: its copy on the index entities would never change; remove it from include`,
-            index.node,
-          );
-        }
-      }
-      summaries.set(coordinate, { holder, field: field.name, of, via, count: d.count, terms: terms as SummaryFactor[][], scope, feeds: [] });
-      nodes.set(coordinate, d.node);
+      const summary = buildSummary({ entities, accessPaths, problems }, { typeName: type.name, fieldName: field.name }, d);
+      if (!summary) continue;
+      summaries.set(`${type.name}.${field.name}`, summary);
+      nodes.set(`${type.name}.${field.name}`, d.node);
     }
   }
   linkSummaryChains(summaries, nodes, problems);
   return summaries;
+}
+
+/** One `@summary` field, checked; undefined (with problems) when it cannot be one. */
+function buildSummary(
+  compiled: { entities: Map<string, EntityModel>; accessPaths: Map<string, AccessPath>; problems: SchemaProblems },
+  field: { typeName: string; fieldName: string },
+  d: SummaryDirective,
+): SummaryModel | undefined {
+  const { entities, accessPaths, problems } = compiled;
+  const { typeName, fieldName } = field;
+  const coordinate = `${typeName}.${fieldName}`;
+  const holder = entities.get(typeName);
+  const stored = holder?.fields.get(fieldName);
+  if (!holder || !stored) {
+    problems.add(coordinate, '@summary goes on a stored field of an @entity type', d.node);
+    return undefined;
+  }
+  // A summary field is never an input, even one refused below (its own problem says why, not a second one).
+  holder.summaryFields.add(fieldName);
+  const of = entities.get(d.of);
+  if (!of) {
+    problems.add(coordinate, `@summary(of: "${d.of}"): no @entity type of that name`, d.node);
+    return undefined;
+  }
+  if (d.count === d.sum.length > 0) {
+    problems.add(coordinate, '@summary needs either count: true or a sum, not both', d.node);
+    return undefined;
+  }
+  // A running sum must be exact, so that a write and its inverse cancel out: Decimal, or Int over Int terms.
+  // A Float would drift (1e20 added and taken away leaves 112).
+  const holds = d.count ? ['Int'] : ['Int', 'Decimal'];
+  if (!holds.includes(stored.graphqlType) || !stored.nonNull || stored.series) {
+    problems.add(
+      coordinate,
+      `a ${d.count ? 'count' : 'sum'} is held in a non-null ${d.count ? 'Int' : 'Decimal (or Int)'} field, so that it stays exact`,
+      d.node,
+    );
+    return undefined;
+  }
+  const via = accessPaths.get(`${of.name}.${d.via}`);
+  if (!via || via.kind !== 'point' || via.target !== holder) {
+    problems.add(coordinate, `@summary(via: "${d.via}"): ${of.name}.${d.via} must be a @point field reaching ${holder.name}`, d.node);
+    return undefined;
+  }
+  const why = notAReference(via, of.name);
+  if (why) {
+    problems.add(coordinate, `@summary(via: "${d.via}"): ${why}`, d.node);
+    return undefined;
+  }
+  // A holder in the counted entity's partition is kept in its EGT; anywhere else, eventually, by the worker —
+  // and always so through a unique index, where only a read of the index entity tells the holder's partition.
+  const scope = !via.index && samePartition(via, of) ? 'egt' : 'eventual';
+  const terms = d.sum.map((t) => parseTerm(t, of, coordinate, problems, d.node));
+  if (terms.some((t) => t === undefined)) return undefined;
+  const inexact = (terms as SummaryFactor[][])
+    .flat()
+    .find((f) => ('field' in f ? of.fields.get(f.field)!.graphqlType !== 'Int' : !Number.isInteger(f.constant)));
+  if (stored.graphqlType === 'Int' && inexact) {
+    problems.add(
+      coordinate,
+      `an Int sum adds up Int fields and whole constants only; hold it in a Decimal field to add ${'field' in inexact ? inexact.field : inexact.constant}`,
+      d.node,
+    );
+    return undefined;
+  }
+  for (const index of holder.indexes.values()) {
+    if (index.projection.has(fieldName)) {
+      problems.add(
+        `${holder.name}@index(${index.name})`,
+        `includes "${fieldName}", a summary value kept on the entity only: its copy on the index entities would never change; remove it from include`,
+        index.node,
+      );
+    }
+  }
+  return { holder, field: fieldName, of, via, count: d.count, terms: terms as SummaryFactor[][], scope, feeds: [] };
 }
 
 /**

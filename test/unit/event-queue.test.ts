@@ -3,7 +3,7 @@
  * behind gets what was waiting, then one last event carrying the error, then the end; a client that leaves while
  * waiting ends it at once, and the poller stops feeding it.
  */
-import { EventQueue } from '../src/read/event-queue';
+import { EventQueue } from '../../src/read/event-queue';
 
 type Item = number | { failure: unknown };
 

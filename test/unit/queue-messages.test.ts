@@ -4,7 +4,7 @@
  * refused with BAD_USER_INPUT — which the worker answers by moving it to the poison queue. A group commit's messages
  * go as `batch` messages within the queue's size limit.
  */
-import { ErrorCode, isTablegraphError } from '../src/errors';
+import { ErrorCode, isTablegraphError } from '../../src/errors';
 import {
   blobCleanupMessage,
   decodeEntityMessage,
@@ -14,7 +14,7 @@ import {
   encodeMessage,
   entityMessage,
   type QueueMessage,
-} from '../src/queue/messages';
+} from '../../src/queue/messages';
 
 const primary = { table: 'T', partitionKey: 'p', rowKey: 'r' };
 const fanout = entityMessage({ kind: 'fanout', v: 3, entity: 'E', primary, writeId: 'w1', basedOn: null, deleted: false, candidates: [primary] });

@@ -5,9 +5,9 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { compileSchema } from '../src/compiler/compile';
-import { ErrorCode, isTablegraphError, type TablegraphError } from '../src/errors';
-import { compileHr, DIRECTIVES_FILE, SCHEMA_DIR } from './support/harness';
+import { compileSchema } from '../../src/compiler/compile';
+import { ErrorCode, isTablegraphError, type TablegraphError } from '../../src/errors';
+import { compileHr, DIRECTIVES_FILE, SCHEMA_DIR } from '../support/harness';
 
 const DIRECTIVES = { name: 'schema/directives.graphql', body: readFileSync(DIRECTIVES_FILE, 'utf8') };
 

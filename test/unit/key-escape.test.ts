@@ -1,7 +1,7 @@
 /** Reversible escaping of key values (src/storage/key-escape.ts): pure unit and property tests, no storage. */
 import fc from 'fast-check';
-import { ErrorCode, TablegraphError } from '../src/errors';
-import { FORBIDDEN_KEY_CHARS, escapeKeyValue, hasForbiddenKeyChar, unescapeKeyValue } from '../src/storage/key-escape';
+import { ErrorCode, TablegraphError } from '../../src/errors';
+import { FORBIDDEN_KEY_CHARS, escapeKeyValue, hasForbiddenKeyChar, unescapeKeyValue } from '../../src/storage/key-escape';
 
 /** Characters that exercise every branch: forbidden, escaped-but-allowed, control, non-ASCII, plain. */
 const tricky = fc.constantFrom('/', '\\', '#', '?', '%', '_', '\u0000', '\u001f', '\u007f', '\u0085', '\u009f', ' ', '&', "'", 'É', '😀', 'A', '2');

@@ -1,13 +1,15 @@
 /**
  * The reference docs match the code they describe: every directive of `schema/directives.graphql` has its section
  * in docs/directives.md, whose table lists exactly its arguments with their types and defaults; every setting
- * src/config.ts reads has its row in docs/configuration.md.
+ * src/runtime/config.ts reads has its row in docs/configuration.md; every reason of src/errors.ts's catalogue has
+ * its row in docs/errors.md, and every reason src/ gives is in the catalogue.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { parse, print, type DirectiveDefinitionNode } from 'graphql';
-import { compileSchema } from '../src/compiler/compile';
-import { ROOT } from './support/harness';
+import { compileSchema } from '../../src/compiler/compile';
+import { Reason } from '../../src/errors';
+import { ROOT } from '../support/harness';
 
 const directivesSdl = fs.readFileSync(path.join(ROOT, 'schema/directives.graphql'), 'utf8');
 const directivesDoc = fs.readFileSync(path.join(ROOT, 'docs/directives.md'), 'utf8');
@@ -52,7 +54,7 @@ test('every directive has a section with its arguments, types and defaults', () 
 });
 
 test('every setting the configuration reads is documented', () => {
-  const config = fs.readFileSync(path.join(ROOT, 'src/config.ts'), 'utf8');
+  const config = fs.readFileSync(path.join(ROOT, 'src/runtime/config.ts'), 'utf8');
   const doc = fs.readFileSync(path.join(ROOT, 'docs/configuration.md'), 'utf8');
   const read = [...new Set(config.match(/\b(TABLEGRAPH_[A-Z_]+|AZURE_STORAGE_CONNECTION_STRING|PORT|HOST|LOG_LEVEL)\b/g))];
   expect(read.length).toBeGreaterThan(20);
@@ -68,4 +70,38 @@ test("the README's own schema compiles as it is written", () => {
     { name: 'README.md', body: blocks[0] },
   ]);
   expect([...model.accessPaths.keys()].sort()).toEqual(['Query.note', 'Query.notes']);
+});
+
+/** Every `.ts` file under `dir`. */
+function sourcesUnder(dir: string): string[] {
+  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const at = path.join(dir, e.name);
+    return e.isDirectory() ? sourcesUnder(at) : e.name.endsWith('.ts') ? [at] : [];
+  });
+}
+
+test('every reason in the catalogue has its row in docs/errors.md, with its code and meaning', () => {
+  const doc = fs.readFileSync(path.join(ROOT, 'docs/errors.md'), 'utf8');
+  const rows = new Map([...doc.matchAll(/^\| `(\w+)` \| `([A-Z_]+)` \| (.+) \|$/gm)].map((m) => [m[1], { code: m[2], meaning: m[3] }]));
+  expect(Object.keys(Reason).length).toBeGreaterThan(40);
+  expect(Object.fromEntries(Object.keys(Reason).map((name) => [name, rows.get(name)]))).toEqual(
+    Object.fromEntries(Object.entries(Reason).map(([name, r]) => [name, { code: r.code, meaning: r.meaning }])),
+  );
+  // And nothing in the table that the catalogue does not have.
+  expect([...rows.keys()].filter((name) => !(name in Reason))).toEqual([]);
+});
+
+test('every reason src/ gives is in the catalogue', () => {
+  const given = new Set<string>();
+  for (const file of sourcesUnder(path.join(ROOT, 'src'))) {
+    const text = fs.readFileSync(file, 'utf8');
+    // `reason: 'X'`, `details.reason === 'X'`, and the names a reason is chosen among (`const reason = a ? 'X' : 'Y'`);
+    // not another library's `e.reason`.
+    for (const m of text.matchAll(/(?:(?<![\w.])reason|details\.reason)(?::|\s*[!=]==)\s*'([A-Za-z]+)'/g)) given.add(m[1]);
+    for (const m of text.matchAll(/(?<![\w.])reason\s*=(?!=)\s*([^;\n]*)/g))
+      for (const name of m[1].matchAll(/(?:^|[?:])\s*'([A-Za-z]+)'/g)) given.add(name[1]);
+    for (const m of text.matchAll(/\b(?:fail|stopped)\(\s*'([A-Za-z]+)'/g)) given.add(m[1]);
+  }
+  expect(given.size).toBeGreaterThan(40);
+  expect([...given].filter((name) => !(name in Reason)).sort()).toEqual([]);
 });

@@ -5,16 +5,16 @@
  * secondary index pattern", "Eventually consistent transactions pattern", "Merge or replace"). Each write is
  * planned as a group of one (group-plan.ts), which adds the summary holders' merges after its own operations.
  */
-import { ErrorCode, isTablegraphError, type TablegraphError } from '../src/errors';
-import type { Model, WriteModel } from '../src/model/types';
-import type { EntityAddress, StoredEntity, TransactionOperation } from '../src/storage/types';
-import { addressKey } from '../src/storage/address-key';
-import { planGroup } from '../src/write/group-plan';
-import { CHANGE_ENTITY_TYPE, CHANGE_ROW_KEY_PREFIX, changeTime } from '../src/model/change-log';
-import type { ReadState, Values, WritePlan } from '../src/write/plan-types';
-import { renderKey } from '../src/model/key-template';
-import { compileHr } from './support/harness';
-import { employeeInput, indexAddress, storedEntity } from './support/write-fixtures';
+import { ErrorCode, isTablegraphError, type TablegraphError } from '../../src/errors';
+import type { Model, WriteModel } from '../../src/model/types';
+import type { EntityAddress, StoredEntity, TransactionOperation } from '../../src/storage/storage-types';
+import { addressKey } from '../../src/storage/address-key';
+import { planGroup } from '../../src/write/group-plan';
+import { CHANGE_ENTITY_TYPE, CHANGE_ROW_KEY_PREFIX, changeTime } from '../../src/model/change-log';
+import type { ReadState, Values, WritePlan } from '../../src/write/plan-types';
+import { renderKey } from '../../src/model/key-template';
+import { compileHr } from '../support/harness';
+import { employeeInput, indexAddress, storedEntity } from '../support/write-fixtures';
 
 const PREFIX = 'wp';
 const DIRECTORY = `${PREFIX}Directory`;

@@ -19,7 +19,7 @@ import { readReferenced, referenceFields } from '../model/references';
 import { summaryKeyFields } from '../model/summaries';
 import { ENTITY_TYPE_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type Model, type RangePath } from '../model/types';
 import type { TableStore } from '../storage/table-store';
-import type { EntityAddress, StorageObserver, StoredEntity, TypedValue } from '../storage/types';
+import type { EntityAddress, StorageObserver, StoredEntity, TypedValue } from '../storage/storage-types';
 import type { WriteExecutor } from '../write/write-executor';
 import { quietly, workerWrite } from './worker-write';
 

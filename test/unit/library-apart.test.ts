@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { parse } from 'graphql';
-import { ROOT } from './support/harness';
+import { ROOT } from '../support/harness';
 
 /**
  * The object, interface and enum types an example's SDL declares, and its fields with a name of more than one word

@@ -2,12 +2,12 @@
  * Compiles the join entities of many-to-many connections (`@range(through: "Join.field")`, the guide's "Modelling
  * relationships": one join entity per pair). The rule every part keeps: a join entity whose target is deleted is
  * deleted by the worker (and the summaries counting it follow), one whose target is moved is re-pointed at the new
- * address (src/derived/joins.ts); a page never fails for a target that is gone; `verify` reports a join entity that
+ * address (src/derived/join-upkeep.ts); a page never fails for a target that is gone; `verify` reports a join entity that
  * points at nothing. To find a target's join entities, the worker needs a range of the target's type over them,
- * keyed by its own fields — as a copy does (copies.ts).
+ * keyed by its own fields — as a copy does (build-copies.ts).
  */
-import { reverseRange } from './copies';
-import { referenceKeyFields } from './references';
+import { reverseRange } from './build-copies';
+import { referenceKeyFields } from './reference-checks';
 import type { SchemaProblems } from './schema-errors';
 import type { AccessPath, JoinModel } from '../model/types';
 

@@ -12,7 +12,7 @@
 import { ErrorCode, TablegraphError } from '../errors';
 import { referenceAddress, referenceFields } from '../model/references';
 import { ENTITY_TYPE_PROPERTY, type Model, type PointPath, type WriteModel } from '../model/types';
-import type { StoredEntity } from '../storage/types';
+import type { StoredEntity } from '../storage/storage-types';
 import { addressKey } from '../storage/address-key';
 
 type Values = Record<string, unknown>;

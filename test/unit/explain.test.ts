@@ -4,8 +4,8 @@
  */
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
-import { explainModel, formatExplanation, type Explanation } from '../src/compiler/explain';
-import { compileHr, ROOT } from './support/harness';
+import { explainModel, formatExplanation, type Explanation } from '../../src/compiler/explanation';
+import { compileHr, ROOT } from '../support/harness';
 
 const explanation = explainModel(compileHr('').model);
 

@@ -1,7 +1,7 @@
 /** Pure tests of the per-target limits checked before a request leaves the process (src/storage/limits.ts). */
-import { ErrorCode, isTablegraphError, TablegraphError } from '../src/errors';
-import { checkEntity, checkKey, checkTableName, checkTransaction, estimateEntityBytes, limitsFor } from '../src/storage/limits';
-import { EntityToWrite, TransactionOperation, TypedValue } from '../src/storage/types';
+import { ErrorCode, isTablegraphError, TablegraphError } from '../../src/errors';
+import { checkEntity, checkKey, checkTableName, checkTransaction, estimateEntityBytes, limitsFor } from '../../src/storage/limits';
+import { EntityToWrite, TransactionOperation, TypedValue } from '../../src/storage/storage-types';
 
 function thrown(fn: () => void): TablegraphError {
   try {

@@ -1,5 +1,5 @@
 /**
- * The worker's side of join entities (src/compiler/joins.ts, the guide's "Modelling relationships": one join entity
+ * The worker's side of join entities (src/compiler/build-joins.ts, the guide's "Modelling relationships": one join entity
  * per pair of a many-to-many relationship). Their target's fate is theirs:
  * - a target deleted: each join entity still pointing at it is deleted (deleteDanglingJoins), after the target's
  *   own message — through the write path, so the summaries that count join entities and their indexes follow;
@@ -13,10 +13,10 @@ import { primaryAddress, valuesOf } from '../model/entity-codec';
 import type { DerivedTarget } from './derived-target';
 import { readReferenced, referenceAddress } from '../model/references';
 import { ENTITY_TYPE_PROPERTY, type JoinModel } from '../model/types';
-import type { EntityAddress, StoredEntity } from '../storage/types';
+import type { EntityAddress, StoredEntity } from '../storage/storage-types';
 import { addressKey } from '../storage/address-key';
 import type { WriteExecutor } from '../write/write-executor';
-import { listedBy } from './copies';
+import { listedBy } from './copy-refresh';
 import { quietly, workerWrite } from './worker-write';
 
 /**

@@ -1,6 +1,6 @@
 /** Key templates (src/model/key-template.ts): parsing, rendering, parsing keys back, ordering. Pure, no storage. */
 import fc from 'fast-check';
-import { ErrorCode, TablegraphError } from '../src/errors';
+import { ErrorCode, TablegraphError } from '../../src/errors';
 import {
   KeyTemplateSyntaxError,
   checkTemplateSeparators,
@@ -11,7 +11,7 @@ import {
   prefixUpperBound,
   renderKey,
   renderKeyPrefix,
-} from '../src/model/key-template';
+} from '../../src/model/key-template';
 
 const MAX_MS = Date.parse('9999-12-31T23:59:59.999Z');
 const MIN_MS = Date.parse('0001-01-01T00:00:00.000Z');
@@ -307,12 +307,12 @@ describe('renderKeyPrefix and prefixUpperBound', () => {
 
 describe('hash-bucket placeholders ({field:hashN})', () => {
   // Imported here so the block stays self-contained at the end of this file.
-  const { fnv1a32, hashBucket } = jest.requireActual('../src/model/hash-bucket') as typeof import('../src/model/hash-bucket');
+  const { fnv1a32, hashBucket } = jest.requireActual('../../src/model/hash-bucket') as typeof import('../../src/model/hash-bucket');
   const {
     parseKeyTemplate: parse,
     renderKey: render,
     parseKey: parseBack,
-  } = jest.requireActual('../src/model/key-template') as typeof import('../src/model/key-template');
+  } = jest.requireActual('../../src/model/key-template') as typeof import('../../src/model/key-template');
 
   test('FNV-1a 32 matches the published test vectors', () => {
     expect(fnv1a32('')).toBe(0x811c9dc5);

@@ -12,7 +12,7 @@
  */
 import { SingleBar } from 'cli-progress';
 import type { Model } from '../model/types';
-import type { StorageObserver } from '../storage/types';
+import type { StorageObserver } from '../storage/storage-types';
 import type { TableStore } from '../storage/table-store';
 import { problemCount, readDerivedState, resolveEntity, type IndexDiff, type ScanProgress } from './derived-state';
 import { readReferenceState, type ReferenceDiff } from './reference-state';
@@ -132,68 +132,71 @@ function keys(a: { partitionKey: string; rowKey: string }): string {
  */
 export function formatVerifyReport(report: VerifyReport, limit = 50): string {
   const lines: string[] = [];
-  for (const d of report.indexes) {
-    const problems = problemCount(d);
-    lines.push(
-      `${problems === 0 ? 'ok  ' : 'FAIL'} ${d.type}.${d.index} (${d.scope}, table ${d.table}): ` +
+  for (const { head, details } of reportSections(report)) {
+    lines.push(head);
+    for (const line of details.slice(0, limit)) lines.push(`       ${line}`);
+    if (details.length > limit) lines.push(`       … and ${details.length - limit} more`);
+  }
+  lines.push(overallLine(report));
+  return lines.join('\n');
+}
+
+/** One line of counts per index, summary, copy, `@blob` field and reference, with a line per problem found. */
+function reportSections(report: VerifyReport): Array<{ head: string; details: string[] }> {
+  const ok = (fine: boolean) => (fine ? 'ok  ' : 'FAIL');
+  return [
+    ...report.indexes.map((d) => ({
+      head:
+        `${ok(problemCount(d) === 0)} ${d.type}.${d.index} (${d.scope}, table ${d.table}): ` +
         `${d.primaries} primaries, ${d.expected} expected, ${d.found} found; ` +
         `${d.missing.length} missing, ${d.different.length} different, ${d.orphaned.length} orphaned` +
         (d.duplicates.length ? `, ${d.duplicates.length} duplicate` : '') +
         (d.underivable.length ? `, ${d.underivable.length} underivable` : ''),
-    );
-    const details = [
-      ...d.missing.map((a) => `missing    ${keys(a)}`),
-      ...d.different.map((a) => `different  ${keys(a)}: ${a.properties.join(', ')}`),
-      ...d.orphaned.map((a) => `orphaned   ${keys(a)}`),
-      ...d.duplicates.map((a) => `duplicate  ${keys(a)}: derived by ${a.primaries.map(keys).join('; ')}`),
-      ...d.underivable.map((u) => `underivable primary ${keys(u.primary)}: ${u.message}`),
-    ];
-    for (const line of details.slice(0, limit)) lines.push(`       ${line}`);
-    if (details.length > limit) lines.push(`       … and ${details.length - limit} more`);
-  }
-  for (const d of report.summaries) {
-    lines.push(
-      `${summaryProblems(d) === 0 ? 'ok  ' : 'FAIL'} ${d.summary} (summary, table ${d.table}): ${d.holders} holders, ${d.counted} counted; ` +
+      details: [
+        ...d.missing.map((a) => `missing    ${keys(a)}`),
+        ...d.different.map((a) => `different  ${keys(a)}: ${a.properties.join(', ')}`),
+        ...d.orphaned.map((a) => `orphaned   ${keys(a)}`),
+        ...d.duplicates.map((a) => `duplicate  ${keys(a)}: derived by ${a.primaries.map(keys).join('; ')}`),
+        ...d.underivable.map((u) => `underivable primary ${keys(u.primary)}: ${u.message}`),
+      ],
+    })),
+    ...report.summaries.map((d) => ({
+      head:
+        `${ok(summaryProblems(d) === 0)} ${d.summary} (summary, table ${d.table}): ${d.holders} holders, ${d.counted} counted; ` +
         `${d.different.length} different, ${d.orphaned.length} without a holder`,
-    );
-    const details = [
-      ...d.different.map((a) => `different  ${keys(a)}: stored ${a.stored}, recount ${a.expected}`),
-      ...d.orphaned.map((a) => `no holder  ${keys(a)}`),
-    ];
-    for (const line of details.slice(0, limit)) lines.push(`       ${line}`);
-    if (details.length > limit) lines.push(`       … and ${details.length - limit} more`);
-  }
-  for (const d of report.copies) {
-    lines.push(
-      `${d.different.length === 0 ? 'ok  ' : 'FAIL'} ${d.copy} (copy, table ${d.table}): ${d.checked} checked; ${d.different.length} different from their targets`,
-    );
-    const details = d.different.map((a) => `different  ${keys(a)}: stored ${a.stored}, target ${a.expected}`);
-    for (const line of details.slice(0, limit)) lines.push(`       ${line}`);
-    if (details.length > limit) lines.push(`       … and ${details.length - limit} more`);
-  }
-  for (const d of report.blobs) {
-    lines.push(
-      `${d.orphaned.length === 0 ? 'ok  ' : 'FAIL'} ${d.field} (@blob, container ${d.container}): ${d.named} named, ${d.listed} listed; ${d.orphaned.length} orphaned, ${d.pending} too recent to judge`,
-    );
-    const details = d.orphaned.map((b) => `orphaned   ${b.name} (last written ${b.lastModified})`);
-    for (const line of details.slice(0, limit)) lines.push(`       ${line}`);
-    if (details.length > limit) lines.push(`       … and ${details.length - limit} more`);
-  }
-  for (const d of report.references) {
-    lines.push(
-      `${d.dangling.length === 0 ? 'ok  ' : 'FAIL'} ${d.reference} (${d.join ? "join entities' reference" : 'reference'}, table ${d.table}): ${d.checked} checked; ${d.dangling.length} dangling`,
-    );
-    const details = d.dangling.map((a) => `dangling   ${keys(a)}: nothing at ${a.target.table} ${keys(a.target)}`);
-    for (const line of details.slice(0, limit)) lines.push(`       ${line}`);
-    if (details.length > limit) lines.push(`       … and ${details.length - limit} more`);
-  }
+      details: [
+        ...d.different.map((a) => `different  ${keys(a)}: stored ${a.stored}, recount ${a.expected}`),
+        ...d.orphaned.map((a) => `no holder  ${keys(a)}`),
+      ],
+    })),
+    ...report.copies.map((d) => ({
+      head: `${ok(d.different.length === 0)} ${d.copy} (copy, table ${d.table}): ${d.checked} checked; ${d.different.length} different from their targets`,
+      details: d.different.map((a) => `different  ${keys(a)}: stored ${a.stored}, target ${a.expected}`),
+    })),
+    ...report.blobs.map((d) => ({
+      head: `${ok(d.orphaned.length === 0)} ${d.field} (@blob, container ${d.container}): ${d.named} named, ${d.listed} listed; ${d.orphaned.length} orphaned, ${d.pending} too recent to judge`,
+      details: d.orphaned.map((b) => `orphaned   ${b.name} (last written ${b.lastModified})`),
+    })),
+    ...report.references.map((d) => ({
+      head: `${ok(d.dangling.length === 0)} ${d.reference} (${d.join ? "join entities' reference" : 'reference'}, table ${d.table}): ${d.checked} checked; ${d.dangling.length} dangling`,
+      details: d.dangling.map((a) => `dangling   ${keys(a)}: nothing at ${a.target.table} ${keys(a.target)}`),
+    })),
+  ];
+}
+
+/** The last line: all match, or what fails by kind and by name, each with the command that repairs it. */
+function overallLine(report: VerifyReport): string {
   const what = `${report.indexes.length} ${report.indexes.length === 1 ? 'index' : 'indexes'}, ${report.summaries.length} ${report.summaries.length === 1 ? 'summary' : 'summaries'}, ${report.copies.length} ${report.copies.length === 1 ? 'copy' : 'copies'}, ${report.references.length} ${report.references.length === 1 ? 'reference' : 'references'} and ${report.blobs.length} @blob ${report.blobs.length === 1 ? 'field' : 'fields'}`;
-  if (report.ok) {
-    lines.push(`verify: ok — ${what} match their primaries (${report.scanned} entities read in ${report.seconds.toFixed(1)} s)`);
-    return lines.join('\n');
-  }
-  // What fails, by kind and by name, each with the command that repairs it.
-  const kinds = [
+  if (report.ok) return `verify: ok — ${what} match their primaries (${report.scanned} entities read in ${report.seconds.toFixed(1)} s)`;
+  const kinds = failingKinds(report);
+  const where = kinds.map((k) => `${k.failing.length} of ${k.of} ${k.of === 1 ? k.one : k.many} (${k.failing.join(', ')})`).join(', ');
+  const repairs = kinds.map((k) => k.repair).join(', ');
+  return `verify: ${report.problems} problems in ${where} (${report.scanned} entities read in ${report.seconds.toFixed(1)} s); repair with ${repairs}`;
+}
+
+/** Each kind with problems: the names failing, of how many, and the command that repairs them. */
+function failingKinds(report: VerifyReport): Array<{ failing: string[]; of: number; one: string; many: string; repair: string }> {
+  return [
     {
       failing: report.indexes.filter((d) => problemCount(d) > 0).map((d) => `${d.type}.${d.index}`),
       of: report.indexes.length,
@@ -230,10 +233,6 @@ export function formatVerifyReport(report: VerifyReport, limit = 50): string {
       repair: 'a delete of each dangling entity (the worker deletes join entities once their target is deleted)',
     },
   ].filter((k) => k.failing.length > 0);
-  const where = kinds.map((k) => `${k.failing.length} of ${k.of} ${k.of === 1 ? k.one : k.many} (${k.failing.join(', ')})`).join(', ');
-  const repairs = kinds.map((k) => k.repair).join(', ');
-  lines.push(`verify: ${report.problems} problems in ${where} (${report.scanned} entities read in ${report.seconds.toFixed(1)} s); repair with ${repairs}`);
-  return lines.join('\n');
 }
 
 /** Shows the progress of a maintenance scan; `stop` ends the bar (or logs the last line). */

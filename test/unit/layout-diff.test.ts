@@ -4,12 +4,12 @@
  * remedy and, where it holds only while entities are stored, a probe — and two schemas that store the same data
  * in the same places (queries, descriptions, @auth aside) have the same layout hash.
  */
-import { compileSchema } from '../src/compiler/compile';
-import { diffLayouts } from '../src/evolution/layout-diff';
-import { layoutHash, recordLayout } from '../src/evolution/layout-record';
+import { compileSchema } from '../../src/compiler/compile';
+import { diffLayouts } from '../../src/evolution/layout-diff';
+import { layoutHash, recordLayout } from '../../src/evolution/layout-record';
 import { isEnumType } from 'graphql';
 import fs from 'node:fs';
-import { DIRECTIVES_FILE } from './support/harness';
+import { DIRECTIVES_FILE } from '../support/harness';
 
 const DIRECTIVES = fs.readFileSync(DIRECTIVES_FILE, 'utf8');
 

@@ -171,6 +171,20 @@ const byCoordinate = <T extends { coordinate: string }>(a: T, b: T) => a.coordin
 
 /** The whole design: fields (root Query fields first, then by coordinate), summaries, references, mutations. */
 export function explainModel(model: Model): Explanation {
+  return {
+    hotPartitions: hotPartitions(model),
+    fields: fieldPlans(model),
+    summaries: summaryPlans(model),
+    references: referencePlans(model),
+    copies: copyPlans(model),
+    blobs: blobPlans(model),
+    mutations: mutationPlans(model),
+    subscriptions: subscriptionPlans(model),
+  };
+}
+
+/** Each field served by an access path: root Query fields first, then by coordinate. */
+function fieldPlans(model: Model): FieldPlan[] {
   const fields = [...model.accessPaths.values()].map((path): FieldPlan => ({
     coordinate: path.coordinate,
     kind: path.kind,
@@ -189,7 +203,11 @@ export function explainModel(model: Model): Explanation {
   }));
   const rank = (p: FieldPlan) => (p.coordinate.startsWith('Query.') ? 0 : 1);
   fields.sort((a, b) => rank(a) - rank(b) || byCoordinate(a, b));
+  return fields;
+}
 
+/** Each summary: what it counts or sums, through which reference, kept where. */
+function summaryPlans(model: Model): SummaryPlan[] {
   const summaries = [...model.summaries].map(([coordinate, s]): SummaryPlan => ({
     coordinate,
     of: s.of.name,
@@ -198,7 +216,11 @@ export function explainModel(model: Model): Explanation {
     terms: s.terms.map((t) => t.map((f) => ('field' in f ? f.field : String(f.constant))).join(' * ')),
     keptIn: s.scope,
   }));
+  return summaries;
+}
 
+/** Each reference between entity types, by coordinate. */
+function referencePlans(model: Model): ReferencePlan[] {
   const references = [...model.accessPaths.values()]
     .filter((p): p is PointPath => p.kind === 'point' && model.entities.has(p.parentType))
     .map((p) => ({ path: p, bindings: [...p.partitionKey.bindings.values(), ...p.rowKey.bindings.values()] }))
@@ -211,7 +233,11 @@ export function explainModel(model: Model): Explanation {
       checkOnWrite: path.checkOnWrite,
     }))
     .sort(byCoordinate);
+  return references;
+}
 
+/** Each mutation: what its EGT writes and what the worker does after it. */
+function mutationPlans(model: Model): MutationPlan[] {
   const mutations = [...model.writes].map(([coordinate, w]): MutationPlan => {
     const indexes = [...w.entity.indexes.values()];
     return {
@@ -233,6 +259,11 @@ export function explainModel(model: Model): Explanation {
       blobs: [...w.inputFields].filter((f) => w.entity.fields.get(f)?.blob),
     };
   });
+  return mutations;
+}
+
+/** Each `@blob` field, by coordinate. */
+function blobPlans(model: Model): BlobPlan[] {
   const blobs = [...model.entities.values()]
     .flatMap((e) =>
       blobFields(e).map(({ name, blob }): BlobPlan => ({
@@ -244,7 +275,11 @@ export function explainModel(model: Model): Explanation {
       })),
     )
     .sort(byCoordinate);
+  return blobs;
+}
 
+/** Each copied field (`@copy`), by coordinate. */
+function copyPlans(model: Model): CopyPlan[] {
   const copies = [...model.copiesOf.values()]
     .flat()
     .map((c): CopyPlan => ({
@@ -254,7 +289,11 @@ export function explainModel(model: Model): Explanation {
       foundThrough: c.reverse.coordinate,
     }))
     .sort(byCoordinate);
+  return copies;
+}
 
+/** Each `@subscribe` field, by coordinate. */
+function subscriptionPlans(model: Model): SubscriptionPlan[] {
   const subscriptions = [...model.subscriptions.values()]
     .map((sub): SubscriptionPlan => ({
       coordinate: sub.coordinate,
@@ -264,8 +303,7 @@ export function explainModel(model: Model): Explanation {
       after: sub.after ?? null,
     }))
     .sort(byCoordinate);
-
-  return { hotPartitions: hotPartitions(model), fields, summaries, references, copies, blobs, mutations, subscriptions };
+  return subscriptions;
 }
 
 /**
