@@ -60,6 +60,15 @@ export default tseslint.config(
       'import/resolver': { node: { extensions: ['.ts', '.js'] } },
     },
     rules: {
+      // Long signatures and functions are cut into parameter objects and named phases (never by a line count alone).
+      'max-params': ['error', 5],
+      'max-lines-per-function': ['error', { max: 80 }],
+      // Every name imported from its one home: no module forwards another's exports.
+      'no-restricted-syntax': [
+        'error',
+        { selector: 'ExportNamedDeclaration[source]', message: "Import the name from its own module; don't re-export it." },
+        { selector: 'ExportAllDeclaration', message: "Import the names from their own module; don't re-export them." },
+      ],
       'boundaries/no-unknown-files': 'error',
       'boundaries/dependencies': [
         'error',

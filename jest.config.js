@@ -9,6 +9,9 @@ module.exports = {
   // Two files at once, each worker with an Azurite of its own (test/setup/global-setup.ts): most files wait on
   // storage, leases and timeouts more than they compute.
   maxWorkers: 2,
+  // Generous: a test's storage calls may meet one of Azurite's queue clean-up pauses (test/support/harness.ts).
+  // (A project's own testTimeout is not read: it is the run's.)
+  testTimeout: 60000,
   projects: [
     {
       displayName: 'unit',
@@ -27,8 +30,6 @@ module.exports = {
       transform,
       globalSetup: '<rootDir>/test/setup/global-setup.ts',
       globalTeardown: '<rootDir>/test/setup/global-teardown.ts',
-      // Generous: a test's storage calls may meet one of Azurite's queue clean-up pauses (test/support/harness.ts).
-      testTimeout: 60000,
     },
   ],
 };

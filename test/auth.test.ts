@@ -5,6 +5,7 @@
  * to start without authentication unless TABLEGRAPH_AUTH=off says so.
  */
 import { createServer, type Server } from 'node:http';
+import { expectNoRequestReads } from './support/request-reads';
 import type { AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair, SignJWT, type KeyLike } from 'jose';
 import { loadConfig } from '../src/runtime/config';
@@ -53,7 +54,7 @@ describe('HS256 (development and tests)', () => {
       expect(r.body.errors[0].extensions.code).toBe('UNAUTHENTICATED');
       expect(r.body.errors[0].message).toMatch(why);
     }
-    for (const spy of spies) expect(spy).not.toHaveBeenCalled();
+    expectNoRequestReads(spies, server.config.tablePrefix);
   });
 
   test('requests with no token or a refused one count against their address: past its rate, 429 RATE_LIMITED, not 401 for ever', async () => {

@@ -3,6 +3,7 @@
  * its queue is full), a request's deadline (no storage call after it), and rate limits per caller.
  */
 import { SignJWT } from 'jose';
+import { expectNoRequestReads } from './support/request-reads';
 import { StorageAdmission } from '../src/read/admission';
 import { RequestAdmission } from '../src/read/request-admission';
 import { gate } from './support/fanout-fixtures';
@@ -133,7 +134,7 @@ describe('the server', () => {
       // Wave 1: the department (slow, past the deadline); wave 2 — its employees — must not be sent.
       const r = await server.query('{ department(id: "Sales") { name employees { edges { node { id } } } } }');
       expect(r.errors?.[0].extensions).toMatchObject({ code: 'REQUEST_TIMEOUT' });
-      expect(range).not.toHaveBeenCalled();
+      expectNoRequestReads([range], server.config.tablePrefix);
     } finally {
       await server.close();
     }

@@ -3,6 +3,7 @@
  * that cannot be served, and refusing bad queries before any storage call.
  */
 import { spawnSync } from 'node:child_process';
+import { expectNoRequestReads } from './support/request-reads';
 import fs from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import net, { type AddressInfo } from 'node:net';
@@ -346,7 +347,7 @@ describe('refusing bad queries before storage', () => {
     expect(r.data).toBeUndefined();
     expect(r.errors![0].extensions.code).toBe('GRAPHQL_VALIDATION_FAILED');
     expect(r.errors![0].message).toContain(`Query depth limit of ${MAX_QUERY_DEPTH} exceeded`);
-    for (const spy of spies) expect(spy).not.toHaveBeenCalled();
+    expectNoRequestReads(spies, server.config.tablePrefix);
 
     // The same shape within the limit is served.
     const shallow = await server.query(`{ employee(departmentId: "Sales", id: "10") { department { employees { edges { node { id } } } } } }`);
@@ -368,7 +369,7 @@ describe('refusing bad queries before storage', () => {
     const r = (await res.json()) as any;
     expect(r.data).toBeUndefined();
     expect(['GRAPHQL_VALIDATION_FAILED', 'GRAPHQL_PARSE_FAILED']).toContain(r.errors[0].extensions.code);
-    for (const spy of spies) expect(spy).not.toHaveBeenCalled();
+    expectNoRequestReads(spies, server.config.tablePrefix);
   });
 
   test('a 1 MB comment or a 150,000-field document: refused by size (413) before it is parsed', async () => {
@@ -385,7 +386,7 @@ describe('refusing bad queries before storage', () => {
     const spies = spyStorage();
     const r = await server.query('{ department(id: "Sales" { name }');
     expect(r.errors![0].extensions.code).toBe('GRAPHQL_PARSE_FAILED');
-    for (const spy of spies) expect(spy).not.toHaveBeenCalled();
+    expectNoRequestReads(spies, server.config.tablePrefix);
   });
 });
 
