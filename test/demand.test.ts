@@ -6,7 +6,8 @@
 import { parse, type FragmentDefinitionNode, type OperationDefinitionNode } from 'graphql';
 import { expectNoRequestReads } from './support/request-reads';
 import { estimateDemand } from '../src/read/demand';
-import { compileHr, startSdlServer, startTestServer, type TestServer } from './support/harness';
+import path from 'node:path';
+import { compileHr, ROOT, startSdlServer, startTestServer, type TestServer } from './support/harness';
 import { writeFixtures } from './support/read-fixtures';
 
 const { schema, model } = compileHr('dm');
@@ -47,6 +48,19 @@ describe('the estimate', () => {
     const uncovered = '{ employeesByLastName(lastName: "WILLIAMS", first: 10) { edges { node { id annualSalary } } } }';
     expect(estimate(covered).storageCalls).toBe(1);
     expect(estimate(uncovered).storageCalls).toBe(11);
+  });
+
+  test('a many-to-many page: a read or two per node, none when the join entities hold every field the nodes select', async () => {
+    const { compileSchema } = await import('../src/compiler/compile');
+    const { loadSchemaSources } = await import('../src/compiler/load-schema');
+    const tracker = compileSchema(loadSchemaSources(path.join(ROOT, 'examples/tracker')));
+    const of = (q: string) => estimateDemand(tracker.schema, tracker.model, parse(q).definitions[0] as OperationDefinitionNode, {});
+    // IssueLabel holds the label's id (its key through the unique index byId) and a copy of its color.
+    const labels = (node: string) => `{ issue(projectKey: "P", number: "1") { labels(first: 10) { edges { node { ${node} } } } } }`;
+    expect(of(labels('id color')).storageCalls).toBe(2);
+    expect(of(labels('__typename color')).storageCalls).toBe(2);
+    expect(of(labels('id name')).storageCalls).toBe(2 + 10 * 2);
+    expect(of(labels('color etag')).storageCalls).toBe(2 + 10 * 2);
   });
 
   test('fragments count as written, a fragment cycle does not loop', () => {

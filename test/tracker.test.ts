@@ -346,6 +346,8 @@ describe('every access path against the fixtures', () => {
     });
     expect(covered.extensions.cost).toMatchObject({ pointQueries: 1, rangeQueries: 1, waves: 2 });
     expect(covered.extensions.consistency.indexes).toContain('IssueLabel.label');
+    // The demand estimate knows it too: the two calls made, not 2 + 2 per node.
+    expect(covered.extensions.cost.estimate.storageCalls).toBe(2);
     const named = await server.query('query($k: ID!, $n: ID!) { issue(projectKey: $k, number: $n) { labels(first: 5) { edges { node { name color } } } } }', {
       k: i.projectKey,
       n: i.number,
@@ -357,6 +359,8 @@ describe('every access path against the fixtures', () => {
     });
     expect(withEtag.data.issue.labels.edges.every((e: any) => typeof e.node.etag === 'string' && e.node.etag.length > 0)).toBe(true);
     expect(withEtag.extensions.cost.pointQueries).toBeGreaterThan(1);
+    for (const q of [named, withEtag])
+      expect(q.extensions.cost.estimate.storageCalls).toBeGreaterThanOrEqual(q.extensions.cost.pointQueries + q.extensions.cost.rangeQueries);
     // One range query, then one wave of point queries for the page's nodes.
     const label = labels.find((l) => issueLabels.filter((r) => r.projectKey === l.projectKey && r.labelId === l.id).length >= 3)!;
     const r = await server.query('query($k: ID!, $n: String!) { label(projectKey: $k, name: $n) { issues(first: 3) { edges { node { title } } } } }', {

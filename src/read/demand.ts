@@ -29,7 +29,7 @@ import {
   type OperationDefinitionNode,
   type SelectionSetNode,
 } from 'graphql';
-import type { AccessPath, Model } from '../model/types';
+import type { AccessPath, Model, RangePath } from '../model/types';
 import { RU_PER_ENTITY_READ } from './cost';
 
 /** The worst case of an operation: storage calls (calls), entities read (entities), response nodes (objects). */
@@ -139,7 +139,7 @@ class DemandWalk {
     const parts = path.kind === 'point' && !path.index ? (path.target.wide?.parts.length ?? 1) : 1;
     this.add('storageCalls', times * parts);
     this.add('entitiesRead', times * (path.kind === 'range' ? first + 1 : parts));
-    if (path.kind === 'range' && path.join) {
+    if (path.kind === 'range' && path.join && !this.joinCovers(path, named, node.selectionSet, at.seen)) {
       // A many-to-many page: one point query per join entity, for its node, in one wave — two through a unique
       // index of the target (the index entity, then the target its keys give).
       const perNode = path.join.reference.index ? 2 : 1;
@@ -156,6 +156,30 @@ class DemandWalk {
     const projection = path.index && !(path.kind === 'range' && path.join) && !decidesOnEntity ? path.index.projection : undefined;
     if (path.kind === 'range') this.visitConnection(named, node.selectionSet, Math.min(CAP, times * first), at.seen, projection);
     else this.visit(named, node.selectionSet, times, at.seen, projection);
+  }
+
+  /**
+   * Whether a many-to-many page is served from its join entities alone (path-resolvers.ts coveredEdges): every field
+   * of the target its nodes select, and every one its `@auth` decides on, is one the join entities hold (keys, copies).
+   */
+  private joinCovers(path: RangePath, connection: GraphQLObjectType, set: SelectionSetNode | undefined, seen: Set<string>): boolean {
+    const { covered } = path.join!;
+    const target = path.target;
+    // Any other field a node selects (a reference, a connection) may need fields the join does not hold: not covered.
+    const needed = [...this.nodeFields(connection, set, seen)].filter((f) => f !== '__typename');
+    return [...needed, ...target.authFields].every((f) => covered.has(f));
+  }
+
+  /** The names of the fields a connection's nodes select: under `edges { node }` and `nodes`. */
+  private nodeFields(connection: GraphQLObjectType, set: SelectionSetNode | undefined, seen: Set<string>): Set<string> {
+    const names = new Set<string>();
+    for (const { field, node, seen: inner } of this.fieldsOf(connection, set, seen)) {
+      const named = getNamedType(field.type);
+      if (!isObjectType(named)) continue;
+      if (field.name === 'edges') for (const f of this.nodeFields(named, node.selectionSet, inner)) names.add(f);
+      else if (this.model.entities.has(named.name)) for (const f of this.fieldsOf(named, node.selectionSet, inner)) names.add(f.field.name);
+    }
+    return names;
   }
 
   /** A connection's selection: `edges { node }` (and `nodes`, if a schema has it) `first` times; pageInfo once. */
