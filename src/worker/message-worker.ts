@@ -2,9 +2,8 @@
  * The message worker: a QueueWorker whose handler decodes each message of the queue (src/queue/messages.ts) and
  * sends each kind straight to its handler: a write's derived entities reconciled (reconciler.ts), a move carried out
  * (carry-out-move.ts), the blobs of `@blob` fields cleaned up (blob-cleanup.ts), or a batch's items (one group
- * commit's writes) each as the message it holds. Runs inside the server by
- * default and alone as `npm run worker`; several workers on one queue are competing consumers ("Eventually
- * consistent transactions pattern").
+ * commit's writes) each as the message it holds. Runs inside the server by default and alone as `npm run worker`;
+ * several workers on one queue are competing consumers ("Eventually consistent transactions pattern").
  */
 import type { Logger } from '../log';
 import type { Model } from '../model/types';
