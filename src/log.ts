@@ -29,7 +29,7 @@ export interface LoggerOptions {
 
 /**
  * Creates a logger writing to `destination`. Pretty output when that stream is a TTY, JSON otherwise.
- * Throws the Error pino throws for an unknown `level` (callers validate LOG_LEVEL through src/config.ts first).
+ * Throws the Error pino throws for an unknown `level` (callers validate LOG_LEVEL through src/runtime/config.ts first).
  */
 export function createLogger(opts: LoggerOptions = {}): Logger {
   const fd = opts.destination === 'stderr' ? 2 : 1;

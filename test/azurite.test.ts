@@ -1,6 +1,6 @@
 /**
  * Starting and stopping one Azurite (src/storage/azurite.ts), connection-string parsing (src/storage/connection.ts)
- * and the configuration (src/config.ts). The Azurite tests start their own Azurite processes; they do not use the
+ * and the configuration (src/runtime/config.ts). The Azurite tests start their own Azurite processes; they do not use the
  * test run's shared one. The embedded Azurite shared per data folder: embedded-azurite.test.ts.
  */
 import fs from 'node:fs';

@@ -5,7 +5,7 @@
  */
 import { entityWrites, indexWrite } from '../src/model/entity-codec';
 import type { EntityModel, Model } from '../src/model/types';
-import { differingProperties, resolveIndex, type IndexDiff } from '../src/maintenance/derived-state';
+import { differingProperties, resolveIndex, type IndexDiff } from '../src/maintenance/index-state';
 import { rebuildIndex } from '../src/maintenance/index-rebuild';
 import { formatVerifyReport, verifyDerived, type VerifyReport } from '../src/maintenance/verify-derived';
 import { TableStore } from '../src/storage/table-store';

@@ -10,7 +10,7 @@ import ms from 'ms';
 import { loadConfig } from '../runtime/config';
 import { createLogger } from '../log';
 import { expireTables } from '../maintenance/expire-tables';
-import { resolveEntity } from '../maintenance/derived-state';
+import { resolveEntity } from '../maintenance/index-state';
 import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { openStorage } from '../runtime/open-storage';
 import { runMain } from './run-main';

@@ -14,7 +14,7 @@ import { ErrorCode, TablegraphError } from '../errors';
 import { repairCopies } from '../maintenance/copy-state';
 import { rebuildIndex, type RebuildResult } from '../maintenance/index-rebuild';
 import { createScanReporter } from '../maintenance/verify-derived';
-import { resolveIndex } from '../maintenance/derived-state';
+import { resolveIndex } from '../maintenance/index-state';
 import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { openStorage } from '../runtime/open-storage';
 import { positiveIntArgument, runMain } from './run-main';

@@ -9,7 +9,7 @@ import { Command } from 'commander';
 import { loadConfig } from '../runtime/config';
 import { createLogger } from '../log';
 import { createScanReporter, formatVerifyReport, verifyDerived, type VerifyReport } from '../maintenance/verify-derived';
-import { resolveEntity } from '../maintenance/derived-state';
+import { resolveEntity } from '../maintenance/index-state';
 import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { openStorage } from '../runtime/open-storage';
 import { positiveIntArgument, runMain } from './run-main';

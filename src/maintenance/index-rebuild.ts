@@ -1,7 +1,7 @@
 /**
  * `rebuild-index`: makes one index equal to what the primary entities derive (docs/architecture.md, "Maintenance") —
  * for an index added to an existing schema, or one that verify found out of line. It reads whole tables on purpose
- * (derived-state.ts), then writes only what differs: the missing and different index entities, and deletes of the
+ * (index-state.ts), then writes only what differs: the missing and different index entities, and deletes of the
  * orphaned ones, as EGTs per partition ("Entity Group Transactions", "Index Entities Pattern").
  */
 import pLimit from 'p-limit';
@@ -12,7 +12,7 @@ import { limitsFor } from '../storage/limits';
 import type { StorageObserver, TransactionOperation } from '../storage/storage-types';
 import { planEgtBatches } from '../write/egt-batches';
 import { addressKey } from '../storage/address-key';
-import { readDerivedState, resolveIndex, type DerivedState, type ScanProgress } from './derived-state';
+import { readIndexState, resolveIndex, type IndexState, type ScanProgress } from './index-state';
 import { settlePrimary } from '../write/index-settle';
 import { addressOfWrite } from '../model/entity-codec';
 
@@ -71,7 +71,7 @@ export interface RebuildResult {
  * either unseen or seen with an ETag that no longer matches. A primary written meanwhile is re-derived by the
  * worker anyway (its fan-out message is queued before its EGT commits); one whose old index entity its writer
  * removed before this rebuild inserted it again is found by reading each repaired primary once more after the
- * writes, and settled (src/derived/index-settle.ts). A unique index's reservation made for a create still in
+ * writes, and settled (src/write/index-settle.ts). A unique index's reservation made for a create still in
  * flight looks orphaned. Run verify once the work queue
  * drained. Addresses that several primaries derive (a violated unique index) and primaries that cannot derive
  * (bad key values) are counted in `unresolved`, not guessed at.
@@ -85,7 +85,7 @@ export async function rebuildIndex(opts: RebuildIndexOptions): Promise<RebuildRe
   const index = resolveIndex(opts.model, opts.type, opts.index);
   const progress: RebuildProgress = { phase: 'scan', table: index.layout.table, scanned: 0, upserted: 0, deleted: 0 };
   const report = () => opts.onProgress?.({ ...progress });
-  const [state] = await readDerivedState({
+  const [state] = await readIndexState({
     store,
     indexes: [index],
     observer,
@@ -157,7 +157,7 @@ export async function rebuildIndex(opts: RebuildIndexOptions): Promise<RebuildRe
 }
 
 /** Conditional deletes (If-Match: the ETag read) grouped into EGTs per table and partition, `max` each. */
-function deleteBatches(orphans: DerivedState['orphans'], max: number): Array<{ table: string; ops: TransactionOperation[] }> {
+function deleteBatches(orphans: IndexState['orphans'], max: number): Array<{ table: string; ops: TransactionOperation[] }> {
   const groups = new Map<string, { table: string; ops: TransactionOperation[] }>();
   const batches: Array<{ table: string; ops: TransactionOperation[] }> = [];
   for (const o of orphans) {

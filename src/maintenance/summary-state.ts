@@ -17,7 +17,7 @@ import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/storage-types';
 import { addressKey } from '../storage/address-key';
 import { repairContributions, resumHolder } from './contribution-repair';
-import type { ScanProgress } from './derived-state';
+import type { ScanProgress } from './index-state';
 
 /** How one summary compares with a recount of what it summarises. Values as decimal text. */
 export interface SummaryDiff {

@@ -3,7 +3,7 @@
  * — the intra-partition indexes kept in the entity's EGT and the inter-partition ones the message worker keeps ("Index
  * Entities Pattern", "Eventually consistent transactions pattern") — and that every summary value equals a recount of
  * what it summarises (summary-state.ts), every copy its target (copy-state.ts), and that no blob of a `@blob` field
- * outlived its cleanup unnamed (blob-state.ts). It reads whole tables on purpose (derived-state.ts): a maintenance
+ * outlived its cleanup unnamed (blob-state.ts). It reads whole tables on purpose (index-state.ts): a maintenance
  * command, never a request path.
  *
  * Inter-partition indexes lag behind their primaries by the work queue during normal operation, and verify
@@ -14,7 +14,7 @@ import { SingleBar } from 'cli-progress';
 import type { Model } from '../model/types';
 import type { StorageObserver } from '../storage/storage-types';
 import type { TableStore } from '../storage/table-store';
-import { problemCount, readDerivedState, resolveEntity, type IndexDiff, type ScanProgress } from './derived-state';
+import { problemCount, readIndexState, resolveEntity, type IndexDiff, type ScanProgress } from './index-state';
 import { readReferenceState, type ReferenceDiff } from './reference-state';
 import { readCopyState, type CopyDiff } from './copy-state';
 import { readSummaryState, summaryProblems, type SummaryDiff } from './summary-state';
@@ -64,7 +64,7 @@ export async function verifyDerived(opts: VerifyOptions): Promise<VerifyReport> 
   const entities = (opts.types ?? [...opts.model.entities.keys()]).map((t) => resolveEntity(opts.model, t));
   const indexes = entities.flatMap((e) => [...e.indexes.values()]);
   let scanned = 0;
-  const states = await readDerivedState({
+  const states = await readIndexState({
     store: opts.store,
     indexes,
     observer: opts.observer,

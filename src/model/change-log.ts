@@ -181,7 +181,7 @@ export function isChangeEntity(e: EntityToWrite): boolean {
  * The EGT's operations with every change entity's RowKey made anew from the time now (nextChangeTime), keeping its
  * write id: called right before the EGT is sent, so that a change's time is never earlier than its EGT by more than
  * that call's own time (the storage timeout), however long the write waited for reads, its message and its
- * reservations. The change log's readers count on that bound (src/server/subscriptions/change-poller.ts).
+ * reservations. The change log's readers count on that bound (src/read/change-poller.ts).
  */
 export function stampChanges(operations: readonly TransactionOperation[]): TransactionOperation[] {
   return operations.map((op) => {

@@ -203,7 +203,7 @@ export class PartitionCommitter {
    * added and its build has not reached yet (src/evolution/index-build.ts) — is a refusal of the whole EGT, nothing
    * applied: the EGT without that delete is what the writes mean, and is sent instead. Once it is applied, the build
    * may have inserted that index entity meanwhile, from the entity's older state: it is deleted then unless the
-   * entity as it is now derives it (src/derived/index-settle.ts deleteUnlessDerived).
+   * entity as it is now derives it (src/write/index-settle.ts deleteUnlessDerived).
    */
   private async submit(
     group: GroupPlan<PendingWrite>,

@@ -1,5 +1,5 @@
 /**
- * The subscription's event queue (src/server/subscriptions/event-queue.ts): events in order; a subscriber that falls
+ * The subscription's event queue (src/read/event-queue.ts): events in order; a subscriber that falls
  * behind gets what was waiting, then one last event carrying the error, then the end; a client that leaves while
  * waiting ends it at once, and the poller stops feeding it.
  */

@@ -249,7 +249,7 @@ function webSocketTransport(options: TransportOptions): WebSocketServer {
   return wss;
 }
 
-/** Both transports, over one schema with `@subscribe` fields attached (subscription-fields.ts). */
+/** Both transports, over one schema with `@subscribe` fields attached (src/resolvers/subscription-resolvers.ts). */
 export function subscriptionTransports(options: TransportOptions): SubscriptionTransports {
   const streams = new Set<ServerResponse>();
   const sseHandler = sseTransport(options);

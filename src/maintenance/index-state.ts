@@ -54,11 +54,11 @@ export interface IndexDiff {
 }
 
 /** An IndexDiff plus what a rebuild needs to repair it. */
-export interface DerivedState {
+export interface IndexState {
   diff: IndexDiff;
   /**
    * Missing (no `etag`) and different (`etag` = the ETag read) index entities, as they should be, with the primary
-   * that derives each and its ETag as read (a rebuild settles a primary written since: src/derived/index-settle.ts).
+   * that derives each and its ETag as read (a rebuild settles a primary written since: src/write/index-settle.ts).
    */
   repairs: Array<{ write: TableWrite; etag?: string; primary: EntityAddress; primaryEtag: string }>;
   /** The orphaned index entities with the ETag read, for a conditional delete. */
@@ -71,7 +71,7 @@ export interface ScanProgress {
   scanned: number;
 }
 
-export interface ReadDerivedStateOptions {
+export interface ReadIndexStateOptions {
   store: TableStore;
   /** The indexes to read (of one or several entity types, any scope). */
   indexes: IndexModel[];
@@ -115,7 +115,7 @@ class Tracker {
   readonly unclaimed = new Map<string, StoredEntity>();
   /** Every address derived so far → the primaries deriving it (more than one: a duplicate). */
   readonly derivedBy = new Map<string, EntityAddress[]>();
-  readonly state: DerivedState;
+  readonly state: IndexState;
 
   constructor(readonly index: IndexModel) {
     const { entity, layout, scope, entityType, name } = index;
@@ -180,7 +180,7 @@ class Tracker {
     this.state.repairs.push({ write, etag: actual.etag, primary: primaryAt, primaryEtag: primary.etag });
   }
 
-  finish(): DerivedState {
+  finish(): IndexState {
     const { diff } = this.state;
     for (const actual of this.unclaimed.values()) {
       const address = { table: this.index.layout.table, ...keysOf(actual) };
@@ -253,11 +253,11 @@ async function* scanTable(store: TableStore, table: string, observer?: StorageOb
 /**
  * Reads the index entities and the primary entities of `indexes` and compares them (see the file comment).
  * Tables holding only index entities are scanned first; a primary is compared once its index's table has been
- * read in full (until then it waits in memory). Returns one DerivedState per index, in the order given. The
+ * read in full (until then it waits in memory). Returns one IndexState per index, in the order given. The
  * result is a snapshot of the moment each table was read: writes made meanwhile may show up as differences.
  * @throws TablegraphError from the store (STORAGE_UNAVAILABLE, CONFIG_INVALID, …); a missing table reads as empty
  */
-export async function readDerivedState(opts: ReadDerivedStateOptions): Promise<DerivedState[]> {
+export async function readIndexState(opts: ReadIndexStateOptions): Promise<IndexState[]> {
   const { store, observer } = opts;
   const trackers = opts.indexes.map((i) => new Tracker(i));
   const primaryTables = new Set(trackers.map((t) => t.index.entity.layout.table));
