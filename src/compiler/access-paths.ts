@@ -176,13 +176,7 @@ function compilePoint(ctx: FieldContext, d: PointDirective, entities: Map<string
   if (!partitionKey || !rowKey || table === null) return undefined;
   return {
     kind: 'point',
-    coordinate: ctx.coordinate,
-    parentType: ctx.parent.name,
-    fieldName: ctx.field.name,
-    target,
-    index: layout.index,
-    table: layout.layout.table,
-    ...(table && { tableTemplate: table }),
+    ...pathCommon(ctx, target, layout, table),
     partitionKey,
     rowKey,
     // A reference: every key from the entity's own fields, none from an argument.
@@ -192,6 +186,24 @@ function compilePoint(ctx: FieldContext, d: PointDirective, entities: Map<string
       !target.implementations &&
       [...(table?.bindings.values() ?? []), ...partitionKey.bindings.values(), ...rowKey.bindings.values()].every((b) => b.source === 'parent'),
     node: d.node,
+  };
+}
+
+/** What a point and a range path both say: the field, its target, the layout read through, its table. */
+function pathCommon(
+  ctx: FieldContext,
+  target: EntityModel,
+  layout: { layout: Layout; index?: IndexModel },
+  table: BoundTemplate | undefined,
+): Pick<PointPath, 'coordinate' | 'parentType' | 'fieldName' | 'target' | 'index' | 'table' | 'tableTemplate'> {
+  return {
+    coordinate: ctx.coordinate,
+    parentType: ctx.parent.name,
+    fieldName: ctx.field.name,
+    target,
+    index: layout.index,
+    table: layout.layout.table,
+    ...(table && { tableTemplate: table }),
   };
 }
 
@@ -209,13 +221,7 @@ function compileRange(ctx: FieldContext, d: RangeDirective, inputs: PathInputs):
   if (!rows) return undefined;
   return {
     kind: 'range' as const,
-    coordinate: ctx.coordinate,
-    parentType: ctx.parent.name,
-    fieldName: ctx.field.name,
-    target,
-    index: layout.index,
-    table: layout.layout.table,
-    ...(table && { tableTemplate: table }),
+    ...pathCommon(ctx, target, layout, table),
     partitionKey,
     ...pages,
     node: d.node,

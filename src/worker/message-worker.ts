@@ -183,16 +183,17 @@ function waitsForRekey(message: EntityMessage, opts: MessageWorkerOptions): bool
   }
 }
 
+/** What the reconciler and a move are both given of the worker's options. */
+function handlerOptions(opts: MessageWorkerOptions): Pick<ReconcileOptions, 'model' | 'store' | 'settleMs' | 'writer' | 'afterUpserts' | 'observer'> {
+  const { model, store, settleMs, writer, afterUpserts, observer } = opts;
+  return { model, store, settleMs, writer, afterUpserts, observer };
+}
+
 /** A write's derived entities reconciled (reconciler.ts). */
 async function handleFanout(message: FanoutMessage, opts: MessageWorkerOptions): Promise<HandlerResult> {
   if (waitsForRekey(message, opts)) return { kind: 'retryLater', afterMs: REKEY_WAIT_MS };
   const result = await reconcile(message, {
-    model: opts.model,
-    store: opts.store,
-    settleMs: opts.settleMs,
-    writer: opts.writer,
-    afterUpserts: opts.afterUpserts,
-    observer: opts.observer,
+    ...handlerOptions(opts),
     onUniqueConflict: (address) =>
       opts.log?.warn(
         { messageId: message.id, table: address.table, key: address.partitionKey },
@@ -206,13 +207,8 @@ async function handleFanout(message: FanoutMessage, opts: MessageWorkerOptions):
 async function handleMove(message: MoveMessage, opts: MessageWorkerOptions): Promise<HandlerResult> {
   if (waitsForRekey(message, opts)) return { kind: 'retryLater', afterMs: REKEY_WAIT_MS };
   const result = await carryOutMove(message, {
+    ...handlerOptions(opts),
     movedTo: opts.gate?.movedTo && ((type, moveId, enqueuedAt) => opts.gate!.movedTo!(type, moveId, enqueuedAt)),
-    model: opts.model,
-    store: opts.store,
-    settleMs: opts.settleMs,
-    writer: opts.writer,
-    afterUpserts: opts.afterUpserts,
-    observer: opts.observer,
   });
   if (result.kind === 'retryLater') return result;
   if (result.outcome === 'abandoned') {
