@@ -143,10 +143,12 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
       // The worker first: it finishes the messages in hand (never half-applied) and takes no new one; builds stop
       // after their step in hand, its checkpoint written.
       await worker?.stop();
-      await deployment.close();
       // WebSockets and event streams are not idle connections: they are told the server goes away, then closed.
       await closeSubscriptions();
       await closeHttp(server, graceMs);
+      // Its presence (the schema version it serves) goes only once its requests have ended: a build that waits for
+      // this version to leave (a summary it does not keep) must not recount while one of its writes still commits.
+      await deployment.close();
       await apollo.stop();
     },
   };
