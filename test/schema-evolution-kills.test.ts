@@ -269,4 +269,4 @@ test('a new summary and a new copy, each build killed twice mid-build while memb
     await older?.close().catch(() => undefined);
     d.remove();
   }
-}, 240_000);
+}, 300_000);

@@ -356,6 +356,56 @@ test('a new summary and a new copy built online while members and team titles ch
   }
 }, 180_000);
 
+test('a summary and a copy whose first pass an older-version server wrote after: not ready while it runs, passed again once it stops, then exact; verify clean', async () => {
+  const d = new Deployment();
+  const older = await d.start(TEAMS_V1, { TABLEGRAPH_WORKER: 'off' });
+  let server: Awaited<ReturnType<typeof d.start>> | undefined;
+  try {
+    const teams = ['t0', 't1', 't2', 't3'];
+    for (const teamId of teams) await ok(older, 'createTeam', { teamId, title: `Team ${teamId}` });
+    for (let i = 0; i < 24; i++) await ok(older, 'createMember', { teamId: teams[i % 4], id: i, name: `N${i}` });
+
+    // A server of the new version builds both paths while the older one still runs: each scan ends, then waits.
+    server = await d.start(TEAMS_V2, { TABLEGRAPH_BUILD_PAGE_SIZE: '2' });
+    const scanned = await d.waitFor(
+      (p) => ['summary:Team.memberCount', 'copy:Member.teamTitle'].every((id) => p.get(id)?.scanned && p.get(id)?.state === 'building'),
+      60_000,
+    );
+    expect(scanned.get('summary:Team.memberCount')).toMatchObject({ needsRepair: true, takeovers: 0 });
+
+    // After every page was recounted and compared, the older server — which keeps neither path — adds to t0, takes
+    // from t1, and renames t2.
+    for (const id of [100, 101, 102]) await ok(older, 'createMember', { teamId: 't0', id, name: 'Late' });
+    await ok(older, 'deleteMember', { teamId: 't1', id: 1 });
+    await ok(older, 'updateTeam', { teamId: 't2', title: 'Renamed by the older server' });
+    await sleep(1000);
+    const waiting = await server.query('{ team(teamId: "t0") { memberCount } }');
+    expect(waiting.errors?.[0]?.extensions).toMatchObject({ code: 'ACCESS_PATH_BUILDING', accessPath: 'summary:Team.memberCount' });
+
+    await older.close();
+    const built = await d.waitFor((p) => p.get('summary:Team.memberCount')!.state === 'ready' && p.get('copy:Member.teamTitle')!.state === 'ready', 60_000);
+    await d.drained(server);
+
+    const report = await verifyDerived({ store: testStore(), model: d.model(TEAMS_V2) });
+    expect(formatVerifyReport(report)).toMatch(/^verify: ok/m);
+    await sleep(2500); // a server learns a state within 2 s (its refresh)
+    const r = await server.query(
+      '{ t0: team(teamId: "t0") { memberCount } t1: team(teamId: "t1") { memberCount } t2: team(teamId: "t2") { title members(first: 10) { edges { node { teamTitle } } } } }',
+    );
+    expect(r.errors).toBeUndefined();
+    expect(r.data.t0.memberCount).toBe(9);
+    expect(r.data.t1.memberCount).toBe(5);
+    expect(r.data.t2.members.edges.map((e: { node: { teamTitle: string } }) => e.node.teamTitle)).toEqual(Array(6).fill('Renamed by the older server'));
+    // The second pass read every holder (4) and every member (26) again.
+    expect(built.get('summary:Team.memberCount')!.read).toBe(8);
+    expect(built.get('copy:Member.teamTitle')!.read).toBe(24 + 26);
+  } finally {
+    await older.close().catch(() => undefined);
+    await server?.close();
+    d.remove();
+  }
+}, 120_000);
+
 test('two servers of a new version starting at once agree on one deployment and one build', async () => {
   const d = new Deployment();
   const first = await d.start(V1);

@@ -14,9 +14,10 @@
  *
  * Each step renews the lease and writes the checkpoint with If-Match (a long one renews the lease as it runs): a
  * worker that lost its lease (it stalled, and another took the build over) stops at its next step, and its last step
- * is redone. A build taken over, or one during which a server of an older schema version was running (it does not
- * keep the new path), ends with a repair pass — the whole index compared with its entities and made equal
- * (src/maintenance/index-rebuild.ts) — once no such server is left. Writes are throttled to `entitiesPerSecond`.
+ * is redone. An index build taken over, and any build during which a server of an older schema version was running
+ * (it does not keep the new path), ends once no such server is left with a repair pass: an index's table compared
+ * whole with its entities and made equal (src/maintenance/index-rebuild.ts); a summary's or a copy's build done again
+ * from its start (secondPass). Writes are throttled to `entitiesPerSecond`.
  */
 import { ErrorCode, isTablegraphError, TablegraphError, type ReasonName } from '../errors';
 import type { Logger } from '../log';
@@ -132,7 +133,7 @@ export class BuildRunner {
     return rekeying.size > 0 && pathTypes(this.opts.model, row.id).some((t) => rekeying.has(t));
   }
 
-  /** Takes the build's lease; a build taken from another worker's lapsed lease must end with a repair pass. */
+  /** Takes the build's lease; an index build taken from another worker's lapsed lease must end with a repair pass. */
   private async lease(row: PathRecord): Promise<PathRecord | null> {
     const takenOver = !!row.leaseOwner && row.leaseOwner !== this.opts.instance;
     const next = await this.opts.catalogue.putPath({
@@ -140,7 +141,7 @@ export class BuildRunner {
       leaseOwner: this.opts.instance,
       leaseUntil: this.now + (this.opts.leaseMs ?? 30000),
       takeovers: row.takeovers + (takenOver ? 1 : 0),
-      needsRepair: row.needsRepair || takenOver,
+      needsRepair: row.needsRepair || (takenOver && cutShortLeavesWork(row)),
       updatedAt: this.now,
     });
     if (next && takenOver)
@@ -162,8 +163,9 @@ export class BuildRunner {
       try {
         ({ row, waiting } = await this.step(before));
       } catch (e) {
-        // A step cut short may have written part of its page: the build must end with a repair pass.
-        await this.opts.catalogue.putPath({ ...before, needsRepair: true, updatedAt: this.now }).catch(() => undefined);
+        // An index step cut short may have written part of its page: the build must end with a repair pass.
+        const needsRepair = before.needsRepair || cutShortLeavesWork(before);
+        await this.opts.catalogue.putPath({ ...before, needsRepair, updatedAt: this.now }).catch(() => undefined);
         throw e;
       }
     }
@@ -204,6 +206,8 @@ export class BuildRunner {
         Object.assign(next, await this.scanStep(row));
       } else if (!waiting && row.kind === 'rekey') {
         Object.assign(next, await this.finishRekey(row));
+      } else if (!waiting && next.needsRepair && (row.kind === 'summary' || row.kind === 'copy')) {
+        Object.assign(next, this.secondPass(row));
       } else if (!waiting) {
         if (next.needsRepair) await this.repair(row);
         Object.assign(next, { state: 'ready', finishedAt: this.now, leaseOwner: undefined, leaseUntil: undefined, needsRepair: false });
@@ -387,7 +391,8 @@ export class BuildRunner {
       for (const row of await catalogue.paths()) {
         if (!['index', 'summary', 'copy'].includes(row.kind) || row.state === 'retired' || !this.holds(row)) continue;
         if (!pathTypes(model, row.id).includes(type)) continue;
-        if (row.state === 'building' && row.version >= version && row.read === 0 && row.needsRepair && !row.leaseOwner) continue; // set back already
+        const atStart = row.state === 'building' && row.version >= version && row.read === 0 && !row.leaseOwner;
+        if (atStart && (row.needsRepair || row.kind !== 'index')) continue; // set back already
         const fresh = row.state !== 'ready';
         const next = await catalogue.putPath({
           ...row,
@@ -395,7 +400,7 @@ export class BuildRunner {
           version: Math.max(row.version, version),
           checkpoint: '',
           scanned: row.kind === 'index' && !fresh,
-          needsRepair: true,
+          needsRepair: row.kind === 'index', // a summary's or a copy's build is a whole pass: it needs no second
           read: 0,
           written: 0,
           skipped: 0,
@@ -477,9 +482,19 @@ export class BuildRunner {
     return { ...counts, checkpoint: page.continuationToken ?? '', scanned: !page.continuationToken };
   }
 
+  /**
+   * A summary's or a copy's pass again from its start, once the servers of an older version that wrote during the
+   * first have stopped: they wrote without keeping the path — an entity summed in after its holder's page was
+   * recounted, a target changed after its copies' page was compared — and only a whole pass finds every such value.
+   */
+  private secondPass(row: PathRecord): Partial<PathRecord> {
+    this.opts.log?.info({ path: row.id }, 'schema build: a second pass (a server of an older version wrote during the first)');
+    return { checkpoint: '', scanned: false, needsRepair: false };
+  }
+
   /** The repair pass: the whole index compared with its entities and made equal (conditional writes). */
   private async repair(row: PathRecord): Promise<void> {
-    if (row.kind !== 'index') return; // a summary's and a copy's step is a whole pass already
+    if (row.kind !== 'index') return;
     const [type, name] = row.id.slice(row.id.indexOf(':') + 1).split('.');
     this.opts.log?.info({ path: row.id }, 'schema build: repair pass (a step was cut short, or an older version wrote meanwhile)');
     await rebuildIndex({ store: this.opts.store, model: this.opts.model, type, index: name, concurrency: this.opts.concurrency, observer: this.opts.observer });
@@ -522,6 +537,15 @@ export function holdsPath(layout: RecordedLayout, row: PathRecord): boolean {
   if (row.kind !== 'rekey') return canonicalJson(layout.paths[row.id]?.definition) === canonicalJson(row.definition);
   const type = layout.types[typeOfRekey(row)];
   return !!type && canonicalJson(addressingOf(type)) === canonicalJson((row.definition as unknown as RekeyDefinition).to);
+}
+
+/**
+ * Whether a step cut short (a kill, a lost lease, a failure) leaves work only a repair pass finds: an index page's
+ * settling runs past its checkpoint. A summary's or a copy's page is redone from its checkpoint, each value written
+ * If-Match on what was read, and a re-key's switch is done again whole.
+ */
+function cutShortLeavesWork(row: PathRecord): boolean {
+  return row.kind === 'index';
 }
 
 /** The type a `rekey:<Type>` row re-keys. */

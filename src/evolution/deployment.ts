@@ -206,8 +206,9 @@ async function recordPaths(
       const definition = { from: addressingOf(layouts.before!.types[type]), to: addressingOf(layout.types[type]) };
       writes.push({ ...blank(change.pathId, 'building', { kind: 'rekey', definition }), ...(row && { etag: row.etag }) });
     } else if (change.class === 'build' || (change.class === 'compatible' && !row)) {
-      // A changed index's entities at its old keys go in the repair pass that ends its build.
-      const repair = change.class === 'build' && !!change.changed;
+      // A changed index's entities at its old keys go in the repair pass that ends its build (a summary's or a
+      // copy's build rewrites every value that differs already).
+      const repair = change.class === 'build' && !!change.changed && layout.paths[change.pathId].kind === 'index';
       writes.push({ ...blank(change.pathId, change.class === 'build' ? 'building' : 'ready'), needsRepair: repair, ...(row && { etag: row.etag }) });
     } else if (change.class === 'retire' && row && row.state !== 'retired') {
       writes.push({ ...row, state: 'retired', updatedAt: at, leaseOwner: undefined, leaseUntil: undefined });
