@@ -18,7 +18,7 @@ export function costExtensions(
   context: RequestContext,
   scoped: boolean,
   operation: { name?: string | null; type?: string },
-): { cost: Record<string, unknown>; consistency: Record<string, unknown> } {
+): { cost: object; consistency: Record<string, unknown> } {
   const cost = context.cost.snapshot();
   // The request's span (spans.ts) carries what the response says it cost. Built only with tracing on.
   if (tracingOn()) {
@@ -28,12 +28,19 @@ export function costExtensions(
       ...Object.fromEntries(Object.entries(cost).map(([k, v]) => [`tablegraph.cost.${k}`, v])),
     });
   }
-  const eventual = [...context.eventuallyConsistent].sort();
-  const summaries = [...context.eventualSummaries].sort();
   const estimate = context.demand && { estimate: context.demand };
-  const shown = scoped ? { withheld: 'ScopedRead', partitionScans: cost.partitionScans, tableScans: cost.tableScans, ...estimate } : { ...cost, ...estimate };
-  return {
-    cost: shown,
-    consistency: { eventual: eventual.length + summaries.length > 0, indexes: eventual, ...(summaries.length > 0 && { summaries }) },
-  };
+  // The snapshot is this request's own copy: the estimate goes in it rather than in one more copy.
+  const shown = scoped
+    ? { withheld: 'ScopedRead', partitionScans: cost.partitionScans, tableScans: cost.tableScans, ...estimate }
+    : Object.assign(cost, estimate);
+  return { cost: shown, consistency: consistencyOf(context) };
+}
+
+/** `extensions.consistency`: the eventually consistent indexes and summaries the request read, sorted by name. */
+function consistencyOf(context: RequestContext): Record<string, unknown> {
+  const { eventuallyConsistent, eventualSummaries } = context;
+  // Most requests read neither: their answer is made without building a list.
+  if (eventuallyConsistent.size === 0 && eventualSummaries.size === 0) return { eventual: false, indexes: [] };
+  const indexes = [...eventuallyConsistent].sort();
+  return { eventual: true, indexes, ...(eventualSummaries.size > 0 && { summaries: [...eventualSummaries].sort() }) };
 }

@@ -128,8 +128,8 @@ function asApolloFormats(e: GraphQLError): GraphQLFormattedError {
 }
 
 function answer(res: ServerResponse, r: { status: number; headers: Record<string, string>; body: Record<string, unknown> }): void {
-  res.statusCode = r.status;
-  res.setHeader('content-type', 'application/json; charset=utf-8');
-  for (const [k, v] of Object.entries(r.headers)) res.setHeader(k, v);
-  res.end(`${JSON.stringify(r.body)}\n`);
+  const text = `${JSON.stringify(r.body)}\n`;
+  // Its length said, node:http sends the answer whole, not framed as chunks.
+  res.writeHead(r.status, { ...r.headers, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
 }
