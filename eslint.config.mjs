@@ -103,14 +103,18 @@ export default tseslint.config(
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
   {
-    // The web client example: a browser script, with graphql-sse's browser build loaded before it.
-    files: ['examples/web-client/app.js'],
+    // Browser modules: the web client example, its service worker, and the sync package it is built on.
+    files: ['examples/web-client/*.js', 'packages/sync/*.js'],
     languageOptions: {
-      sourceType: 'script',
+      sourceType: 'module',
       globals: Object.fromEntries(
-        ['document', 'location', 'fetch', 'URLSearchParams', 'FormData', 'CSS', 'console', 'setTimeout', 'graphqlSse'].map((g) => [g, 'readonly']),
+        [
+          ...['document', 'location', 'navigator', 'fetch', 'URL', 'URLSearchParams', 'FormData', 'CSS', 'console'],
+          ...['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'globalThis', 'self', 'caches'],
+        ].map((g) => [g, 'readonly']),
       ),
     },
+    rules: { 'no-unused-vars': ['error', { varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_' }] },
   },
   {
     // Node's ES-module scripts (scripts/build-if-stale.mjs, the web client's static server).

@@ -4,47 +4,24 @@
  * requires a token. Both pages list the department's employees and follow `employeeChanged` over SSE; an employee
  * created through the form of one appears in the other.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import fs from 'node:fs';
-import path from 'node:path';
 import { SignJWT } from 'jose';
-import { chromium, type Browser } from 'playwright-core';
-import { ROOT, startTestServer, type TestServer } from './support/harness';
+import type { Browser } from 'playwright-core';
+import { startTestServer, type TestServer } from './support/harness';
+import { startWebClientRig, type WebClientRig } from './support/web-client';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const SECRET = 'a-web-client-secret-of-32-characters!';
 
-let web: ChildProcess;
+let rig: WebClientRig;
 let webUrl: string;
 let server: TestServer;
 let browser: Browser;
 
 beforeAll(async () => {
-  if (!fs.existsSync(CHROMIUM)) throw new Error(`No Chromium at ${CHROMIUM}: apt-get install chromium (.ci/run does)`);
-  web = spawn(process.execPath, [path.join(ROOT, 'examples/web-client/serve.mjs')], {
-    env: { ...process.env, PORT: '0' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  webUrl = await new Promise<string>((resolve, reject) => {
-    web.stdout!.on('data', (chunk: Buffer) => {
-      const m = /web client at (\S+)/.exec(chunk.toString());
-      if (m) resolve(m[1]);
-    });
-    web.once('exit', (code) => reject(new Error(`the web client's server exited (${code})`)));
-  });
-  server = await startTestServer({
-    TABLEGRAPH_JWT_SECRET: SECRET,
-    TABLEGRAPH_CORS_ORIGINS: new URL(webUrl).origin,
-    TABLEGRAPH_SUBSCRIPTION_POLL_MS: '200',
-  });
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
+  rig = await startWebClientRig(SECRET);
+  ({ webUrl, server, browser } = rig);
 }, 60_000);
 
-afterAll(async () => {
-  await browser?.close();
-  await server?.close();
-  web?.kill();
-});
+afterAll(() => rig?.close());
 
 test('an employee created in one page appears in the other', async () => {
   const token = await new SignJWT({ sub: 'admin@example.test', roles: ['hr-admin'] })
