@@ -78,8 +78,12 @@ export function followPartition(db, api, spec, on) {
     await tx.done;
   };
 
+  /** Each subscription's number: an event of an earlier one, come late, is not applied over a later one's. */
+  let generation = 0;
+
   const start = async () => {
     if (stopped) return;
+    const mine = ++generation;
     const row = await db.get('partitions', spec.partition);
     // No cursor (nothing changed since the load, or the server can no longer resume it): read again, keeping the
     // copy held until the new one is in.
@@ -114,6 +118,7 @@ export function followPartition(db, api, spec, on) {
       { query: spec.subscription.query, variables: { ...spec.subscription.variables, after: resuming ? row.cursor : null } },
       {
         next(result) {
+          if (mine !== generation) return;
           if (result.errors?.length) {
             const e = result.errors[0];
             ended = { code: e.extensions?.code, reason: e.extensions?.reason, error: new Error(`${e.extensions?.code}: ${e.message}`) };
@@ -121,7 +126,7 @@ export function followPartition(db, api, spec, on) {
           }
           const change = spec.subscription.event(result.data);
           if (buffered) buffered.push(change);
-          else enqueue(() => apply([change]));
+          else enqueue(() => (mine === generation ? apply([change]) : undefined));
         },
         error(e) {
           const first = Array.isArray(e) ? e[0] : undefined;
