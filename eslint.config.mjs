@@ -26,7 +26,7 @@ const folders = floors.flat().filter((type) => type !== 'base');
 const below = (level) => floors.slice(0, level).flat();
 
 export default tseslint.config(
-  { ignores: ['node_modules/', '.data/', 'dist/', 'coverage/', 'examples/hr/generated/'] },
+  { ignores: ['node_modules/', '.data/', 'dist/', 'coverage/', 'examples/hr/generated/', 'examples/web-client/generated/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   prettier,

@@ -4,25 +4,42 @@
  * that copy — so the page opens and lists the department offline too, after a reload (sw.js keeps its files). A
  * create and a title change go through the replica's outbox: shown at once (marked pending), sent when the API
  * answers, each update with the ETag it was based on. A change someone else made meanwhile comes back as a conflict,
- * with both versions and a choice. Plain browser modules, no build step.
+ * with both versions and a choice. Plain browser modules, no build step; the operations (operations.js) are typed
+ * from the schema, and this file is checked against their types in `npm test`.
  *
  * Page parameters: `api` (the GraphQL endpoint, default http://127.0.0.1:4000/graphql), `department` (default
  * Marketing), `token` (a bearer token, when the server requires one).
  */
-import { openReplica } from './sync/index.js';
+// @ts-check
+import { openReplica } from '@tablegraph/sync';
+import { CREATE_EMPLOYEE, DEPARTMENT_EMPLOYEES, EMPLOYEE_CHANGED, READ_EMPLOYEE, UPDATE_EMPLOYEE } from './operations.js';
+
+/**
+ * The operations' types, generated from the schema (operations.js says how).
+ * @typedef {import('./generated/operations').EmployeeFieldsFragment} Employee
+ * @typedef {import('./generated/operations').DepartmentEmployeesQuery} DepartmentEmployeesQuery
+ * @typedef {import('./generated/operations').EmployeeChangedSubscription} EmployeeChangedSubscription
+ * @typedef {import('./generated/operations').ReadEmployeeQuery} ReadEmployeeQuery
+ * @typedef {import('./generated/operations').CreateEmployeeMutation} CreateEmployeeMutation
+ * @typedef {import('./generated/operations').UpdateEmployeeMutation} UpdateEmployeeMutation
+ * @typedef {import('./generated/operations').CreateEmployeeInput} CreateEmployeeInput
+ * @typedef {import('./generated/operations').UpdateEmployeeInput} UpdateEmployeeInput
+ */
 
 const params = new URLSearchParams(location.search);
 const api = params.get('api') || 'http://127.0.0.1:4000/graphql';
 const department = params.get('department') || 'Marketing';
 const token = params.get('token');
+/** @param {string} id @returns {any} */
 const $ = (id) => document.getElementById(id);
 $('department').textContent = department;
 
-const FIELDS = 'id departmentId etag firstName lastName email title';
 const PARTITION = `Employee/${department}`;
 const readEmployee = {
-  query: `query ($d: ID!, $id: ID!) { employee(departmentId: $d, id: $id) { ${FIELDS} } }`,
+  query: READ_EMPLOYEE,
+  /** @param {{ departmentId: string, id: string }} input */
   variables: (input) => ({ d: input.departmentId, id: input.id }),
+  /** @param {ReadEmployeeQuery} data */
   pick: (data) => data.employee,
 };
 
@@ -31,22 +48,48 @@ if ('serviceWorker' in navigator) await navigator.serviceWorker.register('sw.js'
 const replica = await openReplica({
   name: `tablegraph-web-client ${api}`,
   url: api,
+  /** @returns {Record<string, string>} */
   headers: () => (token ? { authorization: `Bearer ${token}` } : {}),
 });
 replica.define('createEmployee', {
-  mutation: `mutation ($input: CreateEmployeeInput!) { createEmployee(input: $input) { employee { ${FIELDS} } } }`,
+  mutation: CREATE_EMPLOYEE,
+  /** @param {CreateEmployeeMutation} data */
   payload: (data) => data.createEmployee.employee,
   read: readEmployee,
 });
 replica.define('updateEmployee', {
-  mutation: `mutation ($input: UpdateEmployeeInput!) { updateEmployee(input: $input) { employee { ${FIELDS} } } }`,
+  mutation: UPDATE_EMPLOYEE,
+  /** @param {UpdateEmployeeMutation} data */
   payload: (data) => data.updateEmployee.employee,
   read: readEmployee,
 });
 
+/** @type {Promise<unknown> | null} */
+let drawing = null;
+let redraw = false;
+/**
+ * Draws the page again from the local copy: one drawing at a time, and one more when the copy changed meanwhile —
+ * two drawings at once could finish in the wrong order and leave an older copy on the page.
+ */
+function render() {
+  if (drawing) {
+    redraw = true;
+    return;
+  }
+  drawing = draw()
+    .catch((e) => ($('error').textContent = e.message))
+    .finally(() => {
+      drawing = null;
+      if (redraw) {
+        redraw = false;
+        render();
+      }
+    });
+}
+
 /** Draws the list, the outbox's size and the conflicts from the local copy. */
-async function render() {
-  const employees = (await replica.nodes(PARTITION)).sort((a, b) => Number(a.id) - Number(b.id));
+async function draw() {
+  const employees = /** @type {Array<Employee & { pending?: boolean }>} */ (await replica.nodes(PARTITION)).sort((a, b) => Number(a.id) - Number(b.id));
   $('employees').replaceChildren(
     ...employees.map((e) => {
       const item = document.createElement('li');
@@ -60,14 +103,17 @@ async function render() {
   $('conflicts').replaceChildren(...(await replica.conflicts()).map(conflictItem));
 }
 
-/** A conflict: what this page wrote, what is stored, and the two choices. */
+/**
+ * A conflict: what this page wrote, what is stored, and the two choices.
+ * @param {{ seq: number, write: { key: string, node: Employee | null }, stored: Employee | null }} c
+ */
 function conflictItem(c) {
   const item = document.createElement('li');
   item.dataset.id = c.write.key;
-  const show = (e) => (e ? `${e.firstName} ${e.lastName} — ${e.title ?? ''}` : 'deleted');
+  const show = (/** @type {Employee | null} */ e) => (e ? `${e.firstName} ${e.lastName} — ${e.title ?? ''}` : 'deleted');
   const text = document.createElement('span');
   text.textContent = `Conflict on ${c.write.key}: yours "${show(c.write.node)}", stored "${show(c.stored)}" `;
-  const choose = (label, choice) => {
+  const choose = (/** @type {string} */ label, /** @type {'mine' | 'stored'} */ choice) => {
     const button = document.createElement('button');
     button.textContent = label;
     button.dataset.choice = choice;
@@ -78,39 +124,51 @@ function conflictItem(c) {
   return item;
 }
 
+/** @type {Record<string, string>} */
 const statuses = {
   loading: 'loading…',
   live: 'live',
   reconnecting: 'offline: reconnecting…',
   'signed-out': 'signed out: open the page again with a new token',
 };
-replica.on('change', () => void render());
-replica.on('conflict', () => void render());
-replica.on('status', (_, status, error) => {
+replica.on('change', render);
+replica.on('conflict', render);
+replica.on('status', (/** @type {string} */ _, /** @type {string} */ status, /** @type {Error | undefined} */ error) => {
   $('status').textContent = statuses[status];
   if (error && status !== 'live') $('error').textContent = error.message;
 });
-replica.on('rejected', (_, error) => ($('error').textContent = error.message));
+replica.on('rejected', (/** @type {unknown} */ _, /** @type {Error} */ error) => ($('error').textContent = error.message));
 
 replica.follow({
   partition: PARTITION,
   load: {
-    query: `query ($id: ID!, $after: String) { department(id: $id) { employees(first: 100, after: $after) { edges { node { ${FIELDS} } } pageInfo { hasNextPage endCursor } } } }`,
+    query: DEPARTMENT_EMPLOYEES,
     variables: { id: department },
+    /** @param {DepartmentEmployeesQuery} data */
     connection: (data) => data.department?.employees ?? { edges: [], pageInfo: { hasNextPage: false, endCursor: null } },
   },
   subscription: {
-    query: `subscription ($d: ID!, $after: String) { employeeChanged(departmentId: $d, after: $after) { kind id cursor node { ${FIELDS} } } }`,
+    query: EMPLOYEE_CHANGED,
     variables: { d: department },
+    /** @param {EmployeeChangedSubscription} data */
     event: (data) => data.employeeChanged,
   },
+  /** @param {{ id: string }} e an employee, or a change (which carries the key fields) */
   key: (e) => e.id,
 });
 
-$('create').addEventListener('submit', async (event) => {
+$('create').addEventListener('submit', async (/** @type {SubmitEvent & { target: HTMLFormElement }} */ event) => {
   event.preventDefault();
   $('error').textContent = '';
-  const input = { departmentId: department, ...Object.fromEntries(new FormData(event.target)) };
+  const form = Object.fromEntries(new FormData(event.target));
+  /** @type {CreateEmployeeInput} */
+  const input = {
+    departmentId: department,
+    id: String(form.id),
+    firstName: String(form.firstName),
+    lastName: String(form.lastName),
+    email: String(form.email),
+  };
   await replica.write({
     definition: 'createEmployee',
     resendAs: { update: 'updateEmployee' },
@@ -124,13 +182,15 @@ $('create').addEventListener('submit', async (event) => {
   event.target.reset();
 });
 
-$('edit').addEventListener('submit', async (event) => {
+$('edit').addEventListener('submit', async (/** @type {SubmitEvent & { target: HTMLFormElement }} */ event) => {
   event.preventDefault();
   $('error').textContent = '';
-  const { id, title } = Object.fromEntries(new FormData(event.target));
-  const shown = (await replica.nodes(PARTITION)).find((e) => e.id === id);
+  const form = Object.fromEntries(new FormData(event.target));
+  const [id, title] = [String(form.id), String(form.title)];
+  const shown = /** @type {Array<Employee & { pending?: boolean }>} */ (await replica.nodes(PARTITION)).find((e) => e.id === id);
   if (!shown) return void ($('error').textContent = `no employee ${id} in ${department}`);
   const { pending: _, ...base } = shown;
+  /** @type {UpdateEmployeeInput} */
   const input = { departmentId: department, id, title };
   // Based on the ETag the page saw: a change made meanwhile by someone else comes back as a conflict.
   await replica.write({
@@ -146,4 +206,4 @@ $('edit').addEventListener('submit', async (event) => {
   event.target.reset();
 });
 
-await render();
+render();

@@ -18,6 +18,7 @@ const syncPackage = path.join(here, '..', '..', 'packages', 'sync');
 const FILES = {
   '/': { file: path.join(here, 'index.html'), type: 'text/html; charset=utf-8' },
   '/app.js': { file: path.join(here, 'app.js'), type: JS },
+  '/operations.js': { file: path.join(here, 'operations.js'), type: JS },
   '/sw.js': { file: path.join(here, 'sw.js'), type: JS },
   '/vendor/idb.js': { file: path.join(path.dirname(require.resolve('idb')), 'index.js'), type: JS },
   ...Object.fromEntries(

@@ -3,10 +3,11 @@
  * IndexedDB) so that the page opens offline. Network first, so a changed file is served as soon as it can be; the
  * copy kept when the network does not answer.
  */
-const CACHE = 'tablegraph-web-client-v1';
+const CACHE = 'tablegraph-web-client-v2';
 const SHELL = [
   './',
   'app.js',
+  'operations.js',
   'vendor/idb.js',
   'vendor/graphql-sse/client.mjs',
   'vendor/graphql-sse/common.mjs',

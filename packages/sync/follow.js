@@ -90,6 +90,8 @@ export function followPartition(db, api, spec, on) {
     const resuming = !!row?.loaded && !!row.cursor;
     if (!row?.loaded) on.status('loading');
     let buffered = resuming ? null : [];
+    /** Changes come, not yet applied (followed, not loading). */
+    const arrived = [];
     let ended = null;
     let over = false;
     let queue = Promise.resolve();
@@ -125,8 +127,11 @@ export function followPartition(db, api, spec, on) {
             return;
           }
           const change = spec.subscription.event(result.data);
-          if (buffered) buffered.push(change);
-          else enqueue(() => (mine === generation ? apply([change]) : undefined));
+          if (buffered) return void buffered.push(change);
+          // The changes that came while the last were applied go in together: one transaction, one redraw (a resume
+          // after a long drop delivers many at once).
+          arrived.push(change);
+          if (arrived.length === 1) enqueue(() => (mine === generation ? apply(arrived.splice(0)) : undefined));
         },
         error(e) {
           const first = Array.isArray(e) ? e[0] : undefined;

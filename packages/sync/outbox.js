@@ -22,7 +22,7 @@ const COMPARE = new Set(['CONFLICT', 'NOT_FOUND']);
  *   outbox stores only data
  * @property {string} mutation a mutation taking `$input`
  * @property {(data: any) => any} payload where the written entity is in its answer (null for a delete)
- * @property {{ query: string, variables: (input: Record<string, unknown>) => Record<string, unknown>, pick: (data: any) => any }} read
+ * @property {{ query: string, variables: (input: any) => Record<string, unknown>, pick: (data: any) => any }} read
  *   the point query of the written entity, its variables from the write's input, and where the entity is in its answer
  */
 
