@@ -6,12 +6,11 @@
  * leave the server (no CDN, no fonts, no telemetry), and the page's Content-Security-Policy must refuse nothing
  * GraphiQL needs.
  */
-import fs from 'node:fs';
 import { SignJWT } from 'jose';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
+import { launchChromium } from './support/chromium';
 import { startTestServer, type TestServer } from './support/harness';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const SECRET = 'an-ide-test-secret-of-at-least-32-chars';
 const README_QUERY = '{ department(id: "Marketing") { employeeCount employees { edges { node { id firstName lastName } } } } }';
 
@@ -19,12 +18,8 @@ let server: TestServer;
 let browser: Browser;
 
 beforeAll(async () => {
-  if (!fs.existsSync(CHROMIUM)) throw new Error(`No Chromium at ${CHROMIUM}: apt-get install chromium (.ci/run does)`);
   server = await startTestServer({ TABLEGRAPH_JWT_SECRET: SECRET });
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-  });
+  browser = await launchChromium();
 }, 60000);
 
 afterAll(async () => {

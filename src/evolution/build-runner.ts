@@ -17,7 +17,7 @@
  * is redone. An index build taken over, and any build during which a server of an older schema version was running
  * (it does not keep the new path), ends once no such server is left with a repair pass: an index's table compared
  * whole with its entities and made equal (src/maintenance/index-rebuild.ts); a summary's or a copy's build done again
- * from its start (secondPass). Writes are throttled to `entitiesPerSecond`.
+ * from its start (repair). Writes are throttled to `entitiesPerSecond`.
  */
 import { ErrorCode, isTablegraphError, TablegraphError, type ReasonName } from '../errors';
 import type { Logger } from '../log';
@@ -206,11 +206,9 @@ export class BuildRunner {
         Object.assign(next, await this.scanStep(row));
       } else if (!waiting && row.kind === 'rekey') {
         Object.assign(next, await this.finishRekey(row));
-      } else if (!waiting && next.needsRepair && (row.kind === 'summary' || row.kind === 'copy')) {
-        Object.assign(next, this.secondPass(row));
       } else if (!waiting) {
-        if (next.needsRepair) await this.repair(row);
-        Object.assign(next, { state: 'ready', finishedAt: this.now, leaseOwner: undefined, leaseUntil: undefined, needsRepair: false });
+        const ready: Partial<PathRecord> = { state: 'ready', finishedAt: this.now, leaseOwner: undefined, leaseUntil: undefined, needsRepair: false };
+        Object.assign(next, next.needsRepair ? await this.repair(row, ready) : ready);
       }
     } finally {
       next.etag = await lease.stop();
@@ -483,21 +481,22 @@ export class BuildRunner {
   }
 
   /**
-   * A summary's or a copy's pass again from its start, once the servers of an older version that wrote during the
-   * first have stopped: they wrote without keeping the path — an entity summed in after its holder's page was
-   * recounted, a target changed after its copies' page was compared — and only a whole pass finds every such value.
+   * The repair pass, once no server of an older version is left. An index: its table compared whole with its
+   * entities and made equal (conditional writes), then `ready`. A summary or a copy: its build again from its start
+   * — the older servers wrote without keeping it (an entity summed in after its holder's page was recounted, a
+   * target changed after its copies' page was compared), and only a whole pass finds every such value.
+   * @returns the row's next fields
    */
-  private secondPass(row: PathRecord): Partial<PathRecord> {
-    this.opts.log?.info({ path: row.id }, 'schema build: a second pass (a server of an older version wrote during the first)');
-    return { checkpoint: '', scanned: false, needsRepair: false };
-  }
-
-  /** The repair pass: the whole index compared with its entities and made equal (conditional writes). */
-  private async repair(row: PathRecord): Promise<void> {
-    if (row.kind !== 'index') return;
+  private async repair(row: PathRecord, ready: Partial<PathRecord>): Promise<Partial<PathRecord>> {
+    if (row.kind === 'summary' || row.kind === 'copy') {
+      this.opts.log?.info({ path: row.id }, 'schema build: a second pass (a server of an older version wrote during the first)');
+      return { checkpoint: '', scanned: false, needsRepair: false };
+    }
+    if (row.kind !== 'index') return ready;
     const [type, name] = row.id.slice(row.id.indexOf(':') + 1).split('.');
     this.opts.log?.info({ path: row.id }, 'schema build: repair pass (a step was cut short, or an older version wrote meanwhile)');
     await rebuildIndex({ store: this.opts.store, model: this.opts.model, type, index: name, concurrency: this.opts.concurrency, observer: this.opts.observer });
+    return ready;
   }
 
   /** Servers and workers of an older version whose heartbeat is fresh (read again at most every `pollMs`). */

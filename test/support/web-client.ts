@@ -1,17 +1,15 @@
 /**
  * The web client example for browser tests: its static server (`examples/web-client/serve.mjs`) as a process of
- * its own origin, and Debian's Chromium driven by playwright-core.
+ * its own origin, an API server for it, and Chromium.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import fs from 'node:fs';
 import path from 'node:path';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
+import { launchChromium } from './chromium';
 import { ROOT, startTestServer, type TestServer } from './harness';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-
 /** Starts the web client's static server on a free port. @returns its URL and the process */
-export async function serveWebClient(): Promise<{ url: string; process: ChildProcess }> {
+async function serveWebClient(): Promise<{ url: string; process: ChildProcess }> {
   const web = spawn(process.execPath, [path.join(ROOT, 'examples/web-client/serve.mjs')], {
     env: { ...process.env, PORT: '0' },
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -24,12 +22,6 @@ export async function serveWebClient(): Promise<{ url: string; process: ChildPro
     web.once('exit', (code) => reject(new Error(`the web client's server exited (${code})`)));
   });
   return { url, process: web };
-}
-
-/** Chromium, headless; an error that says how to install it when it is missing. */
-export async function launchChromium(): Promise<Browser> {
-  if (!fs.existsSync(CHROMIUM)) throw new Error(`No Chromium at ${CHROMIUM}: apt-get install chromium (.ci/run does)`);
-  return chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
 }
 
 /** What a browser test of the web client runs against. */
