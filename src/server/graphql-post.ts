@@ -125,11 +125,21 @@ function isPlainJson(req: IncomingMessage): boolean {
   if (encoding !== undefined && encoding.toLowerCase() !== 'identity') return false;
   const type = req.headers['content-type'];
   if (type === undefined) return false;
+  const known = plainJsonTypes.get(type);
+  if (known !== undefined) return known;
+  let plain: boolean;
   try {
     const parsed = parseContentType(type);
     const charset = parsed.parameters.charset?.toLowerCase();
-    return parsed.type === 'application/json' && (charset === undefined || charset === 'utf-8');
+    plain = parsed.type === 'application/json' && (charset === undefined || charset === 'utf-8');
   } catch {
-    return false;
+    plain = false;
   }
+  // Clients send a handful of spellings; one made up per request does not grow it without bound.
+  if (plainJsonTypes.size >= 64) plainJsonTypes.clear();
+  plainJsonTypes.set(type, plain);
+  return plain;
 }
+
+/** `Content-Type` headers already parsed: whether each is plain JSON (isPlainJson). */
+const plainJsonTypes = new Map<string, boolean>();

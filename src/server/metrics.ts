@@ -62,6 +62,9 @@ export class Metrics {
   private readonly roundTrips: client.Counter;
   private readonly entitiesRead: client.Counter;
   private readonly operationLabels = new Set<string>();
+  /** The series of each operation (and code) already counted: prom-client finds a series by its labels on every call. */
+  private readonly requestSeries = new Map<string, ReturnType<client.Counter<'operation' | 'code'>['labels']>>();
+  private readonly durationSeries = new Map<string, ReturnType<client.Histogram<'operation'>['labels']>>();
   private readonly maxOperationLabels: number;
 
   constructor(deps: MetricsDeps = {}) {
@@ -209,8 +212,13 @@ export class Metrics {
   /** Counts one finished GraphQL request. */
   observe(o: RequestOutcome): void {
     const operation = this.operationLabel(o.operation);
-    this.requests.inc({ operation, code: o.code });
-    this.duration.observe({ operation }, o.durationMs / 1000);
+    const key = `${operation}\u0000${o.code}`;
+    let requests = this.requestSeries.get(key);
+    if (!requests) this.requestSeries.set(key, (requests = this.requests.labels({ operation, code: o.code })));
+    requests.inc();
+    let duration = this.durationSeries.get(operation);
+    if (!duration) this.durationSeries.set(operation, (duration = this.duration.labels({ operation })));
+    duration.observe(o.durationMs / 1000);
     const c = o.cost;
     if (!c) return;
     const kinds: Array<[string, number]> = [

@@ -50,8 +50,10 @@ export function queryLane(opts: QueryLaneOptions): (req: IncomingMessage, res: S
     const operation = preparedOf(opts, params);
     if (!operation) return { served: false };
     const variables = (params.variables ?? {}) as Record<string, unknown>;
-    // Variables that do not coerce are Apollo's to refuse (its words, its status).
-    if ('errors' in getVariableValues(opts.prepared.schema, operation.operation.variableDefinitions ?? [], variables)) return { served: false };
+    // Variables that do not coerce are Apollo's to refuse (its words, its status). An operation that declares none
+    // ignores any given, as graphql-js does.
+    const declared = operation.operation.variableDefinitions ?? [];
+    if (declared.length > 0 && 'errors' in getVariableValues(opts.prepared.schema, declared, variables)) return { served: false };
     let context: RequestContext;
     try {
       context = await opts.context({ req, res });

@@ -78,10 +78,7 @@ export function recordContext(res: ServerResponse, context: RequestContext): voi
  */
 export function startRequestLine(log: Logger, metrics: Metrics | undefined, req: IncomingMessage, res: ServerResponse): void {
   const start = performance.now();
-  let done = false;
   const finish = () => {
-    if (done) return;
-    done = true;
     const durationMs = Math.round((performance.now() - start) * 100) / 100;
     const { context, doorCode } = states.get(res) ?? {};
     const codes = context?.outcome.errorCodes ?? (doorCode ? [doorCode] : res.statusCode >= 400 ? [`HTTP_${res.statusCode}`] : []);
@@ -99,7 +96,7 @@ export function startRequestLine(log: Logger, metrics: Metrics | undefined, req:
     else log.info(line, 'request');
     metrics?.observe({ operation: operationName ?? 'anonymous', code: codes[0] ?? 'OK', durationMs, cost });
   };
-  res.once('finish', finish);
+  // 'close' ends every response: once it is sent (after 'finish'), or when the client went away before.
   res.once('close', finish);
 }
 

@@ -38,14 +38,24 @@ export function originPolicy(bindHost: string, extraHosts: readonly string[], co
   return { allowedHosts: extra.length > 0 ? extra : undefined, corsOrigins };
 }
 
+/** `Host` headers already parsed, and their names: a server is reached under a handful of names (entries). */
+const hostNames = new Map<string, string | undefined>();
+const MAX_HOST_NAMES = 64;
+
 /** The host name of a `Host` header (`[::1]:4000` → `::1`), lowercase; undefined when absent or malformed. */
 function hostName(header: string | undefined): string | undefined {
   if (!header) return undefined;
+  if (hostNames.has(header)) return hostNames.get(header);
+  let name: string | undefined;
   try {
-    return new URL(`http://${header}`).hostname.replace(/^\[|\]$/g, '').toLowerCase();
+    name = new URL(`http://${header}`).hostname.replace(/^\[|\]$/g, '').toLowerCase();
   } catch {
-    return undefined;
+    name = undefined;
   }
+  // Names made up by clients do not grow it without bound.
+  if (hostNames.size >= MAX_HOST_NAMES) hostNames.clear();
+  hostNames.set(header, name);
+  return name;
 }
 
 function hostAllowed(policy: OriginPolicy, host: string | undefined): boolean {

@@ -148,12 +148,23 @@ function valueBytes(v: TypedValue): number {
  * considerations" entity limit.
  */
 export function estimateEntityBytes(e: EntityToWrite): number {
+  const known = sizes.get(e);
+  if (known !== undefined) return known;
   let bytes = 4 + (e.partitionKey.length + e.rowKey.length) * 2;
   for (const [name, v] of Object.entries(e.properties)) {
     if (v !== null) bytes += 8 + name.length * 2 + valueBytes(v);
   }
+  sizes.set(e, bytes);
   return bytes;
 }
+
+/**
+ * What was found of entities already measured and checked. An entity to write is made whole and not changed after
+ * (entity-codec.ts; a change is a new object), while one write's entity is measured and checked several times on its
+ * way: by its plan, its group's EGT, and the store before it is sent.
+ */
+const sizes = new WeakMap<EntityToWrite, number>();
+const checked = new WeakMap<EntityToWrite, StorageTarget>();
 
 /**
  * Throws unless `e` can be written to `target`: valid keys (checkKey), property names that are identifiers of
@@ -163,6 +174,7 @@ export function estimateEntityBytes(e: EntityToWrite): number {
  *   details { partitionKey, rowKey, property? } plus the specifics.
  */
 export function checkEntity(e: EntityToWrite, target: StorageTarget): void {
+  if (checked.get(e) === target) return;
   const where = { partitionKey: e.partitionKey, rowKey: e.rowKey };
   checkKey('PartitionKey', e.partitionKey, target, where);
   checkKey('RowKey', e.rowKey, target, where);
@@ -210,6 +222,7 @@ export function checkEntity(e: EntityToWrite, target: StorageTarget): void {
       { ...where, bytes, limit: limits.maxEntityBytes },
     );
   }
+  checked.set(e, target);
 }
 
 /** Per-operation MIME framing in an EGT body (part headers, request line with the URL, sub-request headers). */

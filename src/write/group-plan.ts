@@ -91,6 +91,7 @@ export function planGroup<M extends GroupMember>(model: Model, members: M[], sta
   const owners: OperationOwner[] = [];
   const limits = limitsFor(target);
   let bytes = 0; // of `operations` (operationBytes)
+  const changeSizes = new Map<string, number>();
   for (let i = 0; i < members.length; i++) {
     const member = members[i];
     let plan: WritePlan;
@@ -106,7 +107,11 @@ export function planGroup<M extends GroupMember>(model: Model, members: M[], sta
       );
       checkPlan(member.write.entity, plan, target);
       member.check?.(plan.previous, plan.values);
-      checkTransaction([...plan.operations, ...plan.copyOperations, ...holderOperations(mergeDeltas(new Map(), plan.holderDeltas), state).operations], target);
+      // Its holders' merges checked without their change entities, which the store checks with the whole EGT.
+      checkTransaction(
+        [...plan.operations, ...plan.copyOperations, ...holderOperations(mergeDeltas(new Map(), plan.holderDeltas), state, false).operations],
+        target,
+      );
     } catch (e) {
       if (!isTablegraphError(e)) throw e;
       refused.push({ member, error: e });
@@ -122,12 +127,11 @@ export function planGroup<M extends GroupMember>(model: Model, members: M[], sta
       reservations.some((k) => reserved.has(k));
     // Each write's own operations passed checkTransaction above; the group adds only count and bytes.
     const nextDeltas = mergeDeltas(new Map(deltas), plan.holderDeltas);
-    const withHolders = holderOperations(nextDeltas, state);
-    // A type a subscription follows: the write's change entity joins its EGT (model/change-log.ts).
-    const changes = changeOperations(member.write.entity, plan);
-    const ownBytes = [...plan.operations, ...plan.copyOperations, ...changes].reduce((n, op) => n + operationBytes(op), 0);
-    const count = operations.length + plan.operations.length + plan.copyOperations.length + changes.length + withHolders.operations.length;
-    const size = bytes + ownBytes + withHolders.operations.reduce((n, op) => n + operationBytes(op), 0);
+    const holdersCost = holderCost(nextDeltas, state, changeSizes);
+    const ownChanges = changeOperations(member.write.entity, plan);
+    const ownBytes = [...plan.operations, ...plan.copyOperations, ...ownChanges].reduce((n, op) => n + operationBytes(op), 0);
+    const count = operations.length + plan.operations.length + plan.copyOperations.length + ownChanges.length + holdersCost.operations;
+    const size = bytes + ownBytes + holdersCost.bytes;
     if (collides || count > limits.maxTransactionOperations || size > limits.maxTransactionBytes) {
       return finish(members.slice(i));
     }
@@ -136,8 +140,8 @@ export function planGroup<M extends GroupMember>(model: Model, members: M[], sta
     reservations.forEach((k) => reserved.add(k));
     deltas.clear();
     nextDeltas.forEach((v, k) => deltas.set(k, v));
-    operations.push(...plan.operations, ...changes, ...plan.copyOperations);
-    owners.push(...[...plan.operations, ...changes].map(() => ({ write: planned.length - 1 })));
+    operations.push(...plan.operations, ...ownChanges, ...plan.copyOperations);
+    owners.push(...[...plan.operations, ...ownChanges].map(() => ({ write: planned.length - 1 })));
     // A copy that fails (its entity deleted meanwhile by another process) is no fault of the write: like a holder
     // that changed, it makes the group read again and retry.
     owners.push(...plan.copyOperations.map((op) => ({ holder: `copy:${operationKey(table, op)}` })));
@@ -188,9 +192,44 @@ function changeOperations(entity: EntityModel, plan: WritePlan): TransactionOper
   return [{ kind: 'create', entity: changeEntity(plan.address, { entityType: entity.entityType, kind, writeId: plan.writeId, at: nextChangeTime(), scope }) }];
 }
 
+/**
+ * The operations and bytes (operationBytes) the holders' merges for `deltas` add to an EGT — only counted and
+ * measured: the merges without their change entities, each of which is measured once per group and holder
+ * (`changeSizes`), its size not depending on the writes.
+ */
+function holderCost(deltas: Map<string, HolderDelta>, state: GroupState, changeSizes: Map<string, number>): { operations: number; bytes: number } {
+  const merges = holderOperations(deltas, state, false);
+  let bytes = merges.operations.reduce((n, op) => n + operationBytes(op), 0);
+  let operations = merges.operations.length;
+  for (const { key } of merges.holders) {
+    const delta = deltas.get(key)!;
+    if (!changeLoggedHolder(delta)) continue;
+    let n = changeSizes.get(key);
+    if (n === undefined) changeSizes.set(key, (n = operationBytes(holderChange(delta))));
+    operations += 1;
+    bytes += n;
+  }
+  return { operations, bytes };
+}
+
+/** Whether a holder's type is followed by a subscription: its merge then has a change entity beside it. */
+function changeLoggedHolder(delta: HolderDelta): boolean {
+  return [...delta.deltas.keys()][0].holder.changeLogged === true;
+}
+
+/** The change entity of a holder's merge (model/change-log.ts): an UPDATED change, never blamed on a write. */
+function holderChange({ address, deltas }: HolderDelta): TransactionOperation {
+  const type = [...deltas.keys()][0].holder;
+  return { kind: 'create', entity: changeEntity(address, { entityType: type.entityType, kind: 'UPDATED', writeId: randomUUID(), at: nextChangeTime() }) };
+}
+
+/**
+ * @param withChanges false: the merges alone, without the change entities of holders a subscription follows
+ */
 function holderOperations(
   deltas: Map<string, HolderDelta>,
   state: GroupState,
+  withChanges = true,
 ): { operations: TransactionOperation[]; owners: OperationOwner[]; holders: GroupPlan<GroupMember>['holders'] } {
   const operations: TransactionOperation[] = [];
   const owners: OperationOwner[] = [];
@@ -217,12 +256,8 @@ function holderOperations(
     holders.push({ key, address, fields: written });
     owners.push({ holder: key });
     // A holder a subscription follows changes too: its change entity, in the same EGT (never blamed on a write).
-    const type = [...fields.keys()][0].holder;
-    if (type.changeLogged) {
-      operations.push({
-        kind: 'create',
-        entity: changeEntity(address, { entityType: type.entityType, kind: 'UPDATED', writeId: randomUUID(), at: nextChangeTime() }),
-      });
+    if (withChanges && changeLoggedHolder({ address, deltas: fields })) {
+      operations.push(holderChange({ address, deltas: fields }));
       owners.push({ holder: key });
     }
   }

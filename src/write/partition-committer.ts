@@ -26,6 +26,7 @@ import { addressKey } from '../storage/address-key';
 import { planGroup, type GroupPlan, type GroupState } from './group-plan';
 import { readEntity, readGroupState, readUniqueKeys, skipsRead } from './group-read';
 import { etagAfter, writtenBy } from '../model/wide-entities';
+import type { TableWrite } from '../model/entity-codec';
 import { leaseMs, uniqueKeyTaken } from './reservations';
 import { confirmReservations } from './reservation-batches';
 import { keyState, reserveKeysOf, sendMessages, undoEffects, type Effects } from './attempt-effects';
@@ -37,6 +38,23 @@ const READ_BACK_ATTEMPTS = 4;
 
 /** Writes one EGT holds at most (writes); the EGT's own limits (100 operations, 4 MiB) may cut it shorter. */
 const MAX_GROUP = 100;
+
+/**
+ * Reservations of committed writes confirmed together at most (reservations); the confirmations of one index
+ * partition go in one EGT, so a hot partition pays one call per index partition per batch, not one per write.
+ */
+const CONFIRM_BATCH = 100;
+
+/** How long the first reservation waiting may wait for others before they are confirmed (ms). */
+const CONFIRM_DELAY_MS = 200;
+
+/** A committed write's reservation waiting to be confirmed; `owner`: its entity's addressKey. */
+interface Unconfirmed {
+  reservation: TableWrite;
+  etag: string;
+  owner: string;
+  observer?: StorageObserver;
+}
 
 /** Room kept between the last moment an EGT may be sent and the end of its reservations' lease (ms). */
 const CLOCK_MARGIN_MS = 1000;
@@ -50,7 +68,13 @@ export class PartitionCommitter {
   private tableRecreated = false;
   /** Summary holders as this committer last wrote them: the next EGT needs not read them again. */
   private readonly holders = new Map<string, StoredEntity | null>();
-  /** The last EGT's reservations being confirmed, while the next group reads, sends and reserves. */
+  /** Reservations of committed writes not yet confirmed: kept to be confirmed together (flushConfirmations). */
+  private unconfirmed: Unconfirmed[] = [];
+  /** When the first of `unconfirmed` was added (ms, performance.now()). */
+  private unconfirmedSince = 0;
+  /** The entities (addressKey) whose reservations are waiting or being confirmed. */
+  private readonly confirmingFor = new Set<string>();
+  /** The reservations being confirmed, while the next groups read, send, reserve and commit. */
   private confirming: Promise<void> = Promise.resolve();
 
   constructor(
@@ -70,7 +94,10 @@ export class PartitionCommitter {
     try {
       for (;;) {
         // Idle only once the last confirmations are done; writes that arrive meanwhile are taken first.
-        if (this.queue.length === 0) await this.confirming;
+        if (this.queue.length === 0) {
+          this.flushConfirmations();
+          await this.confirming;
+        }
         if (this.queue.length === 0) break;
         const members = this.queue.splice(0, MAX_GROUP);
         let again: PendingWrite[];
@@ -167,7 +194,11 @@ export class PartitionCommitter {
     group = await this.withinWindows(group, state, effects, reservedUntil, retry);
     if (group.planned.length === 0) return [...retry, ...deferred];
 
-    await this.confirming;
+    // A write of an entity whose reservations are not yet confirmed waits for them (queueConfirmations).
+    if (group.planned.some(({ member }) => this.confirmingFor.has(addressKey(member.address)))) {
+      this.flushConfirmations();
+      await this.confirming;
+    }
     const submitted = await this.submit(group, observer);
     group = submitted.group;
     const { stamped } = submitted;
@@ -188,13 +219,41 @@ export class PartitionCommitter {
       return [...again, ...retry, ...deferred];
     }
     this.committed(group, state, etags);
-    // The reservations of committed writes become plain index entities. Until then a reservation of a create looks
-    // pending whenever its entity is absent — also after a later delete — and would hold its value for its whole
-    // lease. Done while the next group reads, sends and reserves, but before its EGT, so this process's next write
-    // of the entity finds it confirmed; one that fails is the worker's to confirm.
-    const held = group.planned.flatMap(({ member, plan }) => effects.get(member)!.held.map((h, i) => ({ reservation: plan.reservations[i], etag: h.etag })));
-    this.confirming = confirmReservations(store, held, observer);
+    this.queueConfirmations(group, effects);
     return [...retry, ...deferred];
+  }
+
+  /**
+   * The reservations of committed writes become plain index entities. Until then a reservation of a create looks
+   * pending whenever its entity is absent — also after a later delete — and would hold its value for its whole
+   * lease. They are confirmed together, those of one index partition in one EGT (a hot partition's writes spread
+   * their unique values over few index partitions): once CONFIRM_BATCH wait, CONFIRM_DELAY_MS after the first,
+   * whenever the committer has nothing else to do, and before the EGT of any later write of their entity in this
+   * process, which so finds them confirmed. One that fails is the worker's to confirm.
+   */
+  private queueConfirmations(group: GroupPlan<PendingWrite>, effects: Map<PendingWrite, Effects>): void {
+    for (const { member, plan } of group.planned) {
+      const owner = addressKey(member.address);
+      for (const [i, h] of effects.get(member)!.held.entries()) {
+        if (this.unconfirmed.length === 0) this.unconfirmedSince = performance.now();
+        this.unconfirmed.push({ reservation: plan.reservations[i], etag: h.etag, owner, observer: member.observer });
+        this.confirmingFor.add(owner);
+      }
+    }
+    if (this.unconfirmed.length >= CONFIRM_BATCH || performance.now() - this.unconfirmedSince >= CONFIRM_DELAY_MS) this.flushConfirmations();
+  }
+
+  /** Confirms every reservation waiting (reservation-batches.ts confirmReservations), beside those in flight. */
+  private flushConfirmations(): void {
+    if (this.unconfirmed.length === 0) return;
+    const batch = this.unconfirmed;
+    this.unconfirmed = [];
+    const done = confirmReservations(this.ctx.store, batch, sharedObserver(batch.map((u) => u.observer))).then(() => {
+      // An entity with a reservation added since waits for that one's batch.
+      const waiting = new Set(this.unconfirmed.map((u) => u.owner));
+      for (const u of batch) if (!waiting.has(u.owner)) this.confirmingFor.delete(u.owner);
+    });
+    this.confirming = Promise.all([this.confirming, done]).then(() => undefined);
   }
 
   /**

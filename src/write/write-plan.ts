@@ -262,7 +262,7 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
   for (const index of entity.indexes.values()) {
     if (index.scope !== 'intraPartition') continue;
     const before = previous && indexWrite(index, previous);
-    const after = values && indexWrite(index, values);
+    const after = next?.indexes.find((w) => w.index === index);
     if (after) operations.push({ kind: 'upsertReplace', entity: after.entity });
     if (before && (!after || before.entity.rowKey !== after.entity.rowKey)) {
       operations.push({ kind: 'delete', partitionKey: before.entity.partitionKey, rowKey: before.entity.rowKey });
@@ -270,7 +270,8 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
   }
 
   const derivedBefore = derive(entity, previous);
-  const derivedAfter = derive(entity, values);
+  // What entityWrites derived already: the same index entities, not made again.
+  const derivedAfter = next ? next.indexes.filter((w) => w.index.scope === 'interPartition') : [];
   const beforeKeys = new Set(derivedBefore.map((w) => addressKey({ table: w.table, ...w.entity })));
   const reservations = derivedAfter.filter((w) => w.index.unique && !beforeKeys.has(addressKey({ table: w.table, ...w.entity })));
   const basedOn = stateId(state.current);
@@ -289,6 +290,7 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
   };
   const fanout = fanoutOf(model, entity, plan, { derivedBefore, derivedAfter, refreshCopies });
   if (fanout) plan.fanout = fanout;
+  derivedOf.set(plan, derivedAfter);
   return plan;
 }
 
@@ -370,8 +372,11 @@ function moveMarks(write: WriteModel, current: StoredEntity | null, moveId: stri
  */
 export function checkPlan(entity: WriteModel['entity'], plan: WritePlan, target: StorageTarget): void {
   checkTransaction(plan.operations, target);
-  for (const w of derive(entity, plan.values)) checkEntity(w.entity, target);
+  for (const w of derivedOf.get(plan) ?? derive(entity, plan.values)) checkEntity(w.entity, target);
 }
+
+/** The inter-partition index entities each plan's new state derives (planWrite), for checkPlan. */
+const derivedOf = new WeakMap<WritePlan, TableWrite[]>();
 
 /**
  * What the write changes in each summary holder: the new contribution minus the old, per summary, exactly.

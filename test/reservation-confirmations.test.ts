@@ -1,0 +1,104 @@
+/**
+ * The reservations of committed writes are confirmed together across a busy partition's groups — those of one index
+ * partition in one EGT — once the partition has nothing else to do, and before any later write of their entity
+ * (docs/architecture.md, "Group commit"): fewer calls than one confirmation per group, and no value held longer.
+ */
+import { WriteExecutor } from '../src/write/write-executor';
+import type { TransactionOperation } from '../src/storage/storage-types';
+import { uniquePrefix } from './support/harness';
+import { handleMessage } from './support/handle-message';
+import { hookedStore, hrWorld, run } from './support/fanout-fixtures';
+import { emailAddress, employeeInput, rawEntity } from './support/write-fixtures';
+
+const world = hrWorld(uniquePrefix());
+beforeAll(() => world.ensureTables());
+afterAll(() => world.dropTables());
+
+/** `count` e-mails whose index entities share one index partition (the index hashes e-mails into 16). */
+function emailsInOnePartition(tag: string, count: number): string[] {
+  const emails: string[] = [];
+  for (let i = 0; emails.length < count; i++) {
+    const email = `${tag}.${i}@confirm.example`;
+    if (emails.length === 0 || emailAddress(world.model, email).partitionKey === emailAddress(world.model, emails[0]).partitionKey) emails.push(email);
+  }
+  return emails;
+}
+
+test('creates committed in several groups: their reservations confirmed in one EGT once the partition is idle', async () => {
+  const { model, store, sender } = world;
+  await run(world, 'createDepartment', { id: 'CONF', name: 'CONF' });
+  const emails = emailsInOnePartition('burst', 30);
+  const indexTable = emailAddress(model, emails[0]).table;
+  const groups: number[] = [];
+  const confirmations: TransactionOperation[][] = [];
+  // Each group's EGT takes 30 ms more: the creates that arrive meanwhile make the next group.
+  const slow = hookedStore(store, {
+    before: {
+      submitTransaction: async ([table, ops]) => {
+        const operations = ops as TransactionOperation[];
+        if (table === indexTable && operations.every((op) => op.kind === 'update')) confirmations.push(operations);
+        if (table !== indexTable) {
+          groups.push(operations.length);
+          await new Promise((r) => setTimeout(r, 30));
+        }
+      },
+      updateEntity: async ([table]) => void (table === indexTable && confirmations.push([])),
+    },
+  });
+  const writer = new WriteExecutor({ model, store: slow, workQueue: sender });
+  const create = model.writes.get('Mutation.createEmployee')!;
+  await Promise.all(emails.map((email, i) => writer.execute(create, employeeInput('CONF', String(i + 1), { email }))));
+  await confirmed(emails);
+
+  // Several groups, one confirmation EGT for all of them (before: one per group).
+  expect(groups.length).toBeGreaterThanOrEqual(2);
+  expect(confirmations).toHaveLength(1);
+  expect(confirmations[0]).toHaveLength(emails.length);
+});
+
+test('a delete right after a create waits for its confirmation: the worker frees the value at once, not after the lease', async () => {
+  const { model, store, sender } = world;
+  await run(world, 'createDepartment', { id: 'FREE', name: 'FREE' });
+  const [first, ...others] = emailsInOnePartition('free', 6);
+  const departmentTable = model.entities.get('Department')!.layout.table;
+  // Each group's EGT takes 50 ms more, so that what is sent meanwhile waits for the next group.
+  // The e-mail's index entity as it is when the delete's EGT is sent.
+  let atDelete: Record<string, unknown> | undefined;
+  const slow = hookedStore(store, {
+    before: {
+      submitTransaction: async ([table, ops]) => {
+        if (table !== departmentTable) return;
+        const deletes = (ops as TransactionOperation[]).some((op) => op.kind === 'delete' && op.rowKey === 'empid_00000001');
+        if (deletes) atDelete = (await rawEntity(store, emailAddress(model, first)))?.properties;
+        await new Promise((r) => setTimeout(r, 50));
+      },
+    },
+  });
+  const writer = new WriteExecutor({ model, store: slow, workQueue: sender });
+  const write = (name: string, input: Record<string, unknown>) => writer.execute(model.writes.get(`Mutation.${name}`)!, input);
+  // The create commits alone; other creates and the delete, sent during its EGT, make the next group: the partition
+  // is busy when the create commits, so its reservation is still waiting to be confirmed when the delete is planned.
+  const created = [write('createEmployee', employeeInput('FREE', '1', { email: first }))];
+  await new Promise((r) => setTimeout(r, 10));
+  created.push(...others.map((email, i) => write('createEmployee', employeeInput('FREE', String(i + 2), { email }))));
+  const deleted = write('deleteEmployee', { departmentId: 'FREE', id: '1' });
+  await Promise.all([...created, deleted]);
+  // Confirmed before the delete's EGT: not a pending reservation of an absent entity, which the worker would have
+  // to leave in place until its lease ended (a minute and more), the value held all that time.
+  expect(atDelete).toMatchObject({ id: '1', email: first });
+  expect([atDelete?.WriteId, atDelete?.ReservedUntil]).toEqual([undefined, undefined]);
+  for (const m of sender.messages) expect(await handleMessage(m, { model, store, settleMs: 0 })).not.toMatchObject({ kind: 'retryLater' });
+  expect(await rawEntity(store, emailAddress(model, first))).toBeNull();
+  await expect(write('createEmployee', employeeInput('FREE', '99', { email: first }))).resolves.toMatchObject({ values: { email: first } });
+  await confirmed([first, ...others]);
+});
+
+/** Waits (up to 5 s) until the index entity of each of `emails` is confirmed: no write id, no lease. */
+async function confirmed(emails: string[]): Promise<void> {
+  const pending = async () => {
+    const stored = await Promise.all(emails.map((email) => rawEntity(world.store, emailAddress(world.model, email))));
+    return stored.filter((e) => !e || e.properties.WriteId !== undefined || e.properties.ReservedUntil !== undefined).length;
+  };
+  for (let i = 0; i < 50 && (await pending()) > 0; i++) await new Promise((r) => setTimeout(r, 100));
+  expect(await pending()).toBe(0);
+}
