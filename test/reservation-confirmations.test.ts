@@ -7,7 +7,9 @@ import { WriteExecutor } from '../src/write/write-executor';
 import type { TransactionOperation } from '../src/storage/storage-types';
 import { uniquePrefix } from './support/harness';
 import { handleMessage } from './support/handle-message';
-import { hookedStore, hrWorld, run } from './support/fanout-fixtures';
+import { expectConverged, hookedStore, hrWorld, RecordingSender, run, seededRng } from './support/fanout-fixtures';
+import { startStorageProxy } from './support/storage-proxy';
+import { TableStore } from '../src/storage/table-store';
 import { emailAddress, employeeInput, rawEntity } from './support/write-fixtures';
 
 const world = hrWorld(uniquePrefix());
@@ -92,6 +94,67 @@ test('a delete right after a create waits for its confirmation: the worker frees
   await expect(write('createEmployee', employeeInput('FREE', '99', { email: first }))).resolves.toMatchObject({ values: { email: first } });
   await confirmed([first, ...others]);
 });
+
+test('concurrent creates, deletes and re-creates of one key through storage that throttles and loses replies; messages late, shuffled and twice: acknowledged if and only if stored, verify clean', async () => {
+  const { model, store } = world;
+  const seed = Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31;
+  const proxy = await startStorageProxy(process.env.AZURE_STORAGE_CONNECTION_STRING!, { seed });
+  try {
+    await run(world, 'createDepartment', { id: 'FLT', name: 'FLT' });
+    const sender = new RecordingSender();
+    const faulty = new TableStore({ connectionString: proxy.connectionString, target: 'azurite', timeoutMs: 10_000 });
+    const writer = new WriteExecutor({ model, store: faulty, workQueue: sender });
+    const write = (name: string, input: Record<string, unknown>) =>
+      writer.execute(model.writes.get(`Mutation.${name}`)!, input).then(
+        () => undefined,
+        (e: unknown) => (e as { code?: string }).code ?? 'ERROR',
+      );
+    // Every reservation and every confirmation of one index partition: confirmations batched across groups, under faults.
+    const emails = emailsInOnePartition(`faults${seed}`, 24);
+    const create = (i: number) => write('createEmployee', employeeInput('FLT', String(i + 1), { email: emails[i] }));
+    proxy.setFaults({ busy: 0.05, throttled: 0.05, timedOutAfterApply: 0.03, resetAfterApply: 0.03 });
+    const first = await Promise.all(emails.map((_, i) => create(i)));
+    // The first eight keys deleted and created again (same id, same e-mail) while the others are created a second time
+    // (refused: they exist) — one partition, all at once.
+    const again = await Promise.all([
+      ...emails.slice(0, 8).map(async (_, i) => [await write('deleteEmployee', { departmentId: 'FLT', id: String(i + 1) }), await create(i)]),
+      ...emails.slice(8).map(async (_, i) => [await create(i + 8)]),
+    ]);
+    proxy.setFaults({});
+    console.log(`reservation confirmations under faults (seed ${seed}): injected ${JSON.stringify(proxy.injected())}`);
+
+    // Acknowledged if and only if stored: a key is there when its last acknowledged write was a create.
+    const stored = new Set(
+      (await store.queryRange({ table: `${world.prefix}Directory`, partitionKey: 'FLT', rowKeyFrom: 'empid_', rowKeyTo: 'empid`', limit: 1000 })).entities.map(
+        (e) => String(e.properties.id),
+      ),
+    );
+    emails.forEach((_, i) => {
+      const kinds = i < 8 ? ['create', 'delete', 'create'] : ['create', 'create'];
+      const answers = [first[i], ...again[i]];
+      const expected = kinds.reduce((there, kind, k) => (answers[k] === undefined ? kind === 'create' : there), false);
+      expect({ id: i + 1, answers, stored: stored.has(String(i + 1)) }).toEqual({ id: i + 1, answers, stored: expected });
+    });
+    expect(stored.size).toBeGreaterThan(0);
+    const department = await store.getEntity({ table: `${world.prefix}Directory`, partitionKey: 'FLT', rowKey: 'department' });
+    expect(department?.properties.employeeCount).toBe(stored.size);
+
+    // The worker: every message late, in shuffled order, and each delivered twice (with those of this file's other
+    // writes, which verify reads too).
+    const rng = seededRng(seed);
+    const late = () => Date.now() + 60_000;
+    const messages = [...world.sender.messages, ...sender.messages];
+    for (const m of rng.shuffle([...messages, ...messages])) await handleMessage(m, { model, store, settleMs: 0, holdMs: 0, now: late });
+    const report = await expectConverged(store, model);
+    expect(report.indexes.flatMap((d) => d.duplicates)).toEqual([]);
+    for (const [i, email] of emails.entries()) {
+      const entry = await rawEntity(store, emailAddress(model, email));
+      expect(entry ? String(entry.properties.id) : null).toBe(stored.has(String(i + 1)) ? String(i + 1) : null);
+    }
+  } finally {
+    await proxy.close();
+  }
+}, 120_000);
 
 /** Waits (up to 5 s) until the index entity of each of `emails` is confirmed: no write id, no lease. */
 async function confirmed(emails: string[]): Promise<void> {
