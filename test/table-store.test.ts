@@ -4,7 +4,7 @@
  * observer records and error mapping.
  */
 import { randomBytes } from 'node:crypto';
-import { RestError, TableClient } from '@azure/data-tables';
+import { AzureNamedKeyCredential, generateAccountSas, RestError, TableClient } from '@azure/data-tables';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../src/errors';
 import { toTablegraphError } from '../src/storage/storage-errors';
 import { TableStore } from '../src/storage/table-store';
@@ -280,6 +280,64 @@ describe('entity-group transactions', () => {
     expect(a!.etag).toBe(etags[0]);
     expect(await store.getEntity({ table: T, partitionKey: 'egt', rowKey: 'old' })).toBeNull();
     expect(obs.records).toEqual([expect.objectContaining({ kind: 'transaction', entities: 3, roundTrips: 1 })]);
+  });
+
+  it('writes every EDM type and awkward keys as the SDK writes them, with every operation kind (egt-request.ts)', async () => {
+    const partitionKey = "o'brien %25 ~(x) é";
+    const typed = (rowKey: string, n: number): EntityToWrite =>
+      entity(partitionKey, rowKey, {
+        whole: { type: 'Double', value: 111444 },
+        half: { type: 'Double', value: 0.5 },
+        notANumber: { type: 'Double', value: NaN },
+        big: { type: 'Int64', value: -(2n ** 62n) },
+        n: int(n),
+        at: { type: 'DateTime', value: new Date(Date.UTC(2026, 10, 27, 4, 5, 6, 789)) },
+        yes: { type: 'Boolean', value: true },
+        text: str('line\n"quoted" ☃'),
+        id: { type: 'Guid', value: 'c9da6455-213d-42c9-9a79-3e9149a57833' },
+        bytes: { type: 'Binary', value: new Uint8Array([0, 1, 254, 255]) },
+        none: null,
+      });
+    const sdk = new TableStore({ connectionString, target: 'azurite', leanPointQueries: false });
+    const keys = ["it's ünï +&=", 'merged', 'replaced', 'upserted', 'gone'];
+    for (const rowKey of keys.slice(1)) await store.upsertEntity(T, typed(rowKey, 0), 'replace');
+    const merged = await store.getEntity({ table: T, partitionKey, rowKey: 'merged' });
+    const gone = await store.getEntity({ table: T, partitionKey, rowKey: 'gone' });
+    const etags = await store.submitTransaction(T, [
+      { kind: 'create', entity: typed(keys[0], 1) },
+      { kind: 'update', mode: 'merge', entity: entity(partitionKey, 'merged', { n: int(2) }), ifMatch: merged!.etag },
+      { kind: 'update', mode: 'replace', entity: typed('replaced', 3) },
+      { kind: 'upsertMerge', entity: entity(partitionKey, 'upserted', { n: int(4) }) },
+      { kind: 'delete', partitionKey, rowKey: 'gone', ifMatch: gone!.etag },
+    ]);
+    for (const [i, rowKey] of keys.slice(0, 4).entries()) {
+      const read = await sdk.getEntity({ table: T, partitionKey, rowKey });
+      expect(read!.etag).toBe(etags[i]);
+      const values = Object.entries(typed(rowKey, i + 1).properties).flatMap(([name, v]) => (v === null ? [] : [[name, v.value]]));
+      expect(read!.properties).toEqual(Object.fromEntries(values));
+    }
+    expect(await store.getEntity({ table: T, partitionKey, rowKey: 'gone' })).toBeNull();
+  });
+
+  it('sends an EGT with a SAS connection string: the SAS goes after $batch, not into the operations', async () => {
+    const account = /AccountName=([^;]+)/.exec(connectionString)![1];
+    const key = /AccountKey=([^;]+)/.exec(connectionString)![1];
+    const endpoint = /TableEndpoint=([^;]+)/.exec(connectionString)![1];
+    const sas = generateAccountSas(new AzureNamedKeyCredential(account, key), {
+      permissions: { query: true, add: true, update: true, delete: true, write: true },
+      resourceTypes: 'o',
+      expiresOn: new Date(Date.now() + 600_000),
+    });
+    const viaSas = new TableStore({ connectionString: `TableEndpoint=${endpoint};SharedAccessSignature=${sas}`, target: 'azurite' });
+    await store.upsertEntity(T, entity('egtsas', 'old'), 'replace');
+    const etags = await viaSas.submitTransaction(T, [
+      { kind: 'create', entity: entity('egtsas', 'new', { n: int(1) }) },
+      { kind: 'delete', partitionKey: 'egtsas', rowKey: 'old' },
+    ]);
+    expect((await store.getEntity({ table: T, partitionKey: 'egtsas', rowKey: 'new' }))!.etag).toBe(etags[0]);
+    expect(await store.getEntity({ table: T, partitionKey: 'egtsas', rowKey: 'old' })).toBeNull();
+    const e = await rejection(viaSas.submitTransaction(T, [{ kind: 'create', entity: entity('egtsas', 'new') }]));
+    expect(e.details).toMatchObject({ reason: 'EntityAlreadyExists', operationIndex: 0 });
   });
 
   it('rolls back as a whole and names the failing operation', async () => {

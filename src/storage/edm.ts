@@ -1,11 +1,11 @@
 /**
- * EDM typing at the storage boundary: project entities (every value carries its EDM type) and EGT operations
- * to and from the `@azure/data-tables` wire shapes. The SDK guesses types from JS values (an integer number
+ * EDM typing at the storage boundary: project entities (every value carries its EDM type) to and from the
+ * `@azure/data-tables` wire shapes (egt-request.ts writes an EGT's entities with toSdkValue too). The SDK guesses types from JS values (an integer number
  * becomes Int32, so a whole Double such as 111444 would silently turn Int32); this module never lets it guess.
  */
-import { TableClient, TableEntity, TransactionAction } from '@azure/data-tables';
+import { TableEntity } from '@azure/data-tables';
 import { ErrorCode, TablegraphError } from '../errors';
-import { EntityToWrite, StoredEntity, TransactionOperation, TypedValue } from './storage-types';
+import { EntityToWrite, StoredEntity, TypedValue } from './storage-types';
 
 const INT32_MIN = -(2 ** 31);
 const INT32_MAX = 2 ** 31 - 1;
@@ -202,66 +202,7 @@ function serviceTimestamp(value: unknown): string | undefined {
   return m ? `${m[1]}.${(m[2] ?? '').padEnd(7, '0')}Z` : undefined;
 }
 
-/**
- * One EGT operation in the SDK's TransactionAction form, values typed as toSdkEntity types them. An `update`
- * without `ifMatch` matches any ETag (`*`). A delete's `ifMatch` cannot travel in the action (the SDK drops a
- * delete's options): the caller applies it with applyDeleteIfMatch.
- * @throws TablegraphError BAD_USER_INPUT when a value does not fit its declared EDM type.
- */
-export function toSdkAction(op: TransactionOperation): TransactionAction {
-  switch (op.kind) {
-    case 'create':
-      return ['create', toSdkEntity(op.entity)];
-    case 'upsertReplace':
-      return ['upsert', toSdkEntity(op.entity), 'Replace'];
-    case 'upsertMerge':
-      return ['upsert', toSdkEntity(op.entity), 'Merge'];
-    case 'update': {
-      const mode = op.mode === 'merge' ? 'Merge' : 'Replace';
-      return ['update', toSdkEntity(op.entity), mode, { etag: op.ifMatch ?? '*' }];
-    }
-    case 'delete':
-      return ['delete', { partitionKey: op.partitionKey, rowKey: op.rowKey }];
-  }
-}
-
-/**
- * Rewrites an EGT request body (multipart/mixed, one changeset part per operation, in order) so the DELETE
- * of operation `i` carries `If-Match: etags.get(i)` instead of the `If-Match: *` the SDK always writes.
- * @throws TablegraphError STORAGE_BAD_REQUEST when the body does not have the expected shape (an SDK change),
- *   rather than silently sending an unconditional delete.
- */
-export function applyDeleteIfMatch(body: string, etags: Map<number, string>): string {
-  const parts = body.split(/(?=--changeset_)/);
-  for (const [index, etag] of etags) {
-    const part = parts[index + 1];
-    if (!part?.includes('\r\nDELETE ') || !part.includes('\r\nIf-Match: *\r\n')) {
-      throw new TablegraphError(ErrorCode.STORAGE_BAD_REQUEST, 'Could not apply If-Match to an EGT delete.', {
-        operationIndex: index,
-      });
-    }
-    parts[index + 1] = part.replace('\r\nIf-Match: *\r\n', `\r\nIf-Match: ${etag}\r\n`);
-  }
-  return parts.join('');
-}
-
 /** A `$select` list (projection) that always includes the keys, which the service omits otherwise. */
 export function selectWithKeys(select: string[] | undefined): string[] | undefined {
   return select === undefined ? undefined : [...new Set(['PartitionKey', 'RowKey', ...select])];
-}
-
-/**
- * A pipeline policy for a TableClient that applies applyDeleteIfMatch to an EGT request when `etagsFor` knows
- * its AbortSignal (each call has its own signal, so the signal identifies the call's request). Add it in the
- * 'Serialize' phase: the shared-key credential policy computes Content-Length from the body after it.
- */
-export function deleteIfMatchPolicy(etagsFor: (signal: object) => Map<number, string> | undefined): Parameters<TableClient['pipeline']['addPolicy']>[0] {
-  return {
-    name: 'tablegraphEgtDeleteIfMatch',
-    sendRequest: (request, next) => {
-      const etags = request.abortSignal ? etagsFor(request.abortSignal) : undefined;
-      if (etags && typeof request.body === 'string') request.body = applyDeleteIfMatch(request.body, etags);
-      return next(request);
-    },
-  };
 }

@@ -6,7 +6,9 @@
  */
 import { odata, TableClient, TableEntity, TableServiceClient } from '@azure/data-tables';
 import { ErrorCode, TablegraphError } from '../errors';
-import { deleteIfMatchPolicy, fromSdkEntity, fromWireEntity, selectWithKeys as withKeys, toSdkAction, toSdkEntity } from './edm';
+import { createDefaultHttpClient, createHttpHeaders, createPipelineRequest } from '@azure/core-rest-pipeline';
+import { fromSdkEntity, fromWireEntity, selectWithKeys as withKeys, toSdkEntity } from './edm';
+import { egtEtags, egtRequest, type EgtDialect } from './egt-request';
 import { PointReader } from './point-reader';
 import type { PropertyCipher } from './property-cipher';
 import { MAX_PAGE_SIZE, pagedRange, sortedRange, type CallCost, type RangePage } from './range-pages';
@@ -70,9 +72,10 @@ export class TableStore {
   private readonly service: TableServiceClient;
   private readonly clients = new Map<string, TableClient>();
   private readonly tables = new Map<string, Promise<void>>();
-  /** EGT deletes with If-Match, keyed by the call's AbortSignal: the one object the batch request carries. */
-  private readonly deleteEtags = new WeakMap<object, Map<number, string>>();
-  private readonly ifMatchPolicy = deleteIfMatchPolicy((signal) => this.deleteEtags.get(signal));
+  /** Sends EGTs (their `$batch` requests) through the table clients' pipelines: kept-alive connections. */
+  private readonly httpClient = createDefaultHttpClient();
+  /** Whose EGT text the store writes (egt-request.ts): the Cosmos DB Table API's differs. */
+  private readonly egtDialect: EgtDialect;
   /** HTTP attempts each call made (its first and the SDK's retries), by the call's own AbortSignal. */
   private readonly attempts = new WeakMap<object, number>();
   private readonly attemptsPolicy: Parameters<TableClient['pipeline']['addPolicy']>[0] = {
@@ -113,6 +116,7 @@ export class TableStore {
   /** Sends nothing. @throws CONFIG_INVALID for a malformed connection string (a wrong key fails later, 403). */
   constructor(opts: TableStoreOptions) {
     this.target = opts.target;
+    this.egtDialect = opts.target === 'cosmos' ? 'cosmos' : 'azure';
     this.sortedRanges = opts.sortedRanges ?? opts.target !== 'cosmos';
     this.access = opts.url === undefined ? { connectionString: opts.connectionString } : { url: opts.url, credential: opts.credential };
     this.timeoutMs = opts.timeoutMs ?? 10_000;
@@ -321,17 +325,34 @@ export class TableStore {
     const cipher = this.cipher;
     const ops = cipher ? given.map((op) => ('entity' in op ? { ...op, entity: cipher.seal(op.entity) } : op)) : given;
     checkTransaction(ops, this.target);
-    const actions = ops.map(toSdkAction);
-    const conditionalDeletes = new Map<number, string>();
-    ops.forEach((op, i) => op.kind === 'delete' && op.ifMatch !== undefined && conditionalDeletes.set(i, op.ifMatch));
     const client = this.client(table);
+    const { body, contentType } = egtRequest(this.tableUrl(client, table), ops, this.egtDialect);
     const ctx = { operation: 'submitTransaction', table, batch: ops };
-    return this.call('transaction', opts, ctx, async (signal, cost) => {
-      if (conditionalDeletes.size > 0) this.deleteEtags.set(signal, conditionalDeletes);
-      const result = await client.submitTransaction(actions, { abortSignal: signal });
+    return this.call('transaction', opts, ctx, async (abortSignal, cost) => {
+      const request = createPipelineRequest({
+        url: this.batchUrl(client),
+        method: 'POST',
+        body,
+        headers: createHttpHeaders({ ...EGT_HEADERS, 'Content-Type': contentType }),
+        abortSignal,
+        allowInsecureConnection: this.clientOptions.allowInsecureConnection,
+      });
+      const etags = egtEtags(await client.pipeline.sendRequest(this.httpClient, request), ops.length);
       cost.entities = ops.length;
-      return ops.map((op, i) => (op.kind === 'delete' ? undefined : result.subResponses[i]?.etag?.trim()));
+      return ops.map((op, i) => (op.kind === 'delete' ? undefined : etags[i]));
     });
+  }
+
+  /** The table's URL in an EGT's parts: the client's account URL without a query (a SAS), then the table's name. */
+  private tableUrl(client: TableClient, table: string): string {
+    const account = client.url.split('?')[0];
+    return `${account.endsWith('/') ? account : `${account}/`}${table}`;
+  }
+
+  /** The `$batch` URL: the account URL's path with `$batch` added, its query (a SAS) kept after it. */
+  private batchUrl(client: TableClient): string {
+    const [account, query] = client.url.split('?');
+    return `${account.endsWith('/') ? account : `${account}/`}$batch${query === undefined ? '' : `?${query}`}`;
   }
 
   /** Inserts a new entity; returns its ETag. Reports 'write'. @throws CONFLICT (EntityAlreadyExists). */
@@ -444,8 +465,6 @@ export class TableStore {
         this.access.url === undefined
           ? TableClient.fromConnectionString(this.access.connectionString, table, this.clientOptions)
           : new TableClient(this.access.url, table, this.access.credential, this.clientOptions);
-      // Serialize phase: before the credential policy computes Content-Length from the body.
-      client.pipeline.addPolicy(this.ifMatchPolicy, { phase: 'Serialize' });
       // After the retry policy: it sees each attempt, so that a refusal met by a retry can be told (details.attempts).
       client.pipeline.addPolicy(this.attemptsPolicy, { afterPhase: 'Retry' });
       // Per-call CPU this project does not use: @azure/logger (its own code logs storage calls), @azure/core-tracing
@@ -456,6 +475,15 @@ export class TableStore {
     return client;
   }
 }
+
+/** The headers of an EGT's `$batch` request besides its Content-Type: the SDK's (13.x), the pipeline adds the rest. */
+const EGT_HEADERS = {
+  accept: 'application/json',
+  'x-ms-version': '2019-02-02',
+  DataServiceVersion: '3.0;',
+  MaxDataServiceVersion: '3.0;NetFx',
+  'Accept-Charset': 'UTF-8',
+};
 
 /** The Azure SDK pipeline policies every TableClient of the store goes without. */
 const UNUSED_SDK_POLICIES = ['tracingPolicy', 'logPolicy', 'redirectPolicy', 'formDataPolicy', 'multipartPolicy'];

@@ -9,8 +9,9 @@
  * partition, one EGT per write, no summary, nothing else), at the same concurrency — what the partition takes when
  * nobody keeps a summary. Prints writes/s, latency p50/p99, EGTs and Table round trips per write, storage calls per
  * write (Table round trips plus queue calls: what Azure bills, target ≤ 2.5 at 32 in flight), fan-out messages
- * sent per acknowledged write (target 1.0), failures, and the ratio to the baseline. The department's summaries are
- * checked against the writes at the end of each run.
+ * sent per acknowledged write, failures, and the ratio to the baseline; then the targets: at most 0.2 queue messages
+ * per acknowledged create at 32 in flight, creates at 0.5× the baseline or more at 32 and at 128 in flight. The
+ * department's summaries are checked against the writes at the end of each run.
  */
 import { TableClient, type TransactionAction } from '@azure/data-tables';
 import pLimit from 'p-limit';
@@ -82,8 +83,13 @@ async function timed(n: number, concurrency: number, write: (i: number) => Promi
   return { seconds: (performance.now() - started) / 1000, latencies, failed };
 }
 
+/** Acknowledged writes per second. */
+function rateOf(r: Result): number {
+  return (r.writes - r.failed) / r.seconds;
+}
+
 function row(r: Result, baseline?: Result): string {
-  const rate = (r.writes - r.failed) / r.seconds;
+  const rate = rateOf(r);
   const cells = [
     r.name.padEnd(44),
     rate.toFixed(0).padStart(8),
@@ -95,7 +101,7 @@ function row(r: Result, baseline?: Result): string {
     String(r.failed).padStart(7),
     (r.azuriteMs / r.writes).toFixed(2).padStart(11),
     (r.writerMs / r.writes).toFixed(2).padStart(10),
-    (baseline ? `${(rate / ((baseline.writes - baseline.failed) / baseline.seconds)).toFixed(2)}x` : '').padStart(7),
+    (baseline ? `${(rate / rateOf(baseline)).toFixed(2)}x` : '').padStart(7),
   ];
   return cells.join(' ');
 }
@@ -109,6 +115,8 @@ async function main(): Promise<void> {
     console.log(
       `${'run'.padEnd(44)} ${'writes/s'.padStart(8)} ${'p50 / p99 ms'.padStart(16)} ${'EGTs/w'.padStart(8)} ${'trips/w'.padStart(10)} ${'calls/w'.padStart(9)} ${'msgs/ack'.padStart(9)} ${'failed'.padStart(7)} ${'Azurite ms/w'.padStart(11)} ${'writer ms/w'.padStart(10)} ${'ratio'.padStart(7)}`,
     );
+    /** Per concurrency: tablegraph's creates/s against the baseline's, and its queue messages per acknowledged create. */
+    const targets = new Map<number, { ratio: number; messages: number }>();
     for (const concurrency of CONCURRENCY) {
       const prefix = `pb${concurrency}`;
       const { model } = compileHr(prefix);
@@ -186,7 +194,15 @@ async function main(): Promise<void> {
       };
       console.log(row(baseline));
       console.log(row(tablegraph, baseline));
+      targets.set(concurrency, { ratio: rateOf(tablegraph) / rateOf(baseline), messages: messages / (WRITES - ours.failed) });
     }
+    const met = (ok: boolean) => (ok ? 'met' : 'not met');
+    const at = (c: number) => targets.get(c)!;
+    console.log(
+      `targets: queue messages per acknowledged create at 32 in flight ${at(32).messages.toFixed(2)} (≤ 0.2: ${met(at(32).messages <= 0.2)}); ` +
+        `creates ${at(32).ratio.toFixed(2)}x the baseline at 32 in flight and ${at(128).ratio.toFixed(2)}x at 128 ` +
+        `(≥ 0.5 at both: ${met(at(32).ratio >= 0.5 && at(128).ratio >= 0.5)})`,
+    );
   } finally {
     await azurite.stop();
   }
