@@ -473,6 +473,13 @@ describe('HTTP hardening', () => {
     ]) {
       expect(res.headers.get('access-control-allow-origin')).toBeNull();
     }
+    // A byte order mark and text beyond ASCII read alike at both doors: the BOM dropped, UTF-8 decoded.
+    const named = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(JSON.stringify({ query: '{ department(id: "Salés ☃") { name } }' }))]);
+    const answers = [await post(named), await post(gzipSync(named), { 'content-encoding': 'gzip' })];
+    for (const res of answers) {
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as any).data).toEqual({ department: null });
+    }
     // The strict JSON of both doors: a JSON string is no request body.
     await expectJsonError(await post('"{ __typename }"'), 400, 'BAD_REQUEST');
     await expectJsonError(await post(gzipSync('"{ __typename }"'), { 'content-encoding': 'gzip' }), 400, 'BAD_REQUEST');

@@ -35,16 +35,22 @@ interface RequestState {
   doorCode?: string;
   context?: RequestContext;
 }
-const states = new WeakMap<IncomingMessage | ServerResponse, RequestState>();
+/**
+ * Where a request's or response's RequestState is kept: a property of its own, under a symbol nobody else knows —
+ * not a WeakMap entry per request, which the garbage collector must trace as an ephemeron (a per-request cost).
+ */
+const STATE = Symbol('tablegraph.requestLog');
+type WithState = { [STATE]?: RequestState };
 function stateOf(key: IncomingMessage | ServerResponse): RequestState {
-  let state = states.get(key);
-  if (!state) states.set(key, (state = {}));
-  return state;
+  return ((key as WithState)[STATE] ??= {});
+}
+function peekState(key: IncomingMessage | ServerResponse): RequestState | undefined {
+  return (key as WithState)[STATE];
 }
 
 /** The id of the request (given by assignRequestId). */
 export function requestIdOf(req: IncomingMessage): string {
-  return states.get(req)?.requestId ?? randomUUID();
+  return peekState(req)?.requestId ?? randomUUID();
 }
 
 /** Gives the request its id (the client's `x-request-id` when it is a plain token) and answers it in the response header. */
@@ -80,7 +86,7 @@ export function startRequestLine(log: Logger, metrics: Metrics | undefined, req:
   const start = performance.now();
   const finish = () => {
     const durationMs = Math.round((performance.now() - start) * 100) / 100;
-    const { context, doorCode } = states.get(res) ?? {};
+    const { context, doorCode } = peekState(res) ?? {};
     const codes = context?.outcome.errorCodes ?? (doorCode ? [doorCode] : res.statusCode >= 400 ? [`HTTP_${res.statusCode}`] : []);
     const operationName = context?.outcome.operationName ?? null;
     const cost = context?.cost.snapshot();
