@@ -75,12 +75,44 @@ const rangeCacheKey = (q: RangeQuery) =>
  *   the same batch still resolve
  */
 export function createLoaders(store: TableStore, options: LoaderOptions): Loaders {
-  // Made on the first storage call: a request that reads nothing (`{ __typename }`) pays for no limiter or loader.
-  let perRequest: ReturnType<typeof pLimit> | undefined;
-  const callOptions = { observer: options.observer };
+  return new RequestLoaders(store, options);
+}
+
+/**
+ * One request's loaders, each made on its first use: a request that reads nothing (`{ __typename }`) pays for no
+ * limiter or loader, and for one object only (its methods are its class's, not closures made per request).
+ */
+class RequestLoaders implements Loaders {
+  private perRequest?: ReturnType<typeof pLimit>;
+  private pointLoader?: DataLoader<PointKey, StoredEntity | null, string>;
+  private rangeLoader?: DataLoader<RangeQuery, RangeResult, string>;
+  private readonly callOptions: { observer?: StorageObserver };
+
+  constructor(
+    private readonly store: TableStore,
+    private readonly options: LoaderOptions,
+  ) {
+    this.callOptions = { observer: options.observer };
+  }
+
+  get point(): DataLoader<PointKey, StoredEntity | null, string> {
+    return (this.pointLoader ??= new DataLoader<PointKey, StoredEntity | null, string>(
+      (keys) => inSpan('dataloader.point', { 'tablegraph.keys': keys.length }, () => this.pointBatch(keys)),
+      { cacheKeyFn: pointCacheKey },
+    ));
+  }
+
+  get range(): DataLoader<RangeQuery, RangeResult, string> {
+    return (this.rangeLoader ??= new DataLoader<RangeQuery, RangeResult, string>(
+      (queries) => inSpan('dataloader.range', { 'tablegraph.keys': queries.length }, () => this.rangeBatch(queries)),
+      { cacheKeyFn: rangeCacheKey },
+    ));
+  }
+
   /** A call of this request: within its own parallelism, through the server's admission, never after its deadline. */
-  const limit = <T>(call: () => Promise<T>): Promise<T> =>
-    (perRequest ??= pLimit(options.concurrency))(() => {
+  private limit<T>(call: () => Promise<T>): Promise<T> {
+    const { options } = this;
+    return (this.perRequest ??= pLimit(options.concurrency))(() => {
       const send = () => {
         if (options.deadline !== undefined && Date.now() >= options.deadline) {
           throw new TablegraphError(ErrorCode.REQUEST_TIMEOUT, 'The request used up its time; no further storage call was sent.', { reason: 'Deadline' });
@@ -89,23 +121,21 @@ export function createLoaders(store: TableStore, options: LoaderOptions): Loader
       };
       return options.admission ? options.admission.gate.run(options.admission.lane, send) : send();
     });
+  }
 
-  let pointLoader: DataLoader<PointKey, StoredEntity | null, string> | undefined;
-  const point = () =>
-    (pointLoader ??= new DataLoader<PointKey, StoredEntity | null, string>(
-      (keys) => inSpan('dataloader.point', { 'tablegraph.keys': keys.length }, () => pointBatch(keys)),
-      { cacheKeyFn: pointCacheKey },
-    ));
-  async function pointBatch(keys: readonly PointKey[]): Promise<Array<StoredEntity | null | Error>> {
+  private async pointBatch(keys: readonly PointKey[]): Promise<Array<StoredEntity | null | Error>> {
     // Grouping by table and partition keeps each partition's reads together in the queue.
     const order = keys.map((_, i) => i).sort((a, b) => pointCacheKey(keys[a]).localeCompare(pointCacheKey(keys[b])));
     const results: Array<StoredEntity | null | Error> = new Array(keys.length);
     await Promise.all(
       order.map((i) =>
-        limit(async () => {
+        this.limit(async () => {
           const k = keys[i];
           try {
-            results[i] = await store.getEntity({ table: k.table, partitionKey: k.partitionKey, rowKey: k.rowKey }, { ...callOptions, select: k.select });
+            results[i] = await this.store.getEntity(
+              { table: k.table, partitionKey: k.partitionKey, rowKey: k.rowKey },
+              { ...this.callOptions, select: k.select },
+            );
           } catch (e) {
             results[i] = e as Error;
           }
@@ -115,20 +145,14 @@ export function createLoaders(store: TableStore, options: LoaderOptions): Loader
     return results;
   }
 
-  let rangeLoader: DataLoader<RangeQuery, RangeResult, string> | undefined;
-  const range = () =>
-    (rangeLoader ??= new DataLoader<RangeQuery, RangeResult, string>(
-      (queries) => inSpan('dataloader.range', { 'tablegraph.keys': queries.length }, () => rangeBatch(queries)),
-      { cacheKeyFn: rangeCacheKey },
-    ));
-  function rangeBatch(queries: readonly RangeQuery[]): Promise<Array<RangeResult | Error>> {
+  private rangeBatch(queries: readonly RangeQuery[]): Promise<Array<RangeResult | Error>> {
     return Promise.all(
       queries.map((q) =>
-        limit(async () => {
+        this.limit(async () => {
           try {
-            const result = await store.queryRange(q, callOptions);
+            const result = await this.store.queryRange(q, this.callOptions);
             for (const entity of result.entities) {
-              point().prime({ table: q.table, partitionKey: entity.partitionKey, rowKey: entity.rowKey }, entity);
+              this.point.prime({ table: q.table, partitionKey: entity.partitionKey, rowKey: entity.rowKey }, entity);
             }
             return result;
           } catch (e) {
@@ -138,13 +162,4 @@ export function createLoaders(store: TableStore, options: LoaderOptions): Loader
       ),
     );
   }
-
-  return {
-    get point() {
-      return point();
-    },
-    get range() {
-      return range();
-    },
-  };
 }
