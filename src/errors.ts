@@ -78,7 +78,10 @@ export const Reason = {
     code: 'STORAGE_UNAVAILABLE',
     meaning: "the write's answer was lost and reading back cannot tell whether it was stored: read before writing again",
   },
-  Contention: { code: 'STORAGE_UNAVAILABLE', meaning: 'writers of other processes kept changing what a write read, through all its attempts' },
+  Contention: {
+    code: 'STORAGE_UNAVAILABLE',
+    meaning: 'writers kept changing what a write or the worker read, through all its attempts (the worker then handles its message again later)',
+  },
   BlobCommitWindowPassed: { code: 'STORAGE_UNAVAILABLE', meaning: "the write took longer than its blobs' commit window: nothing was written" },
   // Reads, subscriptions and the server's limits
   Deadline: { code: 'REQUEST_TIMEOUT', meaning: 'the request used up its time (`TABLEGRAPH_REQUEST_TIMEOUT_MS`): no further storage call was sent' },

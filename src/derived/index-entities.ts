@@ -22,7 +22,7 @@ export type IndexOwner = Pick<DerivedTarget, 'store' | 'entity' | 'primary' | 'o
  * reservation of this same entity is left as it is: it already holds the key for this entity, and rewriting it
  * as a plain index entity would erase what keeps it from being deleted while its write may still commit.
  * @returns false when the key belongs to another entity
- * @throws TablegraphError STORAGE_UNAVAILABLE when the entity kept changing under the claim
+ * @throws TablegraphError STORAGE_UNAVAILABLE (reason Contention) when the entity kept changing under the claim
  */
 export async function claimUnique(owner: IndexOwner, w: TableWrite, now: () => number): Promise<boolean> {
   const { store, entity, primary } = owner;
@@ -42,7 +42,9 @@ export async function claimUnique(owner: IndexOwner, w: TableWrite, now: () => n
       if (!isTablegraphError(e, ErrorCode.CONFLICT) && !isTablegraphError(e, ErrorCode.NOT_FOUND)) throw e;
     }
   }
-  throw new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, `unique index entity ${w.table} ${w.entity.partitionKey}/${w.entity.rowKey} kept changing`);
+  throw new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, `unique index entity ${w.table} ${w.entity.partitionKey}/${w.entity.rowKey} kept changing`, {
+    reason: 'Contention',
+  });
 }
 
 /**

@@ -63,7 +63,8 @@ const PASSES = 10;
  *   (ms, default 30000); see ReconcileOptions
  * @returns done with the outcome, or retryLater while the request's mark may still come
  * @throws TablegraphError BAD_USER_INPUT when the worker has no write path or the type is unknown (the message can
- *   never succeed: poison); STORAGE_UNAVAILABLE when the entity kept changing; what the writes throw otherwise
+ *   never succeed: poison); STORAGE_UNAVAILABLE (reason Contention) when the entity kept changing; what the writes
+ *   throw otherwise
  */
 export async function carryOutMove(message: MoveMessage, opts: MoveOptions): Promise<MoveResult> {
   const run = startMove(message, opts);
@@ -108,6 +109,7 @@ export async function carryOutMove(message: MoveMessage, opts: MoveOptions): Pro
   }
   throw new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, `${entity.name} ${primary.partitionKey}/${primary.rowKey} kept changing while it was moved`, {
     messageId: message.id,
+    reason: 'Contention',
   });
 }
 

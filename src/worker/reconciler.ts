@@ -57,7 +57,8 @@ export type ReconcileResult = { kind: 'done'; passes: number; upserted: number; 
  * Reconciles the derived entities of the entity a message names.
  * @returns done, or retryLater when the announced write is not visible yet and the settle time has not passed
  * @throws TablegraphError BAD_USER_INPUT when the message names an unknown entity type (it can never succeed);
- *   STORAGE_UNAVAILABLE and others from the store; an error when the entity kept changing for maxPasses passes
+ *   STORAGE_UNAVAILABLE and others from the store; STORAGE_UNAVAILABLE (reason Contention) when the entity kept
+ *   changing for maxPasses passes (the message is delivered again later)
  */
 export async function reconcile(message: FanoutMessage, opts: ReconcileOptions): Promise<ReconcileResult> {
   const entity = opts.model.entities.get(message.entity);
@@ -134,6 +135,7 @@ export async function reconcile(message: FanoutMessage, opts: ReconcileOptions):
     `${message.entity} ${message.primary.partitionKey}/${message.primary.rowKey} kept changing while its derived entities were reconciled`,
     {
       messageId: message.id,
+      reason: 'Contention',
     },
   );
 }
