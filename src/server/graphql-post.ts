@@ -18,6 +18,7 @@ import { parse as parseContentType } from 'content-type';
 import getRawBody from 'raw-body';
 import type { Logger } from '../log';
 import type { RequestContext } from '../resolvers/context';
+import { headerMemo } from './header-memo';
 import { bodyErrorOf, sendHttpError } from './http-errors';
 import type { Metrics } from './metrics';
 import { assignRequestId, startRequestLine } from './request-log';
@@ -128,21 +129,16 @@ function isPlainJson(req: IncomingMessage): boolean {
   if (encoding !== undefined && encoding.toLowerCase() !== 'identity') return false;
   const type = req.headers['content-type'];
   if (type === undefined) return false;
-  const known = plainJsonTypes.get(type);
-  if (known !== undefined) return known;
-  let plain: boolean;
+  return plainJsonType(type);
+}
+
+/** Whether a `Content-Type` is JSON in UTF-8 (or no charset), parsed once per distinct header. */
+const plainJsonType = headerMemo((type) => {
   try {
     const parsed = parseContentType(type);
     const charset = parsed.parameters.charset?.toLowerCase();
-    plain = parsed.type === 'application/json' && (charset === undefined || charset === 'utf-8');
+    return parsed.type === 'application/json' && (charset === undefined || charset === 'utf-8');
   } catch {
-    plain = false;
+    return false;
   }
-  // Clients send a handful of spellings; one made up per request does not grow it without bound.
-  if (plainJsonTypes.size >= 64) plainJsonTypes.clear();
-  plainJsonTypes.set(type, plain);
-  return plain;
-}
-
-/** `Content-Type` headers already parsed: whether each is plain JSON (isPlainJson). */
-const plainJsonTypes = new Map<string, boolean>();
+});

@@ -11,6 +11,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { isLoopback } from './auth';
+import { headerMemo } from './header-memo';
 
 /** What the guard allows. */
 export interface OriginPolicy {
@@ -38,25 +39,19 @@ export function originPolicy(bindHost: string, extraHosts: readonly string[], co
   return { allowedHosts: extra.length > 0 ? extra : undefined, corsOrigins };
 }
 
-/** `Host` headers already parsed, and their names: a server is reached under a handful of names (entries). */
-const hostNames = new Map<string, string | undefined>();
-const MAX_HOST_NAMES = 64;
-
 /** The host name of a `Host` header (`[::1]:4000` → `::1`), lowercase; undefined when absent or malformed. */
 function hostName(header: string | undefined): string | undefined {
-  if (!header) return undefined;
-  if (hostNames.has(header)) return hostNames.get(header);
-  let name: string | undefined;
-  try {
-    name = new URL(`http://${header}`).hostname.replace(/^\[|\]$/g, '').toLowerCase();
-  } catch {
-    name = undefined;
-  }
-  // Names made up by clients do not grow it without bound.
-  if (hostNames.size >= MAX_HOST_NAMES) hostNames.clear();
-  hostNames.set(header, name);
-  return name;
+  return header ? parsedHostName(header) : undefined;
 }
+
+/** A `Host` header's name, parsed once per distinct header: a server is reached under a handful of names. */
+const parsedHostName = headerMemo((header): string | undefined => {
+  try {
+    return new URL(`http://${header}`).hostname.replace(/^\[|\]$/g, '').toLowerCase();
+  } catch {
+    return undefined;
+  }
+});
 
 function hostAllowed(policy: OriginPolicy, host: string | undefined): boolean {
   if (!policy.allowedHosts) return true;

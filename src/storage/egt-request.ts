@@ -33,7 +33,7 @@ export type EgtDialect = 'azure' | 'cosmos';
  * typed as edm.ts types it — a string or boolean plain, anything else with its `<name>@odata.type` annotation.
  * @throws TablegraphError BAD_USER_INPUT when a value does not fit its declared EDM type (edm.ts checkTypedValue)
  */
-export function entityJson(entity: EntityToWrite): string {
+function entityJson(entity: EntityToWrite): string {
   const out: Record<string, unknown> = { PartitionKey: entity.partitionKey, RowKey: entity.rowKey };
   for (const [name, v] of Object.entries(entity.properties)) {
     if (v === null) continue;
