@@ -19,9 +19,10 @@ afterAll(() => killCommandProcesses());
 
 type Member = { teamId: string; id: number; name: string; city: string };
 
+// Slow enough that the copy of some 200 members (about 7 s) outlasts both kills on a busy machine.
 const BUILD_ENV = {
-  TABLEGRAPH_BUILD_PAGE_SIZE: '25',
-  TABLEGRAPH_BUILD_ENTITIES_PER_SECOND: '60',
+  TABLEGRAPH_BUILD_PAGE_SIZE: '10',
+  TABLEGRAPH_BUILD_ENTITIES_PER_SECOND: '30',
   TABLEGRAPH_BUILD_LEASE_MS: '2000',
   TABLEGRAPH_BUILD_POLL_MS: '300',
   TABLEGRAPH_STORAGE_TIMEOUT_MS: '30000',
@@ -149,9 +150,10 @@ async function rekeyUnderStorm(name: string, before: string, after: string, chec
     const apply = command('migrate', ['apply']);
     const progressOf = async () => (await d.paths()).get('rekey:Member');
     await d.waitFor((p) => (p.get('rekey:Member')?.read ?? 0) > 0);
-    current = await d.start(after, { TABLEGRAPH_WORKER: 'off' });
+    // Killed before the new server starts: a start takes seconds on a busy machine, long enough for the whole copy.
     apply.child.kill('SIGKILL');
     const killedAt = (await progressOf())!.read;
+    current = await d.start(after, { TABLEGRAPH_WORKER: 'off' });
     const second = command('worker');
     await d.waitFor((p) => p.get('rekey:Member')!.takeovers === 1 && p.get('rekey:Member')!.read > killedAt, 60_000);
     second.child.kill('SIGKILL');
@@ -180,7 +182,9 @@ async function rekeyUnderStorm(name: string, before: string, after: string, chec
     await Promise.all([...writers, readers]);
     expect(counts.refusedReads).toBeGreaterThan(0);
     expect(counts.newReads).toBeGreaterThan(0);
-    console.log(`${name} (seed ${seed}): ${JSON.stringify(counts)}; rekey ${JSON.stringify(done.get('rekey:Member'))}`);
+    console.log(
+      `${name} (seed ${seed}): ${JSON.stringify(counts)}; copy read at the kills ${killedAt}, ${secondAt}; rekey ${JSON.stringify(done.get('rekey:Member'))}`,
+    );
 
     // Every acknowledged write where the new keys say, nothing at the old addresses, verify clean.
     await d.drained(current);
