@@ -1,7 +1,8 @@
 /**
  * EDM typing at the storage boundary: project entities (every value carries its EDM type) to and from the
- * `@azure/data-tables` wire shapes (egt-request.ts writes an EGT's entities with toSdkValue too). The SDK guesses types from JS values (an integer number
- * becomes Int32, so a whole Double such as 111444 would silently turn Int32); this module never lets it guess.
+ * `@azure/data-tables` wire shapes (egt-request.ts writes an EGT's entities with toSdkValue too). The SDK guesses
+ * types from JS values (an integer number becomes Int32, so a whole Double such as 111444 would silently turn
+ * Int32); this module never lets it guess.
  */
 import { TableEntity } from '@azure/data-tables';
 import { ErrorCode, TablegraphError } from '../errors';

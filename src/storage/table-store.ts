@@ -326,11 +326,12 @@ export class TableStore {
     const ops = cipher ? given.map((op) => ('entity' in op ? { ...op, entity: cipher.seal(op.entity) } : op)) : given;
     checkTransaction(ops, this.target);
     const client = this.client(table);
-    const { body, contentType } = egtRequest(this.tableUrl(client, table), ops, this.egtDialect);
+    const { tableUrl, batchUrl } = this.egtUrls(client, table);
+    const { body, contentType } = egtRequest(tableUrl, ops, this.egtDialect);
     const ctx = { operation: 'submitTransaction', table, batch: ops };
     return this.call('transaction', opts, ctx, async (abortSignal, cost) => {
       const request = createPipelineRequest({
-        url: this.batchUrl(client),
+        url: batchUrl,
         method: 'POST',
         body,
         headers: createHttpHeaders({ ...EGT_HEADERS, 'Content-Type': contentType }),
@@ -343,16 +344,14 @@ export class TableStore {
     });
   }
 
-  /** The table's URL in an EGT's parts: the client's account URL without a query (a SAS), then the table's name. */
-  private tableUrl(client: TableClient, table: string): string {
-    const account = client.url.split('?')[0];
-    return `${account.endsWith('/') ? account : `${account}/`}${table}`;
-  }
-
-  /** The `$batch` URL: the account URL's path with `$batch` added, its query (a SAS) kept after it. */
-  private batchUrl(client: TableClient): string {
+  /**
+   * The URLs of an EGT: `table`'s URL, which its parts name (the client's account URL without its query, then the
+   * table's name), and the `$batch` URL it is sent to (the same account URL, then `$batch`, its query — a SAS — kept).
+   */
+  private egtUrls(client: TableClient, table: string): { tableUrl: string; batchUrl: string } {
     const [account, query] = client.url.split('?');
-    return `${account.endsWith('/') ? account : `${account}/`}$batch${query === undefined ? '' : `?${query}`}`;
+    const base = account.endsWith('/') ? account : `${account}/`;
+    return { tableUrl: `${base}${table}`, batchUrl: `${base}$batch${query === undefined ? '' : `?${query}`}` };
   }
 
   /** Inserts a new entity; returns its ETag. Reports 'write'. @throws CONFLICT (EntityAlreadyExists). */
