@@ -49,6 +49,11 @@ export const ErrorCode = {
    * `PathBuildFailed`): nothing was read. `extensions.progress` says how far the build is; try again later.
    */
   ACCESS_PATH_BUILDING: 'ACCESS_PATH_BUILDING',
+  /**
+   * The server is stopping (a rolling update, a scale-in): it finishes every request it took and refuses the ones that
+   * arrive after with HTTP 503, `Retry-After` and `Connection: close`; nothing of such a request ran. Send it again.
+   */
+  SHUTTING_DOWN: 'SHUTTING_DOWN',
 } as const;
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -116,7 +121,15 @@ export const Reason = {
   noResponse: { code: 'STORAGE_UNAVAILABLE', meaning: 'a storage call got no answer' },
   // Start-up, schema changes and commands
   ChangeRefused: { code: 'SCHEMA_INVALID', meaning: 'a schema change the stored data cannot take (each with its location and what makes it possible)' },
+  SchemaOlder: {
+    code: 'SCHEMA_INVALID',
+    meaning: 'a command that writes entities (`npm run load`, `npm run import`) runs an older schema than the one deployed: run it with the deployed one',
+  },
   CatalogueContended: { code: 'STORAGE_UNAVAILABLE', meaning: 'the catalogue of access paths kept changing while the schema was deployed' },
+  CatalogueRowInvalid: {
+    code: 'DATA_INTEGRITY',
+    meaning: "a row of the catalogue does not decode (written around tablegraph, or damaged): its table and keys are named; a path's row is read as failed",
+  },
   TooManyMoves: { code: 'LIMIT_EXCEEDED', meaning: 'more moves were under way at a re-key than the catalogue records at once' },
   PortInUse: { code: 'CONFIG_INVALID', meaning: "the server's port is in use" },
   PortForbidden: { code: 'CONFIG_INVALID', meaning: "the server's port needs privileges the process does not have" },

@@ -74,6 +74,38 @@ describe('the estimate', () => {
     expect(estimate(q).storageCalls).toBeGreaterThanOrEqual(16);
   });
 
+  test('@skip and @include: what execution leaves out costs nothing, for the values the request sends', () => {
+    const q = `query($withPay: Boolean!, $short: Boolean = true) { employeesByLastName(lastName: "WILLIAMS", first: 10) { edges { node {
+      id firstName annualSalary @include(if: $withPay) ... @skip(if: $short) { department { name } } } } } }`;
+    expect(estimate(q, { withPay: false })).toEqual({ storageCalls: 1, entitiesRead: 11, nodes: 21 });
+    expect(estimate(q, { withPay: true }).storageCalls).toBe(11); // the index lacks annualSalary: one read per node
+    expect(estimate(q, { withPay: false, short: false }).storageCalls).toBe(1 + 10); // each node's department (its key is in the index)
+    expect(estimate('{ department(id: "X") @skip(if: true) { employees(first: 100) { edges { node { id } } } } }')).toEqual({
+      storageCalls: 0,
+      entitiesRead: 0,
+      nodes: 0,
+    });
+  });
+
+  test('the same field with the same arguments under several aliases: read once (as the DataLoaders read it), a node per alias', () => {
+    const page = (alias: string) => `${alias}: employeesByLastName(lastName: "WILLIAMS", first: 100) { edges { node { id firstName } } }`;
+    const one = estimate(`{ ${page('a')} }`);
+    const nine = estimate(`{ ${['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i'].map(page).join(' ')} }`);
+    expect(nine.storageCalls).toBe(one.storageCalls);
+    expect(nine.entitiesRead).toBe(one.entitiesRead);
+    expect(nine.nodes).toBe(9 * one.nodes);
+    // Merged selections: what one alias adds below the shared page still counts, once.
+    const more = estimate(`{ ${page('a')} b: employeesByLastName(lastName: "WILLIAMS", first: 100) { edges { node { annualSalary } } } }`);
+    expect(more.storageCalls).toBe(1 + 100);
+    // Other arguments, or a variable, are other reads.
+    expect(estimate(`{ ${page('a')} b: employeesByLastName(lastName: "JONES", first: 100) { edges { node { id } } } }`).storageCalls).toBe(2);
+    // Each alias of a mutation is a write of its own.
+    const writes = estimate(
+      'mutation { a: deleteEmployee(input: { departmentId: "A", id: "1" }) { __typename } b: deleteEmployee(input: { departmentId: "A", id: "1" }) { __typename } }',
+    );
+    expect(writes.storageCalls).toBe(16);
+  });
+
   test('the query that once exhausted the heap: about a million nodes', () => {
     expect(estimate(OOM).nodes).toBeGreaterThan(1_000_000);
   });
@@ -135,6 +167,43 @@ describe('the server', () => {
     expect(r.errors?.[0].extensions).toMatchObject({ code: 'QUERY_TOO_COSTLY' });
     expect(r.errors?.[0].extensions.estimate.nodes).toBeGreaterThan(1_000_000);
     expectNoRequestReads(spies, server.config.tablePrefix);
+  });
+
+  test('an explicit null and a variable not sent are two estimates: the lane never admits what Apollo refuses', async () => {
+    const byDefault = `query Q($f: Int = 100) { departments(first: $f) { edges { node { employees(first: $f) { edges { node {
+      department { employees(first: $f) { edges { cursor } } } } } } } } } }`;
+    const post = async (variables?: Record<string, unknown>) =>
+      (await (
+        await fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: byDefault, variables }) })
+      ).json()) as any;
+    const get = async (variables?: Record<string, unknown>) => {
+      const search = new URLSearchParams({ query: byDefault, ...(variables && { variables: JSON.stringify(variables) }) });
+      return (await (await fetch(`${server.url}?${search}`, { headers: { 'apollo-require-preflight': 'true' } })).json()) as any;
+    };
+    // With null, each page is the default page size (20): admitted. The same text with no variables then takes the
+    // declared default (100), and is refused — through the lane (POST) as through Apollo (GET).
+    const admitted = await post({ f: null });
+    expect(admitted.errors).toBeUndefined();
+    const spies = [jest.spyOn(server.store, 'getEntity'), jest.spyOn(server.store, 'queryRange')];
+    const refused = await post();
+    expect(refused.errors?.[0].extensions).toMatchObject({ code: 'QUERY_TOO_COSTLY' });
+    expectNoRequestReads(spies, server.config.tablePrefix);
+    expect(refused.errors[0].extensions.estimate).toEqual((await get()).errors[0].extensions.estimate);
+    expect(admitted.extensions.cost.estimate).toEqual((await get({ f: null })).extensions.cost.estimate);
+  });
+
+  test('@skip through the lane: the estimate and the reads of the skipped field are gone, as through Apollo', async () => {
+    const q = `query($pay: Boolean!) { department(id: "ENGINEERING") { employeesByLastName(lastName: "WILLIAMS", first: 50) { edges { node {
+      id firstName annualSalary @include(if: $pay) } } } } }`;
+    const lane = await server.query(q, { pay: false });
+    expect(lane.errors).toBeUndefined();
+    expect(lane.extensions.cost.estimate.storageCalls).toBe(2);
+    expect(lane.extensions.cost.pointQueries).toBe(1); // the department, and no entity behind an index entity
+    const search = new URLSearchParams({ query: q, variables: JSON.stringify({ pay: false }) });
+    const apollo = (await (await fetch(`${server.url}?${search}`, { headers: { 'apollo-require-preflight': 'true' } })).json()) as any;
+    expect(apollo.extensions.cost.estimate).toEqual(lane.extensions.cost.estimate);
+    const paid = await server.query(q, { pay: true });
+    expect(paid.extensions.cost.estimate.storageCalls).toBeGreaterThan(2);
   });
 
   test('the budgets are settings: TABLEGRAPH_MAX_STORAGE_CALLS=1 refuses a query of two', async () => {

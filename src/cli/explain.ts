@@ -12,7 +12,8 @@ import { parse, validate, type FragmentDefinitionNode, type OperationDefinitionN
 import { loadConfig, type Config } from '../runtime/config';
 import { ErrorCode, TablegraphError } from '../errors';
 import { createLogger, type Logger } from '../log';
-import { Catalogue, type PathRecord } from '../evolution/catalogue';
+import { Catalogue } from '../evolution/catalogue';
+import type { PathRecord } from '../evolution/catalogue-records';
 import { formatStatus } from '../evolution/migration-report';
 import { progressOf } from '../evolution/path-states';
 import { openStorage } from '../runtime/open-storage';

@@ -16,6 +16,7 @@ import { readManifest, type ManifestStep } from '../load/manifest';
 import { createLogger } from '../log';
 import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { openStorage } from '../runtime/open-storage';
+import { deployForWriting } from '../runtime/schema-deployment';
 import { formatTotals, reportFailed, reportSkipped } from './load-report';
 import { positiveIntArgument, runMain } from './run-main';
 
@@ -53,7 +54,7 @@ runMain(
     }
     const config = loadConfig();
     log.level = config.logLevel;
-    const { schema, model } = compileConfiguredSchema(config);
+    const { schema, model, sdl } = compileConfiguredSchema(config);
     // Checked before storage starts: types, their order, file formats, and that every file can be read.
     checkStepOrder(
       model,
@@ -68,6 +69,8 @@ runMain(
     }
     const storage = await openStorage(config, log, model);
     try {
+      // The schema the rows are written with, recorded before the first of them (schema-deployment.ts).
+      await deployForWriting({ config, store: storage.store, model, schema, sdl, log, types: [...new Set(steps.map((s) => s.type))], command: 'npm run load' });
       log.info({ steps: steps.map((s) => `${s.type} ← ${s.file}`), storage: storage.target, concurrency: options.concurrency }, 'loading');
       const progress = createImportProgress({ totalRows, log });
       let summary: LoadSummary;

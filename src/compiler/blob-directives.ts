@@ -6,6 +6,7 @@ import { getDirectiveValues, isListType, isNonNullType, type DirectiveNode, type
 import type { SchemaProblems } from './schema-errors';
 import type { BlobSpec, Model } from '../model/types';
 import { blobFields } from '../model/blob-fields';
+import { isReservedName, RESERVED_NAME_PREFIX } from '../storage/reserved-names';
 
 const MIN_SECONDS = 60;
 
@@ -41,6 +42,8 @@ export function readBlob(
     return fail("goes on a nullable String field without arguments: the entity holds the blob's name, null when there is none");
   }
   if (!CONTAINER.test(container)) return fail(`container "${container}" is not a container name (3–63 lowercase letters, digits and single hyphens)`);
+  if (isReservedName(v.container))
+    return fail(`container "${v.container}": names starting with "${RESERVED_NAME_PREFIX.toLowerCase()}" are tablegraph's own; choose another name`);
   if (!(v.maxBytes >= 1 && v.maxBytes <= MAX_BYTES)) return fail(`maxBytes: ${v.maxBytes}: between 1 and ${MAX_BYTES}`);
   if (!(v.expiresInSeconds >= MIN_SECONDS && v.expiresInSeconds <= MAX_SECONDS))
     return fail(`expiresInSeconds: ${v.expiresInSeconds}: between ${MIN_SECONDS} and ${MAX_SECONDS}`);

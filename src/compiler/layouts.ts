@@ -7,6 +7,7 @@ import { didYouMean } from 'graphql/jsutils/didYouMean';
 import { suggestionList } from 'graphql/jsutils/suggestionList';
 import { getNamedType, isListType, isNonNullType, isObjectType, type GraphQLObjectType, type GraphQLSchema, type ASTNode } from 'graphql';
 import { checkTableName } from '../storage/limits';
+import { isReservedName, RESERVED_NAME_PREFIX } from '../storage/reserved-names';
 import type { KeyTemplate } from '../model/key-template';
 import { parseTemplate } from './parse-template';
 import { ETAG_FIELD } from '../model/write-inputs';
@@ -262,7 +263,8 @@ function buildEntity(reading: LayoutReading, type: GraphQLObjectType, directive:
     authFields: new Set(),
     node: directive.node,
   };
-  if (!tableTemplate) checkTable(tablePrefix + directive.table, type.name, directive.node, problems);
+  if (!tableTemplate) checkTable({ prefix: tablePrefix, written: directive.table }, type.name, directive.node, problems);
+  else checkReserved(directive.table, type.name, directive.node, problems);
   return entity;
 }
 
@@ -297,7 +299,7 @@ function buildIndex(reading: LayoutReading, entity: EntityModel, directive: Enti
       problems.add(coordinate, `include names "${name}", which is @encrypted: it is sealed for its own entity only`, d.node);
   }
   const table = tablePrefix + (d.table ?? directive.table);
-  checkTable(table, coordinate, d.node, problems);
+  checkTable({ prefix: tablePrefix, written: d.table ?? directive.table }, coordinate, d.node, problems);
   const index: IndexModel = {
     name: d.name,
     entity,
@@ -339,13 +341,29 @@ function checkTableTemplate(t: KeyTemplate, keyFields: string[], fields: Map<str
   }
 }
 
-/** Azure table names: 3–63 alphanumeric characters, starting with a letter. */
-function checkTable(table: string, coordinate: string, node: ASTNode | undefined, problems: SchemaProblems): void {
+/**
+ * Azure table names: 3–63 alphanumeric characters, starting with a letter, the table prefix included; and none of
+ * the project's own (reserved-names.ts).
+ */
+function checkTable(table: { prefix: string; written: string }, coordinate: string, node: ASTNode | undefined, problems: SchemaProblems): void {
+  const name = table.prefix + table.written;
   try {
-    checkTableName(table); // the storage's own rule, reported as a schema problem with its SDL location
+    checkTableName(name); // the storage's own rule, reported as a schema problem with its SDL location
   } catch {
-    problems.add(coordinate, `"${table}" is not a valid table name (3-63 letters and digits, starting with a letter)`, node);
+    problems.add(coordinate, `"${name}" is not a valid table name (3-63 letters and digits, starting with a letter)`, node);
+    return;
   }
+  checkReserved(table.written, coordinate, node, problems);
+}
+
+/** Refuses a table name (or table template) the project keeps for its own tables: its catalogue's rows are not a schema's. */
+function checkReserved(written: string, coordinate: string, node: ASTNode | undefined, problems: SchemaProblems): void {
+  if (!isReservedName(written)) return;
+  problems.add(
+    coordinate,
+    `table "${written}": names starting with "${RESERVED_NAME_PREFIX}" are tablegraph's own (its catalogue, among others); choose another name`,
+    node,
+  );
 }
 
 /** The literal text a RowKey template starts with ('' when it starts with a placeholder). */

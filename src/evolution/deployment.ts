@@ -10,7 +10,8 @@ import { isEnumType, isObjectType, type ASTNode, type GraphQLSchema } from 'grap
 import { ErrorCode, TablegraphError } from '../errors';
 import type { Model } from '../model/types';
 import type { Logger } from '../log';
-import type { Catalogue, Deployment, PathRecord } from './catalogue';
+import type { Catalogue } from './catalogue';
+import type { Deployment, PathRecord } from './catalogue-records';
 import { addressingOf, diffLayouts, type LayoutChange } from './layout-diff';
 import { layoutHash, recordLayout, type RecordedLayout } from './layout-record';
 
@@ -85,7 +86,7 @@ export async function deploySchema(opts: DeployOptions): Promise<DeployResult> {
       );
       return { version: (await olderVersionNumber(catalogue, current, schema.hash)) ?? current.version, outcome: 'older', changes: [] };
     }
-    const changes = current ? await classify(catalogue, current, schema) : [];
+    const changes = current ? await classify(catalogue, current, schema) : await firstDeploymentChanges(catalogue, schema);
     const refused = changes.filter((c) => c.class === 'refused' || (c.class === 'rekey' && !opts.rekeys && opts.record !== false));
     if (refused.length > 0) throw refusal(refused, current!);
     if (opts.record === false) return { version: (current?.version ?? 0) + 1, outcome: 'deployed', changes };
@@ -93,9 +94,14 @@ export async function deploySchema(opts: DeployOptions): Promise<DeployResult> {
     await recordPaths(catalogue, { before: current?.layout, after: schema.layout }, changes, version, now());
     const next: Deployment = { version, hash: schema.hash, layout: schema.layout, drops: current?.drops ?? [], deployedAt: now() };
     if (await catalogue.deploy(next, opts.sdl, current?.etag)) {
+      const builds = changes.filter((c) => c.class === 'build').map((c) => c.pathId);
       opts.log?.info(
-        { version, builds: changes.filter((c) => c.class === 'build').map((c) => c.pathId), changes: changes.length },
-        current ? 'schema change deployed' : 'schema recorded (first deployment)',
+        { version, builds, changes: changes.length },
+        current
+          ? 'schema change deployed'
+          : builds.length > 0
+            ? 'schema recorded (first deployment) over entities no recorded schema wrote: its derived paths are built from them'
+            : 'schema recorded (first deployment)',
       );
       return { version, outcome: 'deployed', changes };
     }
@@ -124,6 +130,26 @@ export async function classify(catalogue: Catalogue, current: Deployment, schema
     if (!stored.get(key)) Object.assign(change, { class: 'compatible', description: `${change.description} (none is stored)` });
   }
   return changes;
+}
+
+/**
+ * A first deployment's changes: none over an empty store — the data will be written by this very schema — but when
+ * entities of its types are stored already (written by a process that recorded nothing: a tablegraph of before the
+ * catalogue, or a tool writing around it), every derived path is built from them, as if it were new: a path the store
+ * never held is built, never assumed. One probe per type (holdsAny); a table per period is not probed (its types have
+ * no derived paths to build).
+ */
+async function firstDeploymentChanges(catalogue: Catalogue, schema: SchemaLayout): Promise<LayoutChange[]> {
+  let stored = false;
+  for (const type of Object.values(schema.layout.types)) {
+    if (type.table.includes('{')) continue;
+    if (await holdsAny(catalogue, type.table, type.entityType)) {
+      stored = true;
+      break;
+    }
+  }
+  if (!stored) return [];
+  return diffLayouts({ types: schema.layout.types, paths: {} }, schema.layout, (c) => schema.locate(c));
 }
 
 /** Whether `table` holds an entity of `entityType` (a filtered scan that stops at the first match; a missing table holds none). */
@@ -157,8 +183,8 @@ async function olderVersionNumber(catalogue: Catalogue, current: Deployment, has
 
 /**
  * The path rows of a deployment, written before the deployment row so that a crash between the two leaves no
- * recorded version whose builds are missing: on a first deployment every path is `ready` (the data was written by
- * this very schema, or there is none); on a change, each `build` becomes `building` from the start (a changed
+ * recorded version whose builds are missing: on a first deployment every path is `ready` (there is no data, and this
+ * very schema will write it) but those built over stored entities (firstDeploymentChanges); on a change, each `build` becomes `building` from the start (a changed
  * definition's build to end with a repair pass), each `rekey` a `rekey:<Type>` row `building` whose definition holds
  * the type's old and new addressing (rekey-build.ts), each `retire` `retired`. A row another process wrote first is
  * left to it.
@@ -195,7 +221,9 @@ async function recordPaths(
   };
   const writes: PathRecord[] = [];
   if (first) {
-    for (const id of Object.keys(layout.paths)) if (!existing.has(id)) writes.push(blank(id, 'ready'));
+    // Ready, but for the paths a first deployment over stored entities builds (firstDeploymentChanges).
+    const built = new Set(changes.filter((c) => c.class === 'build').map((c) => c.pathId));
+    for (const id of Object.keys(layout.paths)) if (!existing.has(id) && !built.has(id)) writes.push(blank(id, 'ready'));
   }
   for (const change of changes) {
     if (!change.pathId) continue;

@@ -1,5 +1,5 @@
 /** The text `npm run migrate` prints: a plan (migration-plan.ts), and the paths' states (catalogue.ts). */
-import type { PathRecord, ServerRecord } from './catalogue';
+import type { PathRecord, ServerRecord } from './catalogue-records';
 import type { MigrationPlan } from './migration-plan';
 import { progressOf } from './path-states';
 

@@ -10,7 +10,8 @@ import { rekeyPathId } from '../model/derived-paths';
 import type { EntityAddress } from '../storage/storage-types';
 import type { Logger } from '../log';
 import type { PathGate } from '../read/path-gate';
-import type { Catalogue, PathRecord } from './catalogue';
+import type { Catalogue } from './catalogue';
+import type { PathRecord } from './catalogue-records';
 import { addressingOf } from './layout-diff';
 import { canonicalJson, type RecordedLayout } from './layout-record';
 
@@ -75,7 +76,7 @@ export class PathStates implements PathGate {
       reason === 'PathRetired'
         ? `a newer deployed schema moved ${type}'s entities to other addresses: this server's schema is older`
         : reason === 'PathBuildFailed'
-          ? `${type}'s entities are being moved to the addresses of this schema, and the re-key stopped: ${row.problem?.message ?? 'see npm run migrate -- status'}`
+          ? `${type}'s entities are being moved to the addresses of this schema, and the re-key stopped${stopReason(row)}: the operator sees why with npm run migrate -- status`
           : `${type}'s entities are being moved to the addresses of this schema (${describe(row)}): try again later`;
     const refusal = new TablegraphError(ErrorCode.ACCESS_PATH_BUILDING, message, {
       reason,
@@ -137,14 +138,16 @@ export class PathStates implements PathGate {
     // before the rows (deployment.ts writes them first), so none exists on a running server.
     if (!state) return;
     const mine = this.opts.layout?.paths[pathId];
-    const changed = !!mine && state.state !== 'retired' && canonicalJson(mine.definition) !== canonicalJson(state.definition);
+    // A row that does not decode (catalogue-records.ts) is failed whatever its definition says.
+    const unreadable = state.problem?.reason === 'CatalogueRowInvalid';
+    const changed = !!mine && !unreadable && state.state !== 'retired' && canonicalJson(mine.definition) !== canonicalJson(state.definition);
     if (state.state === 'ready' && !changed) return;
     const reason = changed ? 'PathChanged' : state.state === 'failed' ? 'PathBuildFailed' : state.state === 'retired' ? 'PathRetired' : 'PathBuilding';
     const message =
       reason === 'PathChanged'
         ? `${coordinate} reads ${pathId}, which a newer deployed schema changed: this server's schema is older`
         : reason === 'PathBuildFailed'
-          ? `${coordinate} reads ${pathId}, whose build stopped: ${state.problem?.message ?? 'see npm run migrate -- status'}`
+          ? `${coordinate} reads ${pathId}, whose build stopped${stopReason(state)}: the operator sees why with npm run migrate -- status`
           : reason === 'PathRetired'
             ? `${coordinate} reads ${pathId}, which a newer deployed schema removed: its entities are no longer kept`
             : `${coordinate} reads ${pathId}, which is being built from the stored entities (${describe(state)}): try again later`;
@@ -156,6 +159,15 @@ export class PathStates implements PathGate {
       ...(reason === 'PathBuilding' && { retryAfterSeconds: 5 }),
     });
   }
+}
+
+/**
+ * Why a build stopped, as a client may be told it: the reason's name alone. The problem's message and details name
+ * entities (the keys of a value held twice), which a caller that may not read them must not learn from a refusal:
+ * they go to the worker's log and `npm run migrate -- status`.
+ */
+function stopReason(p: PathRecord): string {
+  return p.problem ? ` (${p.problem.reason})` : '';
 }
 
 function describe(p: PathRecord): string {

@@ -13,14 +13,21 @@
  *   through join entities (`@range(through)`), 1 point query per node for the node itself, 2 when the join's
  *   reference goes through a unique index of the target (the index entity, then the target);
  * - a mutation field: WRITE_CALLS storage calls (the entity, its holders, the reservation, the EGT, the message).
+ *
+ * What execution leaves out is left out here too: a field, fragment or inline fragment that `@skip`/`@include` drops for
+ * the request's variables costs nothing. Storage is counted as the DataLoaders read: sibling fields that name the same
+ * field with the same arguments (aliases of one page, say) are read once per request — one storage count for them all,
+ * their selections merged — while their response nodes count once per alias.
  */
 import {
   getNamedType,
   isInputType,
+  print,
   isObjectType,
   Kind,
   typeFromAST,
   valueFromAST,
+  visit,
   type FieldNode,
   type FragmentDefinitionNode,
   type GraphQLField,
@@ -31,6 +38,7 @@ import {
 } from 'graphql';
 import type { AccessPath, Model, RangePath } from '../model/types';
 import { RU_PER_ENTITY_READ } from './cost';
+import { isIncluded } from './selection';
 
 /** The worst case of an operation: storage calls (calls), entities read (entities), response nodes (objects). */
 export interface DemandEstimate {
@@ -90,12 +98,46 @@ export function estimateDemand(
 ): DemandEstimate {
   const root =
     operation.operation === 'mutation' ? schema.getMutationType() : operation.operation === 'query' ? schema.getQueryType() : schema.getSubscriptionType();
-  const walk = new DemandWalk(model, fragments, withDefaults(schema, operation, variables));
-  if (root) walk.visit(root, operation.selectionSet, 1, new Set());
-  return walk.total;
+  const effective = withDefaults(schema, operation, variables);
+  const storage = new DemandWalk(model, fragments, effective, 'storage');
+  const nodes = new DemandWalk(model, fragments, effective, 'nodes');
+  if (root) for (const walk of [storage, nodes]) walk.visit(root, operation.selectionSet, 1, new Set());
+  return { storageCalls: storage.total.storageCalls, entitiesRead: storage.total.entitiesRead, nodes: nodes.total.nodes };
 }
 
-/** One walk of an operation's selections, adding up the worst case as it goes. */
+/**
+ * The variables an operation's estimate depends on: those a connection's `first` takes, and those `@skip`/`@include`
+ * decide on, its fragments' included — the key of a memoised estimate (prepared-documents.ts), which must tell an
+ * explicit null from a variable not sent (that one takes its declared default).
+ */
+export function demandVariables(operation: OperationDefinitionNode, fragments: Record<string, FragmentDefinitionNode>): string[] {
+  const names = new Set<string>();
+  const seen = new Set<string>();
+  const walk = (node: OperationDefinitionNode | FragmentDefinitionNode) =>
+    visit(node, {
+      Argument(arg) {
+        if (arg.name.value === 'first' && arg.value.kind === Kind.VARIABLE) names.add(arg.value.name.value);
+      },
+      Directive(d) {
+        if (d.name.value !== 'skip' && d.name.value !== 'include') return;
+        for (const arg of d.arguments ?? []) if (arg.value.kind === Kind.VARIABLE) names.add(arg.value.name.value);
+      },
+      FragmentSpread(spread) {
+        const f = fragments[spread.name.value];
+        if (f && !seen.has(f.name.value)) {
+          seen.add(f.name.value);
+          walk(f);
+        }
+      },
+    });
+  walk(operation);
+  return [...names].sort();
+}
+
+/**
+ * One walk of an operation's selections, adding up the worst case as it goes: of storage (calls and entities, sibling
+ * fields of one name and arguments counted once) or of response nodes (every field as selected).
+ */
 class DemandWalk {
   readonly total: DemandEstimate = { storageCalls: 0, entitiesRead: 0, nodes: 0 };
 
@@ -104,12 +146,15 @@ class DemandWalk {
     private readonly fragments: Record<string, FragmentDefinitionNode>,
     /** The operation's variables, defaults included. */
     private readonly variables: Record<string, unknown>,
+    /** What this walk counts. */
+    private readonly counts: 'storage' | 'nodes',
   ) {}
 
   /** The fields of `set` on `type`, `times` over; `covered`: the fields an index entity's projection holds. */
   visit(type: GraphQLObjectType, set: SelectionSetNode | undefined, times: number, seen: Set<string>, covered?: Set<string>): void {
     const { model } = this;
-    for (const { field, node, seen: inner } of this.fieldsOf(type, set, seen)) {
+    const fields = this.fieldsOf(type, set, seen);
+    for (const { field, node, seen: inner } of this.counts === 'storage' ? this.merged(type, fields) : fields) {
       const named = getNamedType(field.type);
       const path = model.accessPaths.get(`${type.name}.${field.name}`);
       const write = model.writes.get(`${type.name}.${field.name}`);
@@ -211,6 +256,7 @@ class DemandWalk {
   ): Array<{ field: GraphQLField<unknown, unknown>; node: FieldNode; seen: Set<string> }> {
     const out: Array<{ field: GraphQLField<unknown, unknown>; node: FieldNode; seen: Set<string> }> = [];
     for (const s of set?.selections ?? []) {
+      if (!isIncluded(s, this.variables)) continue; // what execution leaves out costs nothing
       if (s.kind === Kind.FIELD) {
         const field = type.getFields()[s.name.value];
         if (field) out.push({ field, node: s, seen });
@@ -234,7 +280,38 @@ class DemandWalk {
     return Math.max(0, Math.min(first, path.maxPageSize)); // above the maximum the resolver refuses: nothing read
   }
 
+  /**
+   * Sibling object fields of one name and the same arguments (as written: the same literals or the same variables),
+   * as one field whose selection is all of theirs: the DataLoaders read them once (one point or range query per
+   * request, whatever the aliases). A mutation field is never merged: each alias is a write of its own.
+   */
+  private merged(type: GraphQLObjectType, fields: Array<{ field: GraphQLField<unknown, unknown>; node: FieldNode; seen: Set<string> }>) {
+    const groups = new Map<string, { field: GraphQLField<unknown, unknown>; node: FieldNode; seen: Set<string> }>();
+    const out: typeof fields = [];
+    for (const f of fields) {
+      if (!isObjectType(getNamedType(f.field.type)) || this.model.writes.has(`${type.name}.${f.field.name}`)) {
+        out.push(f);
+        continue;
+      }
+      const args = [...(f.node.arguments ?? [])].sort((a, b) => (a.name.value < b.name.value ? -1 : 1)).map((a) => `${a.name.value}:${print(a.value)}`);
+      const key = `${f.field.name}(${args.join(',')})`;
+      const group = groups.get(key);
+      if (!group) {
+        const selectionSet = f.node.selectionSet && { ...f.node.selectionSet, selections: [...f.node.selectionSet.selections] };
+        const copy = { field: f.field, node: { ...f.node, selectionSet }, seen: new Set(f.seen) };
+        groups.set(key, copy);
+        out.push(copy);
+      } else if (f.node.selectionSet) {
+        // The alias's selection joins the first's; fragments it spread stay expandable under it.
+        (group.node.selectionSet!.selections as unknown[]).push(...f.node.selectionSet.selections);
+        for (const name of f.seen) group.seen.add(name);
+      }
+    }
+    return out;
+  }
+
   private add(k: keyof DemandEstimate, n: number): void {
+    if ((k === 'nodes') !== (this.counts === 'nodes')) return;
     this.total[k] = Math.min(CAP, this.total[k] + n);
   }
 }

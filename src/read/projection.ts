@@ -17,19 +17,22 @@ import {
   type SelectionSetNode,
 } from 'graphql';
 import { ENTITY_TYPE_PROPERTY, type EntityModel, type IndexModel, type Model } from '../model/types';
+import { isIncluded } from './selection';
 
 /** Entity type name → the properties the request reads of it. */
 export type Projection = Map<string, Set<string>>;
 
 /**
  * Walks the operation (fragments included) and lists, per entity type, its selected stored fields plus what
- * the access paths below them bind from the parent and the type's key fields.
+ * the access paths below them bind from the parent and the type's key fields — leaving out what `@skip`/`@include`
+ * leave out for `variables` (the request's, coerced).
  */
 export function collectProjection(
   schema: GraphQLSchema,
   model: Model,
   operation: OperationDefinitionNode,
   fragments: Record<string, FragmentDefinitionNode>,
+  variables: Record<string, unknown> = {},
 ): Projection {
   const projection: Projection = new Map();
   const seen = new Set<string>();
@@ -39,6 +42,7 @@ export function collectProjection(
     const entity = model.entities.get(type.name);
     const props = entity ? projectionFor(projection, entity) : undefined;
     for (const selection of selectionSet.selections) {
+      if (!isIncluded(selection, variables)) continue; // what execution leaves out is not read
       if (selection.kind === Kind.FIELD) {
         const field = type.getFields()[selection.name.value];
         if (!field) continue;
@@ -129,6 +133,7 @@ export function selectedNodeFields(info: GraphQLResolveInfo): Set<string> {
   const out = new Set<string>();
   const walk = (set: SelectionSetNode | undefined, depth: 'connection' | 'edge' | 'node', seen: Set<string>): void => {
     for (const selection of set?.selections ?? []) {
+      if (!isIncluded(selection, info.variableValues)) continue;
       if (selection.kind === Kind.FIELD) {
         const name = selection.name.value;
         if (depth === 'node') out.add(name);

@@ -49,14 +49,15 @@ export function attachResolvers(schema: GraphQLSchema, model: Model): GraphQLSch
         const derived = derivedPathOf(model, type.name, name);
         const coordinate = `${type.name}.${name}`;
         field.resolve = async (node: EntityNode, _args, ctx: RequestContext, info) => {
-          if (derived) ctx.paths?.assertReadable(derived, coordinate);
-          if (eventual) ctx.eventualSummaries.add(eventual);
           if (auth && ctx.principal) {
             // A field guarded beside its type (a payroll for some roles only): decided on the entity it belongs to.
             const scope = [...new Set(auth.rules.flatMap((r) => r.scope.map((s) => s.field)))];
             const values = Object.fromEntries(await Promise.all(scope.map(async (f) => [f, await fieldValue(node, f, ctx, info)] as const)));
             if (decide(auth, ctx.principal, (f) => values[f] ?? null) !== 'allow') throw forbidden(`read ${type.name}.${name}`, ctx.principal);
           }
+          // Only then whether its path is built: a caller that may not read the field learns nothing of its state.
+          if (derived) ctx.paths?.assertReadable(derived, coordinate);
+          if (eventual) ctx.eventualSummaries.add(eventual);
           const value = await fieldValue(node, name, ctx, info);
           if (!blob || typeof value !== 'string') return value;
           // The guide's "Large entities pattern": the entity holds the blob's name, the client gets a read URL (no call).

@@ -99,7 +99,7 @@ export function createRequestContext(deps: ContextDeps, requestId: string = rand
     }),
     deadline,
     projection(info) {
-      projection ??= collectProjection(info.schema, deps.model, info.operation, info.fragments);
+      projection ??= collectProjection(info.schema, deps.model, info.operation, info.fragments, info.variableValues);
       return projection;
     },
   };

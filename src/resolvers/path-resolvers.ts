@@ -115,7 +115,6 @@ function hasNullKey(path: PointPath, values: Record<string, unknown>): boolean {
  */
 export function pointResolver(path: PointPath): Resolver {
   return async (parent, args, ctx, info) => {
-    assertBuilt(path, ctx);
     const values = await bindingValues([path.tableTemplate, path.partitionKey, path.rowKey], { parent, args, ctx, info }, path.target);
     // An optional reference whose key field is null refers to nothing: null, and no storage call.
     if (hasNullKey(path, values)) return null;
@@ -132,12 +131,18 @@ export function pointResolver(path: PointPath): Resolver {
     // the entity itself, once read (what they deny is denied: it is the caller's own lookup that does not fit).
     const eventual = path.index?.scope === 'interPartition' && !!ctx.principal && path.target.authFields.size > 0;
     const later = authorizeTypeBefore(path.target, ctx.principal, known, what) || byField || eventual;
+    // Only then whether the path is built: its refusal says something of the stored data (how far a build is).
+    assertBuilt(path, ctx);
     const address = { table: tableName(path, values), partitionKey, rowKey };
     let stored = await (
       path.index
         ? ctx.loaders.point.load({ ...address, select: indexSelect(projection, path.index) })
         : loadEntity(ctx, path.target, address, entitySelect(projection, path.target))
     ).catch(absentTable(path, null));
+    // A value looked up that no entity holds costs what one an entity out of scope holds costs: two point queries.
+    // Otherwise the time of the answer (one read against two) would tell a caller whether an e-mail it may not read
+    // exists.
+    if (!stored && eventual && !path.tableTemplate) await decoyRead(ctx, path.target, entitySelect(projection, path.target));
     let type = stored ? nodeType(path, stored) : undefined;
     let fromIndex = !!path.index;
     if (stored && type && eventual && path.index) {
@@ -167,6 +172,14 @@ export function pointResolver(path: PointPath): Resolver {
     }
     return null;
   };
+}
+
+/** The address of a decoy read, chosen to be empty: whatever is there is dropped. */
+const DECOY_ADDRESS = { partitionKey: '~tablegraph~decoy', rowKey: '~' };
+
+/** A point query of the entity's table, its answer dropped: it takes the time a read does. */
+async function decoyRead(ctx: RequestContext, entity: EntityModel, select: string[]): Promise<void> {
+  await ctx.loaders.point.load({ table: entity.layout.table, ...DECOY_ADDRESS, select }).catch(() => null);
 }
 
 /**
@@ -201,7 +214,6 @@ export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode 
         max: path.maxPageSize,
       });
     }
-    assertBuilt(path, ctx);
     const values = await bindingValues(
       [path.tableTemplate, path.partitionKey, path.rowKeyPrefix, path.rowKeyFrom, path.rowKeyTo],
       { parent, args, ctx, info },
@@ -226,6 +238,7 @@ export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode 
     const what = `read ${path.coordinate} in partition ${JSON.stringify(partitionKey)}`;
     authorizeBefore([path.auth], ctx.principal, known, what);
     authorizeTypeBefore(read, ctx.principal, known, what);
+    assertBuilt(path, ctx);
     // Bounds as declared: inclusive or exclusive at either end (prefix form: from inclusive, to exclusive). A bound
     // is a prefix: a key template may go on after it (`invoice_{date}` before `_{id}`), so an inclusive `to` takes
     // every RowKey that starts with it, and an exclusive `from` leaves every one out.

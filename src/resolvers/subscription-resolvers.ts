@@ -82,8 +82,6 @@ function cursorScope(sub: SubscriptionModel, table: string, partitionKey: string
 function subscriber(sub: SubscriptionModel, deps: SubscriptionDeps, live: LiveCounts): GraphQLFieldResolver<unknown, RequestContext, Record<string, unknown>> {
   const { entity } = sub;
   return async (_root, args, ctx) => {
-    // A type being re-keyed has its changes logged at the addresses of the schema serving it: not this one's, yet.
-    ctx.paths?.assertServed(entity.name, sub.coordinate);
     const table = entity.layout.table;
     const partitionKey = renderKey(entity.layout.partitionKey, args);
     const rowKey = sub.oneEntity ? renderKey(entity.layout.rowKey, args) : undefined;
@@ -91,6 +89,8 @@ function subscriber(sub: SubscriptionModel, deps: SubscriptionDeps, live: LiveCo
     if (rowKey !== undefined) checkKey('RowKey', rowKey, deps.target, { table, partitionKey, rowKey });
     const expiresAt = tokenExpiry(ctx);
     authorizeTypeBefore(entity, ctx.principal, keyValues(entity.layout, partitionKey, rowKey), `subscribe to ${sub.coordinate}`);
+    // A type being re-keyed has its changes logged at the addresses of the schema serving it: not this one's, yet.
+    ctx.paths?.assertServed(entity.name, sub.coordinate);
     const after = sub.after && typeof args[sub.after] === 'string' ? (args[sub.after] as string) : undefined;
     const from = after === undefined ? undefined : resumePoint(ctx, cursorScope(sub, table, partitionKey), after, sub.after!, deps.retentionMs);
     const subject = ctx.principal?.subject;

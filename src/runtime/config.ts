@@ -147,6 +147,17 @@ export interface Config {
   /** TABLEGRAPH_REQUEST_TIMEOUT_MS: a request's time; after it no further storage read of it is sent (ms, default 30000). */
   requestTimeoutMs: number;
   /**
+   * TABLEGRAPH_BODY_TIMEOUT_MS: the time a client has to send a whole request, headers and body (ms, default 30000);
+   * a request still arriving after it is answered 408 and its connection closed (a body dripped a byte at a time
+   * holds nothing longer).
+   */
+  bodyTimeoutMs: number;
+  /**
+   * TABLEGRAPH_ADMIN_ROLE: with authentication on, the role whose tokens see `/health`'s details — the work queue and
+   * every derived path's state (default `admin`); other callers are told its status alone.
+   */
+  adminRole: string;
+  /**
    * TABLEGRAPH_MAX_STORAGE_INFLIGHT: storage reads in flight at once, all requests together (calls, default 8:
    * what single-threaded Azurite serves without a queue of its own; raise it for Azure Table storage).
    */
@@ -259,6 +270,8 @@ const specs = {
   TABLEGRAPH_MAX_BODY_BYTES: positiveInt({ default: 262144 }),
   TABLEGRAPH_MAX_STORAGE_CALLS: positiveInt({ default: 1000 }),
   TABLEGRAPH_REQUEST_TIMEOUT_MS: positiveInt({ default: 30000 }),
+  TABLEGRAPH_BODY_TIMEOUT_MS: positiveInt({ default: 30000, desc: 'time to send a whole request, headers and body (ms)' }),
+  TABLEGRAPH_ADMIN_ROLE: str({ default: 'admin', desc: "the role whose tokens see /health's details" }),
   TABLEGRAPH_MAX_STORAGE_INFLIGHT: positiveInt({ default: 8 }),
   TABLEGRAPH_MAX_STORAGE_QUEUE: positiveInt({ default: 2000 }),
   TABLEGRAPH_MAX_HEAVY_REQUESTS: positiveInt({ default: 4 }),
@@ -443,6 +456,8 @@ function configOf(e: Env, urls: AccountUrls | undefined, cwd: string): Config {
       requireExp: e.TABLEGRAPH_JWT_REQUIRE_EXP,
     },
     requestTimeoutMs: e.TABLEGRAPH_REQUEST_TIMEOUT_MS,
+    bodyTimeoutMs: e.TABLEGRAPH_BODY_TIMEOUT_MS,
+    adminRole: e.TABLEGRAPH_ADMIN_ROLE,
     maxStorageInFlight: e.TABLEGRAPH_MAX_STORAGE_INFLIGHT,
     maxStorageQueue: e.TABLEGRAPH_MAX_STORAGE_QUEUE,
     maxHeavyRequests: e.TABLEGRAPH_MAX_HEAVY_REQUESTS,

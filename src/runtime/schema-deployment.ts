@@ -6,6 +6,7 @@
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import type { GraphQLSchema } from 'graphql';
+import { ErrorCode, TablegraphError } from '../errors';
 import type { Config } from './config';
 import type { Logger } from '../log';
 import type { Model } from '../model/types';
@@ -91,4 +92,54 @@ export async function startSchemaDeployment(opts: SchemaDeploymentOptions): Prom
       await presence.stop();
     },
   };
+}
+
+export interface WriterDeploymentOptions {
+  config: Config;
+  store: TableStore;
+  model: Model;
+  schema: GraphQLSchema;
+  sdl: string;
+  log: Logger;
+  /** The entity types the command writes (an interface's implementations are asked one by one). */
+  types: string[];
+  /** The command, for messages: `npm run load`. */
+  command: string;
+}
+
+/**
+ * A command that writes entities outside a server — `npm run load`, `npm run import` — records the schema it writes
+ * with before its first write, as a server does: a first deployment (every path ready over an empty store, built over
+ * stored entities: deployment.ts), the same version, or a change (its new paths `building`, built by the workers:
+ * what this command writes, it writes derived entities for). So no server ever takes the data for one a schema of its
+ * own wrote, and serves a path the data never held. Its types must be served by this schema now (not re-keyed).
+ * @throws TablegraphError SCHEMA_INVALID for a change the stored data refuses (deployment.ts), or (reason
+ *   `SchemaOlder`) when a newer schema is recorded: its paths would not be kept by this command's writes;
+ *   ACCESS_PATH_BUILDING (reason TypeRekeying, PathRetired) for a type being re-keyed; STORAGE_UNAVAILABLE
+ */
+export async function deployForWriting(opts: WriterDeploymentOptions): Promise<DeployResult> {
+  const { config, store, model, log } = opts;
+  const catalogue = new Catalogue(store, config.tablePrefix);
+  const layout = schemaLayout(model, opts.schema);
+  const result = await deploySchema({ catalogue, schema: layout, sdl: opts.sdl, log });
+  if (result.outcome === 'older') {
+    throw new TablegraphError(
+      ErrorCode.SCHEMA_INVALID,
+      `A newer schema than this one is deployed (the recorded version is newer than ${result.version}): ${opts.command} would write its entities without keeping the newer version's derived paths. Run it with the deployed schema (npm run migrate -- status names it).`,
+      { reason: 'SchemaOlder', version: result.version },
+    );
+  }
+  const states = new PathStates(catalogue, { log, layout: layout.layout });
+  await states.refresh();
+  for (const name of opts.types) {
+    const entity = model.entities.get(name);
+    for (const concrete of entity?.implementations ?? [entity]) if (concrete) states.assertServed(concrete.name, opts.command);
+  }
+  const building = states.all().filter((p) => p.state === 'building' && p.kind !== 'rekey');
+  if (building.length > 0)
+    log.info(
+      { paths: building.map((p) => p.id) },
+      `derived paths being built: ${opts.command} keeps them for what it writes; a server's worker (or npm run migrate -- apply) builds them over the rest`,
+    );
+  return result;
 }

@@ -3,13 +3,14 @@
  * create the tables, seed an empty store, serve HTTP; and stop it gracefully.
  */
 import { createServer, type Server } from 'node:http';
+import net from 'node:net';
 import { clientErrorHandler } from '../server/http-errors';
 import type { AddressInfo } from 'node:net';
 import type { Config } from './config';
 import type { Logger } from '../log';
 import { CursorCodec } from '../read/cursor';
 import { attachResolvers } from '../resolvers/attach';
-import { createGraphqlApp } from '../server/app';
+import { createGraphqlApp, type GraphqlApp } from '../server/app';
 import { ideQueryOf } from '../server/ide';
 import { attachCipher } from './encryption';
 import { createMessageWorker, type MessageWorkerOptions } from '../worker/message-worker';
@@ -100,7 +101,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
   });
   await seedEmptyStore(config, storage, { model, schema }, log);
   if (!config.cursorSecret) log.warn('TABLEGRAPH_CURSOR_SECRET is not set: cursors are signed with a random key and expire when the server restarts');
-  const { handler, apollo, upgrade, closeSubscriptions } = await createGraphqlApp({
+  const { handler, apollo, upgrade, closeSubscriptions, gate } = await createGraphqlApp({
     ...appSettings(config),
     schema,
     model,
@@ -119,9 +120,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     pathStates: () => deployment.states.all(),
   });
   const worker = config.worker === 'inline' ? inlineWorker(config, storage, { model, writer, gate: deployment.states }, log) : undefined;
-  const server: Server = createServer(handler);
-  server.on('clientError', clientErrorHandler(log));
-  if (upgrade) server.on('upgrade', upgrade);
+  const server = httpServer(config, { handler, upgrade }, log);
   try {
     await new Promise<void>((resolve, reject) => {
       server.once('error', (e: NodeJS.ErrnoException) => reject(listenError(e, config.host, config.port)));
@@ -140,15 +139,13 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     port,
     worker,
     async close(graceMs = 10000) {
-      // The worker first: it finishes the messages in hand (never half-applied) and takes no new one; builds stop
-      // after their step in hand, its checkpoint written.
-      await worker?.stop();
-      // WebSockets and event streams are not idle connections: they are told the server goes away, then closed.
-      await closeSubscriptions();
-      await closeHttp(server, graceMs);
+      // Beside each other: the worker finishes the messages in hand (never half-applied) and takes no new one, builds
+      // stop after their step in hand (its checkpoint written); HTTP answers every request it took and refuses the rest.
+      await Promise.all([worker?.stop(), closeHttp(server, { gate, closeSubscriptions }, graceMs)]);
       // Its presence (the schema version it serves) goes only once its requests have ended: a build that waits for
       // this version to leave (a summary it does not keep) must not recount while one of its writes still commits.
       await deployment.close();
+      // Last: a request served until now still needed Apollo.
       await apollo.stop();
     },
   };
@@ -176,16 +173,44 @@ function appSettings(config: Config) {
     admission: new StorageAdmission({ maxInFlight: config.maxStorageInFlight, maxQueued: config.maxStorageQueue }),
     requestAdmission: new RequestAdmission({ maxHeavy: config.maxHeavyRequests, heavyCalls: config.heavyRequestCalls }),
     requestTimeoutMs: config.requestTimeoutMs,
+    adminRole: config.adminRole,
   };
 }
 
-/** Stops accepting connections and closes the idle ones; those still busy after `graceMs` (ms) are cut. */
-async function closeHttp(server: Server, graceMs: number): Promise<void> {
-  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-  server.closeIdleConnections();
-  const timer = setTimeout(() => server.closeAllConnections(), graceMs);
+/**
+ * The node:http server of the application. A request has TABLEGRAPH_BODY_TIMEOUT_MS to arrive whole (then 408,
+ * http-errors.ts), checked every second rather than every 30 s (node's default), so a client dripping a body holds a
+ * connection no longer than that.
+ */
+function httpServer(config: Config, app: Pick<GraphqlApp, 'handler' | 'upgrade'>, log: Logger): Server {
+  const server = createServer({ requestTimeout: config.bodyTimeoutMs, connectionsCheckingInterval: 1000 }, app.handler);
+  server.on('clientError', clientErrorHandler(log));
+  if (app.upgrade) server.on('upgrade', app.upgrade);
+  return server;
+}
+
+/**
+ * The HTTP side's graceful stop (shutdown-gate.ts): no new connection, and every request from now on refused with
+ * SHUTTING_DOWN; subscriptions told the server goes away and ended; the requests taken answered, each answer closing
+ * its connection. A keep-alive connection idle meanwhile is not closed under its client — a request it is sending
+ * would be lost — but left to end as keep-alive connections do: its client sends on it (refused, and closed) or lets it
+ * go at the `Keep-Alive: timeout` the server announced. Only what is still open `graceMs` (ms) after the stop began
+ * is cut.
+ */
+async function closeHttp(server: Server, app: Pick<GraphqlApp, 'gate' | 'closeSubscriptions'>, graceMs: number): Promise<void> {
+  const started = Date.now();
+  app.gate.drain();
+  // net.Server's close, not http.Server's: that one also closes every idle connection at once, racing the requests
+  // their clients are sending on them.
+  const closed = new Promise<void>((resolve) => net.Server.prototype.close.call(server, () => resolve()));
+  // WebSockets and event streams are not idle connections: they are told the server goes away, then closed.
+  await app.closeSubscriptions();
+  await app.gate.idle(graceMs);
+  const cut = setTimeout(() => server.closeAllConnections(), Math.max(0, graceMs - (Date.now() - started)));
   await closed;
-  clearTimeout(timer);
+  clearTimeout(cut);
+  // Now http.Server's own close, for what it does besides: it stops its timer of request timeouts.
+  server.close();
 }
 
 /**

@@ -16,8 +16,7 @@ import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http
 import type { GraphQLSchema } from 'graphql';
 import type { Logger } from '../log';
 import { createRequestContext, type ContextDeps, type RequestContext } from '../resolvers/context';
-import type { PathRecord } from '../evolution/catalogue';
-import { progressOf } from '../evolution/path-states';
+import type { PathRecord } from '../evolution/catalogue-records';
 import type { QueueStore } from '../storage/queue-store';
 import type { QueueWorker } from '../worker/queue-worker';
 import { GraphQLError } from 'graphql';
@@ -33,6 +32,8 @@ import { httpErrorHandler, notFoundHandler, sendHttpError } from './http-errors'
 import { assignRequestId, recordContext, recordDoorRefusal, requestIdMiddleware, requestIdOf, requestLineMiddleware, requestLogPlugin } from './request-log';
 import { originRefusal, type OriginPolicy, type OriginRefusal } from './request-origin';
 import { Metrics } from './metrics';
+import { mountHealth } from './health';
+import { ShutdownGate } from './shutdown-gate';
 import type { RequestAdmission } from '../read/request-admission';
 import { isLoopback } from './auth';
 import { mountIde, schemaSdlHandler } from './ide';
@@ -102,6 +103,8 @@ export interface AppDeps extends ContextDeps {
   httpCache?: Partial<Omit<HttpCacheOptions, 'authenticated'>>;
   /** For /health and /metrics: the derived access paths' states (src/evolution/path-states.ts); absent: none shown. */
   pathStates?: () => PathRecord[];
+  /** The role whose tokens see /health's details when authentication is on (TABLEGRAPH_ADMIN_ROLE; default `admin`). */
+  adminRole?: string;
 }
 
 export interface GraphqlApp {
@@ -118,6 +121,8 @@ export interface GraphqlApp {
   upgrade?: (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
   /** Ends every subscription (WebSockets closed 1001, event streams ended) and stops polling. */
   closeSubscriptions(): Promise<void>;
+  /** Takes requests until the server starts to stop, then refuses them (SHUTTING_DOWN) and says when those taken are answered. */
+  gate: ShutdownGate;
 }
 
 /** Builds and starts (in the Apollo sense) the application; the caller listens and stops. */
@@ -153,6 +158,7 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
     // No origin allowed: no CORS headers to add, and no middleware to run for it.
     ...(corsMiddleware ? [corsMiddleware] : []),
     express.json({ limit: maxBodyBytes }),
+    singleParameters,
     ...(trusted ? [trustedDocumentsMiddleware(trusted)] : []),
     expressMiddleware(apollo, { context }),
   );
@@ -170,17 +176,21 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
   const post = graphqlPostHandler({ apollo, path: '/graphql', context, log: deps.log, metrics, cors: corsMiddleware, maxBodyBytes, trusted, lane });
   const stream = live && streamHandler(live.transports, deps.log, metrics, corsMiddleware);
   const policy: OriginPolicy = { allowedHosts: deps.allowedHosts, corsOrigins: origins };
+  const gate = new ShutdownGate();
   const handler = requestHandler(deps.log, policy, (req, res) => {
+    if (!gate.admit(req, res)) return;
     if (stream?.(req, res)) return;
     if (!post(req, res)) app(req, res);
   });
+  const upgrade = live && guardedUpgrade(policy, deps.log, live.transports.upgrade);
   return {
     app,
     handler,
     apollo,
     metrics,
     trusted,
-    upgrade: live && guardedUpgrade(policy, deps.log, live.transports.upgrade),
+    gate,
+    upgrade: upgrade && ((req, socket, head) => void (gate.refuseUpgrade(socket) || upgrade(req, socket, head))),
     async closeSubscriptions() {
       await live?.transports.close();
       await live?.poller.close();
@@ -210,32 +220,20 @@ function apolloServer(deps: AppDeps, introspection: boolean, limits: ReturnType<
     parseOptions: limits.parseOptions,
     introspection,
     includeStacktraceInErrorResponses: false,
+    // The server stops itself (start-server.ts close): Apollo's own SIGTERM handler would stop Apollo first, and
+    // every request still being served would be answered 500.
+    stopOnTerminationSignals: false,
     // With a manifest, the only documents that reach Apollo are its own, parsed and validated at start-up.
     ...(trusted ? { documentStore: trusted.documentStore() } : {}),
   });
 }
 
 /**
- * `/health` (whether storage answers; never what it said) and `/metrics` (Prometheus, by default for this machine
- * only) on `app`.
+ * `/health` (health.ts) and `/metrics` (Prometheus, by default for this machine only) on `app`.
  * @returns the metrics, absent with metrics 'off'
  */
 function mountOperations(app: express.Express, deps: AppDeps, subscriptions: (() => ChangePollerStats) | undefined): Metrics | undefined {
-  app.get('/health', async (req, res) => {
-    try {
-      const latencyMs = await deps.store.ping({ timeoutMs: 3000 });
-      res.json({
-        status: 'ok',
-        storage: { target: deps.storageTarget, answers: true, latencyMs: Math.round(latencyMs * 10) / 10 },
-        fanout: await workQueueHealth(deps),
-        ...(deps.pathStates && { paths: deps.pathStates().map((p) => ({ path: p.id, state: p.state, ...progressOf(p) })) }),
-      });
-    } catch (e) {
-      // What storage said (hosts, ports, SDK text) goes to the log, not to an unauthenticated endpoint.
-      deps.log.warn({ requestId: requestIdOf(req), err: e }, '/health: storage does not answer');
-      res.status(503).json({ status: 'unavailable', storage: { target: deps.storageTarget, answers: false }, requestId: requestIdOf(req) });
-    }
-  });
+  mountHealth(app, deps);
   const metricsAccess = deps.metrics ?? 'loopback';
   const metrics =
     metricsAccess === 'off'
@@ -337,35 +335,30 @@ function noStoreByDefault(_req: IncomingMessage, res: ServerResponse, next: () =
   next();
 }
 
+/**
+ * Refuses a query string that names a parameter twice (`?query=a&query=b`): which one counts would differ between the
+ * gate that reads the first (or the last) and the server that runs the other — a listed document let through in front
+ * of one that is not. 400 BAD_REQUEST, nothing run.
+ */
+function singleParameters(req: IncomingMessage, res: ServerResponse, next: () => void): void {
+  const at = req.url?.indexOf('?') ?? -1;
+  if (at >= 0) {
+    const seen = new Set<string>();
+    for (const key of new URLSearchParams(req.url!.slice(at + 1)).keys()) {
+      if (seen.has(key)) {
+        sendHttpError(res, 400, 'BAD_REQUEST', `The query string names the parameter "${key}" more than once: send each parameter once.`, requestIdOf(req));
+        return;
+      }
+      seen.add(key);
+    }
+  }
+  next();
+}
+
 /** Answers a request refused by the host and origin guard (request-origin.ts), with its request id, and logs it. */
 function refuseOrigin(log: Logger, req: IncomingMessage, res: ServerResponse, refusal: OriginRefusal): void {
   const requestId = assignRequestId(req, res);
   log.info({ requestId, code: refusal.code, origin: req.headers.origin, host: req.headers.host }, `request refused: ${refusal.message}`);
   res.setHeader('cache-control', 'no-store');
   sendHttpError(res, refusal.status, refusal.code, refusal.message, requestId);
-}
-
-/** Visible messages /health counts exactly, with one peek (the Queue service's most). */
-const VISIBLE_PEEK = 32;
-
-/**
- * The eventual-consistency side of /health: work queue depth and poison count (messages, approximate, as the
- * service reports them), the messages visible now (up to 32, then `32+`) and hidden (sent with a delay, or being
- * handled), and the in-process worker's counters and enqueue-to-reconcile lag (ms).
- */
-async function workQueueHealth(deps: AppDeps): Promise<Record<string, unknown> | undefined> {
-  if (!deps.queues || !deps.queueNames) return undefined;
-  const [queueDepth, visible, poisonCount] = await Promise.all([
-    deps.queues.approximateDepth(deps.queueNames.queue),
-    deps.queues.visibleCount(deps.queueNames.queue, VISIBLE_PEEK),
-    deps.queues.approximateDepth(deps.queueNames.poison),
-  ]);
-  // Hidden: messages sent with a delay (blob cleanups) or being handled; a drained queue has none visible.
-  const visibleMessages = visible < VISIBLE_PEEK ? visible : `${VISIBLE_PEEK}+`;
-  const queue = { queueDepth, visibleMessages, hiddenMessages: visible < VISIBLE_PEEK ? Math.max(0, queueDepth - visible) : undefined, poisonCount };
-  const worker = deps.worker?.();
-  if (!worker) return { ...queue, worker: 'not in this process' };
-  // An error's text can name the storage's host and port: /health answers anyone, so it shows when and which code.
-  const { lastError: _text, ...stats } = worker.stats();
-  return { ...queue, worker: stats };
 }

@@ -61,17 +61,26 @@ const PARSER_REFUSALS: Record<string, { status: number; reason: string; code: st
     code: 'HEADERS_TOO_LARGE',
     message: 'The request headers are larger than the server accepts (16 KiB in all): send a shorter token or fewer headers.',
   },
+  ERR_HTTP_REQUEST_TIMEOUT: {
+    status: 408,
+    reason: 'Request Timeout',
+    code: 'REQUEST_TIMEOUT',
+    message: 'The request did not arrive whole in the time the server gives (TABLEGRAPH_BODY_TIMEOUT_MS): send it again.',
+  },
 };
 
 /**
- * A node:http server's `clientError` listener: a request the HTTP parser refuses — headers over the limit — gets
- * GraphQL-over-HTTP JSON with a code and a request id, where Node would answer a bare status line; any other parse
- * failure closes the connection as Node does.
+ * A node:http server's `clientError` listener: a request the HTTP parser refuses — headers over the limit — or that
+ * did not arrive whole in time gets GraphQL-over-HTTP JSON with a code and a request id, where Node would answer a
+ * bare status line; any other parse failure closes the connection as Node does.
  */
 export function clientErrorHandler(log: Logger) {
   return (err: NodeJS.ErrnoException, socket: Duplex): void => {
     const refusal = err.code ? PARSER_REFUSALS[err.code] : undefined;
-    if (!refusal || !socket.writable) {
+    // Nothing of the request's own answer may have gone out already (a request timed out mid-answer is cut): node:http
+    // keeps the answer in progress on the socket as `_httpMessage`, and decides the same way for its own 408.
+    const answering = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+    if (!refusal || !socket.writable || answering?.headersSent) {
       socket.destroy();
       return;
     }

@@ -23,7 +23,7 @@ import type { StorageCost } from '../read/cost';
 import type { QueueStore } from '../storage/queue-store';
 import type { QueueWorker } from '../worker/queue-worker';
 import type { ChangePollerStats } from '../read/change-poller';
-import type { PathRecord } from '../evolution/catalogue';
+import type { PathRecord } from '../evolution/catalogue-records';
 
 const PATH_STATES = ['building', 'ready', 'failed', 'retired'] as const;
 

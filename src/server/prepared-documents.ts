@@ -23,7 +23,7 @@ import {
   type ValidationRule,
 } from 'graphql';
 import type { Model } from '../model/types';
-import { estimateDemand, type DemandEstimate } from '../read/demand';
+import { demandVariables, estimateDemand, type DemandEstimate } from '../read/demand';
 
 /** A query operation ready to run, and what its demand estimate depends on. */
 export interface PreparedOperation {
@@ -35,7 +35,7 @@ export interface PreparedOperation {
   compiled: CompiledQuery;
   /**
    * The operation's worst case for `variables` (src/read/demand.ts), computed once per value of the variables it
-   * depends on (those given as a connection's `first`).
+   * depends on (those given as a connection's `first` or a `@skip`/`@include` condition).
    */
   estimate(variables: Record<string, unknown>): DemandEstimate;
 }
@@ -114,13 +114,18 @@ export class PreparedDocuments {
     return operations.size > 0 ? { operations } : null;
   }
 
-  /** The operation's estimate, memoised by the values of the variables its connections' `first` take. */
+  /**
+   * The operation's estimate, memoised by the variables it depends on (demand.ts demandVariables: a connection's
+   * `first`, a `@skip`/`@include` condition), as sent — so that it is always the estimate Apollo's path makes of the
+   * same request.
+   */
   private estimator(operation: OperationDefinitionNode, fragments: Record<string, FragmentDefinitionNode>): PreparedOperation['estimate'] {
     const { schema, model } = this.opts;
-    const names = firstVariables(operation, fragments);
+    const names = demandVariables(operation, fragments);
     const memo = new Map<string, DemandEstimate>();
     return (variables) => {
-      const key = names.length === 0 ? '' : JSON.stringify(names.map((n) => variables[n] ?? null));
+      // Each value as sent, and whether it was: an explicit null is not a variable left to its default.
+      const key = names.length === 0 ? '' : JSON.stringify(names.map((n) => (Object.hasOwn(variables, n) ? [variables[n]] : [])));
       let estimate = memo.get(key);
       if (!estimate) {
         estimate = estimateDemand(schema, model, operation, fragments, variables);
@@ -144,25 +149,4 @@ function laneable(document: DocumentNode): boolean {
     },
   });
   return ok;
-}
-
-/** The variables an operation passes as a `first` argument, its fragments' included (what its estimate depends on). */
-function firstVariables(operation: OperationDefinitionNode, fragments: Record<string, FragmentDefinitionNode>): string[] {
-  const names = new Set<string>();
-  const seen = new Set<string>();
-  const walk = (node: OperationDefinitionNode | FragmentDefinitionNode) =>
-    visit(node, {
-      Argument(arg) {
-        if (arg.name.value === 'first' && arg.value.kind === Kind.VARIABLE) names.add(arg.value.name.value);
-      },
-      FragmentSpread(spread) {
-        const f = fragments[spread.name.value];
-        if (f && !seen.has(f.name.value)) {
-          seen.add(f.name.value);
-          walk(f);
-        }
-      },
-    });
-  walk(operation);
-  return [...names].sort();
 }

@@ -9,7 +9,8 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { compileSchema } from '../../src/compiler/compile';
 import { loadSchemaSources } from '../../src/compiler/load-schema';
-import { Catalogue, type PathRecord } from '../../src/evolution/catalogue';
+import { Catalogue } from '../../src/evolution/catalogue';
+import type { PathRecord } from '../../src/evolution/catalogue-records';
 import { connectionString, DIRECTIVES_FILE, startTestServer, testStore, uniquePrefix, type TestServer } from './harness';
 import { runCommand, type CommandProcess } from './processes';
 

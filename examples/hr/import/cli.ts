@@ -17,6 +17,7 @@ import { createImportProgress, estimateDataRows } from '../../../src/load/progre
 import { createLogger } from '../../../src/log';
 import { compileConfiguredSchema } from '../../../src/runtime/configured-schema';
 import { openStorage } from '../../../src/runtime/open-storage';
+import { deployForWriting } from '../../../src/runtime/schema-deployment';
 import { formatTotals, reportFailed, reportSkipped } from '../../../src/cli/load-report';
 import { positiveIntArgument, runMain } from '../../../src/cli/run-main';
 
@@ -45,7 +46,7 @@ runMain(
       .opts<{ file: string; concurrency: number }>();
     const config = loadConfig();
     log.level = config.logLevel;
-    const { model } = compileConfiguredSchema(config);
+    const { model, schema, sdl } = compileConfiguredSchema(config);
     const file = isAddress(options.file) ? await downloadToFile(options.file, path.join(config.dataDir, 'downloads'), { log }) : path.resolve(options.file);
     // Read once before storage starts: an unreadable file fails fast, and the bar gets its total.
     const totalRows = await estimateDataRows(file).catch((e: Error) => {
@@ -54,6 +55,8 @@ runMain(
     const storage = await openStorage(config, log, model);
     try {
       for (const table of model.tables) await storage.store.ensureTable(table);
+      // The schema the employees are written with, recorded before the first of them.
+      await deployForWriting({ config, store: storage.store, model, schema, sdl, log, types: [...model.entities.keys()], command: 'npm run import' });
       log.info({ file, storage: storage.target, embedded: Boolean(storage.azurite), concurrency: options.concurrency }, 'importing');
       const progress = createImportProgress({ totalRows, log });
       let summary: ImportSummary;
