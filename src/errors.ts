@@ -71,6 +71,14 @@ export const Reason = {
   UniqueKeyTaken: { code: 'CONFLICT', meaning: 'a unique value the write sets belongs to another entity' },
   ReservationBusy: { code: 'CONFLICT', meaning: 'another write of the same entity holds the unique value meanwhile: try again' },
   HasDependents: { code: 'CONFLICT', meaning: 'the delete of a summary holder whose counts are not 0' },
+  HasReferrers: {
+    code: 'CONFLICT',
+    meaning: 'the delete of an entity that a reference declared (or left at) `onDelete: RESTRICT` points at: `extensions.reference` names it',
+  },
+  DeletePending: {
+    code: 'CONFLICT',
+    meaning: 'a create at the address of an entity deleted a moment ago, whose `onDelete: CASCADE` dependents the worker is still deleting: try again',
+  },
   MovePending: { code: 'CONFLICT', meaning: 'a move of the entity, or into its new address, is under way' },
   PopReceiptMismatch: { code: 'CONFLICT', meaning: 'a queue message was received again by another consumer since (the worker leaves it to that one)' },
   SummaryHolderMissing: { code: 'NOT_FOUND', meaning: 'the summary holder the write counts towards (e.g. its department) does not exist' },

@@ -12,6 +12,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TableClient } from '@azure/data-tables';
+import pino from 'pino';
 import { createLogger } from '../src/log';
 import { isProcessAlive } from '../src/storage/azurite';
 import { ensureEmbeddedAzurite, type EmbeddedAzurite } from '../src/storage/embedded-azurite';
@@ -186,4 +187,63 @@ test('kill -9 of Azurite itself: a watching handle starts it again on the same p
   await client.createEntity({ partitionKey: 'p', rowKey: 'after' });
   expect(await h.release()).toBe(true);
   expect(isProcessAlive(h.pid)).toBe(false);
+});
+
+/** The live processes whose command line names `location` (Azurite's workspace of a data folder). */
+function azuritesOf(location: string): number[] {
+  return fs
+    .readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d))
+    .filter((d) => {
+      try {
+        return fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').includes(location) && isProcessAlive(Number(d));
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+
+/** A logger that keeps each message it logs, for a test to wait for. */
+function recordingLogger(): { log: ReturnType<typeof createLogger>; messages: string[] } {
+  const messages: string[] = [];
+  const stream = { write: (line: string) => void messages.push(String((JSON.parse(line) as { msg?: string }).msg)) };
+  return { log: pino({ level: 'info' }, stream) as unknown as ReturnType<typeof createLogger>, messages };
+}
+
+test('a stopped Azurite (SIGSTOP) is waited for, never doubled: a command attaches once it answers, and one that waits too long fails clearly', async () => {
+  const dataDir = await tempDataDir();
+  const first = await attach(dataDir);
+  const location = path.join(dataDir, 'azurite');
+  const state = () => JSON.parse(fs.readFileSync(path.join(dataDir, 'azurite.json'), 'utf8')) as { pid: number };
+  process.kill(first.pid, 'SIGSTOP');
+  try {
+    // A command starting meanwhile waits; once it says so, Azurite is let go on.
+    const { log, messages } = recordingLogger();
+    const waiting = ensureEmbeddedAzurite(dataDir, { log });
+    expect(await waitUntil(() => messages.some((m) => m.includes('runs but does not answer')), 30_000)).toBe(true);
+    expect(azuritesOf(location)).toEqual([first.pid]);
+    process.kill(first.pid, 'SIGCONT');
+    const second = await waiting;
+    handles.push(second);
+    expect(second.pid).toBe(first.pid);
+    expect(second.startedHere).toBe(false);
+    expect(state().pid).toBe(first.pid);
+
+    // Stopped for longer than a command waits: it fails, naming the pid, and starts nothing.
+    process.kill(first.pid, 'SIGSTOP');
+    await expect(ensureEmbeddedAzurite(dataDir, { log: quiet, startTimeoutMs: 2000 })).rejects.toThrow(
+      new RegExp(`pid ${first.pid}\\) runs but has not answered`),
+    );
+    expect(azuritesOf(location)).toEqual([first.pid]);
+    expect(state().pid).toBe(first.pid);
+    process.kill(first.pid, 'SIGCONT');
+
+    // The last to detach stops the one there is.
+    expect(await second.release()).toBe(false);
+    expect(await first.release()).toBe(true);
+    expect(azuritesOf(location)).toEqual([]);
+  } finally {
+    if (isProcessAlive(first.pid)) process.kill(first.pid, 'SIGCONT');
+  }
 });

@@ -1,5 +1,5 @@
 /**
- * Join entities whose target is deleted or moved (src/derived/join-upkeep.ts), on a schema written for the test: books on
+ * Join entities whose target is deleted or moved (src/derived/dependent-upkeep.ts), on a schema written for the test: books on
  * shelves, many-to-many through Placement join entities (each copying its book's non-null title), a shelf counting
  * its placements. The rule: a join entity of a deleted target is deleted by the worker, and the count follows; one
  * of a moved target is re-pointed at the new address; until the worker has done it, a page leaves a target that is

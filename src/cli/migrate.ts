@@ -20,6 +20,7 @@ import { createLogger, type Logger } from '../log';
 import { ErrorCode, TablegraphError } from '../errors';
 import { BuildRunner, holdsPath } from '../evolution/build-runner';
 import { Catalogue } from '../evolution/catalogue';
+import { presenceBoard } from '../evolution/presence';
 import type { PathRecord } from '../evolution/catalogue-records';
 import { deploySchema, schemaLayout } from '../evolution/deployment';
 import { planMigration } from '../evolution/migration-plan';
@@ -67,6 +68,7 @@ async function apply(config: Config, log: Logger, opts: { drop: string[]; retry:
       leaseMs: config.builds.leaseMs,
       pollMs: config.builds.pollMs,
       pageSize: config.builds.pageSize,
+      presence: presenceBoard(catalogue, storage.blobs, config.tablePrefix),
     });
     const ours = (rows: PathRecord[]) => rows.filter((p) => p.state === 'building' && holdsPath(layout.layout, p));
     const report = setInterval(() => {
@@ -128,7 +130,8 @@ async function status(config: Config, log: Logger, json: boolean): Promise<void>
   try {
     const catalogue = new Catalogue(storage.store, config.tablePrefix);
     await catalogue.ensure();
-    const [deployment, paths, servers] = await Promise.all([catalogue.deployment(), catalogue.paths(), catalogue.servers()]);
+    const board = presenceBoard(catalogue, storage.blobs, config.tablePrefix);
+    const [deployment, paths, servers] = await Promise.all([catalogue.deployment(), catalogue.paths(), board.servers()]);
     if (json) {
       const rows = paths.map((p) => ({ path: p.id, state: p.state, ...progressOf(p), problem: p.problem, leaseOwner: p.leaseOwner }));
       process.stdout.write(`${JSON.stringify({ version: deployment?.version ?? null, servers, paths: rows }, null, 2)}\n`);

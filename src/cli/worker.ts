@@ -25,7 +25,7 @@ runMain(
     for (const table of model.tables) await storage.store.ensureTable(table);
     await ensureWorkQueues(storage.queues, config.tablePrefix);
     // The schema's deployment: refused changes stop the worker here; builds it needs are driven from here too.
-    const deployment = await startSchemaDeployment({ config, store: storage.store, model, schema, sdl, log, builds: true });
+    const deployment = await startSchemaDeployment({ config, store: storage.store, blobs: storage.blobs, model, schema, sdl, log, builds: true });
     // Moves are carried out through the write path, its own messages sent to the same queue.
     const blobs = { store: storage.blobs, cleanupDelaySeconds: config.blobCleanupDelaySeconds };
     const writer = new WriteExecutor({

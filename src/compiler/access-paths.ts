@@ -185,6 +185,7 @@ function compilePoint(ctx: FieldContext, d: PointDirective, entities: Map<string
       !!ctx.parentEntity &&
       !target.implementations &&
       [...(table?.bindings.values() ?? []), ...partitionKey.bindings.values(), ...rowKey.bindings.values()].every((b) => b.source === 'parent'),
+    ...(d.onDelete && { onDelete: d.onDelete }),
     node: d.node,
   };
 }

@@ -8,7 +8,7 @@ import { buildASTSchema, concatAST, getDirectiveValues, GraphQLError, Kind, pars
 import { validateSDL } from 'graphql/validation/validate';
 import { buildAccessPaths, findConnections, type PageDefaults } from './access-paths';
 import { buildCopies, coverJoins } from './build-copies';
-import { buildJoins } from './build-joins';
+import { buildDependents } from './build-dependents';
 import { buildSasFields } from './sas-fields';
 import { buildEntities } from './layouts';
 import { buildSubscriptions } from './subscriptions';
@@ -151,7 +151,6 @@ function buildModel(schema: GraphQLSchema, options: CompileOptions, problems: Sc
   const summaries = buildSummaries(schema, entities, accessPaths, problems);
   const copiesOf = buildCopies(schema, entities, accessPaths, summaries, problems);
   coverJoins(accessPaths);
-  const joinsOf = buildJoins(accessPaths, problems);
   const { writes } = buildWrites(schema, entities, problems);
   const subscriptions = buildSubscriptions(schema, entities, problems);
   for (const s of subscriptions.values()) s.entity.changeLogged = true;
@@ -167,6 +166,7 @@ function buildModel(schema: GraphQLSchema, options: CompileOptions, problems: Sc
     if (path.kind !== 'point' || !path.checkOnWrite) continue;
     references.set(path.parentType, [...(references.get(path.parentType) ?? []), path]);
   }
+  const dependentsOf = buildDependents(schema, { entities, accessPaths, references, writes, summaries }, problems);
   return {
     entities,
     interfaces,
@@ -179,6 +179,6 @@ function buildModel(schema: GraphQLSchema, options: CompileOptions, problems: Sc
     sasFields,
     references,
     copiesOf,
-    joinsOf,
+    dependentsOf,
   };
 }

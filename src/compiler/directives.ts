@@ -28,6 +28,7 @@ export interface PointDirective {
   partitionKey?: string;
   rowKey?: string;
   checkOnWrite: boolean;
+  onDelete?: 'RESTRICT' | 'CASCADE';
   node: DirectiveNode;
 }
 
@@ -93,6 +94,7 @@ export function readPoint(schema: GraphQLSchema, node: FieldDefinitionNode | und
     partitionKey: v.partitionKey as string | undefined,
     rowKey: v.rowKey as string | undefined,
     checkOnWrite: (v.checkOnWrite as boolean | undefined) ?? true,
+    onDelete: v.onDelete as 'RESTRICT' | 'CASCADE' | undefined,
     node: d,
   };
 }

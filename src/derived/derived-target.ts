@@ -1,7 +1,7 @@
 /**
  * The entity whose derived entities the worker, a move or the loader brings in line: its schema, its address, and
  * what reaching storage takes. One value handed to every reconciler of this folder (reconcile-contributions.ts, copy-refresh.ts,
- * join-upkeep.ts), so that each is given the entity once rather than as six arguments.
+ * dependent-upkeep.ts), so that each is given the entity once rather than as six arguments.
  */
 import type { EntityModel, Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';

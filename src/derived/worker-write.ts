@@ -1,6 +1,6 @@
 /**
  * The writes the worker makes through the write path, not for a client: a join entity deleted or re-pointed
- * (join-upkeep.ts), an entity whose copies move what it contributes to a summary (copy-refresh.ts). Going through the write
+ * (dependent-upkeep.ts), an entity whose copies move what it contributes to a summary (copy-refresh.ts). Going through the write
  * path keeps everything a client's write keeps — summaries in the EGT or through the work queue, indexes, the
  * change log — where a plain write of the entity would leave them behind.
  */

@@ -33,6 +33,7 @@ import type { PathRecord } from './catalogue-records';
 import { buildIndexPage, type ScannedPage, type SettleResult } from './index-build';
 import { canonicalJson, type RecordedLayout } from './layout-record';
 import { STATES_REFRESH_MS } from './path-states';
+import type { PresenceBoard } from './presence';
 import { addressingOf } from './layout-diff';
 import { catchUpRekey, cleanUpRekey, copyRekeyPage, rekeyOf, type Collision, type Rekey, type RekeyDefinition, type Underivable } from './rekey-build';
 
@@ -58,13 +59,12 @@ export interface BuildRunnerOptions {
   /** Told of every storage call of the builds' steps (not of the catalogue's). */
   observer?: StorageObserver;
   now?: () => number;
+  /** Where the running processes say which version they serve (presence.ts presenceBoard). */
+  presence: PresenceBoard;
 }
 
 /** How long a re-key waits before its first copy (ms): every server has read its states twice meanwhile. */
 const REKEY_NOTICE_MS = 2 * STATES_REFRESH_MS + 1000;
-
-/** A server or worker whose heartbeat is older than this is gone (ms): three polls missed. */
-const HEARTBEAT_STALE_MS = 3 * 5000 + 5000;
 
 export class BuildRunner {
   private timer?: NodeJS.Timeout;
@@ -500,12 +500,12 @@ export class BuildRunner {
     return ready;
   }
 
-  /** Servers and workers of an older version whose heartbeat is fresh (read again at most every `pollMs`). */
+  /** Servers and workers of an older version running now (presence.ts; read again at most every `pollMs`). */
   private async olderServersRunning(version: number): Promise<number> {
     if (this.older.version === version && this.now - this.older.at < (this.opts.pollMs ?? 5000)) return this.older.count;
     try {
-      const servers = await this.opts.catalogue.servers();
-      const count = servers.filter((s) => s.version < version && this.now - s.seenAt < HEARTBEAT_STALE_MS).length;
+      const servers = await this.opts.presence.servers();
+      const count = servers.filter((s) => s.version < version).length;
       this.older = { at: this.now, version, count };
       return count;
     } catch (e) {

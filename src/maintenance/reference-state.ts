@@ -35,7 +35,12 @@ export async function readReferenceState(store: TableStore, model: Model, types?
     if (!targets.has(addressKey(at))) targets.set(addressKey(at), store.getEntity(at, { observer }));
     return targets.get(addressKey(at))!;
   };
-  const joins = new Set([...model.joinsOf.values()].flat().map((j) => j.reference));
+  const joins = new Set(
+    [...model.dependentsOf.values()]
+      .flat()
+      .filter((d) => d.join)
+      .map((d) => d.reference),
+  );
   for (const [type, paths] of model.references) {
     if (types && !types.includes(type)) continue;
     const entity = model.entities.get(type);

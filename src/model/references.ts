@@ -16,6 +16,13 @@ import type { EntityAddress, StoredEntity } from '../storage/storage-types';
 
 type Values = Record<string, unknown>;
 
+/**
+ * Entities a delete lists per `onDelete: RESTRICT` reference to find one pointing at it (one range query's page): one
+ * is all a refusal needs (src/write/group-read.ts). Read through an index, each listed is read too (a point query),
+ * until one points at the entity: demand control counts them (src/read/demand.ts).
+ */
+export const REFERRERS_LISTED = 10;
+
 /** The stored fields that give a reference's keys. */
 export function referenceFields(path: PointPath): string[] {
   return [...(path.tableTemplate?.bindings.values() ?? []), ...path.partitionKey.bindings.values(), ...path.rowKey.bindings.values()].map((b) => b.name);

@@ -141,6 +141,8 @@ export interface PointPath extends AccessPathBase {
    * default true). False for fields that are not references.
    */
   checkOnWrite: boolean;
+  /** A reference's `@point(onDelete:)` as declared; absent: its default (build-dependents.ts). */
+  onDelete?: OnDelete;
 }
 
 /** A range query over one partition: a RowKey prefix or bounds ("Range Query"). */
@@ -275,29 +277,43 @@ export interface Model {
   /** Every copy (`@copy`), by the name of the type copied from: what a write of that type must bring up to date. */
   copiesOf: Map<string, CopyModel[]>;
   /**
-   * The join entities of many-to-many connections (`@range(through)`), by the name of the type their reference
-   * reaches: what the worker deletes once that entity is deleted, or re-points once it is moved (src/derived/join-upkeep.ts).
+   * The entities whose references point at an entity of a type, by the name of the type they reach, where a delete of
+   * that type must see to them (src/compiler/build-dependents.ts): the join entities of many-to-many connections
+   * (`@range(through)`) and the references declared `onDelete: CASCADE`, which the worker deletes once their target is
+   * deleted (and re-points once it is moved: src/derived/dependent-upkeep.ts); and the `onDelete: RESTRICT`
+   * references found through a range, whose delete is refused while one points at it (src/write/group-read.ts).
    */
-  joinsOf: Map<string, JoinModel[]>;
+  dependentsOf: Map<string, DependentModel[]>;
 }
 
 /**
- * A join type's reference used by a many-to-many connection (`@range(through: "Join.field")`): its join entities
- * point at entities of `reference.target`, and `reverse`, a range of that target type, lists them.
+ * What a delete of `reference.target`'s type does to the entities of `entity` that point at one: `CASCADE`, they go
+ * with it (the worker deletes them through the write path); `RESTRICT`, the delete is refused while one exists.
+ * `reverse`, a range of the target type, lists them.
  */
-export interface JoinModel {
-  /** The join type. */
+export interface DependentModel {
+  /** The referring type (a join type, or any type with a reference). */
   entity: EntityModel;
-  /** Its reference to the target (`Join.field`). */
+  /** Its reference to the target (`Type.field`). */
   reference: PointPath;
-  /** A range of the target type over the join entities (or their index entities) pointing at one target. */
+  onDelete: OnDelete;
+  /**
+   * A many-to-many connection's join reference (`@range(through)`) left at its default: its join entities are deleted
+   * after the target, and a target created again at the same address meanwhile keeps them. A CASCADE declared with
+   * `onDelete` instead leaves a tombstone at the target's address until they are deleted (no re-create before then).
+   */
+  join: boolean;
+  /** A range of the target type over the referring entities (or their index entities) pointing at one target. */
   reverse: RangePath;
   /**
-   * The join fields that name the target, by the target field each holds: its key fields, or through a unique
+   * The referring fields that name the target, by the target field each holds: its key fields, or through a unique
    * index the fields the index is keyed by (src/compiler/reference-checks.ts referenceKeyFields).
    */
   keyFields: Map<string, string>;
 }
+
+/** What a delete does to the entities a reference of theirs points at it from (`@point(onDelete:)`). */
+export type OnDelete = 'RESTRICT' | 'CASCADE';
 
 /** Name of the property that tells the types in a shared partition apart. */
 export const ENTITY_TYPE_PROPERTY = 'EntityType';

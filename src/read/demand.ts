@@ -12,7 +12,8 @@
  *   when read through an index whose projection lacks a selected field (or the ETag), 1 more point query per node;
  *   through join entities (`@range(through)`), 1 point query per node for the node itself, 2 when the join's
  *   reference goes through a unique index of the target (the index entity, then the target);
- * - a mutation field: WRITE_CALLS storage calls (the entity, its holders, the reservation, the EGT, the message).
+ * - a mutation field: WRITE_CALLS storage calls (the entity, its holders, the reservation, the EGT, the message); a
+ *   delete, besides, the range query of each `onDelete: RESTRICT` reference to its type.
  *
  * What execution leaves out is left out here too: a field, fragment or inline fragment that `@skip`/`@include` drops for
  * the request's variables costs nothing. Storage is counted as the DataLoaders read: sibling fields that name the same
@@ -36,7 +37,8 @@ import {
   type OperationDefinitionNode,
   type SelectionSetNode,
 } from 'graphql';
-import type { AccessPath, Model, RangePath } from '../model/types';
+import type { AccessPath, Model, RangePath, WriteModel } from '../model/types';
+import { REFERRERS_LISTED } from '../model/references';
 import { RU_PER_ENTITY_READ } from './cost';
 import { isIncluded } from './selection';
 
@@ -64,6 +66,16 @@ export function worstCaseMoney(
 /** Storage calls one mutation field may make at most: entity and holder reads, the unique value's read, insert and
  *  confirmation, the fan-out message, the EGT. */
 export const WRITE_CALLS = 8;
+
+/**
+ * Storage calls one mutation field may make at most: WRITE_CALLS, and for a delete, a range query per `onDelete:
+ * RESTRICT` reference to its type (and, through an index, a point query per entity listed: REFERRERS_LISTED).
+ */
+function writeCalls(model: Model, write: WriteModel): number {
+  if (write.action !== 'DELETE') return WRITE_CALLS;
+  const restrict = (model.dependentsOf.get(write.entity.name) ?? []).filter((d) => d.onDelete === 'RESTRICT');
+  return WRITE_CALLS + restrict.reduce((n, d) => n + 1 + (d.reverse.index ? REFERRERS_LISTED : 0), 0);
+}
 
 /** Multiplicities beyond this are counted as this: the estimate only has to be over the budget, not exact. */
 const CAP = 1e12;
@@ -158,7 +170,7 @@ class DemandWalk {
       const named = getNamedType(field.type);
       const path = model.accessPaths.get(`${type.name}.${field.name}`);
       const write = model.writes.get(`${type.name}.${field.name}`);
-      if (write) this.add('storageCalls', WRITE_CALLS * times);
+      if (write) this.add('storageCalls', writeCalls(model, write) * times);
       if (covered && !covered.has(field.name) && (model.entities.get(type.name)?.fields.has(field.name) || field.name === 'etag')) {
         // A field the index entity lacks: its entity is read, once per node (counted once per selection set).
         this.add('storageCalls', times);

@@ -15,7 +15,8 @@ import { BuildRunner } from '../evolution/build-runner';
 import { Catalogue } from '../evolution/catalogue';
 import { deploySchema, schemaLayout, type DeployResult } from '../evolution/deployment';
 import { PathStates } from '../evolution/path-states';
-import { Presence } from '../evolution/presence';
+import { Presence, presenceBoard } from '../evolution/presence';
+import type { BlobStore } from '../storage/blob-store';
 
 export interface SchemaDeployment {
   result: DeployResult;
@@ -37,6 +38,8 @@ export interface SchemaDeploymentOptions {
   log: Logger;
   /** Whether this process builds (it runs a worker). */
   builds: boolean;
+  /** Where it says it runs (presence.ts): blob leases; absent or without an endpoint, the catalogue's rows. */
+  blobs?: BlobStore;
 }
 
 /**
@@ -49,7 +52,8 @@ export async function startSchemaDeployment(opts: SchemaDeploymentOptions): Prom
   const layout = schemaLayout(model, opts.schema);
   const result = await deploySchema({ catalogue, schema: layout, sdl: opts.sdl, log });
   const instance = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
-  const presence = new Presence(catalogue, { instance, version: result.version, hash: layout.hash }, { log });
+  const board = presenceBoard(catalogue, opts.blobs, config.tablePrefix);
+  const presence = new Presence(board, { instance, version: result.version, hash: layout.hash }, { log });
   await presence.start();
   const states = new PathStates(catalogue, { log, layout: layout.layout });
   await states.refresh();
@@ -78,6 +82,7 @@ export async function startSchemaDeployment(opts: SchemaDeploymentOptions): Prom
         pollMs: config.builds.pollMs,
         pageSize: config.builds.pageSize,
         concurrency: config.workerConcurrency,
+        presence: board,
       })
     : undefined;
   builds?.start();

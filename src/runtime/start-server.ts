@@ -84,7 +84,16 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
   const signSas = sasSigner(storage.access, model);
   for (const table of model.tables) await storage.store.ensureTable(table);
   // What the stored data was written by, and what this schema changes in it: refused, or built online.
-  const deployment = await startSchemaDeployment({ config, store: storage.store, model, schema, sdl, log, builds: config.worker === 'inline' });
+  const deployment = await startSchemaDeployment({
+    config,
+    store: storage.store,
+    blobs: storage.blobs,
+    model,
+    schema,
+    sdl,
+    log,
+    builds: config.worker === 'inline',
+  });
   await ensureWorkQueues(storage.queues, config.tablePrefix);
   const queues = workQueueNames(config.tablePrefix);
   // A schema with @blob fields needs its containers (and a blob connection string) before it serves.
@@ -101,7 +110,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
   });
   await seedEmptyStore(config, storage, { model, schema }, log);
   if (!config.cursorSecret) log.warn('TABLEGRAPH_CURSOR_SECRET is not set: cursors are signed with a random key and expire when the server restarts');
-  const { handler, apollo, upgrade, closeSubscriptions, gate } = await createGraphqlApp({
+  const app = await createGraphqlApp({
     ...appSettings(config),
     schema,
     model,
@@ -120,35 +129,20 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     pathStates: () => deployment.states.all(),
   });
   const worker = config.worker === 'inline' ? inlineWorker(config, storage, { model, writer, gate: deployment.states }, log) : undefined;
-  const server = httpServer(config, { handler, upgrade }, log);
+  const server = httpServer(config, app, log);
   try {
     await new Promise<void>((resolve, reject) => {
       server.once('error', (e: NodeJS.ErrnoException) => reject(listenError(e, config.host, config.port)));
       server.listen(config.port, config.host, resolve);
     });
   } catch (e) {
-    await apollo.stop();
+    await app.apollo.stop();
     await deployment.close();
     throw e;
   }
   const port = (server.address() as AddressInfo).port;
-  const url = `http://${config.host}:${port}/graphql`;
   worker?.start();
-  return {
-    url,
-    port,
-    worker,
-    async close(graceMs = 10000) {
-      // Beside each other: the worker finishes the messages in hand (never half-applied) and takes no new one, builds
-      // stop after their step in hand (its checkpoint written); HTTP answers every request it took and refuses the rest.
-      await Promise.all([worker?.stop(), closeHttp(server, { gate, closeSubscriptions }, graceMs)]);
-      // Its presence (the schema version it serves) goes only once its requests have ended: a build that waits for
-      // this version to leave (a summary it does not keep) must not recount while one of its writes still commits.
-      await deployment.close();
-      // Last: a request served until now still needed Apollo.
-      await apollo.stop();
-    },
-  };
+  return { url: `http://${config.host}:${port}/graphql`, port, worker, close: (graceMs = 10000) => stop({ server, app, worker, deployment }, graceMs) };
 }
 
 /** What the GraphQL app takes from the configuration alone: limits, admission, caching, subscriptions, the IDE. */
@@ -175,6 +169,23 @@ function appSettings(config: Config) {
     requestTimeoutMs: config.requestTimeoutMs,
     adminRole: config.adminRole,
   };
+}
+
+/**
+ * A graceful stop. Beside each other: the worker finishes the messages in hand (never half-applied) and takes no new
+ * one, builds stop after their step in hand (its checkpoint written); HTTP answers every request it took and refuses
+ * the rest (closeHttp). Then its presence (the schema version it serves) goes — only once its requests have ended: a
+ * build that waits for this version to leave (a summary it does not keep) must not recount while one of its writes
+ * still commits — and last Apollo, which a request served until then still needed.
+ */
+async function stop(
+  running: { server: Server; app: GraphqlApp; worker?: QueueWorker; deployment: { close(): Promise<void> } },
+  graceMs: number,
+): Promise<void> {
+  const { server, app, worker, deployment } = running;
+  await Promise.all([worker?.stop(), closeHttp(server, app, graceMs)]);
+  await deployment.close();
+  await app.apollo.stop();
 }
 
 /**

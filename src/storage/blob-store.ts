@@ -39,6 +39,14 @@ export interface ListedBlob {
   contentType?: string;
 }
 
+/** A listed blob's lease (the service's clock decides when it lapses) and metadata. */
+export interface LeasedBlob {
+  name: string;
+  /** Whether a lease holds it now: `leased`, as the service reports it (a lapsed one is `expired`). */
+  leased: boolean;
+  metadata: Record<string, string>;
+}
+
 /** One storage account's blobs. The SDK client is made on first use, so a server with no `@blob` field needs none. */
 export class BlobStore {
   private made?: { service: BlobServiceClient; sign: SasSigner };
@@ -105,6 +113,71 @@ export class BlobStore {
       throw e;
     }
     return out;
+  }
+
+  /**
+   * Whether a Blob endpoint is configured (a connection string with one and an account key, or an Entra ID URL):
+   * false for a Cosmos DB Table API account with no storage account beside it. No call is made.
+   */
+  available(): boolean {
+    try {
+      this.client();
+      return true;
+    } catch (e) {
+      if (e instanceof TablegraphError && e.code === ErrorCode.CONFIG_INVALID) return false;
+      throw e;
+    }
+  }
+
+  /**
+   * Writes an empty blob with `metadata` and takes a lease on it for `seconds` (15 to 60, the service's range): one Put
+   * Blob and one Lease Blob. @returns the lease id, which renews and releases it
+   */
+  async leaseNew(container: string, name: string, opts: { metadata: Record<string, string>; seconds: number }): Promise<string> {
+    const blob = this.container(container).getBlockBlobClient(name);
+    await this.call('upload', container, (abortSignal) => blob.upload('', 0, { abortSignal, metadata: opts.metadata }));
+    const lease = await this.call('acquireLease', container, (abortSignal) => blob.getBlobLeaseClient().acquireLease(opts.seconds, { abortSignal }));
+    return lease.leaseId!;
+  }
+
+  /** Renews a lease for its duration again. @throws TablegraphError (CONFLICT, NOT_FOUND) when it lapsed and is another's, or the blob is gone */
+  async renewLease(container: string, name: string, leaseId: string): Promise<void> {
+    const blob = this.container(container).getBlobClient(name);
+    await this.call('renewLease', container, (abortSignal) => blob.getBlobLeaseClient(leaseId).renewLease({ abortSignal }));
+  }
+
+  /** Deletes a blob under its lease (released with it); one already gone is fine. */
+  async deleteLeased(container: string, name: string, leaseId: string): Promise<void> {
+    await this.call('delete', container, (abortSignal) =>
+      this.container(container).getBlobClient(name).deleteIfExists({ abortSignal, conditions: { leaseId } }),
+    );
+  }
+
+  /** Every blob of a container with its lease and metadata (all pages). A missing container lists as empty. */
+  async listLeases(container: string): Promise<LeasedBlob[]> {
+    const out: LeasedBlob[] = [];
+    try {
+      await this.call('list', container, async (abortSignal) => {
+        for await (const b of this.container(container).listBlobsFlat({ includeMetadata: true, abortSignal })) {
+          out.push({ name: b.name, leased: b.properties.leaseState === 'leased', metadata: b.metadata ?? {} });
+        }
+      });
+    } catch (e) {
+      if (e instanceof TablegraphError && e.code === ErrorCode.NOT_FOUND) return [];
+      throw e;
+    }
+    return out;
+  }
+
+  /** Deletes a blob no lease holds (one whose lease lapsed); a blob leased again meanwhile is left. */
+  async deleteUnleased(container: string, name: string): Promise<void> {
+    try {
+      await this.call('delete', container, (abortSignal) => this.container(container).getBlobClient(name).deleteIfExists({ abortSignal }));
+    } catch (e) {
+      if (e instanceof TablegraphError && (e.code === ErrorCode.CONFLICT || e.code === ErrorCode.BAD_USER_INPUT || e.code === ErrorCode.STORAGE_BAD_REQUEST))
+        return;
+      throw e;
+    }
   }
 
   /** Deletes a blob; one already gone is fine. @returns whether it existed */

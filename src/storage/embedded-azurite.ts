@@ -13,7 +13,8 @@
  *
  * A kill -9 of Azurite itself loses what its disk store had not saved yet (it saves about every 5 s). A process
  * that watches (the server does) notices the death within a second and starts Azurite again on the same ports,
- * so its clients carry on.
+ * so its clients carry on. An Azurite whose process lives but does not answer (a busy machine, SIGSTOP) is waited for,
+ * never replaced: two on one folder would write the same files and diverge.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -60,6 +61,8 @@ interface AzuriteState {
   connectionString: string;
   location: string;
   startedAt: string;
+  /** The process's start time (processStartTime): a pid reused by another program since is not taken for it. */
+  startTime?: string;
 }
 
 const LOCK_STALE_MS = 10_000;
@@ -133,10 +136,50 @@ async function writeState(statePath: string, state: AzuriteState): Promise<void>
   await fs.promises.rename(tmp, statePath); // atomic: a reader never sees half a state file
 }
 
-/** The Azurite of the state file, if it is alive and answers as Azurite. */
-async function runningAzurite(statePath: string): Promise<AzuriteState | undefined> {
+/**
+ * Whether the state file's process is still that Azurite: alive, and the same process — its start time as recorded,
+ * or (a state file of before start times were recorded) a command line naming azurite.
+ */
+function recordedProcessLives(s: AzuriteState): boolean {
+  if (!isProcessAlive(s.pid)) return false;
+  const startTime = processStartTime(s.pid);
+  if (s.startTime !== undefined && startTime !== undefined) return startTime === s.startTime;
+  try {
+    return fs.readFileSync(`/proc/${s.pid}/cmdline`, 'utf8').includes('azurite');
+  } catch {
+    return true; // no procfs: alive is the best answer available
+  }
+}
+
+/**
+ * The Azurite of the state file, if its process lives. One that does not answer (a busy machine, a process stopped
+ * with SIGSTOP, a long save of its store) is waited for — a second Azurite on the same folder would write the same
+ * files and diverge from it — for at most `waitMs` (ms).
+ * @returns the Azurite once it answers; undefined when none is recorded or its process is gone
+ * @throws TablegraphError STORAGE_UNAVAILABLE when its process lives and has not answered in `waitMs`
+ */
+async function runningAzurite(statePath: string, waitMs: number, log?: Logger): Promise<AzuriteState | undefined> {
   const s = await readState(statePath);
-  return s && isProcessAlive(s.pid) && (await tableServiceAnswers(s.ports.table)) ? s : undefined;
+  if (!s || !recordedProcessLives(s)) return undefined;
+  if (await tableServiceAnswers(s.ports.table)) return s;
+  const since = Date.now();
+  log?.warn(
+    { azuritePid: s.pid, ports: s.ports, waitMs },
+    'the embedded Azurite runs but does not answer (a busy machine, or the process is stopped): waiting for it, never starting a second one on the same folder',
+  );
+  while (Date.now() - since < waitMs) {
+    await new Promise((r) => setTimeout(r, 250));
+    if (!recordedProcessLives(s)) return undefined;
+    if (await tableServiceAnswers(s.ports.table)) {
+      log?.info({ azuritePid: s.pid, waitedMs: Date.now() - since }, 'the embedded Azurite answers again');
+      return s;
+    }
+  }
+  throw new TablegraphError(
+    ErrorCode.STORAGE_UNAVAILABLE,
+    `The embedded Azurite of ${path.dirname(statePath)} (pid ${s.pid}) runs but has not answered for ${Math.round(waitMs / 1000)} s. A second one on the same folder would corrupt it, so none is started: wait for it, or stop it (kill ${s.pid}) and run the command again.`,
+    { azuritePid: s.pid },
+  );
 }
 
 /**
@@ -160,7 +203,14 @@ async function liveUsers(usersDir: string): Promise<string[]> {
 async function startState(dataDir: string, startTimeoutMs: number, ports?: AzuritePorts): Promise<AzuriteState> {
   const { location, state: statePath } = files(dataDir);
   const h = await startAzurite({ location, detached: true, startTimeoutMs, ports });
-  const state: AzuriteState = { pid: h.pid, ports: h.ports, connectionString: h.connectionString, location, startedAt: new Date().toISOString() };
+  const state: AzuriteState = {
+    pid: h.pid,
+    ports: h.ports,
+    connectionString: h.connectionString,
+    location,
+    startedAt: new Date().toISOString(),
+    startTime: processStartTime(h.pid),
+  };
   await writeState(statePath, state);
   return state;
 }
@@ -185,7 +235,7 @@ export async function ensureEmbeddedAzurite(dataDir: string, opts: { log?: Logge
     dataDir,
     waitMs,
     async () => {
-      let s = await runningAzurite(paths.state);
+      let s = await runningAzurite(paths.state, startTimeoutMs, opts.log);
       if (s) {
         opts.log?.info({ azuritePid: s.pid, ports: s.ports }, 'attached to the running embedded Azurite');
       } else {
@@ -263,7 +313,8 @@ class AttachedAzurite implements EmbeddedAzurite {
     await fs.promises.rm(this.at.userFile, { force: true });
     if ((await liveUsers(paths.users)).length > 0) return false;
     const s = await readState(paths.state);
-    if (!s) return false;
+    // Only the Azurite the state file records, while its process is that one: never a pid reused since.
+    if (!s || !recordedProcessLives(s)) return false;
     await stopProcess(s.pid);
     if ((await readState(paths.state))?.pid === s.pid) await fs.promises.rm(paths.state, { force: true });
     this.at.log?.info({ azuritePid: s.pid }, 'stopped the embedded Azurite: no other process uses it');
@@ -289,7 +340,7 @@ class AttachedAzurite implements EmbeddedAzurite {
   }
 
   private async restartUnderLock(log: Logger): Promise<void> {
-    const current = await runningAzurite(this.paths.state);
+    const current = await runningAzurite(this.paths.state, this.at.startTimeoutMs, log);
     if (current) {
       // Another process restarted it. Never a second Azurite on one folder, even when this process's clients,
       // bound to the old ports, cannot follow it to new ones.

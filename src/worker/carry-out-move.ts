@@ -32,7 +32,7 @@ import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/storage-types';
 import { stateId } from '../queue/messages';
 import { isMarked } from '../write/move';
-import { repointJoins } from '../derived/join-upkeep';
+import { repointDependents } from '../derived/dependent-upkeep';
 import type { MoveMessage } from '../queue/messages';
 import type { WriteExecutor } from '../write/write-executor';
 import type { ReconcileOptions } from './reconciler';
@@ -175,7 +175,7 @@ async function copyThenDelete(run: MoveRun, old: StoredEntity, copy: StoredEntit
     await writer.execute(writes('REPLACE', target), { ...input, ifMatch: copy.etag }, observer, undefined, step);
   await opts.afterUpserts?.(message); // copied, not yet deleted: where a killed worker leaves it
   // Join entities pointing at it follow it to its new address (the same type's; an archive's are deleted after).
-  if (target === entity) await repointJoins({ model: opts.model, store, writer, entity, primary, observer }, old, keys);
+  if (target === entity) await repointDependents({ model: opts.model, store, writer, entity, primary, observer }, old, keys);
   const oldKeys = Object.fromEntries(entity.keyFields.map((k) => [k, values[k]]));
   await writer.execute(writes('DELETE', entity), { ...oldKeys, ifMatch: old.etag }, observer, undefined, step);
   const copied = await store.getEntity(to, call);

@@ -21,7 +21,7 @@ import { reconcileContributions } from '../derived/reconcile-contributions';
 import { reconcileCopies } from '../derived/copy-refresh';
 import { refreshSummaryChains } from '../derived/summary-chains';
 import { claimUnique, deleteIfPointsAt } from '../derived/index-entities';
-import { deleteDanglingJoins } from '../derived/join-upkeep';
+import { deleteDependents } from '../derived/dependent-upkeep';
 import type { DerivedTarget } from '../derived/derived-target';
 
 export interface ReconcileOptions {
@@ -43,7 +43,7 @@ export interface ReconcileOptions {
   observer?: StorageObserver;
   /** Called after the upserts of each pass: lets tests stop a worker mid-message. */
   afterUpserts?(message: EntityMessage): void | Promise<void>;
-  /** The write path, for copies and the join entities of a deleted entity (src/derived/copy-refresh.ts, join-upkeep.ts); without it they are left as they are. */
+  /** The write path, for copies and the join entities of a deleted entity (src/derived/copy-refresh.ts, dependent-upkeep.ts); without it they are left as they are. */
   writer?: WriteExecutor;
   /** Told about a unique index entity that belongs to another entity (should not happen: reservations prevent it). */
   onUniqueConflict?(address: EntityAddress, message: EntityMessage): void;
@@ -107,7 +107,7 @@ export async function reconcile(message: FanoutMessage, opts: ReconcileOptions):
     );
     upserted += await reconcileContributions(target, current, old, message.holderLookups ?? []);
     upserted += await reconcileCopies(target, current, [...old.values()]);
-    deleted += await deleteDanglingJoins(target, current, [...old.values()]);
+    deleted += await deleteDependents(target, current, [...old.values()]);
     await opts.afterUpserts?.(message);
     let leaseEnds = 0;
     // Stale index entities, each decided on its own: at once too.

@@ -16,7 +16,7 @@ import { checkTransaction, limitsFor, operationBytes } from '../storage/limits';
 import type { EntityAddress, StorageTarget, StoredEntity, TransactionOperation } from '../storage/storage-types';
 import { addressKey } from '../storage/address-key';
 import { addressOf, checkPlan, planWrite } from './write-plan';
-import type { HolderDelta, Values, WritePlan } from './plan-types';
+import type { HolderDelta, Referrer, Values, WritePlan } from './plan-types';
 
 /** One write waiting to be committed: what it writes, and the id of its current attempt. */
 export interface GroupMember {
@@ -49,6 +49,8 @@ export interface GroupState {
    * change in the same EGT. Absent: none such, or too many for one EGT (the worker brings them up to date).
    */
   copyHolders?: Map<string, EntityAddress[]>;
+  /** For deletes: an entity that a RESTRICT reference points at each from (write-plan.ts refuses it), by addressKey. */
+  referrers?: Map<string, Referrer>;
 }
 
 /** The owner of an EGT operation: the index of a planned write in `planned`, or a summary holder. */
@@ -98,13 +100,7 @@ export function planGroup<M extends GroupMember>(model: Model, members: M[], sta
     let address: string;
     try {
       address = addressKey(addressOf(member.write, member.input));
-      plan = planWrite(
-        model,
-        member.write,
-        member.input,
-        { current: state.entities.get(address) ?? null, holders: state.holders, references: state.references, copyHolders: state.copyHolders },
-        member,
-      );
+      plan = planWrite(model, member.write, member.input, { ...state, current: state.entities.get(address) ?? null }, member);
       checkPlan(member.write.entity, plan, target);
       member.check?.(plan.previous, plan.values);
       // Its holders' merges checked without their change entities, which the store checks with the whole EGT.

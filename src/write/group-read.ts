@@ -7,18 +7,18 @@
  */
 import { addressOfWrite, primaryAddress, valuesOf } from '../model/entity-codec';
 import { prefixUpperBound, renderKey, renderKeyPrefix } from '../model/key-template';
-import { ENTITY_TYPE_PROPERTY, type CopyModel, type EntityModel, type Model, type WriteModel } from '../model/types';
+import { ENTITY_TYPE_PROPERTY, type CopyModel, type DependentModel, type EntityModel, type Model, type WriteModel } from '../model/types';
 import { mergeParts, partAddresses } from '../model/wide-entities';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/storage-types';
 import { addressKey } from '../storage/address-key';
 import type { GroupState } from './group-plan';
 import { classifyKey, pointsAt, type KeyState } from './reservations';
-import { referenceAddress } from '../model/references';
+import { referenceAddress, REFERRERS_LISTED } from '../model/references';
 import { referencesToCheck } from './check-references';
 import { copyKeysSummary, holderAddress } from '../model/summaries';
 import { changedCopies, copyListKey } from './copy-plan';
-import type { Values, WritePlan } from './plan-types';
+import type { Referrer, Values, WritePlan } from './plan-types';
 import { nextValues, summariesOf } from './write-plan';
 
 /** Copies changed in one EGT at most (entities); more are left to the worker. */
@@ -61,9 +61,9 @@ export async function readGroupState(
   const reader = new GroupStateReader(model, store, cached, observer);
   await reader.firstWave(members);
   await reader.secondWave(members);
-  await reader.readCopyLists();
-  const { entities, holders, references, copyHolders } = reader;
-  return { entities, holders, references, copyHolders };
+  await Promise.all([reader.readCopyLists(), reader.readReferrers(members)]);
+  const { entities, holders, references, copyHolders, referrers } = reader;
+  return { entities, holders, references, copyHolders, ...(referrers.size > 0 && { referrers }) };
 }
 
 /** The reads of one group, in waves: what each wave finds names what the next one reads. */
@@ -72,6 +72,7 @@ class GroupStateReader {
   readonly holders: Map<string, StoredEntity | null>;
   readonly references = new Map<string, StoredEntity | null>();
   readonly copyHolders = new Map<string, EntityAddress[]>();
+  readonly referrers = new Map<string, Referrer>();
   private readonly copyLists = new Map<
     string,
     { copy: CopyModel; type: string; range: { table: string; partitionKey: string; rowKeyFrom: string; rowKeyTo?: string } }
@@ -147,6 +148,52 @@ class GroupStateReader {
         if (addresses.every((a) => a.table === q.range.table && a.partitionKey === q.range.partitionKey)) this.copyHolders.set(key, addresses);
       }),
     );
+  }
+
+  /**
+   * For each delete, an entity of each `onDelete: RESTRICT` reference to its type that still points at it (found
+   * through the reference's range over the target, write-plan.ts refusing the delete), if any: one range query per
+   * reference, and a point query of each entity listed (an index entity's) until one points at it.
+   */
+  async readReferrers(members: Reader[]): Promise<void> {
+    const reads: Array<Promise<void>> = [];
+    for (const m of members) {
+      const current = m.write.action === 'DELETE' ? this.entities.get(addressKey(m.address)) : undefined;
+      if (!current || current.properties[ENTITY_TYPE_PROPERTY] !== m.write.entity.entityType) continue;
+      const values = valuesOf(m.write.entity, current.properties);
+      for (const dependent of this.model.dependentsOf.get(m.write.entity.name) ?? []) {
+        if (dependent.onDelete !== 'RESTRICT') continue;
+        reads.push(
+          this.referrerOf(dependent, values, m.address).then((referrer) => {
+            if (referrer && !this.referrers.has(addressKey(m.address))) this.referrers.set(addressKey(m.address), { dependent, referrer });
+          }),
+        );
+      }
+    }
+    await Promise.all(reads);
+  }
+
+  /** An entity of `dependent` pointing at the entity at `address` (its values `values`), or null. */
+  private async referrerOf(dependent: DependentModel, values: Values, address: EntityAddress): Promise<StoredEntity | null> {
+    const path = dependent.reverse;
+    const args = (bound: NonNullable<typeof path.rowKeyPrefix>) =>
+      Object.fromEntries([...bound.bindings].map(([placeholder, b]) => [placeholder, values[b.name]]));
+    const partitionKey = renderKey(path.partitionKey.template, args(path.partitionKey));
+    const rowKeyFrom = renderKeyPrefix(path.rowKeyPrefix!.template, args(path.rowKeyPrefix!));
+    const range = { table: path.table, partitionKey, rowKeyFrom, rowKeyTo: prefixUpperBound(rowKeyFrom), limit: REFERRERS_LISTED };
+    const listed = path.index ? path.index.entityType : dependent.entity.entityType;
+    for (let after: string | undefined; ;) {
+      const page = await this.store.queryRange({ ...range, rowKeyAfter: after }, { observer: this.observer });
+      for (const e of page.entities) {
+        if (e.properties[ENTITY_TYPE_PROPERTY] !== listed) continue;
+        const stored = path.index ? await this.store.getEntity(primaryAddress(dependent.entity, e.properties), { observer: this.observer }) : e;
+        if (!stored || stored.properties[ENTITY_TYPE_PROPERTY] !== dependent.entity.entityType) continue;
+        const at = referenceAddress(dependent.reference, valuesOf(dependent.entity, stored.properties));
+        if (dependent.reference.index || (at && addressKey(at) === addressKey(address))) return stored;
+      }
+      if (!page.more || page.entities.length === 0) return null;
+      after = page.entities[page.entities.length - 1].rowKey;
+    }
   }
 
   private wantHolder(a: EntityAddress): void {

@@ -15,6 +15,7 @@
  * Side effects of attempts that cannot commit are undone: their messages withdrawn, their reservations released
  * ("Eventually consistent transactions pattern": one fan-out message per committed write).
  */
+import { isTombstone } from '../model/tombstones';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
@@ -468,6 +469,8 @@ export class PartitionCommitter {
       if (changes[i]) return logged[i] === undefined ? undefined : logged[i] !== null;
       if (now[i] === undefined) return undefined;
       if (plan.values) return now[i] !== null && writtenBy(now[i]!, plan.writeId);
+      // A delete that leaves a tombstone (model/tombstones.ts): the tombstone carries its write id.
+      if (isTombstone(now[i])) return writtenBy(now[i]!, plan.writeId);
       if (now[i] !== null) return false; // a delete whose entity is still there
       return typeof member.input.ifMatch !== 'string' ? true : undefined;
     });

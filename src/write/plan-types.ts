@@ -4,7 +4,7 @@
  */
 import type { Decimal } from '../model/decimal';
 import type { TableWrite } from '../model/entity-codec';
-import type { IndexModel, SummaryModel } from '../model/types';
+import type { DependentModel, IndexModel, SummaryModel } from '../model/types';
 import type { EntityMessageDraft } from '../queue/messages';
 import type { EntityAddress, StoredEntity, TransactionOperation } from '../storage/storage-types';
 
@@ -20,6 +20,14 @@ export interface ReadState {
   references?: ReadonlyMap<string, StoredEntity | null>;
   /** The entities in the write's partition holding copies of its fields, by copyListKey (group-plan.ts GroupState). */
   copyHolders?: ReadonlyMap<string, EntityAddress[]>;
+  /** For a delete: an entity that a RESTRICT reference points at it from, by the deleted entity's addressKey. */
+  referrers?: ReadonlyMap<string, Referrer>;
+}
+
+/** An entity found pointing at an entity being deleted, through a RESTRICT reference (group-read.ts). */
+export interface Referrer {
+  dependent: DependentModel;
+  referrer: StoredEntity;
 }
 
 /** What one write adds to the summaries of one holder: summary → delta, in the summary's unit. */

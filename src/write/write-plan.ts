@@ -31,6 +31,7 @@ import { addressKey } from '../storage/address-key';
 import { stateId } from '../queue/messages';
 import { checkReferences } from './check-references';
 import { partOperations } from '../model/wide-entities';
+import { isTombstone, tombstone } from '../model/tombstones';
 import { copiedFieldsChanged, fillCopies, sameEgtCopies } from './copy-plan';
 import type { HolderDelta, ReadState, Values, WritePlan } from './plan-types';
 
@@ -52,6 +53,17 @@ export function nextValues(write: WriteModel, input: Values, current: StoredEnti
   const { entity, action } = write;
   const ifMatch = input.ifMatch;
   const other = current?.properties[ENTITY_TYPE_PROPERTY];
+  if (isTombstone(current)) {
+    // Deleted a moment ago; the entities pointing at it are being deleted with it (model/tombstones.ts).
+    if (action === 'CREATE' || action === 'INCREMENT') {
+      throw new TablegraphError(
+        ErrorCode.CONFLICT,
+        `${entity.name} ${describeKeys(write, input)} was deleted a moment ago, and what pointed at it is being deleted with it: create it again once that is done (seconds)`,
+        { reason: 'DeletePending', retryAfterSeconds: 1 },
+      );
+    }
+    throw new TablegraphError(ErrorCode.NOT_FOUND, `${entity.name} ${describeKeys(write, input)} does not exist (it was deleted)`);
+  }
   if (current && other !== entity.entityType) {
     // A sibling type at the same keys (the guide's "Inheritance relationships"): the address is taken, and holds no
     // entity of this type to change.
@@ -214,29 +226,23 @@ function contributions(
  * @throws TablegraphError from nextValues; BAD_USER_INPUT for invalid values (type, `@constraint`); NOT_FOUND
  *   (reason SummaryHolderMissing) when a summary holder (e.g. the department of a new employee) does not exist,
  *   (reason ReferenceMissing) when a reference the write sets points at nothing (check-references.ts);
- *   CONFLICT (reason HasDependents) when deleting a holder whose counts are not 0
+ *   CONFLICT (reason HasDependents) when deleting a holder whose counts are not 0, (reason HasReferrers) when deleting an
+ *   entity a RESTRICT reference points at — each after `attempt.check` (`@auth`), which may throw FORBIDDEN first
  */
-export function planWrite(model: Model, write: WriteModel, input: Values, state: ReadState, attempt: { writeId: string; moveId?: string }): WritePlan {
+export function planWrite(
+  model: Model,
+  write: WriteModel,
+  input: Values,
+  state: ReadState,
+  attempt: { writeId: string; moveId?: string; check?(previous: Values | null, next: Values | null): void },
+): WritePlan {
   const { writeId, moveId } = attempt;
   const { entity } = write;
   const address = addressOf(write, input);
   const values = nextValues(write, input, state.current, moveId);
   const previous = state.current ? valuesOf(entity, state.current.properties) : null;
 
-  if (write.action === 'DELETE') {
-    for (const s of model.summaries.values()) {
-      // An eventual count may still lag behind: it refuses what it shows, as the holder stores it.
-      if (s.holder === entity && s.count && Number(previous?.[s.field] ?? 0) > 0) {
-        throw new TablegraphError(
-          ErrorCode.CONFLICT,
-          `${entity.name} ${describeKeys(write, input)} still has ${previous?.[s.field]} ${s.of.name} (${s.field})`,
-          {
-            reason: 'HasDependents',
-          },
-        );
-      }
-    }
-  }
+  if (write.action === 'DELETE') refuseDeletion(model, { write, input, previous, state }, attempt.check);
 
   const holderDeltas = summaryDeltas(model, write, previous, values, state);
   const targets = state.references ? new Map([...state.holders, ...state.references]) : state.holders;
@@ -250,6 +256,8 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
   else if (write.action === 'INCREMENT')
     operations.push({ kind: 'update', mode: 'merge', entity: incrementMerge(write, input, values!, address, writeId), ifMatch: state.current!.etag });
   else if (next) operations.push({ kind: 'update', mode: 'replace', entity: next.primary.entity, ifMatch: state.current!.etag });
+  else if (leavesTombstone(model, entity))
+    operations.push({ kind: 'update', mode: 'replace', entity: tombstone(entity, address, writeId), ifMatch: state.current!.etag });
   else operations.push({ kind: 'delete', partitionKey: address.partitionKey, rowKey: address.rowKey, ifMatch: state.current!.etag });
   let wideParts: number[] | undefined;
   if (entity.wide) {
@@ -295,6 +303,52 @@ export function planWrite(model: Model, write: WriteModel, input: Values, state:
 }
 
 /**
+ * Whether a delete of `entity` leaves a tombstone (model/tombstones.ts): some reference to it declares `onDelete:
+ * CASCADE`, whose entities the worker deletes after it, none to be taken over by an entity created there meanwhile.
+ */
+export function leavesTombstone(model: Model, entity: WriteModel['entity']): boolean {
+  return (model.dependentsOf.get(entity.name) ?? []).some((d) => d.onDelete === 'CASCADE' && !d.join);
+}
+
+/**
+ * Refuses a delete that would leave entities pointing at nothing: of a summary holder whose counts are not 0 (but
+ * those of what goes with it, `onDelete: CASCADE`), or of an entity that an entity of a RESTRICT reference points at
+ * (group-read.ts found it: the first such of each reference). `@auth` (`check`) decides first: a refusal tells of
+ * other entities (what it counts, what points at it).
+ * @throws TablegraphError CONFLICT (reason HasDependents; HasReferrers, `reference` the referring field); FORBIDDEN
+ *   from `check`
+ */
+function refuseDeletion(
+  model: Model,
+  deletion: { write: WriteModel; input: Values; previous: Values | null; state: ReadState },
+  check?: (previous: Values | null, next: Values | null) => void,
+): void {
+  const { write, input, previous, state } = deletion;
+  const { entity } = write;
+  if (previous) check?.(previous, null);
+  const cascades = new Set((model.dependentsOf.get(entity.name) ?? []).filter((d) => d.onDelete === 'CASCADE').map((d) => d.reference));
+  for (const s of model.summaries.values()) {
+    // An eventual count may still lag behind: it refuses what it shows, as the holder stores it.
+    if (s.holder === entity && s.count && !cascades.has(s.via) && Number(previous?.[s.field] ?? 0) > 0) {
+      throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name} ${describeKeys(write, input)} still has ${previous?.[s.field]} ${s.of.name} (${s.field})`, {
+        reason: 'HasDependents',
+      });
+    }
+  }
+  const found = state.referrers?.get(addressKey(addressOf(write, input)));
+  if (!found) return;
+  const { dependent, referrer } = found;
+  const type = dependent.entity;
+  // Its keys only where anyone may read it: the refusal must tell nothing `@auth` would not.
+  const keys = type.auth ? '' : ` (${type.keyFields.map((k) => `${k}: ${JSON.stringify(valuesOf(type, referrer.properties)[k])}`).join(', ')})`;
+  throw new TablegraphError(
+    ErrorCode.CONFLICT,
+    `${write.entity.name} ${describeKeys(write, input)} is still pointed at by ${dependent.reference.coordinate}${keys}: delete or re-point those first (the reference is onDelete: RESTRICT)`,
+    { reason: 'HasReferrers', reference: dependent.reference.coordinate },
+  );
+}
+
+/**
  * The fan-out message of a planned write (src/queue/messages.ts), when the worker has anything to do after it: its
  * inter-partition index entities or contributions change, copies are to be checked or brought up to date, join
  * entities point at a deleted entity, or a holder its EGT changes is summed by other summaries. Undefined otherwise.
@@ -314,8 +368,9 @@ function fanoutOf(
   // Copies: this entity's, to check again once it commits (its target may change meanwhile); or copies of this
   // entity's fields held by others, to bring up to date.
   const copiesChange = derived.refreshCopies || copiedFieldsChanged(model, entity, previous, values);
-  // A deleted entity that join entities may point at: the worker deletes them (src/derived/join-upkeep.ts).
-  const joinsChange = values === null && previous !== null && (model.joinsOf.get(entity.name)?.length ?? 0) > 0;
+  // A deleted entity that join entities, or references that cascade, may point at: the worker deletes them
+  // (src/derived/dependent-upkeep.ts), then its tombstone.
+  const joinsChange = values === null && previous !== null && (model.dependentsOf.get(entity.name) ?? []).some((d) => d.onDelete === 'CASCADE');
   // Holders this EGT changes whose values other summaries sum: the worker follows (src/derived/summary-chains.ts).
   const summaryHolders = [...holderDeltas.values()]
     .filter((d) => [...d.deltas].some(([s, delta]) => s.feeds.length > 0 && !delta.isZero()))
@@ -405,7 +460,14 @@ function summaryDeltas(model: Model, write: WriteModel, previous: Values | null,
       byHolder.delete(key);
       continue;
     }
-    if (!state.holders.get(key)) {
+    const [summary] = entry.deltas.keys();
+    const holder = state.holders.get(key);
+    if (!holder || holder.properties[ENTITY_TYPE_PROPERTY] !== summary.holder.entityType) {
+      // A delete takes its part out of holders that are there; one gone (deleted with what pointed at it) needs none.
+      if (values === null) {
+        byHolder.delete(key);
+        continue;
+      }
       const [s] = entry.deltas.keys();
       throw new TablegraphError(
         ErrorCode.NOT_FOUND,

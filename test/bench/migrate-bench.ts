@@ -21,6 +21,7 @@ import { createLogger } from '../../src/log';
 import { indexWrite, valuesOf } from '../../src/model/entity-codec';
 import { BuildRunner } from '../../src/evolution/build-runner';
 import { Catalogue } from '../../src/evolution/catalogue';
+import { CatalogueRowsBoard } from '../../src/evolution/presence';
 import { deploySchema, schemaLayout } from '../../src/evolution/deployment';
 import { verifyDerived } from '../../src/maintenance/verify-derived';
 import { compileConfiguredSchema } from '../../src/runtime/configured-schema';
@@ -169,6 +170,7 @@ async function main(): Promise<void> {
       instance: 'bench',
       entitiesPerSecond: 0,
       concurrency: IN_FLIGHT,
+      presence: new CatalogueRowsBoard(catalogue),
     });
     const build = (async () => {
       const started = performance.now();
@@ -193,6 +195,7 @@ async function main(): Promise<void> {
       layout: schemaLayout(v3.model, v3.schema).layout,
       instance: 'bench-budget',
       pollMs: 200,
+      presence: new CatalogueRowsBoard(catalogue),
     });
     budgeted.start();
     const duringBudgeted = await pointLoad(url, employee, new Promise((r) => setTimeout(r, 10_000)));

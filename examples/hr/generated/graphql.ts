@@ -199,8 +199,11 @@ export type DailyMessages = {
   /** Messages sent on each day of the year, 1 January (element 0) first; element 365 is 31 December of a leap year. */
   daily: Array<Scalars['Int']['output']>;
   departmentId: Scalars['ID']['output'];
-  /** The employee: messages can only be recorded for an employee who exists. */
-  employee: Employee;
+  /**
+   * The employee: messages can only be recorded for an employee who exists. Nullable: a wide entity is read by its keys
+   * alone (no range lists it), so a delete of the employee cannot find it, and leaves it — this then reads null.
+   */
+  employee: Maybe<Employee>;
   employeeId: Scalars['ID']['output'];
   /** The logical entity's ETag (its two entities' ETags): pass it as `ifMatch` to write only if nobody wrote since. */
   etag: Scalars['String']['output'];
@@ -355,6 +358,11 @@ export type Employee = {
   /** Annual salary in USD (salaried staff only). */
   annualSalary: Maybe<Scalars['Decimal']['output']>;
   /**
+   * Every expense claim of the employee, newest first: one range query. It is also how a delete of the employee finds
+   * that claims still point at it, and is refused (`ExpenseClaim.employee`, onDelete: RESTRICT).
+   */
+  claims: ExpenseClaimConnection;
+  /**
    * The messages the employee sent on each day of one year (UTC), if any were recorded: one logical entity stored as
    * two (the guide's "Wide entities pattern"), read with two point queries in one wave.
    */
@@ -387,6 +395,8 @@ export type Employee = {
    * day's table (the guide's "High volume delete pattern"); a day without attempts, or expired, is empty.
    */
   loginAttempts: LoginAttemptConnection;
+  /** The days whose messages were recorded, oldest first: one range query (and a delete's check: `MessageStats.employee`). */
+  messageDays: MessageStatsConnection;
   /** The messages the employee sent in each hour of one day (UTC), if any were recorded: one point query. */
   messageStats: Maybe<MessageStats>;
   middleInitial: Maybe<Scalars['String']['output']>;
@@ -405,6 +415,21 @@ export type Employee = {
   title: Maybe<Scalars['String']['output']>;
   /** Typical hours per week (hourly staff only). */
   typicalHours: Maybe<Scalars['Float']['output']>;
+};
+
+
+/**
+ * An employee. `id` is a positive integer, unique within its department (the import numbers the whole file, so
+ * imported ids are unique across the organisation). Indexes: by last name within the department, in the same
+ * partition (kept in the employee's EGT); by e-mail (unique), by last name and by title across the organisation,
+ * in tables of their own (kept eventually, by the worker). The organisation-wide indexes spread their index
+ * entities over a fixed number of hash-bucket partitions (`{field:hashN}`, the guide's remedy in the
+ * "Prepend/append anti-pattern"): no hot partition, no swarm of one-entity partitions, and the partition is still
+ * known from the value alone.
+ */
+export type EmployeeClaimsArgs = {
+  after?: InputMaybe<Scalars['String']['input']>;
+  first?: InputMaybe<Scalars['Int']['input']>;
 };
 
 
@@ -451,6 +476,21 @@ export type EmployeeExpenseClaimsArgs = {
 export type EmployeeLoginAttemptsArgs = {
   after?: InputMaybe<Scalars['String']['input']>;
   day: Scalars['DateTime']['input'];
+  first?: InputMaybe<Scalars['Int']['input']>;
+};
+
+
+/**
+ * An employee. `id` is a positive integer, unique within its department (the import numbers the whole file, so
+ * imported ids are unique across the organisation). Indexes: by last name within the department, in the same
+ * partition (kept in the employee's EGT); by e-mail (unique), by last name and by title across the organisation,
+ * in tables of their own (kept eventually, by the worker). The organisation-wide indexes spread their index
+ * entities over a fixed number of hash-bucket partitions (`{field:hashN}`, the guide's remedy in the
+ * "Prepend/append anti-pattern"): no hot partition, no swarm of one-entity partitions, and the partition is still
+ * known from the value alone.
+ */
+export type EmployeeMessageDaysArgs = {
+  after?: InputMaybe<Scalars['String']['input']>;
   first?: InputMaybe<Scalars['Int']['input']>;
 };
 
@@ -540,7 +580,10 @@ export type EmployeePayload = {
 export type EmployeeReview = {
   __typename?: 'EmployeeReview';
   departmentId: Scalars['ID']['output'];
-  /** The employee reviewed: a review can only be written for an employee who exists. */
+  /**
+   * The employee reviewed: a review can only be written for an employee who exists, and an employee with reviews cannot
+   * be deleted (onDelete: RESTRICT, the default of a non-null reference; found through `Employee.reviews`).
+   */
   employee: Employee;
   employeeId: Scalars['ID']['output'];
   /** The entity's ETag: pass it as `ifMatch` to write only if nobody wrote since. */
@@ -587,7 +630,10 @@ export type ExpenseClaim = {
   amount: Scalars['Decimal']['output'];
   departmentId: Scalars['ID']['output'];
   description: Scalars['String']['output'];
-  /** The employee who claims: a claim can only be submitted for an employee who exists. */
+  /**
+   * The employee who claims: a claim can only be submitted for an employee who exists, and an employee with claims
+   * cannot be deleted (onDelete: RESTRICT; found through `Employee.claims`).
+   */
   employee: Employee;
   employeeId: Scalars['ID']['output'];
   /** The entity's ETag: pass it as `ifMatch` to write only if nobody wrote since. */
@@ -693,13 +739,30 @@ export type MessageStats = {
   /** The day, `YYYY-MM-DD` (UTC). */
   day: Scalars['String']['output'];
   departmentId: Scalars['ID']['output'];
-  /** The employee: messages can only be recorded for an employee who exists. */
+  /**
+   * The employee: messages can only be recorded for an employee who exists, and an employee with recorded days cannot
+   * be deleted (onDelete: RESTRICT; found through `Employee.messageDays`).
+   */
   employee: Employee;
   employeeId: Scalars['ID']['output'];
   /** The entity's ETag: pass it as `ifMatch` to write only if nobody wrote since. */
   etag: Scalars['String']['output'];
   /** Messages sent in each hour of the day, hour 0 (00:00-00:59 UTC) first: 24 counts. */
   hourly: Array<Scalars['Int']['output']>;
+};
+
+/** A page of MessageStats entities (a Relay connection): pass pageInfo.endCursor as `after` for the next page. */
+export type MessageStatsConnection = {
+  __typename?: 'MessageStatsConnection';
+  edges: Array<MessageStatsEdge>;
+  pageInfo: PageInfo;
+};
+
+/** An edge of a MessageStatsConnection: one MessageStats and the cursor after it. */
+export type MessageStatsEdge = {
+  __typename?: 'MessageStatsEdge';
+  cursor: Scalars['String']['output'];
+  node: MessageStats;
 };
 
 /** The MessageStats as written (for a delete: as it was). */
@@ -978,6 +1041,13 @@ export type MutationUpdateEmployeeArgs = {
 export type MutationUpdateEmployeeReviewArgs = {
   input: UpdateEmployeeReviewInput;
 };
+
+/** What a delete of a reference's target does to the entities pointing at it (`@point(onDelete:)`). */
+export type OnDelete =
+  /** The entities pointing at the target are deleted with it, by the worker, through the write path. */
+  | 'CASCADE'
+  /** The delete is refused while an entity points at the target (CONFLICT, reason `HasReferrers`). */
+  | 'RESTRICT';
 
 /** Where a page of a connection sits in the whole list. */
 export type PageInfo = {
