@@ -128,6 +128,8 @@ describe('loadConfig', () => {
       maxNodes: 10000,
       auth: { off: false, jwksUrl: undefined, issuer: undefined, audience: undefined, secret: undefined, rolesClaim: 'roles', requireExp: true },
       requestTimeoutMs: 30000,
+      bodyTimeoutMs: 30000,
+      adminRole: 'admin',
       maxStorageInFlight: 8,
       maxStorageQueue: 2000,
       maxHeavyRequests: 4,
