@@ -80,6 +80,16 @@ export class BuildRunner {
 
   constructor(private readonly opts: BuildRunnerOptions) {}
 
+  /**
+   * Entities per page of a step (at most 1000): never more than a second of the budget, so that the budget holds per
+   * second, not per page — a step writes at most what its page read, then waits for its share of time (throttle).
+   */
+  private get pageSize(): number {
+    const page = Math.min(this.opts.pageSize ?? 1000, 1000);
+    const rate = this.opts.entitiesPerSecond ?? 500;
+    return rate > 0 ? Math.max(1, Math.min(page, rate)) : page;
+  }
+
   private get now(): number {
     return (this.opts.now ?? Date.now)();
   }
@@ -238,7 +248,8 @@ export class BuildRunner {
       if (summary.scope === 'egt') return this.holderPageStep(row, summary);
       // Held elsewhere: its contribution entities are repaired first, from whole-table reads — one step.
       const r = await repairSummaries({ store, model, summaries: [`${type}.${name}`], observer: this.opts.observer });
-      return { scanned: r.busy.length === 0, written: row.written + r.repaired.length };
+      const read = r.diffs.reduce((n, d) => n + d.holders + d.counted, 0);
+      return { scanned: r.busy.length === 0, read: row.read + read, written: row.written + r.repaired.length };
     }
     if (row.kind === 'copy') return this.copyPageStep(row, type);
     if (row.kind === 'rekey') return this.rekeyPageStep(row);
@@ -262,7 +273,7 @@ export class BuildRunner {
       table: index.entity.layout.table,
       token: row.checkpoint || undefined,
       page: ahead,
-      pageSize: this.opts.pageSize,
+      pageSize: this.pageSize,
       concurrency: this.opts.concurrency,
       observer: this.opts.observer,
     });
@@ -322,7 +333,7 @@ export class BuildRunner {
     const page = await store.scanPage(entity.layout.table, row.checkpoint || undefined, {
       entityType: entity.entityType,
       select: [ENTITY_TYPE_PROPERTY],
-      pageSize: this.opts.pageSize,
+      pageSize: this.pageSize,
       observer,
     });
     let written = 0;
@@ -426,7 +437,7 @@ export class BuildRunner {
   }
 
   private rekeyOptions(rekey: Rekey) {
-    return { store: this.opts.store, rekey, pageSize: this.opts.pageSize, concurrency: this.opts.concurrency, observer: this.opts.observer };
+    return { store: this.opts.store, rekey, pageSize: this.pageSize, concurrency: this.opts.concurrency, observer: this.opts.observer };
   }
 
   /**
@@ -465,7 +476,7 @@ export class BuildRunner {
     const page = await store.scanPage(holder.layout.table, row.checkpoint || undefined, {
       entityType: holder.entityType,
       select: [ENTITY_TYPE_PROPERTY],
-      pageSize: this.opts.pageSize,
+      pageSize: this.pageSize,
       observer,
     });
     let written = 0;
@@ -496,8 +507,18 @@ export class BuildRunner {
     if (row.kind !== 'index') return ready;
     const [type, name] = row.id.slice(row.id.indexOf(':') + 1).split('.');
     this.opts.log?.info({ path: row.id }, 'schema build: repair pass (a step was cut short, or an older version wrote meanwhile)');
-    await rebuildIndex({ store: this.opts.store, model: this.opts.model, type, index: name, concurrency: this.opts.concurrency, observer: this.opts.observer });
-    return ready;
+    const r = await rebuildIndex({
+      store: this.opts.store,
+      model: this.opts.model,
+      type,
+      index: name,
+      concurrency: this.opts.concurrency,
+      observer: this.opts.observer,
+      // Under the build's budget too, batch by batch.
+      pace: (entities) => this.throttle(entities),
+    });
+    // What the pass wrote is the build's too: `migrate status` counts it.
+    return { ...ready, written: row.written + r.upserted + r.deleted };
   }
 
   /** Servers and workers of an older version running now (presence.ts; read again at most every `pollMs`). */

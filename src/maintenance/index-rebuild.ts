@@ -36,6 +36,8 @@ export interface RebuildIndexOptions {
   observer?: StorageObserver;
   /** Awaited after the scans, before any write: lets tests write entities between the read and the repair. */
   afterScan?(): void | Promise<void>;
+  /** Awaited before each EGT with its entities' count: a caller's write budget (an online build's, per second). */
+  pace?(entities: number): Promise<void>;
 }
 
 export interface RebuildResult {
@@ -110,6 +112,7 @@ export async function rebuildIndex(opts: RebuildIndexOptions): Promise<RebuildRe
   const written = new Map<string, string>();
   const writes = batches.map((batch) =>
     limit(async () => {
+      await opts.pace?.(batch.writes.length);
       const ops: TransactionOperation[] = batch.writes.map((w) => {
         const etag = etags.get(addressKey({ table: w.table, ...w.entity }));
         return etag ? { kind: 'update', entity: w.entity, mode: 'replace', ifMatch: etag } : { kind: 'create', entity: w.entity };

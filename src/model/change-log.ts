@@ -22,7 +22,13 @@ export const CHANGE_ROW_KEY_PREFIX = '~change_';
 export type ChangeKind = 'CREATED' | 'UPDATED' | 'DELETED';
 
 /** Properties of a change entity beside EntityType. */
-export const CHANGE = { kind: 'Kind', of: 'Of', rowKey: 'OfRowKey', writeId: 'ChangeWriteId' } as const;
+export const CHANGE = { kind: 'Kind', of: 'Of', rowKey: 'OfRowKey', writeId: 'ChangeWriteId', relays: 'Relays' } as const;
+
+/**
+ * The EntityType of a fence (src/write/change-fence.ts): an entity at a change entity's RowKey, put there by the writer
+ * when its EGT's answer was lost, so that the EGT can no longer be applied. Not a change: no reader delivers it.
+ */
+export const CHANGE_FENCE_ENTITY_TYPE = '~ChangeFence';
 
 /**
  * The prefix of a deleted entity's values that `@auth` scope rules name, kept on its change entity (`Scope_owner`):
@@ -48,6 +54,16 @@ export interface Change {
   address: EntityAddress;
   /** A delete's values of the fields `@auth` scope rules name (as text), kept on the change entity. */
   scope: Record<string, string>;
+  /**
+   * Set on a relay: the changeKey of the change it tells again, which committed later than readers look back
+   * (src/write/change-fence.ts). Readers deliver the two once (changeIdentity).
+   */
+  relays?: string;
+}
+
+/** What makes two changes one for a subscriber: a relay and the change it relays are the same change. */
+export function changeIdentity(c: Pick<Change, 'changeKey' | 'relays'>): string {
+  return c.relays ?? c.changeKey;
 }
 
 let lastChangeTime = 0;
@@ -120,6 +136,7 @@ export function readChange(table: string, e: StoredEntity): Change | undefined {
   const scope: Record<string, string> = {};
   for (const [k, v] of Object.entries(e.properties))
     if (k.startsWith(SCOPE_PROPERTY_PREFIX) && typeof v === 'string') scope[k.slice(SCOPE_PROPERTY_PREFIX.length)] = v;
+  const relays = e.properties[CHANGE.relays];
   return {
     changeKey: e.rowKey,
     at: changeTime(e.rowKey),
@@ -128,7 +145,24 @@ export function readChange(table: string, e: StoredEntity): Change | undefined {
     of,
     address: { table, partitionKey: e.partitionKey, rowKey },
     scope,
+    ...(typeof relays === 'string' && { relays }),
   };
+}
+
+/** The fence at a change entity's RowKey (change-fence.ts). */
+export function fenceEntity(partitionKey: string, rowKey: string): EntityToWrite {
+  return { partitionKey, rowKey, properties: { [ENTITY_TYPE_PROPERTY]: { type: 'String', value: CHANGE_FENCE_ENTITY_TYPE } } };
+}
+
+/**
+ * A relay of a change entity as stored: the same change (kind, entity, write, `@auth` scope), at time `at` (ms since
+ * 1970), naming the change it tells again.
+ */
+export function relayEntity(stored: StoredEntity, at: number): EntityToWrite {
+  const properties: EntityToWrite['properties'] = {};
+  for (const [name, value] of Object.entries(stored.properties)) if (typeof value === 'string') properties[name] = { type: 'String', value };
+  properties[CHANGE.relays] = { type: 'String', value: stored.rowKey };
+  return { partitionKey: stored.partitionKey, rowKey: changeRowKey(at, String(stored.properties[CHANGE.writeId])), properties };
 }
 
 /**

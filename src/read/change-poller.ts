@@ -15,6 +15,9 @@
  * resumes from an event's cursor (resume) gets exactly what came after that event: the changes the same poll
  * delivered after it, and those committed after that poll.
  *
+ * A change committed later than the readers look back — its EGT held by a busy service past its timeout — is told
+ * again by a relay (src/write/change-fence.ts); a change and its relay are one change to a subscriber, live or resumed.
+ *
  * Guide sections: "Log tail pattern" (range queries newest first), "Entity Group Transactions" (a change exists
  * exactly when its write committed).
  */
@@ -22,6 +25,7 @@ import pLimit from 'p-limit';
 import { changeTime as changeTimeOf } from '../model/change-log';
 import {
   CHANGE_ROW_KEY_PREFIX,
+  changeIdentity,
   changeOrder,
   changesSinceBound,
   readChange,
@@ -117,6 +121,20 @@ interface Watched {
   snapshot?: ChangeSnapshot;
 }
 
+/**
+ * The changes with one of each identity (change-log.ts changeIdentity): a change and its relay (a change committed
+ * late, told again: src/write/change-fence.ts) are one change, told once — the first of them in `changes`' order.
+ */
+function onePerChange(changes: Change[]): Change[] {
+  const told = new Set<string>();
+  return changes.filter((c) => {
+    const id = changeIdentity(c);
+    if (told.has(id)) return false;
+    told.add(id);
+    return true;
+  });
+}
+
 /** Default time between two polls of a partition (ms). */
 export const DEFAULT_POLL_INTERVAL_MS = 500;
 
@@ -154,7 +172,7 @@ export class ChangePoller {
       w = { table, partitionKey, listeners: new Map() };
       this.watched.set(key, w);
     }
-    w.listeners.set(listener, { seen: new Map(alreadySeen.changes.map((c) => [c.changeKey, c.at])), snapshot: alreadySeen.snapshot });
+    w.listeners.set(listener, { seen: new Map(alreadySeen.changes.map((c) => [changeIdentity(c), c.at])), snapshot: alreadySeen.snapshot });
     this.schedule(0);
     return () => {
       w.listeners.delete(listener);
@@ -186,7 +204,9 @@ export class ChangePoller {
     const sameRound = read.filter((c) => !sawChange(from.round.before, c) && sawChange(from.round.seen, c) && changeOrder(c, resumed) > 0);
     // Committed after that round's read: in a round of their own.
     const later = read.filter((c) => !sawChange(from.round.seen, c));
-    const due = [...sameRound, ...later].filter(wanted);
+    // A relay of a change the resumed round had seen was told already; of one not seen, it is told once for both.
+    const seenRelayed = new Set(read.filter((c) => sawChange(from.round.seen, c)).map((c) => c.changeKey));
+    const due = onePerChange([...sameRound, ...later].filter((c) => !(c.relays && seenRelayed.has(c.relays)))).filter(wanted);
     if (new Set(due.filter((c) => c.kind !== 'DELETED').map((c) => c.address.rowKey)).size > maxReads) return undefined;
     const events = await this.withEntities(due);
     const rounds = new Map<Change, DeliveryRound>([
@@ -248,7 +268,7 @@ export class ChangePoller {
     const served = [...w.listeners.values()];
     for (const [listener, state] of w.listeners) {
       for (const [k, at] of state.seen) if (at < from) state.seen.delete(k);
-      const mine = changes.filter((c) => c.at >= listener.since && !state.seen.has(c.changeKey) && listener.wants(c));
+      const mine = onePerChange(changes.filter((c) => c.at >= listener.since && !state.seen.has(changeIdentity(c)) && listener.wants(c)));
       if (mine.length > 0 && snapshot) {
         due.set(listener, mine);
         rounds.set(listener, { seen: snapshot, before: state.snapshot });
@@ -277,7 +297,7 @@ export class ChangePoller {
     for (const [listener, mine] of due) {
       const state = w.listeners.get(listener);
       if (!state) continue; // unsubscribed meanwhile
-      mine.forEach((c) => state.seen.set(c.changeKey, c.at));
+      mine.forEach((c) => state.seen.set(changeIdentity(c), c.at));
       const round = rounds.get(listener)!;
       const allowed = mine.map((c) => ({ ...events.get(c.changeKey)!, round })).filter((e) => listener.allows(e));
       if (allowed.length === 0) continue;

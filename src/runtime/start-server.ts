@@ -142,7 +142,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
   }
   const port = (server.address() as AddressInfo).port;
   worker?.start();
-  return { url: `http://${config.host}:${port}/graphql`, port, worker, close: (graceMs = 10000) => stop({ server, app, worker, deployment }, graceMs) };
+  return { url: `http://${config.host}:${port}/graphql`, port, worker, close: (graceMs = 10000) => stop({ server, app, worker, writer, deployment }, graceMs) };
 }
 
 /** What the GraphQL app takes from the configuration alone: limits, admission, caching, subscriptions, the IDE. */
@@ -174,16 +174,18 @@ function appSettings(config: Config) {
 /**
  * A graceful stop. Beside each other: the worker finishes the messages in hand (never half-applied) and takes no new
  * one, builds stop after their step in hand (its checkpoint written); HTTP answers every request it took and refuses
- * the rest (closeHttp). Then its presence (the schema version it serves) goes — only once its requests have ended: a
+ * the rest (closeHttp). The writer's fences of lost answers stop. Then its presence (the schema version it serves) goes — only once its requests have ended: a
  * build that waits for this version to leave (a summary it does not keep) must not recount while one of its writes
  * still commits — and last Apollo, which a request served until then still needed.
  */
 async function stop(
-  running: { server: Server; app: GraphqlApp; worker?: QueueWorker; deployment: { close(): Promise<void> } },
+  running: { server: Server; app: GraphqlApp; worker?: QueueWorker; writer: WriteExecutor; deployment: { close(): Promise<void> } },
   graceMs: number,
 ): Promise<void> {
   const { server, app, worker, deployment } = running;
   await Promise.all([worker?.stop(), closeHttp(server, app, graceMs)]);
+  // The fences of answers lost: the attempt in hand ends, none follows (change-fence.ts).
+  await running.writer.changeFences?.stop();
   await deployment.close();
   await app.apollo.stop();
 }

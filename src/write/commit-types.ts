@@ -2,6 +2,7 @@
  * The shapes of group commit (partition-committer.ts): what a write waiting in a committer carries, what it
  * resolves with, and what the committer is given. Types only.
  */
+import type { ChangeFences } from './change-fence';
 import type { Context } from '@opentelemetry/api';
 import type { Model } from '../model/types';
 import type { Logger } from '../log';
@@ -59,4 +60,6 @@ export interface CommitContext {
   blobCleanupDelaySeconds?: number;
   /** Where what fails after a write is applied is said (it never fails the write). */
   log?: Logger;
+  /** Fences the change entities of an EGT whose answer was lost (change-fence.ts); absent: no type has them. */
+  fences?: ChangeFences;
 }

@@ -356,7 +356,12 @@ export class PartitionCommitter {
     observer?: StorageObserver,
   ): Promise<boolean> {
     this.holders.clear();
-    const back = await this.readBack(group, observer);
+    let back = await this.readBack(group, observer);
+    // Not applied, or not known to be: the EGT may still be applied later — unless a fence at one of its change
+    // entities decides it (change-fence.ts): then it never is, or it was (and, late, is told again to subscribers).
+    const fate = back.applied ? undefined : await this.ctx.fences?.decide(this.table, group.operations, 2 * this.ctx.store.timeoutMs);
+    if (fate === 'fenced') back = { applied: undefined, known: true };
+    else if (fate === 'applied') back = await this.readBack(group, observer);
     if (back.applied) {
       // Every write shows: the EGT was applied (it is all or nothing). Its ETags are the ones read now.
       this.committed(

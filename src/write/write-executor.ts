@@ -24,6 +24,7 @@ import type { Values } from './plan-types';
 import { addressOf, checkIncrement } from './write-plan';
 import { partAddresses, partProperties } from '../model/wide-entities';
 import { ChangeLogTrimmer } from './change-log-trim';
+import { ChangeFences } from './change-fence';
 import type { Logger } from '../log';
 import { applyBlobs, planBlobs, type BlobPlan, type BlobWriting } from './blob-writes';
 import type { PathGate } from '../read/path-gate';
@@ -77,6 +78,8 @@ export class WriteExecutor {
   private readonly committers = new Map<string, PartitionCommitter>();
   /** Trims the change log of partitions written (absent: no type is followed by a subscription). */
   readonly changeLog?: ChangeLogTrimmer;
+  /** Fences the change entities of EGTs whose answer was lost (change-fence.ts; absent: likewise). */
+  readonly changeFences?: ChangeFences;
   /** Entity types whose writes add change entities: their own, or their summary holders' in the same EGT. */
   private readonly logged = new Set<string>();
 
@@ -85,6 +88,8 @@ export class WriteExecutor {
     for (const s of opts.model.summaries.values()) if (s.holder.changeLogged && s.scope === 'egt') this.logged.add(s.of.name);
     if (this.logged.size > 0) {
       this.changeLog = new ChangeLogTrimmer({ store: opts.store, retentionMs: opts.changeRetentionMs ?? DEFAULT_CHANGE_RETENTION_MS, log: opts.log });
+      // A change committed later than its EGT's own timeout after its time is one no reader looks back to.
+      this.changeFences = new ChangeFences({ store: opts.store, lateAfterMs: opts.store.timeoutMs, log: opts.log });
     }
   }
 
@@ -138,6 +143,7 @@ export class WriteExecutor {
         maxAttempts: this.opts.maxAttempts ?? 8,
         blobCleanupDelaySeconds: this.opts.blobs?.cleanupDelaySeconds,
         log: this.opts.log,
+        fences: this.changeFences,
       };
       committer = new PartitionCommitter(ctx, address.table, () => this.committers.delete(key));
       this.committers.set(key, committer);

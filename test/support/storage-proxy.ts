@@ -37,6 +37,12 @@ export interface StorageProxyOptions {
   retryAfterMs?: number;
   /** The hold of a `slow` request (ms; default 1500). */
   slowMs?: number;
+  /**
+   * Whether a held request its client gave up on meanwhile is passed on all the same (default false: dropped, nothing
+   * applied), as a service that read it before its client timed out applies it: a write applied after its answer was
+   * given up on.
+   */
+  passAbandoned?: boolean;
 }
 
 export interface StorageProxy {
@@ -46,6 +52,8 @@ export interface StorageProxy {
   delayed(): number;
   /** Faults injected so far, by kind. */
   injected(): Record<keyof FaultRates, number>;
+  /** Requests passed on and answered by the service so far, in order: method, path and the service's status. */
+  forwarded(): Array<{ method: string; path: string; status: number }>;
   /** Turns the faults off (or on again with other rates). */
   setFaults(faults: FaultRates): void;
   close(): Promise<void>;
@@ -65,6 +73,7 @@ export async function startStorageProxy(connectionString: string, opts: StorageP
   const rng = seededRng(opts.seed ?? 1);
   let faults: FaultRates = opts.faults ?? {};
   let delayed = 0;
+  const forwarded: Array<{ method: string; path: string; status: number }> = [];
   const injected: Record<keyof FaultRates, number> = { busy: 0, throttled: 0, timedOutAfterApply: 0, resetAfterApply: 0, slow: 0 };
   const draw = (method: string, path: string): keyof FaultRates | undefined => {
     if (opts.faultable && !opts.faultable(method, path)) return undefined;
@@ -96,8 +105,13 @@ export async function startStorageProxy(connectionString: string, opts: StorageP
       const wait = (opts.delayMs?.(method, path) ?? 0) + (fault === 'slow' ? (opts.slowMs ?? 1500) : 0);
       if (wait > 0) delayed++;
       setTimeout(() => {
-        if (res.destroyed) return; // the client gave up meanwhile: nothing is applied
+        if (res.destroyed && !opts.passAbandoned) return; // the client gave up meanwhile: nothing is applied
         const upstream = http.request({ host: target.hostname, port: target.port, method, path, headers: req.headers }, (answer) => {
+          answer.once('end', () => forwarded.push({ method, path, status: answer.statusCode ?? 0 }));
+          if (res.destroyed) {
+            answer.resume(); // applied; nobody to tell
+            return;
+          }
           if (fault === 'timedOutAfterApply' || fault === 'resetAfterApply') {
             // Applied: the service's answer is read to its end and thrown away.
             answer.resume();
@@ -127,6 +141,7 @@ export async function startStorageProxy(connectionString: string, opts: StorageP
   return {
     connectionString: connectionString.replace(/TableEndpoint=[^;]+/, `TableEndpoint=http://127.0.0.1:${port}${target.pathname}`),
     delayed: () => delayed,
+    forwarded: () => [...forwarded],
     injected: () => ({ ...injected }),
     setFaults: (next) => void (faults = next),
     close: () =>
