@@ -230,23 +230,32 @@ export function decodePath(table: string, e: StoredEntity): PathRecord {
     if (!(err instanceof TablegraphError)) throw err;
     const prefix = e.rowKey.slice(0, Math.max(0, e.rowKey.indexOf(':'))) as PathKind;
     return {
-      id: e.rowKey,
-      kind: PATH_KINDS.includes(prefix) ? prefix : 'index',
-      state: 'failed',
-      version: 0,
-      definition: {},
-      checkpoint: '',
-      scanned: false,
-      read: 0,
-      written: 0,
-      skipped: 0,
-      total: 0,
-      takeovers: 0,
-      needsRepair: false,
+      ...newPath({ id: e.rowKey, kind: PATH_KINDS.includes(prefix) ? prefix : 'index', definition: {} }, 'failed', 0),
       problem: { reason: 'CatalogueRowInvalid', message: err.message },
       etag: e.etag,
     };
   }
+}
+
+/**
+ * A path's row as a deployment first writes it: in `state`, of `version`, nothing read or written yet; `at` (ms since
+ * 1970) its start (and its end, when it is `ready` at once).
+ */
+export function newPath(path: Pick<PathRecord, 'id' | 'kind' | 'definition'>, state: PathState, version: number, at?: number): PathRecord {
+  return {
+    ...path,
+    state,
+    version,
+    checkpoint: '',
+    scanned: false,
+    read: 0,
+    written: 0,
+    skipped: 0,
+    total: 0,
+    takeovers: 0,
+    needsRepair: false,
+    ...(at !== undefined && { startedAt: at, updatedAt: at, ...(state === 'ready' && { finishedAt: at }) }),
+  };
 }
 
 function decodePathRow(table: string, e: StoredEntity): PathRecord {

@@ -11,7 +11,7 @@ import { ErrorCode, TablegraphError } from '../errors';
 import type { Model } from '../model/types';
 import type { Logger } from '../log';
 import type { Catalogue } from './catalogue';
-import type { Deployment, PathRecord } from './catalogue-records';
+import { newPath, type Deployment, type PathRecord } from './catalogue-records';
 import { addressingOf, diffLayouts, type LayoutChange } from './layout-diff';
 import { layoutHash, recordLayout, type RecordedLayout } from './layout-record';
 
@@ -199,26 +199,8 @@ async function recordPaths(
   const layout = layouts.after;
   const first = !layouts.before;
   const existing = new Map((await catalogue.paths()).map((p) => [p.id, p]));
-  const blank = (id: string, state: PathRecord['state'], path: Pick<PathRecord, 'kind' | 'definition'> = layout.paths[id]): PathRecord => {
-    return {
-      id,
-      kind: path.kind,
-      state,
-      version,
-      definition: path.definition,
-      checkpoint: '',
-      scanned: false,
-      read: 0,
-      written: 0,
-      skipped: 0,
-      total: 0,
-      takeovers: 0,
-      needsRepair: false,
-      startedAt: at,
-      updatedAt: at,
-      ...(state === 'ready' && { finishedAt: at }),
-    };
-  };
+  const blank = (id: string, state: PathRecord['state'], path: Pick<PathRecord, 'kind' | 'definition'> = layout.paths[id]): PathRecord =>
+    newPath({ id, kind: path.kind, definition: path.definition }, state, version, at);
   const writes: PathRecord[] = [];
   if (first) {
     // Ready, but for the paths a first deployment over stored entities builds (firstDeploymentChanges).

@@ -99,13 +99,7 @@ export async function startSchemaDeployment(opts: SchemaDeploymentOptions): Prom
   };
 }
 
-export interface WriterDeploymentOptions {
-  config: Config;
-  store: TableStore;
-  model: Model;
-  schema: GraphQLSchema;
-  sdl: string;
-  log: Logger;
+export interface WriterDeploymentOptions extends Omit<SchemaDeploymentOptions, 'builds' | 'blobs'> {
   /** The entity types the command writes (an interface's implementations are asked one by one). */
   types: string[];
   /** The command, for messages: `npm run load`. */
