@@ -94,6 +94,28 @@ export default tseslint.config(
     },
   },
   {
+    // A test waits for an event (`until`) or for a time it names (`pause`, with its reason): test/support/wait.ts
+    // holds the only timer. The benchmarks measure time and are not tests.
+    files: ['test/**/*.ts'],
+    ignores: ['test/support/wait.ts', 'test/bench/**'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        ...['node:timers/promises', 'timers/promises', 'node:timers', 'timers'].map((name) => ({
+          name,
+          message: 'Wait for an event with until(), or for a named time with pause(ms, why) (test/support/wait.ts).',
+        })),
+      ],
+      'no-restricted-globals': [
+        'error',
+        ...['setTimeout', 'setInterval'].map((name) => ({
+          name,
+          message: 'Wait for an event with until(), or for a named time with pause(ms, why) (test/support/wait.ts).',
+        })),
+      ],
+    },
+  },
+  {
     // Node's CommonJS configuration and build scripts.
     files: ['**/*.cjs', 'jest.config.js', 'test/setup/*.js'],
     languageOptions: {

@@ -16,6 +16,7 @@ import { readFileSync } from 'node:fs';
 import { compileHr, DIRECTIVES_FILE, startTestServer, type TestServer } from './support/harness';
 import { employeeRow, writeFixtures } from './support/read-fixtures';
 import { emailAddress } from './support/write-fixtures';
+import { pause } from './support/wait';
 
 const SECRET = 'a-test-secret-of-at-least-32-characters';
 let server: TestServer;
@@ -318,7 +319,7 @@ test("property: random tokens × random queries never return an entity outside t
         input: { departmentId: 'ENGINEERING', id: ME.id, email },
       });
       if (r.errors) throw new Error(`the e-mail change failed: ${JSON.stringify(r.errors)}`);
-      await new Promise((resolve) => setTimeout(resolve, 10));
+      await pause(10, 'pace');
     }
   })();
   await fc

@@ -107,6 +107,7 @@ describe('loadConfig', () => {
       workerConcurrency: 8,
       maxDequeueCount: 5,
       settleMs: 30000,
+      visibilityTimeoutSeconds: 30,
       builds: { entitiesPerSecond: 500, leaseMs: 30000, pollMs: 5000, pageSize: 1000 },
       blobCleanupDelaySeconds: 3600,
       corsOrigins: [],

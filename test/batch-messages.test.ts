@@ -12,6 +12,7 @@ import { primaryAddress } from '../src/model/entity-codec';
 import { testQueues } from './support/harness';
 import { expectConverged, seededRng, useSdlWorld } from './support/fanout-fixtures';
 import { receiveFanout } from './support/write-fixtures';
+import { testSeed } from './support/seed';
 
 const SDL = `
 type Parcel @entity(table: "Parcels", partitionKey: "{depot}", rowKey: "parcel_{id}")
@@ -41,7 +42,7 @@ async function onRoute(route: string): Promise<string[]> {
 
 test('concurrent writes into one partition: one queue message per group commit (≤ 0.2 per write), each write reconciled, verify clean', async () => {
   const { queue } = workQueueNames(world.server.config.tablePrefix);
-  const seed = Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31;
+  const seed = testSeed();
   const rng = seededRng(seed);
   const random = () => rng.int(0x7fffffff) / 0x7fffffff;
   const writes = 60;

@@ -13,6 +13,7 @@ import path from 'node:path';
 import { SignJWT } from 'jose';
 import { connectionString, ROOT, uniquePrefix } from './support/harness';
 import { freePort } from './support/processes';
+import { until } from './support/wait';
 
 interface Stage {
   name?: string;
@@ -136,11 +137,14 @@ test('its CMD serves on all interfaces with authentication, passes its HEALTHCHE
     TABLEGRAPH_JWT_SECRET: SECRET,
     TABLEGRAPH_CURSOR_SECRET: 'container-layout',
   });
-  const deadline = Date.now() + 60_000;
-  while (!server.output().includes('tablegraph is serving')) {
-    if (server.child.exitCode !== null || Date.now() > deadline) throw new Error(`the image's CMD did not serve:\n${server.output()}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  await until(
+    () => `the image's CMD to serve:\n${server.output()}`,
+    () => {
+      if (server.child.exitCode !== null) throw new Error(`the image's CMD exited:\n${server.output()}`);
+      return server.output().includes('tablegraph is serving');
+    },
+    { timeoutMs: 60_000, everyMs: 100 },
+  );
   expect(server.output()).toMatch(/"storage":"azurite","embedded":false/);
 
   const health = run(execForm('HEALTHCHECK'), { PORT: String(port) });

@@ -3,7 +3,7 @@
  * the guide's "Eventually consistent transactions pattern"): four writers change twelve employees at once while two
  * message workers compete for the messages on one Azurite queue, one of them dying mid-message now and then. When both
  * have drained the queue, every index entity equals derive(primary), none is an orphan, and nothing was poisoned. The
- * seed of the writers' choices is printed; FANOUT_SEED=<seed> replays them (the interleaving is not).
+ * seed of the writers' choices is printed; TEST_SEED=<seed> replays them (the interleaving is not).
  */
 import { ErrorCode, isTablegraphError } from '../src/errors';
 import { createMessageWorker } from '../src/worker/message-worker';
@@ -13,8 +13,9 @@ import { WriteExecutor } from '../src/write/write-executor';
 import { EmployeeScenario } from './support/employee-scenario';
 import { expectConverged, foundIndexEntities, hrWorld, run, seededRng } from './support/fanout-fixtures';
 import { testQueues, uniquePrefix } from './support/harness';
+import { testSeed } from './support/seed';
 
-const SEED = Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31;
+const SEED = testSeed();
 const DEPARTMENTS = ['ENG', 'OPS', 'R&D/2'];
 const world = hrWorld(uniquePrefix());
 const { model, store, prefix } = world;
@@ -39,7 +40,7 @@ afterAll(async () => {
 });
 
 it(`concurrent writes converge through the real queue with two competing workers, one dying mid-message (seed ${SEED})`, async () => {
-  console.log(`convergence-queue seed ${SEED} — replay the writers' choices with FANOUT_SEED=${SEED}`);
+  console.log(`convergence-queue seed ${SEED} — replay the writers' choices with TEST_SEED=${SEED}`);
   let calls = 0;
   let crashes = 0;
   const common = { model, store, queues, tablePrefix: prefix, concurrency: 4, settleMs: 1500, visibilityTimeoutSeconds: 5 };

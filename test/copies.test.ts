@@ -18,6 +18,7 @@ import type { EntityMessage } from '../src/queue/messages';
 import { ROOT, startTestServer, testQueues, type TestServer } from './support/harness';
 import { deliverTwiceByTwoWorkers, drainWithRedelivery, queueWriter } from './support/fanout-fixtures';
 import { receiveFanout } from './support/write-fixtures';
+import { testSeed } from './support/seed';
 
 const SCHEMA = path.join(ROOT, 'examples/tracker');
 let server: TestServer;
@@ -57,7 +58,7 @@ function random(seed: number): () => number {
 const issueLabel = (n: string) => server.store.getEntity({ table: tracker, partitionKey: 'P1', rowKey: `issuelabel_${n.padStart(6, '0')}_7` });
 
 test('copies set by the writer, kept in step by the worker under concurrency, redelivery and killed workers', async () => {
-  const seed = Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31;
+  const seed = testSeed();
   const rand = random(seed);
   for (const id of ['ana', 'bo']) await run('createUser', 'user', { id, email: `${id}@copies.example`, name: `${id} one` });
   for (const key of ['P1', 'P2']) await run('createProject', 'project', { key, name: key });

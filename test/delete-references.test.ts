@@ -19,6 +19,7 @@ import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-der
 import { DIRECTIVES_FILE, startSdlServer, testQueues, testStore, uniquePrefix } from './support/harness';
 import { drainWithRedelivery, queueWriter, seededRng, useSdlWorld } from './support/fanout-fixtures';
 import { startStorageProxy } from './support/storage-proxy';
+import { testSeed } from './support/seed';
 
 const SDL = `
 type Customer @entity(table: "Store", partitionKey: "{customerId}", rowKey: "customer") {
@@ -107,7 +108,7 @@ async function customerTotals(customerId: string) {
 }
 
 test('RESTRICT refuses, CASCADE deletes through the worker: under redelivery, kills, concurrent writers and a re-create; verify clean', async () => {
-  const seed = Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31;
+  const seed = testSeed();
   const rng = seededRng(seed);
   const random = () => rng.int(0x7fffffff) / 0x7fffffff;
   await ok('createCustomer', 'CreateCustomerInput', { customerId: 'c1', name: 'Ana' });
@@ -221,7 +222,7 @@ type Query {`,
 });
 
 test('deletes that cascade, under storage that throttles and loses answers: acknowledged if and only if done, verify clean after', async () => {
-  const seed = Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31;
+  const seed = testSeed();
   const proxy = await startStorageProxy(process.env.AZURE_STORAGE_CONNECTION_STRING!, { seed });
   const ctx = await startSdlServer(SDL, {
     TABLEGRAPH_WORKER: 'off',

@@ -9,6 +9,7 @@ import { estimateDemand } from '../src/read/demand';
 import path from 'node:path';
 import { compileHr, ROOT, startSdlServer, startTestServer, type TestServer } from './support/harness';
 import { writeFixtures } from './support/read-fixtures';
+import { until } from './support/wait';
 
 const { schema, model } = compileHr('dm');
 
@@ -289,10 +290,9 @@ type Mutation {
     const page =
       '{ playlist(owner: "o", id: "p") { a: tracks(first: 3) { edges { node { title seconds } } } b: tracks(first: 6) { edges { node { title } } } } }';
     let r = await run(page);
-    for (let i = 0; i < 100 && r.data.playlist.b.edges.length < 6; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      r = await run(page);
-    }
+    await until('every track read through the index', async () => (r = await run(page)).data.playlist.b.edges.length === 6, { everyMs: 100 }).catch(
+      () => undefined,
+    );
     expect(r.data.playlist.b.edges).toHaveLength(6);
     const { roundTrips, entitiesRead, estimate: worst } = r.extensions.cost;
     // Each node: its index entity, then the track: 1 + 3 × 2 + 6 × 2 (loaders share the repeated reads).

@@ -10,13 +10,13 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { TableClient } from '@azure/data-tables';
 import pino from 'pino';
 import { createLogger } from '../src/log';
 import { isProcessAlive } from '../src/storage/azurite';
 import { ensureEmbeddedAzurite, type EmbeddedAzurite } from '../src/storage/embedded-azurite';
 import { ROOT } from './support/harness';
+import { until } from './support/wait';
 
 jest.setTimeout(90_000);
 
@@ -47,15 +47,6 @@ async function deadPid(): Promise<number> {
 
 function tableClient(cs: string, table: string): TableClient {
   return TableClient.fromConnectionString(cs, table, { allowInsecureConnection: true });
-}
-
-async function waitUntil(check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) return false;
-    await sleep(50);
-  }
-  return true;
 }
 
 afterAll(async () => {
@@ -173,12 +164,16 @@ test('kill -9 of Azurite itself: a watching handle starts it again on the same p
   const client = tableClient(connectionString, 'survivors');
   await client.createTable();
   await client.createEntity({ partitionKey: 'p', rowKey: 'saved', at: 'more than 5 s before the kill' });
-  // Azurite's disk store saves about every 5 s: wait for one save, then kill it without warning.
-  await sleep(6500);
+  // Azurite's disk store saves within about 5 s: wait until its file holds the entity, then kill it without warning.
+  const store = path.join(dataDir, 'azurite', '__azurite_db_table__.json');
+  await until(
+    'Azurite to save the entity to its disk store',
+    () => fs.existsSync(store) && fs.readFileSync(store, 'utf8').includes('more than 5 s before the kill'),
+  );
   const killed = h.pid;
   h.watch(quiet, 200);
   process.kill(killed, 'SIGKILL');
-  expect(await waitUntil(() => h.pid !== killed && isProcessAlive(h.pid), 30_000)).toBe(true);
+  await until('a new Azurite started on the same ports', () => h.pid !== killed && isProcessAlive(h.pid), { timeoutMs: 30_000 });
   strayPids.push(h.pid);
   expect(h.ports).toEqual(ports);
   expect(h.connectionString).toBe(connectionString);
@@ -221,7 +216,7 @@ test('a stopped Azurite (SIGSTOP) is waited for, never doubled: a command attach
     // A command starting meanwhile waits; once it says so, Azurite is let go on.
     const { log, messages } = recordingLogger();
     const waiting = ensureEmbeddedAzurite(dataDir, { log });
-    expect(await waitUntil(() => messages.some((m) => m.includes('runs but does not answer')), 30_000)).toBe(true);
+    await until('the log to say Azurite runs but does not answer', () => messages.some((m) => m.includes('runs but does not answer')), { timeoutMs: 30_000 });
     expect(azuritesOf(location)).toEqual([first.pid]);
     process.kill(first.pid, 'SIGCONT');
     const second = await waiting;

@@ -10,6 +10,7 @@ import { createLogger } from '../src/log';
 import { attachCipher } from '../src/runtime/encryption';
 import { TableStore } from '../src/storage/table-store';
 import { compileHr, ROOT, startTestServer, testStore, type TestServer } from './support/harness';
+import { until } from './support/wait';
 
 const CREATE = `mutation ($input: CreateEmployeeInput!) { createEmployee(input: $input) { employee { id homeAddress } } }`;
 const READ = `query ($d: ID!, $id: ID!) { employee(departmentId: $d, id: $id) { id firstName homeAddress } }`;
@@ -117,11 +118,10 @@ test('a move re-seals the address for the entity at its new keys', async () => {
   const before = Buffer.from(await sealedOf('701'));
   const m = await server.query(`mutation { moveEmployee(input: { departmentId: "Sales", id: "701", toDepartmentId: "Marketing" }) { employee { id } } }`);
   expect(m.errors).toBeUndefined();
-  let moved: any;
-  for (let i = 0; i < 100 && !moved?.homeAddress; i++) {
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    moved = (await server.query(READ, { d: 'Marketing', id: '701' })).data?.employee;
-  }
+  const moved = await until('the move carried out', async () => {
+    const employee = (await server.query(READ, { d: 'Marketing', id: '701' })).data?.employee;
+    return employee?.homeAddress ? employee : undefined;
+  });
   expect(moved).toMatchObject({ id: '701', homeAddress: 'Moving Lane 1' });
   const after = (await raw.getEntity({ table: directory, partitionKey: 'Marketing', rowKey: rowKey('701') }))!.properties.homeAddress as Uint8Array;
   expect(Buffer.from(after).equals(before)).toBe(false);

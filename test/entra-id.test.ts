@@ -17,6 +17,7 @@ import { ErrorCode, type TablegraphError } from '../src/errors';
 import { makeCertificate, startTokenService, type TokenService } from './support/entra-id';
 import { freePort, killCommandProcesses, runCommand, type CommandProcess } from './support/processes';
 import { ROOT } from './support/harness';
+import { until } from './support/wait';
 
 const SDL = `
 type Doc @entity(table: "Docs", partitionKey: "{folder}", rowKey: "doc_{id}")
@@ -116,13 +117,10 @@ describe('a server reaching storage with Microsoft Entra ID', () => {
     const read = await gql('{ doc(folder: "F1", id: "1") { title } }');
     expect(read.data.doc).toEqual({ title: 'Report' });
     // The index in its own table is written by the worker, from the queue message the write sent.
-    const deadline = Date.now() + 30_000;
     let titled: any;
-    do {
-      titled = await gql('{ docsTitled(title: "Report", first: 5) { edges { node { folder id } } } }');
-      if (titled.data?.docsTitled.edges.length) break;
-      await new Promise((r) => setTimeout(r, 250));
-    } while (Date.now() < deadline);
+    const indexed = async () =>
+      (titled = await gql('{ docsTitled(title: "Report", first: 5) { edges { node { folder id } } } }')).data?.docsTitled.edges.length;
+    await until('the index entity written', indexed, { timeoutMs: 30_000, everyMs: 250 }).catch(() => undefined); // the assertions below say what is there
     expect(titled.errors).toBeUndefined();
     expect(titled.data.docsTitled.edges).toEqual([{ node: { folder: 'F1', id: '1' } }]);
     const health = (await (await fetch(`http://127.0.0.1:${port}/health`)).json()) as any;

@@ -18,6 +18,7 @@ import type { EntityMessage } from '../src/queue/messages';
 import { ROOT, startTestServer, testQueues, type TestServer } from './support/harness';
 import { deliverTwiceByTwoWorkers } from './support/fanout-fixtures';
 import { receiveFanout } from './support/write-fixtures';
+import { testSeed } from './support/seed';
 
 const SCHEMA = path.join(ROOT, 'examples/tracker');
 let server: TestServer;
@@ -57,7 +58,7 @@ async function userSummaries(): Promise<Record<string, { reportedCount: number; 
 }
 
 test('exact after concurrent writers, redelivery, reordering, two workers and a worker killed mid-message', async () => {
-  const seed = Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31;
+  const seed = testSeed();
   const rand = random(seed);
   for (const id of USERS)
     await ok('mutation($input: CreateUserInput!) { createUser(input: $input) { user { id } } }', { id, email: `${id}@eventual.example`, name: id });

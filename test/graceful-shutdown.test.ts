@@ -14,6 +14,7 @@ import { ErrorCode } from '../src/errors';
 import { compileHr, connectionString, testStore, uniquePrefix } from './support/harness';
 import { killCommandProcesses, runCommand } from './support/processes';
 import { primaryAddress } from '../src/model/entity-codec';
+import { until } from './support/wait';
 
 afterAll(killCommandProcesses);
 
@@ -73,7 +74,7 @@ test('SIGTERM under a storm: what was taken is answered, the rest refused with S
     while (!exited) outcomes.push(await one());
   });
   // The stop comes once the storm is under way (an event, not a time): 100 answers in.
-  while (outcomes.filter((o) => o.kind === 'answered').length < 100) await new Promise((r) => setTimeout(r, 20));
+  await until('100 answers', () => outcomes.filter((o) => o.kind === 'answered').length >= 100, { everyMs: 20 });
   server.child.kill('SIGTERM');
   const { code } = await server.exited;
   await Promise.all(clients);

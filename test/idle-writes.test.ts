@@ -7,9 +7,9 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { CHICAGO_CSV } from './support/harness';
 import { killCommandProcesses, runCommand } from './support/processes';
+import { pause } from './support/wait';
 
 afterAll(killCommandProcesses);
 
@@ -31,9 +31,9 @@ test('an idle server over the 32,928 employees: its Azurite writes under 10 MB i
     await server.waitFor('tablegraph is serving');
     const azurite = (JSON.parse(fs.readFileSync(path.join(dataDir, 'azurite.json'), 'utf8')) as { pid: number }).pid;
     // The start's own writes (its schema recorded, its seed check) saved first: the window is idle time only.
-    await sleep(6000); // why a fixed wait: Azurite saves its store up to 5 s after a write, and says nothing when it has
+    await pause(6000, 'clock'); // Azurite saves its store up to 5 s after a write, and says nothing when it has
     const before = writeBytes(azurite);
-    await sleep(30_000); // why a fixed wait: the window the measure is of
+    await pause(30_000, 'quiet'); // the window the measure is of
     const written = writeBytes(azurite) - before;
     console.log(`idle server, 30 s: its embedded Azurite wrote ${(written / 1024).toFixed(0)} KB`);
     expect(written).toBeLessThan(10 * 1024 * 1024);

@@ -1,23 +1,19 @@
 /**
  * The Chicago import: the row parser (names, enums, malformed rows and their line numbers, a quote never closed),
  * importEmployees on a small file (re-imported after a rename, with verify clean; EGTs that time out sent again,
- * or given up on and reported), and the whole real file against the test run's Azurite, imported twice.
+ * or given up on and reported). The whole real file is test/chicago-import.test.ts.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { TableClient } from '@azure/data-tables';
-import { parse } from 'csv-parse/sync';
-import { Decimal } from 'decimal.js';
 import { parseChicagoFields, readChicagoCsv, splitName, type ChicagoRow } from '../examples/hr/import/chicago-csv';
 import { importEmployees } from '../examples/hr/import/import-employees';
-import { prefixUpperBound, renderKey, renderKeyPrefix } from '../src/model/key-template';
 import type { EntityModel, Model } from '../src/model/types';
 import type { StoredEntity } from '../src/storage/storage-types';
 import { ErrorCode, TablegraphError } from '../src/errors';
 import { handleMessage } from './support/handle-message';
 import { expectConverged, hookedStore, hrWorld, run } from './support/fanout-fixtures';
-import { CHICAGO_CSV, chicagoCsvText, compileHr, connectionString, testStore, uniquePrefix } from './support/harness';
+import { compileHr, testStore, uniquePrefix } from './support/harness';
 import { employeeInput } from './support/write-fixtures';
 
 const store = testStore();
@@ -327,119 +323,3 @@ function fail(e: Error): never {
 }
 
 /** What the test expects of the real file, computed here without the importer's code. */
-function chicagoFacts() {
-  const rows = parse(chicagoCsvText(), { from_line: 2 }) as string[][];
-  const police = rows.filter((r) => r[2] === 'POLICE');
-  // Exact, in decimal.js directly (not the importer's arithmetic): rate × hours × 52 for hourly staff.
-  const pay = (r: string[]) => (r[4] === 'Salary' ? new Decimal(r[6]) : new Decimal(r[7]).times(r[5]).times(52));
-  const slashAt = rows.findIndex((r) => r[1].includes('/'));
-  return {
-    rows: rows.length,
-    departments: new Set(rows.map((r) => r[2])).size,
-    policeCount: police.length,
-    policePayroll: police.reduce((s, r) => s.plus(pay(r)), new Decimal(0)).toFixed(),
-    williamsInPolice: police.filter((r) => r[0].startsWith('WILLIAMS,')).length,
-    slash: { id: slashAt + 1, department: rows[slashAt][2], title: rows[slashAt][1] },
-    /** The department of employee id, at index id - 1. */
-    departmentOf: rows.map((r) => r[2]),
-  };
-}
-
-describe('importEmployees on the whole Chicago file', () => {
-  const { model } = compileHr(uniquePrefix());
-  const { employee, department } = hr(model);
-  const byLastName = employee.indexes.get('byLastNameInDepartment')!;
-  const departmentsTable = department.indexes.get('all')!.layout.table;
-  const facts = chicagoFacts();
-  const employeeAddress = (departmentId: string, id: number) => ({
-    table: employee.layout.table,
-    partitionKey: departmentId,
-    rowKey: renderKey(employee.layout.rowKey, { id }),
-  });
-  const williamsRange = () => {
-    const prefix = renderKeyPrefix(byLastName.layout.rowKey, { lastName: 'WILLIAMS' });
-    const q = { table: byLastName.layout.table, partitionKey: 'POLICE', rowKeyFrom: prefix, rowKeyTo: prefixUpperBound(prefix), limit: 1000 };
-    return store.queryRange(q);
-  };
-
-  it('imports every row, typed, indexed and summarised; a second import changes no entity', async () => {
-    const started = Date.now();
-    const summary = await importEmployees({ store, model, file: CHICAGO_CSV, concurrency: 8 });
-    expect(facts.rows).toBe(32928);
-    expect(summary).toMatchObject({ rows: 32928, imported: 32928, skipped: [], departments: facts.departments });
-    // Every Chicago employee has a title, so every one has all five entities (see the small-file test).
-    expect(summary.entities).toBe(32928 * 5 + facts.departments * 3);
-
-    const first = await store.getEntity(employeeAddress('POLICE', 1));
-    expect(first?.properties).toMatchObject({
-      lastName: 'AARON',
-      firstName: 'JEFFERY',
-      middleInitial: 'M',
-      departmentId: 'POLICE',
-      annualSalary: '111444',
-      email: 'jeffery.aaron@cityofchicago.example',
-    });
-    // Money is a Decimal: exact decimal text (Edm.String), never a Double that cannot hold 0.1.
-    let body = '';
-    const raw = TableClient.fromConnectionString(connectionString(), employee.layout.table, { allowInsecureConnection: true });
-    await raw.getEntity('POLICE', 'empid_00000001', { disableTypeConversion: true, onResponse: (r) => void (body = r.bodyAsText ?? '') });
-    expect(body).toContain('"annualSalary":"111444"');
-
-    const slash = await store.getEntity(employeeAddress(facts.slash.department, facts.slash.id));
-    expect(slash?.properties.title).toBe(facts.slash.title);
-    expect(facts.slash.title).toContain('/');
-
-    const policeAddress = { table: department.layout.table, partitionKey: 'POLICE', rowKey: 'department' };
-    const police = await store.getEntity(policeAddress);
-    expect(police?.properties).toMatchObject({ name: 'POLICE', employeeCount: 13590, payroll: facts.policePayroll });
-    expect(facts.policeCount).toBe(13590);
-
-    const williams = await williamsRange();
-    expect(williams.entities).toHaveLength(facts.williamsInPolice);
-    expect(facts.williamsInPolice).toBeGreaterThan(0);
-    expect(williams.entities[0].properties).toMatchObject({ lastName: 'WILLIAMS', departmentId: 'POLICE', EntityType: 'Employee.byLastNameInDepartment' });
-
-    // The sample compared across the two imports: every 97th employee, the WILLIAMS index entities, all departments.
-    const sample = async () => {
-      const picked: unknown[] = [];
-      for (let id = 1; id <= 32928; id += 97) {
-        picked.push(content(await store.getEntity(employeeAddress(facts.departmentOf[id - 1], id))));
-      }
-      picked.push((await williamsRange()).entities.map(content));
-      const departments = await scanAll(departmentsTable);
-      for (const d of departments) picked.push(content(await store.getEntity({ ...policeAddress, partitionKey: String(d.properties.id) })));
-      picked.push(departments.map(content));
-      return picked;
-    };
-    const counts = async () => Promise.all(model.tables.map(async (t) => (await scanAll(t)).length));
-    const before = await sample();
-    const countsBefore = await counts();
-    expect(countsBefore).toEqual(
-      // The Directory: every employee, its intra-partition index entity and the departments; each organisation-wide
-      // index table: one per employee; the archive: nothing (the import archives no one).
-      model.tables.map((t) =>
-        t === departmentsTable
-          ? facts.departments
-          : t === employee.layout.table
-            ? 32928 * 2 + facts.departments
-            : t === model.entities.get('ArchivedEmployee')!.layout.table
-              ? 0
-              : 32928,
-      ),
-    );
-    // One e-mail index entity per employee: the derived addresses are unique across the file.
-    const emails = await scanAll(employee.indexes.get('byEmail')!.layout.table);
-    expect(new Set(emails.map((e) => e.properties.email)).size).toBe(32928);
-    const firstSeconds = (Date.now() - started) / 1000;
-
-    const again = await importEmployees({ store, model, file: CHICAGO_CSV, concurrency: 8 });
-    expect(again).toMatchObject({ rows: 32928, imported: 32928, entities: 0, transactions: 0 });
-    expect(await sample()).toEqual(before);
-    expect(await counts()).toEqual(countsBefore);
-    expect((await store.getEntity(policeAddress))?.etag).toBe(police?.etag);
-    // For the report: how long each import took (not asserted).
-    console.log(
-      `whole-file import: ${summary.seconds.toFixed(1)} s, re-import ${again.seconds.toFixed(1)} s, test ${(Date.now() - started) / 1000} s (first part ${firstSeconds} s)`,
-    );
-  }, 600_000);
-});

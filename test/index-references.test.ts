@@ -14,6 +14,7 @@ import { handleMessage } from './support/handle-message';
 import { DIRECTIVES_FILE, testQueues } from './support/harness';
 import { seededRng, useSdlWorld } from './support/fanout-fixtures';
 import { receiveFanout } from './support/write-fixtures';
+import { testSeed } from './support/seed';
 
 const SDL = `
 type Tag @entity(table: "Tags", partitionKey: "{group}", rowKey: "tag_{name}")
@@ -69,7 +70,7 @@ async function notesTagged(tag: string): Promise<string[]> {
 }
 
 test("a join holding only the far side's id: read through the index, copies kept, moves need nothing, deletes followed, verify clean", async () => {
-  const seed = Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31;
+  const seed = testSeed();
   const rng = seededRng(seed);
   const random = () => rng.int(0x7fffffff) / 0x7fffffff;
   for (const [group, name, id, color] of [

@@ -10,6 +10,7 @@ import { loadEntities } from '../src/load/load-entities';
 import { repairSummaries } from '../src/maintenance/summary-state';
 import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-derived';
 import { seededRng, useSdlWorld } from './support/fanout-fixtures';
+import { testSeed } from './support/seed';
 
 const SDL = `
 type Customer @entity(table: "Customers", partitionKey: "{region}", rowKey: "customer_{id}")
@@ -48,7 +49,7 @@ async function summaries(ids: string[]): Promise<string[]> {
 }
 
 test('orders counted towards the customer their id names, read through its index: exact under concurrency and redelivery, verify clean', async () => {
-  const seed = Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31;
+  const seed = testSeed();
   const rng = seededRng(seed);
   const random = () => rng.int(0x7fffffff) / 0x7fffffff;
   await ok('createCustomer', 'CreateCustomerInput', { region: 'north', id: 'c1', name: 'One' });

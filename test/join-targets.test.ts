@@ -13,6 +13,7 @@ import { handleMessage } from './support/handle-message';
 import { DIRECTIVES_FILE, testQueues } from './support/harness';
 import { seededRng, useSdlWorld } from './support/fanout-fixtures';
 import { receiveFanout } from './support/write-fixtures';
+import { testSeed } from './support/seed';
 
 const SDL = `
 type Shelf @entity(table: "Library", partitionKey: "{library}", rowKey: "shelf_{id}") {
@@ -72,7 +73,7 @@ async function booksOn(shelf: string): Promise<string[]> {
 }
 
 test('deleted and moved targets: join entities deleted or re-pointed, pages never failing, counts following, verify clean', async () => {
-  const seed = Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31;
+  const seed = testSeed();
   const rng = seededRng(seed);
   const random = () => rng.int(0x7fffffff) / 0x7fffffff;
   for (const [id, name] of [

@@ -16,6 +16,7 @@ import { WriteExecutor } from '../src/write/write-executor';
 import { BlobStore } from '../src/storage/blob-store';
 import { compileHr, connectionString, DIRECTIVES_FILE, startTestServer, testBlobs, uniquePrefix, type TestServer } from './support/harness';
 import type { EntityAddress } from '../src/storage/storage-types';
+import { until } from './support/wait';
 
 /** Short enough to wait for in a test: uploads URLs last 12 s, EGTs are sent within 16 s, cleanups take blobs older than 24 s. */
 const DELAY_S = 48;
@@ -55,13 +56,6 @@ const createEmployee = (d: string, id: string, photo?: Buffer) =>
   });
 const deleteEmployee = (d: string, id: string) =>
   server.query(`mutation ($input: DeleteEmployeeInput!) { deleteEmployee(input: $input) { employee { id } } }`, { input: { departmentId: d, id } });
-
-/** Polls until `check` holds or `timeoutMs` passed; returns how long it took (ms). */
-async function until(check: () => Promise<boolean>, timeoutMs: number): Promise<number> {
-  const started = Date.now();
-  while (!(await check()) && Date.now() - started < timeoutMs) await new Promise((r) => setTimeout(r, 1000));
-  return Date.now() - started;
-}
 
 describe('the compiler', () => {
   const directives = { name: 'directives.graphql', body: readFileSync(DIRECTIVES_FILE, 'utf8') };
@@ -214,7 +208,13 @@ describe('setEmployeePhoto and Employee.photoUrl against Azurite', () => {
       };
       const counts = async () =>
         Object.fromEntries(await Promise.all(Object.keys(expected).map(async (k) => [k, (await listed(...(k.split('/') as [string, string]))).length])));
-      const waited = await until(async () => JSON.stringify(await counts()) === JSON.stringify(expected), (DELAY_S + 60) * 1000);
+      // The cleanups run DELAY_S after their writes: a poll every second until then, and a deadline a minute after.
+      const polled = Date.now();
+      await until('the blob cleanups', async () => JSON.stringify(await counts()) === JSON.stringify(expected), {
+        timeoutMs: (DELAY_S + 60) * 1000,
+        everyMs: 1000,
+      }).catch(() => undefined); // the assertion below names the difference
+      const waited = Date.now() - polled;
       expect(await counts()).toEqual(expected);
       process.stdout.write(
         `blob cleanup converged ${((Date.now() - sentAt) / 1000).toFixed(1)} s after the last write (delay ${DELAY_S} s; polled ${(waited / 1000).toFixed(1)} s)\n`,

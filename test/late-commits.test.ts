@@ -11,6 +11,7 @@
 import { startSdlServer, uniquePrefix } from './support/harness';
 import { startStorageProxy, type StorageProxy } from './support/storage-proxy';
 import { sseSubscribe } from './support/subscription-clients';
+import { until } from './support/wait';
 
 const SDL = `
 type Kite @entity(table: "Kites", partitionKey: "{field}", rowKey: "kite_{id}") {
@@ -73,11 +74,11 @@ const create = (server: Server, field: string, id: string) =>
 
 /** Waits until the proxy has passed on `n` EGTs (held ones included) and the service answered them. */
 async function egtsForwarded(n: number): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  while (proxy.forwarded().filter((f) => f.path.includes('$batch')).length < n) {
-    if (Date.now() > deadline) throw new Error(`the proxy passed on ${proxy.forwarded().length} requests, not ${n} EGTs`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await until(
+    () => `${n} EGTs passed on by the proxy (${egtsSoFar()} so far)`,
+    () => egtsSoFar() >= n,
+    { timeoutMs: 30_000 },
+  );
 }
 const egtsSoFar = () => proxy.forwarded().filter((f) => f.path.includes('$batch')).length;
 

@@ -19,6 +19,7 @@ import { compileHr, startTestServer, testQueues, testStore, type TestServer } fr
 import { deliverTwiceByTwoWorkers, drainWithRedelivery, seededRng } from './support/fanout-fixtures';
 import { handleMessage } from './support/handle-message';
 import { CREATE_DEPARTMENT, CREATE_EMPLOYEE, DEPARTMENT_SUMMARY, employeeInput, firstError, receiveFanout, UPDATE_EMPLOYEE } from './support/write-fixtures';
+import { testSeed } from './support/seed';
 
 let server: TestServer;
 let model: Model;
@@ -63,7 +64,7 @@ test('the request refuses what cannot be moved, before anything is queued', asyn
 });
 
 test('moves carried out exactly under concurrency, redelivery, two workers and killed workers', async () => {
-  const seed = Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31;
+  const seed = testSeed();
   const rng = seededRng(seed);
   const random = () => rng.int(0x7fffffff) / 0x7fffffff;
   for (const id of ['SRC', 'DST']) await ok(CREATE_DEPARTMENT, { input: { id, name: id } });
@@ -120,7 +121,7 @@ const EMPLOYEE_ID = 'query($d: ID!, $id: ID!) { employee(departmentId: $d, id: $
 const ARCHIVED = 'query($d: ID!, $id: ID!) { archivedEmployee(departmentId: $d, id: $id) { id departmentId email lastName annualSalary homeAddress } }';
 
 test('archived through the queue: copied to the Archive table, deleted from the Directory, counts and indexes updated', async () => {
-  const seed = Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31;
+  const seed = testSeed();
   const rng = seededRng(seed);
   const random = () => rng.int(0x7fffffff) / 0x7fffffff;
   await ok(CREATE_DEPARTMENT, { input: { id: 'AR1', name: 'AR1' } });
@@ -173,7 +174,7 @@ test('archived through the queue: copied to the Archive table, deleted from the 
 });
 
 test('move and archive messages delivered again late, after the old addresses are reused, change nothing acknowledged', async () => {
-  const seed = Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31;
+  const seed = testSeed();
   const rng = seededRng(seed);
   const random = () => rng.int(0x7fffffff) / 0x7fffffff;
   const reconcileOpts = { model, store: server.store, writer, settleMs: 0, holdMs: 0 };

@@ -7,6 +7,7 @@ import os from 'node:os';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { startTestServer, type TestServer } from './support/harness';
+import { until } from './support/wait';
 
 const lines: any[] = [];
 const sink = new Writable({
@@ -45,7 +46,8 @@ test("one log line per request: its id (the client's, answered back), operation,
   expect(invalid.status).toBe(400);
   const huge = await post(JSON.stringify({ query: `{ __typename } # ${'x'.repeat(300_000)}` }), 'obs-huge-1');
   expect(huge.status).toBe(413);
-  await new Promise((resolve) => setTimeout(resolve, 50)); // the line is written when the response has been sent
+  // Each line is written when its response has been sent.
+  await until('the request lines', () => ['obs-ok-1', 'obs-invalid-1', 'obs-huge-1'].every((id) => requestLines(id).length > 0));
 
   const [okLine] = requestLines('obs-ok-1');
   expect(okLine).toMatchObject({ level: 30, operationName: 'Marketing', status: 200, errors: [], cost: { roundTrips: 2, entitiesRead: 3 } });
@@ -65,7 +67,7 @@ test("Apollo's codeless refusals of a persisted query: 400 with a code of their 
     const res = await post(JSON.stringify(body), id);
     expect([res.status, ((await res.json()) as any).errors[0].extensions]).toEqual([400, { code, requestId: id }]);
   }
-  await new Promise((resolve) => setTimeout(resolve, 50));
+  await until('the request lines', () => cases.every(([id]) => requestLines(id).length > 0));
   for (const [id, , code] of cases) {
     expect(lines.filter((l) => l.requestId === id && l.level >= 50)).toEqual([]); // nothing at error level
     expect(requestLines(id)).toEqual([expect.objectContaining({ status: 400, errors: [code] })]);
@@ -75,7 +77,7 @@ test("Apollo's codeless refusals of a persisted query: 400 with a code of their 
 test('the audit line of a mutation names its keys, and for a move its destination too', async () => {
   const move = await server.query('mutation { moveEmployee(input: { departmentId: "Marketing", id: "1", toDepartmentId: "Sales" }) { employee { id } } }');
   expect(move.errors).toBeUndefined();
-  await new Promise((resolve) => setTimeout(resolve, 50));
+  await until('the audit line', () => lines.some((l) => l.audit && l.field === 'moveEmployee'));
   const audit = lines.filter((l) => l.audit && l.field === 'moveEmployee');
   expect(audit).toEqual([expect.objectContaining({ keys: { departmentId: 'Marketing', id: '1' }, to: { departmentId: 'Sales', id: '1' }, outcome: 'OK' })]);
 });

@@ -12,6 +12,7 @@ import { SignJWT } from 'jose';
 import type { Browser } from 'playwright-core';
 import type { TestServer } from './support/harness';
 import { startWebClientRig, type WebClientRig } from './support/web-client';
+import { pause } from './support/wait';
 
 const SECRET = 'an-offline-client-secret-of-32-chars!';
 const DEPARTMENT = 'Marketing';
@@ -52,7 +53,7 @@ async function api(query: string, variables: Record<string, unknown>): Promise<a
     });
     const body = (await res.json()) as { data?: any; errors?: Array<{ extensions?: { code?: string } }> };
     if (attempt < 20 && body.errors?.length === 1 && body.errors[0].extensions?.code === 'OVERLOADED') {
-      await new Promise((r) => setTimeout(r, 250));
+      await pause(250, 'backoff');
       continue;
     }
     expect(body.errors).toBeUndefined();
@@ -196,10 +197,10 @@ test('20 clients follow one partition while 200 writes run, each dropped and res
   let drops = 0;
   const dropper = async ({ context, link }: (typeof clients)[number], i: number) => {
     for (let k = 0; k < 5; k++) {
-      await new Promise((r) => setTimeout(r, 300 + ((i * 7 + k * 13) % 10) * 150));
+      await pause(300 + ((i * 7 + k * 13) % 10) * 150, 'pace'); // online for 0.3–1.65 s
       await context.setOffline(true);
       link.sever();
-      await new Promise((r) => setTimeout(r, 300 + ((i * 11 + k * 5) % 8) * 100));
+      await pause(300 + ((i * 11 + k * 5) % 8) * 100, 'pace'); // offline for 0.3–1 s
       link.restore();
       await context.setOffline(false);
       drops++;

@@ -10,6 +10,7 @@ import { WriteExecutor } from '../src/write/write-executor';
 import { uniquePrefix } from './support/harness';
 import { gate, hookedStore, hrWorld, run } from './support/fanout-fixtures';
 import { emailAddress, employeeInput } from './support/write-fixtures';
+import { until } from './support/wait';
 
 const world = hrWorld(uniquePrefix());
 beforeAll(() => world.ensureTables());
@@ -30,7 +31,7 @@ test('a stale message reconciled while a write re-reserves an address leaves the
   const paused = hookedStore(store, { before: { submitTransaction: () => egt.wait } });
   const writer = new WriteExecutor({ model, store: paused, workQueue: sender });
   const back = writer.execute(model.writes.get('Mutation.updateEmployee')!, { departmentId: 'PEND', id: '1', email: 'x@pend.example' });
-  for (let i = 0; i < 200 && !(await store.getEntity(x)); i++) await new Promise((r) => setTimeout(r, 10));
+  await until('the reservation of x@', () => store.getEntity(x), { timeoutMs: 10_000, everyMs: 10 });
   const employee = await store.getEntity({ table: `${world.prefix}Directory`, partitionKey: 'PEND', rowKey: 'empid_00000001' });
   const pending = sender.messages.at(-1)!;
   expect((await store.getEntity(x))?.properties).toMatchObject({ id: '1', WriteId: pending.writeId, BasedOn: employee?.properties.WriteId });

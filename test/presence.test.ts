@@ -9,6 +9,7 @@ import { BlobPresenceBoard, Presence, presenceContainer } from '../src/evolution
 import { connectionString, testBlobs, testStore, uniquePrefix } from './support/harness';
 import { killCommandProcesses, runCommand } from './support/processes';
 import { catalogueTable } from '../src/evolution/catalogue';
+import { until } from './support/wait';
 
 afterAll(killCommandProcesses);
 
@@ -36,11 +37,7 @@ test('a process that stops is gone at once; one killed is gone once its lease la
   await stopping.stop();
   expect((await board.servers()).map((s) => s.instance)).toEqual(['killed']);
   // The lease lapses 15 s after it was taken; asked until then, with a deadline well past it.
-  const deadline = Date.now() + 30_000;
-  while ((await board.servers()).length > 0) {
-    if (Date.now() > deadline) throw new Error('a killed process is still listed 30 s on');
-    await new Promise((r) => setTimeout(r, 500));
-  }
+  await until('the killed process unlisted', async () => (await board.servers()).length === 0, { timeoutMs: 30_000, everyMs: 500 });
   expect(await statusServers(prefix, dir)).toEqual([]);
   // Nothing of it is in the catalogue's table.
   expect((await testStore().queryRange({ table: catalogueTable(prefix), partitionKey: 'server', limit: 10 })).entities).toEqual([]);

@@ -124,12 +124,12 @@ test('a path it reads changing state: refused while it is not ready, served agai
   const catalogue = new Catalogue(server.store, server.config.tablePrefix);
   const row = (await catalogue.path('index:Employee.byLastName'))!;
   await catalogue.putPath({ ...row, state: 'building' });
-  await new Promise((r) => setTimeout(r, 2500)); // the server reads the states every 2 s
+  await server.refreshPathStates(); // the server reads the states now, not at its next refresh
   const refused = await post(admin, { n: e.lastName }, query);
   expect(refused.body.errors?.[0].extensions).toMatchObject({ code: 'ACCESS_PATH_BUILDING', accessPath: 'index:Employee.byLastName' });
   const now = (await catalogue.path('index:Employee.byLastName'))!;
   await catalogue.putPath({ ...now, state: 'ready' });
-  await new Promise((r) => setTimeout(r, 2500));
+  await server.refreshPathStates();
   expect((await post(admin, { n: e.lastName }, query)).body.data.employeesByLastName.edges.map((x: { node: { id: string } }) => x.node.id)).toContain(e.id);
 });
 

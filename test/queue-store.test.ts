@@ -3,9 +3,9 @@
  * keeps a message hidden, the 64 KiB limit checked before sending, queue-name validation and error mapping.
  */
 import { randomBytes } from 'node:crypto';
-import { setTimeout as delay } from 'node:timers/promises';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../src/errors';
 import { MAX_MESSAGE_BYTES, QueueStore, queueName } from '../src/storage/queue-store';
+import { pause } from './support/wait';
 
 const connectionString = process.env.AZURE_STORAGE_CONNECTION_STRING ?? '';
 const prefix = `qs${randomBytes(4).toString('hex')}`;
@@ -116,7 +116,7 @@ describe('QueueStore', () => {
     const [m] = await store.receive(q, { max: 1, visibilityTimeoutSeconds: 2 });
     const errors: unknown[] = [];
     const lease = store.keepHidden(q, m, 2, (e) => errors.push(e));
-    await delay(3000); // past the first 2 s timeout: only the renewals (every 1 s) keep it hidden
+    await pause(3000, 'clock'); // past the first 2 s timeout: only the renewals (every 1 s) keep it hidden
     expect(await store.receive(q, { max: 1, visibilityTimeoutSeconds: 30 })).toEqual([]);
     const receipt = await lease.release();
     expect(receipt).not.toBe(m.popReceipt);

@@ -4,11 +4,11 @@
  * service not ending the loop. Visibility timeouts of 1 s keep the suite to seconds. Plus LagStats alone.
  */
 import { randomBytes } from 'node:crypto';
-import { setTimeout as delay } from 'node:timers/promises';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../src/errors';
 import { QueueStore, queueName } from '../src/storage/queue-store';
 import { LagStats } from '../src/worker/lag-stats';
 import { HandlerResult, QueueWorker, QueueWorkerOptions } from '../src/worker/queue-worker';
+import { pause, until } from './support/wait';
 
 const connectionString = process.env.AZURE_STORAGE_CONNECTION_STRING ?? '';
 const prefix = `qw${randomBytes(4).toString('hex')}`;
@@ -25,14 +25,6 @@ async function setup(base: string, texts: string[]): Promise<Omit<QueueWorkerOpt
   await queues.ensureQueue(poisonQueue);
   for (const t of texts) await queues.send(queue, t);
   return { queues, queue, poisonQueue, visibilityTimeoutSeconds: 1, idleBackoffMs: { min: 10, max: 100 } };
-}
-
-async function until(cond: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await delay(10);
-  }
 }
 
 const numbered = (n: number, tag: string): string[] => Array.from({ length: n }, (_, i) => `${tag}${i}`);
@@ -54,7 +46,7 @@ describe('QueueWorker', () => {
       batchSize: 8,
       handle: async (text) => {
         peak = Math.max(peak, ++running);
-        await delay(15);
+        await pause(15, 'latency'); // a handler's work: long enough for others to start beside it
         seen.push(text);
         running--;
         return done;
@@ -150,14 +142,14 @@ describe('QueueWorker', () => {
       },
     });
     worker.start();
-    await until(() => calls.length === 1, 'the handler to start');
+    await until('the handler to start', () => calls.length === 1, { everyMs: 10 });
     // Past the 1 s visibility timeout: without the lease renewals the running loop would receive it again.
-    await delay(1600);
+    await pause(1600, 'clock');
     expect(calls).toEqual(['slow']);
 
     let stopped = false;
     const stopping = worker.stop().then(() => (stopped = true));
-    await delay(200);
+    await pause(200, 'quiet'); // stop() waits for the message in hand
     expect(stopped).toBe(false);
     expect(worker.stats().running).toBe(false);
     release();
@@ -168,7 +160,7 @@ describe('QueueWorker', () => {
     await worker.stop(); // idempotent
 
     await queues.send(opts.queue, 'after stop');
-    await delay(300);
+    await pause(300, 'quiet'); // a stopped worker receives nothing
     expect(calls).toEqual(['slow']);
     const [left] = await queues.receive(opts.queue, { max: 1, visibilityTimeoutSeconds: 30 });
     expect(left).toMatchObject({ text: 'after stop', dequeueCount: 1 }); // nobody received it before
@@ -184,7 +176,7 @@ describe('QueueWorker', () => {
         visibilityTimeoutSeconds: 30,
         concurrency: 4,
         handle: async (text) => {
-          await delay(5);
+          await pause(5, 'latency'); // a handler's work
           byWorker[i].push(text);
           return done;
         },
@@ -233,7 +225,7 @@ describe('QueueWorker', () => {
     expect(worker.stats()).toMatchObject({ running: false, lastError: expect.stringContaining('Queue service') });
 
     worker.start();
-    await delay(200);
+    await pause(200, 'quiet'); // several receives fail meanwhile
     expect(worker.stats().running).toBe(true); // still looping despite the errors
     await worker.stop();
     expect(worker.stats().running).toBe(false);

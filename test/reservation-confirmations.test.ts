@@ -11,6 +11,8 @@ import { expectConverged, hookedStore, hrWorld, RecordingSender, run, seededRng 
 import { startStorageProxy } from './support/storage-proxy';
 import { TableStore } from '../src/storage/table-store';
 import { emailAddress, employeeInput, rawEntity } from './support/write-fixtures';
+import { testSeed } from './support/seed';
+import { until } from './support/wait';
 
 const world = hrWorld(uniquePrefix());
 beforeAll(() => world.ensureTables());
@@ -33,7 +35,9 @@ test('creates committed in several groups: their reservations confirmed in one E
   const indexTable = emailAddress(model, emails[0]).table;
   const groups: number[] = [];
   const confirmations: TransactionOperation[][] = [];
-  // Each group's EGT takes 30 ms more: the creates that arrive meanwhile make the next group.
+  // The first group's EGT waits until every create is queued (a write is queued when execute returns): the others,
+  // queued while it is in flight, make the groups after it.
+  const queued = released();
   const slow = hookedStore(store, {
     before: {
       submitTransaction: async ([table, ops]) => {
@@ -41,7 +45,7 @@ test('creates committed in several groups: their reservations confirmed in one E
         if (table === indexTable && operations.every((op) => op.kind === 'update')) confirmations.push(operations);
         if (table !== indexTable) {
           groups.push(operations.length);
-          await new Promise((r) => setTimeout(r, 30));
+          if (groups.length === 1) await queued.promise;
         }
       },
       updateEntity: async ([table]) => void (table === indexTable && confirmations.push([])),
@@ -49,7 +53,9 @@ test('creates committed in several groups: their reservations confirmed in one E
   });
   const writer = new WriteExecutor({ model, store: slow, workQueue: sender });
   const create = model.writes.get('Mutation.createEmployee')!;
-  await Promise.all(emails.map((email, i) => writer.execute(create, employeeInput('CONF', String(i + 1), { email }))));
+  const writes = emails.map((email, i) => writer.execute(create, employeeInput('CONF', String(i + 1), { email })));
+  queued.release();
+  await Promise.all(writes);
   await confirmed(emails);
 
   // Several groups, one confirmation EGT for all of them (before: one per group).
@@ -63,16 +69,19 @@ test('a delete right after a create waits for its confirmation: the worker frees
   await run(world, 'createDepartment', { id: 'FREE', name: 'FREE' });
   const [first, ...others] = emailsInOnePartition('free', 6);
   const departmentTable = model.entities.get('Department')!.layout.table;
-  // Each group's EGT takes 50 ms more, so that what is sent meanwhile waits for the next group.
   // The e-mail's index entity as it is when the delete's EGT is sent.
   let atDelete: Record<string, unknown> | undefined;
+  let egts = 0;
+  // The first create's EGT (its group alone) waits until the other creates and the delete are queued behind it: they
+  // make the next group.
+  const queued = released();
   const slow = hookedStore(store, {
     before: {
       submitTransaction: async ([table, ops]) => {
         if (table !== departmentTable) return;
         const deletes = (ops as TransactionOperation[]).some((op) => op.kind === 'delete' && op.rowKey === 'empid_00000001');
         if (deletes) atDelete = (await rawEntity(store, emailAddress(model, first)))?.properties;
-        await new Promise((r) => setTimeout(r, 50));
+        if (++egts === 1) await queued.promise;
       },
     },
   });
@@ -81,9 +90,10 @@ test('a delete right after a create waits for its confirmation: the worker frees
   // The create commits alone; other creates and the delete, sent during its EGT, make the next group: the partition
   // is busy when the create commits, so its reservation is still waiting to be confirmed when the delete is planned.
   const created = [write('createEmployee', employeeInput('FREE', '1', { email: first }))];
-  await new Promise((r) => setTimeout(r, 10));
+  await until("the first create's EGT sent", () => egts === 1, { everyMs: 5 });
   created.push(...others.map((email, i) => write('createEmployee', employeeInput('FREE', String(i + 2), { email }))));
   const deleted = write('deleteEmployee', { departmentId: 'FREE', id: '1' });
+  queued.release();
   await Promise.all([...created, deleted]);
   // Confirmed before the delete's EGT: not a pending reservation of an absent entity, which the worker would have
   // to leave in place until its lease ended (a minute and more), the value held all that time.
@@ -97,7 +107,7 @@ test('a delete right after a create waits for its confirmation: the worker frees
 
 test('concurrent creates, deletes and re-creates of one key through storage that throttles and loses replies; messages late, shuffled and twice: acknowledged if and only if stored, verify clean', async () => {
   const { model, store } = world;
-  const seed = Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31;
+  const seed = testSeed();
   const proxy = await startStorageProxy(process.env.AZURE_STORAGE_CONNECTION_STRING!, { seed });
   try {
     await run(world, 'createDepartment', { id: 'FLT', name: 'FLT' });
@@ -156,12 +166,19 @@ test('concurrent creates, deletes and re-creates of one key through storage that
   }
 }, 120_000);
 
+/** A promise the test resolves when it is ready: a hook that awaits it holds its call until then. */
+function released(): { promise: Promise<void>; release: () => void } {
+  let release!: () => void;
+  const promise = new Promise<void>((resolve) => (release = resolve));
+  return { promise, release };
+}
+
 /** Waits (up to 5 s) until the index entity of each of `emails` is confirmed: no write id, no lease. */
 async function confirmed(emails: string[]): Promise<void> {
   const pending = async () => {
     const stored = await Promise.all(emails.map((email) => rawEntity(world.store, emailAddress(world.model, email))));
     return stored.filter((e) => !e || e.properties.WriteId !== undefined || e.properties.ReservedUntil !== undefined).length;
   };
-  for (let i = 0; i < 50 && (await pending()) > 0; i++) await new Promise((r) => setTimeout(r, 100));
+  await until('the reservations confirmed', async () => (await pending()) === 0, { timeoutMs: 5000, everyMs: 100 }).catch(() => undefined);
   expect(await pending()).toBe(0);
 }

@@ -8,6 +8,7 @@ import { StorageAdmission } from '../src/read/admission';
 import { RequestAdmission } from '../src/read/request-admission';
 import { gate } from './support/fanout-fixtures';
 import { startTestServer, type TestServer } from './support/harness';
+import { pause, until } from './support/wait';
 
 describe('StorageAdmission', () => {
   test('lanes are served round-robin: one call of a light request is not queued behind a heavy request', async () => {
@@ -96,7 +97,7 @@ describe('the server', () => {
     try {
       const range = server.store.queryRange.bind(server.store);
       jest.spyOn(server.store, 'queryRange').mockImplementation(async (q, o) => {
-        await new Promise((r) => setTimeout(r, 100));
+        await pause(100, 'latency');
         return range(q, o);
       });
       const heavy = '{ departments(first: 10) { edges { node { id employees(first: 10) { edges { node { id department { name } } } } } } } }';
@@ -127,7 +128,7 @@ describe('the server', () => {
     try {
       const get = server.store.getEntity.bind(server.store);
       jest.spyOn(server.store, 'getEntity').mockImplementation(async (a, o) => {
-        await new Promise((r) => setTimeout(r, 150));
+        await pause(150, 'latency');
         return get(a, o);
       });
       const range = jest.spyOn(server.store, 'queryRange');
@@ -151,11 +152,13 @@ describe('the server', () => {
       });
       const first = server.query('{ department(id: "Sales") { name } }');
       const second = server.query('{ department(id: "Marketing") { name } }');
-      await new Promise((r) => setTimeout(r, 200)); // both in: one call in flight, one waiting
-      const res = await fetch(server.url, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ query: '{ __typename }' }),
+      // Once both are in (one call in flight, one waiting), a request that reads nothing is turned away at the door;
+      // asked until then (answered while the second is still on its way in).
+      const ask = () =>
+        fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ __typename }' }) });
+      const res = await until('the door to refuse', async () => {
+        const r = await ask();
+        return r.status === 503 ? r : void (await r.text());
       });
       expect(res.status).toBe(503);
       expect(res.headers.get('retry-after')).toBe('1');

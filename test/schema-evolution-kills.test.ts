@@ -5,12 +5,13 @@
  * twice and resumes from its checkpoint each time), and a summary and a copy. Reads through a path are refused until
  * it is ready and exact after; every acknowledged write is present and `verify` is clean at the end.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-derived';
 import { testStore } from './support/harness';
 import { killCommandProcesses } from './support/processes';
 import { seededRng } from './support/fanout-fixtures';
 import { Deployment, killedTwice, MEMBER, mutate, MUTATIONS, ok, TEAMS_COPY, TEAMS_V1, TEAMS_V2 } from './support/schema-evolution';
+import { testSeed } from './support/seed';
+import { pause, until } from './support/wait';
 
 afterAll(() => killCommandProcesses());
 
@@ -23,7 +24,7 @@ type Query {
 
 test('a unique index over a value held twice: reported, not overwritten; once changed, the retried build killed twice resumes and completes under a write storm', async () => {
   const d = new Deployment();
-  const seed = Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31;
+  const seed = testSeed();
   const rng = seededRng(seed);
   let server = await d.start(MEMBER('') + MUTATIONS.replace('type Mutation', 'type Query { member(teamId: ID!, id: Int!): Member @point }\ntype Mutation'));
   let storm = true;
@@ -51,7 +52,8 @@ test('a unique index over a value held twice: reported, not overwritten; once ch
       /build {6}index:Member\.byEmail: new index Member\.byEmail: built online from the stored entities\n {13}reads 324 entities, writes 162; \d+ transactions, 1,134 RU/,
     );
 
-    const slow = { TABLEGRAPH_BUILD_PAGE_SIZE: '8', TABLEGRAPH_BUILD_ENTITIES_PER_SECOND: '16' };
+    // Small pages, no budget: many steps, each taken at once; the kills land at named steps (killedTwice).
+    const pages = { TABLEGRAPH_BUILD_PAGE_SIZE: '8', TABLEGRAPH_BUILD_ENTITIES_PER_SECOND: '0' };
     server = await d.start(V2_UNIQUE, { TABLEGRAPH_WORKER: 'off' });
     const live = server;
     // The storm: each key's e-mail its own; creates, e-mails changed, deletes and re-creates of a key.
@@ -61,7 +63,7 @@ test('a unique index over a value held twice: reported, not overwritten; once ch
       for (let n = 0; storm; n++) {
         const key = `t${rng.int(4)}/${1000 + rng.int(40)}`;
         if (busy.has(key)) {
-          await sleep(5);
+          await pause(5, 'pace'); // another writer has this key: pick again
           continue;
         }
         busy.add(key);
@@ -94,12 +96,12 @@ test('a unique index over a value held twice: reported, not overwritten; once ch
           expect(r.data.memberByEmail).toEqual({ teamId: `t${i % 4}`, id: i });
           answered++;
         }
-        await sleep(100);
+        await pause(100, 'pace');
       }
     })();
 
     // The first worker meets the twins: the build stops, reporting both, and overwrites neither.
-    const first = d.command('worker', [], slow);
+    const first = d.command('worker', [], pages);
     const failed = await d.waitFor((p) => p.get('index:Member.byEmail')?.state === 'failed');
     const problem = failed.get('index:Member.byEmail')!.problem!;
     expect(problem.reason).toBe('UniqueValueHeldTwice');
@@ -116,14 +118,16 @@ test('a unique index over a value held twice: reported, not overwritten; once ch
     // One twin changes its e-mail; the retried build (apply) is killed twice, a worker resuming it each time.
     await ok(live, 'updateMember', { teamId: 'a1', id: 200, email: 'twin2@x.test' });
     emails.set('a1/200', 'twin2@x.test');
-    const apply = d.command('migrate', ['apply', '--retry', 'index:Member.byEmail'], slow);
-    const last = await killedTwice(d, 'index:Member.byEmail', apply, () => d.command('worker', [], slow));
+    const last = await killedTwice(d, 'index:Member.byEmail', {
+      first: (env) => d.command('migrate', ['apply', '--retry', 'index:Member.byEmail'], { ...pages, ...env }),
+      next: (env) => d.command('worker', [], { ...pages, ...env }),
+    });
     const done = await d.waitFor((p) => p.get('index:Member.byEmail')!.state === 'ready', 120_000);
     expect(done.get('index:Member.byEmail')!.takeovers).toBe(2);
     await last.waitFor('repair pass');
-    await sleep(2500);
+    await live.refreshPathStates(); // the server reads the index's state (ready) now, not at its next refresh
     const stormed = acknowledged;
-    while (acknowledged < stormed + 20) await sleep(50);
+    await until('20 writes acknowledged after the build', () => acknowledged >= stormed + 20);
     storm = false;
     await Promise.all([...writers, readers]);
     expect(refused).toBeGreaterThan(0);
@@ -151,7 +155,7 @@ test('a unique index over a value held twice: reported, not overwritten; once ch
 
 test('a new summary and a new copy, each build killed twice mid-build while members and team titles change: refused until ready, then exact; verify clean', async () => {
   const d = new Deployment();
-  const seed = Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31;
+  const seed = testSeed();
   const rng = seededRng(seed);
   let server = await d.start(TEAMS_V1);
   let older: typeof server | undefined;
@@ -168,8 +172,8 @@ test('a new summary and a new copy, each build killed twice mid-build while memb
     );
     await server.close();
 
-    // Slow enough for two takeovers each (a lapsed lease, a worker's start): 16 pages of 3 holders, at 4 entities/s.
-    const slow = { TABLEGRAPH_BUILD_PAGE_SIZE: '3', TABLEGRAPH_BUILD_ENTITIES_PER_SECOND: '4' };
+    // Small pages, no budget: 16 pages of 3 holders, each step taken at once; the kills land at named steps.
+    const pages = { TABLEGRAPH_BUILD_PAGE_SIZE: '3', TABLEGRAPH_BUILD_ENTITIES_PER_SECOND: '0' };
     // Two deployments, one build each, so that a fresh worker has only the one to take: the copy, then the summary.
     server = await d.start(TEAMS_COPY, { TABLEGRAPH_WORKER: 'off' });
     let live = server;
@@ -189,7 +193,7 @@ test('a new summary and a new copy, each build killed twice mid-build while memb
         }
         const key = `${teams[rng.int(teams.length)]}/${rng.int(130)}`;
         if (busy.has(key)) {
-          await sleep(5);
+          await pause(5, 'pace'); // another writer has this key: pick again
           continue;
         }
         busy.add(key);
@@ -213,24 +217,26 @@ test('a new summary and a new copy, each build killed twice mid-build while memb
           seen.refused.add(String(e.extensions.accessPath));
         }
         if (!r.errors) seen.answered++;
-        await sleep(100);
+        await pause(100, 'pace');
       }
     })();
 
     // The copy's build, its worker killed twice.
-    const copyWorker = await killedTwice(d, 'copy:Member.teamTitle', d.command('worker', [], slow), () => d.command('worker', [], slow));
+    const worker = (env: Record<string, string>) => d.command('worker', [], { ...pages, ...env });
+    const copyWorker = await killedTwice(d, 'copy:Member.teamTitle', { first: worker, next: worker });
     await d.waitFor((p) => p.get('copy:Member.teamTitle')!.state === 'ready', 120_000);
     copyWorker.child.kill('SIGTERM');
     await copyWorker.exited;
     // Then the summary's: a server of version 3 takes the storm over, the one of version 2 stops (until then the build
     // waits for it, which does not keep the summary), and its worker is killed twice.
     d.write(TEAMS_V2);
-    const summaryWorker = d.command('worker', [], slow);
+    // Started now: it takes the summary's build once this version is recorded (below), and holds it at its step.
+    const summaryWorkers = killedTwice(d, 'summary:Team.memberCount', { first: worker, next: worker });
     await d.waitFor((p) => p.get('summary:Team.memberCount')?.state === 'building');
     older = live;
     server = live = await d.start(TEAMS_V2, { TABLEGRAPH_WORKER: 'off' });
     reads = '{ team(teamId: "$t") { memberCount } member(teamId: "$t", id: 1) { teamTitle } }';
-    await killedTwice(d, 'summary:Team.memberCount', summaryWorker, () => d.command('worker', [], slow));
+    await summaryWorkers;
     await older.close();
     older = undefined;
     const built = await d.waitFor((p) => p.get('summary:Team.memberCount')!.state === 'ready', 120_000);
@@ -238,9 +244,9 @@ test('a new summary and a new copy, each build killed twice mid-build while memb
     expect(built.get('copy:Member.teamTitle')!.written).toBeGreaterThan(0);
     expect(built.get('summary:Team.memberCount')!.written).toBeGreaterThan(0);
     expect(built.get('summary:Team.memberCount')!.takeovers).toBe(2);
-    await sleep(2500);
+    await live.refreshPathStates(); // the server reads the summary's state (ready) now, not at its next refresh
     const stormed = acknowledged;
-    while (acknowledged < stormed + 20) await sleep(50);
+    await until('20 writes acknowledged after the build', () => acknowledged >= stormed + 20);
     storm = false;
     await Promise.all([...writers, readers]);
     expect([...seen.refused].sort()).toEqual(['copy:Member.teamTitle', 'summary:Team.memberCount']);

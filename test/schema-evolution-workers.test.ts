@@ -4,31 +4,35 @@
  * the build resumes from its checkpoint each time, waits for the old server to stop, ends with a repair pass, and
  * leaves `verify` clean with every acknowledged write present. Reads through the index are refused until then.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-derived';
 import { connectionString, testStore, type TestServer } from './support/harness';
 import { killCommandProcesses, runCommand, type CommandProcess } from './support/processes';
 import { seededRng } from './support/fanout-fixtures';
-import { CITIES, Deployment, killedTwice, LEASE_LAPSE_MS, ok, V1, V2 } from './support/schema-evolution';
+import { CITIES, Deployment, HELD, holdBuild, killedTwice, ok, QUEUE_ENV, V1, V2 } from './support/schema-evolution';
+import { testSeed } from './support/seed';
+import { pause } from './support/wait';
 
 afterAll(() => killCommandProcesses());
 
 test('a build killed twice resumes from its checkpoint; an old-version server writing throughout holds it until it stops; verify clean', async () => {
   const d = new Deployment();
-  const rng = seededRng(Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31);
+  const rng = seededRng(testSeed());
   const old = await d.start(V1);
   let current: TestServer | undefined;
   const workers: CommandProcess[] = [];
-  const worker = () => {
+  // Small pages, no budget: 15 steps a build, each taken at once; the kills land at named steps (killedTwice).
+  const worker = (env: Record<string, string> = {}) => {
     const w = runCommand('worker', [], d.dir, {
       AZURE_STORAGE_CONNECTION_STRING: connectionString(),
       TABLEGRAPH_SCHEMA_DIR: d.dir,
       TABLEGRAPH_TABLE_PREFIX: d.prefix,
       TABLEGRAPH_BUILD_PAGE_SIZE: '20',
-      TABLEGRAPH_BUILD_ENTITIES_PER_SECOND: '30',
+      TABLEGRAPH_BUILD_ENTITIES_PER_SECOND: '0',
       TABLEGRAPH_BUILD_LEASE_MS: '2000',
       TABLEGRAPH_BUILD_POLL_MS: '300',
       TABLEGRAPH_STORAGE_TIMEOUT_MS: '30000',
+      ...QUEUE_ENV,
+      ...env,
     });
     workers.push(w);
     return w;
@@ -46,10 +50,11 @@ test('a build killed twice resumes from its checkpoint; an old-version server wr
       );
     }
 
-    // The new version: its worker records it and starts the build; a server of it serves beside the old one.
+    // The new version: its worker records it and starts the build (held at its second step: the first kill's point);
+    // a server of it serves beside the old one.
     d.write(V2);
-    const first = worker();
-    await d.waitFor((p) => (p.get('index:Member.byCity')?.read ?? 0) > 0);
+    const first = worker(holdBuild('index:Member.byCity', 2));
+    await first.waitFor(HELD, 120_000);
     current = await d.start(V2, { TABLEGRAPH_WORKER: 'off' });
 
     // Writers on both versions, one per key at a time.
@@ -84,7 +89,8 @@ test('a build killed twice resumes from its checkpoint; an old-version server wr
       }
     };
     let oldOpen = true;
-    const stormDone = Promise.all([writer(() => (oldOpen ? old : undefined)), writer(() => current), writer(() => current)]);
+    const oldWriter = writer(() => (oldOpen ? old : undefined));
+    const stormDone = Promise.all([oldWriter, writer(() => current), writer(() => current)]);
     let refused = 0;
     const reads = (async () => {
       while (storm) {
@@ -93,41 +99,32 @@ test('a build killed twice resumes from its checkpoint; an old-version server wr
           expect(r.errors[0].extensions).toMatchObject({ code: 'ACCESS_PATH_BUILDING', accessPath: 'index:Member.byCity' });
           refused++;
         }
-        await sleep(100);
+        await pause(100, 'pace');
       }
     })();
 
-    // Killed twice mid-build: each time another worker takes the lease over once it lapses, from the checkpoint.
-    const readAt = async () => (await d.paths()).get('index:Member.byCity')!.read;
-    first.child.kill('SIGKILL');
-    const killedAt = await readAt();
-    await sleep(LEASE_LAPSE_MS); // the next worker takes byCity over (it sorts first), not byName beside it
-    const second = worker();
-    await d.waitFor((p) => p.get('index:Member.byCity')!.takeovers === 1 && p.get('index:Member.byCity')!.read > killedAt);
-    second.child.kill('SIGKILL');
-    await sleep(LEASE_LAPSE_MS);
-    const third = worker();
-    await third.waitFor('schema build resumed from its checkpoint');
+    // Killed twice mid-build, at named steps: each time another worker takes the lease over once it lapses, from the
+    // checkpoint. The third resumes it (and will hold the next build, byName, at its second step).
+    const third = await killedTwice(d, 'index:Member.byCity', { first: () => first, next: worker, last: holdBuild('index:Member.byName', 2) });
     // The scan ends, and the build waits: the old version's server is still writing without keeping the index.
-    await d.waitFor((p) => p.get('index:Member.byCity')!.scanned);
-    await sleep(1500);
+    await third.waitFor('waiting for the servers of an older version to stop');
     const waiting = (await d.paths()).get('index:Member.byCity')!;
     expect(waiting).toMatchObject({ state: 'building', scanned: true, needsRepair: true, takeovers: 2 });
 
     // The intra-partition index is built next, and killed twice too: the third worker, then a fourth.
-    const last = await killedTwice(d, 'index:Member.byName', third, worker);
+    const last = await killedTwice(d, 'index:Member.byName', { first: () => third, next: worker });
     await d.waitFor((p) => p.get('index:Member.byName')!.scanned, 90_000);
 
     // The old server stops (its presence row goes with it): the repair pass runs, and the index is ready.
     oldOpen = false;
-    await sleep(300);
+    await oldWriter; // its write in hand answered
     await old.close();
     const done = await d.waitFor((p) => p.get('index:Member.byCity')!.state === 'ready' && p.get('index:Member.byName')!.state === 'ready', 90_000);
     // byCity, waiting under the third worker's lease, was taken over again with byName: 4 takeovers.
     expect(done.get('index:Member.byCity')!.takeovers).toBe(4);
     expect(done.get('index:Member.byName')!.takeovers).toBe(2);
     await last.waitFor('repair pass');
-    await sleep(2500);
+    await current.refreshPathStates(); // the server reads the indexes' states (ready) now, not at its next refresh
     storm = false;
     await Promise.all([stormDone, reads]);
     expect(refused).toBeGreaterThan(0);

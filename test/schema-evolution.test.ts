@@ -7,12 +7,13 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-derived';
 import { connectionString, testStore } from './support/harness';
 import { runCommand } from './support/processes';
 import { seededRng } from './support/fanout-fixtures';
 import { CITIES, Deployment, MEMBER, MUTATIONS, mutate, ok, TEAMS_V1, TEAMS_V2, V1, V2 } from './support/schema-evolution';
+import { testSeed } from './support/seed';
+import { pause } from './support/wait';
 
 /** `npm run migrate -- …` as a process on the test Azurite, the deployment's schema folder and table prefix. */
 async function migrate(d: Deployment, args: string[]): Promise<{ code: number | null; output: string }> {
@@ -28,7 +29,7 @@ async function migrate(d: Deployment, args: string[]): Promise<{ code: number | 
 
 test('new indexes built online under a write storm: refused while building, complete once ready, verify clean', async () => {
   const d = new Deployment();
-  const rng = seededRng(Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31);
+  const rng = seededRng(testSeed());
   let server = await d.start(V1);
   try {
     // Version 1 records itself with data written by it.
@@ -129,11 +130,11 @@ test('new indexes built online under a write storm: refused while building, comp
           }
           completeReads++;
         }
-        await sleep(50);
+        await pause(50, 'pace');
       }
     })();
     const paths = await d.waitFor((p) => p.get('index:Member.byCity')?.state === 'ready' && p.get('index:Member.byName')?.state === 'ready');
-    await sleep(2500); // the servers' path states refresh every 2 s
+    await server.refreshPathStates(); // the server reads the paths' states (ready) now, not at its next refresh
     storm = false;
     await Promise.all([...writers, readers]);
     expect(refusedReads).toBeGreaterThan(0);
@@ -206,7 +207,7 @@ test('a unique index over a value two members hold, writers running: the build s
     for await (const page of testStore().scan(byEmail.layout.table)) twins.push(...page.filter((e) => e.rowKey === 'twin@x.test'));
     expect(twins).toHaveLength(1);
     // Reads through it are refused, with the reason.
-    await sleep(2500);
+    await server.refreshPathStates();
     const read = await server.query('{ memberByEmail(email: "m1@x.test") { id } }');
     expect(read.errors?.[0].extensions).toMatchObject({ code: 'ACCESS_PATH_BUILDING', reason: 'PathBuildFailed', state: 'failed' });
 
@@ -216,7 +217,7 @@ test('a unique index over a value two members hold, writers running: the build s
     const retried = await migrate(d, ['apply', '--retry', 'index:Member.byEmail']);
     expect(retried.output).toMatch(/ready\s+index:Member\.byEmail/);
     expect(retried.code).toBe(0);
-    await sleep(2500);
+    await server.refreshPathStates();
     storm = false;
     await Promise.all(writers);
     await d.drained(server);
@@ -277,7 +278,7 @@ test('changes the stored data cannot take are refused at start-up, with their lo
 
 test('a new summary and a new copy built online while members and team titles change: refused until ready, then exact; verify clean', async () => {
   const d = new Deployment();
-  const rng = seededRng(Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31);
+  const rng = seededRng(testSeed());
   let server = await d.start(TEAMS_V1);
   try {
     const teams = ['t0', 't1', 't2', 't3'];
@@ -336,7 +337,7 @@ test('a new summary and a new copy built online while members and team titles ch
     const built = await d.waitFor((p) => p.get('summary:Team.memberCount')?.state === 'ready' && p.get('copy:Member.teamTitle')?.state === 'ready', 90_000);
     // 4 holders, 2 per step (a page whose holder kept changing is done again, and counted again).
     expect(built.get('summary:Team.memberCount')!.written).toBeGreaterThanOrEqual(4);
-    await sleep(2500);
+    await server.refreshPathStates();
     storm = false;
     await Promise.all(writers);
     await d.drained(server);
@@ -378,7 +379,7 @@ test('a summary and a copy whose first pass an older-version server wrote after:
     for (const id of [100, 101, 102]) await ok(older, 'createMember', { teamId: 't0', id, name: 'Late' });
     await ok(older, 'deleteMember', { teamId: 't1', id: 1 });
     await ok(older, 'updateTeam', { teamId: 't2', title: 'Renamed by the older server' });
-    await sleep(1000);
+    await server.refreshPathStates(); // what the server reads of the states now: still building, waiting for the older one
     const waiting = await server.query('{ team(teamId: "t0") { memberCount } }');
     expect(waiting.errors?.[0]?.extensions).toMatchObject({ code: 'ACCESS_PATH_BUILDING', accessPath: 'summary:Team.memberCount' });
 
@@ -388,7 +389,7 @@ test('a summary and a copy whose first pass an older-version server wrote after:
 
     const report = await verifyDerived({ store: testStore(), model: d.model(TEAMS_V2) });
     expect(formatVerifyReport(report)).toMatch(/^verify: ok/m);
-    await sleep(2500); // a server learns a state within 2 s (its refresh)
+    await server.refreshPathStates(); // the server reads the states now, not at its next refresh
     const r = await server.query(
       '{ t0: team(teamId: "t0") { memberCount } t1: team(teamId: "t1") { memberCount } t2: team(teamId: "t2") { title members(first: 10) { edges { node { teamTitle } } } } }',
     );
@@ -417,7 +418,7 @@ test('two servers of a new version starting at once agree on one deployment and 
     expect(await d.catalogue().versionHash(3)).toBeNull();
     const paths = await d.waitFor((p) => p.get('index:Member.byCity')?.state === 'ready' && p.get('index:Member.byName')?.state === 'ready');
     expect(paths.get('index:Member.byCity')).toMatchObject({ version: 2, takeovers: 0, read: 20 });
-    await sleep(2500);
+    for (const s of servers) await s.refreshPathStates();
     for (const s of servers) {
       const r = await s.query('{ membersInCity(city: "Oslo", first: 10) { edges { node { id } } } }');
       expect(r.data.membersInCity.edges.map((e: { node: { id: number } }) => e.node.id).sort((a: number, b: number) => a - b)).toEqual([0, 4, 8, 12, 16]);

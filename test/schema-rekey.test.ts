@@ -8,40 +8,43 @@
  * members' indexes are rebuilt, and the storm goes on through the new server. Every acknowledged write is then
  * where the new keys say, nothing is left at the old addresses, and `verify` is clean.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-derived';
 import { connectionString, testStore, type TestServer } from './support/harness';
 import { killCommandProcesses, runCommand, type CommandProcess } from './support/processes';
 import { seededRng } from './support/fanout-fixtures';
-import { CITIES, Deployment, MEMBER, mutate, ok, V2 } from './support/schema-evolution';
+import { CITIES, Deployment, HELD, holdBuild, leaseLapsed, MEMBER, mutate, ok, QUEUE_ENV, V2 } from './support/schema-evolution';
+import { testSeed } from './support/seed';
+import { pause, until } from './support/wait';
 
 afterAll(() => killCommandProcesses());
 
 type Member = { teamId: string; id: number; name: string; city: string };
 
-// Slow enough that the copy of some 200 members (about 7 s) outlasts both kills on a busy machine.
+// Small pages, no budget: some 20 steps of copy, each taken at once; the kills land at named steps (the test hook).
 const BUILD_ENV = {
   TABLEGRAPH_BUILD_PAGE_SIZE: '10',
-  TABLEGRAPH_BUILD_ENTITIES_PER_SECOND: '30',
+  TABLEGRAPH_BUILD_ENTITIES_PER_SECOND: '0',
   TABLEGRAPH_BUILD_LEASE_MS: '2000',
   TABLEGRAPH_BUILD_POLL_MS: '300',
   TABLEGRAPH_STORAGE_TIMEOUT_MS: '30000',
+  ...QUEUE_ENV,
 };
 
 async function rekeyUnderStorm(name: string, before: string, after: string, check: { oldRowKey: RegExp; table: (prefix: string) => string }) {
   const d = new Deployment();
-  const seed = Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31;
+  const seed = testSeed();
   const rng = seededRng(seed);
   const old = await d.start(before);
   let current: TestServer | undefined;
   let storm = true;
   const processes: CommandProcess[] = [];
-  const command = (cmd: string, args: string[] = []) => {
+  const command = (cmd: string, args: string[] = [], env: Record<string, string> = {}) => {
     const p = runCommand(cmd, args, d.dir, {
       AZURE_STORAGE_CONNECTION_STRING: connectionString(),
       TABLEGRAPH_SCHEMA_DIR: d.dir,
       TABLEGRAPH_TABLE_PREFIX: d.prefix,
       ...BUILD_ENV,
+      ...env,
     });
     processes.push(p);
     return p;
@@ -64,6 +67,7 @@ async function rekeyUnderStorm(name: string, before: string, after: string, chec
     const counts = { acknowledged: 0, refused: 0, oldReads: 0, refusedReads: 0, newReads: 0 };
     const busy = new Set<string>();
     const serverNow = () => (oldOpen ? old : current);
+    let onOld = 0; // writes in flight through the old server
     const turn = async (server: TestServer, key: string) => {
       const m = members.get(key);
       const [teamId, id] = key.split('/');
@@ -72,11 +76,14 @@ async function rekeyUnderStorm(name: string, before: string, after: string, chec
         : rng.int(8) === 0
           ? null
           : { ...m, name: `N${rng.int(7)}`, city: CITIES[rng.int(4)] };
-      const r = !m
-        ? await mutate(server, 'createMember', next!)
-        : !next
-          ? await mutate(server, 'deleteMember', { teamId, id: Number(id) })
-          : await mutate(server, 'updateMember', { teamId, id: Number(id), name: next.name, city: next.city });
+      if (server === old) onOld++;
+      const r = await (
+        !m
+          ? mutate(server, 'createMember', next!)
+          : !next
+            ? mutate(server, 'deleteMember', { teamId, id: Number(id) })
+            : mutate(server, 'updateMember', { teamId, id: Number(id), name: next.name, city: next.city })
+      ).finally(() => server === old && onOld--);
       if (r.errors) {
         // Refused while no server of this version serves members: nothing of it is stored.
         expect(r.errors[0].extensions).toMatchObject({ code: 'ACCESS_PATH_BUILDING' });
@@ -90,7 +97,7 @@ async function rekeyUnderStorm(name: string, before: string, after: string, chec
       while (storm) {
         const server = serverNow();
         if (!server) {
-          await sleep(50);
+          await pause(50, 'pace'); // no server takes writes just now
           continue;
         }
         const keys = [...members.keys()].filter((k) => !busy.has(k));
@@ -134,7 +141,7 @@ async function rekeyUnderStorm(name: string, before: string, after: string, chec
           if (r.errors) expect(r.errors[0].extensions).toMatchObject({ code: 'ACCESS_PATH_BUILDING', accessPath: 'rekey:Member' });
           else expect(rekeyReady).toBe(true); // never an answer from a copy under way
         }
-        await sleep(100);
+        await pause(100, 'pace');
       }
     })();
 
@@ -147,37 +154,43 @@ async function rekeyUnderStorm(name: string, before: string, after: string, chec
     expect(planned.output()).toMatch(
       /switch, once no process of version 1 is left, Member served by no server meanwhile: reads \d+, deletes (1[5-9]\d|2\d\d);/,
     );
-    const apply = command('migrate', ['apply']);
+    // Each process is killed at a named point: held (the test hook) after its second step of the copy.
+    const apply = command('migrate', ['apply'], holdBuild('rekey:Member', 2));
     const progressOf = async () => (await d.paths()).get('rekey:Member');
-    await d.waitFor((p) => (p.get('rekey:Member')?.read ?? 0) > 0);
-    // Killed before the new server starts: a start takes seconds on a busy machine, long enough for the whole copy.
-    apply.child.kill('SIGKILL');
+    await apply.waitFor(HELD, 120_000);
     const killedAt = (await progressOf())!.read;
+    apply.child.kill('SIGKILL');
+    await apply.exited;
     current = await d.start(after, { TABLEGRAPH_WORKER: 'off' });
-    const second = command('worker');
-    await d.waitFor((p) => p.get('rekey:Member')!.takeovers === 1 && p.get('rekey:Member')!.read > killedAt, 60_000);
-    second.child.kill('SIGKILL');
+    await leaseLapsed(d, 'rekey:Member');
+    const second = command('worker', [], holdBuild('rekey:Member', 2));
+    await second.waitFor(HELD, 120_000);
+    expect((await progressOf())!).toMatchObject({ takeovers: 1, state: 'building' });
+    expect((await progressOf())!.read).toBeGreaterThan(killedAt);
     const secondAt = (await progressOf())!.read;
+    second.child.kill('SIGKILL');
+    await second.exited;
+    await leaseLapsed(d, 'rekey:Member');
     const third = command('worker');
     await third.waitFor('schema build resumed from its checkpoint');
     // Copied, the re-key waits for the old server: the storm and the reads go on through it.
     const copied = await d.waitFor((p) => p.get('rekey:Member')!.scanned, 90_000);
     expect(copied.get('rekey:Member')).toMatchObject({ state: 'building', takeovers: 2 });
     expect(copied.get('rekey:Member')!.read).toBeGreaterThan(secondAt);
-    await sleep(1500);
+    await third.waitFor('waiting for the servers of an older version to stop');
     expect((await progressOf())!.state).toBe('building');
     expect(counts.oldReads).toBeGreaterThan(0);
 
     // The old server stops: the re-key catches up, cleans up and switches; the members' paths are rebuilt.
     oldOpen = false;
-    await sleep(200);
+    await until('the writes in hand on the old server answered', () => onOld === 0, { everyMs: 10 });
     await old.close();
     const done = await d.waitFor((p) => [...p.values()].every((r) => r.state === 'ready' || r.state === 'retired'), 90_000);
     expect(done.get('rekey:Member')!.takeovers).toBe(2);
     await third.waitFor('re-key: switched to the new addresses');
-    await sleep(2500); // the new server's states refresh every 2 s
+    await current.refreshPathStates(); // the new server reads the states now, not at its next refresh
     const stormed = counts.acknowledged;
-    while (counts.acknowledged < stormed + 30) await sleep(100);
+    await until('30 writes acknowledged after the switch', () => counts.acknowledged >= stormed + 30);
     storm = false;
     await Promise.all([...writers, readers]);
     expect(counts.refusedReads).toBeGreaterThan(0);
@@ -265,11 +278,10 @@ test('while the copy is under way an old server lists a whole partition without 
     await apply.exited;
     // A server of the new version, with its worker: the move is carried out from the entity's new address.
     current = await d.start(after);
-    for (let i = 0; i < 100; i++) {
-      const r = await current.query('{ a: member(teamId: "t0", id: 3) { id } b: member(teamId: "t1", id: 3) { teamId name } }');
-      if (r.data?.a === null && r.data?.b) break;
-      await sleep(200);
-    }
+    await until('the move carried out', async () => {
+      const r = await current!.query('{ a: member(teamId: "t0", id: 3) { id } b: member(teamId: "t1", id: 3) { teamId name } }');
+      return r.data?.a === null && r.data?.b;
+    });
     const r = await current.query(
       '{ a: member(teamId: "t0", id: 3) { id } b: member(teamId: "t1", id: 3) { teamId name } t0: members(teamId: "t0", first: 50) { edges { node { id } } } }',
     );

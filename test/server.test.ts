@@ -4,6 +4,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { expectNoRequestReads } from './support/request-reads';
+import { until } from './support/wait';
 import fs from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import net, { type AddressInfo } from 'node:net';
@@ -141,18 +142,18 @@ test("/health: a worker's failed receive shows as when and which code, never its
   const health = async () => (await (await fetch(`http://127.0.0.1:${(http.address() as AddressInfo).port}/health`)).json()) as any;
   try {
     worker.start();
-    await pollFor(() => worker.stats().lastError !== undefined);
+    await until('the worker to note the error', () => worker.stats().lastError !== undefined, { timeoutMs: 10_000, everyMs: 20 });
     const during = await health();
     expect(during.fanout.worker).toMatchObject({ lastErrorCode: 'STORAGE_UNAVAILABLE', lastErrorAt: expect.any(Number) });
     expect(JSON.stringify(during)).not.toMatch(/127\.0\.0\.1|ECONNREFUSED|Queue service|lastError"/);
     outage = false;
-    await pollFor(() => worker.stats().lastError === undefined);
+    await until('the worker to clear the error', () => worker.stats().lastError === undefined, { timeoutMs: 10_000, everyMs: 20 });
     expect((await health()).fanout.worker.lastErrorCode).toBeUndefined();
     // A message sent with a delay (a blob cleanup's) is counted apart: a drained queue shows none visible.
     await live.send(names.queue, 'later', { visibilityDelaySeconds: 60 });
     // /health checks the queue at most once a second (health.ts): asked until its next check sees the message.
     let fanout: any;
-    await pollAsync(async () => (fanout = (await health()).fanout).queueDepth === 1);
+    await until('/health to count the message', async () => (fanout = (await health()).fanout).queueDepth === 1, { timeoutMs: 10_000, everyMs: 100 });
     expect(fanout).toMatchObject({ queueDepth: 1, visibleMessages: 0, hiddenMessages: 1 });
   } finally {
     await worker.stop();
@@ -161,24 +162,6 @@ test("/health: a worker's failed receive shows as when and which code, never its
     await Promise.all([live.deleteQueue(names.queue), live.deleteQueue(names.poison)]);
   }
 });
-
-/** Waits until `done()` holds (polling every 20 ms, 10 s at most). */
-async function pollFor(done: () => boolean): Promise<void> {
-  const until = Date.now() + 10_000;
-  while (!done()) {
-    if (Date.now() > until) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
-/** Waits until `done()` resolves true (asked every 100 ms, 10 s at most). */
-async function pollAsync(done: () => Promise<boolean>): Promise<void> {
-  const until = Date.now() + 10_000;
-  while (!(await done())) {
-    if (Date.now() > until) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 describe('seeding an empty store', () => {
   const SEED_QUERY = `{ departments { edges { node { id name employeeCount } } }

@@ -102,6 +102,7 @@ test('a body dripped a byte at a time is cut off once TABLEGRAPH_BODY_TIMEOUT_MS
   const answer = await new Promise<string>((resolve) => {
     const socket = net.connect(Number(port), '127.0.0.1', () => {
       socket.write(`POST /graphql HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{`);
+      // eslint-disable-next-line no-restricted-globals -- a client that sends its body a byte at a time (pace)
       const drip = setInterval(() => socket.write(' '), 200);
       let got = '';
       socket.on('data', (d) => (got += d.toString()));

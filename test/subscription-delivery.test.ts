@@ -11,7 +11,8 @@ import { StorageAdmission } from '../src/read/admission';
 import { ChangePoller } from '../src/read/change-poller';
 import { startSdlServer, uniquePrefix } from './support/harness';
 import { startStorageProxy, type StorageProxy } from './support/storage-proxy';
-import { sseSubscribe, wsClient, wsSubscribe } from './support/subscription-clients';
+import { sseSubscribe, subscribers, wsClient, wsSubscribe } from './support/subscription-clients';
+import { pause, until } from './support/wait';
 
 const SDL = `
 type Kite @entity(table: "Kites", partitionKey: "{field}", rowKey: "kite_{id}")
@@ -34,7 +35,6 @@ type Subscription {
 `;
 
 const CHANGED = 'subscription ($field: ID!, $after: String) { kiteChanged(field: $field, after: $after) { kind id cursor node { colour } } }';
-const settle = (ms = 300) => new Promise((r) => setTimeout(r, ms));
 type Server = Awaited<ReturnType<typeof startSdlServer>>;
 
 const prefix = uniquePrefix();
@@ -69,7 +69,7 @@ const create = (field: string, id: string, colour = 'red') =>
 test('a live subscriber gets every write of a server whose EGTs are applied seconds after they were planned', async () => {
   const live = sseSubscribe(reader.server.url, CHANGED, { field: 'late' });
   const ws = wsSubscribe(wsClient(reader.server.url), CHANGED, { field: 'late' });
-  await settle();
+  await Promise.all([live.started, subscribers(reader.server.url, 2)]);
   const started = Date.now();
   await Promise.all(['1', '2', '3'].map((id) => write(slow, create('late', id))));
   // Each write was acknowledged only after its EGT was applied, well after it was planned.
@@ -90,7 +90,7 @@ test('a live subscriber gets every write of a server whose EGTs are applied seco
   expect(changes).toHaveLength(3);
   for (const c of changes) expect(Date.parse(c.committed) - c.at).toBeLessThan(HOLD_MS + 1000);
   expect((await ws.waitFor(3, 5000)).map((e) => e.kiteChanged.id).sort()).toEqual(['1', '2', '3']);
-  await settle(1000);
+  await pause(1000, 'quiet'); // no event twice
   expect(live.events).toHaveLength(3);
   expect(live.error).toBeUndefined();
   live.stop();
@@ -99,14 +99,14 @@ test('a live subscriber gets every write of a server whose EGTs are applied seco
 
 test('resuming from any event gets exactly the events after it: over SSE and WebSocket, on another server', async () => {
   const first = sseSubscribe(reader.server.url, CHANGED, { field: 'again' });
-  await settle();
+  await first.started;
   // Writes in bursts, so that some polls deliver several events (a cursor in the middle of a round).
   for (const burst of [['1', '2'], ['3'], ['4', '5', '6']]) {
     await Promise.all(burst.map((id) => write(reader, create('again', id))));
     await write(reader, `mutation { updateKite(input: { field: "again", id: "${burst[0]}", colour: "blue" }) { kite { id } } }`);
   }
   const all = await first.waitFor(9);
-  await settle(500);
+  await pause(500, 'quiet'); // nothing more
   expect(first.events).toHaveLength(9);
   first.stop();
   const told = all.map((e) => `${e.kiteChanged.kind} ${e.kiteChanged.id}`);
@@ -118,7 +118,7 @@ test('resuming from any event gets exactly the events after it: over SSE and Web
         : wsSubscribe(wsClient(slow.server.url), CHANGED, { field: 'again', after: e.kiteChanged.cursor });
     const rest = told.slice(i + 1);
     if (rest.length > 0) expect((await resumed.waitFor(rest.length)).map((r) => `${r.kiteChanged.kind} ${r.kiteChanged.id}`)).toEqual(rest);
-    await settle(400);
+    await pause(400, 'quiet'); // nothing past the rest
     expect(resumed.events).toHaveLength(rest.length);
     expect(resumed.error).toBeUndefined();
     resumed.stop();
@@ -126,10 +126,10 @@ test('resuming from any event gets exactly the events after it: over SSE and Web
   // Then a new write reaches a resumed subscriber once.
   const last = all.at(-1)!.kiteChanged.cursor;
   const resumed = sseSubscribe(reader.server.url, CHANGED, { field: 'again', after: last });
-  await settle();
+  await resumed.started;
   await write(reader, create('again', '7'));
   expect((await resumed.waitFor(1)).map((e) => e.kiteChanged.id)).toEqual(['7']);
-  await settle(500);
+  await pause(500, 'quiet'); // the one write once
   expect(resumed.events).toHaveLength(1);
   expect(resumed.error).toBeUndefined();
   resumed.stop();
@@ -140,20 +140,19 @@ test('a resume that would read more changed entities than the demand budget is r
   const tight = await startSdlServer(SDL, { ...env, TABLEGRAPH_MAX_STORAGE_CALLS: '9' });
   try {
     const first = sseSubscribe(tight.server.url, CHANGED, { field: 'budget' });
-    await settle();
+    await first.started;
     await write(tight, create('budget', '0'));
     const [e0] = await first.waitFor(1);
     first.stop();
     // Ten more: resuming from the first would read ten entities.
     for (let id = 1; id <= 10; id++) await write(tight, create('budget', String(id)));
     const refused = sseSubscribe(tight.server.url, CHANGED, { field: 'budget', after: e0.kiteChanged.cursor });
-    await settle(500);
-    expect(refused.done).toBe(true);
+    await until('the resume refused', () => refused.done);
     expect((refused.error as any[])[0].extensions).toMatchObject({ code: 'QUERY_TOO_COSTLY', reason: 'ResumeTooLarge', limit: 9 });
     // Subscribing afresh works (past the second before its start, which a new subscription also reports).
-    await settle(1200);
+    await pause(1200, 'clock');
     const fresh = sseSubscribe(tight.server.url, CHANGED, { field: 'budget' });
-    await settle();
+    await fresh.started;
     await write(tight, create('budget', '11'));
     expect((await fresh.waitFor(1)).map((e) => e.kiteChanged.id)).toEqual(['11']);
     fresh.stop();
@@ -173,7 +172,7 @@ test("the change log's polls and reads take turns in the server's storage admiss
   const catchUp = poller
     .resume(table, 'again', { changeKey: '~change_0000000000000000000_x', round: { seen: { through: '', keys: [] } } }, () => true, 100)
     .then(() => (read = true));
-  await settle(300);
+  await until("the poller's read queued behind the request's call", () => admission.load().queued === 1);
   expect(read).toBe(false);
   expect(admission.load()).toEqual({ inFlight: 1, queued: 1 });
   release();

@@ -15,7 +15,8 @@ import http from 'node:http';
 import { SignJWT } from 'jose';
 import WebSocket from 'ws';
 import { startSdlServer } from './support/harness';
-import { sseSubscribe, wsClient, wsSubscribe } from './support/subscription-clients';
+import { sseSubscribe, subscribers, wsClient, wsSubscribe } from './support/subscription-clients';
+import { pause, until } from './support/wait';
 
 const SDL = `
 type Beacon @entity(table: "Harbours", partitionKey: "{harbour}", rowKey: "beacon_{id}")
@@ -42,7 +43,6 @@ const SECRET = 'a-test-secret-of-at-least-32-characters';
 const token = (sub: string, roles: string[], claims: Record<string, unknown> = {}, expires: string | number = '10m') =>
   new SignJWT({ sub, roles, ...claims }).setProtectedHeader({ alg: 'HS256' }).setExpirationTime(expires).sign(new TextEncoder().encode(SECRET));
 const CHANGED = 'subscription ($harbour: ID!, $after: String) { beaconChanged(harbour: $harbour, after: $after) { kind id cursor node { light } } }';
-const settle = (ms = 300) => new Promise((r) => setTimeout(r, ms));
 
 let ctx: Awaited<ReturnType<typeof startSdlServer>>;
 let keeper: string;
@@ -166,21 +166,20 @@ test('WebSocket: a refused subscription and an event with a field error end that
     client,
     'subscription { beaconChanged(harbour: "north") { kind id node { light neighbours(after: "x") { edges { node { id } } } } } }',
   );
-  await settle(500);
-  expect(forbidden.done).toBe(true);
+  await until('the forbidden one refused', () => forbidden.done);
+  await subscribers(ctx.server.url, 2); // kept and broken
   expect((forbidden.error as any[])[0].extensions.code).toBe('FORBIDDEN');
   await write(create('north', '1'));
   expect((await kept.waitFor(1))[0].beaconChanged.id).toBe('1');
-  await settle(300);
-  expect(broken.done).toBe(false);
+  await until('the broken one told of its field error', () => broken.error);
   expect((broken.error as any[])[0].extensions).toMatchObject({ code: 'BAD_USER_INPUT', argument: 'after' });
   await write(create('north', '2'));
   expect((await kept.waitFor(2))[1].beaconChanged.id).toBe('2');
-  await settle(300);
+  expect(broken.done).toBe(false);
   // The socket is still open: a new subscription on it works (past the second before its start it also reports).
-  await settle(1200);
+  await pause(1200, 'clock');
   const again = wsSubscribe(client, CHANGED, { harbour: 'north' });
-  await settle(300);
+  await subscribers(ctx.server.url, 3);
   await write(create('north', '3'));
   expect((await again.waitFor(1))[0].beaconChanged.id).toBe('3');
   expect((await kept.waitFor(3))[2].beaconChanged.id).toBe('3');
@@ -192,18 +191,17 @@ test('a subscription ends at its token’s exp with UNAUTHENTICATED (TokenExpire
   const expiring = await token('short', ['keeper'], {}, soon);
   const sse = sseSubscribe(ctx.server.url, CHANGED, { harbour: 'east' }, expiring);
   const ws = wsSubscribe(wsClient(ctx.server.url, expiring), CHANGED, { harbour: 'east' });
-  await settle();
+  await Promise.all([sse.started, subscribers(ctx.server.url, 2)]);
   await write(create('east', '1'));
   await sse.waitFor(1);
   await ws.waitFor(1);
-  const wait = soon * 1000 - Date.now() + 1500;
-  await settle(Math.max(0, wait));
+  await until('both ended at the exp', () => sse.done && ws.done, { timeoutMs: 10_000 });
+  expect(Date.now()).toBeGreaterThanOrEqual(soon * 1000);
   for (const sub of [sse, ws]) {
-    expect(sub.done).toBe(true);
     expect((sub.error as any[])[0].extensions).toMatchObject({ code: 'UNAUTHENTICATED', reason: 'TokenExpired' });
   }
   await write(create('east', '2'));
-  await settle(500);
+  await pause(500, 'quiet'); // an ended subscription hears nothing more
   expect(sse.events).toHaveLength(1);
   expect(ws.events).toHaveLength(1);
 }, 20_000);
@@ -213,19 +211,20 @@ test('one subject holds a bounded number of subscriptions, all its connections t
   const subs = [0, 1].map((i) => sseSubscribe(ctx.server.url, CHANGED, { harbour: `made-up-${i}` }, one));
   const client = wsClient(ctx.server.url, one);
   const ws = [2, 3].map((i) => wsSubscribe(client, CHANGED, { harbour: `made-up-${i}` }));
-  await settle(500);
+  await until('one of the four refused', () => [...subs, ...ws].some((s) => s.done));
+  await subscribers(ctx.server.url, 3);
   const refused = [...subs, ...ws].filter((s) => s.done);
   expect(refused).toHaveLength(1);
   expect((refused[0].error as any[])[0].extensions).toMatchObject({ code: 'OVERLOADED', reason: 'TooManyForSubject' });
   // Another subject is not held back.
   const other = sseSubscribe(ctx.server.url, CHANGED, { harbour: 'made-up-9' }, await token('modest', ['keeper']));
-  await settle(300);
+  await other.started;
   expect(other.done).toBe(false);
   // One ends: room for another.
   subs[0].stop();
-  await settle(300);
+  await subscribers(ctx.server.url, 3);
   const more = sseSubscribe(ctx.server.url, CHANGED, { harbour: 'made-up-5' }, one);
-  await settle(300);
+  await more.started;
   expect(more.done).toBe(false);
   [...subs, ...ws, other, more].forEach((s) => s.stop());
   await client.dispose();
@@ -270,7 +269,7 @@ test('with introspection off, subscription errors suggest no field names', async
   const typo = 'subscription { beaconChanged(harbour: "a") { kinf } }';
   const sse = sseSubscribe(ctx.server.url, typo, {}, keeper);
   const ws = wsSubscribe(wsClient(ctx.server.url, keeper), typo);
-  await settle(500);
+  await until('both refused', () => sse.done && ws.done);
   expect(sse.refusal?.status).toBe(400);
   const sseErrors = JSON.parse(sse.refusal!.body).errors;
   const wsErrors = ws.error as any[];
@@ -287,15 +286,14 @@ test("a scoped reader's cursors tell nothing of the entities its scope leaves ou
   const LIST =
     'query ($after: String) { beaconsByLight(light: "green", first: 1, after: $after) { edges { node { harbour } } pageInfo { hasNextPage endCursor } } }';
   // The index is kept by the worker: wait until the keeper sees all three.
-  for (let i = 0; i < 100; i++) {
+  await until('the index to hold all three', async () => {
     const res = await fetch(ctx.server.url, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${keeper}` },
       body: JSON.stringify({ query: LIST.replace('first: 1', 'first: 10') }),
     });
-    if (((await res.json()) as any).data.beaconsByLight.edges.length === 3) break;
-    await settle(100);
-  }
+    return ((await res.json()) as any).data.beaconsByLight.edges.length === 3;
+  });
   const seen: string[] = [];
   let after: string | null = null;
   for (let i = 0; i < 5; i++) {

@@ -6,7 +6,8 @@
  */
 import { SignJWT } from 'jose';
 import { startSdlServer, uniquePrefix } from './support/harness';
-import { sseSubscribe, wsClient, wsSubscribe } from './support/subscription-clients';
+import { sseSubscribe, subscribers, wsClient, wsSubscribe } from './support/subscription-clients';
+import { pause, until } from './support/wait';
 
 const SDL = `
 type Buoy @entity(table: "Buoys", partitionKey: "{bay}", rowKey: "buoy_{id}")
@@ -33,7 +34,6 @@ const SECRET = 'a-test-secret-of-at-least-32-characters';
 const token = (sub: string, roles: string[], claims: Record<string, unknown> = {}) =>
   new SignJWT({ sub, roles, ...claims }).setProtectedHeader({ alg: 'HS256' }).setExpirationTime('10m').sign(new TextEncoder().encode(SECRET));
 const CHANGED = 'subscription ($bay: ID!, $after: String) { buoyChanged(bay: $bay, after: $after) { kind bay id cursor node { owner colour } } }';
-const settle = (ms = 300) => new Promise((r) => setTimeout(r, ms));
 
 type Server = Awaited<ReturnType<typeof startSdlServer>>;
 const prefix = uniquePrefix();
@@ -69,7 +69,7 @@ test('@auth: each change is checked for its subscriber before it is sent', async
   const owner = wsSubscribe(wsClient(a.server.url, await token('o1', ['owner'])), CHANGED, { bay: 'A' });
   const anonymous = sseSubscribe(a.server.url, CHANGED, { bay: 'A' });
   const anonymousWs = wsSubscribe(wsClient(a.server.url), CHANGED, { bay: 'A' });
-  await settle();
+  await subscribers(a.server.url, 3); // all, watcher and owner; the others are refused
   await write(a, create('A', '1', 'o1'));
   await write(a, create('A', '2', 'o2'));
   await write(a, 'mutation { updateBuoy(input: { bay: "A", id: "1", colour: "green" }) { buoy { id } } }');
@@ -80,7 +80,7 @@ test('@auth: each change is checked for its subscriber before it is sent', async
   // delete included, decided on the owner its change entity kept (buoy 2's delete, another owner's, is not sent).
   await write(a, 'mutation { deleteBuoy(input: { bay: "A", id: "1" }) { buoy { id } } }');
   await owner.waitFor(3);
-  await settle(500);
+  await pause(500, 'quiet'); // nothing of another's buoy
   expect(owner.events.map((e) => `${e.buoyChanged.kind} ${e.buoyChanged.id} ${e.buoyChanged.node?.owner ?? '-'}`)).toEqual([
     'CREATED 1 o1',
     'UPDATED 1 o1',
@@ -102,7 +102,7 @@ test('a server restarts while writes go on elsewhere: its client resumes from it
   let restarted: Server | undefined = await startSdlServer(SDL, env);
   try {
     const first = sseSubscribe(restarted.server.url, CHANGED, { bay: 'R' }, keeper);
-    await settle();
+    await first.started;
     await write(restarted, create('R', '1', 'o1'));
     const [e1] = await first.waitFor(1);
     await restarted.close();
@@ -116,7 +116,7 @@ test('a server restarts while writes go on elsewhere: its client resumes from it
     expect((await resumed.waitFor(2)).map((e) => e.buoyChanged.id)).toEqual(['2', '3']);
     await write(restarted, create('R', '4', 'o1'));
     await resumed.waitFor(3);
-    await settle(500);
+    await pause(500, 'quiet'); // none twice
     // The catch-up and the shared polls that follow it give each change once; the cursor's own is not repeated.
     expect(resumed.events.map((e) => e.buoyChanged.id)).toEqual(['2', '3', '4']);
     resumed.stop();
@@ -143,14 +143,14 @@ test('two servers share 100 subscribers on 20 partitions and the writes: each su
   const bays = Array.from({ length: 20 }, (_, i) => `S${i}`);
   const clients = Array.from({ length: 10 }, (_, i) => wsClient((i % 2 === 0 ? a : b).server.url, keeper));
   const subs = Array.from({ length: 100 }, (_, i) => ({ bay: bays[i % 20], sub: wsSubscribe(clients[i % 10], CHANGED, { bay: bays[i % 20] }) }));
-  await settle(800);
+  await Promise.all([subscribers(a.server.url, 50), subscribers(b.server.url, 50)]);
   // One write per partition, through either server.
   await Promise.all(bays.map((bay, i) => write(i % 2 === 0 ? a : b, create(bay, 'x', 'o1'))));
   for (const { bay, sub } of subs) {
     const [event] = await sub.waitFor(1);
     expect(event.buoyChanged.bay).toBe(bay);
   }
-  await settle(500);
+  await pause(500, 'quiet'); // none of another partition, none twice
   expect(subs.every(({ sub }) => sub.events.length === 1)).toBe(true);
   // Server A has the even clients: 50 subscribers, on the 10 even partitions. Each partition it watches is one
   // range query per interval, shared by its 5 subscribers there.
@@ -159,8 +159,10 @@ test('two servers share 100 subscribers on 20 partitions and the writes: each su
   expect(during.partitions - before.partitions).toBe(10);
   expect(during.polls).toBeGreaterThan(before.polls);
   await Promise.all(clients.map((c) => c.dispose()));
-  await settle(300);
-  const after = await gauges();
+  const after = await until('the clients gone from server A', async () => {
+    const g = await gauges();
+    return g.subscribers === before.subscribers && g;
+  });
   expect(after.subscribers).toBe(before.subscribers);
   expect(after.partitions).toBe(before.partitions);
 });

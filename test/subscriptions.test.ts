@@ -11,7 +11,8 @@ import { CHANGE_ROW_KEY_END, CHANGE_ROW_KEY_PREFIX } from '../src/model/change-l
 import { verifyDerived } from '../src/maintenance/verify-derived';
 import { ChangeLogTrimmer } from '../src/write/change-log-trim';
 import { startSdlServer } from './support/harness';
-import { sseSubscribe, wsClient, wsSubscribe } from './support/subscription-clients';
+import { sseSubscribe, subscribers, wsClient, wsSubscribe } from './support/subscription-clients';
+import { pause } from './support/wait';
 
 const SDL = `
 type Beacon @entity(table: "Beacons", partitionKey: "{harbour}", rowKey: "beacon_{id}") {
@@ -48,13 +49,12 @@ async function write(query: string) {
   expect(r.errors).toBeUndefined();
   return r.data;
 }
-const settle = (ms = 300) => new Promise((r) => setTimeout(r, ms));
 const create = (harbour: string, id: string, light: string) =>
   `mutation { createBeacon(input: { harbour: "${harbour}", id: "${id}", light: "${light}" }) { beacon { id } } }`;
 
 test('SSE: a create, an update and a delete of the partition, in order; nothing of another partition', async () => {
   const sub = sseSubscribe(ctx.server.url, CHANGED, { harbour: 'north' });
-  await settle();
+  await sub.started;
   await write(create('south', 'x', 'grey'));
   await write(create('north', '1', 'red'));
   await sub.waitFor(1);
@@ -62,7 +62,7 @@ test('SSE: a create, an update and a delete of the partition, in order; nothing 
   await sub.waitFor(2);
   await write('mutation { deleteBeacon(input: { harbour: "north", id: "1" }) { beacon { id } } }');
   const events = await sub.waitFor(3);
-  await settle();
+  await pause(300, 'quiet'); // no event after the three
   sub.stop();
   expect(events.map((e) => e.beaconChanged.kind)).toEqual(['CREATED', 'UPDATED', 'DELETED']);
   expect(events.every((e) => e.beaconChanged.harbour === 'north' && e.beaconChanged.id === '1')).toBe(true);
@@ -76,19 +76,19 @@ test('WebSocket: a partition and one entity of it', async () => {
   const client = wsClient(ctx.server.url);
   const all = wsSubscribe(client, CHANGED, { harbour: 'west' });
   const one = wsSubscribe(client, 'subscription { oneBeacon(harbour: "west", id: "2") { kind id node { light } } }');
-  await settle();
+  await subscribers(ctx.server.url, 2);
   await write(create('west', '1', 'red'));
   await write(create('west', '2', 'green'));
   expect((await all.waitFor(2)).map((e) => e.beaconChanged.id)).toEqual(['1', '2']);
   expect((await one.waitFor(1))[0].oneBeacon).toEqual({ kind: 'CREATED', id: '2', node: { light: 'green' } });
-  await settle();
+  await pause(300, 'quiet'); // no event of the other entity
   expect(one.events).toHaveLength(1);
   await client.dispose();
 });
 
 test('concurrent writers: each acknowledged write is reported once, a refused one never; delete and recreate in order', async () => {
   const sub = sseSubscribe(ctx.server.url, CHANGED, { harbour: 'busy' });
-  await settle();
+  await sub.started;
   // 40 creates at once, each id twice: half are refused (EntityAlreadyExists), in the same group commits.
   const results = await Promise.all(Array.from({ length: 40 }, (_, i) => ctx.server.query(create('busy', String(i % 20), `l${i}`))));
   const ok = results.filter((r) => !r.errors).length;
@@ -98,7 +98,7 @@ test('concurrent writers: each acknowledged write is reported once, a refused on
   await write('mutation { deleteBeacon(input: { harbour: "busy", id: "7" }) { beacon { id } } }');
   await write(create('busy', '7', 'again'));
   const events = await sub.waitFor(22, 15_000);
-  await settle(500);
+  await pause(500, 'quiet'); // no event of a refused write, none twice
   sub.stop();
   expect(sub.events).toHaveLength(22);
   const creates = events.slice(0, 20).map((e) => e.beaconChanged);
@@ -116,7 +116,7 @@ test('concurrent writers: each acknowledged write is reported once, a refused on
 test('a move, carried out by the worker: the old partition sees the delete, the new one the create', async () => {
   const from = sseSubscribe(ctx.server.url, CHANGED, { harbour: 'old' });
   const to = sseSubscribe(ctx.server.url, CHANGED, { harbour: 'new' });
-  await settle();
+  await Promise.all([from.started, to.started]);
   await write(create('old', 'm', 'amber'));
   await from.waitFor(1);
   await write('mutation { moveBeacon(input: { harbour: "old", id: "m", toHarbour: "new" }) { beacon { id } } }');
@@ -124,7 +124,7 @@ test('a move, carried out by the worker: the old partition sees the delete, the 
   expect(created.beaconChanged).toMatchObject({ kind: 'CREATED', harbour: 'new', id: 'm', node: { light: 'amber' } });
   const events = await from.waitFor(2, 15_000);
   expect(events.map((e) => e.beaconChanged.kind)).toEqual(['CREATED', 'DELETED']);
-  await settle(500);
+  await pause(500, 'quiet'); // nothing more on either side
   expect(to.events).toHaveLength(1);
   expect(from.events).toHaveLength(2);
   from.stop();
@@ -149,7 +149,7 @@ test('refusals: not a subscription, an invalid document, a bad cursor, too many 
   // Three per connection here (TABLEGRAPH_SUBSCRIPTIONS_PER_CONNECTION): the fourth is refused, the others go on.
   const client = wsClient(ctx.server.url);
   const subs = ['l1', 'l2', 'l3', 'l4'].map((h) => wsSubscribe(client, CHANGED, { harbour: h }));
-  await settle();
+  await subscribers(ctx.server.url, 3);
   await expect(subs[3].waitFor(1, 3000)).rejects.toThrow(/ended/);
   expect(JSON.stringify(subs[3].error)).toMatch(/TooManyOnConnection/);
   await write(create('l1', '1', 'x'));

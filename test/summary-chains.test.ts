@@ -13,6 +13,7 @@ import { loadEntities } from '../src/load/load-entities';
 import { repairSummaries } from '../src/maintenance/summary-state';
 import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-derived';
 import { seededRng, useSdlWorld } from './support/fanout-fixtures';
+import { testSeed } from './support/seed';
 
 const SDL = `
 type Owner @entity(table: "Owners", partitionKey: "owners", rowKey: "{id}") {
@@ -57,7 +58,7 @@ async function spent(): Promise<Record<string, number>> {
 }
 
 test('a summary through a reference keyed by a copy moves with the copy: the order changes owner, its items follow', async () => {
-  const rng = seededRng(Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31);
+  const rng = seededRng(testSeed());
   const random = () => rng.int(0x7fffffff) / 0x7fffffff;
   for (const id of ['a', 'b', 'c']) await world.ok('createOwner', 'CreateOwnerInput', { id });
   await world.ok('createOrder', 'CreateOrderInput', { shop: 's', id: '1', ownerId: 'a' });
@@ -177,7 +178,7 @@ async function totals(customers: string[], invoices: Array<[string, string]>): P
 }
 
 test('a summary of a summary — and of that — is kept by the worker, exact after the drain, under concurrent writers', async () => {
-  const rng = seededRng(Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31);
+  const rng = seededRng(testSeed());
   const random = () => rng.int(0x7fffffff) / 0x7fffffff;
   for (const id of ['north', 'south']) await chains.ok('createRegion', 'CreateRegionInput', { id });
   const customers = ['c1', 'c2', 'c3'];

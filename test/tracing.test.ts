@@ -11,6 +11,7 @@ import { tracingOn } from '../src/telemetry/spans';
 import { entityMessage } from '../src/queue/messages';
 import { loadConfig } from '../src/runtime/config';
 import { startSdlServer } from './support/harness';
+import { until } from './support/wait';
 
 const SDL = `
 type Team @entity(table: "Teams", partitionKey: "{org}", rowKey: "team_{id}") {
@@ -70,7 +71,8 @@ async function traced(query: string, variables: Record<string, unknown> = {}) {
   });
   const body = (await res.json()) as any;
   // The request span ends when the response is closed: wait for it.
-  for (let i = 0; i < 100 && !exporter.getFinishedSpans().some((s) => s.name === 'graphql.request'); i++) await new Promise((r) => setTimeout(r, 10));
+  const ended = () => exporter.getFinishedSpans().some((s) => s.name === 'graphql.request' && s.spanContext().traceId === traceId);
+  await until('the request span to end', ended, { timeoutMs: 10_000, everyMs: 10 });
   const spans = exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);
   return { body, spans, traceId };
 }
@@ -132,11 +134,8 @@ test('a write: its group commit and EGT in its trace, and the worker span of its
   expect(spans.some((s) => s.name === 'queue.send')).toBe(true);
 
   // The worker's message: a trace of its own, linked to the commit that sent it.
-  let worker: ReadableSpan | undefined;
-  for (let i = 0; i < 200 && !worker; i++) {
-    worker = exporter.getFinishedSpans().find((s) => s.name === 'worker.message' && s.links.some((l) => l.context.traceId === traceId));
-    if (!worker) await new Promise((r) => setTimeout(r, 50));
-  }
+  const handled = () => exporter.getFinishedSpans().find((s) => s.name === 'worker.message' && s.links.some((l) => l.context.traceId === traceId));
+  const worker: ReadableSpan | undefined = await until("the worker's span", handled, { timeoutMs: 10_000 }).catch(() => undefined);
   expect(worker).toBeDefined();
   expect(worker!.spanContext().traceId).not.toBe(traceId);
   expect(worker!.links[0].context.spanId).toBe(commit!.spanContext().spanId);

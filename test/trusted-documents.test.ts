@@ -85,7 +85,7 @@ test('a listed operation runs by documentId (bare or sha256:-prefixed), by persi
 
 test('subscriptions too: a listed one runs over SSE (its text: the protocol requires a query), any other is refused', async () => {
   const listed = sseSubscribe(ctx.server.url, FOLLOW, { field: 'east' });
-  await new Promise((r) => setTimeout(r, 300));
+  await listed.started;
   await post({ documentId: sha256(CREATE), variables: { field: 'east', id: 'k9', colour: 'teal' } });
   expect((await listed.waitFor(1))[0].kiteChanged).toEqual({ kind: 'CREATED', id: 'k9' });
   listed.stop();

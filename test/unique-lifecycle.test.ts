@@ -12,9 +12,11 @@ import { handleMessage } from './support/handle-message';
 import { expectConverged, hrWorld, run, seededRng } from './support/fanout-fixtures';
 import { uniquePrefix } from './support/harness';
 import { employeeInput } from './support/write-fixtures';
+import { testSeed } from './support/seed';
+import { pause } from './support/wait';
 
 const CYCLES = Number(process.env.LIFECYCLE_CYCLES) || 1000;
-const SEED = Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31;
+const SEED = testSeed();
 const SETTLE_MS = 30_000;
 const world = hrWorld(uniquePrefix());
 
@@ -39,7 +41,7 @@ test(`create / duplicate / delete of one e-mail, ${CYCLES} cycles, late and shuf
   const worker = (async () => {
     while (!stop || delivered < sender.messages.length || again.length > 0) {
       if (sender.messages.length < CYCLES / 5 && !stop) {
-        await new Promise((r) => setTimeout(r, 20));
+        await pause(20, 'pace'); // the backlog grows first
         continue;
       }
       const batch = rng.shuffle([...sender.messages.slice(delivered), ...again.splice(0)]);
@@ -55,7 +57,7 @@ test(`create / duplicate / delete of one e-mail, ${CYCLES} cycles, late and shuf
           ),
         );
       }
-      if (batch.length === 0) await new Promise((r) => setTimeout(r, 20));
+      if (batch.length === 0) await pause(20, 'pace'); // nothing recorded since: look again soon
     }
   })();
 

@@ -17,6 +17,7 @@ import { loadSchemaSources } from '../src/compiler/load-schema';
 import { connectionString, ROOT, testStore } from './support/harness';
 import { Deployment } from './support/schema-evolution';
 import { killCommandProcesses } from './support/processes';
+import { until } from './support/wait';
 
 const TRACK = (indexes: string) => `
 type Track @entity(table: "Tracks", partitionKey: "{albumId}", rowKey: "t_{id:06}")${indexes} {
@@ -46,8 +47,8 @@ async function* rows() {
  * answer meanwhile ACCESS_PATH_BUILDING or exact — never null for a stored title.
  */
 async function readsUntilServed(server: Awaited<ReturnType<Deployment['start']>>): Promise<void> {
-  for (let served = 0; served < 2;) {
-    served = 0;
+  const bothServed = async () => {
+    let served = 0;
     for (const t of [TRACKS[0], TRACKS[37]]) {
       const r = await server.query(`{ trackByTitle(title: "${t.title}") { albumId id } }`);
       if (r.errors) expect(r.errors[0].extensions.code).toBe(ErrorCode.ACCESS_PATH_BUILDING);
@@ -56,8 +57,9 @@ async function readsUntilServed(server: Awaited<ReturnType<Deployment['start']>>
         served++;
       }
     }
-    if (served < 2) await new Promise((r) => setTimeout(r, 100));
-  }
+    return served === 2;
+  };
+  await until('reads served through the index', bothServed, { timeoutMs: 120_000, everyMs: 100 });
 }
 
 afterAll(killCommandProcesses);

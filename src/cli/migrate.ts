@@ -69,6 +69,7 @@ async function apply(config: Config, log: Logger, opts: { drop: string[]; retry:
       pollMs: config.builds.pollMs,
       pageSize: config.builds.pageSize,
       presence: presenceBoard(catalogue, storage.blobs, config.tablePrefix),
+      holdAfter: config.builds.holdAfter,
     });
     const ours = (rows: PathRecord[]) => rows.filter((p) => p.state === 'building' && holdsPath(layout.layout, p));
     const report = setInterval(() => {

@@ -48,6 +48,7 @@ runMain(
       concurrency: config.workerConcurrency,
       maxDequeueCount: config.maxDequeueCount,
       settleMs: config.settleMs,
+      visibilityTimeoutSeconds: config.visibilityTimeoutSeconds,
       blobs: storage.blobs,
     });
     worker.start();

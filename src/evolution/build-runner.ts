@@ -61,6 +61,12 @@ export interface BuildRunnerOptions {
   now?: () => number;
   /** Where the running processes say which version they serve (presence.ts presenceBoard). */
   presence: PresenceBoard;
+  /**
+   * A test hook (TABLEGRAPH_TEST_BUILD_HOLD): after `steps` steps of build `path` in this process, it stops there —
+   * holding the build, its lease left to lapse — and says so in the log, so that a test kills it at that named point
+   * rather than at a time. Never set in production.
+   */
+  holdAfter?: { path: string; steps: number };
 }
 
 /** How long a re-key waits before its first copy (ms): every server has read its states twice meanwhile. */
@@ -75,6 +81,10 @@ export class BuildRunner {
   private prefetched?: { path: string; token: string; page: Promise<ScannedPage> };
   /** The settling of the index build's last page inserted (its second read), running beside the next step. */
   private unsettled?: { path: string; token: string; settle: Promise<SettleResult> };
+  /** Steps this process took of each build (the test hook `holdAfter` counts them). */
+  private readonly stepsTaken = new Map<string, number>();
+  /** Resolves the hold of `holdAfter` when the runner stops. */
+  private release?: () => void;
   /** The servers of older versions seen last, and when (ms): looked at again every `pollMs`. */
   private older = { at: -Infinity, version: 0, count: 0 };
 
@@ -111,6 +121,7 @@ export class BuildRunner {
   async stop(): Promise<void> {
     this.stopping = true;
     clearInterval(this.timer);
+    this.release?.();
     await this.running;
   }
 
@@ -173,6 +184,7 @@ export class BuildRunner {
       const before: PathRecord = row;
       try {
         ({ row, waiting } = await this.step(before));
+        await this.holdIfAsked(row);
       } catch (e) {
         // An index step cut short may have written part of its page: the build must end with a repair pass.
         const needsRepair = before.needsRepair || cutShortLeavesWork(before);
@@ -185,6 +197,17 @@ export class BuildRunner {
     if (row?.state === 'ready')
       this.opts.log?.info({ path: row.id, read: row.read, written: row.written, skipped: row.skipped }, 'schema build done: path ready');
     if (row?.state === 'failed') this.opts.log?.error({ path: row.id, problem: row.problem }, 'schema build stopped');
+  }
+
+  /** The test hook `holdAfter`: after its step of its build, the runner waits until it is stopped (or killed). */
+  private async holdIfAsked(row: PathRecord | null): Promise<void> {
+    const hold = this.opts.holdAfter;
+    if (!hold || !row || row.id !== hold.path) return;
+    const taken = (this.stepsTaken.get(row.id) ?? 0) + 1;
+    this.stepsTaken.set(row.id, taken);
+    if (taken !== hold.steps || row.state !== 'building') return;
+    this.opts.log?.warn({ path: row.id, steps: taken, read: row.read }, 'test hook: schema build held (TABLEGRAPH_TEST_BUILD_HOLD)');
+    await new Promise<void>((resolve) => (this.release = resolve));
   }
 
   /**

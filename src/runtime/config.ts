@@ -65,13 +65,19 @@ export interface Config {
   /** TABLEGRAPH_SETTLE_MS: how long a fan-out message waits for its write to become visible (ms, default 30000). */
   settleMs: number;
   /**
+   * TABLEGRAPH_VISIBILITY_TIMEOUT_SECONDS: how long a received fan-out message stays hidden from other workers (s,
+   * default 30; renewed while its handler runs): the time a killed worker's messages wait before another takes them.
+   */
+  visibilityTimeoutSeconds: number;
+  /**
    * Builds of derived paths after a schema change (docs/schema-changes.md): TABLEGRAPH_BUILD_ENTITIES_PER_SECOND,
    * entities one worker's builds write per second at most (entities/s, default 500; 0: no limit);
    * TABLEGRAPH_BUILD_LEASE_MS, how long a build's lease lasts without a step (ms, default 30000: a killed worker's
    * build is taken over after it); TABLEGRAPH_BUILD_POLL_MS, how often a worker looks for builds (ms, default 5000);
-   * TABLEGRAPH_BUILD_PAGE_SIZE, entities one step of an index build reads (entities, default and at most 1000).
+   * TABLEGRAPH_BUILD_PAGE_SIZE, entities one step of an index build reads (entities, default and at most 1000);
+   * TABLEGRAPH_TEST_BUILD_HOLD, a test hook (`<path id>@<steps>`: that build held after that many steps here).
    */
-  builds: { entitiesPerSecond: number; leaseMs: number; pollMs: number; pageSize: number };
+  builds: { entitiesPerSecond: number; leaseMs: number; pollMs: number; pageSize: number; holdAfter?: { path: string; steps: number } };
   /** TABLEGRAPH_BLOB_CONNECTION_STRING: the account of `@blob` fields' blobs (default: the storage connection string). */
   blobConnectionString?: string;
   /**
@@ -259,10 +265,12 @@ const specs = {
   TABLEGRAPH_WORKER_CONCURRENCY: positiveInt({ default: 8 }),
   TABLEGRAPH_MAX_DEQUEUE_COUNT: positiveInt({ default: 5 }),
   TABLEGRAPH_SETTLE_MS: positiveInt({ default: 30000 }),
+  TABLEGRAPH_VISIBILITY_TIMEOUT_SECONDS: positiveInt({ default: 30 }),
   TABLEGRAPH_BUILD_ENTITIES_PER_SECOND: nonNegativeInt({ default: 500, desc: 'entities a worker builds per second (0: no limit)' }),
   TABLEGRAPH_BUILD_LEASE_MS: positiveInt({ default: 30000 }),
   TABLEGRAPH_BUILD_POLL_MS: positiveInt({ default: 5000 }),
   TABLEGRAPH_BUILD_PAGE_SIZE: positiveInt({ default: 1000 }),
+  TABLEGRAPH_TEST_BUILD_HOLD: str({ default: undefined, desc: 'a test hook: <path id>@<steps>, a build held after that many steps' }),
   TABLEGRAPH_BLOB_CONNECTION_STRING: str({ default: undefined, desc: 'account of @blob fields (default: AZURE_STORAGE_CONNECTION_STRING)' }),
   TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS: positiveInt({ default: 3600 }),
   TABLEGRAPH_INTROSPECTION: bool({ default: true, desc: 'schema introspection and the IDE page' }),
@@ -303,6 +311,21 @@ const specs = {
   TABLEGRAPH_ALLOWED_HOSTS: hostList({ default: [], desc: 'host names a request may name beside loopback, comma-separated' }),
   TABLEGRAPH_CORS_ORIGINS: originList({ default: [], desc: 'origins allowed to call /graphql from a browser, comma-separated' }),
 };
+
+/**
+ * The test hook TABLEGRAPH_TEST_BUILD_HOLD, `<path id>@<steps>` (`index:Member.byEmail@2`).
+ * @throws TablegraphError CONFIG_INVALID for another shape
+ */
+function buildHold(value: string): { path: string; steps: number } {
+  const at = value.lastIndexOf('@');
+  const steps = Number(value.slice(at + 1));
+  if (at <= 0 || !Number.isInteger(steps) || steps < 1) {
+    throw new TablegraphError(ErrorCode.CONFIG_INVALID, `Invalid configuration: TABLEGRAPH_TEST_BUILD_HOLD is <path id>@<steps>, not "${value}".`, {
+      errors: { TABLEGRAPH_TEST_BUILD_HOLD: 'not <path id>@<steps>' },
+    });
+  }
+  return { path: value.slice(0, at), steps };
+}
 
 /** Tracing as the OTEL_* variables ask for it (Config.tracing). */
 function tracingOf(e: {
@@ -420,11 +443,13 @@ function configOf(e: Env, urls: AccountUrls | undefined, cwd: string): Config {
     workerConcurrency: e.TABLEGRAPH_WORKER_CONCURRENCY,
     maxDequeueCount: e.TABLEGRAPH_MAX_DEQUEUE_COUNT,
     settleMs: e.TABLEGRAPH_SETTLE_MS,
+    visibilityTimeoutSeconds: e.TABLEGRAPH_VISIBILITY_TIMEOUT_SECONDS,
     builds: {
       entitiesPerSecond: e.TABLEGRAPH_BUILD_ENTITIES_PER_SECOND,
       leaseMs: e.TABLEGRAPH_BUILD_LEASE_MS,
       pollMs: e.TABLEGRAPH_BUILD_POLL_MS,
       pageSize: Math.min(e.TABLEGRAPH_BUILD_PAGE_SIZE, 1000),
+      ...(e.TABLEGRAPH_TEST_BUILD_HOLD !== undefined && { holdAfter: buildHold(e.TABLEGRAPH_TEST_BUILD_HOLD) }),
     },
     blobConnectionString: e.TABLEGRAPH_BLOB_CONNECTION_STRING,
     blobCleanupDelaySeconds: e.TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS,

@@ -83,6 +83,7 @@ export async function startSchemaDeployment(opts: SchemaDeploymentOptions): Prom
         pageSize: config.builds.pageSize,
         concurrency: config.workerConcurrency,
         presence: board,
+        holdAfter: config.builds.holdAfter,
       })
     : undefined;
   builds?.start();

@@ -41,6 +41,11 @@ export interface RunningServer {
   worker?: QueueWorker;
   /** Stops accepting connections, lets in-flight requests finish (at most `graceMs`, default 10000 ms), stops Apollo. */
   close(graceMs?: number): Promise<void>;
+  /**
+   * Reads the derived paths' states from the catalogue now, as the server does every 2 s by itself: afterwards its
+   * reads follow the states written before the call (a build's end, say). For operators' tooling and tests.
+   */
+  refreshPathStates(): Promise<void>;
 }
 
 /**
@@ -142,7 +147,13 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
   }
   const port = (server.address() as AddressInfo).port;
   worker?.start();
-  return { url: `http://${config.host}:${port}/graphql`, port, worker, close: (graceMs = 10000) => stop({ server, app, worker, writer, deployment }, graceMs) };
+  return {
+    url: `http://${config.host}:${port}/graphql`,
+    port,
+    worker,
+    close: (graceMs = 10000) => stop({ server, app, worker, writer, deployment }, graceMs),
+    refreshPathStates: () => deployment.states.refresh(),
+  };
 }
 
 /** What the GraphQL app takes from the configuration alone: limits, admission, caching, subscriptions, the IDE. */
@@ -256,6 +267,7 @@ function inlineWorker(
     concurrency: config.workerConcurrency,
     maxDequeueCount: config.maxDequeueCount,
     settleMs: config.settleMs,
+    visibilityTimeoutSeconds: config.visibilityTimeoutSeconds,
     writer,
     blobs: storage.blobs,
   });

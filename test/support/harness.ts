@@ -17,6 +17,7 @@ import { QueueStore } from '../../src/storage/queue-store';
 import { BlobStore } from '../../src/storage/blob-store';
 import { TableStore } from '../../src/storage/table-store';
 import { startShufflingProxy } from './shuffling-proxy';
+import { testSeed } from './seed';
 
 export const ROOT = path.resolve(__dirname, '../..');
 /** The HR example's schema folder: the schema most tests serve. */
@@ -93,7 +94,7 @@ export function rangeMode(): 'sorted' | 'shuffled' {
  * that shuffles range results, with the `cosmos` target, in the `shuffled` range mode.
  */
 export async function startTestServer(env: Record<string, string> = {}, opts: { log?: Logger } = {}): Promise<TestServer> {
-  const proxy = rangeMode() === 'shuffled' ? await startShufflingProxy(connectionString(), Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31) : undefined;
+  const proxy = rangeMode() === 'shuffled' ? await startShufflingProxy(connectionString(), testSeed()) : undefined;
   const target = proxy ? 'cosmos' : 'azurite';
   const config = loadConfig(
     {

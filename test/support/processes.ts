@@ -7,9 +7,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { isProcessAlive } from '../../src/storage/azurite';
 import { ROOT } from './harness';
+import { until } from './wait';
 
 export interface CommandProcess {
   child: ChildProcess;
@@ -54,13 +54,12 @@ export function runCommand(command: string, args: string[], dataDir: string, env
     output: () => out,
     exited,
     async waitFor(text, timeoutMs = 90_000) {
-      const deadline = Date.now() + timeoutMs;
-      const found = () => (typeof text === 'string' ? out.includes(text) : text.test(out));
-      while (!found()) {
+      const found = () => {
+        if (typeof text === 'string' ? out.includes(text) : text.test(out)) return true;
         if (done) throw new Error(`${command} exited before printing ${text}:\n${out}`);
-        if (Date.now() > deadline) throw new Error(`${command} did not print ${text} within ${timeoutMs} ms:\n${out}`);
-        await sleep(50);
-      }
+        return false;
+      };
+      await until(() => `${command} to print ${text}:\n${out}`, found, { timeoutMs });
     },
   };
 }
@@ -105,12 +104,10 @@ export function azuriteState(dataDir: string): { pid: number; connectionString: 
 }
 
 export async function waitUntilGone(pid: number, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (isProcessAlive(pid)) {
-    if (Date.now() > deadline) return false;
-    await sleep(50);
-  }
-  return true;
+  return until(`process ${pid} to end`, () => !isProcessAlive(pid), { timeoutMs }).then(
+    () => true,
+    () => false,
+  );
 }
 
 /** POSTs a query to the server on `port`. */

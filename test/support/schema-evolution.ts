@@ -6,13 +6,13 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { compileSchema } from '../../src/compiler/compile';
 import { loadSchemaSources } from '../../src/compiler/load-schema';
 import { Catalogue } from '../../src/evolution/catalogue';
 import type { PathRecord } from '../../src/evolution/catalogue-records';
 import { connectionString, DIRECTIVES_FILE, startTestServer, testStore, uniquePrefix, type TestServer } from './harness';
 import { runCommand, type CommandProcess } from './processes';
+import { pause, until } from './wait';
 
 export const MEMBER = (extraIndexes: string, extraFields = '') => `
 type Member @entity(table: "Members", partitionKey: "{teamId}", rowKey: "m_{id:06}")${extraIndexes} {
@@ -49,6 +49,12 @@ type Query {
   membersNamed(teamId: ID!, name: String!, first: Int, after: String): MemberConnection! @range(index: "byName", rowKeyPrefix: "n_{name}_")
 }${MUTATIONS}`;
 
+/**
+ * The deployment's queue settings: a message whose write never shows (one that failed after its message went) is
+ * reconciled 5 s on, not 30; the messages a killed worker held are visible again 5 s on, not 30.
+ */
+export const QUEUE_ENV = { TABLEGRAPH_SETTLE_MS: '5000', TABLEGRAPH_VISIBILITY_TIMEOUT_SECONDS: '5' };
+
 /** The build lease of the deployment's processes (ms): short, so that a killed worker's build is taken over soon. */
 export const LEASE_MS = 2000;
 /** How long after a kill its builds' leases have lapsed (ms). */
@@ -72,6 +78,7 @@ export class Deployment {
       TABLEGRAPH_TABLE_PREFIX: this.prefix,
       TABLEGRAPH_BUILD_POLL_MS: '300',
       TABLEGRAPH_RATE_LIMIT: '1000000',
+      ...QUEUE_ENV,
       ...env,
     });
   }
@@ -86,25 +93,23 @@ export class Deployment {
     return new Map((await this.catalogue().paths()).map((p) => [p.id, p]));
   }
   async waitFor(done: (paths: Map<string, PathRecord>) => boolean, timeoutMs = 60_000): Promise<Map<string, PathRecord>> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const paths = await this.paths();
-      if (done(paths)) return paths;
-      if (Date.now() > deadline)
-        throw new Error(
-          `paths did not settle (${done.toString()}): ${JSON.stringify([...paths.values()].map((p) => [p.id, p.state, p.read, p.scanned, p.takeovers, p.leaseOwner]))}`,
-        );
-      await sleep(200);
-    }
+    let last = new Map<string, PathRecord>();
+    const settled = async () => {
+      last = await this.paths();
+      return done(last) && last;
+    };
+    const seen = () => JSON.stringify([...last.values()].map((p) => [p.id, p.state, p.read, p.scanned, p.takeovers, p.leaseOwner]));
+    return until(() => `paths to settle (${done.toString()}): ${seen()}`, settled, { timeoutMs, everyMs: 200 });
   }
   /** Waits until the work queue of the prefix has been worked off (by a worker of the deployment). */
   async drained(server: TestServer): Promise<void> {
-    for (let i = 0; i < 300; i++) {
+    let depth: number | undefined;
+    const empty = async () => {
       const health = (await (await fetch(server.url.replace('/graphql', '/health'))).json()) as { fanout?: { queueDepth?: number } };
-      if (health.fanout?.queueDepth === 0) return;
-      await sleep(200);
-    }
-    throw new Error('the work queue did not drain');
+      depth = health.fanout?.queueDepth;
+      return depth === 0;
+    };
+    await until(() => `the work queue to drain (${depth} messages left)`, empty, { everyMs: 200 });
   }
   /** `npm run <command>` as a process on the deployment (its schema folder, table prefix, the test Azurite). */
   command(command: string, args: string[] = [], env: Record<string, string> = {}): CommandProcess {
@@ -115,6 +120,7 @@ export class Deployment {
       TABLEGRAPH_BUILD_LEASE_MS: String(LEASE_MS),
       TABLEGRAPH_BUILD_POLL_MS: '300',
       TABLEGRAPH_STORAGE_TIMEOUT_MS: '30000',
+      ...QUEUE_ENV,
       ...env,
     });
     this.processes.push(p);
@@ -132,25 +138,60 @@ export class Deployment {
 }
 
 /**
- * Kills the process building `id` (SIGKILL) once the build has read something more — the only build a fresh worker
- * can take, so that the one spawned next takes this one over — lets `spawn`'s process take it over
- * from its checkpoint once the lease lapses, kills that one too once it has gone further, and returns a third that
- * resumed it.
+ * The environment of a process that holds build `id` after `steps` of its steps, in this process (the test hook
+ * TABLEGRAPH_TEST_BUILD_HOLD): it stops there, its lease left to lapse, and says so — the named point a test kills
+ * it at.
  */
-export async function killedTwice(d: Deployment, id: string, first: CommandProcess, spawn: () => CommandProcess): Promise<CommandProcess> {
+export function holdBuild(id: string, steps: number): Record<string, string> {
+  return { TABLEGRAPH_TEST_BUILD_HOLD: `${id}@${steps}` };
+}
+
+/** The log line of a held build (build-runner.ts holdIfAsked). */
+export const HELD = 'test hook: schema build held';
+
+/** Waits until build `id`'s lease has lapsed (its row's `leaseUntil` passed): a fresh process may take it over. */
+export async function leaseLapsed(d: Deployment, id: string): Promise<void> {
+  const lapsesAt = (await d.paths()).get(id)?.leaseUntil ?? 0;
+  await pause(Math.max(0, lapsesAt - Date.now()) + 100, 'clock'); // the lease is a time, by the processes' clocks
+}
+
+/**
+ * Kills the process building `id` twice, each time at a named point: `start(env)` starts a process with the test hook
+ * (holdBuild) — it takes the build, goes `steps` steps, holds, and is killed (SIGKILL) — then, once its lease has
+ * lapsed, the next takes the build over from its checkpoint and goes `steps` more. The third, started without the
+ * hook, resumes it and is returned.
+ * @param first the first process (the hook's environment passed to it), e.g. `migrate apply`; later ones are `start`'s
+ */
+export async function killedTwice(
+  d: Deployment,
+  id: string,
+  starts: {
+    first: (env: Record<string, string>) => CommandProcess;
+    next: (env: Record<string, string>) => CommandProcess;
+    /** Steps each killed process goes (default 2). */
+    steps?: number;
+    /** The environment of the third process, which is not killed here (another build's hook, say). */
+    last?: Record<string, string>;
+  },
+): Promise<CommandProcess> {
+  const steps = starts.steps ?? 2;
   const row = async () => (await d.paths()).get(id)!;
-  const from = (await d.paths()).get(id)?.read ?? 0; // a retried build counts on from where it failed
-  await d.waitFor((p) => p.get(id)?.state === 'building' && p.get(id)!.read > from, 90_000);
-  const takeovers = (await row()).takeovers;
+  const first = starts.first(holdBuild(id, steps));
+  await first.waitFor(HELD, 120_000);
+  const firstAt = await row();
   first.child.kill('SIGKILL');
-  const firstAt = (await row()).read;
-  await sleep(LEASE_LAPSE_MS); // the fresh worker finds the lease lapsed, and takes this build before any after it
-  const second = spawn();
-  const taken = await d.waitFor((p) => p.get(id)!.takeovers > takeovers && p.get(id)!.read > firstAt, 90_000);
+  await first.exited;
+  await leaseLapsed(d, id);
+  const second = starts.next(holdBuild(id, steps));
+  await second.waitFor(HELD, 120_000);
+  const taken = await row();
+  expect(taken.takeovers).toBe(firstAt.takeovers + 1);
+  expect(taken.read).toBeGreaterThan(firstAt.read);
+  expect(taken.state).toBe('building'); // killed mid-build, both times
   second.child.kill('SIGKILL');
-  expect(taken.get(id)!.state).toBe('building'); // killed mid-build, both times
-  await sleep(LEASE_LAPSE_MS);
-  const third = spawn();
+  await second.exited;
+  await leaseLapsed(d, id);
+  const third = starts.next(starts.last ?? {});
   await third.waitFor('schema build resumed from its checkpoint');
   return third;
 }

@@ -104,6 +104,7 @@ export async function startStorageProxy(connectionString: string, opts: StorageP
       }
       const wait = (opts.delayMs?.(method, path) ?? 0) + (fault === 'slow' ? (opts.slowMs ?? 1500) : 0);
       if (wait > 0) delayed++;
+      // eslint-disable-next-line no-restricted-globals -- the latency the proxy injects, the fault a test is about
       setTimeout(() => {
         if (res.destroyed && !opts.passAbandoned) return; // the client gave up meanwhile: nothing is applied
         const upstream = http.request({ host: target.hostname, port: target.port, method, path, headers: req.headers }, (answer) => {

@@ -18,6 +18,7 @@ import { handleMessage } from './handle-message';
 import type { ReconcileResult } from '../../src/worker/reconciler';
 import { decodeEntityMessages, type EntityMessage } from '../../src/queue/messages';
 import { DIRECTIVES_FILE, startTestServer, type TestServer } from './harness';
+import { until } from './wait';
 
 /** Every stored field of Employee, plus its ETag. */
 export const EMPLOYEE_FIELDS =
@@ -115,13 +116,9 @@ export async function tableSnapshot(store: TableStore, table: string): Promise<S
  * @throws Error naming `what` when the time is up
  */
 export async function pollUntil<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 15_000, intervalMs = 50): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
+  let value: T | undefined;
+  await until(what, async () => (value = await probe()) !== undefined, { timeoutMs, everyMs: intervalMs });
+  return value as T;
 }
 
 /**
