@@ -3,7 +3,7 @@
  * The flake detector: `npm run test:stress -- [--runs N] [--busy N] [--workers N] <file or pattern>…` runs the test
  * files given (every storage and long file when none is) N times (default 5), each time with N processes (default 2)
  * spinning the CPU beside them — what a busy CI machine does to timing — and reports a table: file, runs, failures,
- * seconds (the mean of its runs). A run's files share one jest invocation (`--workers` at once, default 2); each run
+ * seconds (the mean of its runs). A run's files share one jest invocation (`--workers` at once, default jest.config.js's); each run
  * has a TEST_SEED of its own (test/support/seed.ts), printed with a failure so that `TEST_SEED=<seed> npx jest <file>`
  * replays its choices. Exit code 1 when any run of any file failed.
  */
@@ -26,7 +26,7 @@ const option = (name, fallback) => {
 };
 const runs = option('--runs', 5);
 const busy = option('--busy', 2);
-const workers = option('--workers', 2);
+const workers = option('--workers', 0);
 const files = args;
 
 /** One process spinning a CPU until it is killed. */
@@ -37,7 +37,7 @@ function spinner() {
 /** One jest run of `files` (every storage and long file when none): per file, whether it passed and its seconds. */
 function jestRun(seed, out) {
   const projects = ['--selectProjects', 'storage', 'long', 'unit'];
-  const argv = ['jest', ...projects, '--maxWorkers', String(workers), '--json', '--outputFile', out, ...files];
+  const argv = ['jest', ...projects, ...(workers > 0 ? ['--maxWorkers', String(workers)] : []), '--json', '--outputFile', out, ...files];
   return new Promise((resolve) => {
     const child = spawn('npx', argv, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TEST_SEED: String(seed) } });
     let log = '';
