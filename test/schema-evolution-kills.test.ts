@@ -128,6 +128,7 @@ test('a unique index over a value held twice: reported, not overwritten; once ch
     await live.refreshPathStates(); // the server reads the index's state (ready) now, not at its next refresh
     const stormed = acknowledged;
     await until('20 writes acknowledged after the build', () => acknowledged >= stormed + 20);
+    await until('a read answered through the built index', () => answered > 0);
     storm = false;
     await Promise.all([...writers, readers]);
     expect(refused).toBeGreaterThan(0);
@@ -247,6 +248,7 @@ test('a new summary and a new copy, each build killed twice mid-build while memb
     await live.refreshPathStates(); // the server reads the summary's state (ready) now, not at its next refresh
     const stormed = acknowledged;
     await until('20 writes acknowledged after the build', () => acknowledged >= stormed + 20);
+    await until('a read answered through the built paths', () => seen.answered > 0);
     storm = false;
     await Promise.all([...writers, readers]);
     expect([...seen.refused].sort()).toEqual(['copy:Member.teamTitle', 'summary:Team.memberCount']);

@@ -13,7 +13,7 @@ import { runCommand } from './support/processes';
 import { seededRng } from './support/fanout-fixtures';
 import { CITIES, Deployment, MEMBER, MUTATIONS, mutate, ok, TEAMS_V1, TEAMS_V2, V1, V2 } from './support/schema-evolution';
 import { testSeed } from './support/seed';
-import { pause } from './support/wait';
+import { pause, until } from './support/wait';
 
 /** `npm run migrate -- …` as a process on the test Azurite, the deployment's schema folder and table prefix. */
 async function migrate(d: Deployment, args: string[]): Promise<{ code: number | null; output: string }> {
@@ -135,6 +135,7 @@ test('new indexes built online under a write storm: refused while building, comp
     })();
     const paths = await d.waitFor((p) => p.get('index:Member.byCity')?.state === 'ready' && p.get('index:Member.byName')?.state === 'ready');
     await server.refreshPathStates(); // the server reads the paths' states (ready) now, not at its next refresh
+    await until('a complete read through the built index', () => completeReads > 0);
     storm = false;
     await Promise.all([...writers, readers]);
     expect(refusedReads).toBeGreaterThan(0);

@@ -191,6 +191,7 @@ async function rekeyUnderStorm(name: string, before: string, after: string, chec
     await current.refreshPathStates(); // the new server reads the states now, not at its next refresh
     const stormed = counts.acknowledged;
     await until('30 writes acknowledged after the switch', () => counts.acknowledged >= stormed + 30);
+    await until('a read answered at the new addresses', () => counts.newReads > 0);
     storm = false;
     await Promise.all([...writers, readers]);
     expect(counts.refusedReads).toBeGreaterThan(0);
