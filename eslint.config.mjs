@@ -16,7 +16,7 @@ const floors = [
   ['write'],
   ['derived'],
   ['maintenance', 'worker'],
-  ['load', 'evolution'],
+  ['load', 'evolution', 'backup'],
   ['resolvers'],
   ['server'],
   ['runtime'],

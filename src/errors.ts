@@ -138,6 +138,16 @@ export const Reason = {
     code: 'DATA_INTEGRITY',
     meaning: "a row of the catalogue does not decode (written around tablegraph, or damaged): its table and keys are named; a path's row is read as failed",
   },
+  BackupCorrupt: {
+    code: 'DATA_INTEGRITY',
+    meaning: 'a backup segment or manifest differs from what was written (checksum, rows, shape): nothing is restored from it',
+  },
+  SnapshotNotFound: { code: 'NOT_FOUND', meaning: '`npm run restore`: no complete snapshot has that id (`npm run backup -- list` lists them)' },
+  SnapshotOfOtherSchema: {
+    code: 'SCHEMA_INVALID',
+    meaning: '`npm run restore`: the snapshot was taken with another schema than the configured one (its SDL is in the manifest)',
+  },
+  RestoreTargetInUse: { code: 'CONFLICT', meaning: '`npm run restore`: the target table prefix holds a deployment, or is the one the snapshot was taken from' },
   TooManyMoves: { code: 'LIMIT_EXCEEDED', meaning: 'more moves were under way at a re-key than the catalogue records at once' },
   PortInUse: { code: 'CONFIG_INVALID', meaning: "the server's port is in use" },
   PortForbidden: { code: 'CONFIG_INVALID', meaning: "the server's port needs privileges the process does not have" },

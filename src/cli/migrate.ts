@@ -13,15 +13,13 @@
  *
  * Errors are printed as a sentence with their code (run-main.ts); exit code 1.
  */
-import { randomUUID } from 'node:crypto';
 import { Command } from 'commander';
 import { loadConfig, type Config } from '../runtime/config';
 import { createLogger, type Logger } from '../log';
 import { ErrorCode, TablegraphError } from '../errors';
-import { BuildRunner, holdsPath } from '../evolution/build-runner';
+import { runBuildsHere } from '../evolution/run-builds';
 import { Catalogue } from '../evolution/catalogue';
 import { presenceBoard } from '../evolution/presence';
-import type { PathRecord } from '../evolution/catalogue-records';
 import { deploySchema, schemaLayout } from '../evolution/deployment';
 import { planMigration } from '../evolution/migration-plan';
 import { progressOf } from '../evolution/path-states';
@@ -57,37 +55,17 @@ async function apply(config: Config, log: Logger, opts: { drop: string[]; retry:
     // apply alone may start a re-key: the servers of the recorded version serve the type until it is done.
     const deployed = await deploySchema({ catalogue, schema: layout, sdl, log, rekeys: true });
     process.stdout.write(`version ${deployed.version}: ${deployed.outcome}${deployed.changes.length > 0 ? `, ${deployed.changes.length} change(s)` : ''}\n`);
-    const runner = new BuildRunner({
+    const rows = await runBuildsHere({
       catalogue,
       store: storage.store,
+      blobs: storage.blobs,
       model,
-      layout: layout.layout,
-      instance: `migrate-${randomUUID().slice(0, 8)}`,
+      layout,
+      config,
       log,
-      entitiesPerSecond: opts.budget ?? config.builds.entitiesPerSecond,
-      leaseMs: config.builds.leaseMs,
-      pollMs: config.builds.pollMs,
-      pageSize: config.builds.pageSize,
-      presence: presenceBoard(catalogue, storage.blobs, config.tablePrefix),
-      holdAfter: config.builds.holdAfter,
+      budget: opts.budget,
+      command: 'migrate',
     });
-    const ours = (rows: PathRecord[]) => rows.filter((p) => p.state === 'building' && holdsPath(layout.layout, p));
-    const report = setInterval(() => {
-      catalogue.paths().then(
-        (rows) => process.stderr.write(formatStatus(undefined, ours(rows), []).split('\n').slice(1).join('\n')),
-        () => undefined,
-      );
-    }, 2000);
-    try {
-      // Builds another process holds the lease of are waited for: their lease is renewed or lapses.
-      while (ours(await catalogue.paths()).length > 0) {
-        await runner.runOnce();
-        if (ours(await catalogue.paths()).length > 0) await new Promise((r) => setTimeout(r, config.builds.pollMs));
-      }
-    } finally {
-      clearInterval(report);
-    }
-    const rows = await catalogue.paths();
     process.stdout.write(formatStatus(deployed.version, rows, []));
     if (rows.some((p) => p.state === 'failed')) process.exitCode = 1;
   } finally {

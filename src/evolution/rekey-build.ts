@@ -21,10 +21,10 @@
  * the same is already where it belongs). A wide entity's parts (`_part<n>`) go with it.
  */
 import { ErrorCode, isTablegraphError } from '../errors';
-import { addressOfWrite, entityWrites, valuesOf } from '../model/entity-codec';
+import { entityRows } from '../model/entity-rows';
+import { valuesOf } from '../model/entity-codec';
 import { parseKeyTemplate, renderKey } from '../model/key-template';
 import { ENTITY_TYPE_PROPERTY, MOVE_ID_PROPERTY, MOVED_IN_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type Layout } from '../model/types';
-import { partAddresses, partProperties } from '../model/wide-entities';
 import { addressKey } from '../storage/address-key';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, EntityToWrite, StorageObserver, StoredEntity, TransactionOperation } from '../storage/storage-types';
@@ -107,31 +107,6 @@ function oldAddress(rekey: Rekey, stored: StoredEntity): EntityAddress {
   };
 }
 
-/**
- * The rows that store `source` (an entity as read, a wide one's parts merged) at its new address: its values as the
- * new schema types them, its WriteId and its move marks, at the address the new templates render, split into parts.
- * @throws TablegraphError BAD_USER_INPUT when its values cannot form the new keys or miss a non-null field
- */
-function copyRows(rekey: Rekey, source: StoredEntity): { table: string; rows: EntityToWrite[] } {
-  const { entity } = rekey;
-  const writeId = source.properties[WRITE_ID_PROPERTY];
-  const { primary } = entityWrites(entity, valuesOf(entity, source.properties), typeof writeId === 'string' ? writeId : undefined);
-  for (const mark of [MOVE_ID_PROPERTY, MOVED_IN_PROPERTY]) {
-    const value = source.properties[mark];
-    if (typeof value === 'string' && value !== '') primary.entity.properties[mark] = { type: 'String', value };
-  }
-  if (!entity.wide) return { table: primary.table, rows: [primary.entity] };
-  const base = addressOfWrite(primary);
-  return {
-    table: primary.table,
-    rows: partAddresses(entity.wide, base).map((a, i) => ({
-      partitionKey: a.partitionKey,
-      rowKey: a.rowKey,
-      properties: partProperties(entity, i, primary.entity.properties),
-    })),
-  };
-}
-
 /** What makes two states of one entity the same to a re-key: its values, WriteId and move marks. */
 function digest(entity: EntityModel, stored: StoredEntity): string {
   const p = stored.properties;
@@ -188,7 +163,7 @@ export async function copyRekeyPage(opts: RekeyStepOptions, token: string | unde
     const source = entity.wide ? await readPrimary(store, entity, at, { observer }) : row;
     if (!source) continue; // deleted since the page was read
     try {
-      const copy = copyRows(rekey, source);
+      const copy = entityRows(rekey.entity, source);
       const target = { table: copy.table, partitionKey: copy.rows[0].partitionKey, rowKey: copy.rows[0].rowKey };
       const earlier = targets.get(addressKey(target));
       if (earlier) {
@@ -319,7 +294,7 @@ export async function catchUpRekey(opts: RekeyStepOptions): Promise<CatchUpResul
     const stored = entity.wide ? await readPrimary(store, entity, at, { observer }) : row;
     if (!stored) return;
     try {
-      const copy = copyRows(rekey, stored);
+      const copy = entityRows(rekey.entity, stored);
       const target = { table: copy.table, partitionKey: copy.rows[0].partitionKey, rowKey: copy.rows[0].rowKey };
       const earlier = sources.get(addressKey(target));
       if (earlier) result.collisions.push({ address: target, entities: [earlier.at, at] });

@@ -75,11 +75,18 @@ export interface Config {
    * TABLEGRAPH_BUILD_LEASE_MS, how long a build's lease lasts without a step (ms, default 30000: a killed worker's
    * build is taken over after it); TABLEGRAPH_BUILD_POLL_MS, how often a worker looks for builds (ms, default 5000);
    * TABLEGRAPH_BUILD_PAGE_SIZE, entities one step of an index build reads (entities, default and at most 1000);
-   * TABLEGRAPH_TEST_BUILD_HOLD, a test hook (`<path id>@<steps>`: that build held after that many steps here).
+   * TABLEGRAPH_TEST_BUILD_HOLD, a test hook (`<path id>@<steps>`: that build held after that many steps here;
+   * `snapshot@<n>`, `restore@<n>`: those commands held after their n-th segment).
    */
   builds: { entitiesPerSecond: number; leaseMs: number; pollMs: number; pageSize: number; holdAfter?: { path: string; steps: number } };
   /** TABLEGRAPH_BLOB_CONNECTION_STRING: the account of `@blob` fields' blobs (default: the storage connection string). */
   blobConnectionString?: string;
+  /**
+   * Where backups go (docs/backup.md): TABLEGRAPH_BACKUP_CONTAINER, the container (default the table prefix in lower
+   * case and `-backup`, or `tablegraph-backup`); TABLEGRAPH_BACKUP_CONNECTION_STRING, its account when not the
+   * blobs' (another account, one with an immutability policy).
+   */
+  backup: { container: string; connectionString?: string };
   /**
    * TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS: how long after a `@blob` write its cleanup runs (s, default 3600, at least
    * 6 × the storage timeout): an upload URL is valid a quarter of it, a write's EGT must be applied within a third
@@ -197,6 +204,13 @@ const positiveInt = makeValidator<number>((input: string) => {
   return n;
 });
 
+/** A Blob container's name: 3-63 lower-case letters, digits and single hyphens, a letter or digit at each end. */
+const containerName = makeValidator<string>((input: string) => {
+  if (!/^[a-z0-9](?:[a-z0-9]|-(?!-)){1,61}[a-z0-9]$/.test(input))
+    throw new Error(`expected a container name (3-63 of a-z, 0-9 and single hyphens), got "${input}"`);
+  return input;
+});
+
 /** A whole number of at least 0 (0 turns something off). */
 const nonNegativeInt = makeValidator<number>((input: string) => {
   const n = Number(input);
@@ -273,6 +287,8 @@ const specs = {
   TABLEGRAPH_TEST_BUILD_HOLD: str({ default: undefined, desc: 'a test hook: <path id>@<steps>, a build held after that many steps' }),
   TABLEGRAPH_BLOB_CONNECTION_STRING: str({ default: undefined, desc: 'account of @blob fields (default: AZURE_STORAGE_CONNECTION_STRING)' }),
   TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS: positiveInt({ default: 3600 }),
+  TABLEGRAPH_BACKUP_CONTAINER: containerName({ default: undefined, desc: 'the backup container (default: <table prefix>-backup)' }),
+  TABLEGRAPH_BACKUP_CONNECTION_STRING: str({ default: undefined, desc: 'the backup account (default: the blobs’)' }),
   TABLEGRAPH_INTROSPECTION: bool({ default: true, desc: 'schema introspection and the IDE page' }),
   TABLEGRAPH_METRICS: str<'loopback' | 'on' | 'off'>({ choices: ['loopback', 'on', 'off'], default: 'loopback', desc: 'who may read /metrics' }),
   TABLEGRAPH_MAX_BODY_BYTES: positiveInt({ default: 262144 }),
@@ -313,7 +329,7 @@ const specs = {
 };
 
 /**
- * The test hook TABLEGRAPH_TEST_BUILD_HOLD, `<path id>@<steps>` (`index:Member.byEmail@2`).
+ * The test hook TABLEGRAPH_TEST_BUILD_HOLD, `<path id>@<steps>` (`index:Member.byEmail@2`, or `snapshot@2`, `restore@2`).
  * @throws TablegraphError CONFIG_INVALID for another shape
  */
 function buildHold(value: string): { path: string; steps: number } {
@@ -385,6 +401,11 @@ function readEnv(env: NodeJS.ProcessEnv): Env {
   });
 }
 
+/** The default backup container for a table prefix (a valid container name: lower case, 3-63 characters). */
+function defaultBackupContainer(tablePrefix: string): string {
+  return tablePrefix === '' ? 'tablegraph-backup' : `${tablePrefix.toLowerCase().slice(0, 56)}-backup`;
+}
+
 /** What no variable's own check sees: values that must agree with others. @throws TablegraphError CONFIG_INVALID */
 function checkCombinations(e: Env): void {
   if (!/^[A-Za-z0-9]*$/.test(e.TABLEGRAPH_TABLE_PREFIX)) {
@@ -453,6 +474,10 @@ function configOf(e: Env, urls: AccountUrls | undefined, cwd: string): Config {
     },
     blobConnectionString: e.TABLEGRAPH_BLOB_CONNECTION_STRING,
     blobCleanupDelaySeconds: e.TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS,
+    backup: {
+      container: e.TABLEGRAPH_BACKUP_CONTAINER ?? defaultBackupContainer(e.TABLEGRAPH_TABLE_PREFIX),
+      ...(e.TABLEGRAPH_BACKUP_CONNECTION_STRING !== undefined && { connectionString: e.TABLEGRAPH_BACKUP_CONNECTION_STRING }),
+    },
     corsOrigins: e.TABLEGRAPH_CORS_ORIGINS,
     allowedHosts: e.TABLEGRAPH_ALLOWED_HOSTS,
     subscriptions: {

@@ -93,6 +93,24 @@ export class BlobStore {
     return true;
   }
 
+  /**
+   * A blob's bytes and Content-Type (one Get Blob), or null when it (or its container) does not exist.
+   * @throws TablegraphError STORAGE_UNAVAILABLE and others by storage-errors.ts's rules
+   */
+  async download(container: string, name: string): Promise<{ bytes: Buffer; contentType?: string } | null> {
+    try {
+      return await this.call('download', container, async (abortSignal) => {
+        const res = await this.container(container).getBlobClient(name).download(0, undefined, { abortSignal });
+        const chunks: Buffer[] = [];
+        for await (const chunk of res.readableStreamBody as AsyncIterable<Buffer>) chunks.push(chunk);
+        return { bytes: Buffer.concat(chunks), ...(res.contentType && { contentType: res.contentType }) };
+      });
+    } catch (e) {
+      if (e instanceof TablegraphError && e.code === ErrorCode.NOT_FOUND) return null;
+      throw e;
+    }
+  }
+
   /** Whether a blob exists. */
   async exists(container: string, name: string): Promise<boolean> {
     return this.call('exists', container, (abortSignal) => this.container(container).getBlobClient(name).exists({ abortSignal }));

@@ -103,6 +103,14 @@ export class TableStore {
     return this.cipher !== undefined;
   }
 
+  /**
+   * The entity as this store would write it: its `@encrypted` properties sealed when a cipher is in use (a copy of
+   * it kept elsewhere — a backup segment — holds them sealed, as the table does).
+   */
+  sealed(entity: EntityToWrite): EntityToWrite {
+    return this.cipher ? this.cipher.seal(entity) : entity;
+  }
+
   /** An entity as the SDK returns it → StoredEntity, its encrypted properties opened. */
   private decode(raw: Record<string, unknown>): StoredEntity {
     return this.opened(fromSdkEntity(raw));

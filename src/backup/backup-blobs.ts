@@ -1,0 +1,77 @@
+/**
+ * Where backups live in Blob storage (docs/backup.md): one container (config.backup.container), snapshots under `snapshots/<id>/`, a
+ * restore's progress under `restores/<target prefix>/`. JSON documents are read and written whole.
+ */
+import { ErrorCode, TablegraphError } from '../errors';
+import type { BlobStore } from '../storage/blob-store';
+import { parseManifest, type SnapshotManifest } from './backup-format';
+
+/** One line of a snapshot: its id, times, size, and whether it is a point in time. */
+export function describeSnapshot(m: SnapshotManifest): string {
+  const bytes = m.segments.reduce((n, s) => n + s.bytes, 0);
+  const quiet = m.latestEntityTimestamp === '' || m.latestEntityTimestamp < m.startedAt;
+  return (
+    `${m.id}  ${m.startedAt} → ${m.finishedAt}  ${m.rows.toLocaleString('en-US')} entities, ${m.blobs} blobs, ${m.segments.length} segments, ` +
+    `${(bytes / 1024).toFixed(0)} KiB; ${quiet ? 'no entity changed while it was read' : `entities changed while it was read (latest ${m.latestEntityTimestamp})`}`
+  );
+}
+
+/** The folder of every snapshot. */
+export const SNAPSHOTS = 'snapshots';
+
+/** A snapshot's id: its start time, sortable (`20261128T013000Z`), and 4 random hex digits. */
+export function snapshotId(at: Date): string {
+  const time = at
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d+Z$/, 'Z');
+  return `${time}-${Math.floor(Math.random() * 0x10000)
+    .toString(16)
+    .padStart(4, '0')}`;
+}
+
+/** A JSON blob's value, or undefined when it does not exist. @throws TablegraphError DATA_INTEGRITY when not JSON */
+export async function readJsonBlob<T>(blobs: BlobStore, container: string, name: string): Promise<T | undefined> {
+  const blob = await blobs.download(container, name);
+  if (!blob) return undefined;
+  try {
+    return JSON.parse(blob.bytes.toString('utf8')) as T;
+  } catch {
+    throw new TablegraphError(ErrorCode.DATA_INTEGRITY, `${container}/${name} is not JSON.`, { reason: 'BackupCorrupt', where: name });
+  }
+}
+
+/** Writes `value` as a JSON blob (replacing it). */
+export async function writeJsonBlob(blobs: BlobStore, container: string, name: string, value: unknown): Promise<void> {
+  await blobs.upload(container, name, Buffer.from(JSON.stringify(value), 'utf8'), 'application/json');
+}
+
+/** Every complete snapshot in the container, oldest first. @throws TablegraphError DATA_INTEGRITY for a bad manifest */
+export async function listSnapshots(blobs: BlobStore, container: string): Promise<SnapshotManifest[]> {
+  const names = (await blobs.list(container, `${SNAPSHOTS}/`)).map((b) => b.name).filter((n) => n.endsWith('/manifest.json'));
+  const manifests: SnapshotManifest[] = [];
+  for (const name of names.sort()) {
+    const blob = await blobs.download(container, name);
+    if (blob) manifests.push(parseManifest(blob.bytes.toString('utf8'), name));
+  }
+  return manifests;
+}
+
+/**
+ * One complete snapshot's manifest.
+ * @throws TablegraphError NOT_FOUND (reason SnapshotNotFound) when no complete snapshot has that id; DATA_INTEGRITY
+ */
+export async function readSnapshot(blobs: BlobStore, container: string, id: string): Promise<SnapshotManifest> {
+  const name = `${SNAPSHOTS}/${id}/manifest.json`;
+  const blob = /^[0-9TZ]+-[0-9a-f]{4}$/.test(id) ? await blobs.download(container, name) : null;
+  if (!blob) {
+    throw new TablegraphError(ErrorCode.NOT_FOUND, `No complete snapshot ${id} in container ${container} (npm run backup -- list lists them).`, {
+      reason: 'SnapshotNotFound',
+      snapshot: id,
+    });
+  }
+  const manifest = parseManifest(blob.bytes.toString('utf8'), name);
+  if (manifest.id !== id)
+    throw new TablegraphError(ErrorCode.DATA_INTEGRITY, `${name} names snapshot ${manifest.id}.`, { reason: 'BackupCorrupt', where: name });
+  return manifest;
+}

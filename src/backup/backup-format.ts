@@ -1,0 +1,161 @@
+/**
+ * The backup format (docs/backup.md): what a snapshot writes to Blob storage and a restore reads back.
+ *
+ * - A **segment** is one blob of gzip-compressed NDJSON, immutable once written: one line per stored row,
+ *   `{"t": table, "pk": PartitionKey, "rk": RowKey, "p": [[name, EDM type, value as text], …]}`, `t` the table's name
+ *   after the table prefix (so that a restore can put it under another). Values are as stored: an `@encrypted`
+ *   property is its sealed bytes (Edm.Binary, base64), opened only by a process holding the key.
+ * - A **manifest** (`snapshots/<id>/manifest.json`) lists a snapshot's segments with their rows, bytes and SHA-256,
+ *   the schema that wrote the rows (its hash and SDL), and when the snapshot started and finished. A snapshot is
+ *   complete exactly when its manifest exists: it is written last.
+ *
+ * Everything read back is checked before it is used: a segment whose checksum differs, or a line or manifest that
+ * does not have this shape, is refused with DATA_INTEGRITY — a restore never writes what it cannot vouch for.
+ */
+import { createHash } from 'node:crypto';
+import { gunzipSync, gzipSync } from 'node:zlib';
+import { ErrorCode, TablegraphError } from '../errors';
+import type { EdmType, EntityToWrite, TypedValue } from '../storage/storage-types';
+
+/** The format's version, in every manifest. */
+export const BACKUP_FORMAT = 1;
+
+/** One row of a segment: a table (its name after the prefix) and the entity stored there. */
+export interface BackupRow {
+  table: string;
+  entity: EntityToWrite;
+}
+
+/** A segment as the manifest lists it. */
+export interface SegmentRecord {
+  /** The blob's name in the backup container. */
+  name: string;
+  /** The entity type whose rows it holds. */
+  entityType: string;
+  rows: number;
+  /** Its size as stored (bytes, compressed). */
+  bytes: number;
+  /** SHA-256 of the stored bytes, hex. */
+  sha256: string;
+}
+
+/** A complete snapshot (see the file comment). Times are ISO 8601, UTC. */
+export interface SnapshotManifest {
+  format: typeof BACKUP_FORMAT;
+  kind: 'snapshot';
+  id: string;
+  /** The table prefix the rows were read under. */
+  tablePrefix: string;
+  /** The hash of the schema's layout (the catalogue's) and the schema's SDL. */
+  schemaHash: string;
+  sdl: string;
+  startedAt: string;
+  finishedAt: string;
+  /**
+   * The latest service Timestamp among the rows read: when it is before `startedAt`, no row read changed while the
+   * snapshot ran (a delete meanwhile leaves no row to tell, so this is a lower bound on the writes it overlapped).
+   */
+  latestEntityTimestamp: string;
+  rows: number;
+  /** Blobs of `@blob` fields copied (src/backup/blob-copies.ts). */
+  blobs: number;
+  segments: SegmentRecord[];
+}
+
+const EDM_TYPES: ReadonlySet<string> = new Set<EdmType>(['String', 'Int32', 'Int64', 'Double', 'Boolean', 'DateTime', 'Guid', 'Binary']);
+
+function valueText(v: TypedValue): string {
+  if (v.value instanceof Date) return v.value.toISOString();
+  if (v.value instanceof Uint8Array) return Buffer.from(v.value).toString('base64');
+  return String(v.value);
+}
+
+function typedValue(type: EdmType, text: string): TypedValue {
+  switch (type) {
+    case 'Int32':
+    case 'Double':
+      return { type, value: Number(text) };
+    case 'Int64':
+      return { type, value: BigInt(text) };
+    case 'Boolean':
+      return { type, value: text === 'true' };
+    case 'DateTime':
+      return { type, value: new Date(text) };
+    case 'Binary':
+      return { type, value: new Uint8Array(Buffer.from(text, 'base64')) };
+    default:
+      return { type, value: text };
+  }
+}
+
+/** One row as a segment line (no newline). */
+export function encodeRow(row: BackupRow): string {
+  const p = Object.entries(row.entity.properties).flatMap(([name, v]) => (v ? [[name, v.type, valueText(v)]] : []));
+  return JSON.stringify({ t: row.table, pk: row.entity.partitionKey, rk: row.entity.rowKey, p });
+}
+
+function corrupt(where: string, why: string): TablegraphError {
+  return new TablegraphError(ErrorCode.DATA_INTEGRITY, `${where}: ${why}; the backup cannot be restored from it.`, { reason: 'BackupCorrupt', where });
+}
+
+/** A segment line back as a row. @throws TablegraphError DATA_INTEGRITY (reason BackupCorrupt) naming `where` */
+export function decodeRow(line: string, where: string): BackupRow {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(line);
+  } catch {
+    throw corrupt(where, 'a line is not JSON');
+  }
+  const r = raw as { t?: unknown; pk?: unknown; rk?: unknown; p?: unknown };
+  if (typeof r.t !== 'string' || typeof r.pk !== 'string' || typeof r.rk !== 'string' || !Array.isArray(r.p)) throw corrupt(where, 'a line is not a row');
+  const properties: EntityToWrite['properties'] = {};
+  for (const item of r.p as unknown[]) {
+    const [name, type, text] = Array.isArray(item) ? item : [];
+    if (typeof name !== 'string' || typeof type !== 'string' || !EDM_TYPES.has(type) || typeof text !== 'string')
+      throw corrupt(where, 'a property is malformed');
+    properties[name] = typedValue(type as EdmType, text);
+  }
+  return { table: r.t, entity: { partitionKey: r.pk, rowKey: r.rk, properties } };
+}
+
+/** Rows as a segment's stored bytes, with their SHA-256 (hex). */
+export function encodeSegment(rows: BackupRow[]): { bytes: Buffer; sha256: string } {
+  const bytes = gzipSync(Buffer.from(rows.map((r) => `${encodeRow(r)}\n`).join(''), 'utf8'));
+  return { bytes, sha256: createHash('sha256').update(bytes).digest('hex') };
+}
+
+/** A segment's stored bytes back as rows, checked against its record. @throws TablegraphError DATA_INTEGRITY */
+export function decodeSegment(bytes: Buffer, record: SegmentRecord): BackupRow[] {
+  if (createHash('sha256').update(bytes).digest('hex') !== record.sha256) throw corrupt(record.name, 'its SHA-256 differs from the manifest’s');
+  let text: string;
+  try {
+    text = gunzipSync(bytes).toString('utf8');
+  } catch {
+    throw corrupt(record.name, 'it is not gzip');
+  }
+  const rows = text
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l, i) => decodeRow(l, `${record.name}:${i + 1}`));
+  if (rows.length !== record.rows) throw corrupt(record.name, `it holds ${rows.length} rows, the manifest says ${record.rows}`);
+  return rows;
+}
+
+/** A manifest's JSON, checked. @throws TablegraphError DATA_INTEGRITY naming `where` */
+export function parseManifest(json: string, where: string): SnapshotManifest {
+  let m: Partial<SnapshotManifest>;
+  try {
+    m = JSON.parse(json) as Partial<SnapshotManifest>;
+  } catch {
+    throw corrupt(where, 'the manifest is not JSON');
+  }
+  if (m.format !== BACKUP_FORMAT || m.kind !== 'snapshot') throw corrupt(where, `the manifest is not a format ${BACKUP_FORMAT} snapshot`);
+  const texts = [m.id, m.tablePrefix, m.schemaHash, m.sdl, m.startedAt, m.finishedAt, m.latestEntityTimestamp];
+  if (texts.some((t) => typeof t !== 'string') || typeof m.rows !== 'number' || typeof m.blobs !== 'number' || !Array.isArray(m.segments))
+    throw corrupt(where, 'the manifest misses a field');
+  for (const s of m.segments) {
+    const ok = typeof s?.name === 'string' && typeof s.entityType === 'string' && typeof s.rows === 'number' && typeof s.sha256 === 'string';
+    if (!ok) throw corrupt(where, 'a segment record is malformed');
+  }
+  return m as SnapshotManifest;
+}

@@ -1,0 +1,211 @@
+/**
+ * A snapshot (docs/backup.md): every primary entity of every entity type, read from its table page by page — a
+ * maintenance read off the request path, paced under the build budget — and written to Blob storage as segments
+ * with a manifest (backup-format.ts). Derived entities (index entities, summaries' contributions, copies' sources,
+ * change entities) are not copied: a restore rebuilds them from the primaries with the online build machinery.
+ *
+ * Resumable: after each segment, the snapshot's progress (`snapshots/<id>/progress.json`: the segments written, the
+ * type and table being read and its continuation token) is written; a snapshot run again finds the unfinished one of
+ * the same schema and goes on from there. The manifest is written last: a snapshot without one is not complete.
+ *
+ * Each row is the entity as its type's fields type it (entity-rows.ts), its `@encrypted` values sealed as the table
+ * holds them; the blobs its `@blob` fields name are copied beside the segments (blob-copies.ts). A snapshot taken while writers run is a fuzzy copy — each entity as its page found it — and says so
+ * (`latestEntityTimestamp` after `startedAt`).
+ */
+import { ErrorCode, TablegraphError } from '../errors';
+import { blobFields } from '../model/blob-fields';
+import { entityRows } from '../model/entity-rows';
+import { renderKey } from '../model/key-template';
+import { tableFamily, tablePeriod } from '../model/table-template';
+import type { EntityModel, Model } from '../model/types';
+import type { BlobStore } from '../storage/blob-store';
+import type { TableStore } from '../storage/table-store';
+import type { StorageObserver, StoredEntity } from '../storage/storage-types';
+import { readPrimary } from '../write/index-settle';
+import { encodeSegment, BACKUP_FORMAT, type BackupRow, type SegmentRecord, type SnapshotManifest } from './backup-format';
+import { readJsonBlob, SNAPSHOTS, snapshotId, writeJsonBlob } from './backup-blobs';
+import { backupBlobName, copyBlob } from './blob-copies';
+
+/** Where a snapshot is, written after each segment. */
+interface SnapshotProgress {
+  id: string;
+  schemaHash: string;
+  startedAt: string;
+  latestEntityTimestamp: string;
+  rows: number;
+  blobs: number;
+  segments: SegmentRecord[];
+  /** The unit (type and table, in `units` order) being read, and where in its table. */
+  unit: number;
+  token?: string;
+}
+
+export interface SnapshotOptions {
+  /** The tables' store: with the schema's cipher when it encrypts (rows are read opened and written sealed). */
+  store: TableStore;
+  /** The backup container's account. */
+  blobs: BlobStore;
+  /** The account of the schema's `@blob` fields: the blobs its entities name are copied into the snapshot. */
+  entityBlobs: BlobStore;
+  /** The backup container (created if missing). */
+  container: string;
+  model: Model;
+  tablePrefix: string;
+  /** The schema's layout hash (the catalogue's) and SDL, kept in the manifest. */
+  schemaHash: string;
+  sdl: string;
+  /** Entities read per second at most (the build budget; 0: no limit). */
+  entitiesPerSecond: number;
+  /** Entities per page and segment (at most 1000, the default). */
+  pageSize?: number;
+  /** Told after each page and the progress are written; awaited. */
+  onProgress?: (p: { id: string; rows: number; segments: number; entityType: string }) => void | Promise<void>;
+  /** Told of every table call (a benchmark counts them). */
+  observer?: StorageObserver;
+}
+
+/** One type's rows in one table: what a snapshot reads, in this order. */
+interface Unit {
+  entity: EntityModel;
+  table: string;
+}
+
+/** The types whose entities are stored (an interface's implementations, not the interface), and their tables. */
+async function unitsOf(store: TableStore, model: Model): Promise<Unit[]> {
+  const units: Unit[] = [];
+  const types = [...model.entities.values()].filter((e) => !e.implementations).sort((a, b) => a.name.localeCompare(b.name));
+  for (const entity of types) {
+    const template = entity.layout.tableTemplate;
+    const tables = template ? (await store.listTables(tableFamily(template))).filter((t) => tablePeriod(template, t)) : [entity.layout.table];
+    for (const table of tables) units.push({ entity, table });
+  }
+  return units;
+}
+
+/** Whether a row read is an entity's part 1 (a wide entity's other parts are read with it). */
+function isEntityRow(entity: EntityModel, row: StoredEntity): boolean {
+  if (!entity.wide) return true;
+  try {
+    return renderKey(entity.layout.rowKey, row.properties) === row.rowKey;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The page's entities as backup rows (the prefix taken off their tables), the latest Timestamp among them, and how
+ * many blobs their `@blob` fields name were copied (blob-copies.ts).
+ */
+async function pageRows(opts: SnapshotOptions, id: string, unit: Unit, page: StoredEntity[]): Promise<{ rows: BackupRow[]; latest: string; blobs: number }> {
+  const rows: BackupRow[] = [];
+  let latest = '';
+  let blobs = 0;
+  for (const row of page) {
+    if (!isEntityRow(unit.entity, row)) continue;
+    const at = { table: unit.table, partitionKey: row.partitionKey, rowKey: row.rowKey };
+    const source = unit.entity.wide ? await readPrimary(opts.store, unit.entity, at, { observer: opts.observer }) : row;
+    if (!source) continue; // deleted since the page was read
+    let copy;
+    try {
+      copy = entityRows(unit.entity, source);
+    } catch (e) {
+      throw new TablegraphError(
+        ErrorCode.DATA_INTEGRITY,
+        `${unit.entity.name} at ${unit.table} ${row.partitionKey}/${row.rowKey} cannot be read as its type (${(e as Error).message}): fix or delete it, then run the snapshot again (it resumes).`,
+        { reason: 'BackupCorrupt', where: `${unit.table}/${row.partitionKey}/${row.rowKey}` },
+      );
+    }
+    for (const p of [source, ...(source.parts ?? [])]) if (p?.timestamp && p.timestamp > latest) latest = p.timestamp;
+    for (const f of blobFields(unit.entity)) {
+      const name = source.properties[f.name];
+      if (typeof name !== 'string') continue;
+      const to = { store: opts.blobs, container: opts.container, name: backupBlobName(id, unit.entity.entityType, f.name, name) };
+      if (await copyBlob({ store: opts.entityBlobs, container: f.blob.container, name }, to)) blobs++;
+    }
+    const table = copy.table.slice(opts.tablePrefix.length);
+    for (const entity of copy.rows) rows.push({ table, entity: opts.store.sealed(entity) });
+  }
+  return { rows, latest, blobs };
+}
+
+/** The unfinished snapshot of this schema, if one is in the container (the newest). */
+async function unfinished(opts: SnapshotOptions): Promise<SnapshotProgress | undefined> {
+  const listed = await opts.blobs.list(opts.container, `${SNAPSHOTS}/`);
+  const names = new Set(listed.map((b) => b.name));
+  const open = listed
+    .filter((b) => b.name.endsWith('/progress.json') && !names.has(b.name.replace(/progress\.json$/, 'manifest.json')))
+    .map((b) => b.name)
+    .sort()
+    .reverse();
+  for (const name of open) {
+    const progress = await readJsonBlob<SnapshotProgress>(opts.blobs, opts.container, name);
+    if (progress?.schemaHash === opts.schemaHash) return progress;
+  }
+  return undefined;
+}
+
+/**
+ * Takes a snapshot, or finishes the unfinished one of this schema (see the file comment).
+ * @returns its manifest
+ * @throws TablegraphError SCHEMA_INVALID (reason BlobFieldsNotBackedUp) before anything is read; DATA_INTEGRITY
+ *   (BackupCorrupt) for a stored entity its type cannot read; STORAGE_UNAVAILABLE and others from storage (run it
+ *   again: it resumes)
+ */
+export async function takeSnapshot(opts: SnapshotOptions): Promise<SnapshotManifest> {
+  const units = await unitsOf(opts.store, opts.model);
+  await opts.blobs.ensureContainer(opts.container);
+  const started = new Date();
+  const progress: SnapshotProgress = (await unfinished(opts)) ?? {
+    id: snapshotId(started),
+    schemaHash: opts.schemaHash,
+    startedAt: started.toISOString(),
+    latestEntityTimestamp: '',
+    rows: 0,
+    blobs: 0,
+    segments: [],
+    unit: 0,
+  };
+  const dir = `${SNAPSHOTS}/${progress.id}`;
+  while (progress.unit < units.length) {
+    const unit = units[progress.unit];
+    const began = Date.now();
+    const page = await opts.store.scanPage(unit.table, progress.token, {
+      entityType: unit.entity.entityType,
+      pageSize: opts.pageSize,
+      observer: opts.observer,
+    });
+    const { rows, latest, blobs } = await pageRows(opts, progress.id, unit, page.entities);
+    progress.blobs += blobs;
+    if (rows.length > 0) {
+      const { bytes, sha256 } = encodeSegment(rows);
+      const name = `${dir}/${String(progress.segments.length + 1).padStart(6, '0')}-${unit.entity.entityType}.ndjson.gz`;
+      await opts.blobs.upload(opts.container, name, bytes, 'application/gzip');
+      progress.segments.push({ name, entityType: unit.entity.entityType, rows: rows.length, bytes: bytes.length, sha256 });
+      progress.rows += rows.length;
+    }
+    if (latest > progress.latestEntityTimestamp) progress.latestEntityTimestamp = latest;
+    progress.token = page.continuationToken;
+    if (!progress.token) progress.unit++;
+    await writeJsonBlob(opts.blobs, opts.container, `${dir}/progress.json`, progress);
+    await opts.onProgress?.({ id: progress.id, rows: progress.rows, segments: progress.segments.length, entityType: unit.entity.entityType });
+    // The build budget: a page of n entities takes at least n / entitiesPerSecond seconds (0: no limit).
+    const due = opts.entitiesPerSecond > 0 ? (page.entities.length / opts.entitiesPerSecond) * 1000 - (Date.now() - began) : 0;
+    if (due > 0) await new Promise((resolve) => setTimeout(resolve, due));
+  }
+  const manifest: SnapshotManifest = {
+    format: BACKUP_FORMAT,
+    kind: 'snapshot',
+    id: progress.id,
+    tablePrefix: opts.tablePrefix,
+    schemaHash: opts.schemaHash,
+    sdl: opts.sdl,
+    startedAt: progress.startedAt,
+    finishedAt: new Date().toISOString(),
+    latestEntityTimestamp: progress.latestEntityTimestamp,
+    rows: progress.rows,
+    blobs: progress.blobs,
+    segments: progress.segments,
+  };
+  await writeJsonBlob(opts.blobs, opts.container, `${dir}/manifest.json`, manifest);
+  return manifest;
+}

@@ -1,0 +1,104 @@
+/**
+ * `npm run backup -- snapshot | list` (docs/backup.md):
+ *
+ * - `snapshot [--budget <entities/s>]`: copies every primary entity of the configured schema (the deployed one)
+ *   into the backup container as a snapshot (src/backup/snapshot.ts), paced under the build budget, with progress on
+ *   stderr; an unfinished snapshot of the same schema is resumed. Prints the snapshot's id and what it holds.
+ * - `list [--json]`: the complete snapshots, oldest first: id, times, entities, segments and bytes, and whether
+ *   entities changed while it was read.
+ *
+ * Errors are printed as a sentence with their code (run-main.ts); exit code 1.
+ */
+import { Command } from 'commander';
+import { ErrorCode, TablegraphError } from '../errors';
+import { createLogger, type Logger } from '../log';
+import { describeSnapshot, listSnapshots } from '../backup/backup-blobs';
+import { backupBlobs } from './backup-container';
+import { takeSnapshot } from '../backup/snapshot';
+import { Catalogue } from '../evolution/catalogue';
+import { schemaLayout } from '../evolution/deployment';
+import { loadConfig, type Config } from '../runtime/config';
+import { compileConfiguredSchema } from '../runtime/configured-schema';
+import { openStorage } from '../runtime/open-storage';
+import { positiveIntArgument, runMain } from './run-main';
+import { holdIfAsked } from './test-hold';
+
+async function snapshot(config: Config, log: Logger, budget?: number): Promise<void> {
+  const { model, schema, sdl } = compileConfiguredSchema(config);
+  const storage = await openStorage(config, log, model);
+  try {
+    const layout = schemaLayout(model, schema);
+    const deployed = await new Catalogue(storage.store, config.tablePrefix).deployment();
+    if (deployed && deployed.hash !== layout.hash) {
+      throw new TablegraphError(
+        ErrorCode.SCHEMA_INVALID,
+        `The configured schema is not the deployed one (version ${deployed.version}): a snapshot records the schema its entities were written with. Run it with the deployed schema.`,
+        { reason: 'SnapshotOfOtherSchema', version: deployed.version },
+      );
+    }
+    const blobs = backupBlobs(config, storage.blobs);
+    const started = Date.now();
+    log.info({ container: config.backup.container }, 'snapshot: reading every entity type’s table page by page (a maintenance read, under the build budget)');
+    const manifest = await takeSnapshot({
+      store: storage.store,
+      blobs,
+      entityBlobs: storage.blobs,
+      container: config.backup.container,
+      model,
+      tablePrefix: config.tablePrefix,
+      schemaHash: layout.hash,
+      sdl,
+      entitiesPerSecond: budget ?? config.builds.entitiesPerSecond,
+      pageSize: config.builds.pageSize,
+      onProgress: async (p) => {
+        log.info(p, `snapshot ${p.id}: ${p.rows} entities in ${p.segments} segments (reading ${p.entityType})`);
+        await holdIfAsked(config, 'snapshot', p.segments, log);
+      },
+    });
+    process.stdout.write(`snapshot ${manifest.id}: complete in ${((Date.now() - started) / 1000).toFixed(1)} s\n${describeSnapshot(manifest)}\n`);
+  } finally {
+    await storage.close();
+  }
+}
+
+async function list(config: Config, log: Logger, json: boolean): Promise<void> {
+  const storage = await openStorage(config, log);
+  try {
+    const manifests = await listSnapshots(backupBlobs(config, storage.blobs), config.backup.container);
+    if (json) {
+      const rows = manifests.map(({ sdl: _sdl, segments, ...m }) => ({ ...m, segments: segments.length, bytes: segments.reduce((n, s) => n + s.bytes, 0) }));
+      process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
+    } else {
+      process.stdout.write(
+        manifests.length === 0 ? `no snapshot in container ${config.backup.container}\n` : `${manifests.map(describeSnapshot).join('\n')}\n`,
+      );
+    }
+  } finally {
+    await storage.close();
+  }
+}
+
+runMain(
+  'backup',
+  async (log) => {
+    const program = new Command('backup').description('copy the primary entities to Blob storage, and list the copies');
+    const config = () => {
+      const c = loadConfig();
+      log.level = c.logLevel;
+      return c;
+    };
+    program
+      .command('snapshot')
+      .description('copy every primary entity into a snapshot (resumes an unfinished one)')
+      .option('--budget <n>', 'entities read per second at most (default: the build budget)', positiveIntArgument)
+      .action((o: { budget?: number }) => snapshot(config(), log, o.budget));
+    program
+      .command('list')
+      .description('the complete snapshots, oldest first')
+      .option('--json', 'print them as JSON')
+      .action((o: { json?: boolean }) => list(config(), log, !!o.json));
+    await program.parseAsync();
+  },
+  createLogger,
+  'stderr',
+);
