@@ -128,6 +128,19 @@ async function pageRows(opts: SnapshotOptions, id: string, unit: Unit, page: Sto
   return { rows, latest, blobs };
 }
 
+/** One page's rows as the snapshot's next segment (none for a page without entities of the type), its blobs copied. */
+async function writePage(opts: SnapshotOptions, progress: SnapshotProgress, unit: Unit, page: StoredEntity[]): Promise<void> {
+  const { rows, latest, blobs } = await pageRows(opts, progress.id, unit, page);
+  progress.blobs += blobs;
+  if (latest > progress.latestEntityTimestamp) progress.latestEntityTimestamp = latest;
+  if (rows.length === 0) return;
+  const { bytes, sha256 } = encodeSegment(rows);
+  const name = `${SNAPSHOTS}/${progress.id}/${String(progress.segments.length + 1).padStart(6, '0')}-${unit.entity.entityType}.ndjson.gz`;
+  await opts.blobs.upload(opts.container, name, bytes, 'application/gzip');
+  progress.segments.push({ name, entityType: unit.entity.entityType, rows: rows.length, bytes: bytes.length, sha256 });
+  progress.rows += rows.length;
+}
+
 /** The unfinished snapshot of this schema, if one is in the container (the newest). */
 async function unfinished(opts: SnapshotOptions): Promise<SnapshotProgress | undefined> {
   const listed = await opts.blobs.list(opts.container, `${SNAPSHOTS}/`);
@@ -166,24 +179,18 @@ export async function takeSnapshot(opts: SnapshotOptions): Promise<SnapshotManif
     unit: 0,
   };
   const dir = `${SNAPSHOTS}/${progress.id}`;
-  while (progress.unit < units.length) {
+  const read = (unit: number, token: string | undefined) =>
+    opts.store.scanPage(units[unit].table, token, { entityType: units[unit].entity.entityType, pageSize: opts.pageSize, observer: opts.observer });
+  let next = progress.unit < units.length ? read(progress.unit, progress.token) : undefined;
+  while (next) {
     const unit = units[progress.unit];
     const began = Date.now();
-    const page = await opts.store.scanPage(unit.table, progress.token, {
-      entityType: unit.entity.entityType,
-      pageSize: opts.pageSize,
-      observer: opts.observer,
-    });
-    const { rows, latest, blobs } = await pageRows(opts, progress.id, unit, page.entities);
-    progress.blobs += blobs;
-    if (rows.length > 0) {
-      const { bytes, sha256 } = encodeSegment(rows);
-      const name = `${dir}/${String(progress.segments.length + 1).padStart(6, '0')}-${unit.entity.entityType}.ndjson.gz`;
-      await opts.blobs.upload(opts.container, name, bytes, 'application/gzip');
-      progress.segments.push({ name, entityType: unit.entity.entityType, rows: rows.length, bytes: bytes.length, sha256 });
-      progress.rows += rows.length;
-    }
-    if (latest > progress.latestEntityTimestamp) progress.latestEntityTimestamp = latest;
+    const page = await next;
+    // The next page is read while this one is encoded and written (its failure is met when it is awaited).
+    const after = page.continuationToken ? progress.unit : progress.unit + 1;
+    next = after < units.length && opts.entitiesPerSecond === 0 ? read(after, page.continuationToken) : undefined;
+    next?.catch(() => undefined);
+    await writePage(opts, progress, unit, page.entities);
     progress.token = page.continuationToken;
     if (!progress.token) progress.unit++;
     await writeJsonBlob(opts.blobs, opts.container, `${dir}/progress.json`, progress);
@@ -191,6 +198,7 @@ export async function takeSnapshot(opts: SnapshotOptions): Promise<SnapshotManif
     // The build budget: a page of n entities takes at least n / entitiesPerSecond seconds (0: no limit).
     const due = opts.entitiesPerSecond > 0 ? (page.entities.length / opts.entitiesPerSecond) * 1000 - (Date.now() - began) : 0;
     if (due > 0) await new Promise((resolve) => setTimeout(resolve, due));
+    if (!next && progress.unit < units.length) next = read(progress.unit, progress.token);
   }
   const manifest: SnapshotManifest = {
     format: BACKUP_FORMAT,

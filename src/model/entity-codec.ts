@@ -141,6 +141,17 @@ export function indexWrite(index: IndexModel, values: Record<string, unknown>): 
 }
 
 /**
+ * The entity's own write for `values` (no index entity), its `WriteId` `writeId`: what a copy of a stored entity
+ * writes (src/model/entity-rows.ts).
+ * @throws TablegraphError BAD_USER_INPUT when a value is missing, mistyped, or cannot be part of a key
+ */
+export function primaryWrite(entity: EntityModel, values: Record<string, unknown>, writeId: string): TableWrite {
+  const primary = write(entity.layout, entity.entityType, entity.fields.values(), values);
+  primary.entity.properties[WRITE_ID_PROPERTY] = { type: 'String', value: writeId };
+  return primary;
+}
+
+/**
  * The entity and all its index entities for `values` (field name → value, as GraphQL would give them): the
  * intra-partition ones, then what `derive` gives. Bulk writers (import, seed) write them all directly.
  * @param writeId stored as the entity's `WriteId` (types.ts: the id of the write that produced this state);
@@ -148,8 +159,7 @@ export function indexWrite(index: IndexModel, values: Record<string, unknown>): 
  * @throws TablegraphError BAD_USER_INPUT when a value is missing, mistyped, or cannot be part of a key
  */
 export function entityWrites(entity: EntityModel, values: Record<string, unknown>, writeId: string = randomUUID()): EntityWrites {
-  const primary = write(entity.layout, entity.entityType, entity.fields.values(), values);
-  primary.entity.properties[WRITE_ID_PROPERTY] = { type: 'String', value: writeId };
+  const primary = primaryWrite(entity, values, writeId);
   const intraPartition = [...entity.indexes.values()].flatMap((index) => (index.scope === 'intraPartition' ? (indexWrite(index, values) ?? []) : []));
   return { primary, indexes: [...intraPartition, ...derive(entity, values)] };
 }

@@ -5,7 +5,8 @@
  * (src/backup/snapshot.ts) — so that the copy is the entity, not the properties a page happened to return.
  */
 import type { EntityToWrite, StoredEntity } from '../storage/storage-types';
-import { addressOfWrite, entityWrites, valuesOf } from './entity-codec';
+import { randomUUID } from 'node:crypto';
+import { addressOfWrite, primaryWrite, valuesOf } from './entity-codec';
 import { MOVE_ID_PROPERTY, MOVED_IN_PROPERTY, WRITE_ID_PROPERTY, type EntityModel } from './types';
 import { partAddresses, partProperties } from './wide-entities';
 
@@ -17,7 +18,7 @@ import { partAddresses, partProperties } from './wide-entities';
  */
 export function entityRows(entity: EntityModel, source: StoredEntity): { table: string; rows: EntityToWrite[] } {
   const writeId = source.properties[WRITE_ID_PROPERTY];
-  const { primary } = entityWrites(entity, valuesOf(entity, source.properties), typeof writeId === 'string' ? writeId : undefined);
+  const primary = primaryWrite(entity, valuesOf(entity, source.properties), typeof writeId === 'string' ? writeId : randomUUID());
   for (const mark of [MOVE_ID_PROPERTY, MOVED_IN_PROPERTY]) {
     const value = source.properties[mark];
     if (typeof value === 'string' && value !== '') primary.entity.properties[mark] = { type: 'String', value };
