@@ -101,15 +101,25 @@ export class Deployment {
     const seen = () => JSON.stringify([...last.values()].map((p) => [p.id, p.state, p.read, p.scanned, p.takeovers, p.leaseOwner]));
     return until(() => `paths to settle (${done.toString()}): ${seen()}`, settled, { timeoutMs, everyMs: 200 });
   }
-  /** Waits until the work queue of the prefix has been worked off (by a worker of the deployment). */
+  /**
+   * Waits until the work queue of the prefix has been worked off (by a worker of the deployment), for as long as the
+   * worker makes progress (a message handled, or the queue shorter): it fails after 60 s without any, naming the
+   * queue and the worker as /health last told them — on a busy machine a slow worker is waited for, a stuck one is not.
+   */
   async drained(server: TestServer): Promise<void> {
-    let depth: number | undefined;
+    type Fanout = { queueDepth?: number; worker?: { handled?: number } };
+    let fanout: Fanout | undefined;
+    let mark = '';
+    let progressAt = Date.now();
     const empty = async () => {
-      const health = (await (await fetch(server.url.replace('/graphql', '/health'))).json()) as { fanout?: { queueDepth?: number } };
-      depth = health.fanout?.queueDepth;
-      return depth === 0;
+      const health = (await (await fetch(server.url.replace('/graphql', '/health'))).json()) as { fanout?: Fanout };
+      fanout = health.fanout;
+      const now = `${fanout?.queueDepth}/${fanout?.worker?.handled}`;
+      if (now !== mark) [mark, progressAt] = [now, Date.now()];
+      if (Date.now() - progressAt > 60_000) throw new Error(`the work queue made no progress in 60 s: ${JSON.stringify(fanout)}`);
+      return fanout?.queueDepth === 0;
     };
-    await until(() => `the work queue to drain (${depth} messages left)`, empty, { everyMs: 200 });
+    await until(() => `the work queue to drain: ${JSON.stringify(fanout)}`, empty, { everyMs: 200, timeoutMs: 600_000 });
   }
   /** `npm run <command>` as a process on the deployment (its schema folder, table prefix, the test Azurite). */
   command(command: string, args: string[] = [], env: Record<string, string> = {}): CommandProcess {
