@@ -6,13 +6,15 @@
  * it resumes), records the schema there, builds every derived path and verifies; a server on the new prefix then
  * answers every field as the source did when the snapshot was taken — not as it did after. A restore never writes
  * into its source, refuses a changed segment before writing anything, and `--partition` restores one plot alone.
+ * Snapshots past the retention expire, an unfinished one too; the newest complete one is always kept.
  */
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { gunzipSync } from 'node:zlib';
-import { readSnapshot } from '../src/backup/backup-blobs';
+import { listSnapshots, readSnapshot } from '../src/backup/backup-blobs';
+import { expireSnapshots } from '../src/backup/retention';
 import { restoreProgress, restoreRows } from '../src/backup/restore';
 import { BlobStore } from '../src/storage/blob-store';
 import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-derived';
@@ -305,3 +307,25 @@ test('--partition restores one plot alone, its summaries recounted; refused befo
   });
   expect(await testStore().listTables(bad)).toEqual([]);
 }, 180_000);
+
+test('expire deletes the snapshots older than the retention, an unfinished one too, and always keeps the newest complete one', async () => {
+  expect(snapshotId).not.toBe('');
+  const blobs = new BlobStore({ connectionString: connectionString() });
+  const container = `${source}-backup`;
+  // A second complete snapshot, and an unfinished one (killed after its first segment).
+  const second = /snapshot (\S+): complete/.exec(await done(command('backup', ['snapshot'])))![1];
+  const killed = command('backup', ['snapshot'], { TABLEGRAPH_TEST_BUILD_HOLD: 'snapshot@1' });
+  await killedAt(killed, 'test hook: snapshot held');
+  const unfinished = /snapshot (\d{8}T\d{6}Z-[0-9a-f]{4})/.exec(killed.output())![1];
+  const ids = async () => [...new Set((await blobs.list(container, 'snapshots/')).map((b) => b.name.split('/')[1]))].sort();
+  expect(await ids()).toEqual([snapshotId, second, unfinished].sort());
+
+  // Within the retention: nothing goes.
+  expect(await expireSnapshots({ blobs, container, retentionDays: 7 })).toEqual({ complete: [], unfinished: [], blobs: 0 });
+  // Eight days on: the older complete one and the unfinished one go, the newest complete one stays and restores.
+  const later = await expireSnapshots({ blobs, container, retentionDays: 7, now: Date.now() + 8 * 24 * 3600_000 });
+  expect(later).toMatchObject({ complete: [snapshotId], unfinished: [unfinished] });
+  expect(await ids()).toEqual([second]);
+  expect((await listSnapshots(blobs, container)).map((m) => m.id)).toEqual([second]);
+  expect(await done(command('backup', ['expire']))).toMatch(/no snapshot is older than 7 days/);
+}, 120_000);

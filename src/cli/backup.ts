@@ -1,11 +1,13 @@
 /**
- * `npm run backup -- snapshot | list` (docs/backup.md):
+ * `npm run backup -- snapshot | list | expire` (docs/backup.md):
  *
  * - `snapshot [--budget <entities/s>]`: copies every primary entity of the configured schema (the deployed one)
  *   into the backup container as a snapshot (src/backup/snapshot.ts), paced under the build budget, with progress on
  *   stderr; an unfinished snapshot of the same schema is resumed. Prints the snapshot's id and what it holds.
  * - `list [--json]`: the complete snapshots, oldest first: id, times, entities, segments and bytes, and whether
  *   entities changed while it was read.
+ * - `expire`: deletes the snapshots older than TABLEGRAPH_BACKUP_RETENTION_DAYS (src/backup/retention.ts); the
+ *   newest complete one is always kept.
  *
  * Errors are printed as a sentence with their code (run-main.ts); exit code 1.
  */
@@ -14,6 +16,7 @@ import { ErrorCode, TablegraphError } from '../errors';
 import { createLogger, type Logger } from '../log';
 import { describeSnapshot, listSnapshots } from '../backup/backup-blobs';
 import { backupBlobs } from './backup-container';
+import { expireSnapshots } from '../backup/retention';
 import { takeSnapshot } from '../backup/snapshot';
 import { Catalogue } from '../evolution/catalogue';
 import { schemaLayout } from '../evolution/deployment';
@@ -78,6 +81,22 @@ async function list(config: Config, log: Logger, json: boolean): Promise<void> {
   }
 }
 
+async function expire(config: Config, log: Logger): Promise<void> {
+  const storage = await openStorage(config, log);
+  try {
+    const days = config.backup.retentionDays;
+    const result = await expireSnapshots({ blobs: backupBlobs(config, storage.blobs), container: config.backup.container, retentionDays: days });
+    const ids = [...result.complete, ...result.unfinished];
+    process.stdout.write(
+      ids.length === 0
+        ? `no snapshot is older than ${days} days (the newest complete one is always kept)\n`
+        : `deleted ${result.complete.length} complete and ${result.unfinished.length} unfinished snapshot(s) older than ${days} days (${result.blobs} blobs): ${ids.join(', ')}\n`,
+    );
+  } finally {
+    await storage.close();
+  }
+}
+
 runMain(
   'backup',
   async (log) => {
@@ -97,6 +116,10 @@ runMain(
       .description('the complete snapshots, oldest first')
       .option('--json', 'print them as JSON')
       .action((o: { json?: boolean }) => list(config(), log, !!o.json));
+    program
+      .command('expire')
+      .description('delete the snapshots older than TABLEGRAPH_BACKUP_RETENTION_DAYS (the newest complete one is kept)')
+      .action(() => expire(config(), log));
     await program.parseAsync();
   },
   createLogger,

@@ -84,9 +84,10 @@ export interface Config {
   /**
    * Where backups go (docs/backup.md): TABLEGRAPH_BACKUP_CONTAINER, the container (default the table prefix in lower
    * case and `-backup`, or `tablegraph-backup`); TABLEGRAPH_BACKUP_CONNECTION_STRING, its account when not the
-   * blobs' (another account, one with an immutability policy).
+   * blobs' (another account, one with an immutability policy); TABLEGRAPH_BACKUP_RETENTION_DAYS, how long `npm run
+   * backup -- expire` keeps a snapshot (days, default 7; the newest is always kept).
    */
-  backup: { container: string; connectionString?: string };
+  backup: { container: string; connectionString?: string; retentionDays: number };
   /**
    * TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS: how long after a `@blob` write its cleanup runs (s, default 3600, at least
    * 6 × the storage timeout): an upload URL is valid a quarter of it, a write's EGT must be applied within a third
@@ -288,6 +289,7 @@ const specs = {
   TABLEGRAPH_BLOB_CONNECTION_STRING: str({ default: undefined, desc: 'account of @blob fields (default: AZURE_STORAGE_CONNECTION_STRING)' }),
   TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS: positiveInt({ default: 3600 }),
   TABLEGRAPH_BACKUP_CONTAINER: containerName({ default: undefined, desc: 'the backup container (default: <table prefix>-backup)' }),
+  TABLEGRAPH_BACKUP_RETENTION_DAYS: positiveInt({ default: 7 }),
   TABLEGRAPH_BACKUP_CONNECTION_STRING: str({ default: undefined, desc: 'the backup account (default: the blobs’)' }),
   TABLEGRAPH_INTROSPECTION: bool({ default: true, desc: 'schema introspection and the IDE page' }),
   TABLEGRAPH_METRICS: str<'loopback' | 'on' | 'off'>({ choices: ['loopback', 'on', 'off'], default: 'loopback', desc: 'who may read /metrics' }),
@@ -476,6 +478,7 @@ function configOf(e: Env, urls: AccountUrls | undefined, cwd: string): Config {
     blobCleanupDelaySeconds: e.TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS,
     backup: {
       container: e.TABLEGRAPH_BACKUP_CONTAINER ?? defaultBackupContainer(e.TABLEGRAPH_TABLE_PREFIX),
+      retentionDays: e.TABLEGRAPH_BACKUP_RETENTION_DAYS,
       ...(e.TABLEGRAPH_BACKUP_CONNECTION_STRING !== undefined && { connectionString: e.TABLEGRAPH_BACKUP_CONNECTION_STRING }),
     },
     corsOrigins: e.TABLEGRAPH_CORS_ORIGINS,

@@ -1,0 +1,62 @@
+/**
+ * Snapshots expire (docs/backup.md, "Retention"): a complete snapshot that finished more than the retention ago is
+ * deleted — its manifest first, so that it is never found complete with a segment gone — then its segments, blobs and
+ * progress; an unfinished one (no manifest) that started more than the retention ago is deleted too. The newest
+ * complete snapshot is always kept, however old: retention never leaves nothing to restore.
+ */
+import type { BlobStore } from '../storage/blob-store';
+import { listSnapshots, readJsonBlob, SNAPSHOTS } from './backup-blobs';
+
+export interface ExpireOptions {
+  blobs: BlobStore;
+  container: string;
+  /** How long a snapshot is kept (days, > 0). */
+  retentionDays: number;
+  /** The time now (ms since the epoch; default the clock). */
+  now?: number;
+}
+
+/** What expired: the ids of the snapshots deleted, complete and unfinished, and the blobs deleted with them. */
+export interface ExpireResult {
+  complete: string[];
+  unfinished: string[];
+  blobs: number;
+}
+
+/** Deletes every blob of snapshot `id`, its manifest first. @returns how many there were */
+async function deleteSnapshot(blobs: BlobStore, container: string, id: string): Promise<number> {
+  const dir = `${SNAPSHOTS}/${id}/`;
+  const names = (await blobs.list(container, dir)).map((b) => b.name);
+  const manifest = `${dir}manifest.json`;
+  if (names.includes(manifest)) await blobs.delete(container, manifest);
+  for (const name of names) if (name !== manifest) await blobs.delete(container, name);
+  return names.length;
+}
+
+/**
+ * @throws TablegraphError DATA_INTEGRITY (reason BackupCorrupt) for a manifest or progress that does not read;
+ *   STORAGE_UNAVAILABLE and others from the Blob service (run it again: what is left is deleted then)
+ */
+export async function expireSnapshots(opts: ExpireOptions): Promise<ExpireResult> {
+  const { blobs, container } = opts;
+  const before = new Date((opts.now ?? Date.now()) - opts.retentionDays * 24 * 3600_000).toISOString();
+  const result: ExpireResult = { complete: [], unfinished: [], blobs: 0 };
+  const complete = await listSnapshots(blobs, container);
+  const newest = complete.at(-1)?.id;
+  for (const m of complete) {
+    if (m.id === newest || m.finishedAt >= before) continue;
+    result.blobs += await deleteSnapshot(blobs, container, m.id);
+    result.complete.push(m.id);
+  }
+  const done = new Set(complete.map((m) => m.id));
+  const progress = (await blobs.list(container, `${SNAPSHOTS}/`)).filter((b) => b.name.endsWith('/progress.json'));
+  for (const { name } of progress) {
+    const id = name.slice(SNAPSHOTS.length + 1, -'/progress.json'.length);
+    if (done.has(id)) continue;
+    const started = (await readJsonBlob<{ startedAt?: string }>(blobs, container, name))?.startedAt ?? '';
+    if (started >= before) continue;
+    result.blobs += await deleteSnapshot(blobs, container, id);
+    result.unfinished.push(id);
+  }
+  return result;
+}
