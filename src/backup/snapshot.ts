@@ -160,9 +160,8 @@ async function unfinished(opts: SnapshotOptions): Promise<SnapshotProgress | und
 /**
  * Takes a snapshot, or finishes the unfinished one of this schema (see the file comment).
  * @returns its manifest
- * @throws TablegraphError SCHEMA_INVALID (reason BlobFieldsNotBackedUp) before anything is read; DATA_INTEGRITY
- *   (BackupCorrupt) for a stored entity its type cannot read; STORAGE_UNAVAILABLE and others from storage (run it
- *   again: it resumes)
+ * @throws TablegraphError DATA_INTEGRITY (reason BackupCorrupt) for a stored entity its type cannot read;
+ *   STORAGE_UNAVAILABLE and others from storage (run it again: it resumes)
  */
 export async function takeSnapshot(opts: SnapshotOptions): Promise<SnapshotManifest> {
   const units = await unitsOf(opts.store, opts.model);
