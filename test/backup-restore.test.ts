@@ -328,4 +328,8 @@ test('expire deletes the snapshots older than the retention, an unfinished one t
   expect(await ids()).toEqual([second]);
   expect((await listSnapshots(blobs, container)).map((m) => m.id)).toEqual([second]);
   expect(await done(command('backup', ['expire']))).toMatch(/no snapshot is older than 7 days/);
+
+  // A prefix nothing was written under (no table, no catalogue): an empty snapshot, not an error.
+  const empty = await done(command('backup', ['snapshot'], { TABLEGRAPH_TABLE_PREFIX: uniquePrefix() }));
+  expect(empty).toMatch(/complete in [\d.]+ s\n\S+ .* 0 entities, 0 blobs, 0 segments/);
 }, 120_000);

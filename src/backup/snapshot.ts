@@ -178,8 +178,14 @@ export async function takeSnapshot(opts: SnapshotOptions): Promise<SnapshotManif
     unit: 0,
   };
   const dir = `${SNAPSHOTS}/${progress.id}`;
+  // A table not created yet holds nothing: one empty page.
   const read = (unit: number, token: string | undefined) =>
-    opts.store.scanPage(units[unit].table, token, { entityType: units[unit].entity.entityType, pageSize: opts.pageSize, observer: opts.observer });
+    opts.store
+      .scanPage(units[unit].table, token, { entityType: units[unit].entity.entityType, pageSize: opts.pageSize, observer: opts.observer })
+      .catch((e: unknown) => {
+        if (e instanceof TablegraphError && e.code === ErrorCode.NOT_FOUND) return { entities: [] as StoredEntity[], continuationToken: undefined };
+        throw e;
+      });
   let next = progress.unit < units.length ? read(progress.unit, progress.token) : undefined;
   while (next) {
     const unit = units[progress.unit];

@@ -31,7 +31,11 @@ async function snapshot(config: Config, log: Logger, budget?: number): Promise<v
   const storage = await openStorage(config, log, model);
   try {
     const layout = schemaLayout(model, schema);
-    const deployed = await new Catalogue(storage.store, config.tablePrefix).deployment();
+    // No catalogue table yet: nothing is deployed.
+    const deployed = await new Catalogue(storage.store, config.tablePrefix).deployment().catch((e: unknown) => {
+      if (e instanceof TablegraphError && e.code === ErrorCode.NOT_FOUND) return undefined;
+      throw e;
+    });
     if (deployed && deployed.hash !== layout.hash) {
       throw new TablegraphError(
         ErrorCode.SCHEMA_INVALID,
