@@ -17,6 +17,7 @@ const LONG = [
   'idle-writes',
   'large-entities',
   'offline-client',
+  'point-in-time',
   'reservation-confirmations',
   'schema-evolution',
   'schema-evolution-kills',

@@ -148,6 +148,18 @@ export const Reason = {
     meaning: '`npm run restore`: the snapshot was taken with another schema than the configured one (its SDL is in the manifest)',
   },
   RestoreTargetInUse: { code: 'CONFLICT', meaning: '`npm run restore`: the target table prefix holds a deployment, or is the one the snapshot was taken from' },
+  ChangeImageTooLarge: {
+    code: 'LIMIT_EXCEEDED',
+    meaning: 'continuous backup: the entity written is too large, compressed, for its change entity to keep its image (about 960 KB)',
+  },
+  NotRestorable: {
+    code: 'BAD_USER_INPUT',
+    meaning: '`npm run restore -- --at`: the time is outside the restorable window (`npm run backup -- status` prints it)',
+  },
+  SchemaChangedInWindow: {
+    code: 'SCHEMA_INVALID',
+    meaning: '`npm run restore -- --at`: the schema changed between the snapshot and the time; restore to a time with a snapshot of its schema',
+  },
   TooManyMoves: { code: 'LIMIT_EXCEEDED', meaning: 'more moves were under way at a re-key than the catalogue records at once' },
   PortInUse: { code: 'CONFIG_INVALID', meaning: "the server's port is in use" },
   PortForbidden: { code: 'CONFIG_INVALID', meaning: "the server's port needs privileges the process does not have" },

@@ -110,7 +110,7 @@ describe('loadConfig', () => {
       visibilityTimeoutSeconds: 30,
       builds: { entitiesPerSecond: 500, leaseMs: 30000, pollMs: 5000, pageSize: 1000 },
       blobCleanupDelaySeconds: 3600,
-      backup: { container: 'tablegraph-backup', retentionDays: 7 },
+      backup: { container: 'tablegraph-backup', retentionDays: 7, capture: true, captureIntervalMs: 10_000, snapshotEveryMs: 86_400_000 },
       corsOrigins: [],
       allowedHosts: [],
       trustedDocuments: undefined,
@@ -142,14 +142,26 @@ describe('loadConfig', () => {
   });
 
   test('the backup container: the table prefix in lower case by default; a name that is no container name is CONFIG_INVALID naming it', () => {
-    expect(loadConfig({ TABLEGRAPH_TABLE_PREFIX: 'Prod1' }, '/srv/app').backup).toEqual({ container: 'prod1-backup', retentionDays: 7 });
+    expect(loadConfig({ TABLEGRAPH_TABLE_PREFIX: 'Prod1' }, '/srv/app').backup).toEqual({
+      container: 'prod1-backup',
+      retentionDays: 7,
+      capture: true,
+      captureIntervalMs: 10_000,
+      snapshotEveryMs: 86_400_000,
+    });
     expect(
       loadConfig({ TABLEGRAPH_BACKUP_CONTAINER: 'dr-copies', TABLEGRAPH_BACKUP_CONNECTION_STRING: 'UseDevelopmentStorage=true' }, '/srv/app').backup,
     ).toEqual({
       container: 'dr-copies',
       connectionString: 'UseDevelopmentStorage=true',
       retentionDays: 7,
+      capture: true,
+      captureIntervalMs: 10_000,
+      snapshotEveryMs: 86_400_000,
     });
+    expect(
+      loadConfig({ TABLEGRAPH_BACKUP_CAPTURE: 'false', TABLEGRAPH_BACKUP_CAPTURE_SECONDS: '30', TABLEGRAPH_BACKUP_SNAPSHOT_HOURS: '0' }, '/srv/app').backup,
+    ).toMatchObject({ capture: false, captureIntervalMs: 30_000, snapshotEveryMs: 0 });
     for (const bad of ['Backups', 'ab', 'a--b', '-ab'])
       expect(() => loadConfig({ TABLEGRAPH_BACKUP_CONTAINER: bad }, '/srv/app')).toThrow(
         expect.objectContaining({ code: 'CONFIG_INVALID', details: { errors: { TABLEGRAPH_BACKUP_CONTAINER: expect.stringMatching(/container name/) } } }),

@@ -321,7 +321,7 @@ test('expire deletes the snapshots older than the retention, an unfinished one t
   expect(await ids()).toEqual([snapshotId, second, unfinished].sort());
 
   // Within the retention: nothing goes.
-  expect(await expireSnapshots({ blobs, container, retentionDays: 7 })).toEqual({ complete: [], unfinished: [], blobs: 0 });
+  expect(await expireSnapshots({ blobs, container, retentionDays: 7 })).toEqual({ complete: [], unfinished: [], passes: 0, blobs: 0 });
   // Eight days on: the older complete one and the unfinished one go, the newest complete one stays and restores.
   const later = await expireSnapshots({ blobs, container, retentionDays: 7, now: Date.now() + 8 * 24 * 3600_000 });
   expect(later).toMatchObject({ complete: [snapshotId], unfinished: [unfinished] });

@@ -54,10 +54,10 @@ test('a create: one EGT is one transaction, 5 RU per entity it writes', async ()
   const r = await server.query('mutation { createJar(input: { shelf: "A", id: "9", content: "honey" }) { jar { id } } }');
   expect(r.errors).toBeUndefined();
   const cost = r.extensions.cost;
-  // The jar and the shelf's count in one EGT (the shelf's summary holder read beside it, or cached from the last
-  // write): every request is one transaction, and the EGT's two entities cost 10 RU.
+  // The jar, its change entity (continuous backup) and the shelf's count in one EGT (the shelf's summary holder read
+  // beside it, or cached from the last write): every request is one transaction, and the EGT's three entities cost 15 RU.
   expect(cost.writes).toBe(1);
   expect(cost.azureTransactions).toBe(cost.roundTrips);
   expect(cost.rangeQueries).toBe(0);
-  expect(cost.cosmosRequestUnits).toBe(5 * 2 + cost.pointQueries);
+  expect(cost.cosmosRequestUnits).toBe(5 * 3 + cost.pointQueries);
 });

@@ -60,6 +60,9 @@ async function egtsDuring(s: TestServer, run: () => Promise<unknown>): Promise<A
   return sent;
 }
 
+/** Continuous backup's change entity, with the entity's image (every part), last in each write's EGT. */
+const CHANGE_ENTITY = { kind: 'create', rowKey: expect.stringMatching(/^~change_/), ifMatch: false };
+
 test('the compiler spreads 366 counts over two entities: the keys in each, 246 counts in the first and 120 in the second', () => {
   const entity = compileHr('').model.entities.get('DailyMessages')!;
   expect(entity.wide!.parts.map((p) => p.size)).toEqual([246, 120]);
@@ -77,10 +80,7 @@ test('load refuses a wide type with BAD_USER_INPUT (it writes one entity per row
 test('two entities as the guide draws them: created together in one EGT, a later day merged alone into the entity holding it', async () => {
   const first = await egtsDuring(server, () => record(server, '10', 2026, 0, 5));
   expect(first).toEqual([
-    [
-      { kind: 'create', rowKey: rowKey('10', 2026), ifMatch: false },
-      { kind: 'create', rowKey: `${rowKey('10', 2026)}_part2`, ifMatch: false },
-    ],
+    [{ kind: 'create', rowKey: rowKey('10', 2026), ifMatch: false }, { kind: 'create', rowKey: `${rowKey('10', 2026)}_part2`, ifMatch: false }, CHANGE_ENTITY],
   ]);
   const [one, two] = [await part('10', 2026, 1), await part('10', 2026, 2)];
   expect(one?.properties).toMatchObject({ EntityType: 'DailyMessages', departmentId: 'Sales', employeeId: '10', year: 2026, daily000: 5 });
@@ -90,7 +90,7 @@ test('two entities as the guide draws them: created together in one EGT, a later
 
   // Day 300 is in the second entity: one merge of it, under its own ETag; the first is not written.
   const later = await egtsDuring(server, () => record(server, '10', 2026, 300, 7));
-  expect(later).toEqual([[{ kind: 'merge', rowKey: `${rowKey('10', 2026)}_part2`, ifMatch: true }]]);
+  expect(later).toEqual([[{ kind: 'merge', rowKey: `${rowKey('10', 2026)}_part2`, ifMatch: true }, CHANGE_ENTITY]]);
   expect((await part('10', 2026, 1))!.etag).toBe(one!.etag);
   expect((await part('10', 2026, 2))!.properties.daily300).toBe(7);
   // Day 245 is the first entity's last property, day 246 the second's first.
@@ -105,7 +105,7 @@ test('an INCREMENT adding to no day merges part 1 alone (its WriteId) and answer
     expect(r.errors).toBeUndefined();
     expect(r.data.recordDailyMessages.dailyMessages.daily).toEqual(before.daily);
   });
-  expect(sent).toEqual([[{ kind: 'merge', rowKey: rowKey('10', 2026), ifMatch: true }]]);
+  expect(sent).toEqual([[{ kind: 'merge', rowKey: rowKey('10', 2026), ifMatch: true }, CHANGE_ENTITY]]);
 });
 
 test('read as one value: two point queries in one wave, 366 counts, the ETag of both entities', async () => {
@@ -163,10 +163,7 @@ test('delete: both entities in one EGT, each under its ETag; a stale ifMatch del
 
   const deleted = await egtsDuring(server, () => server.query(DELETE, { input: { departmentId: 'Sales', employeeId: '10', year: 2027 } }));
   expect(deleted).toEqual([
-    [
-      { kind: 'delete', rowKey: rowKey('10', 2027), ifMatch: true },
-      { kind: 'delete', rowKey: `${rowKey('10', 2027)}_part2`, ifMatch: true },
-    ],
+    [{ kind: 'delete', rowKey: rowKey('10', 2027), ifMatch: true }, { kind: 'delete', rowKey: `${rowKey('10', 2027)}_part2`, ifMatch: true }, CHANGE_ENTITY],
   ]);
   for (const n of [1, 2] as const) expect(await part('10', 2027, n)).toBeNull();
   expect((await server.query(YEAR, { d: 'Sales', id: '10', year: 2027 })).data.employee.dailyMessages).toBeNull();
@@ -186,7 +183,7 @@ test('a part missing beside a stored one (a type that grew a part) reads as abse
   expect(r.data.employee.dailyMessages.daily[5]).toBe(2);
   expect(r.data.employee.dailyMessages.etag).toMatch(/ -$/);
   const written = await egtsDuring(server, () => record(server, '10', 2028, 200 + 146, 3));
-  expect(written).toEqual([[{ kind: 'create', rowKey: `${rowKey('10', 2028)}_part2`, ifMatch: false }]]);
+  expect(written).toEqual([[{ kind: 'create', rowKey: `${rowKey('10', 2028)}_part2`, ifMatch: false }, CHANGE_ENTITY]]);
   const after = (await server.query(YEAR, { d: 'Sales', id: '10', year: 2028 })).data.employee.dailyMessages.daily as number[];
   expect([after[5], after[346]]).toEqual([2, 3]);
 });

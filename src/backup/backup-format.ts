@@ -14,17 +14,12 @@
  */
 import { createHash } from 'node:crypto';
 import { gunzipSync, gzipSync } from 'node:zlib';
-import { ErrorCode, TablegraphError } from '../errors';
-import type { EdmType, EntityToWrite, TypedValue } from '../storage/storage-types';
+import { corrupt, decodeRow, encodeRow, type BackupRow } from '../model/row-text';
+
+export { decodeRow, encodeRow, type BackupRow };
 
 /** The format's version, in every manifest. */
 export const BACKUP_FORMAT = 1;
-
-/** One row of a segment: a table (its name after the prefix) and the entity stored there. */
-export interface BackupRow {
-  table: string;
-  entity: EntityToWrite;
-}
 
 /** A segment as the manifest lists it. */
 export interface SegmentRecord {
@@ -60,62 +55,6 @@ export interface SnapshotManifest {
   /** Blobs of `@blob` fields copied (src/backup/blob-copies.ts). */
   blobs: number;
   segments: SegmentRecord[];
-}
-
-const EDM_TYPES: ReadonlySet<string> = new Set<EdmType>(['String', 'Int32', 'Int64', 'Double', 'Boolean', 'DateTime', 'Guid', 'Binary']);
-
-function valueText(v: TypedValue): string {
-  if (v.value instanceof Date) return v.value.toISOString();
-  if (v.value instanceof Uint8Array) return Buffer.from(v.value).toString('base64');
-  return String(v.value);
-}
-
-function typedValue(type: EdmType, text: string): TypedValue {
-  switch (type) {
-    case 'Int32':
-    case 'Double':
-      return { type, value: Number(text) };
-    case 'Int64':
-      return { type, value: BigInt(text) };
-    case 'Boolean':
-      return { type, value: text === 'true' };
-    case 'DateTime':
-      return { type, value: new Date(text) };
-    case 'Binary':
-      return { type, value: new Uint8Array(Buffer.from(text, 'base64')) };
-    default:
-      return { type, value: text };
-  }
-}
-
-/** One row as a segment line (no newline). */
-export function encodeRow(row: BackupRow): string {
-  const p = Object.entries(row.entity.properties).flatMap(([name, v]) => (v ? [[name, v.type, valueText(v)]] : []));
-  return JSON.stringify({ t: row.table, pk: row.entity.partitionKey, rk: row.entity.rowKey, p });
-}
-
-function corrupt(where: string, why: string): TablegraphError {
-  return new TablegraphError(ErrorCode.DATA_INTEGRITY, `${where}: ${why}; the backup cannot be restored from it.`, { reason: 'BackupCorrupt', where });
-}
-
-/** A segment line back as a row. @throws TablegraphError DATA_INTEGRITY (reason BackupCorrupt) naming `where` */
-export function decodeRow(line: string, where: string): BackupRow {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(line);
-  } catch {
-    throw corrupt(where, 'a line is not JSON');
-  }
-  const r = raw as { t?: unknown; pk?: unknown; rk?: unknown; p?: unknown };
-  if (typeof r.t !== 'string' || typeof r.pk !== 'string' || typeof r.rk !== 'string' || !Array.isArray(r.p)) throw corrupt(where, 'a line is not a row');
-  const properties: EntityToWrite['properties'] = {};
-  for (const item of r.p as unknown[]) {
-    const [name, type, text] = Array.isArray(item) ? item : [];
-    if (typeof name !== 'string' || typeof type !== 'string' || !EDM_TYPES.has(type) || typeof text !== 'string')
-      throw corrupt(where, 'a property is malformed');
-    properties[name] = typedValue(type as EdmType, text);
-  }
-  return { table: r.t, entity: { partitionKey: r.pk, rowKey: r.rk, properties } };
 }
 
 /** Rows as a segment's stored bytes, with their SHA-256 (hex). */

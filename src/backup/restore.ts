@@ -5,6 +5,11 @@
  * path over what was written, `verify` — is the command's (src/cli/restore.ts), with the machinery a schema change
  * uses.
  *
+ * To a point in time (`--at`, change-replay.ts): the snapshot's rows of every entity changed in the replay window are
+ * left out, and each one's last change is written instead — its image, or nothing after a delete.
+ *
+ * Moves under way in what was written are settled last (restore-moves.ts): in where the copy was written, out where not.
+ *
  * Resumable: the segments written are recorded in `restores/<prefix>/progress.json` after each one; a restore run
  * again with the same snapshot and target skips them (a segment half-written before a kill is written again:
  * upserts of the same rows). Every segment's checksum is checked before its first row is written. The blobs the
@@ -12,7 +17,7 @@
  */
 import { ErrorCode, TablegraphError } from '../errors';
 import { blobFields } from '../model/blob-fields';
-import { ENTITY_TYPE_PROPERTY, type Model } from '../model/types';
+import { ENTITY_TYPE_PROPERTY, MOVED_IN_PROPERTY, type Model } from '../model/types';
 import type { BlobStore } from '../storage/blob-store';
 import type { TableStore } from '../storage/table-store';
 import type { EntityToWrite, StorageObserver } from '../storage/storage-types';
@@ -20,6 +25,9 @@ import { planEgtBatches, writeEgtBatches } from '../write/egt-batches';
 import { decodeSegment, type BackupRow, type SnapshotManifest } from './backup-format';
 import { readJsonBlob, writeJsonBlob } from './backup-blobs';
 import { backupBlobName, copyBlob, renamedBlob } from './blob-copies';
+import { replayKey, type CapturedChange } from './change-format';
+import { partAddresses } from '../model/wide-entities';
+import { noteMoveMarks, settleMoves, type MoveMarks } from './restore-moves';
 
 /** Which of a snapshot's entities to restore: all by default; else those of the types and partitions named. */
 export interface RestoreFilter {
@@ -32,10 +40,17 @@ export interface RestoreFilter {
 /** A restore's progress, as recorded. */
 export interface RestoreProgress {
   snapshot: string;
+  /** A point-in-time restore's time (ISO 8601). */
+  at?: string;
   filter: RestoreFilter;
   /** Names of the segments written. */
   written: string[];
   rows: number;
+  /** Set once a point-in-time restore's changes are written (after the segments). */
+  changesWritten?: boolean;
+  /** The move marks among the rows written (restore-moves.ts), and whether those moves are settled (after every row). */
+  moves?: MoveMarks;
+  movesSettled?: boolean;
   /** Set once the rows are all written and the schema is being recorded: the catalogue's deployment is the restore's. */
   deploying?: boolean;
 }
@@ -54,6 +69,8 @@ export interface RestoreRowsOptions {
   /** The table prefix written under: not the snapshot's. */
   targetPrefix: string;
   filter?: RestoreFilter;
+  /** A point-in-time restore: its time (ISO 8601), and of each entity changed in its window the last change (change-replay.ts). */
+  pointInTime?: { at: string; changes: ReadonlyMap<string, CapturedChange> };
   /** EGTs in flight at once (default 8). */
   concurrency?: number;
   /** Told after each segment's rows and the progress are written; awaited. */
@@ -73,7 +90,7 @@ export function restoreProgressName(targetPrefix: string): string {
  *   restore of another snapshot or subset was recorded there
  */
 export async function restoreProgress(
-  opts: Pick<RestoreRowsOptions, 'blobs' | 'container' | 'manifest' | 'targetPrefix' | 'filter'>,
+  opts: Pick<RestoreRowsOptions, 'blobs' | 'container' | 'manifest' | 'targetPrefix' | 'filter'> & { at?: string },
 ): Promise<RestoreProgress> {
   const { manifest, targetPrefix } = opts;
   const filter = opts.filter ?? {};
@@ -85,11 +102,12 @@ export async function restoreProgress(
     );
   }
   const recorded = await readJsonBlob<RestoreProgress>(opts.blobs, opts.container, restoreProgressName(targetPrefix));
-  if (!recorded) return { snapshot: manifest.id, filter, written: [], rows: 0 };
-  if (recorded.snapshot !== manifest.id || JSON.stringify(recorded.filter) !== JSON.stringify(filter)) {
+  if (!recorded) return { snapshot: manifest.id, ...(opts.at !== undefined && { at: opts.at }), filter, written: [], rows: 0 };
+  if (recorded.snapshot !== manifest.id || recorded.at !== opts.at || JSON.stringify(recorded.filter) !== JSON.stringify(filter)) {
+    const what = recorded.at ? `the time ${recorded.at}` : `snapshot ${recorded.snapshot}`;
     throw new TablegraphError(
       ErrorCode.CONFLICT,
-      `Table prefix "${targetPrefix}" holds a restore of snapshot ${recorded.snapshot} ${JSON.stringify(recorded.filter)}: run that one again to finish it, or restore under another prefix.`,
+      `Table prefix "${targetPrefix}" holds a restore of ${what} ${JSON.stringify(recorded.filter)}: run that one again to finish it, or restore under another prefix.`,
       { reason: 'RestoreTargetInUse', snapshot: recorded.snapshot },
     );
   }
@@ -134,6 +152,7 @@ export async function restoreRows(opts: RestoreRowsOptions, progress: RestorePro
   const { manifest, blobs, container } = opts;
   const filter = opts.filter ?? {};
   const done = new Set(progress.written);
+  const replaced = replacedRows(opts);
   for (const segment of manifest.segments) {
     if (done.has(segment.name) || (filter.types && !filter.types.includes(segment.entityType))) continue;
     const blob = await blobs.download(container, segment.name);
@@ -143,14 +162,49 @@ export async function restoreRows(opts: RestoreRowsOptions, progress: RestorePro
         where: segment.name,
       });
     }
-    const rows = decodeSegment(blob.bytes, segment).filter((r) => kept(r, filter));
+    const rows = decodeSegment(blob.bytes, segment).filter((r) => kept(r, filter) && !replaced.has(replayKey(r.table, r.entity.partitionKey, r.entity.rowKey)));
     const writes = [];
     for (const r of rows) writes.push({ table: `${opts.targetPrefix}${r.table}`, entity: await withBlobs(opts, r) });
+    for (const w of writes) noteMoveMarks((progress.moves ??= {}), w.table, w.entity);
     await writeEgtBatches(opts.target, planEgtBatches(writes, opts.target.target), { concurrency: opts.concurrency ?? 8, observer: opts.observer });
     progress.written.push(segment.name);
     progress.rows += rows.length;
     await writeJsonBlob(blobs, container, restoreProgressName(opts.targetPrefix), progress);
     await opts.onProgress?.({ segments: progress.written.length, of: manifest.segments.length, rows: progress.rows });
   }
+  if (opts.pointInTime && !progress.changesWritten) await writeChanges(opts, progress);
+  if (!progress.movesSettled) {
+    await settleMoves(opts.target, progress.moves ?? {});
+    progress.movesSettled = true;
+    await writeJsonBlob(blobs, container, restoreProgressName(opts.targetPrefix), progress);
+  }
   return progress;
+}
+
+/** The rows of the entities a point-in-time restore writes from their changes (a wide entity's every part), by replayKey. */
+function replacedRows(opts: RestoreRowsOptions): Set<string> {
+  const keys = new Set<string>();
+  for (const c of opts.pointInTime?.changes.values() ?? []) {
+    const entity = [...opts.model.entities.values()].find((e) => e.entityType === c.of && !e.implementations);
+    const base = { table: c.table, partitionKey: c.partitionKey, rowKey: c.rowKey };
+    for (const a of entity?.wide ? partAddresses(entity.wide, base) : [base]) keys.add(replayKey(c.table, a.partitionKey, a.rowKey));
+  }
+  return keys;
+}
+
+/** A point-in-time restore's changes: each entity's image as of the time (none after a delete). */
+async function writeChanges(opts: RestoreRowsOptions, progress: RestoreProgress): Promise<void> {
+  const writes = [];
+  for (const c of opts.pointInTime!.changes.values())
+    for (const r of c.image ?? []) writes.push({ table: `${opts.targetPrefix}${r.table}`, entity: await withBlobs(opts, r) });
+  for (const w of writes) noteMoveMarks((progress.moves ??= {}), w.table, w.entity);
+  for (const c of opts.pointInTime!.changes.values()) {
+    const moveId = c.image?.[0]?.entity.properties[MOVED_IN_PROPERTY]?.value;
+    if (c.movedFrom && typeof moveId === 'string' && moveId !== '')
+      ((progress.moves ??= {})[moveId] ??= {}).from = { ...c.movedFrom, table: `${opts.targetPrefix}${c.movedFrom.table}` };
+  }
+  await writeEgtBatches(opts.target, planEgtBatches(writes, opts.target.target), { concurrency: opts.concurrency ?? 8, observer: opts.observer });
+  progress.changesWritten = true;
+  progress.rows += [...opts.pointInTime!.changes.values()].filter((c) => c.image).length;
+  await writeJsonBlob(opts.blobs, opts.container, restoreProgressName(opts.targetPrefix), progress);
 }

@@ -82,6 +82,11 @@ async function unitsOf(store: TableStore, model: Model): Promise<Unit[]> {
   return units;
 }
 
+/** Every table that holds entities of the schema's stored types (a period table family's existing tables too), sorted. */
+export async function entityTables(store: TableStore, model: Model): Promise<string[]> {
+  return [...new Set((await unitsOf(store, model)).map((u) => u.table))].sort();
+}
+
 /** Whether a row read is an entity's part 1 (a wide entity's other parts are read with it). */
 function isEntityRow(entity: EntityModel, row: StoredEntity): boolean {
   if (!entity.wide) return true;

@@ -6,6 +6,8 @@
  *   stderr; an unfinished snapshot of the same schema is resumed. Prints the snapshot's id and what it holds.
  * - `list [--json]`: the complete snapshots, oldest first: id, times, entities, segments and bytes, and whether
  *   entities changed while it was read.
+ * - `status [--json]`: the restorable window — earliestRestorableTime, latestRestorableTime (every write acknowledged
+ *   at or before it is in a durable segment) — and the lag (src/backup/restorable-window.ts).
  * - `expire`: deletes the snapshots older than TABLEGRAPH_BACKUP_RETENTION_DAYS (src/backup/retention.ts); the
  *   newest complete one is always kept.
  *
@@ -15,8 +17,9 @@ import { Command } from 'commander';
 import { ErrorCode, TablegraphError } from '../errors';
 import { createLogger, type Logger } from '../log';
 import { describeSnapshot, listSnapshots } from '../backup/backup-blobs';
-import { backupBlobs } from './backup-container';
+import { backupBlobs } from '../runtime/backup-account';
 import { expireSnapshots } from '../backup/retention';
+import { restorableWindow } from '../backup/restorable-window';
 import { takeSnapshot } from '../backup/snapshot';
 import { Catalogue } from '../evolution/catalogue';
 import { schemaLayout } from '../evolution/deployment';
@@ -85,6 +88,32 @@ async function list(config: Config, log: Logger, json: boolean): Promise<void> {
   }
 }
 
+async function status(config: Config, log: Logger, json: boolean): Promise<void> {
+  const storage = await openStorage(config, log);
+  try {
+    const window = await restorableWindow(backupBlobs(config, storage.blobs), config.backup.container);
+    const { snapshots, latestPass, ...times } = window;
+    const capture = config.backup.capture ? 'on' : 'off (TABLEGRAPH_BACKUP_CAPTURE=false: writes are not captured)';
+    if (json) {
+      process.stdout.write(`${JSON.stringify({ capture: config.backup.capture, ...times, snapshots: snapshots.length, latestPass }, null, 2)}\n`);
+      return;
+    }
+    const lines = [
+      `continuous backup: ${capture}; container ${config.backup.container}`,
+      `earliestRestorableTime: ${times.earliestRestorableTime ?? '— (no snapshot taken since capture began: npm run backup -- snapshot)'}`,
+      `latestRestorableTime:   ${times.latestRestorableTime ?? '— (no capture pass yet: a worker runs them)'}`,
+    ];
+    if (latestPass && times.lagMs !== undefined)
+      lines.push(
+        `lag: ${(times.lagMs / 1000).toFixed(1)} s behind now; the latest pass copied ${latestPass.changes} changes, lag p99 ${(latestPass.lagP99Ms / 1000).toFixed(1)} s, max ${(latestPass.lagMaxMs / 1000).toFixed(1)} s`,
+      );
+    lines.push(`usable snapshots: ${snapshots.length}`);
+    process.stdout.write(`${lines.join('\n')}\n`);
+  } finally {
+    await storage.close();
+  }
+}
+
 async function expire(config: Config, log: Logger): Promise<void> {
   const storage = await openStorage(config, log);
   try {
@@ -94,8 +123,9 @@ async function expire(config: Config, log: Logger): Promise<void> {
     process.stdout.write(
       ids.length === 0
         ? `no snapshot is older than ${days} days (the newest complete one is always kept)\n`
-        : `deleted ${result.complete.length} complete and ${result.unfinished.length} unfinished snapshot(s) older than ${days} days (${result.blobs} blobs): ${ids.join(', ')}\n`,
+        : `deleted ${result.complete.length} complete and ${result.unfinished.length} unfinished snapshot(s) older than ${days} days: ${ids.join(', ')}\n`,
     );
+    process.stdout.write(`${result.passes} capture pass(es) no kept snapshot needs expired; ${result.blobs} blobs deleted in all\n`);
   } finally {
     await storage.close();
   }
@@ -120,6 +150,11 @@ runMain(
       .description('the complete snapshots, oldest first')
       .option('--json', 'print them as JSON')
       .action((o: { json?: boolean }) => list(config(), log, !!o.json));
+    program
+      .command('status')
+      .description('the restorable window (earliest and latest restorable time) and the backup lag')
+      .option('--json', 'print it as JSON')
+      .action((o: { json?: boolean }) => status(config(), log, !!o.json));
     program
       .command('expire')
       .description('delete the snapshots older than TABLEGRAPH_BACKUP_RETENTION_DAYS (the newest complete one is kept)')

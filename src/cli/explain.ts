@@ -70,7 +70,8 @@ runMain(
       );
       return;
     }
-    const explanation = explainModel(model);
+    // With continuous backup on, every write's EGT holds a change entity (docs/backup.md).
+    const explanation = explainModel(model, { capture: config.backup.capture });
     const paths = options.states ? await pathStates(config, log) : undefined;
     if (options.json) {
       process.stdout.write(

@@ -17,6 +17,7 @@ import { createLogger } from '../log';
 import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { openStorage } from '../runtime/open-storage';
 import { deployForWriting } from '../runtime/schema-deployment';
+import { startBulkWrite } from '../runtime/capture';
 import { formatTotals, reportFailed, reportSkipped } from './load-report';
 import { positiveIntArgument, runMain } from './run-main';
 
@@ -71,6 +72,7 @@ runMain(
     try {
       // The schema the rows are written with, recorded before the first of them (schema-deployment.ts).
       await deployForWriting({ config, store: storage.store, model, schema, sdl, log, types: [...new Set(steps.map((s) => s.type))], command: 'npm run load' });
+      const bulk = await startBulkWrite(config, storage.blobs, 'npm run load');
       log.info({ steps: steps.map((s) => `${s.type} ← ${s.file}`), storage: storage.target, concurrency: options.concurrency }, 'loading');
       const progress = createImportProgress({ totalRows, log });
       let summary: LoadSummary;
@@ -96,6 +98,7 @@ runMain(
       } finally {
         progress.stop();
       }
+      await bulk.finish();
       for (const step of summary.steps) {
         reportSkipped(log, step.skipped, {
           where: (line) => `${path.basename(step.source ?? '')}:${line}`,

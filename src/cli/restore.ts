@@ -1,6 +1,7 @@
 /**
- * `npm run restore -- --snapshot <id> --table-prefix <prefix> [--type <EntityType>]… [--partition <PartitionKey>]…`
- * (docs/backup.md): a snapshot's primary entities written under a new table prefix (src/backup/restore.ts), the
+ * `npm run restore -- (--snapshot <id> | --at <time>) --table-prefix <prefix> [--type <EntityType>]… [--partition <PartitionKey>]…`
+ * (docs/backup.md): a snapshot's primary entities — with `--at`, as they were at that time: the latest snapshot before
+ * it and the captured changes up to it (src/backup/change-replay.ts) — written under a new table prefix (src/backup/restore.ts), the
  * schema that wrote them recorded in that prefix's catalogue as a first deployment over stored entities, every
  * derived path built from them here with the online build machinery, then `verify`. It never writes into the tables
  * it comes from. Run again after a kill, it resumes: the segments written are skipped, the builds go on from their
@@ -14,8 +15,9 @@ import { Command } from 'commander';
 import { ErrorCode, TablegraphError } from '../errors';
 import { createLogger, type Logger } from '../log';
 import { readSnapshot, writeJsonBlob } from '../backup/backup-blobs';
-import { backupBlobs } from './backup-container';
+import { backupBlobs } from '../runtime/backup-account';
 import { restoreProgress, restoreProgressName, restoreRows, type RestoreFilter } from '../backup/restore';
+import { changesAsOf, pointInTime } from '../backup/change-replay';
 import { Catalogue, catalogueTable } from '../evolution/catalogue';
 import { deploySchema, schemaLayout } from '../evolution/deployment';
 import { formatStatus } from '../evolution/migration-report';
@@ -30,7 +32,8 @@ import { positiveIntArgument, runMain } from './run-main';
 import { holdIfAsked } from './test-hold';
 
 interface RestoreArgs {
-  snapshot: string;
+  snapshot?: string;
+  at?: string;
   tablePrefix: string;
   type: string[];
   partition: string[];
@@ -73,13 +76,20 @@ async function restore(config: Config, log: Logger, args: RestoreArgs): Promise<
   try {
     const blobs = backupBlobs(config, raw.blobs);
     const container = config.backup.container;
-    const manifest = await readSnapshot(blobs, container, args.snapshot);
-    checkSchema(config, manifest);
     const filter: RestoreFilter = {
       ...(args.type.length > 0 && { types: args.type }),
       ...(args.partition.length > 0 && { partitions: args.partition }),
     };
-    const progress = await restoreProgress({ blobs, container, manifest, targetPrefix: args.tablePrefix, filter });
+    const pit = args.at === undefined ? undefined : await pointInTime(blobs, container, args.at);
+    const manifest = pit ? pit.snapshot : await readSnapshot(blobs, container, args.snapshot!);
+    checkSchema(config, manifest);
+    const progress = await restoreProgress({ blobs, container, manifest, targetPrefix: args.tablePrefix, filter, at: args.at });
+    const changes = pit && (await changesAsOf(blobs, container, pit, filter));
+    if (pit && changes)
+      log.info(
+        { snapshot: manifest.id, passes: pit.passes.length, entities: changes.size },
+        `restore to ${args.at}: snapshot ${manifest.id}, then the last change of ${changes.size} entities`,
+      );
     const tables = [...new Set([...model.entities.values()].flatMap((e) => [e.layout.table, ...[...e.indexes.values()].map((i) => i.layout.table)]))];
     if (progress.written.length === 0 && !progress.deploying) await checkTargetFree(raw.store, tables, args.tablePrefix);
     const started = Date.now();
@@ -87,6 +97,7 @@ async function restore(config: Config, log: Logger, args: RestoreArgs): Promise<
     await restoreRows(
       {
         ...{ target: raw.store, model, blobs, entityBlobs: raw.blobs, container, manifest, targetPrefix: args.tablePrefix, filter },
+        ...(changes && { pointInTime: { at: args.at!, changes } }),
         concurrency: args.concurrency,
         onProgress: async (p) => {
           log.info(p, `restore: segment ${p.segments} of ${p.of} written (${p.rows} entities)`);
@@ -115,7 +126,7 @@ async function restore(config: Config, log: Logger, args: RestoreArgs): Promise<
     const report = await verifyDerived({ store: sealed.store, model });
     const seconds = (t: number) => ((t - started) / 1000).toFixed(1);
     process.stdout.write(
-      `restore of snapshot ${manifest.id} into table prefix "${args.tablePrefix}": ${progress.rows.toLocaleString('en-US')} entities written in ${seconds(wrote)} s, ` +
+      `restore of ${args.at ? `${args.at} (snapshot ${manifest.id} and the changes after it)` : `snapshot ${manifest.id}`} into table prefix "${args.tablePrefix}": ${progress.rows.toLocaleString('en-US')} entities written in ${seconds(wrote)} s, ` +
         `derived paths built by ${seconds(built)} s\n${formatStatus(deployed.version, rows, [])}${formatVerifyReport(report)}\n`,
     );
     if (!report.ok || rows.some((p) => p.state === 'failed')) process.exitCode = 1;
@@ -130,13 +141,16 @@ runMain(
   async (log) => {
     const options = new Command('restore')
       .description('restore a snapshot under a new table prefix, rebuild its derived paths, and verify')
-      .requiredOption('--snapshot <id>', 'the snapshot (npm run backup -- list)')
+      .option('--snapshot <id>', 'the snapshot (npm run backup -- list)')
+      .option('--at <time>', 'the point in time, ISO 8601 (npm run backup -- status prints the restorable window)')
       .requiredOption('--table-prefix <prefix>', 'the new tables’ prefix (letters and digits): never the snapshot’s own')
       .option('--type <EntityType>', 'restore only entities of this type (repeatable)', collect, [])
       .option('--partition <PartitionKey>', 'restore only entities of this partition (repeatable)', collect, [])
       .option('--concurrency <n>', 'EGTs in flight at once', positiveIntArgument, 8)
       .parse()
       .opts<RestoreArgs>();
+    if ((options.snapshot === undefined) === (options.at === undefined))
+      throw new TablegraphError(ErrorCode.BAD_USER_INPUT, 'Give either --snapshot <id> or --at <time>: what to restore.');
     const config = loadConfig();
     log.level = config.logLevel;
     await restore(config, log, options);

@@ -13,6 +13,8 @@ import { WriteExecutor } from '../write/write-executor';
 import { onShutdownSignal, runMain } from './run-main';
 import { startTracing } from '../telemetry/tracing';
 import { startSchemaDeployment } from '../runtime/schema-deployment';
+import { assertBackupReachable, backupJobs } from '../runtime/capture';
+import { holdIfAsked } from './test-hold';
 
 runMain(
   'worker',
@@ -22,6 +24,7 @@ runMain(
     const { model, schema, sdl } = compileConfiguredSchema(config);
     const tracing = config.tracing && startTracing(config.tracing, 'tablegraph-worker');
     const storage = await openStorage(config, log, model);
+    assertBackupReachable(config, storage.blobs);
     for (const table of model.tables) await storage.store.ensureTable(table);
     await ensureWorkQueues(storage.queues, config.tablePrefix);
     // The schema's deployment: refused changes stop the worker here; builds it needs are driven from here too.
@@ -34,6 +37,7 @@ runMain(
       workQueue: queueSender(storage.queues, workQueueNames(config.tablePrefix).queue),
       blobs,
       changeRetentionMs: config.subscriptions.retentionMs,
+      capture: config.backup.capture,
       log,
       gate: deployment.states,
     });
@@ -52,13 +56,18 @@ runMain(
       blobs: storage.blobs,
     });
     worker.start();
+    // Continuous backup's passes and the scheduled snapshots run in the workers (one at a time deployment-wide).
+    const backup = backupJobs(config, storage, { model, schemaHash: deployment.schemaHash, sdl }, log, {
+      onSegment: (n) => holdIfAsked(config, 'capture', n, log),
+    });
+    backup.start();
     storage.azurite?.watch(log);
     log.info({ queue: workQueueNames(config.tablePrefix).queue, concurrency: config.workerConcurrency }, 'message worker started');
     const report = setInterval(() => log.info(worker.stats(), 'message worker'), 60000);
     report.unref();
     onShutdownSignal(log, async (signal) => {
       log.info({ signal }, 'stopping: finishing the messages in hand');
-      await worker.stop();
+      await Promise.all([worker.stop(), backup.stop()]);
       await deployment.close();
       await storage.close();
       await tracing?.shutdown();

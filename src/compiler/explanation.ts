@@ -169,8 +169,11 @@ function rowKeyPlan(path: AccessPath): RowKeyPlan {
 
 const byCoordinate = <T extends { coordinate: string }>(a: T, b: T) => a.coordinate.localeCompare(b.coordinate);
 
-/** The whole design: fields (root Query fields first, then by coordinate), summaries, references, mutations. */
-export function explainModel(model: Model): Explanation {
+/**
+ * The whole design: fields (root Query fields first, then by coordinate), summaries, references, mutations.
+ * @param opts.capture continuous backup is on (docs/backup.md): every mutation's EGT holds a change entity
+ */
+export function explainModel(model: Model, opts: { capture?: boolean } = {}): Explanation {
   return {
     hotPartitions: hotPartitions(model),
     fields: fieldPlans(model),
@@ -178,7 +181,7 @@ export function explainModel(model: Model): Explanation {
     references: referencePlans(model),
     copies: copyPlans(model),
     blobs: blobPlans(model),
-    mutations: mutationPlans(model),
+    mutations: mutationPlans(model, opts.capture === true),
     subscriptions: subscriptionPlans(model),
   };
 }
@@ -236,8 +239,8 @@ function referencePlans(model: Model): ReferencePlan[] {
   return references;
 }
 
-/** Each mutation: what its EGT writes and what the worker does after it. */
-function mutationPlans(model: Model): MutationPlan[] {
+/** Each mutation: what its EGT writes (a change entity when a subscription follows the type, or capture is on) and what the worker does after it. */
+function mutationPlans(model: Model, capture: boolean): MutationPlan[] {
   const mutations = [...model.writes].map(([coordinate, w]): MutationPlan => {
     const indexes = [...w.entity.indexes.values()];
     return {
@@ -248,7 +251,7 @@ function mutationPlans(model: Model): MutationPlan[] {
       egt: {
         indexes: indexes.filter((i) => i.scope === 'intraPartition').map((i) => i.name),
         summaries: [...model.summaries].filter(([, s]) => s.of === w.entity && s.scope === 'egt').map(([name]) => name),
-        change: Boolean(w.entity.changeLogged),
+        change: Boolean(w.entity.changeLogged) || capture,
       },
       eventual: {
         indexes: indexes.filter((i) => i.scope === 'interPartition').map((i) => i.name),

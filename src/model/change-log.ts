@@ -7,8 +7,15 @@
  * time lists the changes since then. `~` sorts after letters and digits: the change entities sit at the end of the
  * partition, apart from other types' ranges, and their EntityType (`~Change`) keeps them out of every read of
  * entities. Old change entities are deleted by the writers (change-log-trim.ts).
+ *
+ * Continuous backup (docs/backup.md) uses the same change entities: with capture on, every write of every entity
+ * type adds one, holding the entity's image — its rows as stored after the write, `@encrypted` values sealed — which
+ * the capture pass (src/backup/capture-pass.ts) copies into Blob storage and then deletes.
  */
+import { gunzipSync, gzipSync } from 'node:zlib';
+import { ErrorCode, TablegraphError } from '../errors';
 import type { EntityAddress, EntityToWrite, StoredEntity, TransactionOperation } from '../storage/storage-types';
+import { corrupt, decodeRow, encodeRow } from './row-text';
 import { fromInvertedTicks, invertedTicks } from './key-template';
 import { ENTITY_TYPE_PROPERTY } from './types';
 
@@ -22,7 +29,17 @@ export const CHANGE_ROW_KEY_PREFIX = '~change_';
 export type ChangeKind = 'CREATED' | 'UPDATED' | 'DELETED';
 
 /** Properties of a change entity beside EntityType. */
-export const CHANGE = { kind: 'Kind', of: 'Of', rowKey: 'OfRowKey', writeId: 'ChangeWriteId', relays: 'Relays' } as const;
+export const CHANGE = {
+  kind: 'Kind',
+  of: 'Of',
+  rowKey: 'OfRowKey',
+  writeId: 'ChangeWriteId',
+  relays: 'Relays',
+  /** A move's create (src/worker/carry-out-move.ts): the entity's old address, `table`, `PartitionKey`, `RowKey`. */
+  movedFromTable: 'MovedFromTable',
+  movedFromPartitionKey: 'MovedFromPartitionKey',
+  movedFromRowKey: 'MovedFromRowKey',
+} as const;
 
 /**
  * The EntityType of a fence (src/write/change-fence.ts): an entity at a change entity's RowKey, put there by the writer
@@ -106,11 +123,61 @@ export interface ChangeRecord {
    * sealed), so that who may learn of the delete can be decided without the entity. Default: none.
    */
   scope?: Record<string, string>;
+  /** The entity's rows as stored after the write (sealed), kept for backup; absent: none kept (capture off, a delete). */
+  image?: EntityToWrite[];
+  /** A move's create: the entity's old address (a restore settles the move by it: src/backup/restore-moves.ts). */
+  movedFrom?: EntityAddress;
+}
+
+/** The prefix of a change entity's image properties: `Image0`, `Image1`, … (Edm.Binary, gzip of row lines). */
+export const IMAGE_PROPERTY_PREFIX = 'Image';
+/** Bytes of one image property (under the service's 64 KiB for an Edm.Binary property). */
+const IMAGE_CHUNK_BYTES = 64_000;
+/** Image properties one change entity holds at most (some 960 KB: with its other properties, under 1 MiB). */
+const MAX_IMAGE_CHUNKS = 15;
+
+/**
+ * The properties holding an image: its rows as lines (row-text.ts), gzip-compressed, cut into Edm.Binary properties.
+ * @throws TablegraphError LIMIT_EXCEEDED (reason ChangeImageTooLarge) when compressed it exceeds 15 × 64,000 bytes
+ */
+export function imageProperties(rows: readonly EntityToWrite[]): EntityToWrite['properties'] {
+  const bytes = gzipSync(Buffer.from(rows.map((entity) => encodeRow({ table: '', entity })).join('\n'), 'utf8'));
+  const chunks = Math.ceil(bytes.length / IMAGE_CHUNK_BYTES);
+  if (chunks > MAX_IMAGE_CHUNKS) {
+    throw new TablegraphError(
+      ErrorCode.LIMIT_EXCEEDED,
+      `The entity is too large for continuous backup to keep its image (${bytes.length} bytes compressed; at most ${MAX_IMAGE_CHUNKS * IMAGE_CHUNK_BYTES})`,
+      { reason: 'ChangeImageTooLarge', bytes: bytes.length },
+    );
+  }
+  const properties: EntityToWrite['properties'] = {};
+  for (let i = 0; i < chunks; i++)
+    properties[`${IMAGE_PROPERTY_PREFIX}${i}`] = { type: 'Binary', value: new Uint8Array(bytes.subarray(i * IMAGE_CHUNK_BYTES, (i + 1) * IMAGE_CHUNK_BYTES)) };
+  return properties;
+}
+
+/**
+ * The image a stored change entity holds (imageProperties), its rows in order; undefined when it holds none.
+ * @throws TablegraphError DATA_INTEGRITY (reason BackupCorrupt) naming the change when its image cannot be read
+ */
+export function changeImage(e: StoredEntity): EntityToWrite[] | undefined {
+  const chunks: Uint8Array[] = [];
+  for (let i = 0; e.properties[`${IMAGE_PROPERTY_PREFIX}${i}`] instanceof Uint8Array; i++)
+    chunks.push(e.properties[`${IMAGE_PROPERTY_PREFIX}${i}`] as Uint8Array);
+  if (chunks.length === 0) return undefined;
+  const where = `change ${e.partitionKey}/${e.rowKey}`;
+  let text: string;
+  try {
+    text = gunzipSync(Buffer.concat(chunks)).toString('utf8');
+  } catch {
+    throw corrupt(where, 'its image is not gzip');
+  }
+  return text.split('\n').map((line) => decodeRow(line, where).entity);
 }
 
 /** The change entity a write to `address` adds to its EGT. */
 export function changeEntity(address: EntityAddress, change: ChangeRecord): EntityToWrite {
-  const { entityType, kind, writeId, at, scope = {} } = change;
+  const { entityType, kind, writeId, at, scope = {}, image, movedFrom } = change;
   const scoped = Object.fromEntries(Object.entries(scope).map(([f, v]) => [`${SCOPE_PROPERTY_PREFIX}${f}`, { type: 'String' as const, value: v }]));
   return {
     partitionKey: address.partitionKey,
@@ -122,6 +189,12 @@ export function changeEntity(address: EntityAddress, change: ChangeRecord): Enti
       [CHANGE.rowKey]: { type: 'String', value: address.rowKey },
       [CHANGE.writeId]: { type: 'String', value: writeId },
       ...scoped,
+      ...(image && imageProperties(image)),
+      ...(movedFrom && {
+        [CHANGE.movedFromTable]: { type: 'String', value: movedFrom.table },
+        [CHANGE.movedFromPartitionKey]: { type: 'String', value: movedFrom.partitionKey },
+        [CHANGE.movedFromRowKey]: { type: 'String', value: movedFrom.rowKey },
+      }),
     },
   };
 }
@@ -215,14 +288,17 @@ export function isChangeEntity(e: EntityToWrite): boolean {
  * The EGT's operations with every change entity's RowKey made anew from the time now (nextChangeTime), keeping its
  * write id: called right before the EGT is sent, so that a change's time is never earlier than its EGT by more than
  * that call's own time (the storage timeout), however long the write waited for reads, its message and its
- * reservations. The change log's readers count on that bound (src/read/change-poller.ts).
+ * reservations. The change log's readers count on that bound (src/read/change-poller.ts). Every change of one EGT
+ * gets the same time: a point-in-time restore (src/backup/) takes all of an EGT or none of it.
  */
 export function stampChanges(operations: readonly TransactionOperation[]): TransactionOperation[] {
+  let at: number | undefined;
   return operations.map((op) => {
     if (op.kind !== 'create' || !isChangeEntity(op.entity)) return op;
     const e = op.entity;
     const writeId = e.properties[CHANGE.writeId]?.value;
-    return { ...op, entity: { ...e, rowKey: changeRowKey(nextChangeTime(), String(writeId)) } };
+    at ??= nextChangeTime();
+    return { ...op, entity: { ...e, rowKey: changeRowKey(at, String(writeId)) } };
   });
 }
 

@@ -6,7 +6,7 @@
  */
 import type { EntityToWrite, StoredEntity } from '../storage/storage-types';
 import { randomUUID } from 'node:crypto';
-import { addressOfWrite, primaryWrite, valuesOf } from './entity-codec';
+import { primaryWrite, valuesOf } from './entity-codec';
 import { MOVE_ID_PROPERTY, MOVED_IN_PROPERTY, WRITE_ID_PROPERTY, type EntityModel } from './types';
 import { partAddresses, partProperties } from './wide-entities';
 
@@ -23,14 +23,18 @@ export function entityRows(entity: EntityModel, source: StoredEntity): { table: 
     const value = source.properties[mark];
     if (typeof value === 'string' && value !== '') primary.entity.properties[mark] = { type: 'String', value };
   }
-  if (!entity.wide) return { table: primary.table, rows: [primary.entity] };
-  const base = addressOfWrite(primary);
-  return {
-    table: primary.table,
-    rows: partAddresses(entity.wide, base).map((a, i) => ({
-      partitionKey: a.partitionKey,
-      rowKey: a.rowKey,
-      properties: partProperties(entity, i, primary.entity.properties),
-    })),
-  };
+  return { table: primary.table, rows: storedRows(entity, primary.entity, primary.table) };
+}
+
+/**
+ * The rows an entity's primary write (entity-codec.ts primaryWrite) is stored as: itself, or a wide entity's parts
+ * in part order (the guide's "Wide entities pattern").
+ */
+export function storedRows(entity: EntityModel, primary: EntityToWrite, table: string): EntityToWrite[] {
+  if (!entity.wide) return [primary];
+  return partAddresses(entity.wide, { table, partitionKey: primary.partitionKey, rowKey: primary.rowKey }).map((a, i) => ({
+    partitionKey: a.partitionKey,
+    rowKey: a.rowKey,
+    properties: partProperties(entity, i, primary.properties),
+  }));
 }

@@ -85,9 +85,12 @@ export interface Config {
    * Where backups go (docs/backup.md): TABLEGRAPH_BACKUP_CONTAINER, the container (default the table prefix in lower
    * case and `-backup`, or `tablegraph-backup`); TABLEGRAPH_BACKUP_CONNECTION_STRING, its account when not the
    * blobs' (another account, one with an immutability policy); TABLEGRAPH_BACKUP_RETENTION_DAYS, how long `npm run
-   * backup -- expire` keeps a snapshot (days, default 7; the newest is always kept).
+   * backup -- expire` keeps a snapshot (days, default 7; the newest is always kept); TABLEGRAPH_BACKUP_CAPTURE,
+   * continuous backup (default true: every write adds a change entity with its image, src/model/change-log.ts);
+   * TABLEGRAPH_BACKUP_CAPTURE_SECONDS, how often a worker runs a capture pass (s, default 10);
+   * TABLEGRAPH_BACKUP_SNAPSHOT_HOURS, time between the workers' scheduled snapshots (h, default 24; 0: none).
    */
-  backup: { container: string; connectionString?: string; retentionDays: number };
+  backup: { container: string; connectionString?: string; retentionDays: number; capture: boolean; captureIntervalMs: number; snapshotEveryMs: number };
   /**
    * TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS: how long after a `@blob` write its cleanup runs (s, default 3600, at least
    * 6 × the storage timeout): an upload URL is valid a quarter of it, a write's EGT must be applied within a third
@@ -291,6 +294,9 @@ const specs = {
   TABLEGRAPH_BACKUP_CONTAINER: containerName({ default: undefined, desc: 'the backup container (default: <table prefix>-backup)' }),
   TABLEGRAPH_BACKUP_RETENTION_DAYS: positiveInt({ default: 7 }),
   TABLEGRAPH_BACKUP_CONNECTION_STRING: str({ default: undefined, desc: 'the backup account (default: the blobs’)' }),
+  TABLEGRAPH_BACKUP_CAPTURE: bool({ default: true, desc: 'continuous backup: every write keeps a change entity that workers copy to Blob storage' }),
+  TABLEGRAPH_BACKUP_CAPTURE_SECONDS: positiveInt({ default: 10, desc: 'how often a worker copies captured changes to Blob storage (s)' }),
+  TABLEGRAPH_BACKUP_SNAPSHOT_HOURS: nonNegativeInt({ default: 24, desc: 'time between scheduled snapshots (h; 0: none scheduled)' }),
   TABLEGRAPH_INTROSPECTION: bool({ default: true, desc: 'schema introspection and the IDE page' }),
   TABLEGRAPH_METRICS: str<'loopback' | 'on' | 'off'>({ choices: ['loopback', 'on', 'off'], default: 'loopback', desc: 'who may read /metrics' }),
   TABLEGRAPH_MAX_BODY_BYTES: positiveInt({ default: 262144 }),
@@ -479,6 +485,9 @@ function configOf(e: Env, urls: AccountUrls | undefined, cwd: string): Config {
     backup: {
       container: e.TABLEGRAPH_BACKUP_CONTAINER ?? defaultBackupContainer(e.TABLEGRAPH_TABLE_PREFIX),
       retentionDays: e.TABLEGRAPH_BACKUP_RETENTION_DAYS,
+      capture: e.TABLEGRAPH_BACKUP_CAPTURE,
+      captureIntervalMs: e.TABLEGRAPH_BACKUP_CAPTURE_SECONDS * 1000,
+      snapshotEveryMs: e.TABLEGRAPH_BACKUP_SNAPSHOT_HOURS * 3_600_000,
       ...(e.TABLEGRAPH_BACKUP_CONNECTION_STRING !== undefined && { connectionString: e.TABLEGRAPH_BACKUP_CONNECTION_STRING }),
     },
     corsOrigins: e.TABLEGRAPH_CORS_ORIGINS,

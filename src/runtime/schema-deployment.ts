@@ -25,6 +25,8 @@ export interface SchemaDeployment {
   states: PathStates;
   /** The builds this process drives (absent without a worker). */
   builds?: BuildRunner;
+  /** The deployed schema's layout hash (the catalogue's). */
+  schemaHash: string;
   /** Stops building (after the step in hand), refreshing and saying it runs. */
   close(): Promise<void>;
 }
@@ -92,6 +94,7 @@ export async function startSchemaDeployment(opts: SchemaDeploymentOptions): Prom
     catalogue,
     states,
     builds,
+    schemaHash: layout.hash,
     async close() {
       await builds?.stop();
       states.stop();

@@ -30,6 +30,9 @@ import type { CompiledSchema } from '../compiler/compile';
 import { compileConfiguredSchema } from './configured-schema';
 import { seedIfEmpty, seedManifestPath } from './seed';
 import { startSchemaDeployment } from './schema-deployment';
+import { assertBackupReachable, backupJobs, type BackupJobs } from './capture';
+import { backupBlobs } from './backup-account';
+import { latestPassReader } from '../backup/restorable-window';
 import { originPolicy } from '../server/request-origin';
 import type { OpenStorage } from './open-storage';
 
@@ -39,6 +42,8 @@ export interface RunningServer {
   port: number;
   /** The message worker running inside the server (TABLEGRAPH_WORKER=inline), if any. */
   worker?: QueueWorker;
+  /** Continuous backup's passes and the scheduled snapshots, run beside the in-process worker, if any. */
+  backup?: BackupJobs;
   /** Stops accepting connections, lets in-flight requests finish (at most `graceMs`, default 10000 ms), stops Apollo. */
   close(graceMs?: number): Promise<void>;
   /**
@@ -86,7 +91,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
   attachResolvers(schema, model);
   // A store opened without the model (openStorage's caller decides) still seals what the schema encrypts.
   attachCipher(storage.store, model, config, storage.access, log);
-  const signSas = sasSigner(storage.access, model);
+  const signSas = checkStorageAccess(config, storage, model);
   for (const table of model.tables) await storage.store.ensureTable(table);
   // What the stored data was written by, and what this schema changes in it: refused, or built online.
   const deployment = await startSchemaDeployment({
@@ -110,6 +115,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     workQueue: queueSender(storage.queues, queues.queue),
     blobs,
     changeRetentionMs: config.subscriptions.retentionMs,
+    capture: config.backup.capture,
     log,
     gate: deployment.states,
   });
@@ -132,8 +138,10 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     blobs: storage.blobs,
     paths: deployment.states,
     pathStates: () => deployment.states.all(),
+    ...(config.backup.capture && { backup: latestPassReader(backupBlobs(config, storage.blobs), config.backup.container) }),
   });
   const worker = config.worker === 'inline' ? inlineWorker(config, storage, { model, writer, gate: deployment.states }, log) : undefined;
+  const backup = worker && backupJobs(config, storage, { model, schemaHash: deployment.schemaHash, sdl }, log);
   const server = httpServer(config, app, log);
   try {
     await new Promise<void>((resolve, reject) => {
@@ -147,11 +155,13 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
   }
   const port = (server.address() as AddressInfo).port;
   worker?.start();
+  backup?.start();
   return {
     url: `http://${config.host}:${port}/graphql`,
     port,
     worker,
-    close: (graceMs = 10000) => stop({ server, app, worker, writer, deployment }, graceMs),
+    backup,
+    close: (graceMs = 10000) => stop({ server, app, worker, backup, writer, deployment }, graceMs),
     refreshPathStates: () => deployment.states.refresh(),
   };
 }
@@ -190,11 +200,19 @@ function appSettings(config: Config) {
  * still commits — and last Apollo, which a request served until then still needed.
  */
 async function stop(
-  running: { server: Server; app: GraphqlApp; worker?: QueueWorker; writer: WriteExecutor; deployment: { close(): Promise<void> } },
+  running: {
+    server: Server;
+    app: GraphqlApp;
+    worker?: QueueWorker;
+    /** Continuous backup's passes and the scheduled snapshots, beside the worker. */
+    backup?: BackupJobs;
+    writer: WriteExecutor;
+    deployment: { close(): Promise<void> };
+  },
   graceMs: number,
 ): Promise<void> {
   const { server, app, worker, deployment } = running;
-  await Promise.all([worker?.stop(), closeHttp(server, app, graceMs)]);
+  await Promise.all([worker?.stop(), running.backup?.stop(), closeHttp(server, app, graceMs)]);
   // The fences of answers lost: the attempt in hand ends, none follows (change-fence.ts).
   await running.writer.changeFences?.stop();
   await deployment.close();
@@ -271,6 +289,16 @@ function inlineWorker(
     writer,
     blobs: storage.blobs,
   });
+}
+
+/**
+ * What the configured storage must give before the server starts: a Blob endpoint for continuous backup
+ * (capture.ts assertBackupReachable), and the signer of `@sas` fields (sasSigner).
+ * @throws TablegraphError CONFIG_INVALID naming what is missing
+ */
+function checkStorageAccess(config: Config, storage: OpenStorage, model: Model): PartitionSasSigner | undefined {
+  assertBackupReachable(config, storage.blobs);
+  return sasSigner(storage.access, model);
 }
 
 /**

@@ -33,6 +33,7 @@ import { assignRequestId, recordContext, recordDoorRefusal, requestIdMiddleware,
 import { originRefusal, type OriginPolicy, type OriginRefusal } from './request-origin';
 import { Metrics } from './metrics';
 import { mountHealth } from './health';
+import type { LatestPass } from '../backup/change-format';
 import { ShutdownGate } from './shutdown-gate';
 import type { RequestAdmission } from '../read/request-admission';
 import { isLoopback } from './auth';
@@ -62,6 +63,8 @@ export interface AppDeps extends ContextDeps {
   queueNames?: { queue: string; poison: string };
   /** For /health: the worker running in this process, if any (a function: it is created after the app). */
   worker?: () => QueueWorker | undefined;
+  /** For /health and /metrics: continuous backup's latest pass (src/backup/restorable-window.ts); absent: capture off. */
+  backup?: () => Promise<LatestPass | undefined>;
   /** Origins a browser may call /graphql from (CORS); none when empty or absent. */
   corsOrigins?: string[];
   /**
@@ -238,7 +241,7 @@ function mountOperations(app: express.Express, deps: AppDeps, subscriptions: (()
   const metrics =
     metricsAccess === 'off'
       ? undefined
-      : new Metrics({ queues: deps.queues, queueNames: deps.queueNames, worker: deps.worker, subscriptions, paths: deps.pathStates });
+      : new Metrics({ queues: deps.queues, queueNames: deps.queueNames, worker: deps.worker, subscriptions, paths: deps.pathStates, backup: deps.backup });
   if (metrics) {
     app.get('/metrics', async (req, res, next) => {
       // Not a secret, but not everyone's business either: by default, only a scraper on this machine.

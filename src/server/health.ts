@@ -11,6 +11,7 @@ import type express from 'express';
 import type { IncomingMessage } from 'node:http';
 import type { Logger } from '../log';
 import type { PathRecord } from '../evolution/catalogue-records';
+import type { LatestPass } from '../backup/change-format';
 import { progressOf } from '../evolution/path-states';
 import type { TableStore } from '../storage/table-store';
 import type { QueueStore } from '../storage/queue-store';
@@ -31,6 +32,8 @@ export interface HealthDeps {
   queueNames?: { queue: string; poison: string };
   worker?: () => QueueWorker | undefined;
   pathStates?: () => PathRecord[];
+  /** Continuous backup's latest pass (absent: capture off). */
+  backup?: () => Promise<LatestPass | undefined>;
   /** Absent: no authentication, and the details are everyone's (a loopback server). */
   authenticate?: Authenticator;
   /** The role whose tokens see the details (TABLEGRAPH_ADMIN_ROLE). */
@@ -74,6 +77,7 @@ export function mountHealth(app: express.Express, deps: HealthDeps): void {
       storage: { target: deps.storageTarget, answers: true, latencyMs: check.latencyMs },
       fanout: check.queue && { ...check.queue, worker: workerHealth(deps) },
       ...(deps.pathStates && { paths: deps.pathStates().map((p) => ({ path: p.id, state: p.state, ...progressOf(p) })) }),
+      ...(deps.backup && { backup: await backupHealth(deps) }),
     });
   });
 }
@@ -135,6 +139,25 @@ async function workQueueHealth(deps: HealthDeps): Promise<Record<string, unknown
   // Hidden: messages sent with a delay (blob cleanups) or being handled; a drained queue has none visible.
   const visibleMessages = visible < VISIBLE_PEEK ? visible : `${VISIBLE_PEEK}+`;
   return { queueDepth, visibleMessages, hiddenMessages: visible < VISIBLE_PEEK ? Math.max(0, queueDepth - visible) : undefined, poisonCount };
+}
+
+/**
+ * Continuous backup, as its latest pass says (latest.json, read at most every 5 s): the latest restorable time, how far
+ * behind now it is (s), and the pass's lag from a write to its durable segment (ms).
+ */
+async function backupHealth(deps: HealthDeps): Promise<Record<string, unknown> | string> {
+  try {
+    const latest = await deps.backup!();
+    if (!latest) return 'no capture pass yet';
+    return {
+      latestRestorableTime: latest.startedAt,
+      lagSeconds: Math.round((Date.now() - Date.parse(latest.startedAt)) / 100) / 10,
+      lastPass: { changes: latest.changes, lagP99Ms: latest.lagP99Ms, lagMaxMs: latest.lagMaxMs },
+    };
+  } catch (e) {
+    deps.log.warn({ err: e }, '/health: the backup container does not answer');
+    return 'unreadable';
+  }
 }
 
 /** The in-process worker's counters and enqueue-to-reconcile lag (ms), as they are now (no storage call). */

@@ -19,6 +19,7 @@
  *   loop lag, …), prefixed `tablegraph_`.
  */
 import client from 'prom-client';
+import type { LatestPass } from '../backup/change-format';
 import type { StorageCost } from '../read/cost';
 import type { QueueStore } from '../storage/queue-store';
 import type { QueueWorker } from '../worker/queue-worker';
@@ -49,6 +50,8 @@ export interface MetricsDeps {
   subscriptions?: () => ChangePollerStats;
   /** The derived access paths' states as the server last read them (absent: no catalogue). */
   paths?: () => PathRecord[];
+  /** Continuous backup's latest pass (absent: capture off). */
+  backup?: () => Promise<LatestPass | undefined>;
 }
 
 /** Distinct operation names with series of their own, by default; later names count as `other`. */
@@ -101,6 +104,36 @@ export class Metrics {
     if (deps.paths) this.pathGauges(deps.paths);
     if (deps.subscriptions) this.subscriptionGauges(deps.subscriptions);
     if (deps.worker) this.workerGauges(deps.worker);
+    if (deps.backup) this.backupGauges(deps.backup);
+  }
+
+  /**
+   * Continuous backup: how far behind it is (now − the latest restorable time, s: what a loss now would lose at most),
+   * and the latest pass's lag from a write's time to its durable segment (s; the 99th percentile and the greatest).
+   */
+  private backupGauges(backup: () => Promise<LatestPass | undefined>): void {
+    const registers = [this.registry];
+    new client.Gauge({
+      name: 'tablegraph_backup_lag_seconds',
+      help: 'Seconds since the latest restorable time (the start of the latest complete capture pass); absent before the first pass',
+      registers,
+      async collect() {
+        const latest = await backup().catch(() => undefined);
+        if (latest) this.set((Date.now() - Date.parse(latest.startedAt)) / 1000);
+      },
+    });
+    new client.Gauge({
+      name: 'tablegraph_backup_capture_lag_seconds',
+      help: "The latest capture pass's lag from a write's time to its durable segment, in seconds",
+      labelNames: ['quantile'],
+      registers,
+      async collect() {
+        const latest = await backup().catch(() => undefined);
+        if (!latest) return;
+        this.set({ quantile: '0.99' }, latest.lagP99Ms / 1000);
+        this.set({ quantile: '1' }, latest.lagMaxMs / 1000);
+      },
+    });
   }
 
   /** The work queue's depth, its poison queue's, and the age of its oldest message, read from the queue service when scraped. */

@@ -69,13 +69,17 @@ export class BlobStore {
     return created;
   }
 
-  /** Writes a block blob (one Put Blob): `bytes` with its Content-Type. */
-  async upload(container: string, name: string, bytes: Buffer, contentType: string): Promise<void> {
-    await this.call('upload', container, (abortSignal) =>
+  /**
+   * Writes a block blob (one Put Blob): `bytes` with its Content-Type.
+   * @returns when the service says it wrote it (its Last-Modified: the service's clock), when it says so
+   */
+  async upload(container: string, name: string, bytes: Buffer, contentType: string): Promise<Date | undefined> {
+    const r = await this.call('upload', container, (abortSignal) =>
       this.container(container)
         .getBlockBlobClient(name)
         .uploadData(bytes, { abortSignal, blobHTTPHeaders: { blobContentType: contentType } }),
     );
+    return r.lastModified;
   }
 
   /**

@@ -50,7 +50,18 @@ export type ConditionalOptions = CallOptions & { ifMatch?: string };
 type RawEntity = Record<string, unknown>;
 type WriteMode = 'merge' | 'replace';
 type Etag = string | undefined;
-type ScanOptions = CallOptions & { partitionKey?: string; entityType?: string; select?: string[]; pageSize?: number };
+/**
+ * A scan's filters (the service applies them): one partition, one EntityType, and the entities whose service
+ * Timestamp is at or after `since` (`committedSince`) or before `before` (`committedBefore`).
+ */
+type ScanOptions = CallOptions & {
+  partitionKey?: string;
+  entityType?: string;
+  committedSince?: Date;
+  committedBefore?: Date;
+  select?: string[];
+  pageSize?: number;
+};
 type Send = (client: TableClient, sdk: TableEntity<RawEntity>, signal: AbortSignal) => Promise<{ etag?: string }>;
 
 /**
@@ -307,6 +318,8 @@ export class TableStore {
     const filters = [
       ...(opts.partitionKey === undefined ? [] : [odata`PartitionKey eq ${opts.partitionKey}`]),
       ...(opts.entityType === undefined ? [] : [odata`EntityType eq ${opts.entityType}`]),
+      ...(opts.committedSince === undefined ? [] : [odata`Timestamp ge ${opts.committedSince}`]),
+      ...(opts.committedBefore === undefined ? [] : [odata`Timestamp lt ${opts.committedBefore}`]),
     ];
     const queryOptions = { filter: filters.length > 0 ? filters.join(' and ') : undefined, select: withKeys(opts.select) };
     const maxPageSize = Math.min(opts.pageSize ?? MAX_PAGE_SIZE, MAX_PAGE_SIZE);

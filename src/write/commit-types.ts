@@ -62,4 +62,6 @@ export interface CommitContext {
   log?: Logger;
   /** Fences the change entities of an EGT whose answer was lost (change-fence.ts); absent: no type has them. */
   fences?: ChangeFences;
+  /** Continuous backup captures writes: each adds its change entity with the entity's image (group-plan.ts GroupTarget). */
+  capture?: boolean;
 }

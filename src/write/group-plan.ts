@@ -5,7 +5,7 @@
  * group's deltas, conditional on the ETag read — so concurrent writers of one department no longer fail on each other's
  * summary updates ("Entity Group Transactions": at most 100 operations, 4 MiB, one operation per entity). Pure: no I/O.
  */
-import { isTablegraphError, TablegraphError } from '../errors';
+import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { decimalText, type Decimal } from '../model/decimal';
 import { typedValue } from '../model/entity-codec';
 import { summaryValue } from '../model/summaries';
@@ -13,7 +13,8 @@ import type { EntityModel, Model, SummaryModel, WriteModel } from '../model/type
 import { changeEntity, nextChangeTime } from '../model/change-log';
 import { randomUUID } from 'node:crypto';
 import { checkTransaction, limitsFor, operationBytes } from '../storage/limits';
-import type { EntityAddress, StorageTarget, StoredEntity, TransactionOperation } from '../storage/storage-types';
+import type { EntityAddress, EntityToWrite, StorageTarget, StoredEntity, TransactionOperation } from '../storage/storage-types';
+import { storedRows } from '../model/entity-rows';
 import { addressKey } from '../storage/address-key';
 import { addressOf, checkPlan, planWrite } from './write-plan';
 import type { HolderDelta, Referrer, Values, WritePlan } from './plan-types';
@@ -72,6 +73,18 @@ export interface GroupPlan<M extends GroupMember> {
   holders: Array<{ key: string; address: EntityAddress; fields: Record<string, unknown> }>;
 }
 
+/** Where a group's EGT goes, and whether it captures images for continuous backup. */
+export interface GroupTarget {
+  /** The storage's limits. */
+  target: StorageTarget;
+  table: string;
+  /**
+   * Present when continuous backup captures writes (src/backup/): every write then adds its change entity, with the
+   * entity's image sealed by this function as the table stores it (TableStore.sealed).
+   */
+  seal?(entity: EntityToWrite): EntityToWrite;
+}
+
 function operationKey(table: string, op: TransactionOperation): string {
   return op.kind === 'delete' ? addressKey({ table, partitionKey: op.partitionKey, rowKey: op.rowKey }) : addressKey({ table, ...op.entity });
 }
@@ -83,7 +96,8 @@ function operationKey(table: string, op: TransactionOperation): string {
  * the EGT over the target's limits closes the group: it and the writes after it are deferred.
  * @throws what planWrite throws that is not a TablegraphError (a bug)
  */
-export function planGroup<M extends GroupMember>(model: Model, members: M[], state: GroupState, target: StorageTarget, table: string): GroupPlan<M> {
+export function planGroup<M extends GroupMember>(model: Model, members: M[], state: GroupState, where: GroupTarget): GroupPlan<M> {
+  const { target, table } = where;
   const planned: GroupPlan<M>['planned'] = [];
   const refused: GroupPlan<M>['refused'] = [];
   const touched = new Set<string>(); // addresses of entity operations in the EGT
@@ -98,6 +112,7 @@ export function planGroup<M extends GroupMember>(model: Model, members: M[], sta
     const member = members[i];
     let plan: WritePlan;
     let address: string;
+    let ownChanges: TransactionOperation[];
     try {
       address = addressKey(addressOf(member.write, member.input));
       plan = planWrite(model, member.write, member.input, { ...state, current: state.entities.get(address) ?? null }, member);
@@ -108,6 +123,7 @@ export function planGroup<M extends GroupMember>(model: Model, members: M[], sta
         [...plan.operations, ...plan.copyOperations, ...holderOperations(mergeDeltas(new Map(), plan.holderDeltas), state, false).operations],
         target,
       );
+      ownChanges = changeOperations(member.write.entity, plan, where, member.takeOverFrom);
     } catch (e) {
       if (!isTablegraphError(e)) throw e;
       refused.push({ member, error: e });
@@ -124,13 +140,16 @@ export function planGroup<M extends GroupMember>(model: Model, members: M[], sta
     // Each write's own operations passed checkTransaction above; the group adds only count and bytes.
     const nextDeltas = mergeDeltas(new Map(deltas), plan.holderDeltas);
     const holdersCost = holderCost(nextDeltas, state, changeSizes);
-    const ownChanges = changeOperations(member.write.entity, plan);
     const ownBytes = [...plan.operations, ...plan.copyOperations, ...ownChanges].reduce((n, op) => n + operationBytes(op), 0);
     const count = operations.length + plan.operations.length + plan.copyOperations.length + ownChanges.length + holdersCost.operations;
     const size = bytes + ownBytes + holdersCost.bytes;
-    if (collides || count > limits.maxTransactionOperations || size > limits.maxTransactionBytes) {
-      return finish(members.slice(i));
+    const over = count > limits.maxTransactionOperations || size > limits.maxTransactionBytes;
+    if (over && planned.length === 0 && !collides) {
+      // Alone it does not fit one EGT: only its change entity's image can make it so (its own operations were checked).
+      refused.push({ member, error: imageTooLarge(size, limits.maxTransactionBytes) });
+      continue;
     }
+    if (collides || over) return finish(members.slice(i));
     planned.push({ member, plan });
     keys.forEach((k) => touched.add(k));
     reservations.forEach((k) => reserved.add(k));
@@ -158,6 +177,15 @@ export function planGroup<M extends GroupMember>(model: Model, members: M[], sta
   }
 }
 
+/** A write that fits one EGT without its change entity's image, and not with it (bytes: the EGT's with it). */
+function imageTooLarge(bytes: number, max: number): TablegraphError {
+  return new TablegraphError(
+    ErrorCode.LIMIT_EXCEEDED,
+    `The write with its change entity (continuous backup keeps the entity's image) is about ${bytes} bytes; one EGT holds at most ${max}.`,
+    { reason: 'ChangeImageTooLarge', bytes },
+  );
+}
+
 /** `into` plus `add`, holder by holder and summary by summary. */
 function mergeDeltas(into: Map<string, HolderDelta>, add: Map<string, HolderDelta>): Map<string, HolderDelta> {
   for (const [key, d] of add) {
@@ -173,9 +201,13 @@ function mergeDeltas(into: Map<string, HolderDelta>, add: Map<string, HolderDelt
  * One merge per holder whose summed deltas are not all 0: the stored value plus the delta, exactly, with
  * If-Match on the holder's ETag as read (a concurrent writer in another process makes the EGT fail with 412).
  */
-/** The change entity of a planned write of `entity`, when a subscription follows the type; none otherwise. */
-function changeOperations(entity: EntityModel, plan: WritePlan): TransactionOperation[] {
-  if (!entity.changeLogged) return [];
+/**
+ * The change entity of a planned write of `entity`, when a subscription follows the type or continuous backup
+ * captures writes (with the entity's image, sealed); none otherwise.
+ * @throws TablegraphError LIMIT_EXCEEDED (reason ChangeImageTooLarge) from imageProperties
+ */
+function changeOperations(entity: EntityModel, plan: WritePlan, where: GroupTarget, movedFrom?: EntityAddress): TransactionOperation[] {
+  if (!entity.changeLogged && !where.seal) return [];
   const kind = plan.previous === null ? 'CREATED' : plan.values === null ? 'DELETED' : 'UPDATED';
   // A delete keeps what `@auth` scopes decide on: the entity will not be there to read.
   const scope: Record<string, string> = {};
@@ -185,7 +217,10 @@ function changeOperations(entity: EntityModel, plan: WritePlan): TransactionOper
       if (v !== null && v !== undefined && !entity.fields.get(f)?.encrypted) scope[f] = String(v);
     }
   }
-  return [{ kind: 'create', entity: changeEntity(plan.address, { entityType: entity.entityType, kind, writeId: plan.writeId, at: nextChangeTime(), scope }) }];
+  const { seal } = where;
+  const image = seal && plan.stored ? storedRows(entity, plan.stored, plan.address.table).map((row) => seal(row)) : undefined;
+  const change = { entityType: entity.entityType, kind, writeId: plan.writeId, at: nextChangeTime(), scope, image, movedFrom } as const;
+  return [{ kind: 'create', entity: changeEntity(plan.address, change) }];
 }
 
 /**

@@ -20,11 +20,11 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { CHANGE, isChangeEntity, stampChanges } from '../model/change-log';
-import type { EntityAddress, StorageObserver, StoredEntity, TransactionOperation } from '../storage/storage-types';
+import type { EntityAddress, EntityToWrite, StorageObserver, StoredEntity, TransactionOperation } from '../storage/storage-types';
 import { deleteUnlessDerived } from './index-settle';
 import { sharedObserver } from '../storage/shared-observer';
 import { addressKey } from '../storage/address-key';
-import { planGroup, type GroupPlan, type GroupState } from './group-plan';
+import { planGroup, type GroupPlan, type GroupState, type GroupTarget } from './group-plan';
 import { readEntity, readGroupState, readUniqueKeys, skipsRead } from './group-read';
 import { etagAfter, writtenBy } from '../model/wide-entities';
 import type { TableWrite } from '../model/entity-codec';
@@ -156,7 +156,7 @@ export class PartitionCommitter {
     // Each storage call of a group is reported to the observer of every write in it: the group's cost is each one's.
     const observer = sharedObserver(members.map((m) => m.observer));
     const state = await readGroupState(model, store, members, this.holders, observer);
-    let group = planGroup(model, members, state, store.target, this.table);
+    let group = planGroup(model, members, state, this.groupTarget());
     const deferred = group.deferred;
     group.refused.forEach(({ member, error }) => member.reject(error));
     const retry: PendingWrite[] = [];
@@ -487,6 +487,12 @@ export class PartitionCommitter {
     return { applied: undefined, known: shows.some((x) => x === false) };
   }
 
+  /** Where this committer's EGTs go; with capture on, how their images are sealed. */
+  private groupTarget(): GroupTarget {
+    const { store, capture } = this.ctx;
+    return { target: store.target, table: this.table, ...(capture && { seal: (e: EntityToWrite) => store.sealed(e) }) };
+  }
+
   /** Re-plans the group without the writes `drop` returns true for (they failed or wait for the next EGT). */
   private without(
     group: GroupPlan<PendingWrite>,
@@ -500,8 +506,7 @@ export class PartitionCommitter {
       this.ctx.model,
       kept.map((p) => p.member),
       state,
-      this.ctx.store.target,
-      this.table,
+      this.groupTarget(),
     );
     again.refused.forEach(({ member, error }) => member.reject(error));
     return { ...again, deferred: [...again.deferred, ...group.deferred] };

@@ -6,7 +6,7 @@ import type { Decimal } from '../model/decimal';
 import type { TableWrite } from '../model/entity-codec';
 import type { DependentModel, IndexModel, SummaryModel } from '../model/types';
 import type { EntityMessageDraft } from '../queue/messages';
-import type { EntityAddress, StoredEntity, TransactionOperation } from '../storage/storage-types';
+import type { EntityAddress, EntityToWrite, StoredEntity, TransactionOperation } from '../storage/storage-types';
 
 /** Field values of an entity (field name → value). */
 export type Values = Record<string, unknown>;
@@ -48,6 +48,8 @@ export interface WritePlan {
   holderDeltas: Map<string, HolderDelta>;
   /** The entity's values after the write (null after a delete). */
   values: Values | null;
+  /** The entity after the write as its primary write gives it, whole (an increment's too), with its move marks; null after a delete. */
+  stored: EntityToWrite | null;
   /** The entity's values before the write (null before a create). */
   previous: Values | null;
   /** This attempt's id: the entity's `WriteId` once it commits (src/queue/messages.ts). */

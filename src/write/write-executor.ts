@@ -46,6 +46,12 @@ export interface WriteExecutorOptions {
    * type, its partition's older ones are deleted now and then (change-log-trim.ts).
    */
   changeRetentionMs?: number;
+  /**
+   * Continuous backup captures writes (docs/backup.md): every write of every type adds its change entity, with the
+   * entity's image, to its EGT; the capture pass (src/backup/capture-pass.ts) deletes them once copied, so the writers
+   * trim none. Default false.
+   */
+  capture?: boolean;
   /** Where a failed trim of the change log, or a failed check after a write (it never fails the write), is said. */
   log?: Logger;
   /**
@@ -76,7 +82,7 @@ interface Submission {
 /** Runs mutations. One instance serves every request of a process. */
 export class WriteExecutor {
   private readonly committers = new Map<string, PartitionCommitter>();
-  /** Trims the change log of partitions written (absent: no type is followed by a subscription). */
+  /** Trims the change log of partitions written (absent: no type is followed by a subscription, or capture is on). */
   readonly changeLog?: ChangeLogTrimmer;
   /** Fences the change entities of EGTs whose answer was lost (change-fence.ts; absent: likewise). */
   readonly changeFences?: ChangeFences;
@@ -84,10 +90,11 @@ export class WriteExecutor {
   private readonly logged = new Set<string>();
 
   constructor(private readonly opts: WriteExecutorOptions) {
-    for (const e of opts.model.entities.values()) if (e.changeLogged) this.logged.add(e.name);
+    for (const e of opts.model.entities.values()) if (e.changeLogged || opts.capture) this.logged.add(e.name);
     for (const s of opts.model.summaries.values()) if (s.holder.changeLogged && s.scope === 'egt') this.logged.add(s.of.name);
     if (this.logged.size > 0) {
-      this.changeLog = new ChangeLogTrimmer({ store: opts.store, retentionMs: opts.changeRetentionMs ?? DEFAULT_CHANGE_RETENTION_MS, log: opts.log });
+      if (!opts.capture)
+        this.changeLog = new ChangeLogTrimmer({ store: opts.store, retentionMs: opts.changeRetentionMs ?? DEFAULT_CHANGE_RETENTION_MS, log: opts.log });
       // A change committed later than its EGT's own timeout after its time is one no reader looks back to.
       this.changeFences = new ChangeFences({ store: opts.store, lateAfterMs: opts.store.timeoutMs, log: opts.log });
     }
@@ -144,6 +151,7 @@ export class WriteExecutor {
         blobCleanupDelaySeconds: this.opts.blobs?.cleanupDelaySeconds,
         log: this.opts.log,
         fences: this.changeFences,
+        capture: this.opts.capture,
       };
       committer = new PartitionCommitter(ctx, address.table, () => this.committers.delete(key));
       this.committers.set(key, committer);

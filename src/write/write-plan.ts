@@ -290,6 +290,7 @@ export function planWrite(
     copyOperations,
     holderDeltas,
     values,
+    stored: next?.primary.entity ?? null,
     previous,
     writeId,
     basedOn,

@@ -6,8 +6,12 @@
  * prefix. The baselines, in the same run: for the snapshot, a raw loop of the same page reads (the SDK's pages,
  * filtered on EntityType) whose rows are gzip-compressed as NDJSON and uploaded, one blob per page; for the restore's
  * writes, a raw copy of the same entities — each page of the source read and written with the SDK's
- * `TableClient.submitTransaction` (upserts), 8 EGTs in flight. Then the restore's builds of every derived path and
- * `verify`. Prints each rate, the ratios, the storage calls and the bytes stored.
+ * `TableClient.submitTransaction` (upserts), 8 EGTs in flight. Then continuous backup (capture-load.ts): what capture
+ * costs a write (transactions and entities written, capture off and on), and its lag at 50 writes/s for 60 s with
+ * the passes every 10 s; then a restore to T (half the load acknowledged) of every entity, its builds of every
+ * derived path and `verify`; and — after one department and its employees are deleted — a restore to T of that
+ * department's partition alone, while the source keeps taking writes. Prints each rate, the ratios, the storage calls
+ * and the bytes stored.
  */
 import { gzipSync } from 'node:zlib';
 import pLimit from 'p-limit';
@@ -29,6 +33,13 @@ import { TableStore } from '../../src/storage/table-store';
 import type { StorageCallRecord } from '../../src/storage/storage-types';
 import { planEgtBatches } from '../../src/write/egt-batches';
 import { CHICAGO_CSV, SCHEMA_DIR } from '../support/harness';
+import { changesAsOf, pointInTime } from '../../src/backup/change-replay';
+import { runCapturePass } from '../../src/backup/capture-pass';
+import { ensureWorkQueues, queueSender, workQueueNames } from '../../src/queue/sender';
+import { QueueStore } from '../../src/storage/queue-store';
+import { WriteExecutor } from '../../src/write/write-executor';
+import type { Config } from '../../src/runtime/config';
+import { captureLags, captureUnderLoad, percentile, writeCost, type CaptureBenchDeps, type CostWrite, type EmployeeKey } from './capture-load';
 
 const IN_FLIGHT = 8;
 const CONTAINER = 'bench-backup';
@@ -54,6 +65,14 @@ async function main(): Promise<void> {
     await deploySchema({ catalogue: new Catalogue(plain, 'bk'), schema: layout, sdl: compiled.sdl });
     const blobs = new BlobStore({ connectionString: azurite.connectionString, timeoutMs: 60_000 });
     await blobs.ensureContainer(CONTAINER);
+    const queues = new QueueStore({ connectionString: azurite.connectionString });
+    await ensureWorkQueues(queues, 'bk');
+    const capture: CaptureBenchDeps = {
+      ...{ store: plain, queues, queue: workQueueNames('bk').queue, blobs, container: CONTAINER },
+      ...{ model: compiled.model, tablePrefix: 'bk', schemaHash: layout.hash },
+    };
+    // Capture begins before the snapshot (a restore to a time uses a snapshot taken since): its first pass.
+    await runCapturePass({ ...capture, subscriptionRetentionMs: 3_600_000 });
     const types = [...compiled.model.entities.values()].filter((e) => !e.implementations && !e.layout.tableTemplate);
 
     // Baseline 1: the same pages read, each as gzip NDJSON uploaded.
@@ -117,14 +136,6 @@ async function main(): Promise<void> {
       progress,
     );
     const restoreSeconds = (performance.now() - started) / 1000;
-    started = performance.now();
-    const catalogue = new Catalogue(plain, 'rs');
-    const restoredLayout = schemaLayout(restored.model, restored.schema);
-    await deploySchema({ catalogue, schema: restoredLayout, sdl: restored.sdl });
-    const log = createLogger({ level: 'silent' });
-    const paths = await runBuildsHere({ catalogue, store: plain, blobs, model: restored.model, layout: restoredLayout, config: target, log, command: 'bench' });
-    const buildSeconds = (performance.now() - started) / 1000;
-    const report = await verifyDerived({ store: plain, model: restored.model });
 
     const rate = (n: number, s: number) => Math.round(n / s).toLocaleString('en-US');
     const row = (name: string, n: number, s: number) =>
@@ -141,12 +152,125 @@ async function main(): Promise<void> {
     console.log(
       `snapshot: ${manifest.segments.length} segments, ${(bytes / 1024 / 1024).toFixed(2)} MiB (${(bytes / manifest.rows).toFixed(0)} bytes per entity), ${snap.calls()} table round trips; restore: ${rest.calls()} table round trips`,
     );
-    console.log(
-      `restore's builds (no budget): ${paths.length} paths, ${paths.filter((p) => p.state === 'ready').length} ready, in ${buildSeconds.toFixed(1)} s; verify ${report.ok ? 'ok' : 'NOT ok'}`,
-    );
+    await continuous(capture, { plain, blobs, rawCopySeconds, copied, env });
   } finally {
     await azurite.stop();
   }
+}
+
+/** Every imported employee's keys (one scan of the Directory table). */
+async function employeeKeys(store: TableStore, table: string): Promise<EmployeeKey[]> {
+  const keys: EmployeeKey[] = [];
+  for await (const page of store.scan(table, { entityType: 'Employee', select: ['departmentId', 'id'] }))
+    for (const e of page) keys.push({ departmentId: String(e.properties.departmentId), id: String(e.properties.id) });
+  return keys;
+}
+
+/** A prefix's schema recorded over what a restore wrote, its derived paths built here, and verify: seconds and outcome. */
+async function buildAndVerify(store: TableStore, blobs: BlobStore, config: Config): Promise<{ seconds: number; ready: string; ok: boolean }> {
+  const started = performance.now();
+  const compiled = compileConfiguredSchema(config);
+  const catalogue = new Catalogue(store, config.tablePrefix);
+  const layout = schemaLayout(compiled.model, compiled.schema);
+  await deploySchema({ catalogue, schema: layout, sdl: compiled.sdl });
+  const log = createLogger({ level: 'silent' });
+  const paths = await runBuildsHere({ catalogue, store, blobs, model: compiled.model, layout, config, log, command: 'bench' });
+  const seconds = (performance.now() - started) / 1000;
+  const report = await verifyDerived({ store, model: compiled.model });
+  return { seconds, ready: `${paths.filter((p) => p.state === 'ready').length} of ${paths.length} paths ready`, ok: report.ok };
+}
+
+/** Continuous backup: capture's cost, its lag at 50 writes/s, a restore to T, and one deleted department brought back. */
+async function continuous(
+  deps: CaptureBenchDeps,
+  run: { plain: TableStore; blobs: BlobStore; rawCopySeconds: number; copied: number; env: Record<string, string> },
+): Promise<void> {
+  const employees = await employeeKeys(run.plain, 'bkDirectory');
+  // Employees are followed by a subscription (their writes keep a change entity already: capture adds its image);
+  // departments are not (capture adds a change entity).
+  const salaries = (from: number): CostWrite[] =>
+    employees.slice(from, from + 200).map((e, i) => ['Mutation.updateEmployee', { ...e, annualSalary: `${50_000 + i}` }]);
+  const departments = [...new Set(employees.map((e) => e.departmentId))];
+  const names: CostWrite[] = departments.map((id) => ['Mutation.updateDepartment', { id, name: id }]);
+  for (const [type, off, on] of [
+    ['Employee (followed by a subscription)', await writeCost(deps, salaries(0), false), await writeCost(deps, salaries(200), true)],
+    ['Department', await writeCost(deps, names, false), await writeCost(deps, names, true)],
+  ] as const) {
+    console.log(
+      `capture's cost per update of ${type}, one at a time: entities written ${off.entitiesWritten.toFixed(2)} off, ${on.entitiesWritten.toFixed(2)} on ` +
+        `(+${(on.entitiesWritten - off.entitiesWritten).toFixed(2)}, in the same EGT); transactions ${off.transactions.toFixed(2)} off, ${on.transactions.toFixed(2)} on; ` +
+        `round trips ${off.roundTrips.toFixed(2)} off, ${on.roundTrips.toFixed(2)} on`,
+    );
+  }
+  const load = await captureUnderLoad(deps, employees, { perSecond: 50, seconds: 60, intervalMs: 10_000 });
+  const lags = captureLags(load);
+  console.log(
+    `capture under load: ${load.acks.length} writes in ${load.seconds.toFixed(1)} s (${(load.acks.length / load.seconds).toFixed(1)}/s, ${load.errors} errors), ${load.passes.length} passes; ` +
+      `lag acknowledged → durable segment: p50 ${(percentile(lags, 50) / 1000).toFixed(1)} s, p99 ${(percentile(lags, 99) / 1000).toFixed(1)} s, max ${(Math.max(...lags) / 1000).toFixed(1)} s`,
+  );
+
+  // One department deleted after T, its employees first (through the write path: captured).
+  const counts = new Map<string, EmployeeKey[]>();
+  for (const e of employees) counts.set(e.departmentId, [...(counts.get(e.departmentId) ?? []), e]);
+  const [dept, staff] = [...counts].filter(([, list]) => list.length >= 5).sort((a, b) => a[1].length - b[1].length)[0];
+  const w = new WriteExecutor({ model: deps.model, store: deps.store, workQueue: queueSender(deps.queues, deps.queue), capture: true });
+  for (const e of staff) await w.execute(deps.model.writes.get('Mutation.deleteEmployee')!, { ...e });
+  await w.execute(deps.model.writes.get('Mutation.deleteDepartment')!, { id: dept });
+  await runCapturePass({ ...deps, subscriptionRetentionMs: 3_600_000 });
+  const at = new Date(load.t).toISOString();
+
+  // A restore to T of every entity: the snapshot's rows, and of each entity changed since, its last change by T.
+  const target = loadConfig({ ...run.env, TABLEGRAPH_TABLE_PREFIX: 'pt', TABLEGRAPH_BUILD_ENTITIES_PER_SECOND: '0' });
+  const pit = await pointInTime(run.blobs, CONTAINER, at);
+  let started = performance.now();
+  const changes = await changesAsOf(run.blobs, CONTAINER, pit);
+  const progress = await restoreProgress({ blobs: run.blobs, container: CONTAINER, manifest: pit.snapshot, targetPrefix: 'pt', at });
+  await restoreRows(
+    {
+      ...{ target: run.plain, model: compileConfiguredSchema(target).model, blobs: run.blobs, entityBlobs: run.blobs, container: CONTAINER },
+      ...{ manifest: pit.snapshot, targetPrefix: 'pt', concurrency: IN_FLIGHT, pointInTime: { at, changes } },
+    },
+    progress,
+  );
+  const pitSeconds = (performance.now() - started) / 1000;
+  const built = await buildAndVerify(run.plain, run.blobs, target);
+  console.log(
+    `restore to T (${pit.passes.length} passes, ${changes.size} entities changed since the snapshot): ${progress.rows} entities in ${pitSeconds.toFixed(2)} s ` +
+      `(${Math.round(progress.rows / pitSeconds)}/s; ratio to the raw copy: ${(run.rawCopySeconds / run.copied / (pitSeconds / progress.rows)).toFixed(2)}x); ` +
+      `builds ${built.ready} in ${built.seconds.toFixed(1)} s; verify ${built.ok ? 'ok' : 'NOT ok'}`,
+  );
+
+  // The deleted department brought back alone, while writes go on at the source.
+  const one = loadConfig({ ...run.env, TABLEGRAPH_TABLE_PREFIX: 'dp', TABLEGRAPH_BUILD_ENTITIES_PER_SECOND: '0' });
+  const filter = { partitions: [dept] };
+  let writing = true;
+  let sourceWrites = 0;
+  const others = employees.filter((e) => e.departmentId !== dept);
+  const background = (async () => {
+    for (let i = 0; writing; i++) {
+      await w.execute(deps.model.writes.get('Mutation.updateEmployee')!, { ...others[i % others.length], annualSalary: `${70_000 + i}` });
+      sourceWrites++;
+    }
+  })();
+  started = performance.now();
+  const deptChanges = await changesAsOf(run.blobs, CONTAINER, pit, filter);
+  const deptProgress = await restoreProgress({ blobs: run.blobs, container: CONTAINER, manifest: pit.snapshot, targetPrefix: 'dp', filter, at });
+  await restoreRows(
+    {
+      ...{ target: run.plain, model: compileConfiguredSchema(one).model, blobs: run.blobs, entityBlobs: run.blobs, container: CONTAINER },
+      ...{ manifest: pit.snapshot, targetPrefix: 'dp', filter, concurrency: IN_FLIGHT, pointInTime: { at, changes: deptChanges } },
+    },
+    deptProgress,
+  );
+  const deptBuilt = await buildAndVerify(run.plain, run.blobs, one);
+  writing = false;
+  await background;
+  const back = await employeeKeys(run.plain, 'dpDirectory');
+  const head = await run.plain.getEntity({ table: 'dpDirectory', partitionKey: dept, rowKey: 'department' });
+  console.log(
+    `department ${dept} (${staff.length} employees) deleted after T, restored to T alone: ${back.length} employees and the department ${head ? 'back' : 'MISSING'} ` +
+      `in ${((performance.now() - started) / 1000).toFixed(1)} s (builds ${deptBuilt.ready}; verify ${deptBuilt.ok ? 'ok' : 'NOT ok'}); the source took ${sourceWrites} writes meanwhile`,
+  );
 }
 
 /** A read entity's properties typed back for the SDK (the raw loop's own, simple mapping). */

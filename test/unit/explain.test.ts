@@ -15,7 +15,10 @@ test('--json prints the explanation as structured data on a clean stdout', () =>
     encoding: 'utf8',
   });
   const printed = JSON.parse(stdout) as Explanation;
-  expect(printed).toEqual(JSON.parse(JSON.stringify(explanation)));
+  // Continuous backup is on by default: every mutation's EGT holds a change entity.
+  expect(printed).toEqual(JSON.parse(JSON.stringify(explainModel(compileHr('').model, { capture: true }))));
+  expect(printed.mutations.every((m) => m.egt.change)).toBe(true);
+  expect(explanation.mutations.find((m) => m.coordinate === 'Mutation.createEmployeeReview')?.egt.change).toBe(false);
 }, 60_000);
 
 test('a field: its keys as templates with where each placeholder comes from', () => {

@@ -64,8 +64,7 @@ function planWithChanges(w: WriteModel, input: Values, read: ReadState): WritePl
     model,
     [{ write: w, input, writeId: WRITE_ID }],
     { entities, holders: read.holders, references: new Map(read.references ?? []) },
-    'azurite',
-    DIRECTORY,
+    { target: 'azurite', table: DIRECTORY },
   );
   if (group.refused.length > 0) throw group.refused[0].error;
   return { ...group.planned[0].plan, operations: group.operations };

@@ -1,5 +1,5 @@
 /** The backup container's account (docs/backup.md), for `npm run backup` and `npm run restore`. */
-import type { Config } from '../runtime/config';
+import type { Config } from './config';
 import { BlobStore } from '../storage/blob-store';
 
 /** The backup container's store: its own account when one is configured, else the blobs'. */
