@@ -5,8 +5,9 @@
  * in `changes/latest.json` — and only then deletes the change entities it copied.
  *
  * Which changes: each entity table is read with a filter the service applies (EntityType `~Change`, Timestamp at or
- * after the last complete pass's start by the service's clock, less CLOCK_MARGIN_MS) — a read of the whole table,
- * never on a request path, whose cost grows with the table, not with the changes. A change committed while the pass
+ * after the last complete pass's start by the service's clock, less CLOCK_MARGIN_MS; a table that pass did not read,
+ * from the start) — a read of the whole table, never on a request path, whose cost grows with the table, not with
+ * the changes. A change committed while the pass
  * reads is in this pass or the next one; one read twice is in two segments, and a restore takes it once (its RowKey).
  * So when a pass completes, every write acknowledged before it started is in a durable segment: its start is the
  * latest restorable time.
@@ -157,8 +158,11 @@ export async function runCapturePass(opts: CapturePassOptions): Promise<PassResu
   const id = snapshotId(started);
   const writer = new SegmentWriter(opts, id);
   const tables = await entityTables(store, opts.model);
+  // A table the last pass did not read (a type of a newer schema, a worker of an older one) is read whole.
+  const known = previous?.tables && new Set(previous.tables);
   for (const table of tables) {
-    for await (const page of store.scan(table, { entityType: CHANGE_ENTITY_TYPE, ...(since && { committedSince: since }) })) {
+    const from = since && (!known || known.has(table)) ? since : undefined;
+    for await (const page of store.scan(table, { entityType: CHANGE_ENTITY_TYPE, ...(from && { committedSince: from }) })) {
       for (const e of page) {
         const c = captured(opts, table, e);
         if (c) await writer.add(c);
@@ -194,6 +198,7 @@ export async function runCapturePass(opts: CapturePassOptions): Promise<PassResu
     lagMaxMs: lags.length > 0 ? Math.max(...lags) : 0,
     lagP99Ms: p99(lags),
     schemaHash: opts.schemaHash,
+    tables,
   };
   await writeJsonBlob(blobs, container, LATEST_PASS, latest);
   const trimmed = await trimCaptured(opts, tables, new Date(Math.min(serviceStarted.getTime() - CLOCK_MARGIN_MS, Date.now() - FENCE_WINDOW_MS)));

@@ -95,6 +95,11 @@ export interface LatestPass {
   lagMaxMs: number;
   lagP99Ms: number;
   schemaHash: string;
+  /**
+   * The tables the pass read (a worker of another schema version reads others): a table the next pass finds that is
+   * not here is read whole, not from the pass's start on. Absent in a pass of an older format: taken as every table.
+   */
+  tables?: string[];
 }
 
 /** The key of an entity's address, its table after the prefix (a restore's replay keeps one change per key). */
