@@ -31,9 +31,10 @@ test('a table the last pass did not read is read whole: a change committed there
   const pass = (model: typeof older) =>
     runCapturePass({ store, blobs, container, model, tablePrefix: prefix, schemaHash: 'h', subscriptionRetentionMs: 3_600_000 });
   // Passes of a worker of the older schema: they read Hives only. The second starts more than the clock margin (5 s)
-  // after the write, so that reading Queens from its start on would skip the write.
+  // and the service clock's grain (Last-Modified: whole seconds) after the write, so that reading Queens from its
+  // start on would skip the write.
   expect((await pass(older)).latest).toMatchObject({ changes: 0, tables: [`${prefix}Hives`] });
-  await pause(5_500, 'clock');
+  await pause(7_500, 'clock');
   expect((await pass(older)).latest.changes).toBe(0);
   // A worker of the newer schema: Queens is new to the passes, read whole.
   const newest = await pass(newer);

@@ -164,10 +164,15 @@ describe('what Entra ID cannot do stops the start', () => {
     expect(run.output()).not.toMatch(/tablegraph is serving/);
   }, 90_000);
 
-  test('a schema with @blob fields and no Blob endpoint: CONFIG_INVALID at start-up, naming the setting', async () => {
+  test('no Blob endpoint: CONFIG_INVALID at start-up, naming the setting — for continuous backup, and for @blob fields', async () => {
     const env = entraEnv(schemaFolder('noblob', SDL), await freePort());
     delete env.TABLEGRAPH_BLOB_URL;
-    const run = runCommand('start', [], path.join(work, 'data-noblob'), env);
+    // Continuous backup, on by default, copies every write to Blob storage.
+    const backup = runCommand('start', [], path.join(work, 'data-noblob'), env);
+    expect(await backup.exited).toMatchObject({ code: 1 });
+    expect(backup.output()).toMatch(/"code":"CONFIG_INVALID".*Continuous backup.*no Blob endpoint is configured.*TABLEGRAPH_BLOB_URL/);
+    // Without it, the schema's @blob fields still need one.
+    const run = runCommand('start', [], path.join(work, 'data-noblob'), { ...env, TABLEGRAPH_BACKUP_CAPTURE: 'false' });
     expect(await run.exited).toMatchObject({ code: 1 });
     expect(run.output()).toMatch(/"code":"CONFIG_INVALID".*No Blob endpoint is configured.*TABLEGRAPH_BLOB_URL/);
   }, 90_000);

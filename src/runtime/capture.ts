@@ -23,7 +23,7 @@ export function assertBackupReachable(config: Config, blobs: BlobStore): void {
   if (!config.backup.capture || backupBlobs(config, blobs).available()) return;
   throw new TablegraphError(
     ErrorCode.CONFIG_INVALID,
-    'Continuous backup (TABLEGRAPH_BACKUP_CAPTURE, on by default) copies every write to Blob storage, and no Blob endpoint is configured: set TABLEGRAPH_BACKUP_CONNECTION_STRING (or TABLEGRAPH_BLOB_CONNECTION_STRING), or TABLEGRAPH_BACKUP_CAPTURE=false to run without it.',
+    'Continuous backup (TABLEGRAPH_BACKUP_CAPTURE, on by default) copies every write to Blob storage, and no Blob endpoint is configured: set TABLEGRAPH_BACKUP_CONNECTION_STRING, TABLEGRAPH_BLOB_CONNECTION_STRING or (with Microsoft Entra ID) TABLEGRAPH_BLOB_URL, or TABLEGRAPH_BACKUP_CAPTURE=false to run without it.',
     { errors: { TABLEGRAPH_BACKUP_CAPTURE: 'needs a Blob endpoint' } },
   );
 }
