@@ -21,7 +21,7 @@ import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-der
 import { compileSchema } from '../src/compiler/compile';
 import { loadSchemaSources } from '../src/compiler/load-schema';
 import { connectionString, DIRECTIVES_FILE, startTestServer, testBlobs, testStore, uniquePrefix, type TestServer } from './support/harness';
-import { runCommand, type CommandProcess } from './support/processes';
+import { exitedOk, killedAt, runCommand, type CommandProcess } from './support/processes';
 import { seededRng } from './support/fanout-fixtures';
 import { testSeed } from './support/seed';
 import { until } from './support/wait';
@@ -83,18 +83,6 @@ let server: TestServer;
 /** `npm run <command>` on the test's schema folder and source prefix, with `env` added. */
 function command(name: string, args: string[], env: Record<string, string> = {}): CommandProcess {
   return runCommand(name, args, dir, { ...ENV, ...env });
-}
-
-async function done(p: CommandProcess): Promise<string> {
-  const { code } = await p.exited;
-  expect([code, p.output().slice(-3000)]).toEqual([0, expect.any(String)]);
-  return p.output();
-}
-
-async function killedAt(p: CommandProcess, text: string | RegExp): Promise<void> {
-  await p.waitFor(text, 60_000);
-  p.child.kill('SIGKILL');
-  await p.exited;
 }
 
 const PLANT = 'id plot tag species litres note plotName';
@@ -209,11 +197,11 @@ test('a snapshot, killed once, resumes; restored under a new prefix (killed twic
   const first = command('backup', ['snapshot'], { TABLEGRAPH_TEST_BUILD_HOLD: 'snapshot@2' });
   await killedAt(first, 'test hook: snapshot held');
   const id = /snapshot (\d{8}T\d{6}Z-[0-9a-f]{4})/.exec(first.output())![1];
-  const resumed = await done(command('backup', ['snapshot']));
+  const resumed = await exitedOk(command('backup', ['snapshot']));
   expect(resumed).toContain(`snapshot ${id}: complete`);
   expect(resumed).toMatch(/no entity changed while it was read/);
   snapshotId = id;
-  const listed = await done(command('backup', ['list', '--json']));
+  const listed = await exitedOk(command('backup', ['list', '--json']));
   const [manifest] = JSON.parse(listed.slice(listed.indexOf('['))) as Array<{ id: string; rows: number; segments: number }>;
   expect(manifest).toMatchObject({ id, rows: 4 + 120 - 11, blobs: 4 }); // 4 plots and their maps, 109 plants: no index entity
   // The segments hold the notes sealed: no note's text is in them.
@@ -233,7 +221,7 @@ test('a snapshot, killed once, resumes; restored under a new prefix (killed twic
   const args = ['--snapshot', id, '--table-prefix', target];
   await killedAt(command('restore', args, { TABLEGRAPH_TEST_BUILD_HOLD: 'restore@2' }), 'test hook: restore held');
   await killedAt(command('restore', args, { TABLEGRAPH_TEST_BUILD_HOLD: 'index:Plant.byTag@2' }), 'test hook: schema build held');
-  const report = await done(command('restore', args));
+  const report = await exitedOk(command('restore', args));
   expect(report).toMatch(new RegExp(`restore of snapshot ${id} into table prefix "${target}": 113 entities written`));
   expect(report).toMatch(/^verify: ok/m);
   expect(report).not.toMatch(/failed/);
@@ -263,7 +251,7 @@ test('a snapshot, killed once, resumes; restored under a new prefix (killed twic
 test('--partition restores one plot alone, its summaries recounted; refused before any write: its source, a prefix in use, no such snapshot, a changed segment', async () => {
   expect(snapshotId).not.toBe('');
   const one = uniquePrefix();
-  const report = await done(command('restore', ['--snapshot', snapshotId, '--table-prefix', one, '--partition', 'p3']));
+  const report = await exitedOk(command('restore', ['--snapshot', snapshotId, '--table-prefix', one, '--partition', 'p3']));
   expect(report).toMatch(/^verify: ok/m);
   const restored = await serverOn(one);
   try {
@@ -313,7 +301,7 @@ test('expire deletes the snapshots older than the retention, an unfinished one t
   const blobs = new BlobStore({ connectionString: connectionString() });
   const container = `${source}-backup`;
   // A second complete snapshot, and an unfinished one (killed after its first segment).
-  const second = /snapshot (\S+): complete/.exec(await done(command('backup', ['snapshot'])))![1];
+  const second = /snapshot (\S+): complete/.exec(await exitedOk(command('backup', ['snapshot'])))![1];
   const killed = command('backup', ['snapshot'], { TABLEGRAPH_TEST_BUILD_HOLD: 'snapshot@1' });
   await killedAt(killed, 'test hook: snapshot held');
   const unfinished = /snapshot (\d{8}T\d{6}Z-[0-9a-f]{4})/.exec(killed.output())![1];
@@ -327,9 +315,9 @@ test('expire deletes the snapshots older than the retention, an unfinished one t
   expect(later).toMatchObject({ complete: [snapshotId], unfinished: [unfinished] });
   expect(await ids()).toEqual([second]);
   expect((await listSnapshots(blobs, container)).map((m) => m.id)).toEqual([second]);
-  expect(await done(command('backup', ['expire']))).toMatch(/no snapshot is older than 7 days/);
+  expect(await exitedOk(command('backup', ['expire']))).toMatch(/no snapshot is older than 7 days/);
 
   // A prefix nothing was written under (no table, no catalogue): an empty snapshot, not an error.
-  const empty = await done(command('backup', ['snapshot'], { TABLEGRAPH_TABLE_PREFIX: uniquePrefix() }));
+  const empty = await exitedOk(command('backup', ['snapshot'], { TABLEGRAPH_TABLE_PREFIX: uniquePrefix() }));
   expect(empty).toMatch(/complete in [\d.]+ s\n\S+ .* 0 entities, 0 blobs, 0 segments/);
 }, 120_000);

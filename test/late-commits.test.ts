@@ -6,9 +6,12 @@
  * - the fence gets there first: the late EGT is refused whole — never stored, and no subscriber hears of it;
  * - the EGT gets there first, later than the change log's readers look back: its change is told again (a relay), so a
  *   live subscriber gets it, and a client resuming from before it gets it once — live and resumed streams agree.
- * On a schema written for the test (a type a subscription follows).
+ * Continuous backup captures the same: the fenced write not at all, the late one once (its relay is not a second
+ * write). On a schema written for the test (a type a subscription follows).
  */
-import { startSdlServer, uniquePrefix } from './support/harness';
+import { decodeChangeSegment, parsePassManifest, replayKey } from '../src/backup/change-format';
+import { lastCapturedChanges } from './support/captured-changes';
+import { startSdlServer, testBlobs, uniquePrefix } from './support/harness';
 import { startStorageProxy, type StorageProxy } from './support/storage-proxy';
 import { sseSubscribe } from './support/subscription-clients';
 import { until } from './support/wait';
@@ -97,6 +100,8 @@ test('a late EGT the fence gets to first: refused, never stored, and no subscrib
   const events = await live.waitFor(1, 15_000);
   expect(events.map((e) => e.kiteChanged.id)).toEqual(['next']);
   live.stop();
+  const captured = await lastCapturedChanges(slow.model, prefix, `${prefix.toLowerCase()}-fenced`);
+  expect([captured.has(replayKey('Kites', 'f1', 'kite_lost')), captured.get(replayKey('Kites', 'f1', 'kite_next'))?.kind]).toEqual([false, 'CREATED']);
 }, 60_000);
 
 test('a late EGT applied before its fence: a relay tells it to live subscribers, and once to a client resuming from before it', async () => {
@@ -123,4 +128,16 @@ test('a late EGT applied before its fence: a relay tells it to live subscribers,
   expect((await live.waitFor(4, 15_000)).map((e) => e.kiteChanged.id)).toEqual(['first', 'late', 'after', 'last']);
   live.stop();
   resumed.stop();
+  // Captured once, as written: the relay tells the same change again, it is no second write.
+  const blobs = testBlobs();
+  const container = `${prefix.toLowerCase()}-late`;
+  const captured = await lastCapturedChanges(slow.model, prefix, container);
+  expect(captured.get(replayKey('Kites', 'f2', 'kite_late'))).toMatchObject({
+    kind: 'CREATED',
+    image: [{ entity: { properties: { colour: { value: 'red' } } } }],
+  });
+  const manifest = (await blobs.list(container, 'changes/')).find((b) => b.name.endsWith('/manifest.json'))!;
+  const pass = parsePassManifest((await blobs.download(container, manifest.name))!.bytes.toString('utf8'), manifest.name);
+  const lates = (await Promise.all(pass.segments.map(async (g) => decodeChangeSegment((await blobs.download(container, g.name))!.bytes, g)))).flat();
+  expect(lates.filter((c) => c.rowKey === 'kite_late')).toHaveLength(1);
 }, 90_000);

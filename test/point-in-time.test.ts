@@ -14,7 +14,7 @@ import path from 'node:path';
 import { restorableWindow } from '../src/backup/restorable-window';
 import { BlobStore } from '../src/storage/blob-store';
 import { connectionString, DIRECTIVES_FILE, startTestServer, uniquePrefix, type TestServer } from './support/harness';
-import { runCommand, type CommandProcess } from './support/processes';
+import { exitedOk, killedAt, runCommand, type CommandProcess } from './support/processes';
 import { seededRng } from './support/fanout-fixtures';
 import { testSeed } from './support/seed';
 import { pause, until } from './support/wait';
@@ -80,18 +80,6 @@ let worker: CommandProcess | undefined;
 
 function command(name: string, args: string[], env: Record<string, string> = {}): CommandProcess {
   return runCommand(name, args, dir, { ...ENV, ...env });
-}
-
-async function done(p: CommandProcess): Promise<string> {
-  const { code } = await p.exited;
-  expect([code, p.output().slice(-3000)]).toEqual([0, expect.any(String)]);
-  return p.output();
-}
-
-async function killedAt(p: CommandProcess, text: string | RegExp): Promise<void> {
-  await p.waitFor(text, 90_000);
-  p.child.kill('SIGKILL');
-  await p.exited;
 }
 
 function serverOn(prefix: string, env: Record<string, string> = {}): Promise<TestServer> {
@@ -241,7 +229,7 @@ test('a restore to T mid-storm holds every write acknowledged by T and none begu
   worker = command('worker', []);
   const window = () => restorableWindow(blobs, container);
   await until('a complete capture pass', async () => (await window()).latestRestorableTime !== undefined, { timeoutMs: 60_000, everyMs: 250 });
-  const snapshot = await done(command('backup', ['snapshot']));
+  const snapshot = await exitedOk(command('backup', ['snapshot']));
   expect(snapshot).toMatch(/snapshot \S+: complete/);
 
   // The storm: six lanes, and the move; T when half the storm's writes are acknowledged.
@@ -270,7 +258,7 @@ test('a restore to T mid-storm holds every write acknowledged by T and none begu
   const at = new Date(t).toISOString();
   const last = Math.max(...[...writes.values()].flat().map((w) => w.ack));
   await until('the storm captured', async () => Date.parse((await window()).latestRestorableTime ?? '0') > last, { timeoutMs: 90_000, everyMs: 250 });
-  const status = await done(command('backup', ['status', '--json']));
+  const status = await exitedOk(command('backup', ['status', '--json']));
   const parsed = JSON.parse(status.slice(status.indexOf('{'))) as { earliestRestorableTime: string; latestRestorableTime: string; lagMs: number };
   expect(Date.parse(parsed.earliestRestorableTime)).toBeLessThanOrEqual(t);
   expect(Date.parse(parsed.latestRestorableTime)).toBeGreaterThan(t);
@@ -288,7 +276,7 @@ test('a restore to T mid-storm holds every write acknowledged by T and none begu
   const args = ['--at', at, '--table-prefix', target];
   await killedAt(command('restore', args, { TABLEGRAPH_TEST_BUILD_HOLD: 'restore@1' }), 'test hook: restore held');
   await killedAt(command('restore', args, { TABLEGRAPH_TEST_BUILD_HOLD: 'index:Book.byIsbn@1' }), 'test hook: schema build held');
-  const report = await done(command('restore', args));
+  const report = await exitedOk(command('restore', args));
   expect(report).toMatch(/^verify: ok/m);
   expect(report).not.toMatch(/failed/);
   const writesSeen = [...writes.values()].flat();
@@ -335,7 +323,7 @@ test('restore --at T --partition brings back one deleted shelf and its books alo
     }
   })();
   const target = uniquePrefix();
-  const report = await done(command('restore', ['--at', new Date(t).toISOString(), '--table-prefix', target, '--partition', 's2']));
+  const report = await exitedOk(command('restore', ['--at', new Date(t).toISOString(), '--table-prefix', target, '--partition', 's2']));
   serving = false;
   await load;
   expect(report).toMatch(/^verify: ok/m);

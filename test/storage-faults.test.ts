@@ -5,7 +5,8 @@
  * increments into one partition, each answered or refused with a code — every acknowledged create stored and no
  * other, every acknowledged update's value stored and a refused one's not, every acknowledged increment counted once
  * and a refused one never; the summaries equal to a recount; `verify` clean once the faults stop and the queue drains.
- * Then throttling through every retry: STORAGE_BUSY, HTTP 503 with Retry-After. On a schema written for the test (a
+ * Continuous backup captured the same: each entity's last captured change is its stored state (its WriteId), and an
+ * entity not stored has none, or a delete. Then throttling through every retry: STORAGE_BUSY, HTTP 503 with Retry-After. On a schema written for the test (a
  * unique e-mail index held in a table of its own, a count and a sum kept in the EGT, a data series).
  */
 import { loadEntities } from '../src/load/load-entities';
@@ -14,6 +15,8 @@ import { TableStore } from '../src/storage/table-store';
 import { startSdlServer, testStore, uniquePrefix } from './support/harness';
 import { startStorageProxy, type FaultRates, type StorageProxy } from './support/storage-proxy';
 import { testSeed } from './support/seed';
+import { lastCapturedChanges } from './support/captured-changes';
+import { replayKey } from '../src/backup/change-format';
 import { until } from './support/wait';
 
 const SDL = `
@@ -238,6 +241,30 @@ async function mixUnderFaults(label: string, faults: FaultRates, mix: Mix): Prom
   expect(misplaced.map(({ op, code }) => `${op.key}: ${code ?? 'acknowledged'}`)).toEqual([]);
   const banks = await must('query ($b: ID!, $c: ID!) { b: bank(bank: $b) { accounts } c: bank(bank: $c) { accounts } }', { b: label, c: to });
   expect([banks.b.accounts, banks.c.accounts]).toEqual([accountsNow.size, inC.size]);
+  await expectCapturedAsStored(label, [label, to]);
+}
+
+/**
+ * Continuous backup captured exactly what is stored in `partitions`: of each account and meter stored, the last
+ * change captured holds its state (the same WriteId); of each one captured and not stored, the last change is a delete.
+ */
+async function expectCapturedAsStored(label: string, partitions: string[]): Promise<void> {
+  const captured = await lastCapturedChanges(ctx.model, prefix, `${prefix}-${label}`.toLowerCase().replace(/[^a-z0-9-]/g, ''));
+  const wrong: string[] = [];
+  const stored = new Set<string>();
+  for (const partitionKey of partitions) {
+    const { entities } = await testStore().queryRange({ table: `${prefix}Banks`, partitionKey, rowKeyFrom: 'account_', rowKeyTo: 'n', limit: 10_000 });
+    for (const e of entities) {
+      const key = replayKey('Banks', partitionKey, e.rowKey);
+      stored.add(key);
+      const image = captured.get(key)?.image?.[0]?.entity.properties.WriteId?.value;
+      if (image !== e.properties.WriteId) wrong.push(`${partitionKey}/${e.rowKey}: stored by ${String(e.properties.WriteId)}, captured ${String(image)}`);
+    }
+  }
+  for (const [key, c] of captured)
+    if (partitions.includes(c.partitionKey) && c.of !== 'Bank' && !stored.has(key) && c.kind !== 'DELETED')
+      wrong.push(`${key}: not stored, captured ${c.kind}`);
+  expect(wrong).toEqual([]);
 }
 
 test('300 concurrent creates, updates with ETags and increments through storage that throttles and loses replies: acknowledged if and only if stored', async () => {

@@ -57,14 +57,24 @@ export interface SnapshotManifest {
   segments: SegmentRecord[];
 }
 
-/** Rows as a segment's stored bytes, with their SHA-256 (hex). */
-export function encodeSegment(rows: BackupRow[]): { bytes: Buffer; sha256: string } {
-  const bytes = gzipSync(Buffer.from(rows.map((r) => `${encodeRow(r)}\n`).join(''), 'utf8'));
+/** Lines (without newlines) as a segment's stored bytes — gzip of NDJSON — with their SHA-256 (hex). */
+export function encodeLines(lines: readonly string[]): { bytes: Buffer; sha256: string } {
+  const bytes = gzipSync(Buffer.from(lines.map((l) => `${l}\n`).join(''), 'utf8'));
   return { bytes, sha256: createHash('sha256').update(bytes).digest('hex') };
 }
 
-/** A segment's stored bytes back as rows, checked against its record. @throws TablegraphError DATA_INTEGRITY */
-export function decodeSegment(bytes: Buffer, record: SegmentRecord): BackupRow[] {
+/**
+ * A segment's stored bytes back as its lines, decoded by `decode` (given where each is: `<name>:<line>`), checked
+ * against its record: SHA-256, gzip, count.
+ * @param what what a line is, for the message (`rows`, `changes`)
+ * @throws TablegraphError DATA_INTEGRITY (reason BackupCorrupt) naming the segment or line
+ */
+export function decodeLines<T>(
+  bytes: Buffer,
+  record: { name: string; rows: number; sha256: string },
+  what: string,
+  decode: (line: string, where: string) => T,
+): T[] {
   if (createHash('sha256').update(bytes).digest('hex') !== record.sha256) throw corrupt(record.name, 'its SHA-256 differs from the manifest’s');
   let text: string;
   try {
@@ -72,23 +82,43 @@ export function decodeSegment(bytes: Buffer, record: SegmentRecord): BackupRow[]
   } catch {
     throw corrupt(record.name, 'it is not gzip');
   }
-  const rows = text
+  const items = text
     .split('\n')
     .filter((l) => l !== '')
-    .map((l, i) => decodeRow(l, `${record.name}:${i + 1}`));
-  if (rows.length !== record.rows) throw corrupt(record.name, `it holds ${rows.length} rows, the manifest says ${record.rows}`);
-  return rows;
+    .map((l, i) => decode(l, `${record.name}:${i + 1}`));
+  if (items.length !== record.rows) throw corrupt(record.name, `it holds ${items.length} ${what}, the manifest says ${record.rows}`);
+  return items;
+}
+
+/**
+ * A manifest's JSON of format BACKUP_FORMAT and `kind`, its fields not yet checked.
+ * @throws TablegraphError DATA_INTEGRITY (reason BackupCorrupt) naming `where`
+ */
+export function manifestOfKind<T>(json: string, where: string, kind: string): Partial<T> {
+  let m: Partial<T> & { format?: unknown; kind?: unknown };
+  try {
+    m = JSON.parse(json) as Partial<T>;
+  } catch {
+    throw corrupt(where, 'the manifest is not JSON');
+  }
+  if (m.format !== BACKUP_FORMAT || m.kind !== kind)
+    throw corrupt(where, `the manifest is not a format ${BACKUP_FORMAT} ${kind === 'changes' ? 'pass' : kind}`);
+  return m;
+}
+
+/** Rows as a segment's stored bytes, with their SHA-256 (hex). */
+export function encodeSegment(rows: BackupRow[]): { bytes: Buffer; sha256: string } {
+  return encodeLines(rows.map((r) => encodeRow(r)));
+}
+
+/** A segment's stored bytes back as rows, checked against its record. @throws TablegraphError DATA_INTEGRITY */
+export function decodeSegment(bytes: Buffer, record: SegmentRecord): BackupRow[] {
+  return decodeLines(bytes, record, 'rows', decodeRow);
 }
 
 /** A manifest's JSON, checked. @throws TablegraphError DATA_INTEGRITY naming `where` */
 export function parseManifest(json: string, where: string): SnapshotManifest {
-  let m: Partial<SnapshotManifest>;
-  try {
-    m = JSON.parse(json) as Partial<SnapshotManifest>;
-  } catch {
-    throw corrupt(where, 'the manifest is not JSON');
-  }
-  if (m.format !== BACKUP_FORMAT || m.kind !== 'snapshot') throw corrupt(where, `the manifest is not a format ${BACKUP_FORMAT} snapshot`);
+  const m = manifestOfKind<SnapshotManifest>(json, where, 'snapshot');
   const texts = [m.id, m.tablePrefix, m.schemaHash, m.sdl, m.startedAt, m.finishedAt, m.latestEntityTimestamp];
   if (texts.some((t) => typeof t !== 'string') || typeof m.rows !== 'number' || typeof m.blobs !== 'number' || !Array.isArray(m.segments))
     throw corrupt(where, 'the manifest misses a field');

@@ -2,9 +2,10 @@
  * Runs capture passes (capture-pass.ts) every `intervalMs` in a worker, one deployment-wide at a time: a pass runs
  * under a blob lease (`changes/leader`, leader-lease.ts), and a worker that cannot take the lease skips
  * its turn — another worker's pass is under way. A pass that fails is logged and the next one reads the same changes
- * again (nothing is deleted before its segments are durable). Stopping waits for the pass under way.
+ * again (nothing is deleted before its segments are durable): periodic-job.ts. Stopping waits for the pass under way.
  */
-import { CHANGES, type LatestPass } from './change-format';
+import { CHANGES } from './change-format';
+import { PeriodicJob } from './periodic-job';
 import { runCapturePass, type CapturePassOptions, type PassResult } from './capture-pass';
 import { asLeader } from './leader-lease';
 
@@ -20,18 +21,19 @@ export interface CaptureLoopOptions extends CapturePassOptions {
 
 /** The capture passes of one worker. */
 export class CaptureLoop {
-  private timer?: NodeJS.Timeout;
-  private running?: Promise<PassResult | undefined>;
-  private stopped = false;
-  /** The last pass this worker ran, and the last error of one (absent after a pass succeeds). */
-  last?: LatestPass;
-  lastError?: unknown;
+  private readonly job: PeriodicJob<PassResult | undefined>;
 
-  constructor(private readonly opts: CaptureLoopOptions) {}
+  constructor(private readonly opts: CaptureLoopOptions) {
+    this.job = new PeriodicJob(() => this.leading(), {
+      intervalMs: opts.intervalMs,
+      log: opts.log,
+      failure: 'backup: a capture pass failed; the next one copies the same changes',
+    });
+  }
 
   /** Starts the passes: the first one now. */
   start(): void {
-    this.schedule(0);
+    this.job.start();
   }
 
   /**
@@ -39,37 +41,13 @@ export class CaptureLoop {
    * @returns what it did; undefined when another worker holds the lease
    * @throws what runCapturePass throws
    */
-  async runOnce(): Promise<PassResult | undefined> {
-    while (this.running) await this.running.catch(() => undefined);
-    this.running = this.leading();
-    try {
-      return await this.running;
-    } finally {
-      this.running = undefined;
-    }
+  runOnce(): Promise<PassResult | undefined> {
+    return this.job.runOnce();
   }
 
   /** Stops: no pass follows; the one under way ends first. */
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    await this.running?.catch(() => undefined);
-  }
-
-  private schedule(delayMs: number): void {
-    if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      void this.runOnce()
-        .then(
-          () => (this.lastError = undefined),
-          (err: unknown) => {
-            this.lastError = err;
-            this.opts.log?.warn({ err }, 'backup: a capture pass failed; the next one copies the same changes');
-          },
-        )
-        .finally(() => this.schedule(this.opts.intervalMs));
-    }, delayMs);
-    this.timer.unref();
+  stop(): Promise<void> {
+    return this.job.stop();
   }
 
   /** One pass under the leader's lease (leader-lease.ts); undefined when another worker holds it. */
@@ -81,7 +59,6 @@ export class CaptureLoop {
       return undefined;
     }
     const result = led.value;
-    this.last = result.latest;
     this.opts.onPass?.(result);
     if (result.latest.changes > 0 || result.trimmed > 0)
       log?.debug({ changes: result.latest.changes, trimmed: result.trimmed, lagP99Ms: result.latest.lagP99Ms }, 'backup: capture pass');

@@ -15,11 +15,9 @@
  *
  * Everything read back is checked, as snapshots are (backup-format.ts): DATA_INTEGRITY, reason BackupCorrupt.
  */
-import { createHash } from 'node:crypto';
-import { gunzipSync, gzipSync } from 'node:zlib';
 import { corrupt, decodeRow, encodeRow, type BackupRow } from '../model/row-text';
 import type { ChangeKind } from '../model/change-log';
-import { BACKUP_FORMAT } from './backup-format';
+import { BACKUP_FORMAT, decodeLines, encodeLines, manifestOfKind } from './backup-format';
 
 /** The folder of every pass and of latest.json. */
 export const CHANGES = 'changes';
@@ -157,36 +155,17 @@ function imageRows(lines: unknown[], where: string): BackupRow[] {
 
 /** Changes as a segment's stored bytes, with their SHA-256 (hex). */
 export function encodeChangeSegment(changes: readonly CapturedChange[]): { bytes: Buffer; sha256: string } {
-  const bytes = gzipSync(Buffer.from(changes.map((c) => `${encodeChange(c)}\n`).join(''), 'utf8'));
-  return { bytes, sha256: createHash('sha256').update(bytes).digest('hex') };
+  return encodeLines(changes.map((c) => encodeChange(c)));
 }
 
 /** A change segment's stored bytes back as changes, checked against its record. @throws TablegraphError DATA_INTEGRITY */
 export function decodeChangeSegment(bytes: Buffer, record: ChangeSegmentRecord): CapturedChange[] {
-  if (createHash('sha256').update(bytes).digest('hex') !== record.sha256) throw corrupt(record.name, 'its SHA-256 differs from the manifest’s');
-  let text: string;
-  try {
-    text = gunzipSync(bytes).toString('utf8');
-  } catch {
-    throw corrupt(record.name, 'it is not gzip');
-  }
-  const changes = text
-    .split('\n')
-    .filter((l) => l !== '')
-    .map((l, i) => decodeChange(l, `${record.name}:${i + 1}`));
-  if (changes.length !== record.rows) throw corrupt(record.name, `it holds ${changes.length} changes, the manifest says ${record.rows}`);
-  return changes;
+  return decodeLines(bytes, record, 'changes', decodeChange);
 }
 
 /** A pass manifest's JSON, checked. @throws TablegraphError DATA_INTEGRITY naming `where` */
 export function parsePassManifest(json: string, where: string): PassManifest {
-  let m: Partial<PassManifest>;
-  try {
-    m = JSON.parse(json) as Partial<PassManifest>;
-  } catch {
-    throw corrupt(where, 'the manifest is not JSON');
-  }
-  if (m.format !== BACKUP_FORMAT || m.kind !== 'changes') throw corrupt(where, `the manifest is not a format ${BACKUP_FORMAT} pass`);
+  const m = manifestOfKind<PassManifest>(json, where, 'changes');
   const texts = [m.id, m.tablePrefix, m.schemaHash, m.startedAt, m.finishedAt];
   const numbers = [m.changes, m.firstAt, m.lastAt];
   if (texts.some((t) => typeof t !== 'string') || numbers.some((n) => typeof n !== 'number') || !Array.isArray(m.segments))

@@ -76,8 +76,11 @@ async function listPasses(blobs: BlobStore, container: string): Promise<PassMani
   return passes;
 }
 
-/** Commit order: service Timestamp, then time, then RowKey (newer changes have smaller ones). */
-function commitOrder(a: CapturedChange, b: CapturedChange): number {
+/**
+ * Commit order of two changes of one partition: service Timestamp, then time, then RowKey (newer changes have smaller
+ * ones). @returns < 0 when `a` committed first
+ */
+export function commitOrder(a: CapturedChange, b: CapturedChange): number {
   if (a.committed !== b.committed) return a.committed < b.committed ? -1 : 1;
   return a.at - b.at || (a.changeKey < b.changeKey ? 1 : a.changeKey > b.changeKey ? -1 : 0);
 }

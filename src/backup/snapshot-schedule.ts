@@ -11,6 +11,7 @@ import type { SnapshotManifest } from './backup-format';
 import { listSnapshots, readJsonBlob, SNAPSHOTS } from './backup-blobs';
 import { LATEST_PASS, type LatestPass } from './change-format';
 import { asLeader } from './leader-lease';
+import { PeriodicJob } from './periodic-job';
 import { expireSnapshots } from './retention';
 import { takeSnapshot, type SnapshotOptions } from './snapshot';
 
@@ -31,48 +32,34 @@ export function snapshotDue(newest: SnapshotManifest | undefined, latest: Latest
   return latest !== undefined && now - Date.parse(latest.firstPassAt) >= everyMs;
 }
 
-/** The scheduled snapshots of one worker. */
+/** The scheduled snapshots of one worker (periodic-job.ts). */
 export class SnapshotSchedule {
-  private timer?: NodeJS.Timeout;
-  private running?: Promise<SnapshotManifest | undefined>;
-  private stopped = false;
+  private readonly job: PeriodicJob<SnapshotManifest | undefined, number>;
 
-  constructor(private readonly opts: SnapshotScheduleOptions) {}
+  constructor(private readonly opts: SnapshotScheduleOptions) {
+    this.job = new PeriodicJob((now) => this.ifDue(now ?? Date.now()), {
+      intervalMs: CHECK_MS,
+      log: opts.log,
+      failure: 'backup: a scheduled snapshot failed; the next check resumes it',
+    });
+  }
 
   start(): void {
-    this.schedule(0);
+    this.job.start();
   }
 
   /**
-   * Takes a snapshot now when one is due (and this worker leads).
+   * Takes a snapshot now when one is due at `now` (ms since the epoch; default the clock), and this worker leads.
    * @returns its manifest; undefined when none is due, or another worker takes it
    * @throws what takeSnapshot or expireSnapshots throw
    */
-  async runOnce(now = Date.now()): Promise<SnapshotManifest | undefined> {
-    while (this.running) await this.running.catch(() => undefined);
-    this.running = this.ifDue(now);
-    try {
-      return await this.running;
-    } finally {
-      this.running = undefined;
-    }
+  runOnce(now?: number): Promise<SnapshotManifest | undefined> {
+    return this.job.runOnce(now);
   }
 
   /** Stops: no snapshot follows; the one under way ends first. */
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    await this.running?.catch(() => undefined);
-  }
-
-  private schedule(delayMs: number): void {
-    if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      void this.runOnce()
-        .catch((err: unknown) => this.opts.log?.warn({ err }, 'backup: a scheduled snapshot failed; the next check resumes it'))
-        .finally(() => this.schedule(CHECK_MS));
-    }, delayMs);
-    this.timer.unref();
+  stop(): Promise<void> {
+    return this.job.stop();
   }
 
   private async ifDue(now: number): Promise<SnapshotManifest | undefined> {

@@ -119,3 +119,17 @@ export async function queryPort(port: number, query: string): Promise<any> {
   });
   return res.json();
 }
+
+/** Waits for `p` to exit, and expects exit code 0 (the failure shows its output's last 3,000 characters). @returns its output */
+export async function exitedOk(p: CommandProcess): Promise<string> {
+  const { code } = await p.exited;
+  expect([code, p.output().slice(-3000)]).toEqual([0, expect.any(String)]);
+  return p.output();
+}
+
+/** Kills `p` (SIGKILL) once it prints `text` — a named point, a test hook's hold — and waits for its exit. */
+export async function killedAt(p: CommandProcess, text: string | RegExp, timeoutMs = 90_000): Promise<void> {
+  await p.waitFor(text, timeoutMs);
+  p.child.kill('SIGKILL');
+  await p.exited;
+}
