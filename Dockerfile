@@ -32,8 +32,9 @@ COPY examples ./examples
 # The node image's unprivileged user: the process can write nothing of the app's files.
 USER node
 EXPOSE 4000
-# The worker has no HTTP port: run it with --no-healthcheck (or the platform's own probes).
-HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 4000) + '/health').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+# The worker has no HTTP port: run it with --no-healthcheck (or the platform's own probes). /livez makes no storage
+# call: a storage outage marks no container unhealthy (src/server/probes.ts).
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 4000) + '/livez').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # SIGTERM: in-flight requests and messages in hand finish, then the process exits (src/cli/run-main.ts).
 STOPSIGNAL SIGTERM
 CMD ["node", "--enable-source-maps", "dist/src/cli/start.js"]

@@ -140,3 +140,51 @@ test('/metrics is for this machine by default, for everyone with TABLEGRAPH_METR
     await Promise.all([open.close(), onForAll.close(), off.close()]);
   }
 });
+
+/** The sum of every series of `metric` (all its label sets). */
+function total(text: string, metric: string): number {
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith(`${metric}{`) || l.startsWith(`${metric} `))
+    .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+}
+
+test("/metrics: the transaction and request-unit totals are the sums of the requests' extensions.cost; every storage call is timed by kind", async () => {
+  // A server of its own: the other tests' operation names have used up the labels.
+  const server = await startTestServer();
+  try {
+    await countedRequests(server);
+  } finally {
+    await server.close();
+  }
+});
+
+async function countedRequests(server: TestServer): Promise<void> {
+  const metrics = async () => (await fetch(new URL('/metrics', server.url))).text();
+  const before = await metrics();
+  const requests = [
+    'query Costly { department(id: "Sales") { employeeCount employees(first: 5) { edges { node { id lastName } } } } }',
+    'query Point { employee(departmentId: "Sales", id: "10") { id firstName } }',
+    'mutation Edit { updateEmployee(input: { departmentId: "Sales", id: "10", title: "Director" }) { employee { id } } }',
+    'query Costly { department(id: "Marketing") { employeeCount } }',
+  ];
+  let transactions = 0;
+  let units = 0;
+  for (const query of requests) {
+    const answer = await server.query(query);
+    expect(answer.errors).toBeUndefined();
+    transactions += answer.extensions.cost.azureTransactions;
+    units += answer.extensions.cost.cosmosRequestUnits;
+  }
+  expect(transactions).toBeGreaterThan(4);
+  const after = await metrics();
+  const delta = (metric: string) => total(after, metric) - total(before, metric);
+  expect(delta('tablegraph_azure_transactions_total')).toBe(transactions);
+  expect(delta('tablegraph_cosmos_request_units_total')).toBe(units);
+  // The per-operation view: the two Costly requests under one name.
+  expect(sample(after, 'tablegraph_azure_transactions_total{operation="Edit"}')).toBeGreaterThan(0);
+  expect(total(after, 'tablegraph_azure_transactions_total{operation="Costly"}')).toBeGreaterThanOrEqual(2);
+  for (const operation of ['point', 'range', 'egt', 'queue']) {
+    expect(sample(after, `tablegraph_storage_duration_seconds_count{operation="${operation}"}`)).toBeGreaterThan(0);
+  }
+}

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { Command } from 'commander';
 import { loadConfig } from '../runtime/config';
 import { ErrorCode, TablegraphError } from '../errors';
-import { createImportProgress, estimateDataRows } from '../load/progress';
+import { acrossSteps, createImportProgress, estimateDataRows } from '../load/progress';
 import { checkStepOrder, loadEntities, type LoadSummary } from '../load/load-entities';
 import { fileFormat, readLoadRows } from '../load/load-rows';
 import { readManifest, type ManifestStep } from '../load/manifest';
@@ -76,23 +76,13 @@ runMain(
       log.info({ steps: steps.map((s) => `${s.type} ← ${s.file}`), storage: storage.target, concurrency: options.concurrency }, 'loading');
       const progress = createImportProgress({ totalRows, log });
       let summary: LoadSummary;
-      let rowsBefore = 0;
-      let current = '';
-      let rowsOfCurrent = 0;
       try {
         summary = await loadEntities({
           store: storage.store,
           model,
           steps: steps.map((s) => ({ type: s.type, rows: readLoadRows(s.file, model.entities.get(s.type)!, schema), existing: s.existing, source: s.file })),
           concurrency: options.concurrency,
-          onProgress: (p) => {
-            if (p.type !== current) {
-              rowsBefore += rowsOfCurrent;
-              current = p.type;
-            }
-            rowsOfCurrent = p.rowsRead;
-            progress.update({ rowsRead: rowsBefore + p.rowsRead, entitiesWritten: p.entitiesWritten, transactions: p.transactions });
-          },
+          onProgress: acrossSteps(progress),
           onRetry: (e, attempt) => log.warn({ attempt }, `an EGT failed (${(e as Error).message}); sending it again`),
         });
       } finally {

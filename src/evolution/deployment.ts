@@ -238,7 +238,11 @@ function refusal(refused: LayoutChange[], current: Deployment): TablegraphError 
   const lines = refused.map((c) => `  - ${c.coordinate}${where(c)}: ${c.description} — ${c.remedy}`);
   return new TablegraphError(
     ErrorCode.SCHEMA_INVALID,
-    `The schema cannot be deployed over the stored data of version ${current.version} (${refused.length} change(s) refused; npm run migrate -- plan shows them all):\n${lines.join('\n')}`,
+    `The schema cannot be deployed over the stored data of version ${current.version} (${refused.length} change(s) refused; npm run migrate -- plan shows them all):\n${lines.join('\n')}\n` +
+      // A schema that is not that data's next version (another application) needs storage of its own, not a migration.
+      'If this schema is not the next version of the stored one, serve it beside that data instead, leaving it untouched: ' +
+      'give it storage of its own with TABLEGRAPH_TABLE_PREFIX (tables, queues and containers apart in one account), TABLEGRAPH_DATA_DIR ' +
+      '(another embedded Azurite) or another storage account.',
     {
       reason: 'ChangeRefused',
       changes: refused.map((c) => ({ coordinate: c.coordinate, description: c.description, remedy: c.remedy, location: where(c).slice(2, -1) || undefined })),

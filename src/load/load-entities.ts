@@ -40,10 +40,14 @@ export interface LoadStep {
   source?: string;
 }
 
-/** Progress so far: the step's type, its rows read (bad ones included), entities written and EGTs committed in all. */
+/**
+ * Progress so far: the step's type, its rows read (bad ones included), its rows stored (every entity of the row
+ * committed, or none needed), entities written and EGTs committed in all.
+ */
 export interface LoadProgress {
   type: string;
   rowsRead: number;
+  rowsStored: number;
   entitiesWritten: number;
   transactions: number;
 }
@@ -277,7 +281,14 @@ async function loadStep(run: LoadRun, step: LoadStep): Promise<StepSummary> {
   const { store, model } = opts;
   const entity = model.entities.get(step.type)!;
   const plan = new LoadPlan({ model, entity, target: store.target, reads: run.reads, written: run.written, existing: step.existing });
-  const progress = () => opts.onProgress?.({ type: step.type, rowsRead: plan.rowsRead, entitiesWritten: totals.entities, transactions: totals.transactions });
+  const progress = () =>
+    opts.onProgress?.({
+      type: step.type,
+      rowsRead: plan.rowsRead,
+      rowsStored: plan.rowsStored,
+      entitiesWritten: totals.entities,
+      transactions: totals.transactions,
+    });
   const failedPartitions = await writeRows(run, step, plan, progress);
   const summaries = [...model.summaries.values()].filter((s) => s.of === entity);
   let holders = await mergeHolders(run, plan, summaries, failedPartitions);
@@ -330,6 +341,7 @@ async function writeRows(run: LoadRun, step: LoadStep, plan: LoadPlan, progress:
       await run.retrying(() => writeEgtBatches(run.opts.store, [batch], { concurrency: 1, observer: run.observer }));
       totals.entities += batch.writes.length;
       totals.transactions++;
+      plan.committed(batch.writes);
       progress();
     } catch (e) {
       if (!isTablegraphError(e) || !isTransientStorageError(e)) throw e;

@@ -77,6 +77,10 @@ export class LoadPlan {
   readonly stale: StaleDerived[] = [];
   /** The file line each write came from. */
   readonly lines = new WeakMap<TableWrite, number>();
+  /** The writes of each row (by line) not yet committed. */
+  private readonly uncommitted = new Map<number, number>();
+  /** Rows read whose entities are all stored, or that need none (skipped, unchanged): what a progress bar counts. */
+  rowsStored = 0;
   private readonly entity: EntityModel;
   private readonly summaries: SummaryModel[];
   /** Summaries of the type held in other partitions: kept through contribution entities (model/contributions.ts). */
@@ -118,6 +122,7 @@ export class LoadPlan {
       this.rowsRead++;
       if (row.reason !== undefined) {
         this.skipped.push({ line: row.line, reason: row.reason });
+        this.rowsStored++;
         continue;
       }
       let writes: TableWrite[] | undefined;
@@ -127,9 +132,14 @@ export class LoadPlan {
         if (!isTablegraphError(e)) throw e;
         if (isTransientStorageError(e)) throw e;
         this.skipped.push({ line: row.line, reason: e.message });
+        this.rowsStored++;
         continue;
       }
-      if (!writes) continue;
+      if (!writes || writes.length === 0) {
+        this.rowsStored++;
+        continue;
+      }
+      this.uncommitted.set(row.line, (this.uncommitted.get(row.line) ?? 0) + writes.length);
       const filled: TableWrite[] = [];
       for (const w of writes) {
         this.lines.set(w, row.line);
@@ -153,6 +163,20 @@ export class LoadPlan {
       this.folded.add(addressKey(addressOfWrite(w)));
     }
     if (pending.size > 0) yield planEgtBatches([...pending.values()].flat(), this.opts.target);
+  }
+
+  /** Counts `writes` (one committed EGT's) as stored: a row whose last write they are counts in `rowsStored`. */
+  committed(writes: readonly TableWrite[]): void {
+    for (const w of writes) {
+      const line = this.lines.get(w);
+      const left = line === undefined ? undefined : this.uncommitted.get(line);
+      if (left === undefined) continue; // a summary holder's write: of no one row
+      if (left > 1) this.uncommitted.set(line!, left - 1);
+      else {
+        this.uncommitted.delete(line!);
+        this.rowsStored++;
+      }
+    }
   }
 
   /**

@@ -30,8 +30,14 @@ export interface Config {
    * Undefined when none is set. Never together with AZURE_STORAGE_CONNECTION_STRING.
    */
   accountUrls?: AccountUrls;
-  /** TABLEGRAPH_DATA_DIR resolved against the working directory (default `.data`): the embedded Azurite's files. */
+  /**
+   * TABLEGRAPH_DATA_DIR resolved against the working directory: the embedded Azurite's files. Default
+   * `.data/<name of the schema folder>` (`.data/hr` for the HR example): each schema's data apart, so that a schema
+   * of one's own starts beside the example's instead of being refused over it.
+   */
   dataDir: string;
+  /** Whether `dataDir` is the default (TABLEGRAPH_DATA_DIR not set). */
+  dataDirDefaulted: boolean;
   /** TABLEGRAPH_TARGET: forces the target whose limits apply; undefined = derived from the connection string. */
   target: StorageTarget | undefined;
   /** LOG_LEVEL: a pino level name (default 'info'). */
@@ -268,7 +274,7 @@ const specs = {
   TABLEGRAPH_TABLE_URL: str({ default: undefined, desc: 'Table endpoint reached with Entra ID (Cosmos DB Table API, Azurite)' }),
   TABLEGRAPH_QUEUE_URL: str({ default: undefined, desc: 'Queue endpoint reached with Entra ID' }),
   TABLEGRAPH_BLOB_URL: str({ default: undefined, desc: 'Blob endpoint reached with Entra ID' }),
-  TABLEGRAPH_DATA_DIR: str({ default: '.data', desc: 'folder of the embedded Azurite' }),
+  TABLEGRAPH_DATA_DIR: str({ default: undefined, desc: "folder of the embedded Azurite (default .data/<schema folder's name>)" }),
   TABLEGRAPH_TARGET: str<(typeof TARGETS)[number]>({ choices: TARGETS, default: undefined }),
   LOG_LEVEL: str<(typeof LOG_LEVELS)[number]>({ choices: LOG_LEVELS, default: 'info' }),
   TABLEGRAPH_CURSOR_SECRET: str({ default: undefined, desc: 'HMAC key for cursors' }),
@@ -450,6 +456,19 @@ function checkCombinations(e: Env): void {
   }
 }
 
+/**
+ * `.data/<name>` under `cwd`: the schema folder's name with anything but letters, digits, `.`, `_` and `-` made `_`
+ * (`schema` for a folder without one, the file system's root).
+ */
+export function defaultDataDir(cwd: string, schemaDir: string): string {
+  const name =
+    path
+      .basename(schemaDir)
+      .replace(/[^A-Za-z0-9._-]/g, '_')
+      .replace(/^\.+/, '_') || 'schema';
+  return path.resolve(cwd, '.data', name);
+}
+
 /** The configuration the variables say, paths resolved against `cwd`. */
 function configOf(e: Env, urls: AccountUrls | undefined, cwd: string): Config {
   return {
@@ -457,7 +476,8 @@ function configOf(e: Env, urls: AccountUrls | undefined, cwd: string): Config {
     host: e.HOST,
     connectionString: e.AZURE_STORAGE_CONNECTION_STRING,
     accountUrls: urls,
-    dataDir: path.resolve(cwd, e.TABLEGRAPH_DATA_DIR),
+    dataDir: e.TABLEGRAPH_DATA_DIR === undefined ? defaultDataDir(cwd, path.resolve(cwd, e.TABLEGRAPH_SCHEMA_DIR)) : path.resolve(cwd, e.TABLEGRAPH_DATA_DIR),
+    dataDirDefaulted: e.TABLEGRAPH_DATA_DIR === undefined,
     target: e.TABLEGRAPH_TARGET,
     logLevel: e.LOG_LEVEL,
     cursorSecret: e.TABLEGRAPH_CURSOR_SECRET,

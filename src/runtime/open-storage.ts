@@ -3,6 +3,8 @@
  * Entra ID (`DefaultAzureCredential`), or the embedded default (an Azurite kept under the data folder, started or
  * attached to); and a TableStore over it with the target's limits.
  */
+import fs from 'node:fs';
+import path from 'node:path';
 import { DefaultAzureCredential } from '@azure/identity';
 import type { TokenCredential } from '@azure/core-auth';
 import type { Config } from './config';
@@ -31,6 +33,29 @@ export interface OpenStorage {
 }
 
 /**
+ * Says where the embedded default keeps this schema's data — and, when the folder is the default, where the data of
+ * an earlier version's single `.data` folder is, which is no longer served without TABLEGRAPH_DATA_DIR.
+ */
+function sayDataDir(config: Config, log: Logger): void {
+  const shown = path.relative(process.cwd(), config.dataDir) || '.';
+  if (!config.dataDirDefaulted) {
+    log.info({ dataDir: config.dataDir }, `embedded Azurite: data in ${shown} (TABLEGRAPH_DATA_DIR)`);
+    return;
+  }
+  log.info(
+    { dataDir: config.dataDir },
+    `embedded Azurite: the data of schema folder ${path.basename(config.schemaDir)} is kept in ${shown}, apart from other schemas' (TABLEGRAPH_DATA_DIR chooses another folder)`,
+  );
+  const earlier = path.dirname(config.dataDir);
+  if (fs.existsSync(path.join(earlier, 'azurite.json')) || fs.existsSync(path.join(earlier, 'azurite'))) {
+    log.warn(
+      { dataDir: earlier },
+      `${path.relative(process.cwd(), earlier) || '.'} holds data of one schema for all (an earlier layout): TABLEGRAPH_DATA_DIR=${earlier} serves it`,
+    );
+  }
+}
+
+/**
  * @param model the compiled schema: its `@encrypted` fields are sealed and opened by the store (encryption.ts)
  * @param credential the token credential of the Entra ID path (default: `DefaultAzureCredential`, which finds a
  *   managed identity, workload identity, environment variables or a developer's `az login`); tests pass their own
@@ -56,6 +81,7 @@ export async function openStorage(config: Config, log: Logger, model?: Model, cr
     return { store, queues, blobs, access, target, close: () => Promise.resolve() };
   }
   const azurite = config.connectionString ? undefined : await ensureEmbeddedAzurite(config.dataDir, { log });
+  if (azurite) sayDataDir(config, log);
   const connectionString = config.connectionString ?? azurite!.connectionString;
   const target = resolveTarget(connectionString, config.target);
   const store = new TableStore({ connectionString, target, timeoutMs });

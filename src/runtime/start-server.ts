@@ -138,21 +138,17 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     blobs: storage.blobs,
     paths: deployment.states,
     pathStates: () => deployment.states.all(),
+    catalogue: () => deployment.catalogue.deployment(),
     ...(config.backup.capture && { backup: latestPassReader(backupBlobs(config, storage.blobs), config.backup.container) }),
   });
   const worker = config.worker === 'inline' ? inlineWorker(config, storage, { model, writer, gate: deployment.states }, log) : undefined;
   const backup = worker && backupJobs(config, storage, { model, schemaHash: deployment.schemaHash, sdl }, log);
   const server = httpServer(config, app, log);
-  try {
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', (e: NodeJS.ErrnoException) => reject(listenError(e, config.host, config.port)));
-      server.listen(config.port, config.host, resolve);
-    });
-  } catch (e) {
+  await listen(server, config, async () => {
+    app.metrics?.close();
     await app.apollo.stop();
     await deployment.close();
-    throw e;
-  }
+  });
   const port = (server.address() as AddressInfo).port;
   worker?.start();
   backup?.start();
@@ -164,6 +160,19 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     close: (graceMs = 10000) => stop({ server, app, worker, backup, writer, deployment }, graceMs),
     refreshPathStates: () => deployment.states.refresh(),
   };
+}
+
+/** Listens on the configured port and host; `undo` runs when it cannot (the port taken, …) before the error is thrown. */
+async function listen(server: Server, config: Config, undo: () => Promise<void>): Promise<void> {
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', (e: NodeJS.ErrnoException) => reject(listenError(e, config.host, config.port)));
+      server.listen(config.port, config.host, resolve);
+    });
+  } catch (e) {
+    await undo();
+    throw e;
+  }
 }
 
 /** What the GraphQL app takes from the configuration alone: limits, admission, caching, subscriptions, the IDE. */
@@ -216,6 +225,7 @@ async function stop(
   // The fences of answers lost: the attempt in hand ends, none follows (change-fence.ts).
   await running.writer.changeFences?.stop();
   await deployment.close();
+  app.metrics?.close();
   await app.apollo.stop();
 }
 

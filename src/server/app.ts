@@ -33,6 +33,7 @@ import { assignRequestId, recordContext, recordDoorRefusal, requestIdMiddleware,
 import { originRefusal, type OriginPolicy, type OriginRefusal } from './request-origin';
 import { Metrics } from './metrics';
 import { mountHealth } from './health';
+import { mountProbes } from './probes';
 import type { LatestPass } from '../backup/change-format';
 import { ShutdownGate } from './shutdown-gate';
 import type { RequestAdmission } from '../read/request-admission';
@@ -108,6 +109,8 @@ export interface AppDeps extends ContextDeps {
   pathStates?: () => PathRecord[];
   /** The role whose tokens see /health's details when authentication is on (TABLEGRAPH_ADMIN_ROLE; default `admin`). */
   adminRole?: string;
+  /** For /readyz: one read of the schema catalogue (probes.ts); absent: storage's answer alone. */
+  catalogue?: () => Promise<unknown>;
 }
 
 export interface GraphqlApp {
@@ -232,16 +235,20 @@ function apolloServer(deps: AppDeps, introspection: boolean, limits: ReturnType<
 }
 
 /**
- * `/health` (health.ts) and `/metrics` (Prometheus, by default for this machine only) on `app`.
+ * `/health` (health.ts), `/livez` and `/readyz` (probes.ts) and `/metrics` (Prometheus, by default for this machine only) on `app`.
  * @returns the metrics, absent with metrics 'off'
  */
 function mountOperations(app: express.Express, deps: AppDeps, subscriptions: (() => ChangePollerStats) | undefined): Metrics | undefined {
   mountHealth(app, deps);
+  mountProbes(app, { store: deps.store, log: deps.log, catalogue: deps.catalogue });
   const metricsAccess = deps.metrics ?? 'loopback';
   const metrics =
     metricsAccess === 'off'
       ? undefined
-      : new Metrics({ queues: deps.queues, queueNames: deps.queueNames, worker: deps.worker, subscriptions, paths: deps.pathStates, backup: deps.backup });
+      : new Metrics({
+          ...{ queues: deps.queues, queueNames: deps.queueNames, worker: deps.worker, subscriptions, paths: deps.pathStates, backup: deps.backup },
+          stores: [deps.store, ...(deps.queues ? [deps.queues] : [])],
+        });
   if (metrics) {
     app.get('/metrics', async (req, res, next) => {
       // Not a secret, but not everyone's business either: by default, only a scraper on this machine.
@@ -264,7 +271,8 @@ function mountOperations(app: express.Express, deps: AppDeps, subscriptions: (()
  */
 function requestHandler(log: Logger, policy: OriginPolicy, serve: RequestListener): RequestListener {
   const guarded = (req: IncomingMessage, res: ServerResponse) => {
-    const refusal = originRefusal(req, policy);
+    // A kubelet probes with the pod's IP address as its Host: the probes tell nothing a rebinding page could use.
+    const refusal = !isProbe(req) && originRefusal(req, policy);
     if (refusal) return refuseOrigin(log, req, res, refusal);
     serve(req, res);
   };
@@ -278,6 +286,11 @@ function requestHandler(log: Logger, policy: OriginPolicy, serve: RequestListene
       span?.end();
     });
   };
+}
+
+/** A GET of /livez or /readyz without an Origin (no browser page sent it). */
+function isProbe(req: IncomingMessage): boolean {
+  return req.method === 'GET' && (req.url === '/livez' || req.url === '/readyz') && req.headers.origin === undefined;
 }
 
 /** A WebSocket upgrade listener behind the host and origin guard: a refused upgrade is answered and closed. */

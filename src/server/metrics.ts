@@ -9,6 +9,12 @@
  * - `tablegraph_storage_calls_total{kind}`: storage calls made by requests, by kind (`pointQuery`, `rangeQuery`,
  *   `partitionScan`, `tableScan`, `write`), and `tablegraph_storage_round_trips_total`;
  * - `tablegraph_entities_read_total`: entities returned by requests' reads;
+ * - `tablegraph_azure_transactions_total{operation}` and `tablegraph_cosmos_request_units_total{operation}`: what
+ *   requests cost, by operation name (labelled as above: a trusted document's operation is named by its document),
+ *   the sums of the `azureTransactions` and `cosmosRequestUnits` of their `extensions.cost` (src/read/cost.ts) —
+ *   `topk(5, sum by (operation) (rate(tablegraph_azure_transactions_total[1h])))` finds the operations that cost most;
+ * - `tablegraph_storage_duration_seconds{operation}`: the time of every storage call this process makes (requests,
+ *   workers, builds, backup), SDK retries included, by kind: `point`, `range`, `scan`, `egt`, `write`, `queue`;
  * - `tablegraph_fanout_queue_depth`, `tablegraph_fanout_poison_depth` (messages, approximate) and
  *   `tablegraph_fanout_oldest_message_age_seconds`, read from the queue service at each scrape;
  * - `tablegraph_worker_lag_seconds{quantile}` and `tablegraph_worker_messages_total{outcome}`: the in-process
@@ -21,6 +27,7 @@
 import client from 'prom-client';
 import type { LatestPass } from '../backup/change-format';
 import type { StorageCost } from '../read/cost';
+import type { CallTimer } from '../storage/storage-types';
 import type { QueueStore } from '../storage/queue-store';
 import type { QueueWorker } from '../worker/queue-worker';
 import type { ChangePollerStats } from '../read/change-poller';
@@ -52,6 +59,8 @@ export interface MetricsDeps {
   paths?: () => PathRecord[];
   /** Continuous backup's latest pass (absent: capture off). */
   backup?: () => Promise<LatestPass | undefined>;
+  /** The stores whose every call `tablegraph_storage_duration_seconds` times (absent: none timed). */
+  stores?: Array<{ timeCalls(timer: CallTimer): () => void }>;
 }
 
 /** Distinct operation names with series of their own, by default; later names count as `other`. */
@@ -64,6 +73,9 @@ export class Metrics {
   private readonly storageCalls: client.Counter<'kind'>;
   private readonly roundTrips: client.Counter;
   private readonly entitiesRead: client.Counter;
+  private readonly transactions: client.Counter<'operation'>;
+  private readonly requestUnits: client.Counter<'operation'>;
+  private readonly untime: Array<() => void> = [];
   private readonly operationLabels = new Set<string>();
   /** The series of each operation (and code) already counted: prom-client finds a series by its labels on every call. */
   private readonly requestSeries = new Map<string, ReturnType<client.Counter<'operation' | 'code'>['labels']>>();
@@ -99,12 +111,48 @@ export class Metrics {
       registers,
     });
     this.entitiesRead = new client.Counter({ name: 'tablegraph_entities_read_total', help: 'Entities returned by the reads of GraphQL requests', registers });
+    this.transactions = new client.Counter({
+      name: 'tablegraph_azure_transactions_total',
+      help: 'Billable Azure Table storage transactions of GraphQL requests (their extensions.cost.azureTransactions), by operation',
+      labelNames: ['operation'],
+      registers,
+    });
+    this.requestUnits = new client.Counter({
+      name: 'tablegraph_cosmos_request_units_total',
+      help: 'Estimated Cosmos DB Table API request units of GraphQL requests (their extensions.cost.cosmosRequestUnits), by operation',
+      labelNames: ['operation'],
+      registers,
+    });
+    if (deps.stores) this.storageTimes(deps.stores);
 
     if (deps.queues && deps.queueNames) this.queueGauges(deps.queues, deps.queueNames);
     if (deps.paths) this.pathGauges(deps.paths);
     if (deps.subscriptions) this.subscriptionGauges(deps.subscriptions);
     if (deps.worker) this.workerGauges(deps.worker);
     if (deps.backup) this.backupGauges(deps.backup);
+  }
+
+  /** `tablegraph_storage_duration_seconds{operation}`: every call of the stores, by kind of operation. */
+  private storageTimes(stores: NonNullable<MetricsDeps['stores']>): void {
+    const histogram = new client.Histogram({
+      name: 'tablegraph_storage_duration_seconds',
+      help: 'Storage call duration in seconds (SDK retries included), by operation: point, range, scan, egt, write, queue',
+      labelNames: ['operation'],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: [this.registry],
+    });
+    const series = new Map<string, client.Histogram.Internal<'operation'>>();
+    const timer: CallTimer = (operation, seconds) => {
+      let s = series.get(operation);
+      if (!s) series.set(operation, (s = histogram.labels({ operation })));
+      s.observe(seconds);
+    };
+    for (const store of new Set(stores)) this.untime.push(store.timeCalls(timer));
+  }
+
+  /** Stops timing the stores' calls (the server stops). */
+  close(): void {
+    for (const stop of this.untime.splice(0)) stop();
   }
 
   /**
@@ -264,6 +312,8 @@ export class Metrics {
     for (const [kind, n] of kinds) if (n > 0) this.storageCalls.inc({ kind }, n);
     if (c.roundTrips > 0) this.roundTrips.inc(c.roundTrips);
     if (c.entitiesRead > 0) this.entitiesRead.inc(c.entitiesRead);
+    if (c.azureTransactions > 0) this.transactions.inc({ operation }, c.azureTransactions);
+    if (c.cosmosRequestUnits > 0) this.requestUnits.inc({ operation }, c.cosmosRequestUnits);
   }
 
   /**

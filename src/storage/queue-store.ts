@@ -8,7 +8,7 @@ import { QueueClient, QueueServiceClient, StorageRetryOptions } from '@azure/sto
 import { ErrorCode, TablegraphError } from '../errors';
 import { toTablegraphError } from './storage-errors';
 import { inSpan } from '../telemetry/spans';
-import type { ServiceAccess } from './storage-types';
+import type { CallTimer, ServiceAccess } from './storage-types';
 
 /** The service's limit on a message's text: 64 KiB of UTF-8. */
 export const MAX_MESSAGE_BYTES = 64 * 1024;
@@ -74,6 +74,7 @@ export function checkQueueName(name: string): void {
 export class QueueStore {
   private readonly service: QueueServiceClient;
   private readonly timeoutMs: number;
+  private timers: CallTimer[] = [];
   private readonly clients = new Map<string, QueueClient>();
   private readonly queues = new Map<string, Promise<void>>();
 
@@ -242,12 +243,27 @@ export class QueueStore {
   /** One SDK call under the per-call timeout, its rejection mapped by {@link toQueueError}. */
   private call<T>(operation: string, queue: string, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
     return inSpan(`queue.${operation}`, { 'messaging.system': 'azure.queue', 'messaging.destination.name': queue }, async () => {
+      const started = performance.now();
       try {
         return await run(AbortSignal.timeout(this.timeoutMs));
       } catch (e) {
         throw toQueueError(e, operation, queue);
+      } finally {
+        const seconds = (performance.now() - started) / 1000;
+        for (const timer of this.timers) timer('queue', seconds);
       }
     });
+  }
+
+  /**
+   * Tells `timer` the time of every later call of this store (s).
+   * @returns a function that stops it
+   */
+  timeCalls(timer: CallTimer): () => void {
+    this.timers = [...this.timers, timer];
+    return () => {
+      this.timers = this.timers.filter((t) => t !== timer);
+    };
   }
 
   private client(name: string): QueueClient {

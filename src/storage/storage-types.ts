@@ -116,6 +116,15 @@ export interface StorageCallRecord {
   ms: number;
 }
 
+/**
+ * The kinds of storage operation a store times (the labels of `tablegraph_storage_duration_seconds`): a point query,
+ * a range query, a scan (partition or table: never on a request path), an EGT, a single-entity write, a queue call.
+ */
+export type TimedOperation = 'point' | 'range' | 'scan' | 'egt' | 'write' | 'queue';
+
+/** Told the wall time of every storage call a store makes, SDK retries included (s), failed ones too. */
+export type CallTimer = (operation: TimedOperation, seconds: number) => void;
+
 /** Receives one record per storage call; request-scoped, passed in each call's options. */
 export interface StorageObserver {
   onCallStart?(): void;

@@ -26,6 +26,8 @@ import type {
   StorageTarget,
   StoredEntity,
   TransactionOperation,
+  CallTimer,
+  TimedOperation,
 } from './storage-types';
 
 /**
@@ -69,6 +71,16 @@ type Send = (client: TableClient, sdk: TableEntity<RawEntity>, signal: AbortSign
  * throw TablegraphError only (mapping in storage-errors.ts): NOT_FOUND, CONFLICT, LIMIT_EXCEEDED,
  * BAD_USER_INPUT, STORAGE_BAD_REQUEST, CONFIG_INVALID, STORAGE_UNAVAILABLE (timeout, network, 5xx after retries).
  */
+/** The timed operation of each kind of call. */
+const TIMED: Record<StorageCallRecord['kind'], TimedOperation> = {
+  pointQuery: 'point',
+  rangeQuery: 'range',
+  partitionScan: 'scan',
+  tableScan: 'scan',
+  transaction: 'egt',
+  write: 'write',
+};
+
 export class TableStore {
   readonly target: StorageTarget;
   /** A call's timeout, SDK retries included (ms). */
@@ -98,6 +110,7 @@ export class TableStore {
   };
   /** Seals `@encrypted` properties on the way out and opens them on the way in (property-cipher.ts); absent: none. */
   private cipher?: PropertyCipher;
+  private timers: CallTimer[] = [];
   /** Point queries without the SDK's pipeline (point-reader.ts), for a connection string with an account key. */
   private readonly points?: PointReader;
 
@@ -430,6 +443,17 @@ export class TableStore {
     });
   }
 
+  /**
+   * Tells `timer` the time of every later call of this store, whoever makes it (requests, workers, builds, backup).
+   * @returns a function that stops it
+   */
+  timeCalls(timer: CallTimer): () => void {
+    this.timers = [...this.timers, timer];
+    return () => {
+      this.timers = this.timers.filter((t) => t !== timer);
+    };
+  }
+
   /** One observed storage call: onCallStart, the call under a timeout, onCall (also on failure, 0 entities). */
   private async call<T>(
     kind: StorageCallRecord['kind'],
@@ -456,7 +480,9 @@ export class TableStore {
       } finally {
         const { entities, roundTrips } = cost;
         span?.setAttributes({ 'tablegraph.round_trips': roundTrips, 'tablegraph.entities': entities });
-        opts?.observer?.onCall({ kind, table: ctx.table, entities, roundTrips, ms: performance.now() - started });
+        const ms = performance.now() - started;
+        opts?.observer?.onCall({ kind, table: ctx.table, entities, roundTrips, ms });
+        for (const timer of this.timers) timer(TIMED[kind], ms / 1000);
       }
     });
   }

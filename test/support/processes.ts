@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { isProcessAlive } from '../../src/storage/azurite';
 import { ROOT } from './harness';
 import { until } from './wait';
@@ -32,14 +33,27 @@ function commandScript(command: string): string {
   return `${script}.ts`;
 }
 
-/** Starts the script of `npm run <command>` with `args`, on `dataDir`, with `env` added (and no storage of the test run's). */
-export function runCommand(command: string, args: string[], dataDir: string, env: Record<string, string> = {}): CommandProcess {
+/**
+ * Starts the script of `npm run <command>` with `args`, on `dataDir`, with `env` added (and no storage of the test
+ * run's). A `dataDir` of undefined leaves TABLEGRAPH_DATA_DIR unset: the default folder under `cwd` (default: the
+ * repository) is used, as by a user who sets nothing.
+ */
+export function runCommand(
+  command: string,
+  args: string[],
+  dataDir: string | undefined,
+  env: Record<string, string> = {},
+  opts: { cwd?: string } = {},
+): CommandProcess {
   const clean: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) {
     if (k !== 'AZURE_STORAGE_CONNECTION_STRING' && !k.startsWith('TABLEGRAPH_')) clean[k] = v;
   }
-  Object.assign(clean, { TABLEGRAPH_DATA_DIR: dataDir, LOG_LEVEL: 'info', ...env });
-  const child = spawn(process.execPath, ['--import', 'tsx', commandScript(command), ...args], { cwd: ROOT, env: clean, stdio: ['ignore', 'pipe', 'pipe'] });
+  Object.assign(clean, { ...(dataDir !== undefined && { TABLEGRAPH_DATA_DIR: dataDir }), LOG_LEVEL: 'info', ...env });
+  // Absolute paths: the process may run in a folder of its own, where neither tsx nor the script is found by name.
+  const tsx = pathToFileURL(path.join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href;
+  const script = path.join(ROOT, commandScript(command));
+  const child = spawn(process.execPath, ['--import', tsx, script, ...args], { cwd: opts.cwd ?? ROOT, env: clean, stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString('utf8')));
@@ -64,9 +78,14 @@ export function runCommand(command: string, args: string[], dataDir: string, env
   };
 }
 
-/** `npm start` on `port`, once it serves. */
-export async function startServerProcess(dataDir: string, port: number, env: Record<string, string> = {}): Promise<CommandProcess> {
-  const server = runCommand('start', [], dataDir, { PORT: String(port), ...env });
+/** `npm start` on `port`, once it serves (`dataDir` and `opts` as runCommand's). */
+export async function startServerProcess(
+  dataDir: string | undefined,
+  port: number,
+  env: Record<string, string> = {},
+  opts: { cwd?: string } = {},
+): Promise<CommandProcess> {
+  const server = runCommand('start', [], dataDir, { PORT: String(port), ...env }, opts);
   await server.waitFor('tablegraph is serving');
   return server;
 }

@@ -128,7 +128,10 @@ export async function importEmployees(opts: ImportOptions): Promise<ImportSummar
       { type: 'Employee', rows: employeeRows(opts.file), source: opts.file },
     ],
     onProgress: (p: LoadProgress) =>
-      opts.onProgress?.({ rowsRead: p.type === 'Employee' ? p.rowsRead : 0, entitiesWritten: p.entitiesWritten, transactions: p.transactions }),
+      opts.onProgress?.({
+        ...{ rowsRead: p.type === 'Employee' ? p.rowsRead : 0, rowsStored: p.type === 'Employee' ? p.rowsStored : 0 },
+        ...{ entitiesWritten: p.entitiesWritten, transactions: p.transactions },
+      }),
   });
   const [departments, employees] = summary.steps;
   return {
