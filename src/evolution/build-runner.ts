@@ -21,7 +21,7 @@
  */
 import { ErrorCode, isTablegraphError, TablegraphError, type ReasonName } from '../errors';
 import type { Logger } from '../log';
-import { ENTITY_TYPE_PROPERTY, type IndexModel, type Model, type SummaryModel } from '../model/types';
+import { ENTITY_TYPE_PROPERTY, type EntityModel, type IndexModel, type Model, type SummaryModel } from '../model/types';
 import { pathTypes } from '../model/derived-paths';
 import type { TableStore } from '../storage/table-store';
 import type { StorageObserver } from '../storage/storage-types';
@@ -29,13 +29,24 @@ import { rebuildIndex } from '../maintenance/index-rebuild';
 import { repairHolder, repairSummaries } from '../maintenance/summary-state';
 import { refreshCopies } from '../derived/copy-refresh';
 import type { Catalogue } from './catalogue';
-import type { PathRecord } from './catalogue-records';
+import type { PathRecord, ServerRecord } from './catalogue-records';
+import { countEntities } from './entity-count';
 import { buildIndexPage, type ScannedPage, type SettleResult } from './index-build';
 import { canonicalJson, type RecordedLayout } from './layout-record';
 import { STATES_REFRESH_MS } from './path-states';
 import type { PresenceBoard } from './presence';
 import { addressingOf } from './layout-diff';
-import { catchUpRekey, cleanUpRekey, copyRekeyPage, rekeyOf, type Collision, type Rekey, type RekeyDefinition, type Underivable } from './rekey-build';
+import {
+  catchUpRekey,
+  cleanUpRekey,
+  copyRekeyPage,
+  countRekey,
+  rekeyOf,
+  type Collision,
+  type Rekey,
+  type RekeyDefinition,
+  type Underivable,
+} from './rekey-build';
 
 export interface BuildRunnerOptions {
   catalogue: Catalogue;
@@ -86,7 +97,7 @@ export class BuildRunner {
   /** Resolves the hold of `holdAfter` when the runner stops. */
   private release?: () => void;
   /** The servers of older versions seen last, and when (ms): looked at again every `pollMs`. */
-  private older = { at: -Infinity, version: 0, count: 0 };
+  private older: { at: number; version: number; servers: ServerRecord[] } = { at: -Infinity, version: 0, servers: [] };
 
   constructor(private readonly opts: BuildRunnerOptions) {}
 
@@ -230,13 +241,18 @@ export class BuildRunner {
    * @returns the row after it (null when the lease was lost), and whether the step was a wait for older servers
    */
   private async step(row: PathRecord): Promise<{ row: PathRecord | null; waiting: boolean }> {
-    const olderServers = await this.olderServersRunning(row.version);
-    const next: PathRecord = { ...row, needsRepair: row.needsRepair || olderServers > 0, updatedAt: this.now };
-    const waiting = row.scanned && olderServers > 0;
+    const older = await this.olderServersRunning(row.version);
+    const next: PathRecord = { ...row, needsRepair: row.needsRepair || older.length > 0, updatedAt: this.now };
+    const waiting = row.scanned && older.length > 0;
+    // What `migrate status` and /health say it waits for, and since when.
+    next.waitingSince = waiting ? (row.waitingSince ?? this.now) : undefined;
+    next.waitingFor = waiting ? olderProcesses(older) : undefined;
     // Servers of an older version still write without keeping this path: it cannot be ready before they stop.
     const lease = this.keepLease(row);
     try {
       if (!row.scanned) {
+        // The total a build's progress is a part of, counted as a plan counts it, once, before its first page.
+        if (row.total === 0 && row.read === 0 && row.checkpoint === '') next.total = await this.totalOf(row);
         Object.assign(next, await this.scanStep(row));
       } else if (!waiting && row.kind === 'rekey') {
         Object.assign(next, await this.finishRekey(row));
@@ -545,17 +561,42 @@ export class BuildRunner {
   }
 
   /** Servers and workers of an older version running now (presence.ts; read again at most every `pollMs`). */
-  private async olderServersRunning(version: number): Promise<number> {
-    if (this.older.version === version && this.now - this.older.at < (this.opts.pollMs ?? 5000)) return this.older.count;
+  private async olderServersRunning(version: number): Promise<ServerRecord[]> {
+    if (this.older.version === version && this.now - this.older.at < (this.opts.pollMs ?? 5000)) return this.older.servers;
     try {
-      const servers = await this.opts.presence.servers();
-      const count = servers.filter((s) => s.version < version).length;
-      this.older = { at: this.now, version, count };
-      return count;
+      const servers = (await this.opts.presence.servers()).filter((s) => s.version < version);
+      this.older = { at: this.now, version, servers };
+      return servers;
     } catch (e) {
-      if (isTablegraphError(e, ErrorCode.NOT_FOUND)) return 0;
+      if (isTablegraphError(e, ErrorCode.NOT_FOUND)) return [];
       throw e;
     }
+  }
+
+  /**
+   * The entities a build reads in all, counted as `migrate plan` counts them (keys-only reads of the type it scans):
+   * an index's or a copy's entities, a summary's holders (and the entities it counts, when kept elsewhere), a re-key's
+   * old rows. 0 when there is nothing to count it by (the path is not in this schema).
+   */
+  private async totalOf(row: PathRecord): Promise<number> {
+    const [type, name] = row.id.slice(row.id.indexOf(':') + 1).split('.');
+    const { store, model } = this.opts;
+    const count = async (e: EntityModel) => (await countEntities(store, e.layout.table, e.entityType)).count;
+    if (row.kind === 'index') {
+      const index = model.entities.get(type)?.indexes.get(name);
+      return index && !index.entity.layout.tableTemplate ? count(index.entity) : 0;
+    }
+    if (row.kind === 'summary') {
+      const summary = model.summaries.get(`${type}.${name}`);
+      if (!summary) return 0;
+      return summary.scope === 'egt' ? count(summary.holder) : (await count(summary.holder)) + (await count(summary.of));
+    }
+    if (row.kind === 'copy') {
+      const entity = model.entities.get(type);
+      return entity ? count(entity) : 0;
+    }
+    const rekey = row.kind === 'rekey' ? this.rekeyFor(row) : undefined;
+    return rekey ? (await countRekey(store, rekey)).entities : 0;
   }
 
   /** Waits so that this runner writes at most `entitiesPerSecond`. */
@@ -581,6 +622,14 @@ export function holdsPath(layout: RecordedLayout, row: PathRecord): boolean {
   if (row.kind !== 'rekey') return canonicalJson(layout.paths[row.id]?.definition) === canonicalJson(row.definition);
   const type = layout.types[typeOfRekey(row)];
   return !!type && canonicalJson(addressingOf(type)) === canonicalJson((row.definition as unknown as RekeyDefinition).to);
+}
+
+/** The processes a build waits for, as `migrate status` says them: `2 processes of version 1 (host-12-ab, host-13-cd)`. */
+function olderProcesses(older: ServerRecord[]): string {
+  const versions = [...new Set(older.map((s) => s.version))].sort((a, b) => a - b).join(', ');
+  const names = older.slice(0, 3).map((s) => s.instance);
+  const more = older.length > 3 ? `, and ${older.length - 3} more` : '';
+  return `${older.length} process${older.length === 1 ? '' : 'es'} of version ${versions} (${names.join(', ')}${more})`;
 }
 
 /**

@@ -55,6 +55,9 @@ export interface PathRecord {
    * that the worker carries the move out from there (src/worker/carry-out-move.ts).
    */
   moves?: Record<string, EntityAddress>;
+  /** A scanned build waiting for processes of an older version to stop: since when (ms), and which (a sentence). */
+  waitingSince?: number;
+  waitingFor?: string;
   etag?: string;
 }
 
@@ -195,6 +198,8 @@ export function encodePath(r: PathRecord): EntityToWrite {
     FinishedAt: r.finishedAt ? int(r.finishedAt) : null,
     Problem: r.problem ? str(problemText(r.problem)) : null,
     Moves: r.moves && Object.keys(r.moves).length > 0 ? str(movesText(r.moves)) : null,
+    WaitingSince: r.waitingSince ? int(r.waitingSince) : null,
+    WaitingFor: r.waitingFor ? str(r.waitingFor.slice(0, 1000)) : null,
   };
   return { partitionKey: 'path', rowKey: r.id, properties: Object.fromEntries(Object.entries(properties).filter(([, v]) => v !== null)) };
 }
@@ -290,6 +295,8 @@ function decodePathRow(table: string, e: StoredEntity): PathRecord {
         ? (parsed(row, 'Problem', p.Problem, (v) => isObject(v) && typeof v.message === 'string') as PathRecord['problem'])
         : undefined,
     moves: typeof p.Moves === 'string' ? (parsed(row, 'Moves', p.Moves, isObject) as PathRecord['moves']) : undefined,
+    waitingSince: opt(p.WaitingSince),
+    waitingFor: typeof p.WaitingFor === 'string' ? p.WaitingFor : undefined,
     etag: e.etag,
   };
 }

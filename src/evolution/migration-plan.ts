@@ -6,9 +6,7 @@
  * exactly: every stored primary's index entity derived (a keys-only read of the type) and grouped into the EGTs the
  * build would send, page by page.
  */
-import { ErrorCode, isTablegraphError } from '../errors';
 import { indexWrite, valuesOf } from '../model/entity-codec';
-import type { StoredEntity } from '../storage/storage-types';
 import type { EntityModel, IndexModel, Model } from '../model/types';
 import { RU_PER_ENTITY_READ, RU_PER_ENTITY_WRITTEN } from '../read/cost';
 import type { TableStore } from '../storage/table-store';
@@ -19,6 +17,7 @@ import { addressingOf, type LayoutChange } from './layout-diff';
 import type { RecordedLayout } from './layout-record';
 import { countRekey, rekeyOf } from './rekey-build';
 import { pathTypes } from '../model/derived-paths';
+import { countEntities, scanOrNothing } from './entity-count';
 
 /** The work of one build (entities, calls, RU, s). */
 export interface BuildCost {
@@ -147,26 +146,6 @@ async function rekeyCost(
     },
     rebuilt: Object.keys(layouts.now.paths).filter((id) => layouts.now.paths[id].kind !== 'changeLog' && pathTypes(model, id).includes(type)),
   };
-}
-
-/** The entities of one type in a table, counted with a keys-only read (entities, and the pages it took). */
-async function countEntities(store: TableStore, table: string, entityType: string): Promise<{ count: number; pages: number }> {
-  let count = 0;
-  let pages = 0;
-  for await (const page of scanOrNothing(store, table, { entityType, select: ['EntityType'] })) {
-    count += page.length;
-    pages++;
-  }
-  return { count, pages: Math.max(pages, 1) };
-}
-
-/** A scan's pages; none for a table that does not exist (nothing stored yet). */
-async function* scanOrNothing(store: TableStore, table: string, opts: Parameters<TableStore['scan']>[1]): AsyncIterable<StoredEntity[]> {
-  try {
-    yield* store.scan(table, opts);
-  } catch (e) {
-    if (!isTablegraphError(e, ErrorCode.NOT_FOUND)) throw e;
-  }
 }
 
 /** An index build's writes, exactly: each primary's index entity derived, grouped into EGTs as the build groups them. */

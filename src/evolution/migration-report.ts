@@ -32,13 +32,22 @@ export function formatPlan(plan: MigrationPlan): string {
   return `${lines.join('\n')}\n`;
 }
 
+/** What a build does once it has read everything: waits (for what, since when), switches, or finishes. */
+function scannedText(p: PathRecord): string {
+  const done = p.kind === 'rekey' ? 'copied' : 'all read';
+  if (p.waitingSince === undefined) return p.kind === 'rekey' ? '; copied: switching' : '; all read: finishing';
+  const since = `${new Date(p.waitingSince).toISOString().slice(0, 19)}Z, ${n(Math.max(0, Math.round((Date.now() - p.waitingSince) / 1000)))} s ago`;
+  const then = p.kind === 'rekey' ? ', then switches' : ', then finishes';
+  return `; ${done}: waiting since ${since} for ${p.waitingFor ?? 'the processes of an older version'} to stop${then}`;
+}
+
 /** The paths' states as text. */
 export function formatStatus(version: number | undefined, paths: PathRecord[], servers: ServerRecord[]): string {
   const lines = [version === undefined ? 'No deployment recorded.' : `Deployed version ${version}.`];
   for (const s of servers) lines.push(`  process ${s.instance}: version ${s.version}, seen ${Math.round((Date.now() - s.seenAt) / 1000)} s ago`);
   for (const p of paths) {
     const { read, written, percent } = progressOf(p);
-    const finishing = p.scanned ? (p.kind === 'rekey' ? '; copied: switches once no process of an older version is left' : '; all read: finishing') : '';
+    const finishing = p.scanned ? scannedText(p) : '';
     const progress = p.state === 'building' ? ` — ${n(read)} read, ${n(written)} written${percent === null ? '' : `, ${percent}%`}${finishing}` : '';
     lines.push(`  ${p.state.padEnd(9)} ${p.id}${progress}${p.problem ? ` — ${p.problem.message}` : ''}`);
   }

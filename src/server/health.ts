@@ -76,10 +76,16 @@ export function mountHealth(app: express.Express, deps: HealthDeps): void {
       status: 'ok',
       storage: { target: deps.storageTarget, answers: true, latencyMs: check.latencyMs },
       fanout: check.queue && { ...check.queue, worker: workerHealth(deps) },
-      ...(deps.pathStates && { paths: deps.pathStates().map((p) => ({ path: p.id, state: p.state, ...progressOf(p) })) }),
+      ...(deps.pathStates && { paths: deps.pathStates().map(pathHealth) }),
       ...(deps.backup && { backup: await backupHealth(deps) }),
     });
   });
+}
+
+/** A derived path as /health shows it: its state, progress, and what a scanned build waits for, since when. */
+function pathHealth(p: PathRecord): Record<string, unknown> {
+  const waiting = p.state === 'building' && p.waitingSince !== undefined && { waitingSince: new Date(p.waitingSince).toISOString(), waitingFor: p.waitingFor };
+  return { path: p.id, state: p.state, ...progressOf(p), ...waiting };
 }
 
 /** Whether the caller sees the details: always without authentication; with it, a valid token with the admin role. */
