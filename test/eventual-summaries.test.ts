@@ -9,6 +9,7 @@ import path from 'node:path';
 import { Decimal } from 'decimal.js';
 import { verifyDerived } from '../src/maintenance/verify-derived';
 import { repairSummaries } from '../src/maintenance/summary-state';
+import { formatRepair } from '../src/maintenance/repair-report';
 import { compileSchema } from '../src/compiler/compile';
 import { contributionPrefix } from '../src/model/contributions';
 import { loadSchemaSources } from '../src/compiler/load-schema';
@@ -147,6 +148,8 @@ test('verify finds a drifted holder and a lost contribution; repair-summaries re
 
   const repaired = await repairSummaries({ store: server.store, model });
   expect(repaired.busy).toEqual([]);
+  // Both changes said: the holder rewritten, and the contribution entity written back.
+  expect(formatRepair(repaired).at(-1)).toBe('repaired 1 holder (1 summary value) and 1 contribution entity; 0 kept changing');
   expect((await verifyDerived({ store: server.store, model })).problems).toBe(0);
   expect(await userSummaries()).toEqual(before);
 }, 60_000);

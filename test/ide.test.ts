@@ -62,6 +62,9 @@ test('GraphiQL, served by the server with nothing from elsewhere, runs the READM
     if (/Content Security Policy|Refused to/i.test(m.text())) refused.push(m.text());
   });
   page.on('pageerror', (e) => refused.push(`page error: ${e.message}`));
+  // Nothing the page asks for is missing: its icon included (a 404 there is an error in the IDE's console).
+  const missing: string[] = [];
+  page.on('response', (r) => void (r.request().method() === 'GET' && r.status() >= 400 && missing.push(`${r.status()} ${r.url()}`)));
 
   const response = await page.goto(server.url);
   expect(response?.status()).toBe(200);
@@ -115,6 +118,10 @@ test('GraphiQL, served by the server with nothing from elsewhere, runs the READM
 
   expect(elsewhere).toEqual([]);
   expect(refused).toEqual([]);
+  expect(missing).toEqual([]);
+  const icon = await fetch(new URL('/favicon.svg', server.url));
+  expect([icon.status, icon.headers.get('content-type')]).toEqual([200, 'image/svg+xml; charset=utf-8']);
+  expect((await fetch(new URL('/favicon.ico', server.url))).status).toBe(204);
   await context.close();
 }, 90000);
 

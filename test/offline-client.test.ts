@@ -7,10 +7,9 @@
  * appears without a reload. And 20 pages follow one partition while 200 writes run, each dropped five times (a proxy
  * closes its connections): each page shows the partition as stored at the end.
  */
-import net from 'node:net';
-import { SignJWT } from 'jose';
 import type { Browser } from 'playwright-core';
 import type { TestServer } from './support/harness';
+import { severableLink as newLink, type SeverableLink } from './support/severable-link';
 import { startWebClientRig, type WebClientRig } from './support/web-client';
 import { pause } from './support/wait';
 
@@ -25,15 +24,11 @@ let token: string;
 
 beforeAll(async () => {
   rig = await startWebClientRig(SECRET);
-  ({ webUrl, server, browser } = rig);
-  token = await new SignJWT({ sub: 'admin@example.test', roles: ['hr-admin'] })
-    .setProtectedHeader({ alg: 'HS256' })
-    .setExpirationTime('10m')
-    .sign(new TextEncoder().encode(SECRET));
+  ({ webUrl, server, browser, token } = rig);
 }, 60_000);
 
 /** The proxies the swarm's clients go through (severableLink), closed whatever the test's outcome. */
-const links = new Set<{ close(): Promise<void> }>();
+const links = new Set<SeverableLink>();
 
 afterAll(async () => {
   await Promise.all([...links].map((l) => l.close()));
@@ -155,7 +150,8 @@ test('20 clients follow one partition while 200 writes run, each dropped and res
     Array.from({ length: 20 }, async () => {
       // Each client reaches the API through a proxy of its own: a drop closes its connections (a browser's offline
       // mode alone keeps an open stream).
-      const link = await severableLink(new URL(server.url));
+      const link = await newLink(new URL(server.url));
+      links.add(link);
       const api = server.url.replace(/:\d+\//, `:${link.port}/`);
       const context = await browser.newContext();
       const page = await context.newPage();
@@ -237,40 +233,3 @@ test('20 clients follow one partition while 200 writes run, each dropped and res
   }
   await Promise.all(clients.map((c) => c.context.close()));
 }, 240_000);
-
-/**
- * A TCP proxy to `target`'s host and port: `sever()` closes every connection through it and refuses new ones until
- * `restore()`.
- */
-async function severableLink(target: URL): Promise<{ port: number; sever(): void; restore(): void; close(): Promise<void> }> {
-  const sockets = new Set<net.Socket>();
-  let open = true;
-  const proxy = net.createServer((client) => {
-    if (!open) return void client.destroy();
-    const upstream = net.connect(Number(target.port), target.hostname);
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.once('close', () => sockets.delete(s));
-      s.on('error', () => undefined);
-    }
-    client.pipe(upstream).pipe(client);
-  });
-  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
-  const link = {
-    port: (proxy.address() as net.AddressInfo).port,
-    sever() {
-      open = false;
-      for (const s of sockets) s.destroy();
-    },
-    restore() {
-      open = true;
-    },
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        proxy.close(() => resolve());
-      }),
-  };
-  links.add(link);
-  return link;
-}

@@ -7,11 +7,15 @@
  * with both versions and a choice. Plain browser modules, no build step; the operations (operations.js) are typed
  * from the schema, and this file is checked against their types in `npm test`.
  *
- * Page parameters: `api` (the GraphQL endpoint, default http://127.0.0.1:4000/graphql), `department` (default
- * Marketing), `token` (a bearer token, when the server requires one).
+ * Page parameters (docs/frontend.md): `api` (the GraphQL endpoint, default http://127.0.0.1:4000/graphql),
+ * `department` (default Marketing), `token` (a bearer token, when the server requires one).
+ *
+ * Where it is, it says: `live`, `loading…`, `offline` (with the writes waiting), `offline: reconnecting…` (the API does
+ * not answer), or that the API refuses this page's origin (TABLEGRAPH_CORS_ORIGINS). An error of the connection shows
+ * while the connection is down, and goes once it is back; an error of a write stays until the next write.
  */
 // @ts-check
-import { openReplica } from '@tablegraph/sync';
+import { openReplica, reachability } from '@tablegraph/sync';
 import { CREATE_EMPLOYEE, DEPARTMENT_EMPLOYEES, EMPLOYEE_CHANGED, READ_EMPLOYEE, UPDATE_EMPLOYEE } from './operations.js';
 
 /**
@@ -33,6 +37,7 @@ const token = params.get('token');
 /** @param {string} id @returns {any} */
 const $ = (id) => document.getElementById(id);
 $('department').textContent = department;
+$('api').textContent = api;
 
 const PARTITION = `Employee/${department}`;
 const readEmployee = {
@@ -77,7 +82,7 @@ function render() {
     return;
   }
   drawing = draw()
-    .catch((e) => ($('error').textContent = e.message))
+    .catch((e) => showError('write', e.message))
     .finally(() => {
       drawing = null;
       if (redraw) {
@@ -99,7 +104,9 @@ async function draw() {
       return item;
     }),
   );
-  $('pending').textContent = String(await replica.pending());
+  where.pending = await replica.pending();
+  $('pending').textContent = String(where.pending);
+  showWhere();
   $('conflicts').replaceChildren(...(await replica.conflicts()).map(conflictItem));
 }
 
@@ -117,7 +124,7 @@ function conflictItem(c) {
     const button = document.createElement('button');
     button.textContent = label;
     button.dataset.choice = choice;
-    button.onclick = () => replica.resolve(c.seq, choice).catch((e) => ($('error').textContent = e.message));
+    button.onclick = () => replica.resolve(c.seq, choice).catch((e) => showError('write', e.message));
     return button;
   };
   item.append(text, choose('Keep mine', 'mine'), choose('Keep stored', 'stored'));
@@ -131,13 +138,80 @@ const statuses = {
   reconnecting: 'offline: reconnecting…',
   'signed-out': 'signed out: open the page again with a new token',
 };
+/**
+ * Where the page is: the followed partition's status, the outbox's (a write could not be sent now), why the API does
+ * not answer (reachability), and the writes waiting.
+ */
+const where = {
+  follow: 'loading',
+  outbox: /** @type {'empty' | 'waiting'} */ ('empty'),
+  reach: /** @type {'offline' | 'origin-refused' | 'unreachable' | 'reachable'} */ ('reachable'),
+  pending: 0,
+  /** The connection's last error (shown while it is down), and a write's (shown until the next write). */
+  errors: { connection: '', write: '' },
+};
+
+/** The status line and the error line, from `where`. */
+function showWhere() {
+  const waiting = where.pending > 0 ? `: ${where.pending} write${where.pending === 1 ? '' : 's'} waiting` : '';
+  let status = statuses[where.follow];
+  if (where.reach === 'origin-refused') status = `refused: the API at ${api} does not allow this page's origin`;
+  // The browser offline, or writes that cannot be sent: not live, whatever an open stream says.
+  else if (!navigator.onLine || where.reach === 'offline') status = `offline${waiting}`;
+  else if (where.follow === 'live' && where.outbox === 'waiting' && where.pending > 0) status = `offline${waiting}: the API does not answer`;
+  $('status').textContent = status;
+  const connected = where.follow === 'live' && where.reach === 'reachable' && (where.outbox === 'empty' || where.pending === 0);
+  const refused =
+    where.reach === 'origin-refused'
+      ? `ORIGIN_NOT_ALLOWED: start the API with TABLEGRAPH_CORS_ORIGINS=${location.origin} (its log names the refused origin), or open this page from an origin it allows`
+      : '';
+  $('error').textContent = where.errors.write || refused || (connected ? '' : where.errors.connection);
+}
+
+/** @param {'connection' | 'write'} kind @param {string} message */
+function showError(kind, message) {
+  where.errors[kind] = message;
+  showWhere();
+}
+
+/** Asks why the API does not answer, one question at a time; says so. */
+let asking = false;
+async function askWhy() {
+  if (asking) return;
+  asking = true;
+  try {
+    where.reach = await reachability(api);
+  } finally {
+    asking = false;
+  }
+  showWhere();
+}
+
 replica.on('change', render);
 replica.on('conflict', render);
 replica.on('status', (/** @type {string} */ _, /** @type {string} */ status, /** @type {Error | undefined} */ error) => {
-  $('status').textContent = statuses[status];
-  if (error && status !== 'live') $('error').textContent = error.message;
+  where.follow = status;
+  if (status === 'live') {
+    where.reach = 'reachable';
+    where.errors.connection = '';
+  } else if (error) {
+    where.errors.connection = error.message;
+    void askWhy();
+  }
+  showWhere();
 });
-replica.on('rejected', (/** @type {unknown} */ _, /** @type {Error} */ error) => ($('error').textContent = error.message));
+replica.on('outbox', (/** @type {'empty' | 'waiting'} */ state) => {
+  where.outbox = state;
+  if (state === 'waiting') void askWhy();
+  else if (where.follow === 'live') where.reach = 'reachable';
+  void replica.pending().then((n) => {
+    where.pending = n;
+    $('pending').textContent = String(n);
+    showWhere();
+  });
+});
+replica.on('rejected', (/** @type {unknown} */ _, /** @type {Error} */ error) => showError('write', error.message));
+for (const event of ['online', 'offline']) globalThis.addEventListener(event, () => (navigator.onLine ? void askWhy() : showWhere()));
 
 replica.follow({
   partition: PARTITION,
@@ -159,7 +233,7 @@ replica.follow({
 
 $('create').addEventListener('submit', async (/** @type {SubmitEvent & { target: HTMLFormElement }} */ event) => {
   event.preventDefault();
-  $('error').textContent = '';
+  where.errors.write = '';
   const form = Object.fromEntries(new FormData(event.target));
   /** @type {CreateEmployeeInput} */
   const input = {
@@ -184,11 +258,11 @@ $('create').addEventListener('submit', async (/** @type {SubmitEvent & { target:
 
 $('edit').addEventListener('submit', async (/** @type {SubmitEvent & { target: HTMLFormElement }} */ event) => {
   event.preventDefault();
-  $('error').textContent = '';
+  where.errors.write = '';
   const form = Object.fromEntries(new FormData(event.target));
   const [id, title] = [String(form.id), String(form.title)];
   const shown = /** @type {Array<Employee & { pending?: boolean }>} */ (await replica.nodes(PARTITION)).find((e) => e.id === id);
-  if (!shown) return void ($('error').textContent = `no employee ${id} in ${department}`);
+  if (!shown) return void showError('write', `no employee ${id} in ${department}`);
   const { pending: _, ...base } = shown;
   /** @type {UpdateEmployeeInput} */
   const input = { departmentId: department, id, title };

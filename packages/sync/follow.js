@@ -60,16 +60,26 @@ export function followPartition(db, api, spec, on) {
     on.changed();
   };
 
-  const load = async () => {
+  /**
+   * Reads the partition page by page. A first load (no copy held) puts each page in as it arrives, so the page draws
+   * it as it comes; a copy held (shown while offline) is replaced whole once the new one is read, in one transaction.
+   */
+  const load = async (first) => {
     let after = null;
     const nodes = [];
     for (;;) {
       const connection = spec.load.connection(await graphqlRequest(api, spec.load.query, { ...spec.load.variables, after }));
-      nodes.push(...connection.edges.map((e) => e.node));
+      const page = connection.edges.map((e) => e.node);
+      nodes.push(...page);
+      if (first && page.length > 0) {
+        const tx = db.transaction('nodes', 'readwrite');
+        for (const node of page) await tx.store.put({ partition: spec.partition, key: spec.key(node), node });
+        await tx.done;
+        on.changed();
+      }
       if (!connection.pageInfo.hasNextPage) break;
       after = connection.pageInfo.endCursor;
     }
-    // The copy held until now (shown while offline) is replaced whole, in one transaction.
     const tx = db.transaction(['nodes', 'partitions'], 'readwrite');
     const held = tx.objectStore('nodes').index('byPartition');
     for (const key of await held.getAllKeys(spec.partition)) await tx.objectStore('nodes').delete(key);
@@ -151,7 +161,7 @@ export function followPartition(db, api, spec, on) {
           // Subscribed: now the list, then what changed while it was read.
           enqueue(async () => {
             try {
-              await load();
+              await load(!row?.loaded);
             } catch (e) {
               ended = { error: e };
               return again();

@@ -56,3 +56,27 @@ export async function graphqlRequest(api, query, variables) {
   if (!body.data) throw new NetworkError(new Error(`HTTP ${res.status} without data`));
   return body.data;
 }
+
+/**
+ * Why requests to the API get no answer, as far as a page can tell: `offline` (the browser says so), `origin-refused`
+ * (the API answers, but not to this page's origin: CORS — its own `ORIGIN_NOT_ALLOWED` is not readable here, only
+ * that a no-cors request gets through where a CORS one does not), `unreachable` (nothing answers at the address), or
+ * `reachable`. Two GET requests at most, without credentials or a body.
+ * @param {string} url the GraphQL endpoint
+ * @returns {Promise<'offline' | 'origin-refused' | 'unreachable' | 'reachable'>}
+ */
+export async function reachability(url) {
+  if (globalThis.navigator?.onLine === false) return 'offline';
+  try {
+    await fetch(url, { method: 'GET', mode: 'cors', credentials: 'omit' });
+    return 'reachable';
+  } catch {
+    // A CORS refusal and an unreachable host fail alike; an opaque (no-cors) request tells them apart.
+  }
+  try {
+    await fetch(url, { method: 'GET', mode: 'no-cors', credentials: 'omit' });
+    return 'origin-refused';
+  } catch {
+    return globalThis.navigator?.onLine === false ? 'offline' : 'unreachable';
+  }
+}

@@ -12,7 +12,8 @@
  * | `replica.define(name, definition)` | how writes named `name` are sent and read back (outbox.js WriteDefinition) |
  * | `replica.write(write)` | queues a write and sends it when it can; the local copy shows it at once |
  * | `replica.conflicts()` / `replica.resolve(seq, 'mine' \| 'stored')` | the writes set aside, and the app's choice for one |
- * | `replica.on(event, listener)` | `change` (the local copy changed), `status` (a partition's), `conflict`, `rejected` |
+ * | `replica.on(event, listener)` | `change` (the local copy changed), `status` (a partition's), `conflict`, `rejected`, `outbox` (`empty`, or `waiting`: a write could not be sent now) |
+ * | `reachability(url)` | why the API gives no answer: `offline`, `origin-refused` (CORS), `unreachable` or `reachable` (graphql-http.js) |
  *
  * @example
  * const replica = await openReplica({ name: 'hr:alice', url: 'https://api.example/graphql' });
@@ -22,6 +23,8 @@
 import { followPartition } from './follow.js';
 import { flushOutbox } from './outbox.js';
 import { openReplicaStore, partitionNodes } from './replica-store.js';
+
+export { reachability } from './graphql-http.js';
 
 /** How often the outbox is tried again while it waits for the API (ms), besides the browser's `online` event. */
 const RETRY_EVERY_MS = 3000;
@@ -35,7 +38,7 @@ export async function openReplica(options) {
   const db = await openReplicaStore(options.name);
   const api = { url: options.url, streamUrl: options.streamUrl ?? `${options.url}/stream`, headers: options.headers };
   const definitions = new Map();
-  const listeners = { change: new Set(), status: new Set(), conflict: new Set(), rejected: new Set() };
+  const listeners = { change: new Set(), status: new Set(), conflict: new Set(), rejected: new Set(), outbox: new Set() };
   const emit = (event, ...args) => listeners[event].forEach((l) => l(...args));
   const follows = [];
   let flushing = null;
@@ -55,6 +58,10 @@ export async function openReplica(options) {
       .catch((e) => {
         emit('rejected', null, e);
         return 'waiting';
+      })
+      .then((state) => {
+        emit('outbox', state);
+        return state;
       })
       .finally(() => {
         flushing = null;

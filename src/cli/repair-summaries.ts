@@ -10,6 +10,7 @@ import { loadConfig } from '../runtime/config';
 import { createLogger } from '../log';
 import { repairSummaries, resolveSummaries } from '../maintenance/summary-state';
 import { createScanReporter } from '../maintenance/verify-derived';
+import { formatRepair } from '../maintenance/repair-report';
 import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { openStorage } from '../runtime/open-storage';
 import { runMain } from './run-main';
@@ -39,11 +40,7 @@ runMain(
       } finally {
         progress.stop();
       }
-      const lines = result.diffs.map(
-        (d) => `${d.summary}: ${d.holders} holders, ${d.different.length} drifted, ${d.orphaned.length} counted entities without a holder`,
-      );
-      lines.push(`repaired ${result.repaired.length} holders; ${result.busy.length} kept changing${result.busy.length ? ' (run it again)' : ''}`);
-      process.stdout.write(`${lines.join('\n')}\n`);
+      process.stdout.write(`${formatRepair(result).join('\n')}\n`);
       if (result.busy.length > 0) process.exitCode = 1;
     } finally {
       await storage.close();

@@ -6,7 +6,7 @@
  * and what eventually. Structured data (for `--json`), and a text rendering of it for people.
  */
 import { blobFields } from '../model/blob-fields';
-import type { AccessPath, BoundTemplate, Model, PointPath, WriteAction } from '../model/types';
+import type { AccessPath, BoundTemplate, EntityModel, Model, PointPath, WriteAction } from '../model/types';
 
 /** A key template and where each placeholder's value comes from. */
 export interface KeyPlan {
@@ -255,7 +255,7 @@ function mutationPlans(model: Model, capture: boolean): MutationPlan[] {
       },
       eventual: {
         indexes: indexes.filter((i) => i.scope === 'interPartition').map((i) => i.name),
-        summaries: [...model.summaries].filter(([, s]) => s.of === w.entity && s.scope === 'eventual').map(([name]) => name),
+        summaries: eventualSummaries(model, w.entity),
       },
       checksReferences: w.action === 'DELETE' ? [] : (model.references.get(w.entity.name) ?? []).map((p) => p.coordinate),
       parts: w.entity.wide?.parts.length ?? null,
@@ -263,6 +263,27 @@ function mutationPlans(model: Model, capture: boolean): MutationPlan[] {
     };
   });
   return mutations;
+}
+
+/**
+ * The summaries a write of `entity` changes eventually: those of it held elsewhere, and every summary of a summary
+ * above any summary of it — in the EGT or not (`Customer.totalSpent` over `Invoice.total`, changed by a write of a
+ * line) — which the worker brings up to date after the lower value changes (src/derived/summary-chains.ts).
+ */
+function eventualSummaries(model: Model, entity: EntityModel): string[] {
+  const nameOf = new Map([...model.summaries].map(([name, s]) => [s, name]));
+  const own = [...model.summaries.values()].filter((s) => s.of === entity);
+  const names = own.filter((s) => s.scope === 'eventual').map((s) => nameOf.get(s)!);
+  const seen = new Set(own);
+  const above = own.flatMap((s) => s.feeds);
+  while (above.length > 0) {
+    const s = above.shift()!;
+    if (seen.has(s)) continue;
+    seen.add(s);
+    names.push(nameOf.get(s)!);
+    above.push(...s.feeds);
+  }
+  return names;
 }
 
 /** Each `@blob` field, by coordinate. */

@@ -182,6 +182,8 @@ export interface RepairResult {
   repaired: EntityAddress[];
   /** Holders that kept changing under the recount, left as they were (entities): run it again. */
   busy: EntityAddress[];
+  /** Contribution entities written or deleted to match what they stand for (entities; summaries held elsewhere). */
+  contributions: number;
 }
 
 /**
@@ -192,11 +194,12 @@ export interface RepairResult {
  * @throws TablegraphError BAD_USER_INPUT (unknown summary), storage errors
  */
 export async function repairSummaries(opts: SummaryStateOptions & { attempts?: number }): Promise<RepairResult & { diffs: SummaryDiff[] }> {
-  const out: RepairResult & { diffs: SummaryDiff[] } = { repaired: [], busy: [], diffs: [] };
+  const out: RepairResult & { diffs: SummaryDiff[] } = { repaired: [], busy: [], contributions: 0, diffs: [] };
   for (const level of summaryLevels(resolveSummaries(opts.model, opts.summaries))) {
     const r = await repairLevel({ ...opts, summaries: level.map((s) => `${s.holder.name}.${s.field}`) });
     out.repaired.push(...r.repaired);
     out.busy.push(...r.busy);
+    out.contributions += r.contributions;
     out.diffs.push(...r.diffs);
   }
   return out;
@@ -226,7 +229,7 @@ export function summaryLevels(summaries: SummaryModel[]): SummaryModel[][] {
 async function repairLevel(opts: SummaryStateOptions & { attempts?: number }): Promise<RepairResult & { diffs: SummaryDiff[] }> {
   const summaries = resolveSummaries(opts.model, opts.summaries);
   let diffs = await readSummaryState(opts);
-  const result: RepairResult = { repaired: [], busy: [] };
+  const result: RepairResult = { repaired: [], busy: [], contributions: 0 };
   const attempts = opts.attempts ?? 5;
   // Summaries held elsewhere: their contribution entities first, then each holder from the sum of its own.
   const eventual = summaries.filter((s) => s.scope === 'eventual');
@@ -234,6 +237,7 @@ async function repairLevel(opts: SummaryStateOptions & { attempts?: number }): P
   for (const s of eventual)
     fixed += await repairContributions(opts.store, s, diffs.find((d) => d.summary === `${s.holder.name}.${s.field}`)!.contributions, opts.observer);
   const reported = diffs;
+  result.contributions = fixed;
   if (fixed > 0) diffs = await readSummaryState(opts);
   const todo = new Map<string, EntityAddress>();
   for (const d of diffs) {

@@ -93,6 +93,7 @@ function page(): string {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>tablegraph — GraphiQL</title>
+<link rel="icon" href="/favicon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="${IDE_ASSETS}/graphiql.min.css">
 <style>html, body, #graphiql { height: 100%; margin: 0; }</style>
 </head>
@@ -112,6 +113,11 @@ function page(): string {
  * Only this server's files, fetches to this server, and the data: URLs graphiql's stylesheet inlines its fonts and
  * icons as. Inline styles are GraphiQL's own (its editor positions elements with them); inline scripts are not allowed.
  */
+/** A table of three rows: the IDE tab's icon. */
+const FAVICON =
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect x="1" y="2" width="14" height="12" rx="1.5" fill="#1f6feb"/>' +
+  '<path d="M2 6h12M2 10h12M6 3v10" stroke="#fff" stroke-width="1.2"/></svg>';
+
 const CONTENT_SECURITY_POLICY = [
   "default-src 'none'",
   "script-src 'self'",
@@ -142,6 +148,13 @@ export function mountIde(app: express.Express, endpoint: string, defaultQuery = 
     res.setHeader('x-content-type-options', 'nosniff');
     res.type('html').send(html);
   });
+  // The tab's icon; a browser that asks /favicon.ico anyway is told there is none, without an error in its console.
+  app.get('/favicon.svg', (_req: Request, res: Response) => {
+    res.setHeader('cache-control', 'public, max-age=86400');
+    res.setHeader('x-content-type-options', 'nosniff');
+    res.type('image/svg+xml').send(FAVICON);
+  });
+  app.get('/favicon.ico', (_req: Request, res: Response) => void res.setHeader('cache-control', 'public, max-age=86400').status(204).end());
   app.get(`${IDE_ASSETS}/:name`, (req: Request, res: Response, next: NextFunction) => {
     const name = String(req.params.name);
     const asset = Object.hasOwn(assets, name) ? assets[name] : undefined;

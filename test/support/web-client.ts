@@ -4,6 +4,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
+import { SignJWT } from 'jose';
 import type { Browser } from 'playwright-core';
 import { launchChromium } from './chromium';
 import { ROOT, startTestServer, type TestServer } from './harness';
@@ -31,6 +32,8 @@ export interface WebClientRig {
   /** A server that requires a token signed with the rig's secret and allows the page's origin. */
   server: TestServer;
   browser: Browser;
+  /** A bearer token of the `hr-admin` role, signed with the rig's secret, valid 10 minutes. */
+  token: string;
   close(): Promise<void>;
 }
 
@@ -43,10 +46,15 @@ export async function startWebClientRig(jwtSecret: string): Promise<WebClientRig
     TABLEGRAPH_SUBSCRIPTION_POLL_MS: '200',
   });
   const browser = await launchChromium();
+  const token = await new SignJWT({ sub: 'admin@example.test', roles: ['hr-admin'] })
+    .setProtectedHeader({ alg: 'HS256' })
+    .setExpirationTime('10m')
+    .sign(new TextEncoder().encode(jwtSecret));
   return {
     webUrl: web.url,
     server,
     browser,
+    token,
     async close() {
       await browser.close();
       await server.close();

@@ -5,7 +5,9 @@
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { explainModel, formatExplanation, type Explanation } from '../../src/compiler/explanation';
-import { compileHr, ROOT } from '../support/harness';
+import { readFileSync } from 'node:fs';
+import { compileSchema } from '../../src/compiler/compile';
+import { compileHr, DIRECTIVES_FILE, ROOT } from '../support/harness';
 
 const explanation = explainModel(compileHr('').model);
 
@@ -138,4 +140,36 @@ test('hot partitions: an entity or index entity whose PartitionKey has no placeh
   expect(formatExplanation(explanation)).toMatch(
     /^Hot partitions .*2,000 entities\/s.*\n {2}Department@index\(all\): table Departments, PartitionKey "departments"/,
   );
+});
+
+test("a summary of a summary is listed as kept eventually by every mutation that changes it: the charges' too", () => {
+  const sdl = `
+type Account @entity(table: "Ledger", partitionKey: "acct_{account}", rowKey: "account") {
+  account: ID!
+  balance: Decimal! @summary(of: "Bill", via: "payer", sum: ["due"])
+}
+type Bill @entity(table: "Ledger", partitionKey: "acct_{account}", rowKey: "bill_{id}") {
+  account: ID! id: ID!
+  payer: Account! @point(partitionKey: "acct_{account}", rowKey: "account")
+  due: Decimal! @summary(of: "Charge", via: "bill", sum: ["amount"])
+}
+type Charge @entity(table: "Ledger", partitionKey: "acct_{account}", rowKey: "charge_{billId}_{n}") {
+  account: ID! billId: ID! n: ID! amount: Decimal
+  bill: Bill! @point(partitionKey: "acct_{account}", rowKey: "bill_{billId}")
+}
+type Query { account(account: ID!): Account @point }
+type Mutation {
+  createBill(input: CreateBillInput!): BillPayload! @write(entity: "Bill", action: CREATE)
+  createCharge(input: CreateChargeInput!): ChargePayload! @write(entity: "Charge", action: CREATE)
+  updateCharge(input: UpdateChargeInput!): ChargePayload! @write(entity: "Charge", action: UPDATE)
+}`;
+  const directives = { name: 'schema/directives.graphql', body: readFileSync(DIRECTIVES_FILE, 'utf8') };
+  const shop = explainModel(compileSchema([directives, { name: 'shop.graphql', body: sdl }]).model);
+  const plan = (coordinate: string) => shop.mutations.find((m) => m.coordinate === coordinate)!;
+  expect(plan('Mutation.createBill').eventual.summaries).toEqual(['Account.balance']);
+  for (const charge of ['Mutation.createCharge', 'Mutation.updateCharge']) {
+    expect(plan(charge).egt.summaries).toEqual(['Bill.due']);
+    expect(plan(charge).eventual.summaries).toEqual(['Account.balance']);
+  }
+  expect(formatExplanation(shop)).toContain('Mutation.updateCharge: UPDATE Charge; EGT: Charge, Bill.due; eventually: Account.balance');
 });
