@@ -50,10 +50,10 @@ test('new indexes built online under a write storm: refused while building, comp
     expect(planned.code).toBe(0);
     expect(planned.output).toMatch(/version 1 → 2: 2 change\(s\)/); // the new queries store nothing: no change
     expect(planned.output).toMatch(
-      /build {6}index:Member\.byCity: new index Member\.byCity: built online from the stored entities\n {13}reads 480 entities, writes 240; [4-7] transactions, 1,680 RU; 1 s at the budget/,
+      /build {6}index:Member\.byCity: new index Member\.byCity: built online from the stored entities\n {13}reads 480 entities, writes 240; [5-8] transactions, 1,680 RU; 1 s at the budget/,
     );
     expect(planned.output).toMatch(
-      /build {6}index:Member\.byName: new index Member\.byName: built online from the stored entities\n {13}reads 480 entities, writes 240; 6 transactions, 1,680 RU; 1 s at the budget/,
+      /build {6}index:Member\.byName: new index Member\.byName: built online from the stored entities\n {13}reads 480 entities, writes 240; 7 transactions, 1,680 RU; 1 s at the budget/,
     );
 
     // Version 2: two indexes over the 240 stored members, built slowly (60 entities/s) while writers run.
@@ -254,6 +254,8 @@ test('changes the stored data cannot take are refused at start-up, with their lo
     await expect(d.start(nonNull)).rejects.toThrow(/Member\.age \([^)]*schema\.graphql:\d+:\d+\): new non-null field Member\.age/);
     const noCity = V1.replace('  city: String\n', '');
     await expect(d.start(noCity)).rejects.toThrow(/stored field Member\.city removed .*migrate -- apply --drop Member\.city/s);
+    // Not only how to delete: how to serve the schema beside the stored data, leaving it untouched.
+    await expect(d.start(noCity)).rejects.toThrow(/serve it beside that data instead, leaving it untouched: .*TABLEGRAPH_TABLE_PREFIX/s);
 
     // plan names each change with its class; a refused one fails the command.
     fs.writeFileSync(path.join(d.dir, 'schema.graphql'), noCity.replace('  etag: String', '  etag: String\n  nickname: String'));

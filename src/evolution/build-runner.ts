@@ -580,8 +580,8 @@ export class BuildRunner {
    */
   private async totalOf(row: PathRecord): Promise<number> {
     const [type, name] = row.id.slice(row.id.indexOf(':') + 1).split('.');
-    const { store, model } = this.opts;
-    const count = async (e: EntityModel) => (await countEntities(store, e.layout.table, e.entityType)).count;
+    const { store, model, observer } = this.opts;
+    const count = async (e: EntityModel) => (await countEntities(store, e.layout.table, e.entityType, observer)).count;
     if (row.kind === 'index') {
       const index = model.entities.get(type)?.indexes.get(name);
       return index && !index.entity.layout.tableTemplate ? count(index.entity) : 0;
@@ -596,7 +596,7 @@ export class BuildRunner {
       return entity ? count(entity) : 0;
     }
     const rekey = row.kind === 'rekey' ? this.rekeyFor(row) : undefined;
-    return rekey ? (await countRekey(store, rekey)).entities : 0;
+    return rekey ? (await countRekey(store, rekey, observer)).rows : 0;
   }
 
   /** Waits so that this runner writes at most `entitiesPerSecond`. */

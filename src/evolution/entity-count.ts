@@ -3,14 +3,19 @@
  * reads of one entity type in a table — whole-table reads on purpose, off every request path.
  */
 import { ErrorCode, isTablegraphError } from '../errors';
-import type { StoredEntity } from '../storage/storage-types';
+import type { StorageObserver, StoredEntity } from '../storage/storage-types';
 import type { TableStore } from '../storage/table-store';
 
 /** The entities of one type in a table, counted with a keys-only read (entities, and the pages it took). */
-export async function countEntities(store: TableStore, table: string, entityType: string): Promise<{ count: number; pages: number }> {
+export async function countEntities(
+  store: TableStore,
+  table: string,
+  entityType: string,
+  observer?: StorageObserver,
+): Promise<{ count: number; pages: number }> {
   let count = 0;
   let pages = 0;
-  for await (const page of scanOrNothing(store, table, { entityType, select: ['EntityType'] })) {
+  for await (const page of scanOrNothing(store, table, { entityType, select: ['EntityType'], observer })) {
     count += page.length;
     pages++;
   }

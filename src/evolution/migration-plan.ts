@@ -99,8 +99,8 @@ async function buildCost({ store, model, tableOf }: Counting, pathId: string, en
     const index = model.entities.get(type)?.indexes.get(name);
     if (!index) return finish(0, 0, 0);
     const { primaries, written, egts, pages } = await countIndexBuild(store, index, tableOf(index.entity));
-    // Each page: read, read again, checkpoint; plus its EGTs.
-    return finish(2 * primaries, written, 3 * pages + egts);
+    // The build's count of its total (a keys-only read), then each page: read, read again, checkpoint; plus its EGTs.
+    return finish(2 * primaries, written, 4 * pages + egts);
   }
   if (kind === 'summary') {
     const summary = model.summaries.get(coordinate);
@@ -108,14 +108,17 @@ async function buildCost({ store, model, tableOf }: Counting, pathId: string, en
     const holders = await countEntities(store, tableOf(summary.holder), summary.holder.entityType);
     const of = await countEntities(store, tableOf(summary.of), summary.of.entityType);
     // Every holder read and its partition recounted (holders + counted entities read); each holder merged once: a
-    // point read, a partition scan and a merge per holder, and a page read and a checkpoint per page of holders.
-    return finish(holders.count + of.count, holders.count, 2 * holders.pages + 3 * holders.count);
+    // point read, a partition scan and a merge per holder, and a page read and a checkpoint per page of holders; and
+    // the build's count of its total first (keys-only reads).
+    const counting = summary.scope === 'egt' ? holders.pages : holders.pages + of.pages;
+    return finish(holders.count + of.count, holders.count, counting + 2 * holders.pages + 3 * holders.count);
   }
   const entity = model.entities.get(type);
   if (!entity) return finish(0, 0, 0);
   const held = await countEntities(store, tableOf(entity), entity.entityType);
-  // Every holder of a copy read, its target read, and rewritten at most; a page read and a checkpoint per page.
-  return finish(2 * held.count, held.count, 2 * held.pages + 2 * held.count);
+  // Every holder of a copy read, its target read, and rewritten at most; a page read and a checkpoint per page; and
+  // the build's count of its total first.
+  return finish(2 * held.count, held.count, 3 * held.pages + 2 * held.count);
 }
 
 /**
@@ -135,7 +138,8 @@ async function rekeyCost(
   return {
     entitiesRead: n.rows,
     entitiesWritten: n.rows,
-    transactions: 2 * n.pages + n.copyEgts,
+    // The build's count of its total (as this one), then each page: read and checkpoint; plus its EGTs.
+    transactions: 3 * n.pages + n.copyEgts,
     requestUnits: n.rows * (RU_PER_ENTITY_READ + RU_PER_ENTITY_WRITTEN),
     secondsAtBudget: entitiesPerSecond > 0 ? Math.ceil(n.rows / entitiesPerSecond) : null,
     switch: {

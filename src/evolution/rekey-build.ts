@@ -392,14 +392,17 @@ export interface RekeyCount {
   deleteEgts: number;
 }
 
-/** What a re-key will move, for a plan (a keys-only read of the old table, as the copy reads it page by page). */
-export async function countRekey(store: TableStore, rekey: Rekey): Promise<RekeyCount> {
+/**
+ * What a re-key will move, for a plan and for its build's total (a keys-only read of the old table, as the copy reads
+ * it page by page); its calls told to `observer`.
+ */
+export async function countRekey(store: TableStore, rekey: Rekey, observer?: StorageObserver): Promise<RekeyCount> {
   const count: RekeyCount = { entities: 0, rows: 0, pages: 0, copyEgts: 0, deleteEgts: 0 };
   const keyFields = [...rekey.from.partitionKey.fields, ...rekey.from.rowKey.fields, ...rekey.to.partitionKey.fields, ...rekey.to.rowKey.fields];
   const select = [ENTITY_TYPE_PROPERTY, ...new Set(keyFields)];
   const oldPartitions = new Map<string, number>();
   try {
-    for await (const page of store.scan(rekey.from.table, { entityType: rekey.entity.entityType, select })) {
+    for await (const page of store.scan(rekey.from.table, { entityType: rekey.entity.entityType, select, observer })) {
       count.pages++;
       const newPartitions = new Map<string, number>();
       for (const row of page) {
