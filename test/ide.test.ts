@@ -10,6 +10,7 @@ import { SignJWT } from 'jose';
 import type { Browser, Page } from 'playwright-core';
 import { launchChromium } from './support/chromium';
 import { startTestServer, type TestServer } from './support/harness';
+import { until } from './support/wait';
 
 const SECRET = 'an-ide-test-secret-of-at-least-32-chars';
 const README_QUERY = '{ department(id: "Marketing") { employeeCount employees { edges { node { id firstName lastName } } } } }';
@@ -102,7 +103,10 @@ test('GraphiQL, served by the server with nothing from elsewhere, runs the READM
   // A subscription runs from the IDE too (over SSE, with the headers editor's token): a create shows up in it.
   await setEditor(page, '.graphiql-query-editor', 'subscription { employeeChanged(departmentId: "Marketing") { kind id node { lastName } } }');
   await page.locator('.graphiql-execute-button').click();
-  await page.waitForTimeout(1000);
+  // Subscribed once the server counts a subscriber (its metrics), not after a guessed wait.
+  await until('the IDE subscription to reach the server', async () =>
+    /^tablegraph_subscriptions\{of="subscribers"\} [1-9]/m.test(await (await fetch(new URL('/metrics', server.url))).text()),
+  );
   const created = await fetch(server.url, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
