@@ -93,7 +93,8 @@ describe('loadConfig', () => {
       port: 4000,
       host: '127.0.0.1',
       connectionString: undefined,
-      dataDir: '/srv/app/.data',
+      dataDir: '/srv/app/.data/hr',
+      dataDirDefaulted: true,
       target: undefined,
       logLevel: 'info',
       cursorSecret: undefined,
@@ -177,7 +178,9 @@ describe('loadConfig', () => {
 
   test('values, and empty values count as unset', () => {
     const c = loadConfig({ PORT: '8080', TABLEGRAPH_TARGET: 'cosmos', TABLEGRAPH_DATA_DIR: '/d', LOG_LEVEL: '' });
-    expect(c).toMatchObject({ port: 8080, target: 'cosmos', dataDir: '/d', logLevel: 'info' });
+    expect(c).toMatchObject({ port: 8080, target: 'cosmos', dataDir: '/d', dataDirDefaulted: false, logLevel: 'info' });
+    // Unset: a data folder per schema folder, under the working directory's .data.
+    expect(loadConfig({ TABLEGRAPH_SCHEMA_DIR: '../my notes' }, '/srv/app')).toMatchObject({ dataDir: '/srv/app/.data/my_notes', dataDirDefaulted: true });
   });
 
   test('invalid values: CONFIG_INVALID naming each variable', () => {

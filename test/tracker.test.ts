@@ -139,7 +139,7 @@ describe('npm run load', () => {
     expect(stdout).toMatch(/failed EGTs\s+0/);
     // The progress bar's total: each CSV's lines less its header, each NDJSON file's lines (no header).
     const rowsInFiles = users.length + projects.length + issueRows.length + labels.length + issueLabelRows.length + commentLines.length;
-    expect(stderr).toContain(`imported ${rowsInFiles}/${rowsInFiles} rows`);
+    expect(stderr).toContain(`stored ${rowsInFiles}/${rowsInFiles} rows (${rowsInFiles} read,`);
     expect(stderr).toContain(`issues.csv:${line('Reopened state')}: state: "REOPENED" is not one of OPEN, CLOSED`);
     expect(stderr).toContain(`issues.csv:${line('Ghost reporter')}: reporter: no User at users/ghost`);
     expect(stderr).toContain(`issues.csv:${line('Duplicate of 3')}: the same Issue as line 4`);
