@@ -98,6 +98,8 @@ export class BuildRunner {
   private release?: () => void;
   /** The servers of older versions seen last, and when (ms): looked at again every `pollMs`. */
   private older: { at: number; version: number; servers: ServerRecord[] } = { at: -Infinity, version: 0, servers: [] };
+  /** The count of the total of the build this runner drives (countingOf). */
+  private counting?: { path: string; total: Promise<number>; known?: number };
 
   constructor(private readonly opts: BuildRunnerOptions) {}
 
@@ -251,9 +253,11 @@ export class BuildRunner {
     const lease = this.keepLease(row);
     try {
       if (!row.scanned) {
-        // The total a build's progress is a part of, counted as a plan counts it, once, before its first page.
-        if (row.total === 0 && row.read === 0 && row.checkpoint === '') next.total = await this.totalOf(row);
+        const counting = this.countingOf(row);
         Object.assign(next, await this.scanStep(row));
+        // The total is recorded once counted, at the latest with the scan's last page.
+        const total = counting && (next.scanned ? await counting.total : counting.known);
+        if (total) next.total = total;
       } else if (!waiting && row.kind === 'rekey') {
         Object.assign(next, await this.finishRekey(row));
       } else if (!waiting) {
@@ -571,6 +575,28 @@ export class BuildRunner {
       if (isTablegraphError(e, ErrorCode.NOT_FOUND)) return [];
       throw e;
     }
+  }
+
+  /**
+   * The count of a build's total, started beside its first page (not before it: on a build without a budget the
+   * count would lengthen it by a tenth), once per build and runner; undefined when the row has its total.
+   */
+  private countingOf(row: PathRecord): { total: Promise<number>; known?: number } | undefined {
+    if (row.total > 0) return undefined;
+    if (this.counting?.path === row.id) return this.counting;
+    const counting: { path: string; total: Promise<number>; known?: number } = {
+      path: row.id,
+      total: this.totalOf(row).then(
+        (n) => (counting.known = n),
+        (e: unknown) => {
+          // Progress without a percentage, not a failed build.
+          this.opts.log?.warn({ path: row.id, err: e }, 'schema build: its total could not be counted; its progress shows no percentage');
+          return 0;
+        },
+      ),
+    };
+    this.counting = counting;
+    return counting;
   }
 
   /**
