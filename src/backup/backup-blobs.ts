@@ -47,12 +47,21 @@ export async function writeJsonBlob(blobs: BlobStore, container: string, name: s
 }
 
 /** Every complete snapshot in the container, oldest first. @throws TablegraphError DATA_INTEGRITY for a bad manifest */
-export async function listSnapshots(blobs: BlobStore, container: string): Promise<SnapshotManifest[]> {
-  const names = (await blobs.list(container, `${SNAPSHOTS}/`)).map((b) => b.name).filter((n) => n.endsWith('/manifest.json'));
-  const manifests: SnapshotManifest[] = [];
+export function listSnapshots(blobs: BlobStore, container: string): Promise<SnapshotManifest[]> {
+  return listManifests(blobs, container, SNAPSHOTS, parseManifest);
+}
+
+/**
+ * The `manifest.json` of every complete run under `<folder>/` (a snapshot, a capture pass), in name order — oldest
+ * first, the names starting with their time — each parsed by `parse` (given its text and its blob's name).
+ * @throws what `parse` throws for a bad manifest (DATA_INTEGRITY)
+ */
+export async function listManifests<T>(blobs: BlobStore, container: string, folder: string, parse: (json: string, name: string) => T): Promise<T[]> {
+  const names = (await blobs.list(container, `${folder}/`)).map((b) => b.name).filter((n) => n.endsWith('/manifest.json'));
+  const manifests: T[] = [];
   for (const name of names.sort()) {
     const blob = await blobs.download(container, name);
-    if (blob) manifests.push(parseManifest(blob.bytes.toString('utf8'), name));
+    if (blob) manifests.push(parse(blob.bytes.toString('utf8'), name));
   }
   return manifests;
 }

@@ -14,6 +14,7 @@ import { decodeChangeSegment, parsePassManifest, replayKey, CHANGES, type Captur
 import { REPLAY_MARGIN_MS, restorableWindow } from './restorable-window';
 import type { RestoreFilter } from './restore';
 import { bulkWriteBetween, listBulkWrites } from './bulk-writes';
+import { listManifests } from './backup-blobs';
 
 /** What a restore to time `at` reads. */
 export interface PointInTime {
@@ -53,7 +54,7 @@ export async function pointInTime(blobs: BlobStore, container: string, at: strin
     );
   }
   const from = Date.parse(snapshot.startedAt) - REPLAY_MARGIN_MS;
-  const passes = (await listPasses(blobs, container)).filter((p) => p.firstAt <= t && p.lastAt >= from);
+  const passes = (await listManifests(blobs, container, CHANGES, parsePassManifest)).filter((p) => p.firstAt <= t && p.lastAt >= from);
   const other = passes.find((p) => p.schemaHash !== snapshot.schemaHash);
   if (other) {
     throw new TablegraphError(
@@ -63,17 +64,6 @@ export async function pointInTime(blobs: BlobStore, container: string, at: strin
     );
   }
   return { at: t, snapshot, passes };
-}
-
-/** Every pass manifest in the container, oldest first. */
-async function listPasses(blobs: BlobStore, container: string): Promise<PassManifest[]> {
-  const names = (await blobs.list(container, `${CHANGES}/`)).map((b) => b.name).filter((n) => n.endsWith('/manifest.json'));
-  const passes: PassManifest[] = [];
-  for (const name of names.sort()) {
-    const blob = await blobs.download(container, name);
-    if (blob) passes.push(parsePassManifest(blob.bytes.toString('utf8'), name));
-  }
-  return passes;
 }
 
 /**

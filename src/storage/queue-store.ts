@@ -7,6 +7,7 @@
 import { QueueClient, QueueServiceClient, StorageRetryOptions } from '@azure/storage-queue';
 import { ErrorCode, TablegraphError } from '../errors';
 import { toTablegraphError } from './storage-errors';
+import { CallTimers } from './call-timers';
 import { inSpan } from '../telemetry/spans';
 import type { CallTimer, ServiceAccess } from './storage-types';
 
@@ -74,7 +75,7 @@ export function checkQueueName(name: string): void {
 export class QueueStore {
   private readonly service: QueueServiceClient;
   private readonly timeoutMs: number;
-  private timers: CallTimer[] = [];
+  private readonly timers = new CallTimers();
   private readonly clients = new Map<string, QueueClient>();
   private readonly queues = new Map<string, Promise<void>>();
 
@@ -250,7 +251,7 @@ export class QueueStore {
         throw toQueueError(e, operation, queue);
       } finally {
         const seconds = (performance.now() - started) / 1000;
-        for (const timer of this.timers) timer('queue', seconds);
+        this.timers.time('queue', seconds);
       }
     });
   }
@@ -260,10 +261,7 @@ export class QueueStore {
    * @returns a function that stops it
    */
   timeCalls(timer: CallTimer): () => void {
-    this.timers = [...this.timers, timer];
-    return () => {
-      this.timers = this.timers.filter((t) => t !== timer);
-    };
+    return this.timers.add(timer);
   }
 
   private client(name: string): QueueClient {

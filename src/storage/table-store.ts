@@ -15,6 +15,7 @@ import { MAX_PAGE_SIZE, pagedRange, sortedRange, type CallCost, type RangePage }
 
 import { checkEntity, checkKey, checkTableName, checkTransaction } from './limits';
 import { isEntityNotFound, StorageErrorContext, toTablegraphError } from './storage-errors';
+import { CallTimers } from './call-timers';
 import { inSpan, tracingOn } from '../telemetry/spans';
 import type {
   CallOptions,
@@ -110,7 +111,7 @@ export class TableStore {
   };
   /** Seals `@encrypted` properties on the way out and opens them on the way in (property-cipher.ts); absent: none. */
   private cipher?: PropertyCipher;
-  private timers: CallTimer[] = [];
+  private readonly timers = new CallTimers();
   /** Point queries without the SDK's pipeline (point-reader.ts), for a connection string with an account key. */
   private readonly points?: PointReader;
 
@@ -448,10 +449,7 @@ export class TableStore {
    * @returns a function that stops it
    */
   timeCalls(timer: CallTimer): () => void {
-    this.timers = [...this.timers, timer];
-    return () => {
-      this.timers = this.timers.filter((t) => t !== timer);
-    };
+    return this.timers.add(timer);
   }
 
   /** One observed storage call: onCallStart, the call under a timeout, onCall (also on failure, 0 entities). */
@@ -482,7 +480,7 @@ export class TableStore {
         span?.setAttributes({ 'tablegraph.round_trips': roundTrips, 'tablegraph.entities': entities });
         const ms = performance.now() - started;
         opts?.observer?.onCall({ kind, table: ctx.table, entities, roundTrips, ms });
-        for (const timer of this.timers) timer(TIMED[kind], ms / 1000);
+        this.timers.time(TIMED[kind], ms / 1000);
       }
     });
   }

@@ -15,6 +15,7 @@ import type { QueueStore } from '../../src/storage/queue-store';
 import type { StorageCallRecord } from '../../src/storage/storage-types';
 import type { TableStore } from '../../src/storage/table-store';
 import { queueSender } from '../../src/queue/sender';
+import { until } from '../support/wait';
 import { WriteExecutor } from '../../src/write/write-executor';
 
 export interface CaptureBenchDeps {
@@ -118,7 +119,7 @@ export async function captureUnderLoad(
   await Promise.all(writes);
   const seconds = (Date.now() - started) / 1000;
   const last = Math.max(...acks);
-  while (!passes.some((p) => p.startedAt > last)) await new Promise((r) => setTimeout(r, 200));
+  await until('a capture pass started after the last write', () => passes.some((p) => p.startedAt > last), { timeoutMs: 10 * opts.intervalMs + 60_000 });
   await loop.stop();
   return { acks, passes, t, seconds, errors };
 }
