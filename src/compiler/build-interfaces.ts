@@ -45,6 +45,8 @@ export function buildInterfaces(schema: GraphQLSchema, entities: Map<string, Ent
       copies: new Map(),
       authFields: new Set(stored.flatMap((e) => [...e.authFields])),
       implementations: stored,
+      // One layout for all: under @tenancy they are all tenant-scoped or all @global (their PartitionKeys differ otherwise).
+      ...(first.tenantScoped && { tenantScoped: true as const }),
       node: type.astNode ?? undefined,
     });
   }

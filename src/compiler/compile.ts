@@ -22,6 +22,7 @@ import { checkWideUses } from './wide-layouts';
 import { checkBlobUses } from './blob-directives';
 import { buildInterfaces } from './build-interfaces';
 import { buildSummaries } from './build-summaries';
+import { buildTenancy, checkTenantIsolation } from './tenant-isolation';
 import { packageRoot } from '../package-root';
 
 /** tablegraph's directive definitions, added to a schema that does not declare them. */
@@ -76,6 +77,7 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
   checkPeriodTableUses(schema, model, problems);
   checkWideUses(schema, model, problems);
   checkBlobUses(model, problems);
+  checkTenantIsolation(schema, model, problems);
   problems.throwIfAny();
   const sdl = texts.map((t) => `# ${t.name}\n${t.body.trimEnd()}\n`).join('\n');
   return { schema, model, generatedSdl, sdl };
@@ -138,7 +140,8 @@ function buildSchema(document: DocumentNode, problems: SchemaProblems): GraphQLS
 /** The model of a valid schema: one pass per directive or concern. @throws TablegraphError SCHEMA_INVALID */
 function buildModel(schema: GraphQLSchema, options: CompileOptions, problems: SchemaProblems): Model {
   const defaults = { pageSize: options.pageSize ?? 20, maxPageSize: options.maxPageSize ?? 100 };
-  const entities = buildEntities(schema, problems, options.tablePrefix ?? '');
+  const tenancy = buildTenancy(schema, problems);
+  const entities = buildEntities(schema, problems, options.tablePrefix ?? '', tenancy !== undefined);
   // One mistake, one error: every later check stands on the entities' layouts, so a wrong one (a misspelled key
   // field) is reported alone rather than again by each field, mutation and input that uses the type.
   problems.throwIfAny();
@@ -168,6 +171,7 @@ function buildModel(schema: GraphQLSchema, options: CompileOptions, problems: Sc
   }
   const dependentsOf = buildDependents(schema, { entities, accessPaths, references, writes, summaries }, problems);
   return {
+    ...(tenancy && { tenancy }),
     entities,
     interfaces,
     accessPaths,

@@ -177,3 +177,23 @@ export function readCopy(schema: GraphQLSchema, node: FieldDefinitionNode | unde
   const v = values(schema, 'copy', d);
   return { from: v.from as string, field: v.field as string, node: d };
 }
+
+export interface TenancyDirective {
+  claim: string;
+  isolation: 'PARTITION_PREFIX' | 'TABLE' | 'ACCOUNT';
+  node: DirectiveNode;
+}
+
+/** `@tenancy` on the schema (its definition or an `extend schema`), with every other one found after it. */
+export function readTenancy(schema: GraphQLSchema): { first?: TenancyDirective; more: DirectiveNode[] } {
+  const nodes = [schema.astNode, ...schema.extensionASTNodes].flatMap((n) => directiveNodes(n, 'tenancy'));
+  const [d, ...more] = nodes;
+  if (!d) return { more };
+  const v = values(schema, 'tenancy', d);
+  return { first: { claim: v.claim as string, isolation: (v.isolation as TenancyDirective['isolation'] | undefined) ?? 'PARTITION_PREFIX', node: d }, more };
+}
+
+/** The `@global` directive of a type, if any. */
+export function readGlobal(node: ObjectTypeDefinitionNode | undefined | null): DirectiveNode | undefined {
+  return directiveNodes(node, 'global')[0];
+}

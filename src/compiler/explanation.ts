@@ -11,7 +11,7 @@ import type { AccessPath, BoundTemplate, EntityModel, Model, PointPath, WriteAct
 /** A key template and where each placeholder's value comes from. */
 export interface KeyPlan {
   template: string;
-  bindings: Array<{ placeholder: string; source: 'argument' | 'parent'; name: string; optional: boolean }>;
+  bindings: Array<{ placeholder: string; source: 'argument' | 'parent' | 'tenant'; name: string; optional: boolean }>;
 }
 
 /** The RowKey side of an access path. */
@@ -353,7 +353,9 @@ function hotPartitions(model: Model): HotPartition[] {
 
 function describeKey(k: KeyPlan | null): string {
   if (!k) return '';
-  const from = k.bindings.map((b) => `${b.placeholder} ← ${b.source === 'argument' ? `$${b.name}` : `parent.${b.name}`}${b.optional ? ' (optional)' : ''}`);
+  const source = (b: KeyPlan['bindings'][number]) =>
+    b.source === 'argument' ? `$${b.name}` : b.source === 'tenant' ? "the token's tenant" : `parent.${b.name}`;
+  const from = k.bindings.map((b) => `${b.placeholder} ← ${source(b)}${b.optional ? ' (optional)' : ''}`);
   return from.length ? `"${k.template}" (${from.join(', ')})` : `"${k.template}"`;
 }
 

@@ -7,6 +7,7 @@ import { isNonNullType, isObjectType, isScalarType, getNamedType, type GraphQLFi
 import type { KeyTemplate, TemplateSegment } from '../model/key-template';
 import type { PointDirective } from './directives';
 import { parseTemplate } from './parse-template';
+import { startsWithTenant, TENANT_FIELD, withTenant } from '../model/tenancy';
 import type { SchemaProblems } from './schema-errors';
 import type { Binding, BoundTemplate, EntityModel, Layout } from '../model/types';
 
@@ -67,6 +68,8 @@ export function boundTemplate(
   if (source !== undefined) {
     template = parseTemplate(source, what, ctx.coordinate, node, ctx.problems);
     if (!template) return undefined;
+    // A field's PartitionKey over a tenant-scoped layout is written without the tenant, which comes first.
+    if (layoutTemplate && startsWithTenant(layoutTemplate)) template = withTenant(template);
     if (layoutTemplate) {
       const problem = shapeProblem(template, layoutTemplate, mode);
       if (problem) {
@@ -95,6 +98,7 @@ export function boundTemplate(
  * @returns the binding, or why there is none
  */
 function bind(ctx: FieldContext, name: string): Binding | string {
+  if (name === TENANT_FIELD) return bindTenant(ctx);
   const optionalAllowed = ctx.kind === 'point' && !isNonNullType(ctx.field.type);
   const arg = ctx.field.args.find((a) => a.name === name);
   if (arg) {
@@ -109,6 +113,16 @@ function bind(ctx: FieldContext, name: string): Binding | string {
     return `the stored field ${ctx.parent.name}.${name} is nullable: make ${ctx.coordinate} nullable (an optional reference: null, with no storage call, when ${name} is null)${ctx.kind === 'point' ? '' : ' — a connection cannot be; give the range a non-null field'} or make ${name} non-null`;
   }
   return `add a non-null argument "${name}"${ctx.parentEntity ? ` or a stored field "${name}" on ${ctx.parent.name}` : ''}`;
+}
+
+/**
+ * The tenant of a tenant-scoped target: the parent entity's own (read within the caller's tenant), or on a field of
+ * any other type the verified token's — never an argument. A `@global` parent has none: it cannot reach a tenant.
+ */
+function bindTenant(ctx: FieldContext): Binding | string {
+  if (ctx.parentEntity?.tenantScoped) return { source: 'parent', name: TENANT_FIELD };
+  if (!ctx.parentEntity) return { source: 'tenant', name: TENANT_FIELD };
+  return `${ctx.parent.name} is @global and its target is tenant-scoped: a type every tenant shares cannot lead to one tenant's entities (@tenancy); mark the target @global too, or serve the field from a tenant-scoped type`;
 }
 
 function isScalarLike(type: FieldOf['args'][number]['type']): boolean {

@@ -11,7 +11,8 @@ import { isReservedName, RESERVED_NAME_PREFIX } from '../storage/reserved-names'
 import type { KeyTemplate } from '../model/key-template';
 import { parseTemplate } from './parse-template';
 import { ETAG_FIELD } from '../model/write-inputs';
-import { readEncrypted, readEntity, readIndexes, readPoint, readRange, readSeries, type EntityDirective, type IndexDirective } from './directives';
+import { TENANT_FIELD, tenantField, withTenant } from '../model/tenancy';
+import { readEncrypted, readEntity, readGlobal, readIndexes, readPoint, readRange, readSeries, type EntityDirective, type IndexDirective } from './directives';
 import { edmTypeOf } from './edm-mapping';
 import { hasSas } from './sas-fields';
 import {
@@ -45,6 +46,7 @@ const RESERVED_PROPERTIES = new Set([
   RESERVED_UNTIL_PROPERTY,
   MOVE_ID_PROPERTY,
   MOVED_IN_PROPERTY,
+  TENANT_FIELD,
 ]);
 
 function unwrap<T>(type: T): T {
@@ -200,8 +202,11 @@ function checkPlaceholders(t: KeyTemplate, what: string, fields: Map<string, Sto
   }
 }
 
-/** Reads every `@entity` type with its `@index`es into EntityModels. */
-export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, tablePrefix: string): Map<string, EntityModel> {
+/**
+ * Reads every `@entity` type with its `@index`es into EntityModels.
+ * @param tenancy whether the schema has `@tenancy`: every type not marked `@global` is then tenant-scoped
+ */
+export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, tablePrefix: string, tenancy = false): Map<string, EntityModel> {
   const entities = new Map<string, EntityModel>();
   for (const type of Object.values(schema.getTypeMap())) {
     if (!isObjectType(type) || type.name.startsWith('__')) continue;
@@ -210,10 +215,11 @@ export function buildEntities(schema: GraphQLSchema, problems: SchemaProblems, t
       if (readIndexes(schema, type.astNode).length > 0) problems.add(type.name, '@index needs @entity on the same type', type.astNode);
       continue;
     }
-    const entity = buildEntity({ schema, problems, tablePrefix }, type, directive);
+    const reading = { schema, problems, tablePrefix, tenantScoped: tenancy && !readGlobal(type.astNode) };
+    const entity = buildEntity(reading, type, directive);
     if (!entity) continue;
     for (const d of readIndexes(schema, type.astNode)) {
-      const index = buildIndex({ schema, problems, tablePrefix }, entity, directive, d);
+      const index = buildIndex(reading, entity, directive, d);
       if (index) entity.indexes.set(d.name, index);
     }
     entities.set(type.name, entity);
@@ -230,15 +236,19 @@ interface LayoutReading {
   schema: GraphQLSchema;
   problems: SchemaProblems;
   tablePrefix: string;
+  /** Whether the type is tenant-scoped (`@tenancy`, not `@global`): a hidden `_tenant` key field first in every PartitionKey. */
+  tenantScoped: boolean;
 }
 
 /** One `@entity` type, without its indexes; undefined (with problems) when its keys cannot be read. */
 function buildEntity(reading: LayoutReading, type: GraphQLObjectType, directive: EntityDirective): EntityModel | undefined {
-  const { schema, problems, tablePrefix } = reading;
+  const { schema, problems, tablePrefix, tenantScoped } = reading;
   const fields = storedFields(type, schema, problems, tablePrefix);
-  const pk = parseTemplate(directive.partitionKey, 'PartitionKey', type.name, directive.node, problems);
+  if (tenantScoped) fields.set(TENANT_FIELD, tenantField());
+  const written = parseTemplate(directive.partitionKey, 'PartitionKey', type.name, directive.node, problems);
   const rk = parseTemplate(directive.rowKey, 'RowKey', type.name, directive.node, problems);
-  if (!pk || !rk) return undefined;
+  if (!written || !rk) return undefined;
+  const pk = tenantScoped ? withTenant(written) : written;
   const site: ProblemSite = { coordinate: type.name, node: directive.node, problems };
   checkPlaceholders(pk, 'PartitionKey', fields, site);
   checkPlaceholders(rk, 'RowKey', fields, site);
@@ -261,6 +271,7 @@ function buildEntity(reading: LayoutReading, type: GraphQLObjectType, directive:
     summaryFields: new Set(),
     copies: new Map(),
     authFields: new Set(),
+    ...(tenantScoped && { tenantScoped: true as const }),
     node: directive.node,
   };
   if (!tableTemplate) checkTable({ prefix: tablePrefix, written: directive.table }, type.name, directive.node, problems);
@@ -287,9 +298,11 @@ function buildIndex(reading: LayoutReading, entity: EntityModel, directive: Enti
     problems.add(coordinate, 'an index of that name is already declared on the type', d.node);
     return undefined;
   }
-  const ipk = d.partitionKey === undefined ? pk : parseTemplate(d.partitionKey, 'PartitionKey', coordinate, d.node, problems);
+  const written = d.partitionKey === undefined ? pk : parseTemplate(d.partitionKey, 'PartitionKey', coordinate, d.node, problems);
   const irk = parseTemplate(d.rowKey, 'RowKey', coordinate, d.node, problems);
-  if (!ipk || !irk) return undefined;
+  if (!written || !irk) return undefined;
+  // A tenant's index entities stay in its key range, as its entities do.
+  const ipk = reading.tenantScoped ? withTenant(written) : written;
   checkPlaceholders(ipk, 'PartitionKey', fields, { coordinate, node: d.node, problems }, true);
   checkPlaceholders(irk, 'RowKey', fields, { coordinate, node: d.node, problems }, true);
   for (const name of d.include) {

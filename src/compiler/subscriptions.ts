@@ -8,12 +8,19 @@ import { getNamedType, isNonNullType, isScalarType, type GraphQLSchema } from 'g
 import type { EntityModel, SubscriptionModel } from '../model/types';
 import type { SchemaProblems } from './schema-errors';
 
+import { TENANT_FIELD } from '../model/tenancy';
+
 /** The argument a subscription resumes with. */
 export const AFTER_ARGUMENT = 'after';
 
 /** The type a subscription of `entity` returns (generated-sdl.ts). */
 export function changeTypeName(entity: string): string {
   return `${entity}Change`;
+}
+
+/** The PartitionKey's fields a subscription's arguments give: a tenant-scoped partition's tenant is the token's (@tenancy). */
+function argumentFields(entity: EntityModel): string[] {
+  return entity.layout.partitionKey.fields.filter((f) => f !== TENANT_FIELD);
 }
 
 /** Every `@subscribe` field, by `Subscription.field`; a problem for each that cannot be served. */
@@ -48,7 +55,7 @@ export function buildSubscriptions(schema: GraphQLSchema, entities: Map<string, 
       continue;
     }
     const args = new Map(field.args.map((a) => [a.name, a]));
-    const partitionFields = entity.layout.partitionKey.fields;
+    const partitionFields = argumentFields(entity);
     const rowFields = entity.layout.rowKey.fields;
     const missing = partitionFields.filter((f) => !args.has(f));
     if (missing.length > 0) {

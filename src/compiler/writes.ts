@@ -13,6 +13,7 @@ import {
   type GraphQLSchema,
 } from 'graphql';
 import { readWrite } from './directives';
+import { TENANT_FIELD } from '../model/tenancy';
 import { BLOB_INPUT, IF_MATCH_FIELD, moveField } from '../model/write-inputs';
 import type { SchemaProblems } from './schema-errors';
 import type { EntityModel, StoredField, WriteModel } from '../model/types';
@@ -122,6 +123,10 @@ function checkInput(
       }
       continue;
     }
+    if (f.name === TENANT_FIELD) {
+      fail(TENANT_INPUT(input.name));
+      continue;
+    }
     const stored = entity.fields.get(f.name);
     if (stored?.series || action === 'INCREMENT') {
       const problem = incrementProblem(f, stored, entity, action);
@@ -145,7 +150,7 @@ function checkInput(
       names.add(f.name);
     }
   }
-  for (const key of entity.keyFields) {
+  for (const key of clientKeyFields(entity)) {
     if (!given[key] || !isNonNullType(given[key].type)) fail(`${input.name} needs the key field \`${key}\` as non-null`);
   }
   if (action === 'INCREMENT' && ![...entity.fields.values()].some((f) => f.series)) {
@@ -153,6 +158,7 @@ function checkInput(
   }
   if (action === 'CREATE' || action === 'REPLACE') {
     for (const stored of entity.fields.values()) {
+      if (stored.name === TENANT_FIELD) continue; // the token's, never the input's
       if (stored.nonNull && !stored.series && !entity.summaryFields.has(stored.name) && !(given[stored.name] && isNonNullType(given[stored.name].type))) {
         fail(`${input.name} needs \`${stored.name}\` as non-null: ${entity.name}.${stored.name} is non-null`);
       }
@@ -175,6 +181,14 @@ function checkInput(
  * moved type, each of whose stored fields the moved type has with the same type (non-null where the target's is).
  * @returns the target, or undefined (with problems)
  */
+/** Why an input may not hold `_tenant`. */
+const TENANT_INPUT = (input: string) => `${input}.${TENANT_FIELD}: the tenant comes from the caller's token, never from an input (@tenancy)`;
+
+/** The key fields a mutation's input gives: all but the tenant, which comes from the token. */
+function clientKeyFields(entity: EntityModel): string[] {
+  return entity.keyFields.filter((k) => k !== TENANT_FIELD);
+}
+
 function checkMoveTarget(
   entity: EntityModel,
   to: { name: string; target: EntityModel | undefined },
@@ -184,6 +198,14 @@ function checkMoveTarget(
   const { coordinate, node, problems } = site;
   if (!target) {
     problems.add(coordinate, `@write(to: "${name}"): no @entity type of that name`, node);
+    return undefined;
+  }
+  if (Boolean(entity.tenantScoped) !== Boolean(target.tenantScoped)) {
+    problems.add(
+      coordinate,
+      `@write(to: "${name}"): a move between a tenant-scoped and a @global type would take entities out of their tenant (@tenancy)`,
+      node,
+    );
     return undefined;
   }
   const wrong: string[] = [];
@@ -233,9 +255,14 @@ function checkMoveInput(
     return undefined;
   }
   const given = input.getFields();
-  const moveTo = new Map(entity.keyFields.map((k) => [moveField(k), k]));
+  // The tenant never moves: a move stays in the caller's tenant.
+  const moveTo = new Map(clientKeyFields(entity).map((k) => [moveField(k), k]));
   let ok = true;
   for (const f of Object.values(given)) {
+    if (f.name === TENANT_FIELD) {
+      ok = fail(TENANT_INPUT(input.name));
+      continue;
+    }
     const key = entity.keyFields.includes(f.name) ? f.name : moveTo.get(f.name);
     const stored = key ? entity.fields.get(key) : undefined;
     if (f.name === IF_MATCH_FIELD) {
@@ -246,7 +273,7 @@ function checkMoveInput(
       ok = fail(`${input.name}.${f.name} must be ${stored.graphqlType}${key === f.name ? '!' : ' (nullable: omitted, the key stays)'}`);
     }
   }
-  for (const key of entity.keyFields) {
+  for (const key of clientKeyFields(entity)) {
     if (!given[key]) ok = fail(`${input.name} needs the key field \`${key}\` as non-null`);
     if (!given[moveField(key)]) ok = fail(`${input.name} needs \`${moveField(key)}\`, the new value of ${key}`);
   }

@@ -19,6 +19,8 @@ export interface Principal {
   roles: string[];
   /** Every claim of the token (`sub` included). */
   claims: Record<string, unknown>;
+  /** Under `@tenancy`: the tenant id the token's claim names (src/model/tenancy.ts), checked when the token was. */
+  tenant?: string;
 }
 
 /** What is known of a decision: allowed, denied, or depending on fields not known yet (read them, then decide). */

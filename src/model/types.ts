@@ -75,6 +75,11 @@ export interface EntityModel {
   changeLogged?: boolean;
   /** Fields any `@auth` scope of a read of this type names: every read selects them, to decide on each entity. */
   authFields: Set<string>;
+  /**
+   * Under `@tenancy`, set on every type not marked `@global`: its entities belong to one tenant each. Its `fields` and
+   * `keyFields` hold the hidden `_tenant` (src/model/tenancy.ts), its PartitionKey templates start with it.
+   */
+  tenantScoped?: true;
   /** The `@entity` directive, for error locations. */
   node?: ASTNode;
 }
@@ -100,11 +105,12 @@ export interface IndexModel {
 }
 
 /**
- * Where a placeholder's value comes from when a field is resolved. `optional`: the argument or stored field is
+ * Where a placeholder's value comes from when a field is resolved: an argument, the parent entity's stored field, or
+ * (`tenant`, the `{_tenant}` of a root field under `@tenancy`) the request's verified token. `optional`: the argument or stored field is
  * nullable (allowed only on a nullable `@point` field, an optional reference): when it is null the field is null,
  * and no storage call is made.
  */
-export type Binding = { source: 'argument' | 'parent'; name: string; optional?: boolean };
+export type Binding = { source: 'argument' | 'parent' | 'tenant'; name: string; optional?: boolean };
 
 /** A key template together with where each of its placeholders gets its value. */
 export interface BoundTemplate {
@@ -251,7 +257,19 @@ export interface WriteModel {
 }
 
 /** The compiled schema's storage design. */
+/** `extend schema @tenancy(…)`: the schema's entities are tenant-scoped (src/model/tenancy.ts). */
+export interface TenancyModel {
+  /** The verified token's claim that names the tenant. */
+  claim: string;
+  /** Where a tenant's entities are kept: `PARTITION_PREFIX`, shared tables with the tenant first in the PartitionKey. */
+  isolation: 'PARTITION_PREFIX';
+  /** The directive, for error locations. */
+  node?: ASTNode;
+}
+
 export interface Model {
+  /** Set under `extend schema @tenancy`: every entity type not marked `@global` is tenant-scoped. */
+  tenancy?: TenancyModel;
   entities: Map<string, EntityModel>;
   /** Interfaces whose implementations share one layout (src/compiler/build-interfaces.ts), by name: what a field may return besides an entity type. */
   interfaces: Map<string, EntityModel>;

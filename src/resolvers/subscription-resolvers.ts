@@ -14,6 +14,7 @@ import { ErrorCode, TablegraphError } from '../errors';
 import { decide } from '../model/authorization';
 import { changeTime, type Change, type ChangeSnapshot } from '../model/change-log';
 import { renderKey } from '../model/key-template';
+import { requireTenant, TENANT_FIELD } from '../model/tenancy';
 import type { EntityModel, Model, SubscriptionModel } from '../model/types';
 import { allowsEntity, authorizeTypeBefore, keyValues } from './authorize';
 import { createRequestContext, type ContextDeps, type RequestContext } from './context';
@@ -83,8 +84,10 @@ function subscriber(sub: SubscriptionModel, deps: SubscriptionDeps, live: LiveCo
   const { entity } = sub;
   return async (_root, args, ctx) => {
     const table = entity.layout.table;
-    const partitionKey = renderKey(entity.layout.partitionKey, args);
-    const rowKey = sub.oneEntity ? renderKey(entity.layout.rowKey, args) : undefined;
+    // A tenant-scoped partition is the caller's tenant's: the token's claim, never an argument.
+    const keyArgs = entity.tenantScoped ? { ...args, [TENANT_FIELD]: requireTenant(ctx.principal?.tenant) } : args;
+    const partitionKey = renderKey(entity.layout.partitionKey, keyArgs);
+    const rowKey = sub.oneEntity ? renderKey(entity.layout.rowKey, keyArgs) : undefined;
     checkKey('PartitionKey', partitionKey, deps.target, { table, partitionKey });
     if (rowKey !== undefined) checkKey('RowKey', rowKey, deps.target, { table, partitionKey, rowKey });
     const expiresAt = tokenExpiry(ctx);

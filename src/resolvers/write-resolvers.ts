@@ -7,22 +7,26 @@ import { ErrorCode, TablegraphError } from '../errors';
 import { decide, forbidden } from '../model/authorization';
 import { ENTITY_TYPE_PROPERTY, type WriteModel } from '../model/types';
 import { IF_MATCH_FIELD } from '../model/write-inputs';
+import { requireTenant, TENANT_FIELD } from '../model/tenancy';
 import type { RequestContext } from './context';
 import type { EntityNode } from './entity-node';
 
 /**
  * @throws TablegraphError FORBIDDEN when `@auth` does not let the caller make this write (from the input before
  *   anything is read, or on the entity as read and as it would be written); from WriteExecutor.execute (CONFLICT,
- *   NOT_FOUND, BAD_USER_INPUT, LIMIT_EXCEEDED, …);
+ *   NOT_FOUND, BAD_USER_INPUT, LIMIT_EXCEEDED, …); UNAUTHENTICATED for a tenant-scoped entity without a tenant;
  *   STORAGE_UNAVAILABLE when the server runs without a write path
  */
 export function writeResolver(write: WriteModel): GraphQLFieldResolver<unknown, RequestContext, { input: Record<string, unknown> }> {
   return async (_root, args, ctx) => {
     if (!ctx.writer) throw new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, 'This server has no write path configured');
     const input = { ...args.input };
+    // A tenant-scoped entity is written in the caller's tenant: the token's claim, over anything the input holds.
+    if (write.entity.tenantScoped) input[TENANT_FIELD] = requireTenant(ctx.principal?.tenant);
     const principal = ctx.principal;
     const given = Object.keys(input).filter((k) => k !== IF_MATCH_FIELD && input[k] !== undefined && !write.entity.keyFields.includes(k));
-    const what = `${write.coordinate.split('.')[1]} ${write.entity.keyFields.map((k) => `${k}=${JSON.stringify(input[k])}`).join(', ')}`;
+    const keys = write.entity.keyFields.filter((k) => k !== TENANT_FIELD);
+    const what = `${write.coordinate.split('.')[1]} ${keys.map((k) => `${k}=${JSON.stringify(input[k])}`).join(', ')}`;
     // From the input alone, before anything is read: the keys and the fields given may already decide.
     if (decide(write.auth, principal, (f) => input[f], given) === 'deny') throw forbidden(what, principal!);
     // Then on the entity as read and as it would be written: neither may be out of the caller's scope.

@@ -56,10 +56,19 @@ export interface RunningServer {
 /**
  * The server's authentication, or none — on purpose (TABLEGRAPH_AUTH=off), or on a loopback interface (with a
  * warning: the quick start). A server reachable from other machines with no authentication does not start.
- * @throws TablegraphError CONFIG_INVALID for a non-loopback HOST with no authentication configured
+ * @throws TablegraphError CONFIG_INVALID for a non-loopback HOST with no authentication configured, and for a
+ *   tenant-scoped schema (`@tenancy`) with none
  */
-function authenticatorFor(config: Config, log: Logger): Authenticator | undefined {
-  if (authConfigured(config.auth)) return createAuthenticator(config.auth);
+function authenticatorFor(config: Config, log: Logger, tenancy: Model['tenancy']): Authenticator | undefined {
+  if (authConfigured(config.auth)) return createAuthenticator({ ...config.auth, tenantClaim: tenancy?.claim });
+  if (tenancy) {
+    // Without a verified token there is no tenant, and a tenant-scoped schema has nothing to serve.
+    throw new TablegraphError(
+      ErrorCode.CONFIG_INVALID,
+      `The schema is tenant-scoped (@tenancy(claim: "${tenancy.claim}")): each request's tenant comes from its verified token, so authentication is required. Set TABLEGRAPH_JWKS_URL (with TABLEGRAPH_JWT_ISSUER and TABLEGRAPH_JWT_AUDIENCE) or TABLEGRAPH_JWT_SECRET.`,
+      { errors: { TABLEGRAPH_JWKS_URL: 'a tenant-scoped schema needs authentication' } },
+    );
+  }
   if (config.auth.off) {
     log.warn({ host: config.host }, 'TABLEGRAPH_AUTH=off: no authentication; anyone who reaches the port can read and write everything');
     return undefined;
@@ -86,8 +95,8 @@ function authenticatorFor(config: Config, log: Logger): Authenticator | undefine
  *   (src/evolution/deployment.ts)
  */
 export async function startServer(config: Config, storage: OpenStorage, log: Logger, compiled?: CompiledSchema): Promise<RunningServer> {
-  const authenticate = authenticatorFor(config, log);
   const { schema, model, sdl } = compiled ?? compileConfiguredSchema(config);
+  const authenticate = authenticatorFor(config, log, model.tenancy);
   attachResolvers(schema, model);
   // A store opened without the model (openStorage's caller decides) still seals what the schema encrypts.
   attachCipher(storage.store, model, config, storage.access, log);

@@ -10,6 +10,7 @@ import { GraphQLError } from 'graphql';
 import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { ErrorCode, TablegraphError } from '../errors';
 import type { Principal } from '../model/authorization';
+import { tenantOfClaims } from '../model/tenancy';
 
 /** How tokens are verified (from the configuration). */
 export interface AuthSettings {
@@ -22,6 +23,8 @@ export interface AuthSettings {
   rolesClaim?: string;
   /** Whether a token must carry `exp` (default true): a token without one would be valid for ever. */
   requireExp?: boolean;
+  /** Under `@tenancy`: the claim naming the caller's tenant; a token without a valid one is refused. */
+  tenantClaim?: string;
 }
 
 /** Verifies a request's `Authorization` header; resolves to its Principal. */
@@ -85,7 +88,10 @@ export function createAuthenticator(settings: AuthSettings): Authenticator {
     }
     if (typeof payload.sub !== 'string' || payload.sub === '') throw unauthenticated('the token has no subject');
     const roles = payload[rolesClaim];
+    const tenancy = settings.tenantClaim === undefined ? undefined : tenantOfClaims(payload, settings.tenantClaim);
+    if (tenancy && 'why' in tenancy) throw unauthenticated(tenancy.why);
     return {
+      ...(tenancy && { tenant: tenancy.tenant }),
       subject: payload.sub,
       roles: Array.isArray(roles) ? roles.filter((r): r is string => typeof r === 'string') : typeof roles === 'string' ? [roles] : [],
       claims: payload,

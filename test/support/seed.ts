@@ -7,3 +7,9 @@
 export function testSeed(): number {
   return Number(process.env.TEST_SEED) || Number(process.env.FANOUT_SEED) || Date.now() % 2 ** 31;
 }
+
+/** A generator of numbers in [0, 1) from `seed` (a linear congruential one): the same seed, the same choices. */
+export function seededRandom(seed: number): () => number {
+  let x = seed >>> 0 || 1;
+  return () => (x = (x * 1664525 + 1013904223) >>> 0) / 2 ** 32;
+}
