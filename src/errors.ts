@@ -36,6 +36,8 @@ export const ErrorCode = {
   FORBIDDEN: 'FORBIDDEN',
   /** The server has too many storage calls waiting (server-wide admission); try again shortly (HTTP 503). */
   OVERLOADED: 'OVERLOADED',
+  /** Over the caller's rate, or (reason TenantBudget) its tenant's budget a second: try again after `Retry-After` (HTTP 429). */
+  RATE_LIMITED: 'RATE_LIMITED',
   /** The request used up its time (TABLEGRAPH_REQUEST_TIMEOUT_MS): no further storage call of it was sent. */
   REQUEST_TIMEOUT: 'REQUEST_TIMEOUT',
   /**
@@ -100,6 +102,11 @@ export const Reason = {
   Deadline: { code: 'REQUEST_TIMEOUT', meaning: 'the request used up its time (`TABLEGRAPH_REQUEST_TIMEOUT_MS`): no further storage call was sent' },
   StorageQueueFull: { code: 'OVERLOADED', meaning: "the server's queue of storage calls is full: try again after `Retry-After`" },
   HeavyRequestsQueued: { code: 'OVERLOADED', meaning: 'a heavy query could not finish in time behind the heavy ones running' },
+  TenantBudget: {
+    code: 'RATE_LIMITED',
+    meaning:
+      "under `@tenancy`, the caller's tenant spent its budget of this second (`budget`: storage calls and entities a second): try again after `Retry-After`",
+  },
   TooManySubscriptions: { code: 'OVERLOADED', meaning: 'the server serves `TABLEGRAPH_MAX_SUBSCRIPTIONS` subscriptions already' },
   TooManyForSubject: { code: 'OVERLOADED', meaning: 'the caller holds `TABLEGRAPH_SUBSCRIPTIONS_PER_SUBJECT` subscriptions already' },
   TooManyOnConnection: { code: 'OVERLOADED', meaning: 'the connection holds `TABLEGRAPH_SUBSCRIPTIONS_PER_CONNECTION` subscriptions already' },

@@ -6,9 +6,16 @@
  * one or a bad signature — and subscriptions of each tenant: no answer holds another tenant's entity, no event
  * another tenant's write, no request scans; then every tenant's data is exactly what its own acknowledged writes
  * made it (summaries, indexes and copies included), `verify` is clean, and a raw listing of every table finds each
- * entity in its own tenant's key range.
+ * entity in its own tenant's key range. Last, a load into one tenant (`--tenant`).
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { SignJWT } from 'jose';
+import { compileSchema } from '../src/compiler/compile';
+import { loadSchemaSources } from '../src/compiler/load-schema';
+import { loadEntities } from '../src/load/load-entities';
+import { checkColumns, readLoadRows } from '../src/load/load-rows';
 import { verifyDerived } from '../src/maintenance/verify-derived';
 import { isReservedName } from '../src/storage/reserved-names';
 import { startSdlServer } from './support/harness';
@@ -375,4 +382,37 @@ test('a raw listing of every table finds each entity in its own tenant’s key r
     }
   }
   expect(listed).toBeGreaterThan(100);
+});
+
+test('npm run load -- --tenant: every row of a tenant-scoped type goes to that tenant; a row naming another is skipped', async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'tenancy-load-'));
+  const write = (name: string, rows: object[]) => {
+    writeFileSync(path.join(dir, name), rows.map((r) => JSON.stringify(r)).join('\n'));
+    return path.join(dir, name);
+  };
+  const stores = write('stores.ndjson', [{ storeId: 'loaded', name: 'delta: loaded', currencyCode: 'EUR' }]);
+  const suppliers = write('suppliers.ndjson', [{ supplierId: 'sup1', email: 'sup1@example.test', name: 'delta: supplier' }]);
+  const items = write('items.ndjson', [
+    { storeId: 'loaded', sku: 'a', title: 'delta: loaded a', stock: 1, supplierId: 'sup1' },
+    { storeId: 'loaded', sku: 'b', title: 'delta: loaded b', stock: 2, supplierId: 'sup1', _tenant: 'delta' },
+    { storeId: 'loaded', sku: 'c', title: 'alpha: smuggled', stock: 3, supplierId: 'sup1', _tenant: 'alpha' },
+  ]);
+  const { schema, model } = compileSchema(loadSchemaSources(ctx.dir), { tablePrefix: ctx.server.config.tablePrefix });
+  const step = (type: string, file: string) => ({ type, rows: readLoadRows(file, model.entities.get(type)!, schema, 'delta'), existing: 'replace' as const });
+  const summary = await loadEntities({ store: ctx.server.store, model, steps: [step('Store', stores), step('Supplier', suppliers), step('Item', items)] });
+  expect(summary.steps.map((s) => s.loaded)).toEqual([1, 1, 2]);
+  expect(summary.steps[2].skipped).toEqual([{ line: 3, reason: '_tenant is "alpha", and the load is into delta' }]);
+  rmSync(dir, { recursive: true, force: true });
+  const delta = await sign({ sub: 'owner@delta.test', tid: 'delta' });
+  const read = await as(
+    delta,
+    'query { store(storeId: "loaded") { itemCount stock } a: item(storeId: "loaded", sku: "a") { title supplierName } c: item(storeId: "loaded", sku: "c") { title } }',
+  );
+  expect(read.data).toEqual({ store: { itemCount: 2, stock: 3 }, a: { title: 'delta: loaded a', supplierName: 'delta: supplier' }, c: null });
+  const alpha = await as(tokens.get('alpha'), 'query { item(storeId: "loaded", sku: "a") { title } }');
+  expect(alpha.data).toEqual({ item: null });
+  // Without --tenant, a file without _tenant is refused before anything is read.
+  expect(() => checkColumns(model.entities.get('Item')!, ['storeId', 'sku', 'title', 'stock', 'supplierId'], 'items.ndjson')).toThrow(
+    /_tenant of Item are missing \(Item is tenant-scoped: load into one tenant with --tenant <id>\)/,
+  );
 });

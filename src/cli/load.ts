@@ -5,6 +5,7 @@
  * when rows were skipped (they are listed with their lines and reasons); 1 when an EGT was given up on after its
  * retries (its rows are listed: run it again) or on a fatal error. Loading the same files again changes nothing.
  */
+import { TENANT_ID } from '../model/tenancy';
 import path from 'node:path';
 import { Command } from 'commander';
 import { loadConfig } from '../runtime/config';
@@ -30,6 +31,18 @@ function formatSummary(s: LoadSummary): string {
   return [...lines, ...formatTotals(s)].join('\n');
 }
 
+/** The steps the options give: a manifest's, or one file's. @throws TablegraphError BAD_USER_INPUT for options that do not go together */
+function stepsOf(options: { type?: string; file?: string; manifest?: string; existing: string }): ManifestStep[] {
+  if (options.manifest !== undefined) {
+    if (options.type !== undefined || options.file !== undefined)
+      throw new TablegraphError(ErrorCode.BAD_USER_INPUT, 'give either --manifest or --type and --file');
+    return readManifest(path.resolve(options.manifest));
+  }
+  if (options.type === undefined || options.file === undefined) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, 'give --type and --file, or --manifest');
+  if (options.existing !== 'replace' && options.existing !== 'keep') throw new TablegraphError(ErrorCode.BAD_USER_INPUT, '--existing is replace or keep');
+  return [{ type: options.type, file: path.resolve(options.file), existing: options.existing }];
+}
+
 runMain(
   'load',
   async (log) => {
@@ -40,22 +53,21 @@ runMain(
       .option('--manifest <path>', 'a JSON manifest of several files in dependency order: { "steps": [ { "type", "file", "existing"? } ] }')
       .option('--existing <mode>', 'with --file: an entity already stored is replaced or kept', 'replace')
       .option('--concurrency <n>', 'EGTs in flight at once', positiveIntArgument, 8)
+      .option('--tenant <id>', 'under @tenancy: the tenant the rows of tenant-scoped types go to')
       .parse()
-      .opts<{ type?: string; file?: string; manifest?: string; existing: string; concurrency: number }>();
-    let steps: ManifestStep[];
-    if (options.manifest !== undefined) {
-      if (options.type !== undefined || options.file !== undefined)
-        throw new TablegraphError(ErrorCode.BAD_USER_INPUT, 'give either --manifest or --type and --file');
-      steps = readManifest(path.resolve(options.manifest));
-    } else {
-      if (options.type === undefined || options.file === undefined)
-        throw new TablegraphError(ErrorCode.BAD_USER_INPUT, 'give --type and --file, or --manifest');
-      if (options.existing !== 'replace' && options.existing !== 'keep') throw new TablegraphError(ErrorCode.BAD_USER_INPUT, '--existing is replace or keep');
-      steps = [{ type: options.type, file: path.resolve(options.file), existing: options.existing }];
+      .opts<{ type?: string; file?: string; manifest?: string; existing: string; concurrency: number; tenant?: string }>();
+    if (options.tenant !== undefined && !TENANT_ID.test(options.tenant)) {
+      throw new TablegraphError(
+        ErrorCode.BAD_USER_INPUT,
+        `--tenant ${JSON.stringify(options.tenant)}: a tenant id is 1 to 63 lowercase letters, digits and hyphens`,
+      );
     }
+    const steps = stepsOf(options);
     const config = loadConfig();
     log.level = config.logLevel;
     const { schema, model, sdl } = compileConfiguredSchema(config);
+    if (options.tenant !== undefined && !model.tenancy)
+      throw new TablegraphError(ErrorCode.BAD_USER_INPUT, '--tenant is for a schema with @tenancy, and this one has none');
     // Checked before storage starts: types, their order, file formats, and that every file can be read.
     checkStepOrder(
       model,
@@ -80,7 +92,12 @@ runMain(
         summary = await loadEntities({
           store: storage.store,
           model,
-          steps: steps.map((s) => ({ type: s.type, rows: readLoadRows(s.file, model.entities.get(s.type)!, schema), existing: s.existing, source: s.file })),
+          steps: steps.map((s) => ({
+            type: s.type,
+            rows: readLoadRows(s.file, model.entities.get(s.type)!, schema, options.tenant),
+            existing: s.existing,
+            source: s.file,
+          })),
           concurrency: options.concurrency,
           onProgress: acrossSteps(progress),
           onRetry: (e, attempt) => log.warn({ attempt }, `an EGT failed (${(e as Error).message}); sending it again`),

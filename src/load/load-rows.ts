@@ -8,6 +8,7 @@
  * A bad row is reported with its line and the reason, never thrown: the loader skips it and goes on. A bad header
  * (an unknown field, a summary field, a missing key field) is an error before anything is read further.
  */
+import { TENANT_FIELD } from '../model/tenancy';
 import { openDataFile } from './file-stream';
 import { createInterface } from 'node:readline';
 import { extname } from 'node:path';
@@ -70,8 +71,11 @@ export function checkColumns(entity: EntityModel, columns: string[], where: stri
     );
   }
   const missing = entity.keyFields.filter((k) => !columns.includes(k));
+  const hint = missing.includes(TENANT_FIELD) ? ` (${entity.name} is tenant-scoped: load into one tenant with --tenant <id>)` : '';
   if (missing.length)
-    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${where}: the key field(s) ${missing.join(', ')} of ${entity.name} are missing`, { fields: missing });
+    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${where}: the key field(s) ${missing.join(', ')} of ${entity.name} are missing${hint}`, {
+      fields: missing,
+    });
 }
 
 /** Why `value` is not a value of the field's enum (undefined when it is, or the field is no enum). */
@@ -95,11 +99,21 @@ function cellValue(entity: EntityModel, name: string, cell: string): unknown {
 /**
  * Streams the rows of `file` for `entity`.
  * @param schema the compiled schema, to check enum values (without it they are not checked)
+ * @param tenant under `@tenancy`, the tenant a tenant-scoped type's rows go to (`--tenant`): a row that names another
+ *   is skipped with why; without it, each row gives its own `_tenant` (as `npm run tenant -- export` writes it)
  * @throws TablegraphError BAD_USER_INPUT for an unknown format, an unreadable file or a bad header
  */
-export async function* readLoadRows(file: string, entity: EntityModel, schema?: GraphQLSchema): AsyncGenerator<LoadRow> {
+export async function* readLoadRows(file: string, entity: EntityModel, schema?: GraphQLSchema, tenant?: string): AsyncGenerator<LoadRow> {
   const format = fileFormat(file);
+  // Into one tenant (`--tenant`): every row is that tenant's, whether or not the file says so.
+  const given = (columns: string[]) => (tenant !== undefined && entity.tenantScoped ? [...columns, TENANT_FIELD] : columns);
   const check = (line: number, values: Record<string, unknown>): LoadRow => {
+    if (tenant !== undefined && entity.tenantScoped) {
+      const own = values[TENANT_FIELD];
+      if (own !== undefined && own !== null && own !== tenant)
+        return { line, reason: `${TENANT_FIELD} is ${JSON.stringify(own)}, and the load is into ${tenant}` };
+      values = { ...values, [TENANT_FIELD]: tenant };
+    }
     for (const name of Object.keys(values)) {
       const problem = enumProblem(schema, entity, name, values[name]);
       if (problem) return { line, reason: problem };
@@ -113,7 +127,7 @@ export async function* readLoadRows(file: string, entity: EntityModel, schema?: 
         if (!header) {
           if (record.error !== undefined) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${file}:1: the header ${record.error}`, { file });
           header = record.fields.map((f) => f.trim());
-          checkColumns(entity, header, file);
+          checkColumns(entity, given(header), file);
           continue;
         }
         if (record.error !== undefined) yield { line: record.line, reason: record.error };
@@ -145,10 +159,10 @@ export async function* readLoadRows(file: string, entity: EntityModel, schema?: 
       const fresh = columns.filter((c) => !seen.has(c));
       if (fresh.length) {
         // A field no earlier line gave: unknown and summary fields are errors of the file, not of the line.
-        checkColumns(entity, [...fresh, ...entity.keyFields], `${file}:${line}`);
+        checkColumns(entity, given([...fresh, ...entity.keyFields]), `${file}:${line}`);
         fresh.forEach((c) => seen.add(c));
       }
-      const missing = entity.keyFields.filter((k) => !(k in parsed));
+      const missing = entity.keyFields.filter((k) => !(k in parsed) && !(k === TENANT_FIELD && tenant !== undefined));
       if (missing.length) yield { line, reason: `the key field(s) ${missing.join(', ')} are missing` };
       else yield check(line, parsed as Record<string, unknown>);
     }

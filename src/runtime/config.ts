@@ -198,6 +198,12 @@ export interface Config {
   /** TABLEGRAPH_RATE_LIMIT: requests a caller (subject, or IP address) may make per minute (requests, default 1200). */
   rateLimit: number;
   /**
+   * Under `@tenancy`, each tenant's budget a second, from its operations' demand estimates
+   * (src/server/tenant-budgets.ts): TABLEGRAPH_TENANT_TRANSACTIONS_PER_SECOND (storage calls/s, default 1000) and
+   * TABLEGRAPH_TENANT_ENTITIES_PER_SECOND (entities read/s, default 10000).
+   */
+  tenantBudget: { transactionsPerSecond: number; entitiesPerSecond: number };
+  /**
    * OpenTelemetry traces (src/telemetry/tracing.ts), from the standard variables: on when OTEL_TRACES_EXPORTER is
    * `otlp` or `console`, or an OTLP endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
    * off (undefined) otherwise, with OTEL_TRACES_EXPORTER=none, or OTEL_SDK_DISABLED=true. OTEL_SERVICE_NAME names
@@ -315,6 +321,8 @@ const specs = {
   TABLEGRAPH_MAX_HEAVY_REQUESTS: positiveInt({ default: 4 }),
   TABLEGRAPH_HEAVY_REQUEST_CALLS: positiveInt({ default: 16 }),
   TABLEGRAPH_RATE_LIMIT: positiveInt({ default: 1200 }),
+  TABLEGRAPH_TENANT_TRANSACTIONS_PER_SECOND: positiveInt({ default: 1000, desc: "under @tenancy: a tenant's storage calls a second" }),
+  TABLEGRAPH_TENANT_ENTITIES_PER_SECOND: positiveInt({ default: 10000, desc: "under @tenancy: a tenant's entities read a second" }),
   TABLEGRAPH_AUTH: str<'off'>({ choices: ['off'], default: undefined, desc: 'off: serve without authentication, on purpose' }),
   TABLEGRAPH_JWKS_URL: url({ default: undefined, desc: "the OpenID provider's JWKS" }),
   TABLEGRAPH_JWT_ISSUER: str({ default: undefined }),
@@ -545,6 +553,7 @@ function configOf(e: Env, urls: AccountUrls | undefined, cwd: string): Config {
     maxHeavyRequests: e.TABLEGRAPH_MAX_HEAVY_REQUESTS,
     heavyRequestCalls: e.TABLEGRAPH_HEAVY_REQUEST_CALLS,
     rateLimit: e.TABLEGRAPH_RATE_LIMIT,
+    tenantBudget: { transactionsPerSecond: e.TABLEGRAPH_TENANT_TRANSACTIONS_PER_SECOND, entitiesPerSecond: e.TABLEGRAPH_TENANT_ENTITIES_PER_SECOND },
     tracing: tracingOf(e),
   };
 }

@@ -19,6 +19,7 @@ import type { QueueWorker } from '../worker/queue-worker';
 import { ErrorCode, TablegraphError } from '../errors';
 import { StorageAdmission } from '../read/admission';
 import { RequestAdmission } from '../read/request-admission';
+import { TenantBudgets } from '../server/tenant-budgets';
 import { authConfigured, createAuthenticator, isLoopback, type Authenticator } from '../server/auth';
 import { createRateLimit } from '../server/rate-limit';
 import { partitionSasSigner, type PartitionSasSigner } from '../storage/sas';
@@ -203,6 +204,7 @@ function appSettings(config: Config) {
     maxBodyBytes: config.maxBodyBytes,
     budget: { maxStorageCalls: config.maxStorageCalls, maxNodes: config.maxNodes },
     rateLimit: createRateLimit(config.rateLimit),
+    tenantBudgets: new TenantBudgets(config.tenantBudget),
     admission: new StorageAdmission({ maxInFlight: config.maxStorageInFlight, maxQueued: config.maxStorageQueue }),
     requestAdmission: new RequestAdmission({ maxHeavy: config.maxHeavyRequests, heavyCalls: config.heavyRequestCalls }),
     requestTimeoutMs: config.requestTimeoutMs,

@@ -42,6 +42,7 @@ import { mountIde, schemaSdlHandler } from './ide';
 import { graphqlPostHandler } from './graphql-post';
 import { PreparedDocuments } from './prepared-documents';
 import { queryLane } from './query-lane';
+import type { TenantBudgets } from './tenant-budgets';
 import { startRequestSpan, tracingOn } from '../telemetry/spans';
 import { loadTrustedDocuments, type TrustedDocuments } from './trusted-documents';
 import { trustedDocumentsMiddleware } from './trusted-documents-http';
@@ -96,6 +97,8 @@ export interface AppDeps extends ContextDeps {
   rateLimit?: RateLimit;
   /** Takes heavy queries a few at a time and refuses early those that could not finish in time; absent: none. */
   requestAdmission?: RequestAdmission;
+  /** Under `@tenancy`: each tenant's budget of storage calls and entities a second (tenant-budgets.ts); absent: none. */
+  tenantBudgets?: TenantBudgets;
   /**
    * A manifest of trusted documents (trusted-documents.ts): when given, only the operations it lists run, parsed and
    * validated here, once; absent: any operation within the limits and the demand budget.
@@ -177,6 +180,7 @@ export async function createGraphqlApp(deps: AppDeps): Promise<GraphqlApp> {
     log: deps.log,
     budget: deps.budget ?? DEFAULT_DEMAND_BUDGET,
     admission: deps.requestAdmission,
+    tenants: deps.tenantBudgets,
     formatError: introspection ? formatError : formatErrorWithoutSuggestions,
   });
   const post = graphqlPostHandler({ apollo, path: '/graphql', context, log: deps.log, metrics, cors: corsMiddleware, maxBodyBytes, trusted, lane });
@@ -213,7 +217,7 @@ function apolloServer(deps: AppDeps, introspection: boolean, limits: ReturnType<
       costPlugin(deps.model),
       storageBusyPlugin,
       requestLogPlugin(deps.log, deps.model),
-      demandPlugin(deps.model, deps.budget ?? DEFAULT_DEMAND_BUDGET, deps.requestAdmission),
+      demandPlugin(deps.model, deps.budget ?? DEFAULT_DEMAND_BUDGET, deps.requestAdmission, deps.tenantBudgets),
       ...(limits.plugins as Array<ApolloServerPlugin<RequestContext>>),
       httpCachePlugin(deps.model, { ...DEFAULT_HTTP_CACHE, ...deps.httpCache, authenticated: deps.authenticate !== undefined }),
       // Cache-Control is written by httpCachePlugin alone, from the schema.
@@ -326,6 +330,8 @@ function contextFunction(deps: AppDeps) {
         throw e;
       }
       await deps.rateLimit?.(principal ? `sub:${principal.subject}` : address);
+      // A tenant whose budget of this second is spent is refused before its document is read (tenant-budgets.ts).
+      if (principal?.tenant !== undefined) await deps.tenantBudgets?.refuseIfSpent(principal.tenant);
       if (deps.admission?.saturated()) {
         throw new GraphQLError('The server is overloaded; try again shortly.', {
           extensions: { code: ErrorCode.OVERLOADED, http: { status: 503, headers: new Map([['retry-after', '1']]) } },

@@ -4,13 +4,16 @@
  * `TABLEGRAPH_JWT_AUDIENCE`, every one of them checked. For development and tests, a shared secret (HS256,
  * `TABLEGRAPH_JWT_SECRET`). A request without a valid token is refused with UNAUTHENTICATED (HTTP 401) before
  * anything runs. The verified token becomes the request's Principal: its subject, its roles (the `roles` claim, or
- * the one TABLEGRAPH_JWT_ROLES_CLAIM names) and all its claims.
+ * the one TABLEGRAPH_JWT_ROLES_CLAIM names) and all its claims. A token that verified is honoured for up to a minute
+ * (and never past its `exp`) without a new check (verified-tokens.ts).
  */
 import { GraphQLError } from 'graphql';
 import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { ErrorCode, TablegraphError } from '../errors';
 import type { Principal } from '../model/authorization';
 import { tenantOfClaims } from '../model/tenancy';
+import { VerifiedTokens } from './verified-tokens';
+import { createSecretKey, type KeyObject } from 'node:crypto';
 
 /** How tokens are verified (from the configuration). */
 export interface AuthSettings {
@@ -61,7 +64,11 @@ export function createAuthenticator(settings: AuthSettings): Authenticator {
       'TABLEGRAPH_JWKS_URL needs TABLEGRAPH_JWT_ISSUER and TABLEGRAPH_JWT_AUDIENCE: a token from any issuer or for any audience would pass.',
     );
   }
-  const key: JWTVerifyGetKey | Uint8Array = settings.jwksUrl ? createRemoteJWKSet(new URL(settings.jwksUrl)) : new TextEncoder().encode(settings.secret);
+  // A secret made a key once: jose would make one from the bytes at every check.
+  const key: JWTVerifyGetKey | KeyObject = settings.jwksUrl
+    ? createRemoteJWKSet(new URL(settings.jwksUrl))
+    : createSecretKey(Buffer.from(settings.secret!, 'utf8'));
+  const verified = new VerifiedTokens();
   const options = {
     issuer: settings.issuer,
     audience: settings.audience,
@@ -72,6 +79,8 @@ export function createAuthenticator(settings: AuthSettings): Authenticator {
   return async (authorization) => {
     const match = /^Bearer\s+([A-Za-z0-9._~+/-]+=*)$/i.exec(authorization ?? '');
     if (!match) throw unauthenticated(authorization ? 'the Authorization header is not a bearer token' : 'no token');
+    const known = verified.get(match[1]);
+    if (known) return known;
     let payload: JWTPayload;
     try {
       ({ payload } = await (typeof key === 'function' ? jwtVerify(match[1], key, options) : jwtVerify(match[1], key, options)));
@@ -90,11 +99,13 @@ export function createAuthenticator(settings: AuthSettings): Authenticator {
     const roles = payload[rolesClaim];
     const tenancy = settings.tenantClaim === undefined ? undefined : tenantOfClaims(payload, settings.tenantClaim);
     if (tenancy && 'why' in tenancy) throw unauthenticated(tenancy.why);
-    return {
+    const principal: Principal = {
       ...(tenancy && { tenant: tenancy.tenant }),
       subject: payload.sub,
       roles: Array.isArray(roles) ? roles.filter((r): r is string => typeof r === 'string') : typeof roles === 'string' ? [roles] : [],
       claims: payload,
     };
+    verified.set(match[1], principal, payload.exp);
+    return principal;
   };
 }

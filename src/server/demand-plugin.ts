@@ -11,6 +11,7 @@ import { estimateDemand, type DemandEstimate } from '../read/demand';
 import type { RequestContext } from '../resolvers/context';
 import { isTablegraphError } from '../errors';
 import type { AdmissionTicket, RequestAdmission } from '../read/request-admission';
+import type { TenantBudgets } from './tenant-budgets';
 
 /** The budgets of one request: storage calls (calls) and response nodes (objects). */
 export interface DemandBudget {
@@ -29,10 +30,12 @@ export const QUERY_TOO_COSTLY = 'QUERY_TOO_COSTLY';
  * estimate in the context, and refuses an operation over `budget`. With `admission`, a query estimated heavy then
  * waits for its turn among the heavy ones (request-admission.ts), or is refused at once when it could not finish
  * before its deadline; its turn ends when its response is sent.
- * @throws (to Apollo) GraphQLError QUERY_TOO_COSTLY with extensions { estimate, budget } (HTTP 400); OVERLOADED
+ * With `tenants` (under `@tenancy`), the operation is then charged to its tenant's budget (tenant-budgets.ts).
+ * @throws (to Apollo) GraphQLError QUERY_TOO_COSTLY with extensions { estimate, budget } (HTTP 400); RATE_LIMITED
+ *   with extensions { reason: 'TenantBudget', retryAfterSeconds } (HTTP 429, `Retry-After`); OVERLOADED
  *   with extensions { reason: 'HeavyRequestsQueued', retryAfterSeconds } (HTTP 503, `Retry-After`)
  */
-export function demandPlugin(model: Model, budget: DemandBudget, admission?: RequestAdmission): ApolloServerPlugin<RequestContext> {
+export function demandPlugin(model: Model, budget: DemandBudget, admission?: RequestAdmission, tenants?: TenantBudgets): ApolloServerPlugin<RequestContext> {
   return {
     async requestDidStart() {
       let ticket: AdmissionTicket | undefined;
@@ -50,6 +53,8 @@ export function demandPlugin(model: Model, budget: DemandBudget, admission?: Req
             estimate.nodes > budget.maxNodes && `${estimate.nodes} response nodes (at most ${budget.maxNodes})`,
           ].filter((x): x is string => typeof x === 'string');
           if (over.length === 0) {
+            const tenant = contextValue.principal?.tenant;
+            if (tenants && tenant !== undefined) await tenants.charge(tenant, estimate);
             if (admission && operation.operation === 'query') ticket = await admitted(admission, estimate, contextValue.deadline);
             return;
           }

@@ -13,6 +13,8 @@
  *   requests cost, by operation name (labelled as above: a trusted document's operation is named by its document),
  *   the sums of the `azureTransactions` and `cosmosRequestUnits` of their `extensions.cost` (src/read/cost.ts) —
  *   `topk(5, sum by (operation) (rate(tablegraph_azure_transactions_total[1h])))` finds the operations that cost most;
+ * - under `@tenancy`, `tablegraph_tenant_azure_transactions{tenant}` and `tablegraph_tenant_cosmos_request_units{tenant}`:
+ *   each tenant's cost since start, the costliest `maxTenantLabels` named, the rest as `other` (tenant-cost-metrics.ts);
  * - `tablegraph_storage_duration_seconds{operation}`: the time of every storage call this process makes (requests,
  *   workers, builds, backup), SDK retries included, by kind: `point`, `range`, `scan`, `egt`, `write`, `queue`;
  * - `tablegraph_fanout_queue_depth`, `tablegraph_fanout_poison_depth` (messages, approximate) and
@@ -32,6 +34,7 @@ import type { QueueStore } from '../storage/queue-store';
 import type { QueueWorker } from '../worker/queue-worker';
 import type { ChangePollerStats } from '../read/change-poller';
 import type { PathRecord } from '../evolution/catalogue-records';
+import { TenantCostMetrics } from './tenant-cost-metrics';
 
 const PATH_STATES = ['building', 'ready', 'failed', 'retired'] as const;
 
@@ -42,9 +45,13 @@ export interface RequestOutcome {
   code: string;
   durationMs: number;
   cost?: StorageCost;
+  /** Under `@tenancy`: the tenant the request acted for. */
+  tenant?: string;
 }
 
 export interface MetricsDeps {
+  /** Tenants named in the per-tenant cost series (tenants; default DEFAULT_TENANT_LABELS): the rest are `other`. */
+  maxTenantLabels?: number;
   /**
    * Distinct operation names labelled (names; default DEFAULT_MAX_OPERATION_LABELS): the first ones seen keep their
    * series, every later one counts as `other`, so no client can make the exposition grow without bound.
@@ -81,6 +88,7 @@ export class Metrics {
   private readonly requestSeries = new Map<string, ReturnType<client.Counter<'operation' | 'code'>['labels']>>();
   private readonly durationSeries = new Map<string, ReturnType<client.Histogram<'operation'>['labels']>>();
   private readonly maxOperationLabels: number;
+  private readonly tenants: TenantCostMetrics;
 
   constructor(deps: MetricsDeps = {}) {
     this.maxOperationLabels = deps.maxOperationLabels ?? DEFAULT_MAX_OPERATION_LABELS;
@@ -123,6 +131,7 @@ export class Metrics {
       labelNames: ['operation'],
       registers,
     });
+    this.tenants = new TenantCostMetrics(this.registry, deps.maxTenantLabels);
     if (deps.stores) this.storageTimes(deps.stores);
 
     if (deps.queues && deps.queueNames) this.queueGauges(deps.queues, deps.queueNames);
@@ -314,6 +323,7 @@ export class Metrics {
     if (c.entitiesRead > 0) this.entitiesRead.inc(c.entitiesRead);
     if (c.azureTransactions > 0) this.transactions.inc({ operation }, c.azureTransactions);
     if (c.cosmosRequestUnits > 0) this.requestUnits.inc({ operation }, c.cosmosRequestUnits);
+    if (o.tenant !== undefined) this.tenants.add(o.tenant, c);
   }
 
   /**

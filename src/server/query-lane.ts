@@ -9,11 +9,13 @@
  * made or its refusal, so that each is answered as before, exactly once.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { getVariableValues, type ExecutionResult, type GraphQLError, type GraphQLFormattedError } from 'graphql';
+import { getVariableValues, GraphQLError, type ExecutionResult, type GraphQLFormattedError } from 'graphql';
 import type { Logger } from '../log';
 import { ErrorCode, isTablegraphError, type TablegraphError } from '../errors';
 import type { RequestContext } from '../resolvers/context';
 import type { AdmissionTicket, RequestAdmission } from '../read/request-admission';
+import type { DemandEstimate } from '../read/demand';
+import type { TenantBudgets } from './tenant-budgets';
 import { unwrapResolverError } from '@apollo/server/errors';
 import type { Model } from '../model/types';
 import type { PreparedDocuments, PreparedOperation } from './prepared-documents';
@@ -36,6 +38,8 @@ export interface QueryLaneOptions {
   budget: DemandBudget;
   /** The heavy queries' admission (request-admission.ts); absent: none. */
   admission?: RequestAdmission;
+  /** Under `@tenancy`, each tenant's budget (tenant-budgets.ts); absent: none. */
+  tenants?: TenantBudgets;
   /** Apollo's `formatError` hook, as the server configures it (format-error.ts). */
   formatError(formatted: GraphQLFormattedError, error: unknown): GraphQLFormattedError;
 }
@@ -58,12 +62,19 @@ export function queryLane(opts: QueryLaneOptions): (req: IncomingMessage, res: S
     try {
       context = await opts.context({ req, res });
     } catch (e) {
-      return { served: false, context: () => Promise.reject(e) };
+      // A refusal at the door (no token, a rate, a tenant's budget) is answered here, as Apollo would answer it: a
+      // client far over its rate then costs little more than its token's check.
+      const refusal = doorRefusal(opts, e);
+      if (!refusal) return { served: false, context: () => Promise.reject(e) };
+      answer(res, refusal);
+      return { served: true };
     }
     const handOver = { served: false as const, context: () => Promise.resolve(context) };
     const estimate = operation.estimate(variables);
     if (estimate.storageCalls > opts.budget.maxStorageCalls || estimate.nodes > opts.budget.maxNodes) return handOver;
     context.demand = estimate;
+    // A tenant over its budget is refused by Apollo's path, in its words (demand-plugin.ts).
+    if (!(await charged(opts.tenants, context, estimate))) return handOver;
     let ticket: AdmissionTicket | undefined;
     if (opts.admission) {
       try {
@@ -81,6 +92,18 @@ export function queryLane(opts: QueryLaneOptions): (req: IncomingMessage, res: S
     }
     return { served: true };
   };
+}
+
+/** Whether the request's tenant, if any, had the budget for `estimate` (and was charged it). */
+async function charged(tenants: TenantBudgets | undefined, context: RequestContext, estimate: DemandEstimate): Promise<boolean> {
+  const tenant = context.principal?.tenant;
+  if (!tenants || tenant === undefined) return true;
+  try {
+    await tenants.charge(tenant, estimate);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function preparedOf(opts: QueryLaneOptions, params: GraphqlParams): PreparedOperation | undefined {
@@ -121,6 +144,19 @@ function respond(
     headers,
     body: { ...(shown.length > 0 && { errors: shown }), ...(result.data !== undefined && { data: result.data }), extensions },
   };
+}
+
+/**
+ * The answer Apollo gives a context that failed with a GraphQLError carrying its HTTP status (its errorResponse): the
+ * error formatted, its `http` extension made the status and headers. Undefined for any other failure.
+ */
+function doorRefusal(opts: QueryLaneOptions, e: unknown): { status: number; headers: Record<string, string>; body: Record<string, unknown> } | undefined {
+  if (!(e instanceof GraphQLError)) return undefined;
+  const http = e.extensions.http as { status?: number; headers?: Map<string, string> } | undefined;
+  if (typeof http?.status !== 'number') return undefined;
+  const { http: _http, ...extensions } = e.extensions;
+  const formatted = opts.formatError({ ...e.toJSON(), extensions: { ...extensions, code: extensions.code ?? 'INTERNAL_SERVER_ERROR' } }, e);
+  return { status: http.status, headers: Object.fromEntries(http.headers ?? []), body: { errors: [formatted] } };
 }
 
 /** An error as Apollo hands it to `formatError`: its JSON form, a missing code filled in as INTERNAL_SERVER_ERROR. */

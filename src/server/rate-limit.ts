@@ -4,10 +4,11 @@
  * `Retry-After` in seconds), before anything of the request runs.
  */
 import { GraphQLError } from 'graphql';
+import { ErrorCode } from '../errors';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 
 /** The stable code of a refused request. */
-export const RATE_LIMITED = 'RATE_LIMITED';
+export const RATE_LIMITED = ErrorCode.RATE_LIMITED;
 
 /** Counts one request of `caller`; @throws GraphQLError RATE_LIMITED (HTTP 429) over the limit */
 export type RateLimit = (caller: string) => Promise<void>;

@@ -100,7 +100,7 @@ export function startRequestLine(log: Logger, metrics: Metrics | undefined, req:
     };
     if (res.statusCode >= 500) log.warn(line, 'request');
     else log.info(line, 'request');
-    metrics?.observe({ operation: operationName ?? 'anonymous', code: codes[0] ?? 'OK', durationMs, cost });
+    metrics?.observe({ operation: operationName ?? 'anonymous', code: codes[0] ?? 'OK', durationMs, cost, tenant: context?.principal?.tenant });
   };
   // 'close' ends every response: once it is sent (after 'finish'), or when the client went away before.
   res.once('close', finish);
