@@ -17,6 +17,7 @@ import { backOff } from 'exponential-backoff';
 import pLimit from 'p-limit';
 import { ErrorCode, isTablegraphError, isTransientStorageError, TablegraphError } from '../errors';
 import { repairHolder } from '../maintenance/summary-state';
+import { checkLoadable, typeNeeds } from '../model/load-order';
 import type { EntityModel, Model, SummaryModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/storage-types';
@@ -153,32 +154,9 @@ function storeReads(
  * @throws TablegraphError BAD_USER_INPUT
  */
 export function checkStepOrder(model: Model, types: string[]): void {
+  for (const type of types) checkLoadable(model, type);
   types.forEach((type, i) => {
-    if (!model.entities.has(type)) {
-      throw new TablegraphError(
-        ErrorCode.BAD_USER_INPUT,
-        `${type} is not an @entity type of the schema (its types: ${[...model.entities.keys()].join(', ')})`,
-        { type },
-      );
-    }
-    const { layout, wide } = model.entities.get(type)!;
-    // Rows are loaded as one entity each, into one table: not yet a table per period or a wide entity's parts.
-    if (layout.tableTemplate || wide) {
-      throw new TablegraphError(
-        ErrorCode.BAD_USER_INPUT,
-        `${type} ${wide ? 'is a wide entity' : 'has a table per period'}: load does not write such types yet; use its mutations`,
-        { type },
-      );
-    }
-    const needs = [
-      // An optional reference may be null: it does not order the steps (a row that sets it to an entity loaded
-      // later is refused alone, ReferenceMissing).
-      ...(model.references.get(type) ?? [])
-        .filter((p) => ![...p.partitionKey.bindings.values(), ...p.rowKey.bindings.values()].some((b) => b.optional))
-        .map((p) => p.target.name),
-      ...[...model.summaries.values()].filter((s) => s.of.name === type).map((s) => s.holder.name),
-    ];
-    for (const other of needs) {
+    for (const other of typeNeeds(model, type)) {
       const j = types.indexOf(other, i + 1);
       if (j > i && other !== type) {
         throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${type} refers to ${other}, which is loaded after it: load ${other} first`, {

@@ -54,11 +54,13 @@ type RawEntity = Record<string, unknown>;
 type WriteMode = 'merge' | 'replace';
 type Etag = string | undefined;
 /**
- * A scan's filters (the service applies them): one partition, one EntityType, and the entities whose service
+ * A scan's filters (the service applies them): one partition or a range of them, one EntityType, and the entities whose service
  * Timestamp is at or after `since` (`committedSince`) or before `before` (`committedBefore`).
  */
 type ScanOptions = CallOptions & {
   partitionKey?: string;
+  /** PartitionKeys from `from` (inclusive) to `to` (exclusive): one tenant's key range, say (src/model/tenancy.ts). */
+  partitionKeyRange?: { from: string; to: string };
   entityType?: string;
   committedSince?: Date;
   committedBefore?: Date;
@@ -331,6 +333,9 @@ export class TableStore {
     const client = this.client(table);
     const filters = [
       ...(opts.partitionKey === undefined ? [] : [odata`PartitionKey eq ${opts.partitionKey}`]),
+      ...(opts.partitionKeyRange === undefined
+        ? []
+        : [odata`PartitionKey ge ${opts.partitionKeyRange.from}`, odata`PartitionKey lt ${opts.partitionKeyRange.to}`]),
       ...(opts.entityType === undefined ? [] : [odata`EntityType eq ${opts.entityType}`]),
       ...(opts.committedSince === undefined ? [] : [odata`Timestamp ge ${opts.committedSince}`]),
       ...(opts.committedBefore === undefined ? [] : [odata`Timestamp lt ${opts.committedBefore}`]),

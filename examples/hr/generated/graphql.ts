@@ -1233,6 +1233,15 @@ export type SubscriptionEmployeeChangedArgs = {
   departmentId: Scalars['ID']['input'];
 };
 
+/** Where a tenant's entities are kept. */
+export type TenantIsolation =
+  /** A storage account per tenant (not built yet: refused). */
+  | 'ACCOUNT'
+  /** Shared tables, the tenant id first in every PartitionKey (the tenant's key range). */
+  | 'PARTITION_PREFIX'
+  /** A table per tenant (not built yet: refused). */
+  | 'TABLE';
+
 /** Merge: only the fields given change; a field given as null is cleared. */
 export type UpdateContractorInput = {
   agency?: InputMaybe<Scalars['String']['input']>;
