@@ -49,6 +49,8 @@ type Store @entity(table: "Shop", partitionKey: "{storeId}", rowKey: "store")
   stock: Int! @summary(of: "Item", via: "store", sum: ["stock"])
   items(first: Int, after: String): ItemConnection! @range(partitionKey: "{storeId}", rowKeyPrefix: "item_")
   itemsByTitle(first: Int, after: String): ItemConnection! @range(index: "byTitle", partitionKey: "{storeId}", rowKeyPrefix: "title_")
+  # A read-only SAS for the store's partition: the tenant's.
+  sas: String @sas(expiresInSeconds: 600)
 }
 
 type Item @entity(table: "Shop", partitionKey: "{storeId}", rowKey: "item_{sku}")
@@ -208,6 +210,14 @@ test('the tenant is the token’s: no token, a token without a tenant, a bad one
   expect(code(input)).toBe('GRAPHQL_VALIDATION_FAILED');
   const arg = await as(tokens.get('alpha'), 'query { store(storeId: "s1", _tenant: "bravo") { name } }');
   expect(code(arg)).toBe('GRAPHQL_VALIDATION_FAILED');
+});
+
+test('a @sas field signs for the tenant’s own partition only', async () => {
+  for (const t of TENANTS) {
+    const r = await as(tokens.get(t), 'query { store(storeId: "s1") { sas } }');
+    const url = new URL(r.data.store.sas);
+    expect([url.searchParams.get('spk'), url.searchParams.get('epk')]).toEqual([`${t}_s1`, `${t}_s1`]);
+  }
 });
 
 /** What each tenant's acknowledged writes made: items by `store/sku`. */
