@@ -139,6 +139,7 @@ describe('loadConfig', () => {
       heavyRequestCalls: 16,
       metrics: 'loopback',
       rateLimit: 1200,
+      tenantBudget: { transactionsPerSecond: 1000, entitiesPerSecond: 10000 },
     });
   });
 
