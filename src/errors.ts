@@ -102,6 +102,7 @@ export const Reason = {
   Deadline: { code: 'REQUEST_TIMEOUT', meaning: 'the request used up its time (`TABLEGRAPH_REQUEST_TIMEOUT_MS`): no further storage call was sent' },
   StorageQueueFull: { code: 'OVERLOADED', meaning: "the server's queue of storage calls is full: try again after `Retry-After`" },
   HeavyRequestsQueued: { code: 'OVERLOADED', meaning: 'a heavy query could not finish in time behind the heavy ones running' },
+  TenantClosed: { code: 'FORBIDDEN', meaning: "under `@tenancy`, the caller's tenant is closed: being deleted, or deleted (`npm run tenant -- delete`)" },
   TenantBudget: {
     code: 'RATE_LIMITED',
     meaning:

@@ -471,3 +471,56 @@ test('npm run tenant -- export: a tenant’s entities as NDJSON and a manifest, 
     expect(JSON.stringify(e.data)).toBe(JSON.stringify(a.data));
   }
 });
+
+/** Entities of each tenant's key range in every table of the deployment (the catalogue left out), by tenant. */
+async function entitiesByTenant(): Promise<Record<string, number>> {
+  const prefix = ctx.server.config.tablePrefix;
+  const counts: Record<string, number> = {};
+  for (const table of (await ctx.server.store.listTables(prefix)).filter((name) => !isReservedName(name.slice(prefix.length)))) {
+    for await (const page of ctx.server.store.scan(table)) {
+      for (const e of page) {
+        const tenant = table === `${prefix}Currencies` ? 'global' : e.partitionKey.slice(0, e.partitionKey.indexOf('_'));
+        counts[tenant] = (counts[tenant] ?? 0) + 1;
+      }
+    }
+  }
+  return counts;
+}
+
+test('npm run tenant -- delete: the tenant refused, every entity of its key range gone, the other tenants untouched', async () => {
+  const env = {
+    AZURE_STORAGE_CONNECTION_STRING: connectionString(),
+    TABLEGRAPH_SCHEMA_DIR: ctx.dir,
+    TABLEGRAPH_TABLE_PREFIX: ctx.server.config.tablePrefix,
+    // What a delete waits out after closing the tenant: no request or message of it is in flight here.
+    TABLEGRAPH_REQUEST_TIMEOUT_MS: '1000',
+    TABLEGRAPH_SETTLE_MS: '1000',
+    TABLEGRAPH_STORAGE_TIMEOUT_MS: '2000',
+  };
+  const unconfirmed = runCommand('tenant', ['delete', 'charlie'], undefined, env);
+  expect((await unconfirmed.exited).code).toBe(1);
+  expect(unconfirmed.output()).toMatch(/cannot be undone: run it again with --yes/);
+  const before = await entitiesByTenant();
+  expect(before.charlie).toBeGreaterThan(0);
+  const run = runCommand('tenant', ['delete', 'charlie', '--yes'], undefined, env);
+  expect((await run.exited).code).toBe(0);
+  expect(run.output()).toMatch(new RegExp(`tenant charlie deleted: ${before.charlie} entities, 0 blobs`));
+  const after = await entitiesByTenant();
+  expect(after).toEqual({ ...before, charlie: undefined });
+  // Its tokens are refused (the server learns of it within its refresh), whatever they ask.
+  const charlie = tokens.get('charlie')!;
+  let refused: Answer | undefined;
+  await until('charlie refused', async () => (refused = await as(charlie, 'query { store(storeId: "s1") { name } }')).status === 403);
+  expect({ code: code(refused!), reason: refused!.errors![0].extensions.reason, data: refused!.data ?? null }).toEqual({
+    code: 'FORBIDDEN',
+    reason: 'TenantClosed',
+    data: null,
+  });
+  const write = await as(charlie, CREATE_ITEM, { i: { storeId: 's1', sku: 'back', title: 'charlie: back', stock: 1, supplierId: 'sup1' } });
+  expect(write.status).toBe(403);
+  expect((await entitiesByTenant()).charlie).toBeUndefined();
+  // The others are served as before, and every derived entity is still as its entity says.
+  const alpha = await as(tokens.get('alpha'), 'query { store(storeId: "s1") { itemCount } }');
+  expect(alpha.data.store.itemCount).toBe([...expected.get('alpha')!.values()].filter((i) => i.storeId === 's1').length);
+  expect((await verifyDerived({ store: ctx.server.store, model: ctx.model })).ok).toBe(true);
+});

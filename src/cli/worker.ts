@@ -44,6 +44,7 @@ runMain(
     const worker = createMessageWorker({
       writer,
       gate: deployment.states,
+      closedTenants: deployment.closedTenants,
       model,
       store: storage.store,
       queues: storage.queues,

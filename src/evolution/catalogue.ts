@@ -10,6 +10,7 @@
  * | `version` | `v000001` … | each deployed version: its SDL and layout (gzip, base64), when |
  * | `path` | a path id (`index:Order.byCustomer`, `rekey:Order`) | the path's state, build checkpoint, progress, lease |
  * | `server` | an instance id | a running server's or worker's version, and when it last said so |
+ * | `tenant` | a tenant id | under `@tenancy`, a tenant closed (being deleted) or deleted, when, and what was deleted |
  */
 import { ErrorCode, isTablegraphError } from '../errors';
 import type { TableStore } from '../storage/table-store';
@@ -29,6 +30,8 @@ import {
   type PathRecord,
   type ServerRecord,
 } from './catalogue-records';
+import { decodeTenant } from './tenant-records';
+import type { TenantRecord } from '../model/tenancy';
 
 /** The catalogue table's name under a table prefix. */
 export function catalogueTable(tablePrefix: string): string {
@@ -166,6 +169,23 @@ export class Catalogue {
   /** Removes a server's row (it stopped). */
   async leave(instance: string): Promise<void> {
     await this.store.deleteEntity({ table: this.table, partitionKey: 'server', rowKey: instance });
+  }
+
+  /** Records a tenant's state (an unconditional upsert: closing and deleting only ever go forward). */
+  async putTenant(record: TenantRecord): Promise<void> {
+    const properties = {
+      State: str(record.state),
+      ClosedAt: date(record.closedAt),
+      ...(record.deletedAt !== undefined && { DeletedAt: date(record.deletedAt) }),
+      ...(record.deleted !== undefined && { Deleted: str(JSON.stringify(record.deleted)) }),
+    };
+    await this.store.upsertEntity(this.table, { partitionKey: 'tenant', rowKey: record.tenant, properties }, 'replace');
+  }
+
+  /** Every closed or deleted tenant (one range query over the `tenant` partition). */
+  async tenants(): Promise<TenantRecord[]> {
+    const page = await this.store.queryRange({ table: this.table, partitionKey: 'tenant', limit: 1000 });
+    return page.entities.map(decodeTenant);
   }
 
   /** Every server's row (one range query over the `server` partition). */

@@ -69,10 +69,37 @@ export function requireTenant(tenant: string | undefined): string {
   return tenant;
 }
 
+/** The tenant a tenant-scoped PartitionKey belongs to: the text before its first `_` (undefined without one). */
+export function tenantOfPartitionKey(partitionKey: string): string | undefined {
+  const at = partitionKey.indexOf(TENANT_SEPARATOR);
+  return at > 0 ? partitionKey.slice(0, at) : undefined;
+}
+
 /**
  * The PartitionKeys of one tenant, as a range: from `<tenant>_` (inclusive) to `<tenant>` + the character after `_`
  * (exclusive).
  */
 export function tenantPartitionRange(tenant: string): { from: string; to: string } {
   return { from: `${tenant}${TENANT_SEPARATOR}`, to: `${tenant}${String.fromCharCode(TENANT_SEPARATOR.charCodeAt(0) + 1)}` };
+}
+
+/**
+ * A tenant's row in the catalogue's `tenant` partition: `closed` while it is being deleted — its requests refused, its
+ * messages dropped — and `deleted` once every entity of its key range is gone. A tenant without a row is open.
+ */
+export interface TenantRecord {
+  tenant: string;
+  state: 'closed' | 'deleted';
+  /** When it was closed (ms since the epoch). */
+  closedAt: number;
+  /** When its last entity was deleted (ms since the epoch). */
+  deletedAt?: number;
+  /** What was deleted: entities by table (the table prefix left off), and blobs. */
+  deleted?: { entities: Record<string, number>; blobs: number };
+}
+
+/** Where tenants' states are kept (the catalogue, src/evolution/catalogue.ts). */
+export interface TenantRegistry {
+  tenants(): Promise<TenantRecord[]>;
+  putTenant(record: TenantRecord): Promise<void>;
 }

@@ -31,6 +31,7 @@ import type { CompiledSchema } from '../compiler/compile';
 import { compileConfiguredSchema } from './configured-schema';
 import { seedIfEmpty, seedManifestPath } from './seed';
 import { startSchemaDeployment } from './schema-deployment';
+import type { PathStates } from '../evolution/path-states';
 import { assertBackupReachable, backupJobs, type BackupJobs } from './capture';
 import { backupBlobs } from './backup-account';
 import { latestPassReader } from '../backup/restorable-window';
@@ -60,8 +61,8 @@ export interface RunningServer {
  * @throws TablegraphError CONFIG_INVALID for a non-loopback HOST with no authentication configured, and for a
  *   tenant-scoped schema (`@tenancy`) with none
  */
-function authenticatorFor(config: Config, log: Logger, tenancy: Model['tenancy']): Authenticator | undefined {
-  if (authConfigured(config.auth)) return createAuthenticator({ ...config.auth, tenantClaim: tenancy?.claim });
+function authenticatorFor(config: Config, log: Logger, tenancy: Model['tenancy'], tenantClosed: (tenant: string) => boolean): Authenticator | undefined {
+  if (authConfigured(config.auth)) return createAuthenticator({ ...config.auth, tenantClaim: tenancy?.claim, tenantClosed });
   if (tenancy) {
     // Without a verified token there is no tenant, and a tenant-scoped schema has nothing to serve.
     throw new TablegraphError(
@@ -97,7 +98,9 @@ function authenticatorFor(config: Config, log: Logger, tenancy: Model['tenancy']
  */
 export async function startServer(config: Config, storage: OpenStorage, log: Logger, compiled?: CompiledSchema): Promise<RunningServer> {
   const { schema, model, sdl } = compiled ?? compileConfiguredSchema(config);
-  const authenticate = authenticatorFor(config, log, model.tenancy);
+  // The closed tenants are known once the deployment reads them; until then no request is served.
+  const closed: { tenants?: { has(tenant: string): boolean } } = {};
+  const authenticate = authenticatorFor(config, log, model.tenancy, (tenant) => closed.tenants?.has(tenant) ?? false);
   attachResolvers(schema, model);
   // A store opened without the model (openStorage's caller decides) still seals what the schema encrypts.
   attachCipher(storage.store, model, config, storage.access, log);
@@ -114,21 +117,12 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     log,
     builds: config.worker === 'inline',
   });
+  closed.tenants = deployment.closedTenants;
   await ensureWorkQueues(storage.queues, config.tablePrefix);
   const queues = workQueueNames(config.tablePrefix);
   // A schema with @blob fields needs its containers (and a blob connection string) before it serves.
   for (const container of blobContainers(model)) await storage.blobs.ensureContainer(container);
-  const blobs = { store: storage.blobs, cleanupDelaySeconds: config.blobCleanupDelaySeconds };
-  const writer = new WriteExecutor({
-    model,
-    store: storage.store,
-    workQueue: queueSender(storage.queues, queues.queue),
-    blobs,
-    changeRetentionMs: config.subscriptions.retentionMs,
-    capture: config.backup.capture,
-    log,
-    gate: deployment.states,
-  });
+  const writer = writerOf(config, storage, { model, gate: deployment.states }, log);
   await seedEmptyStore(config, storage, { model, schema }, log);
   if (!config.cursorSecret) log.warn('TABLEGRAPH_CURSOR_SECRET is not set: cursors are signed with a random key and expire when the server restarts');
   const app = await createGraphqlApp({
@@ -151,7 +145,10 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     catalogue: () => deployment.catalogue.deployment(),
     ...(config.backup.capture && { backup: latestPassReader(backupBlobs(config, storage.blobs), config.backup.container) }),
   });
-  const worker = config.worker === 'inline' ? inlineWorker(config, storage, { model, writer, gate: deployment.states }, log) : undefined;
+  const worker =
+    config.worker === 'inline'
+      ? inlineWorker(config, storage, { model, writer, gate: deployment.states, closedTenants: deployment.closedTenants }, log)
+      : undefined;
   const backup = worker && backupJobs(config, storage, { model, schemaHash: deployment.schemaHash, sdl }, log);
   const server = httpServer(config, app, log);
   await listen(server, config, async () => {
@@ -170,6 +167,20 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     close: (graceMs = 10000) => stop({ server, app, worker, backup, writer, deployment }, graceMs),
     refreshPathStates: () => deployment.states.refresh(),
   };
+}
+
+/** The write path of a server: its work queue, its blobs, its change log's retention, continuous backup's capture. */
+function writerOf(config: Config, storage: OpenStorage, runtime: { model: Model; gate: PathStates }, log: Logger): WriteExecutor {
+  return new WriteExecutor({
+    model: runtime.model,
+    store: storage.store,
+    workQueue: queueSender(storage.queues, workQueueNames(config.tablePrefix).queue),
+    blobs: { store: storage.blobs, cleanupDelaySeconds: config.blobCleanupDelaySeconds },
+    changeRetentionMs: config.subscriptions.retentionMs,
+    capture: config.backup.capture,
+    log,
+    gate: runtime.gate,
+  });
 }
 
 /** Listens on the configured port and host; `undo` runs when it cannot (the port taken, …) before the error is thrown. */
@@ -292,13 +303,14 @@ async function seedEmptyStore(config: Config, storage: OpenStorage, compiled: Pi
 function inlineWorker(
   config: Config,
   storage: OpenStorage,
-  runtime: { model: Model; writer: WriteExecutor; gate: MessageWorkerOptions['gate'] },
+  runtime: { model: Model; writer: WriteExecutor; gate: MessageWorkerOptions['gate']; closedTenants?: MessageWorkerOptions['closedTenants'] },
   log: Logger,
 ): QueueWorker {
-  const { model, writer, gate } = runtime;
+  const { model, writer, gate, closedTenants: closed } = runtime;
   return createMessageWorker({
     model,
     gate,
+    closedTenants: closed,
     store: storage.store,
     queues: storage.queues,
     tablePrefix: config.tablePrefix,

@@ -28,6 +28,8 @@ export interface AuthSettings {
   requireExp?: boolean;
   /** Under `@tenancy`: the claim naming the caller's tenant; a token without a valid one is refused. */
   tenantClaim?: string;
+  /** Under `@tenancy`: whether a tenant is closed (being deleted, or deleted): its tokens are refused. */
+  tenantClosed?: (tenant: string) => boolean;
 }
 
 /** Verifies a request's `Authorization` header; resolves to its Principal. */
@@ -76,11 +78,18 @@ export function createAuthenticator(settings: AuthSettings): Authenticator {
     requiredClaims: settings.requireExp === false ? [] : ['exp'],
   };
   const rolesClaim = settings.rolesClaim ?? 'roles';
+  /** The principal, unless its tenant is closed: FORBIDDEN (reason TenantClosed, HTTP 403) then. */
+  const open = (principal: Principal): Principal => {
+    if (principal.tenant === undefined || !settings.tenantClosed?.(principal.tenant)) return principal;
+    throw new GraphQLError(`The tenant ${principal.tenant} is closed: it is being deleted, or was.`, {
+      extensions: { code: ErrorCode.FORBIDDEN, reason: 'TenantClosed', http: { status: 403 } },
+    });
+  };
   return async (authorization) => {
     const match = /^Bearer\s+([A-Za-z0-9._~+/-]+=*)$/i.exec(authorization ?? '');
     if (!match) throw unauthenticated(authorization ? 'the Authorization header is not a bearer token' : 'no token');
     const known = verified.get(match[1]);
-    if (known) return known;
+    if (known) return open(known);
     let payload: JWTPayload;
     try {
       ({ payload } = await (typeof key === 'function' ? jwtVerify(match[1], key, options) : jwtVerify(match[1], key, options)));
@@ -106,6 +115,6 @@ export function createAuthenticator(settings: AuthSettings): Authenticator {
       claims: payload,
     };
     verified.set(match[1], principal, payload.exp);
-    return principal;
+    return open(principal);
   };
 }

@@ -6,6 +6,7 @@
  * several workers on one queue are competing consumers ("Eventually consistent transactions pattern").
  */
 import type { Logger } from '../log';
+import { tenantOfPartitionKey } from '../model/tenancy';
 import type { Model } from '../model/types';
 import type { QueueStore } from '../storage/queue-store';
 import type { TableStore } from '../storage/table-store';
@@ -32,6 +33,8 @@ import { typesTouchedByEntity } from '../write/touched-types';
 
 export interface MessageWorkerOptions {
   model: Model;
+  /** Under `@tenancy`: the tenants closed (closed-tenants.ts): their messages are dropped, nothing written for them. */
+  closedTenants?: { has(tenant: string): boolean };
   store: TableStore;
   queues: QueueStore;
   tablePrefix: string;
@@ -95,6 +98,7 @@ export function createMessageWorker(opts: MessageWorkerOptions): QueueWorker {
 
   /** Each kind straight to its handler. */
   function dispatch(message: EntityMessage | BlobCleanupMessage): Promise<HandlerResult> {
+    if (message.kind !== 'blobCleanup' && closedTenant(opts, message)) return Promise.resolve({ kind: 'done' });
     switch (message.kind) {
       case 'blobCleanup':
         return handleBlobCleanup(message, opts);
@@ -104,6 +108,16 @@ export function createMessageWorker(opts: MessageWorkerOptions): QueueWorker {
         return handleMove(message, opts);
     }
   }
+}
+
+/**
+ * Whether the message is a write of a closed tenant's entity: a tenant being deleted gets nothing written again by
+ * the worker (a summary's holder, an index entity), so its delete finds nothing left behind.
+ */
+function closedTenant(opts: MessageWorkerOptions, message: EntityMessage): boolean {
+  if (!opts.closedTenants || !opts.model.entities.get(message.entity)?.tenantScoped) return false;
+  const tenant = tenantOfPartitionKey(message.primary.partitionKey);
+  return tenant !== undefined && opts.closedTenants.has(tenant);
 }
 
 /** A span of its own trace, linked to the request whose write sent the message (spans.ts). */

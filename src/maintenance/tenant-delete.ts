@@ -1,0 +1,131 @@
+/**
+ * A tenant deleted (`npm run tenant -- delete <id> --yes`, docs/tenancy.md): every entity of its key range in every
+ * table of the deployment — entities, index entities, summaries' contributions, change entities, in its own
+ * partitions, and any table per period — and the blobs its entities' `@blob` fields name.
+ *
+ * In order, so that nothing of it comes back:
+ * 1. The tenant is closed in the catalogue (closed-tenants.ts): within the refresh interval every server refuses its
+ *    tokens (FORBIDDEN, reason TenantClosed) and every worker drops its messages.
+ * 2. `settleMs` is waited out: the refresh interval twice, and the longest a request or a message handled before that
+ *    could still write.
+ * 3. Passes over every table read its key range (a maintenance read) and delete what they find, in EGTs of one
+ *    partition, until a pass finds nothing (at most MAX_PASSES).
+ * 4. The tenant is recorded deleted, with what was deleted. Its id stays closed.
+ *
+ * Not deleted: the tenant's rows in continuous backup's segments and snapshots (docs/backup.md), which expire with the
+ * restorable window.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ErrorCode, TablegraphError } from '../errors';
+import { blobFields } from '../model/blob-fields';
+import { tenantPartitionRange, type TenantRecord, type TenantRegistry } from '../model/tenancy';
+import { ENTITY_TYPE_PROPERTY, type Model } from '../model/types';
+import type { BlobStore } from '../storage/blob-store';
+import { isReservedName } from '../storage/reserved-names';
+import type { StorageObserver, StoredEntity } from '../storage/storage-types';
+import type { TableStore } from '../storage/table-store';
+
+/** Passes at most: the first deletes nearly everything; a later one what a straggling write made meanwhile. */
+export const MAX_PASSES = 5;
+
+/** Operations of one EGT at most (the Table service's limit). */
+const EGT_OPERATIONS = 100;
+
+export interface TenantDeleteOptions {
+  store: TableStore;
+  /** The blobs of `@blob` fields; absent: none deleted (a schema without `@blob`). */
+  blobs?: BlobStore;
+  model: Model;
+  /** Where the tenant is closed, then recorded deleted: the catalogue. */
+  catalogue: TenantRegistry;
+  tablePrefix: string;
+  tenant: string;
+  /** How long to wait between closing the tenant and deleting its entities (ms). */
+  settleMs: number;
+  observer?: StorageObserver;
+  /** Told of each table's deletes in each pass. */
+  onProgress?(p: { pass: number; table: string; entities: number }): void;
+}
+
+/**
+ * Deletes one tenant.
+ * @returns what was deleted: entities by table (the prefix left off), and blobs
+ * @throws TablegraphError BAD_USER_INPUT for a schema without `@tenancy`; STORAGE_UNAVAILABLE when a pass still finds
+ *   entities after MAX_PASSES (run it again: it goes on where it is); storage errors as the store maps them
+ */
+export async function deleteTenant(opts: TenantDeleteOptions): Promise<NonNullable<TenantRecord['deleted']>> {
+  if (!opts.model.tenancy) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, 'The schema has no @tenancy: it has no tenants to delete.');
+  const known = (await opts.catalogue.tenants()).find((t) => t.tenant === opts.tenant);
+  const closedAt = known?.closedAt ?? Date.now();
+  if (!known) await opts.catalogue.putTenant({ tenant: opts.tenant, state: 'closed', closedAt });
+  await sleep(Math.max(0, closedAt + opts.settleMs - Date.now()));
+  const deleted = { entities: {} as Record<string, number>, blobs: 0 };
+  for (let pass = 1; pass <= MAX_PASSES; pass++) {
+    const found = await deletePass(opts, pass, deleted);
+    if (found === 0) {
+      await opts.catalogue.putTenant({ tenant: opts.tenant, state: 'deleted', closedAt, deletedAt: Date.now(), deleted });
+      return deleted;
+    }
+  }
+  throw new TablegraphError(
+    ErrorCode.STORAGE_UNAVAILABLE,
+    `Entities of tenant ${opts.tenant} were still being written after ${MAX_PASSES} passes: run the delete again once every server and worker has been up for a while.`,
+  );
+}
+
+/** One pass over every table of the deployment: what it found of the tenant, deleted. @returns entities found */
+async function deletePass(opts: TenantDeleteOptions, pass: number, deleted: { entities: Record<string, number>; blobs: number }): Promise<number> {
+  const tables = (await opts.store.listTables(opts.tablePrefix)).filter((t) => !isReservedName(t.slice(opts.tablePrefix.length)));
+  let found = 0;
+  for (const table of tables) {
+    let entities = 0;
+    const pages = opts.store.scan(table, { partitionKeyRange: tenantPartitionRange(opts.tenant), observer: opts.observer });
+    for await (const page of pages) {
+      deleted.blobs += await deleteBlobs(opts, page);
+      await deleteEntities(opts.store, table, page, opts.observer);
+      entities += page.length;
+    }
+    if (entities === 0) continue;
+    found += entities;
+    const name = table.slice(opts.tablePrefix.length);
+    deleted.entities[name] = (deleted.entities[name] ?? 0) + entities;
+    opts.onProgress?.({ pass, table: name, entities });
+  }
+  return found;
+}
+
+/** A page's entities deleted, in EGTs of one partition each (an entity already gone counts as deleted). */
+async function deleteEntities(store: TableStore, table: string, page: StoredEntity[], observer?: StorageObserver): Promise<void> {
+  const byPartition = new Map<string, StoredEntity[]>();
+  for (const e of page) byPartition.set(e.partitionKey, [...(byPartition.get(e.partitionKey) ?? []), e]);
+  for (const [partitionKey, entities] of byPartition) {
+    for (let i = 0; i < entities.length; i += EGT_OPERATIONS) {
+      const chunk = entities.slice(i, i + EGT_OPERATIONS);
+      try {
+        await store.submitTransaction(
+          table,
+          chunk.map((e) => ({ kind: 'delete' as const, partitionKey, rowKey: e.rowKey })),
+          { observer },
+        );
+      } catch (e) {
+        // One of them is gone already (a write of the tenant's, before it was closed): each on its own then.
+        if (!(e instanceof TablegraphError) || e.code !== ErrorCode.NOT_FOUND) throw e;
+        for (const one of chunk) await store.deleteEntity({ table, partitionKey, rowKey: one.rowKey }, { observer });
+      }
+    }
+  }
+}
+
+/** The blobs the page's entities name in their `@blob` fields, deleted. @returns how many were there */
+async function deleteBlobs(opts: TenantDeleteOptions, page: StoredEntity[]): Promise<number> {
+  if (!opts.blobs) return 0;
+  let deleted = 0;
+  for (const row of page) {
+    const entity = [...opts.model.entities.values()].find((e) => !e.implementations && e.entityType === row.properties[ENTITY_TYPE_PROPERTY]);
+    for (const f of entity ? blobFields(entity) : []) {
+      const name = row.properties[f.name];
+      if (typeof name === 'string' && (await opts.blobs.delete(f.blob.container, name))) deleted++;
+    }
+  }
+  return deleted;
+}
