@@ -21,7 +21,13 @@ import { readManifest } from '../src/load/manifest';
 import { runCommand } from './support/processes';
 import { verifyDerived } from '../src/maintenance/verify-derived';
 import { isReservedName } from '../src/storage/reserved-names';
-import { connectionString, startSdlServer } from './support/harness';
+import { connectionString, startSdlServer, testQueues } from './support/harness';
+import { indexAddress } from './support/write-fixtures';
+import { randomUUID } from 'node:crypto';
+import { Catalogue } from '../src/evolution/catalogue';
+import { renderKey } from '../src/model/key-template';
+import { encodeMessage } from '../src/queue/messages';
+import { workQueueNames } from '../src/queue/sender';
 import { sseSubscribe, type Collected } from './support/subscription-clients';
 import { seededRandom, testSeed } from './support/seed';
 import { until } from './support/wait';
@@ -470,6 +476,47 @@ test('npm run tenant -- export: a tenant’s entities as NDJSON and a manifest, 
     // The texts name their tenant: alpha's, copied. Everything else is the same.
     expect(JSON.stringify(e.data)).toBe(JSON.stringify(a.data));
   }
+});
+
+/**
+ * An item's inter-partition index entity taken away, and a fan-out message for the item sent as a writer would: the
+ * worker writes the index entity again — unless the item's tenant is closed.
+ * @returns whether the index entity is there once the worker handled the message
+ */
+async function indexAfterMessage(tenant: Tenant, item: Item): Promise<boolean> {
+  const values = { ...item, _tenant: tenant };
+  const index = indexAddress(ctx.model, 'Item', 'bySupplier', values);
+  expect(await ctx.server.store.deleteEntity(index)).toBe(true);
+  const entity = ctx.model.entities.get('Item')!;
+  const primary = { table: entity.layout.table, partitionKey: renderKey(entity.layout.partitionKey, values), rowKey: renderKey(entity.layout.rowKey, values) };
+  const stored = await ctx.server.store.getEntity(primary);
+  const handled = ctx.server.worker!.stats().handled;
+  const message = {
+    v: 3 as const,
+    kind: 'fanout' as const,
+    id: randomUUID(),
+    entity: 'Item',
+    primary,
+    writeId: String(stored!.properties.WriteId),
+    basedOn: null,
+    deleted: false,
+    candidates: [index],
+    enqueuedAt: Date.now(),
+  };
+  await testQueues().send(workQueueNames(ctx.server.config.tablePrefix).queue, encodeMessage(message));
+  await until('the worker handled the message', async () => ctx.server.worker!.stats().handled > handled);
+  return (await ctx.server.store.getEntity(index)) !== null;
+}
+
+test('a closed tenant: its tokens refused, and the worker writes nothing for it from its messages', async () => {
+  const [alphaItem] = [...expected.get('alpha')!.values()];
+  // The control: an open tenant's message is acted on.
+  expect(await indexAfterMessage('alpha', alphaItem)).toBe(true);
+  await new Catalogue(ctx.server.store, ctx.server.config.tablePrefix).putTenant({ tenant: 'charlie', state: 'closed', closedAt: Date.now() });
+  // The server and its worker learn of it within their refresh.
+  await until('charlie refused', async () => (await as(tokens.get('charlie'), 'query { store(storeId: "s1") { name } }')).status === 403);
+  const [charlieItem] = [...expected.get('charlie')!.values()];
+  expect(await indexAfterMessage('charlie', charlieItem)).toBe(false);
 });
 
 /** Entities of each tenant's key range in every table of the deployment (the catalogue left out), by tenant. */
