@@ -25,6 +25,7 @@ const LONG = [
   'schema-rekey',
   'shared-azurite',
   'storage-faults',
+  'tenant-move',
   'unique-lifecycle',
 ];
 const longFiles = LONG.map((name) => `<rootDir>/test/${name}.test.ts`);

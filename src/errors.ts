@@ -103,6 +103,15 @@ export const Reason = {
   StorageQueueFull: { code: 'OVERLOADED', meaning: "the server's queue of storage calls is full: try again after `Retry-After`" },
   HeavyRequestsQueued: { code: 'OVERLOADED', meaning: 'a heavy query could not finish in time behind the heavy ones running' },
   TenantClosed: { code: 'FORBIDDEN', meaning: "under `@tenancy`, the caller's tenant is closed: being deleted, or deleted (`npm run tenant -- delete`)" },
+  TenantNotCreated: {
+    code: 'FORBIDDEN',
+    meaning: "under `@tenancy(isolation: ACCOUNT)`, the caller's tenant has no account yet (`npm run tenant -- create <id> --isolation ACCOUNT`)",
+  },
+  TenantMoving: {
+    code: 'STORAGE_BUSY',
+    meaning:
+      "under `@tenancy`, the caller's tenant is between tiers (`npm run tenant -- move`) for a few seconds: its writes wait; try again after `Retry-After`",
+  },
   TenantBudget: {
     code: 'RATE_LIMITED',
     meaning:

@@ -6,13 +6,17 @@
  * one or a bad signature — and subscriptions of each tenant: no answer holds another tenant's entity, no event
  * another tenant's write, no request scans; then every tenant's data is exactly what its own acknowledged writes
  * made it (summaries, indexes and copies included), `verify` is clean, and a raw listing of every table finds each
- * entity in its own tenant's key range. Last, a load into one tenant (`--tenant`), and a tenant exported
- * (`npm run tenant -- export`) and loaded back into another.
+ * entity in its own tenant's key range. The three tenants are on the three tiers (docs/tenancy.md, "Tiers"): alpha on
+ * the shared tables (PARTITION_PREFIX), bravo in tables of its own (TABLE), charlie in an account of its own (ACCOUNT:
+ * a second Azurite, reached through an environment variable's connection string), each made with
+ * `npm run tenant -- create` before its first request. Last, a load into one tenant (`--tenant`), a tenant exported
+ * (`npm run tenant -- export`) and loaded back into another, a tenant closed and one deleted.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { SignJWT } from 'jose';
+import { AzureSASCredential, TableClient } from '@azure/data-tables';
 import { compileSchema } from '../src/compiler/compile';
 import { loadSchemaSources } from '../src/compiler/load-schema';
 import { loadEntities } from '../src/load/load-entities';
@@ -31,6 +35,9 @@ import { workQueueNames } from '../src/queue/sender';
 import { sseSubscribe, type Collected } from './support/subscription-clients';
 import { seededRandom, testSeed } from './support/seed';
 import { until } from './support/wait';
+import { startAzurite, type AzuriteHandle } from '../src/storage/azurite';
+import { TableStore } from '../src/storage/table-store';
+import { tenantTable } from '../src/model/tenancy';
 
 const SECRET = 'a-tenancy-test-secret-of-32-chars-at-least';
 const TENANTS = ['alpha', 'bravo', 'charlie'] as const;
@@ -131,11 +138,53 @@ async function as(token: string | undefined, query: string, variables?: Record<s
 }
 const code = (a: Answer) => a.errors?.[0]?.extensions?.code as string | undefined;
 
+/** Charlie's own account (tier ACCOUNT): a second Azurite, its connection string in an environment variable. */
+let charlieAccount: AzuriteHandle;
+const CHARLIE_ACCOUNT_VARIABLE = 'TABLEGRAPH_TEST_CHARLIE_ACCOUNT';
+/** The environment of the test's commands (npm run tenant, …): charlie's account variable passes through. */
+const commandEnv = (more: Record<string, string> = {}) => ({
+  AZURE_STORAGE_CONNECTION_STRING: connectionString(),
+  TABLEGRAPH_SCHEMA_DIR: ctx.dir,
+  TABLEGRAPH_TABLE_PREFIX: ctx.server.config.tablePrefix,
+  [CHARLIE_ACCOUNT_VARIABLE]: charlieAccount.connectionString,
+  ...more,
+});
+
 beforeAll(async () => {
+  charlieAccount = await startAzurite({ inMemory: true });
+  process.env[CHARLIE_ACCOUNT_VARIABLE] = charlieAccount.connectionString;
   ctx = await startSdlServer(SDL, { TABLEGRAPH_JWT_SECRET: SECRET, TABLEGRAPH_RATE_LIMIT: '1000000', TABLEGRAPH_SUBSCRIPTION_POLL_MS: '100' });
   for (const t of TENANTS) tokens.set(t, await sign({ sub: `owner@${t}.test`, tid: t }));
-}, 60_000);
-afterAll(() => ctx?.close());
+  // bravo and charlie get their tiers before their first request; alpha is on the schema's default.
+  const created = await Promise.all([
+    runCommand('tenant', ['create', 'bravo', '--isolation', 'TABLE'], undefined, commandEnv()).exited,
+    runCommand('tenant', ['create', 'charlie', '--isolation', 'ACCOUNT', '--account', `env:${CHARLIE_ACCOUNT_VARIABLE}`], undefined, commandEnv()).exited,
+  ]);
+  expect(created.map((c) => c.code)).toEqual([0, 0]);
+}, 90_000);
+afterAll(async () => {
+  await ctx?.close();
+  await charlieAccount?.stop();
+  delete process.env[CHARLIE_ACCOUNT_VARIABLE];
+});
+
+test('npm run tenant -- list: each tenant on its tier; a tenant created twice, or with a connection string for an account, is refused', async () => {
+  const list = runCommand('tenant', ['list'], undefined, commandEnv());
+  expect((await list.exited).code).toBe(0);
+  expect(list.output()).toMatch(/bravo\s+TABLE\s+open/);
+  expect(list.output()).toMatch(new RegExp(`charlie\\s+ACCOUNT \\(env:${CHARLIE_ACCOUNT_VARIABLE}\\)\\s+open`));
+  const again = runCommand('tenant', ['create', 'bravo', '--isolation', 'ACCOUNT', '--account', 'env:X'], undefined, commandEnv());
+  expect((await again.exited).code).toBe(1);
+  expect(again.output()).toMatch(/Tenant bravo exists already \(TABLE, open\)/);
+  const clear = runCommand(
+    'tenant',
+    ['create', 'delta2', '--isolation', 'ACCOUNT', '--account', 'DefaultEndpointsProtocol=https;AccountKey=x'],
+    undefined,
+    commandEnv(),
+  );
+  expect((await clear.exited).code).toBe(1);
+  expect(clear.output()).toMatch(/is not an account reference: .*a connection string is never stored/);
+});
 
 /** Every string of an answer under a key that holds a tenant's text (`name`, `title`, `supplierName`), with its path. */
 function taggedTexts(data: unknown, path = ''): Array<{ path: string; text: string }> {
@@ -218,11 +267,26 @@ test('the tenant is the token’s: no token, a token without a tenant, a bad one
   expect(code(arg)).toBe('GRAPHQL_VALIDATION_FAILED');
 });
 
-test('a @sas field signs for the tenant’s own partition only', async () => {
+test('a @sas field signs for the tenant’s own partition only, in its own table or account', async () => {
+  const shop = `${ctx.server.config.tablePrefix}Shop`;
+  const tables = { alpha: shop, bravo: tenantTable(shop, 'bravo'), charlie: shop };
   for (const t of TENANTS) {
     const r = await as(tokens.get(t), 'query { store(storeId: "s1") { sas } }');
     const url = new URL(r.data.store.sas);
     expect([url.searchParams.get('spk'), url.searchParams.get('epk')]).toEqual([`${t}_s1`, `${t}_s1`]);
+    expect(url.pathname.endsWith(`/${tables[t]}`)).toBe(true);
+    // Used as a client would: it reads the tenant's store where it is (charlie's in its own account).
+    const client = new TableClient(
+      `${url.origin}${url.pathname.slice(0, url.pathname.lastIndexOf('/'))}`,
+      tables[t],
+      new AzureSASCredential(url.search.slice(1)),
+      {
+        allowInsecureConnection: true,
+      },
+    );
+    const found: string[] = [];
+    for await (const e of client.listEntities<{ name?: string }>()) found.push(`${e.partitionKey}/${e.rowKey}/${e.name}`);
+    expect(found).toContain(`${t}_s1/store/${t}: store s1`);
   }
 });
 
@@ -377,30 +441,50 @@ test('each tenant’s data is what its own writes made: pages, summaries, indexe
   expect(report.ok).toBe(true);
 });
 
-test('a raw listing of every table finds each entity in its own tenant’s key range, and the global ones apart', async () => {
+/**
+ * Every entity of the deployment's tables, read raw (no placement): the shared account's tables — the shared ones and
+ * bravo's own — and charlie's account's, each with the tenant whose tables they are ('' for the shared ones).
+ */
+async function rawListing(): Promise<Array<{ table: string; owner: string; entity: { partitionKey: string; properties: Record<string, unknown> } }>> {
   const prefix = ctx.server.config.tablePrefix;
-  const tables = await ctx.server.store.listTables(prefix);
-  let listed = 0;
-  // The project's own tables (its catalogue) hold no schema's entities.
-  for (const table of tables.filter((name) => !isReservedName(name.slice(prefix.length)))) {
-    for await (const page of ctx.server.store.scan(table)) {
-      for (const e of page) {
-        listed++;
-        if (table === `${prefix}Currencies`) {
-          expect(e.partitionKey).toBe('currencies');
-          continue;
-        }
-        const tenant = TENANTS.find((t) => e.partitionKey.startsWith(`${t}_`));
-        expect({ table, partitionKey: e.partitionKey, tenant }).toEqual({ table, partitionKey: e.partitionKey, tenant: expect.any(String) });
-        if ('_tenant' in e.properties) expect(e.properties._tenant).toBe(tenant);
-        for (const k of ['name', 'title', 'supplierName']) {
-          const v = e.properties[k];
-          if (typeof v === 'string') expect(v.startsWith(`${tenant}:`)).toBe(true);
-        }
-      }
+  const shared = new TableStore({ connectionString: connectionString(), target: 'azurite' });
+  const charlie = new TableStore({ connectionString: charlieAccount.connectionString, target: 'azurite' });
+  const bravoTables = new Set(ctx.model.tables.map((t) => tenantTable(t, 'bravo')));
+  const listed: Array<{ table: string; owner: string; entity: { partitionKey: string; properties: Record<string, unknown> } }> = [];
+  for (const [store, owner] of [
+    [shared, ''],
+    [charlie, 'charlie'],
+  ] as const) {
+    for (const table of (await store.listTables(prefix)).filter((name) => !isReservedName(name.slice(prefix.length)))) {
+      const own = owner || (bravoTables.has(table) ? 'bravo' : '');
+      for await (const page of store.scan(table)) for (const entity of page) listed.push({ table, owner: own, entity });
     }
   }
-  expect(listed).toBeGreaterThan(100);
+  return listed;
+}
+
+test('a raw listing of every table and account finds each entity in its own tenant’s key range and on its tier, and the global ones apart', async () => {
+  const prefix = ctx.server.config.tablePrefix;
+  const listed = await rawListing();
+  const owners = new Set<string>();
+  for (const { table, owner, entity: e } of listed) {
+    if (table === `${prefix}Currencies`) {
+      expect([owner, e.partitionKey]).toEqual(['', 'currencies']);
+      continue;
+    }
+    const tenant = TENANTS.find((t) => e.partitionKey.startsWith(`${t}_`));
+    expect({ table, partitionKey: e.partitionKey, tenant }).toEqual({ table, partitionKey: e.partitionKey, tenant: expect.any(String) });
+    // Each tenant's entities on its own tier only: alpha in the shared tables, bravo in its own, charlie in its account.
+    expect({ table, tenant, owner }).toEqual({ table, tenant, owner: tenant === 'alpha' ? '' : tenant });
+    owners.add(owner);
+    if ('_tenant' in e.properties) expect(e.properties._tenant).toBe(tenant);
+    for (const k of ['name', 'title', 'supplierName']) {
+      const v = e.properties[k];
+      if (typeof v === 'string') expect(v.startsWith(`${tenant}:`)).toBe(true);
+    }
+  }
+  expect([...owners].sort()).toEqual(['', 'bravo', 'charlie']);
+  expect(listed.length).toBeGreaterThan(100);
 });
 
 test('npm run load -- --tenant: every row of a tenant-scoped type goes to that tenant; a row naming another is skipped', async () => {
@@ -438,11 +522,7 @@ test('npm run load -- --tenant: every row of a tenant-scoped type goes to that t
 
 test('npm run tenant -- export: a tenant’s entities as NDJSON and a manifest, loaded back into another tenant as they were', async () => {
   const out = mkdtempSync(path.join(os.tmpdir(), 'tenancy-export-'));
-  const run = runCommand('tenant', ['export', 'alpha', '--out', out], undefined, {
-    AZURE_STORAGE_CONNECTION_STRING: connectionString(),
-    TABLEGRAPH_SCHEMA_DIR: ctx.dir,
-    TABLEGRAPH_TABLE_PREFIX: ctx.server.config.tablePrefix,
-  });
+  const run = runCommand('tenant', ['export', 'alpha', '--out', out], undefined, commandEnv());
   expect((await run.exited).code).toBe(0);
   const own = [...expected.get('alpha')!.values()];
   expect(run.output()).toMatch(new RegExp(`Item\\s+${own.length} entities`));
@@ -512,38 +592,30 @@ test('a closed tenant: its tokens refused, and the worker writes nothing for it 
   const [alphaItem] = [...expected.get('alpha')!.values()];
   // The control: an open tenant's message is acted on.
   expect(await indexAfterMessage('alpha', alphaItem)).toBe(true);
-  await new Catalogue(ctx.server.store, ctx.server.config.tablePrefix).putTenant({ tenant: 'charlie', state: 'closed', closedAt: Date.now() });
+  const catalogue = new Catalogue(ctx.server.store, ctx.server.config.tablePrefix);
+  const charlie = await catalogue.tenant('charlie');
+  expect(charlie?.isolation).toBe('ACCOUNT');
+  await catalogue.putTenant({ ...charlie!, state: 'closed', closedAt: Date.now() });
   // The server and its worker learn of it within their refresh.
   await until('charlie refused', async () => (await as(tokens.get('charlie'), 'query { store(storeId: "s1") { name } }')).status === 403);
   const [charlieItem] = [...expected.get('charlie')!.values()];
   expect(await indexAfterMessage('charlie', charlieItem)).toBe(false);
 });
 
-/** Entities of each tenant's key range in every table of the deployment (the catalogue left out), by tenant. */
+/** Entities of each tenant's key range in every table of the deployment and charlie's account (the catalogue left out), by tenant. */
 async function entitiesByTenant(): Promise<Record<string, number>> {
   const prefix = ctx.server.config.tablePrefix;
   const counts: Record<string, number> = {};
-  for (const table of (await ctx.server.store.listTables(prefix)).filter((name) => !isReservedName(name.slice(prefix.length)))) {
-    for await (const page of ctx.server.store.scan(table)) {
-      for (const e of page) {
-        const tenant = table === `${prefix}Currencies` ? 'global' : e.partitionKey.slice(0, e.partitionKey.indexOf('_'));
-        counts[tenant] = (counts[tenant] ?? 0) + 1;
-      }
-    }
+  for (const { table, entity: e } of await rawListing()) {
+    const tenant = table === `${prefix}Currencies` ? 'global' : e.partitionKey.slice(0, e.partitionKey.indexOf('_'));
+    counts[tenant] = (counts[tenant] ?? 0) + 1;
   }
   return counts;
 }
 
 test('npm run tenant -- delete: the tenant refused, every entity of its key range gone, the other tenants untouched', async () => {
-  const env = {
-    AZURE_STORAGE_CONNECTION_STRING: connectionString(),
-    TABLEGRAPH_SCHEMA_DIR: ctx.dir,
-    TABLEGRAPH_TABLE_PREFIX: ctx.server.config.tablePrefix,
-    // What a delete waits out after closing the tenant: no request or message of it is in flight here.
-    TABLEGRAPH_REQUEST_TIMEOUT_MS: '1000',
-    TABLEGRAPH_SETTLE_MS: '1000',
-    TABLEGRAPH_STORAGE_TIMEOUT_MS: '2000',
-  };
+  // What a delete waits out after closing the tenant: no request or message of it is in flight here.
+  const env = commandEnv({ TABLEGRAPH_REQUEST_TIMEOUT_MS: '1000', TABLEGRAPH_SETTLE_MS: '1000', TABLEGRAPH_STORAGE_TIMEOUT_MS: '2000' });
   const unconfirmed = runCommand('tenant', ['delete', 'charlie'], undefined, env);
   expect((await unconfirmed.exited).code).toBe(1);
   expect(unconfirmed.output()).toMatch(/cannot be undone: run it again with --yes/);

@@ -84,6 +84,8 @@ runMain(
     try {
       // The schema the rows are written with, recorded before the first of them (schema-deployment.ts).
       await deployForWriting({ config, store: storage.store, model, schema, sdl, log, types: [...new Set(steps.map((s) => s.type))], command: 'npm run load' });
+      // The tenant gets its row (on the default tier) if it has none, so its entities are found wherever they go.
+      if (options.tenant !== undefined) await storage.tenants?.admit(options.tenant);
       const bulk = await startBulkWrite(config, storage.blobs, 'npm run load');
       log.info({ steps: steps.map((s) => `${s.type} ← ${s.file}`), storage: storage.target, concurrency: options.concurrency }, 'loading');
       const progress = createImportProgress({ totalRows, log });

@@ -1,5 +1,10 @@
 /**
  * The tenants of a schema with `@tenancy` (docs/tenancy.md), on the configured storage or the embedded Azurite:
+ * - `npm run tenant -- create <id> [--isolation TABLE|ACCOUNT|PARTITION_PREFIX] [--account <reference>]`: the tenant's
+ *   row, on a tier, before its first request;
+ * - `npm run tenant -- list`: every tenant with a row, its tier, account reference and state;
+ * - `npm run tenant -- move <id> --isolation … [--account <reference>]`: the tenant moved to another tier, online
+ *   (src/maintenance/tenant-move.ts);
  * - `npm run tenant -- export <id> --out <folder>`: the tenant's entities as NDJSON files and a load manifest
  *   (src/maintenance/tenant-export.ts);
  * - `npm run tenant -- delete <id> --yes`: the tenant closed, then every entity of its key range and the blobs they
@@ -14,11 +19,9 @@ import { createLogger, type Logger } from '../log';
 import { exportTenant } from '../maintenance/tenant-export';
 import { deleteTenant } from '../maintenance/tenant-delete';
 import { Catalogue } from '../evolution/catalogue';
-import { STATES_REFRESH_MS } from '../evolution/path-states';
-import { TENANT_ID } from '../model/tenancy';
-import { loadConfig, type Config } from '../runtime/config';
-import { compileConfiguredSchema } from '../runtime/configured-schema';
-import { openStorage } from '../runtime/open-storage';
+import { tenantTable, tenantTables } from '../model/tenancy';
+import { createCommand, listCommand, moveCommand } from './tenant-tiers';
+import { checkTenantId, opened, settleMs } from './tenant-common';
 import { runMain } from './run-main';
 
 runMain(
@@ -34,6 +37,28 @@ runMain(
         done = exportCommand(log, id, path.resolve(opts.out));
       });
     program
+      .command('create <id>')
+      .description("give the tenant its row, on a tier, before its first request (a tenant without one gets the schema's default tier when first served)")
+      .option('--isolation <tier>', "PARTITION_PREFIX, TABLE or ACCOUNT (default: the schema's)")
+      .option('--account <reference>', 'tier ACCOUNT: env:<VARIABLE>, keyvault:<secret URL> or entra:<Table endpoint> (never a connection string)')
+      .action((id: string, opts: { isolation?: string; account?: string }) => {
+        done = createCommand(log, id, opts);
+      });
+    program
+      .command('list')
+      .description('every tenant with a row: its tier, account reference, state and any move under way')
+      .action(() => {
+        done = listCommand(log);
+      });
+    program
+      .command('move <id>')
+      .description('move the tenant to another tier online: reads go on throughout; its writes wait a few seconds while the last changes are copied')
+      .requiredOption('--isolation <tier>', 'PARTITION_PREFIX, TABLE or ACCOUNT')
+      .option('--account <reference>', 'tier ACCOUNT: env:<VARIABLE>, keyvault:<secret URL> or entra:<Table endpoint>')
+      .action((id: string, opts: { isolation: string; account?: string }) => {
+        done = moveCommand(log, id, opts);
+      });
+    program
       .command('delete <id>')
       .description('close the tenant (its requests refused, its messages dropped), then delete every entity of its key range and the blobs they name')
       .option('--yes', 'delete: without it, nothing is done')
@@ -47,15 +72,6 @@ runMain(
   'stderr',
 );
 
-/**
- * How long a delete waits after closing the tenant (ms): every process learns it within the refresh interval (twice,
- * for one that read just before), and a request or a message handled before then may still write for as long as a
- * request may run, or a message wait for its write, and a storage call take.
- */
-function settleMs(config: Config): number {
-  return 2 * STATES_REFRESH_MS + Math.max(config.requestTimeoutMs, config.settleMs) + config.storageTimeoutMs;
-}
-
 async function deleteCommand(log: Logger, tenant: string, yes: boolean): Promise<void> {
   checkTenantId(tenant);
   if (!yes) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `Deleting tenant ${tenant} cannot be undone: run it again with --yes.`);
@@ -66,7 +82,10 @@ async function deleteCommand(log: Logger, tenant: string, yes: boolean): Promise
       { tenant, waitSeconds: Math.round(wait / 1000) },
       `closing tenant ${tenant}: its requests are refused from now on; deleting its entities in ${Math.round(wait / 1000)} s, once no write of it can be in flight`,
     );
+    const record = storage.tenants!.record(tenant);
+    const ownTables = record?.isolation === 'TABLE' ? tenantTables(model).map((t) => tenantTable(t, tenant)) : [];
     const deleted = await deleteTenant({
+      ownTables,
       store: storage.store,
       blobs: storage.blobs,
       model,
@@ -82,22 +101,6 @@ async function deleteCommand(log: Logger, tenant: string, yes: boolean): Promise
   } finally {
     await storage.close();
   }
-}
-
-/** @throws TablegraphError BAD_USER_INPUT for a text that is no tenant id */
-function checkTenantId(tenant: string): void {
-  if (!TENANT_ID.test(tenant))
-    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${JSON.stringify(tenant)} is not a tenant id (1 to 63 lowercase letters, digits and hyphens)`);
-}
-
-/** The configuration, the schema (with @tenancy) and the storage a tenant command works on. */
-async function opened(log: Logger) {
-  const config = loadConfig();
-  log.level = config.logLevel;
-  const { model } = compileConfiguredSchema(config);
-  if (!model.tenancy) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, 'The schema has no @tenancy: it has no tenants.');
-  const storage = await openStorage(config, log, model);
-  return { config, model, storage };
 }
 
 async function exportCommand(log: Logger, tenant: string, out: string): Promise<void> {

@@ -44,7 +44,7 @@ runMain(
     const worker = createMessageWorker({
       writer,
       gate: deployment.states,
-      closedTenants: deployment.closedTenants,
+      closedTenants: storage.tenants,
       model,
       store: storage.store,
       queues: storage.queues,

@@ -13,7 +13,7 @@
  */
 import { isObjectType, type ASTNode, type GraphQLSchema } from 'graphql';
 import type { AccessPath, BoundTemplate, EntityModel, Model, TenancyModel } from '../model/types';
-import { startsWithTenant, TENANT_FIELD } from '../model/tenancy';
+import { hasTenantTableTemplates, startsWithTenant, TENANT_FIELD, TENANT_TABLE_KEY_LENGTH, tenantTables } from '../model/tenancy';
 import { readGlobal, readTenancy } from './directives';
 import type { SchemaProblems } from './schema-errors';
 
@@ -33,13 +33,6 @@ export function buildTenancy(schema: GraphQLSchema, problems: SchemaProblems): T
     }
     return undefined;
   }
-  if (first.isolation !== 'PARTITION_PREFIX') {
-    problems.add(
-      'schema',
-      `@tenancy(isolation: ${first.isolation}) is not built yet: use PARTITION_PREFIX (the tenant first in every PartitionKey of shared tables)`,
-      first.node,
-    );
-  }
   if (first.claim === '') problems.add('schema', '@tenancy(claim:) names the token claim that holds the tenant id, e.g. "tid"', first.node);
   for (const type of Object.values(schema.getTypeMap())) {
     const global = isObjectType(type) ? readGlobal(type.astNode) : undefined;
@@ -47,7 +40,33 @@ export function buildTenancy(schema: GraphQLSchema, problems: SchemaProblems): T
       problems.add(type.name, '@global is for @entity types: only stored types belong to a tenant or to none', global);
     }
   }
-  return { claim: first.claim, isolation: 'PARTITION_PREFIX', node: first.node };
+  return { claim: first.claim, isolation: first.isolation, node: first.node };
+}
+
+/**
+ * A default tier other than PARTITION_PREFIX needs tables a tenant can have its own of: no table per period (their
+ * names are made per write), and names that stay within 63 characters with a tenant's suffix (tenantTable).
+ */
+function checkTiers(model: Model, problems: SchemaProblems): void {
+  const tenancy = model.tenancy!;
+  if (tenancy.isolation === 'PARTITION_PREFIX') return;
+  if (hasTenantTableTemplates(model)) {
+    problems.add(
+      'schema',
+      `@tenancy(isolation: ${tenancy.isolation}) needs tables of fixed names: a tenant-scoped type keeps a table per period`,
+      tenancy.node,
+    );
+  }
+  if (tenancy.isolation !== 'TABLE') return;
+  for (const table of tenantTables(model)) {
+    if (table.length + 1 + TENANT_TABLE_KEY_LENGTH > 63) {
+      problems.add(
+        'schema',
+        `@tenancy(isolation: TABLE): table ${table} is too long for a tenant's own (${63 - 1 - TENANT_TABLE_KEY_LENGTH} characters at most, the table prefix included)`,
+        tenancy.node,
+      );
+    }
+  }
 }
 
 /** Every check of the file comment, once the model is built. */
@@ -56,6 +75,7 @@ export function checkTenantIsolation(schema: GraphQLSchema, model: Model, proble
   checkArguments(schema, problems);
   checkLayouts(model, problems);
   checkSharedTables(model, problems);
+  checkTiers(model, problems);
   for (const path of model.accessPaths.values()) checkPath(path, model, problems);
   for (const summary of model.summaries.values()) {
     if (apart(summary.holder, summary.of)) {

@@ -10,7 +10,7 @@
  * | `version` | `v000001` … | each deployed version: its SDL and layout (gzip, base64), when |
  * | `path` | a path id (`index:Order.byCustomer`, `rekey:Order`) | the path's state, build checkpoint, progress, lease |
  * | `server` | an instance id | a running server's or worker's version, and when it last said so |
- * | `tenant` | a tenant id | under `@tenancy`, a tenant closed (being deleted) or deleted, when, and what was deleted |
+ * | `tenant` | a tenant id | under `@tenancy`, a tenant's tier (and account), a move under way, its state (open, closed while being deleted, deleted) and what was deleted |
  */
 import { ErrorCode, isTablegraphError } from '../errors';
 import type { TableStore } from '../storage/table-store';
@@ -30,7 +30,7 @@ import {
   type PathRecord,
   type ServerRecord,
 } from './catalogue-records';
-import { decodeTenant } from './tenant-records';
+import { decodeTenant, encodeTenant } from './tenant-records';
 import type { TenantRecord } from '../model/tenancy';
 
 /** The catalogue table's name under a table prefix. */
@@ -171,20 +171,31 @@ export class Catalogue {
     await this.store.deleteEntity({ table: this.table, partitionKey: 'server', rowKey: instance });
   }
 
-  /** Records a tenant's state (an unconditional upsert: closing and deleting only ever go forward). */
+  /** Records a tenant's tier and state (an unconditional replace: one command at a time changes a tenant). */
   async putTenant(record: TenantRecord): Promise<void> {
-    const properties = {
-      State: str(record.state),
-      ClosedAt: date(record.closedAt),
-      ...(record.deletedAt !== undefined && { DeletedAt: date(record.deletedAt) }),
-      ...(record.deleted !== undefined && { Deleted: str(JSON.stringify(record.deleted)) }),
-    };
-    await this.store.upsertEntity(this.table, { partitionKey: 'tenant', rowKey: record.tenant, properties }, 'replace');
+    await this.store.upsertEntity(this.table, { partitionKey: 'tenant', rowKey: record.tenant, properties: encodeTenant(record) }, 'replace');
   }
 
-  /** Every closed or deleted tenant (one range query over the `tenant` partition). */
+  /** Writes a tenant's first row. @returns false when it has one already (nothing written) */
+  async createTenant(record: TenantRecord): Promise<boolean> {
+    try {
+      await this.store.createEntity(this.table, { partitionKey: 'tenant', rowKey: record.tenant, properties: encodeTenant(record) });
+      return true;
+    } catch (e) {
+      if (isTablegraphError(e) && e.code === ErrorCode.CONFLICT) return false;
+      throw e;
+    }
+  }
+
+  /** The tenant's row, or undefined (one point query). */
+  async tenant(tenant: string): Promise<TenantRecord | undefined> {
+    const row = await this.store.getEntity({ table: this.table, partitionKey: 'tenant', rowKey: tenant });
+    return row ? decodeTenant(row) : undefined;
+  }
+
+  /** Every tenant's row (range queries over the `tenant` partition, every page). */
   async tenants(): Promise<TenantRecord[]> {
-    const page = await this.store.queryRange({ table: this.table, partitionKey: 'tenant', limit: 1000 });
+    const page = await this.store.queryRange({ table: this.table, partitionKey: 'tenant', limit: 1_000_000 });
     return page.entities.map(decodeTenant);
   }
 

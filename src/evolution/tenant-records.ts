@@ -1,17 +1,25 @@
 /**
- * A tenant's row in the catalogue (catalogue.ts, partition `tenant`), under `@tenancy` (docs/tenancy.md): a tenant
- * `closed` is being deleted — its requests are refused and the worker drops its messages — and `deleted` once every
- * entity of its key range is gone. A tenant without a row is open.
+ * A tenant's row in the catalogue (catalogue.ts, partition `tenant`), under `@tenancy` (docs/tenancy.md): its tier and
+ * state as one JSON property, `Record`, beside `State` for a reader's eye. A row written before tiers existed has
+ * `State` (`closed` or `deleted`), `ClosedAt`, `DeletedAt` and `Deleted` alone: its tenant was on the shared tables.
  */
-import type { StoredEntity } from '../storage/storage-types';
+import type { StoredEntity, TypedValue } from '../storage/storage-types';
 import type { TenantRecord } from '../model/tenancy';
 
+/** The row's properties for `record`. */
+export function encodeTenant(record: TenantRecord): Record<string, TypedValue> {
+  return { State: { type: 'String', value: record.state }, Record: { type: 'String', value: JSON.stringify(record) } };
+}
+
+/** The record a row holds. */
 export function decodeTenant(e: StoredEntity): TenantRecord {
+  if (typeof e.properties.Record === 'string') return { ...(JSON.parse(e.properties.Record) as TenantRecord), tenant: e.rowKey };
   const at = (v: unknown) => (v instanceof Date ? v.getTime() : new Date(String(v)).getTime());
   const state = e.properties.State === 'deleted' ? 'deleted' : 'closed';
   return {
     tenant: e.rowKey,
     state,
+    isolation: 'PARTITION_PREFIX',
     closedAt: at(e.properties.ClosedAt),
     ...(e.properties.DeletedAt !== undefined && { deletedAt: at(e.properties.DeletedAt) }),
     ...(typeof e.properties.Deleted === 'string' && { deleted: JSON.parse(e.properties.Deleted) as TenantRecord['deleted'] }),

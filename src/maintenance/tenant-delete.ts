@@ -4,7 +4,7 @@
  * partitions, and any table per period — and the blobs its entities' `@blob` fields name.
  *
  * In order, so that nothing of it comes back:
- * 1. The tenant is closed in the catalogue (closed-tenants.ts): within the refresh interval every server refuses its
+ * 1. The tenant is closed in the catalogue (src/evolution/tenant-directory.ts): within the refresh interval every server refuses its
  *    tokens (FORBIDDEN, reason TenantClosed) and every worker drops its messages.
  * 2. `settleMs` is waited out: the refresh interval twice, and the longest a request or a message handled before that
  *    could still write.
@@ -40,6 +40,8 @@ export interface TenantDeleteOptions {
   catalogue: TenantRegistry;
   tablePrefix: string;
   tenant: string;
+  /** The tables of the tenant's own (tier `TABLE`), dropped once they are empty; the table prefix included. */
+  ownTables?: string[];
   /** How long to wait between closing the tenant and deleting its entities (ms). */
   settleMs: number;
   observer?: StorageObserver;
@@ -56,14 +58,23 @@ export interface TenantDeleteOptions {
 export async function deleteTenant(opts: TenantDeleteOptions): Promise<NonNullable<TenantRecord['deleted']>> {
   if (!opts.model.tenancy) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, 'The schema has no @tenancy: it has no tenants to delete.');
   const known = (await opts.catalogue.tenants()).find((t) => t.tenant === opts.tenant);
+  if (known?.move) {
+    throw new TablegraphError(
+      ErrorCode.BAD_USER_INPUT,
+      `Tenant ${opts.tenant} is being moved to tier ${known.move.to}: run the move again to finish it (npm run tenant -- move ${opts.tenant} --isolation ${known.move.to}), then delete it.`,
+    );
+  }
   const closedAt = known?.closedAt ?? Date.now();
-  if (!known) await opts.catalogue.putTenant({ tenant: opts.tenant, state: 'closed', closedAt });
+  const closed: TenantRecord = { ...(known ?? { tenant: opts.tenant, isolation: opts.model.tenancy.isolation }), state: 'closed', closedAt };
+  if (known?.state !== 'closed' && known?.state !== 'deleted') await opts.catalogue.putTenant(closed);
   await sleep(Math.max(0, closedAt + opts.settleMs - Date.now()));
   const deleted = { entities: {} as Record<string, number>, blobs: 0 };
   for (let pass = 1; pass <= MAX_PASSES; pass++) {
     const found = await deletePass(opts, pass, deleted);
     if (found === 0) {
-      await opts.catalogue.putTenant({ tenant: opts.tenant, state: 'deleted', closedAt, deletedAt: Date.now(), deleted });
+      // A tenant on tier TABLE: its tables, empty now, go too.
+      for (const table of opts.ownTables ?? []) await opts.store.deleteTable(table);
+      await opts.catalogue.putTenant({ ...closed, state: 'deleted', deletedAt: Date.now(), deleted });
       return deleted;
     }
   }
@@ -95,7 +106,7 @@ async function deletePass(opts: TenantDeleteOptions, pass: number, deleted: { en
 }
 
 /** A page's entities deleted, in EGTs of one partition each (an entity already gone counts as deleted). */
-async function deleteEntities(store: TableStore, table: string, page: StoredEntity[], observer?: StorageObserver): Promise<void> {
+export async function deleteEntities(store: TableStore, table: string, page: StoredEntity[], observer?: StorageObserver): Promise<void> {
   const byPartition = new Map<string, StoredEntity[]>();
   for (const e of page) byPartition.set(e.partitionKey, [...(byPartition.get(e.partitionKey) ?? []), e]);
   for (const [partitionKey, entities] of byPartition) {

@@ -8,12 +8,15 @@
  * those from `<tenant>_` up to, not including, `<tenant>` followed by the character after `_` (0x60): the guide's
  * "Compound key pattern" and "Multitenancy" key-prefix model, a range a shared access signature can be scoped to.
  *
- * Tier `PARTITION_PREFIX` (shared tables, the tenant in the PartitionKey) is what this file implements; `TABLE` and
- * `ACCOUNT` are refused by the compiler until they are built.
+ * Every tier keeps these keys. A tenant on tier `TABLE` has its entities in tables of its own (tenantTable), one on
+ * `ACCOUNT` in a storage account of its own; which tier a tenant is on is data, its row in the catalogue (TenantRecord),
+ * and the store sends each call to the tenant's place (src/evolution/tenant-directory.ts).
  */
+import { createHash } from 'node:crypto';
 import { ErrorCode, TablegraphError } from '../errors';
 import { parseKeyTemplate, type KeyTemplate } from './key-template';
-import type { StoredField } from './types';
+import type { TenantAccount } from '../storage/tenant-accounts';
+import type { Model, StoredField, TenantIsolation } from './types';
 
 /** The stored key field (and property) that holds an entity's tenant id. Reserved: no schema may declare it. */
 export const TENANT_FIELD = '_tenant';
@@ -83,15 +86,49 @@ export function tenantPartitionRange(tenant: string): { from: string; to: string
   return { from: `${tenant}${TENANT_SEPARATOR}`, to: `${tenant}${String.fromCharCode(TENANT_SEPARATOR.charCodeAt(0) + 1)}` };
 }
 
+export type { TenantIsolation };
+
+/** The tiers, for messages and option checks. */
+export const TENANT_ISOLATIONS: readonly TenantIsolation[] = ['PARTITION_PREFIX', 'TABLE', 'ACCOUNT'];
+
+export type { TenantAccount };
+
+/** A tenant's move between tiers (src/maintenance/tenant-move.ts), while it runs. */
+export interface TenantMove {
+  to: TenantIsolation;
+  account?: TenantAccount;
+  /**
+   * `copy`: its entities are being copied, its writes go on at the old place; `freeze`: its writes are refused
+   * (TENANT_MOVING, retryable) and its messages wait, while the last changes are copied. Reads are served at the old
+   * place until the record names the new tier.
+   */
+  phase: 'copy' | 'freeze';
+  /** When the phase began (ms since the epoch). */
+  since: number;
+  /** When the copy began (ms since the epoch): what changed at the old place after it is copied again once frozen. */
+  copyFrom: number;
+}
+
 /**
- * A tenant's row in the catalogue's `tenant` partition: `closed` while it is being deleted — its requests refused, its
- * messages dropped — and `deleted` once every entity of its key range is gone. A tenant without a row is open.
+ * A tenant's row in the catalogue's `tenant` partition: where its entities are kept, and its state — `open`; `closed`
+ * while it is being deleted (its requests refused, its messages dropped); `deleted` once every entity of it is gone. A
+ * tenant gets its row when a server first serves it (on the schema's default tier) or when `npm run tenant -- create`
+ * makes it.
  */
 export interface TenantRecord {
   tenant: string;
-  state: 'closed' | 'deleted';
+  state: 'open' | 'closed' | 'deleted';
+  isolation: TenantIsolation;
+  /** On tier `ACCOUNT`: how its account is reached. */
+  account?: TenantAccount;
+  /** A move between tiers under way. */
+  move?: TenantMove;
+  /** Where a finished move left the tenant's old entities, until they are deleted (the move run again deletes them). */
+  leftover?: { isolation: TenantIsolation; account?: TenantAccount };
+  /** Its requests are refused until then (ms since the epoch): until every process has learnt its tier. */
+  readyAt?: number;
   /** When it was closed (ms since the epoch). */
-  closedAt: number;
+  closedAt?: number;
   /** When its last entity was deleted (ms since the epoch). */
   deletedAt?: number;
   /** What was deleted: entities by table (the table prefix left off), and blobs. */
@@ -102,4 +139,44 @@ export interface TenantRecord {
 export interface TenantRegistry {
   tenants(): Promise<TenantRecord[]>;
   putTenant(record: TenantRecord): Promise<void>;
+  /** Writes the tenant's first row. @returns false when it has one already (nothing written) */
+  createTenant(record: TenantRecord): Promise<boolean>;
+}
+
+/** The characters of a tenant's table suffix (table names are letters and digits, compared without case). */
+const TABLE_KEY_DIGITS = 'abcdefghijklmnopqrstuvwxyz234567';
+
+/** Letters of a tenant's table suffix: 60 bits of a SHA-256 of its id, so no two tenants' tables meet in practice. */
+export const TENANT_TABLE_KEY_LENGTH = 12;
+
+/**
+ * The table of `table` a tenant on tier `TABLE` has: the name, `t`, then 12 letters and digits of a hash of the tenant
+ * id (a tenant id's hyphens cannot be in a table name, and names are compared without case). 13 characters longer.
+ * @example tenantTable('tgShop', 'acme') // 'tgShopt…' (13 more characters)
+ */
+export function tenantTable(table: string, tenant: string): string {
+  const digest = createHash('sha256').update(tenant).digest();
+  let key = '';
+  for (let i = 0; i < TENANT_TABLE_KEY_LENGTH; i++) key += TABLE_KEY_DIGITS[digest[i] & 31];
+  return `${table}t${key}`;
+}
+
+/**
+ * The tables of tenant-scoped types (the table prefix included): their entities' and index entities' tables, those a
+ * tenant's tier places. Not the tables of a table template (a table per period): a schema with those keeps its tenants
+ * on PARTITION_PREFIX (hasTenantTableTemplates).
+ */
+export function tenantTables(model: Model): string[] {
+  const tables = new Set<string>();
+  for (const e of model.entities.values()) {
+    if (!e.tenantScoped) continue;
+    if (!e.layout.tableTemplate) tables.add(e.layout.table);
+    for (const i of e.indexes.values()) if (!i.layout.tableTemplate) tables.add(i.layout.table);
+  }
+  return [...tables].sort();
+}
+
+/** Whether a tenant-scoped type keeps a table per period (table-template.ts): its tenants stay on PARTITION_PREFIX. */
+export function hasTenantTableTemplates(model: Model): boolean {
+  return [...model.entities.values()].some((e) => e.tenantScoped && (e.layout.tableTemplate || [...e.indexes.values()].some((i) => i.layout.tableTemplate)));
 }

@@ -257,12 +257,19 @@ export interface WriteModel {
 }
 
 /** The compiled schema's storage design. */
+/**
+ * Where a tenant's entities are kept (docs/tenancy.md, "Tiers"): `PARTITION_PREFIX` in the deployment's shared tables,
+ * `TABLE` in tables of its own (src/model/tenancy.ts tenantTable) of the deployment's account, `ACCOUNT` in tables of
+ * the same names in a storage account of its own. The keys are the same on every tier.
+ */
+export type TenantIsolation = 'PARTITION_PREFIX' | 'TABLE' | 'ACCOUNT';
+
 /** `extend schema @tenancy(…)`: the schema's entities are tenant-scoped (src/model/tenancy.ts). */
 export interface TenancyModel {
   /** The verified token's claim that names the tenant. */
   claim: string;
-  /** Where a tenant's entities are kept: `PARTITION_PREFIX`, shared tables with the tenant first in the PartitionKey. */
-  isolation: 'PARTITION_PREFIX';
+  /** The tier of a tenant that has none of its own in the catalogue (src/model/tenancy.ts TenantIsolation). */
+  isolation: TenantIsolation;
   /** The directive, for error locations. */
   node?: ASTNode;
 }

@@ -17,6 +17,8 @@ import { QueueStore } from '../storage/queue-store';
 import { BlobStore } from '../storage/blob-store';
 import { TableStore } from '../storage/table-store';
 import type { StorageAccess, StorageTarget } from '../storage/storage-types';
+import type { TenantDirectory } from '../evolution/tenant-directory';
+import { attachTenants } from './tenants';
 
 export interface OpenStorage {
   store: TableStore;
@@ -28,6 +30,8 @@ export interface OpenStorage {
   target: StorageTarget;
   /** The embedded Azurite, when no storage is configured (shared with the folder's other commands). */
   azurite?: EmbeddedAzurite;
+  /** Under `@tenancy`: the tenants' tiers and states, the store's placement (tenants.ts). */
+  tenants?: TenantDirectory;
   /** Releases what this process holds: it detaches from the embedded Azurite, which stops when no other process uses it. */
   close(): Promise<void>;
 }
@@ -78,7 +82,9 @@ export async function openStorage(config: Config, log: Logger, model?: Model, cr
         new BlobStore({ url: urls.blob ?? '', credential: token, timeoutMs });
     log.info({ table: urls.table, queue: urls.queue, blob: urls.blob }, 'storage: Microsoft Entra ID (no account key)');
     const queues = new QueueStore({ url: urls.queue, credential: token, timeoutMs });
-    return { store, queues, blobs, access, target, close: () => Promise.resolve() };
+    const opened: OpenStorage = { store, queues, blobs, access, target, close: async () => opened.tenants?.stop() };
+    if (model) await attachTenants(opened, model, { tablePrefix: config.tablePrefix, log, credential: token });
+    return opened;
   }
   const azurite = config.connectionString ? undefined : await ensureEmbeddedAzurite(config.dataDir, { log });
   if (azurite) sayDataDir(config, log);
@@ -87,7 +93,7 @@ export async function openStorage(config: Config, log: Logger, model?: Model, cr
   const store = new TableStore({ connectionString, target, timeoutMs });
   const access: StorageAccess = { kind: 'connection-string', connectionString };
   if (model) attachCipher(store, model, config, access, log);
-  return {
+  const opened: OpenStorage = {
     store,
     queues: new QueueStore({ connectionString, timeoutMs }),
     blobs: new BlobStore({ connectionString: config.blobConnectionString ?? connectionString, timeoutMs }),
@@ -95,7 +101,10 @@ export async function openStorage(config: Config, log: Logger, model?: Model, cr
     target,
     azurite,
     async close() {
+      opened.tenants?.stop();
       await azurite?.release();
     },
   };
+  if (model) await attachTenants(opened, model, { tablePrefix: config.tablePrefix, log });
+  return opened;
 }

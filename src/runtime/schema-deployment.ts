@@ -13,7 +13,6 @@ import type { Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import { BuildRunner } from '../evolution/build-runner';
 import { Catalogue } from '../evolution/catalogue';
-import { ClosedTenants } from '../evolution/closed-tenants';
 import { deploySchema, schemaLayout, type DeployResult } from '../evolution/deployment';
 import { PathStates } from '../evolution/path-states';
 import { Presence, presenceBoard } from '../evolution/presence';
@@ -21,8 +20,6 @@ import type { BlobStore } from '../storage/blob-store';
 
 export interface SchemaDeployment {
   result: DeployResult;
-  /** Under `@tenancy`: the tenants closed or deleted (closed-tenants.ts), kept current. */
-  closedTenants?: ClosedTenants;
   catalogue: Catalogue;
   /** The paths' states, for reads (the PathGate) and for /health and /metrics. */
   states: PathStates;
@@ -63,10 +60,6 @@ export async function startSchemaDeployment(opts: SchemaDeploymentOptions): Prom
   const states = new PathStates(catalogue, { log, layout: layout.layout });
   await states.refresh();
   states.start();
-  // Under @tenancy: the tenants closed by a delete, refused by this process within the refresh interval.
-  const closedTenants = model.tenancy ? new ClosedTenants(catalogue, { log }) : undefined;
-  await closedTenants?.refresh();
-  closedTenants?.start();
   const building = states.all().filter((p) => p.state === 'building');
   if (building.some((p) => p.kind !== 'rekey'))
     log.info(
@@ -100,13 +93,11 @@ export async function startSchemaDeployment(opts: SchemaDeploymentOptions): Prom
     result,
     catalogue,
     states,
-    closedTenants,
     builds,
     schemaHash: layout.hash,
     async close() {
       await builds?.stop();
       states.stop();
-      closedTenants?.stop();
       await presence.stop();
     },
   };

@@ -31,6 +31,8 @@ import type { CompiledSchema } from '../compiler/compile';
 import { compileConfiguredSchema } from './configured-schema';
 import { seedIfEmpty, seedManifestPath } from './seed';
 import { startSchemaDeployment } from './schema-deployment';
+import { attachTenants, placedSasSigner } from './tenants';
+import type { TenantDirectory } from '../evolution/tenant-directory';
 import type { PathStates } from '../evolution/path-states';
 import { assertBackupReachable, backupJobs, type BackupJobs } from './capture';
 import { backupBlobs } from './backup-account';
@@ -61,8 +63,15 @@ export interface RunningServer {
  * @throws TablegraphError CONFIG_INVALID for a non-loopback HOST with no authentication configured, and for a
  *   tenant-scoped schema (`@tenancy`) with none
  */
-function authenticatorFor(config: Config, log: Logger, tenancy: Model['tenancy'], tenantClosed: (tenant: string) => boolean): Authenticator | undefined {
-  if (authConfigured(config.auth)) return createAuthenticator({ ...config.auth, tenantClaim: tenancy?.claim, tenantClosed });
+function authenticatorFor(config: Config, log: Logger, tenancy: Model['tenancy'], known: { tenants?: TenantDirectory }): Authenticator | undefined {
+  if (authConfigured(config.auth)) {
+    return createAuthenticator({
+      ...config.auth,
+      tenantClaim: tenancy?.claim,
+      tenantClosed: (tenant) => known.tenants?.has(tenant) ?? false,
+      admitTenant: async (tenant) => known.tenants?.admit(tenant),
+    });
+  }
   if (tenancy) {
     // Without a verified token there is no tenant, and a tenant-scoped schema has nothing to serve.
     throw new TablegraphError(
@@ -98,13 +107,16 @@ function authenticatorFor(config: Config, log: Logger, tenancy: Model['tenancy']
  */
 export async function startServer(config: Config, storage: OpenStorage, log: Logger, compiled?: CompiledSchema): Promise<RunningServer> {
   const { schema, model, sdl } = compiled ?? compileConfiguredSchema(config);
-  // The closed tenants are known once the deployment reads them; until then no request is served.
-  const closed: { tenants?: { has(tenant: string): boolean } } = {};
-  const authenticate = authenticatorFor(config, log, model.tenancy, (tenant) => closed.tenants?.has(tenant) ?? false);
+  // Refused before anything touches storage; the tenants are known before the first request is served.
+  const known: { tenants?: TenantDirectory } = {};
+  const authenticate = authenticatorFor(config, log, model.tenancy, known);
   attachResolvers(schema, model);
-  // A store opened without the model (openStorage's caller decides) still seals what the schema encrypts.
+  // A store opened without the model (openStorage's caller decides) still seals what the schema encrypts, and places
+  // the tenants' calls on their tiers.
   attachCipher(storage.store, model, config, storage.access, log);
-  const signSas = checkStorageAccess(config, storage, model);
+  const tenants = await attachTenants(storage, model, { tablePrefix: config.tablePrefix, log });
+  known.tenants = tenants;
+  const signSas = placedSasSigner(checkStorageAccess(config, storage, model), storage.store);
   for (const table of model.tables) await storage.store.ensureTable(table);
   // What the stored data was written by, and what this schema changes in it: refused, or built online.
   const deployment = await startSchemaDeployment({
@@ -117,7 +129,6 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     log,
     builds: config.worker === 'inline',
   });
-  closed.tenants = deployment.closedTenants;
   await ensureWorkQueues(storage.queues, config.tablePrefix);
   const queues = workQueueNames(config.tablePrefix);
   // A schema with @blob fields needs its containers (and a blob connection string) before it serves.
@@ -146,15 +157,14 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     ...(config.backup.capture && { backup: latestPassReader(backupBlobs(config, storage.blobs), config.backup.container) }),
   });
   const worker =
-    config.worker === 'inline'
-      ? inlineWorker(config, storage, { model, writer, gate: deployment.states, closedTenants: deployment.closedTenants }, log)
-      : undefined;
+    config.worker === 'inline' ? inlineWorker(config, storage, { model, writer, gate: deployment.states, closedTenants: tenants }, log) : undefined;
   const backup = worker && backupJobs(config, storage, { model, schemaHash: deployment.schemaHash, sdl }, log);
   const server = httpServer(config, app, log);
   await listen(server, config, async () => {
     app.metrics?.close();
     await app.apollo.stop();
     await deployment.close();
+    tenants?.stop();
   });
   const port = (server.address() as AddressInfo).port;
   worker?.start();
@@ -164,7 +174,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
     port,
     worker,
     backup,
-    close: (graceMs = 10000) => stop({ server, app, worker, backup, writer, deployment }, graceMs),
+    close: (graceMs = 10000) => stop({ server, app, worker, backup, writer, deployment, tenants }, graceMs),
     refreshPathStates: () => deployment.states.refresh(),
   };
 }
@@ -239,6 +249,8 @@ async function stop(
     backup?: BackupJobs;
     writer: WriteExecutor;
     deployment: { close(): Promise<void> };
+    /** Under `@tenancy`: the tenants' rows, refreshed until the stop. */
+    tenants?: { stop(): void };
   },
   graceMs: number,
 ): Promise<void> {
@@ -247,6 +259,7 @@ async function stop(
   // The fences of answers lost: the attempt in hand ends, none follows (change-fence.ts).
   await running.writer.changeFences?.stop();
   await deployment.close();
+  running.tenants?.stop();
   app.metrics?.close();
   await app.apollo.stop();
 }

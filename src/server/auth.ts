@@ -30,6 +30,11 @@ export interface AuthSettings {
   tenantClaim?: string;
   /** Under `@tenancy`: whether a tenant is closed (being deleted, or deleted): its tokens are refused. */
   tenantClosed?: (tenant: string) => boolean;
+  /**
+   * Under `@tenancy`: called before a tenant's request is served (src/evolution/tenant-directory.ts admit), to give it
+   * a row and reach its place; its TablegraphError refuses the request (FORBIDDEN, STORAGE_BUSY, STORAGE_UNAVAILABLE).
+   */
+  admitTenant?: (tenant: string) => Promise<void>;
 }
 
 /** Verifies a request's `Authorization` header; resolves to its Principal. */
@@ -46,6 +51,24 @@ export function isLoopback(host: string): boolean {
 /** Whether `settings` name a way to verify tokens. */
 export function authConfigured(settings: AuthSettings): boolean {
   return Boolean(settings.jwksUrl || settings.secret);
+}
+
+/** A tenant's admission refused, as the GraphQL error the request is answered with (403, or 503 with `Retry-After`). */
+function admissionRefused(e: unknown): GraphQLError {
+  if (!(e instanceof TablegraphError))
+    return new GraphQLError('The tenant could not be admitted.', { extensions: { code: ErrorCode.STORAGE_UNAVAILABLE, http: { status: 503 } } });
+  const forbidden = e.code === ErrorCode.FORBIDDEN;
+  const code = forbidden || e.code === ErrorCode.STORAGE_BUSY ? e.code : ErrorCode.STORAGE_UNAVAILABLE;
+  const retryAfterSeconds = Math.max(1, Math.ceil(Number(e.details.retryAfterMs ?? 1000) / 1000));
+  const headers = new Map([['retry-after', String(retryAfterSeconds)]]);
+  return new GraphQLError(e.message, {
+    extensions: {
+      code,
+      ...(e.details.reason && { reason: e.details.reason }),
+      ...(!forbidden && { retryAfterSeconds }),
+      http: forbidden ? { status: 403 } : { status: 503, headers },
+    },
+  });
 }
 
 function unauthenticated(why: string): GraphQLError {
@@ -79,11 +102,15 @@ export function createAuthenticator(settings: AuthSettings): Authenticator {
   };
   const rolesClaim = settings.rolesClaim ?? 'roles';
   /** The principal, unless its tenant is closed: FORBIDDEN (reason TenantClosed, HTTP 403) then. */
-  const open = (principal: Principal): Principal => {
-    if (principal.tenant === undefined || !settings.tenantClosed?.(principal.tenant)) return principal;
-    throw new GraphQLError(`The tenant ${principal.tenant} is closed: it is being deleted, or was.`, {
-      extensions: { code: ErrorCode.FORBIDDEN, reason: 'TenantClosed', http: { status: 403 } },
-    });
+  const open = async (principal: Principal): Promise<Principal> => {
+    if (principal.tenant === undefined) return principal;
+    if (settings.tenantClosed?.(principal.tenant)) {
+      throw new GraphQLError(`The tenant ${principal.tenant} is closed: it is being deleted, or was.`, {
+        extensions: { code: ErrorCode.FORBIDDEN, reason: 'TenantClosed', http: { status: 403 } },
+      });
+    }
+    await settings.admitTenant?.(principal.tenant).catch((e: unknown) => Promise.reject(admissionRefused(e)));
+    return principal;
   };
   return async (authorization) => {
     const match = /^Bearer\s+([A-Za-z0-9._~+/-]+=*)$/i.exec(authorization ?? '');

@@ -11,6 +11,7 @@ import { fromSdkEntity, fromWireEntity, selectWithKeys as withKeys, toSdkEntity 
 import { egtEtags, egtRequest, type EgtDialect } from './egt-request';
 import { PointReader } from './point-reader';
 import type { PropertyCipher } from './property-cipher';
+import { placeToken, readPlaceToken, type TablePlace, type TablePlacement } from './table-placement';
 import { MAX_PAGE_SIZE, pagedRange, sortedRange, type CallCost, type RangePage } from './range-pages';
 
 import { checkEntity, checkKey, checkTableName, checkTransaction } from './limits';
@@ -113,7 +114,10 @@ export class TableStore {
   };
   /** Seals `@encrypted` properties on the way out and opens them on the way in (property-cipher.ts); absent: none. */
   private cipher?: PropertyCipher;
-  private readonly timers = new CallTimers();
+  private timers = new CallTimers();
+  /** Where a placed table's entities live (table-placement.ts); absent: every table is here. */
+  private placement?: TablePlacement<TableStore>;
+  private readonly options: TableStoreOptions;
   /** Point queries without the SDK's pipeline (point-reader.ts), for a connection string with an account key. */
   private readonly points?: PointReader;
 
@@ -123,6 +127,50 @@ export class TableStore {
    */
   useCipher(cipher: PropertyCipher): void {
     this.cipher = cipher;
+  }
+
+  /**
+   * From now on, calls on a table the placement places go where it says, by their PartitionKey, and a scan of the whole
+   * table reads each of its places in turn (table-placement.ts).
+   */
+  usePlacement(placement: TablePlacement<TableStore>): void {
+    this.placement = placement;
+  }
+
+  /** The connection string this store reaches its account with; undefined under Microsoft Entra ID. */
+  get connectionString(): string | undefined {
+    return this.access.connectionString;
+  }
+
+  /** Where a call on `partitionKey` of `table` goes: its placement's answer, or this store and `table`. */
+  placeOf(table: string, partitionKey: string): TablePlace<TableStore> {
+    return this.placement?.placeOf(table, partitionKey) ?? { store: this, table };
+  }
+
+  /** Whether calls may go elsewhere than the table named (usePlacement was called). */
+  get placed(): boolean {
+    return this.placement !== undefined;
+  }
+
+  /**
+   * A store of another account (`access`), or of the same one (none given), with this one's options, cipher and call
+   * timers, and no placement: where a placement sends a tenant's calls.
+   */
+  sibling(access?: ServiceAccess & { target?: StorageTarget }): TableStore {
+    const base = { ...this.options, connectionString: undefined, url: undefined, credential: undefined };
+    const reach = access ?? this.access;
+    const options = reach.url === undefined ? { ...base, connectionString: reach.connectionString } : { ...base, url: reach.url, credential: reach.credential };
+    const store = new TableStore({ ...options, target: access?.target ?? this.target } as TableStoreOptions);
+    store.cipher = this.cipher;
+    store.timers = this.timers;
+    return store;
+  }
+
+  /** Where a call on `partitionKey` of `table` goes instead, its table made once there; undefined: here. */
+  private async elsewhere(table: string, partitionKey: string, forWrite = false): Promise<TablePlace<TableStore> | undefined> {
+    const place = this.placement?.placeOf(table, partitionKey, forWrite);
+    if (place) await place.store.ensureTable(place.table);
+    return place;
   }
 
   /** Whether a cipher seals and opens encrypted properties (useCipher was called). */
@@ -151,6 +199,7 @@ export class TableStore {
   /** Sends nothing. @throws CONFIG_INVALID for a malformed connection string (a wrong key fails later, 403). */
   constructor(opts: TableStoreOptions) {
     this.target = opts.target;
+    this.options = opts;
     this.egtDialect = opts.target === 'cosmos' ? 'cosmos' : 'azure';
     this.sortedRanges = opts.sortedRanges ?? opts.target !== 'cosmos';
     this.access = opts.url === undefined ? { connectionString: opts.connectionString } : { url: opts.url, credential: opts.credential };
@@ -235,6 +284,8 @@ export class TableStore {
    * 'pointQuery'. @throws BAD_USER_INPUT/LIMIT_EXCEEDED for a bad key, NOT_FOUND for a missing table.
    */
   async getEntity(addr: EntityAddress, opts?: CallOptions & { select?: string[] }): Promise<StoredEntity | null> {
+    const place = this.placement && (await this.elsewhere(addr.table, addr.partitionKey));
+    if (place) return place.store.getEntity({ ...addr, table: place.table }, opts);
     const client = this.checkedClient(addr);
     return this.call('pointQuery', opts, { operation: 'getEntity', ...addr }, async (signal, cost) => {
       // The lean point query first (point-reader.ts); what it cannot tell for sure goes through the SDK. With tracing
@@ -269,6 +320,8 @@ export class TableStore {
    * @throws BAD_USER_INPUT for a bad PartitionKey, limit or position, NOT_FOUND for a missing table.
    */
   async queryRange(q: RangeQuery, opts?: CallOptions): Promise<RangePage> {
+    const place = this.placement && (await this.elsewhere(q.table, q.partitionKey));
+    if (place) return place.store.queryRange({ ...q, table: place.table }, opts);
     checkKey('PartitionKey', q.partitionKey, this.target);
     if (!Number.isSafeInteger(q.limit) || q.limit < 0) {
       throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `A range limit must be an integer ≥ 0, not ${q.limit}.`);
@@ -330,6 +383,23 @@ export class TableStore {
     continuationToken: string | undefined,
     opts: ScanOptions = {},
   ): Promise<{ entities: StoredEntity[]; continuationToken?: string }> {
+    const placement = this.placement;
+    const one = opts.partitionKey ?? opts.partitionKeyRange?.from;
+    if (placement && one !== undefined) {
+      const place = await this.elsewhere(table, one);
+      if (place) return place.store.scanPage(place.table, continuationToken, opts);
+    }
+    const places = placement && one === undefined ? placement.scanPlaces(table) : undefined;
+    if (places) return this.scanPlaces(table, places, continuationToken, opts);
+    return this.scanHere(table, continuationToken, opts);
+  }
+
+  /** One page of a scan of `table` in this store, wherever a placement would send it. */
+  private async scanHere(
+    table: string,
+    continuationToken: string | undefined,
+    opts: ScanOptions,
+  ): Promise<{ entities: StoredEntity[]; continuationToken?: string }> {
     const client = this.client(table);
     const filters = [
       ...(opts.partitionKey === undefined ? [] : [odata`PartitionKey eq ${opts.partitionKey}`]),
@@ -354,6 +424,32 @@ export class TableStore {
   }
 
   /**
+   * One page of a whole-table scan of a placed table: the page of the place the token is in (the first place's first
+   * page for none), only the entities that place holds, and a token that goes on in that place or at the next one.
+   */
+  private async scanPlaces(
+    table: string,
+    places: ReturnType<TablePlacement<TableStore>['scanPlaces']> & object,
+    token: string | undefined,
+    opts: ScanOptions,
+  ): Promise<{ entities: StoredEntity[]; continuationToken?: string }> {
+    const { key, inner } = readPlaceToken(token);
+    const at = key === undefined ? 0 : places.findIndex((p) => p.key === key);
+    const here = places[at];
+    if (!here) {
+      // The place went away between pages (a tenant deleted or moved back): go on at the one after it.
+      const after = places.find((p) => p.key > key!);
+      return { entities: [], ...(after && { continuationToken: placeToken(after.key, undefined) }) };
+    }
+    const page = here.place
+      ? await here.place.store.ensureTable(here.place.table).then(() => here.place!.store.scanPage(here.place!.table, inner, opts))
+      : await this.scanHere(table, inner, opts);
+    const entities = page.entities.filter((e) => here.keep(e.partitionKey));
+    const next = page.continuationToken ? placeToken(here.key, page.continuationToken) : places[at + 1] && placeToken(places[at + 1].key, undefined);
+    return { entities, ...(next && { continuationToken: next }) };
+  }
+
+  /**
    * An EGT (the guide's "Entity Group Transactions"): all operations apply or none does. checkTransaction
    * runs first, so an invalid batch sends nothing. Returns each operation's new ETag (undefined for deletes).
    * Reports 'transaction'. @throws CONFLICT (reason EntityAlreadyExists, ETagMismatch, …) or NOT_FOUND with
@@ -362,6 +458,9 @@ export class TableStore {
    * from checkTransaction.
    */
   async submitTransaction(table: string, given: TransactionOperation[], opts?: CallOptions): Promise<Etag[]> {
+    const place =
+      this.placement && given.length > 0 && (await this.elsewhere(table, 'entity' in given[0] ? given[0].entity.partitionKey : given[0].partitionKey, true));
+    if (place) return place.store.submitTransaction(place.table, given, opts);
     const cipher = this.cipher;
     const ops = cipher ? given.map((op) => ('entity' in op ? { ...op, entity: cipher.seal(op.entity) } : op)) : given;
     checkTransaction(ops, this.target);
@@ -422,6 +521,8 @@ export class TableStore {
    * exist. Reports 'write'. @throws CONFLICT (ETagMismatch) when stale.
    */
   async deleteEntity(addr: EntityAddress, opts?: ConditionalOptions): Promise<boolean> {
+    const place = this.placement && (await this.elsewhere(addr.table, addr.partitionKey, true));
+    if (place) return place.store.deleteEntity({ ...addr, table: place.table }, opts);
     const client = this.checkedClient(addr);
     return this.call('write', opts, { operation: 'deleteEntity', ...addr }, async (abortSignal, cost) => {
       const request = client.deleteEntity(addr.partitionKey, addr.rowKey, { etag: opts?.ifMatch ?? '*', abortSignal });
@@ -435,7 +536,9 @@ export class TableStore {
   }
 
   /** checkEntity, then one observed single-entity write that must return an ETag. */
-  private write(operation: string, table: string, given: EntityToWrite, opts: CallOptions | undefined, send: Send) {
+  private async write(operation: string, table: string, given: EntityToWrite, opts: CallOptions | undefined, send: Send): Promise<string> {
+    const place = this.placement && (await this.elsewhere(table, given.partitionKey, true));
+    if (place) return place.store.write(operation, place.table, given, opts, send);
     const entity = this.cipher ? this.cipher.seal(given) : given;
     checkEntity(entity, this.target);
     const sdk = toSdkEntity(entity);

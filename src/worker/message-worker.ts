@@ -33,8 +33,8 @@ import { typesTouchedByEntity } from '../write/touched-types';
 
 export interface MessageWorkerOptions {
   model: Model;
-  /** Under `@tenancy`: the tenants closed (closed-tenants.ts): their messages are dropped, nothing written for them. */
-  closedTenants?: { has(tenant: string): boolean };
+  /** Under `@tenancy`: the tenants closed (src/evolution/tenant-directory.ts): their messages are dropped, nothing written for them. */
+  closedTenants?: { has(tenant: string): boolean; frozen?(tenant: string): boolean };
   store: TableStore;
   queues: QueueStore;
   tablePrefix: string;
@@ -98,7 +98,10 @@ export function createMessageWorker(opts: MessageWorkerOptions): QueueWorker {
 
   /** Each kind straight to its handler. */
   function dispatch(message: EntityMessage | BlobCleanupMessage): Promise<HandlerResult> {
-    if (message.kind !== 'blobCleanup' && closedTenant(opts, message)) return Promise.resolve({ kind: 'done' });
+    const tenant = message.kind === 'blobCleanup' ? undefined : tenantOf(opts, message);
+    if (tenant !== undefined && opts.closedTenants?.has(tenant)) return Promise.resolve({ kind: 'done' });
+    // A tenant being moved between tiers takes no writes for a few seconds: its messages wait, uncounted.
+    if (tenant !== undefined && opts.closedTenants?.frozen?.(tenant)) return Promise.resolve({ kind: 'retryLater', afterMs: FROZEN_RETRY_MS });
     switch (message.kind) {
       case 'blobCleanup':
         return handleBlobCleanup(message, opts);
@@ -111,14 +114,16 @@ export function createMessageWorker(opts: MessageWorkerOptions): QueueWorker {
 }
 
 /**
- * Whether the message is a write of a closed tenant's entity: a tenant being deleted gets nothing written again by
- * the worker (a summary's holder, an index entity), so its delete finds nothing left behind.
+ * The tenant of the message's entity, under `@tenancy`. A closed tenant's messages are dropped: a tenant being deleted
+ * gets nothing written again by the worker (a summary's holder, an index entity), so its delete finds nothing left.
  */
-function closedTenant(opts: MessageWorkerOptions, message: EntityMessage): boolean {
-  if (!opts.closedTenants || !opts.model.entities.get(message.entity)?.tenantScoped) return false;
-  const tenant = tenantOfPartitionKey(message.primary.partitionKey);
-  return tenant !== undefined && opts.closedTenants.has(tenant);
+function tenantOf(opts: MessageWorkerOptions, message: EntityMessage): string | undefined {
+  if (!opts.closedTenants || !opts.model.entities.get(message.entity)?.tenantScoped) return undefined;
+  return tenantOfPartitionKey(message.primary.partitionKey);
 }
+
+/** How long a frozen tenant's message waits before it is tried again (ms): about the catalogue's refresh interval. */
+const FROZEN_RETRY_MS = 2000;
 
 /** A span of its own trace, linked to the request whose write sent the message (spans.ts). */
 function inMessageSpan<T>(message: EntityMessage | BlobCleanupMessage, run: () => Promise<T>): Promise<T> {

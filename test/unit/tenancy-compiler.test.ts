@@ -140,10 +140,13 @@ extend type Mutation { addShelf(input: AddShelfInput!): ShelfPayload! @write(ent
     });
   });
 
-  test('a tier not built yet, a second @tenancy, a @global without @tenancy, a field named _tenant', () => {
-    expect(problems('extend schema @tenancy(claim: "org", isolation: TABLE)\n' + BOOKS)).toContainEqual({
+  test('a default tier TABLE with a table name too long for a tenant suffix, a @global without @tenancy, a field named _tenant', () => {
+    const table = compile('extend schema @tenancy(claim: "org", isolation: TABLE)\n' + BOOKS).model;
+    expect(table.tenancy?.isolation).toBe('TABLE');
+    const long = 'Shelves'.padEnd(51, 'x');
+    expect(problems('extend schema @tenancy(claim: "org", isolation: TABLE)\n' + BOOKS.replace(/table: "(\w+)"/, `table: "${long}"`))).toContainEqual({
       coordinate: 'schema',
-      message: expect.stringMatching(/isolation: TABLE\) is not built yet/),
+      message: expect.stringMatching(new RegExp(`table ${long} is too long for a tenant's own \\(50 characters at most`)),
       line: 1,
     });
     expect(problems(BOOKS + 'type G @global @entity(table: "G", partitionKey: "g", rowKey: "{id}") { id: ID! }\n')).toContainEqual({

@@ -1233,13 +1233,16 @@ export type SubscriptionEmployeeChangedArgs = {
   departmentId: Scalars['ID']['input'];
 };
 
-/** Where a tenant's entities are kept. */
+/**
+ * Where a tenant's entities are kept (docs/tenancy.md, "Tiers"): `@tenancy(isolation:)` is the tier of a tenant without a
+ * row of its own; `npm run tenant -- create|move` gives one its tier. The keys are the same on every tier.
+ */
 export type TenantIsolation =
-  /** A storage account per tenant (not built yet: refused). */
+  /** Tables in a storage account of the tenant's own, reached through the reference its row holds (`npm run tenant -- create --account`). */
   | 'ACCOUNT'
   /** Shared tables, the tenant id first in every PartitionKey (the tenant's key range). */
   | 'PARTITION_PREFIX'
-  /** A table per tenant (not built yet: refused). */
+  /** Tables of the tenant's own in the deployment's account (each table's name, `t`, 12 letters of a hash of the tenant id). */
   | 'TABLE';
 
 /** Merge: only the fields given change; a field given as null is cleared. */
