@@ -18,6 +18,7 @@ import { testSeed } from './support/seed';
 import { lastCapturedChanges } from './support/captured-changes';
 import { replayKey } from '../src/backup/change-format';
 import { until } from './support/wait';
+import { limited } from './support/limited';
 
 const SDL = `
 type Bank @entity(table: "Banks", partitionKey: "{bank}", rowKey: "bank") {
@@ -88,21 +89,6 @@ async function settledVerify() {
   }
   if (!report.ok) console.log(formatVerifyReport(report));
   return report;
-}
-
-/** Runs `tasks` with at most `n` at once. */
-async function limited<T>(n: number, tasks: Array<() => Promise<T>>): Promise<T[]> {
-  const out: T[] = new Array(tasks.length);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: n }, async () => {
-      while (next < tasks.length) {
-        const i = next++;
-        out[i] = await tasks[i]();
-      }
-    }),
-  );
-  return out;
 }
 
 /** How many writes of each kind a run sends. */

@@ -13,6 +13,7 @@ import { startSdlServer, testStore, uniquePrefix } from './support/harness';
 import { startStorageProxy, type StorageProxy } from './support/storage-proxy';
 import { testSeed } from './support/seed';
 import { until } from './support/wait';
+import { limited } from './support/limited';
 
 const SECRET = 'a-tenancy-faults-secret-of-32-characters';
 const TENANTS = ['north', 'south'] as const;
@@ -99,21 +100,6 @@ const CREATE = 'mutation($i: CreateMemberInput!) { createMember(input: $i) { mem
 const UPDATE = 'mutation($i: UpdateMemberInput!) { updateMember(input: $i) { member { id } } }';
 const DELETE = 'mutation($i: DeleteMemberInput!) { deleteMember(input: $i) { member { id } } }';
 const member = (t: Tenant, id: string, points: number, role = 'dev') => ({ team: 'a', id, email: `${id}@team.test`, name: `${t}: ${id}`, role, points });
-
-/** Runs `tasks` with at most `n` at once. */
-async function limited<T>(n: number, tasks: Array<() => Promise<T>>): Promise<T[]> {
-  const out: T[] = new Array(tasks.length);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: n }, async () => {
-      while (next < tasks.length) {
-        const i = next++;
-        out[i] = await tasks[i]();
-      }
-    }),
-  );
-  return out;
-}
 
 test('two tenants writing the same keys under storage faults: acknowledged iff stored, each in its own range; summaries exact; verify clean', async () => {
   const etags = new Map<string, string>();

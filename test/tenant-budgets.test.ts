@@ -2,10 +2,13 @@
  * Noisy neighbours (src/server/tenant-budgets.ts, src/server/tenant-cost-metrics.ts) on a tenant-scoped schema written
  * for this test: a tenant over its budget of storage calls a second is refused with RATE_LIMITED, HTTP 429 and a
  * `Retry-After`, while another tenant is served in the same second; /metrics shows each tenant's cost, equal to the
- * sum of its answers' `extensions.cost`.
+ * sum of its answers' `extensions.cost`; a tenant given a budget of its own (`npm run tenant -- budget`) is charged
+ * against it.
  */
 import { SignJWT } from 'jose';
-import { startSdlServer } from './support/harness';
+import { connectionString, startSdlServer } from './support/harness';
+import { exitedOk, runCommand } from './support/processes';
+import { until } from './support/wait';
 
 const SECRET = 'a-budget-test-secret-of-32-characters-at-least';
 const SDL = `
@@ -105,4 +108,26 @@ test('/metrics shows each tenant’s cost: the sum of its answers’ extensions.
     const line = text.split('\n').find((l) => l.startsWith(`tablegraph_tenant_azure_transactions{tenant="${tid}"}`));
     expect(line).toBe(`tablegraph_tenant_azure_transactions{tenant="${tid}"} ${total}`);
   }
+});
+
+test('npm run tenant -- budget: a tenant of its own budget is served where the default refuses, until --default gives it back', async () => {
+  const roomy = await sign('roomy');
+  // Five creates at once cost 5 × 8 calls: over the default budget of 8 a second, within one of 1000.
+  const five = async (round: string) => Promise.all([0, 1, 2, 3, 4].map((k) => as(roomy, CREATE, { i: { id: `${round}-${k}`, text: 'roomy' } })));
+  expect((await five('first')).some((r) => r.errors?.[0]?.extensions?.reason === 'TenantBudget')).toBe(true);
+  const env = {
+    AZURE_STORAGE_CONNECTION_STRING: connectionString(),
+    TABLEGRAPH_SCHEMA_DIR: ctx.dir,
+    TABLEGRAPH_TABLE_PREFIX: ctx.server.config.tablePrefix,
+  };
+  const set = runCommand('tenant', ['budget', 'roomy', '--transactions-per-second', '1000'], undefined, env);
+  expect(await exitedOk(set)).toMatch(/tenant roomy: 1000 storage calls and 10000 entities read a second/);
+  const list = runCommand('tenant', ['list'], undefined, env);
+  expect(await exitedOk(list)).toMatch(/roomy\s+PARTITION_PREFIX\s+open, its own budget: 1000 calls\/s, 10000 entities\/s/);
+  // The server reads it within its refresh: then five at once are all served.
+  let round = 0;
+  await until('roomy served five at once', async () => (await five(`own${round++}`)).every((r) => !r.errors));
+  const reset = runCommand('tenant', ['budget', 'roomy', '--default'], undefined, env);
+  expect(await exitedOk(reset)).toMatch(/tenant roomy: the default budget/);
+  await until('roomy refused again', async () => (await five(`back${round++}`)).some((r) => r.errors?.[0]?.extensions?.reason === 'TenantBudget'));
 });

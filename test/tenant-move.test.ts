@@ -85,6 +85,12 @@ const codeOf = (a: Answer) => a.errors?.[0]?.extensions?.code as string | undefi
 let account: AzuriteHandle;
 const ACCOUNT_VARIABLE = 'TABLEGRAPH_TEST_MOVER_ACCOUNT';
 
+/**
+ * The request and storage timeouts of every process: a move waits them out (a write sent before the freeze was read
+ * ends within a storage call, a read of the old place within a request), so the server's must be the commands' own.
+ */
+const TIMEOUTS = { TABLEGRAPH_REQUEST_TIMEOUT_MS: '10000', TABLEGRAPH_STORAGE_TIMEOUT_MS: '10000' };
+
 function env(): Record<string, string> {
   return {
     [ACCOUNT_VARIABLE]: account.connectionString,
@@ -92,10 +98,9 @@ function env(): Record<string, string> {
     TABLEGRAPH_SCHEMA_DIR: ctx.dir,
     TABLEGRAPH_TABLE_PREFIX: ctx.server.config.tablePrefix,
     TABLEGRAPH_JWT_SECRET: SECRET,
-    // What a move waits out after freezing the tenant, and a killed worker's messages' return.
-    TABLEGRAPH_REQUEST_TIMEOUT_MS: '2000',
+    // What a move waits out (the server's timeouts: TIMEOUTS), and a killed worker's messages' return.
+    ...TIMEOUTS,
     TABLEGRAPH_SETTLE_MS: '1000',
-    TABLEGRAPH_STORAGE_TIMEOUT_MS: '3000',
     TABLEGRAPH_VISIBILITY_TIMEOUT_SECONDS: '3',
   };
 }
@@ -109,6 +114,7 @@ beforeAll(async () => {
     TABLEGRAPH_TENANT_TRANSACTIONS_PER_SECOND: '1000000',
     TABLEGRAPH_TENANT_ENTITIES_PER_SECOND: '10000000',
     TABLEGRAPH_WORKER: 'off',
+    ...TIMEOUTS,
   });
   for (const t of TENANTS)
     tokens.set(

@@ -1,6 +1,6 @@
 /**
- * The tier commands of `npm run tenant` (tenant.ts): `create`, `list` and `move` (docs/tenancy.md, "Tiers"). Text a
- * person reads on stdout, progress on stderr.
+ * The commands of `npm run tenant` (tenant.ts) on tenants' rows: `create`, `list`, `move` (docs/tenancy.md, "Tiers")
+ * and `budget` ("Noisy neighbours"). Text a person reads on stdout, progress on stderr.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ErrorCode, TablegraphError } from '../errors';
@@ -28,7 +28,8 @@ function tierOf(opts: { isolation?: string; account?: string }, fallback: Tenant
 function describe(r: TenantRecord): string {
   const where = r.account ? `${r.isolation} (${formatTenantAccount(r.account)})` : r.isolation;
   const move = r.move ? `, moving to ${r.move.to} (${r.move.phase})` : r.leftover ? `, old entities at ${r.leftover.isolation} not yet deleted` : '';
-  return `${r.tenant.padEnd(40)} ${where.padEnd(24)} ${r.state}${move}`;
+  const budget = r.budget ? `, its own budget: ${r.budget.transactionsPerSecond} calls/s, ${r.budget.entitiesPerSecond} entities/s` : '';
+  return `${r.tenant.padEnd(40)} ${where.padEnd(24)} ${r.state}${move}${budget}`;
 }
 
 /**
@@ -82,16 +83,60 @@ export async function listCommand(log: Logger): Promise<void> {
   }
 }
 
+/** A budget option's value: a whole number of 1 or more. @throws TablegraphError BAD_USER_INPUT otherwise */
+function perSecond(option: string, text: string | undefined, fallback: number): number {
+  if (text === undefined) return fallback;
+  const n = Number(text);
+  if (!Number.isSafeInteger(n) || n < 1) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${option} takes a whole number of 1 or more, not ${text}.`);
+  return n;
+}
+
+/**
+ * `budget <id>`: the tenant's own budget a second, or (`--default`) the deployment's again. Servers apply it within
+ * their refresh (2 s).
+ */
+export async function budgetCommand(
+  log: Logger,
+  tenant: string,
+  opts: { transactionsPerSecond?: string; entitiesPerSecond?: string; default?: boolean },
+): Promise<void> {
+  checkTenantId(tenant);
+  const given = opts.transactionsPerSecond !== undefined || opts.entitiesPerSecond !== undefined;
+  if (given === (opts.default === true)) {
+    throw new TablegraphError(ErrorCode.BAD_USER_INPUT, 'Give --transactions-per-second and/or --entities-per-second, or --default.');
+  }
+  const { config, storage } = await opened(log);
+  try {
+    const fallback = config.tenantBudget;
+    const budget = opts.default
+      ? undefined
+      : {
+          transactionsPerSecond: perSecond('--transactions-per-second', opts.transactionsPerSecond, fallback.transactionsPerSecond),
+          entitiesPerSecond: perSecond('--entities-per-second', opts.entitiesPerSecond, fallback.entitiesPerSecond),
+        };
+    const catalogue = new Catalogue(storage.store, config.tablePrefix);
+    if (!(await catalogue.tenant(tenant))) {
+      throw new TablegraphError(ErrorCode.NOT_FOUND, `Tenant ${tenant} has no row yet: npm run tenant -- create ${tenant} makes it.`);
+    }
+    await catalogue.putTenantBudget(tenant, budget);
+    const what = budget ? `${budget.transactionsPerSecond} storage calls and ${budget.entitiesPerSecond} entities read a second` : 'the default budget';
+    process.stdout.write(`tenant ${tenant}: ${what}; servers apply it within ${STATES_REFRESH_MS / 1000} s\n`);
+  } finally {
+    await storage.close();
+  }
+}
+
 /** `move <id>`: the tenant moved to another tier online (src/maintenance/tenant-move.ts). */
 export async function moveCommand(log: Logger, tenant: string, opts: { isolation: string; account?: string }): Promise<void> {
   checkTenantId(tenant);
   const { config, model, storage } = await opened(log);
   try {
     const tier = tierOf(opts, model.tenancy!.isolation);
-    const wait = settleMs(config);
+    // Writes sent before every process read the freeze end within a storage call; reads of the old place within a request.
+    const freezeMs = 2 * STATES_REFRESH_MS + config.storageTimeoutMs;
     log.info(
       { tenant, to: tier.isolation },
-      `moving tenant ${tenant} to ${tier.isolation}: its writes wait about ${Math.round(wait / 1000)} s once its entities are copied`,
+      `moving tenant ${tenant} to ${tier.isolation}: its writes wait about ${Math.round(freezeMs / 1000)} s once its entities are copied`,
     );
     const result = await moveTenant({
       registry: new Catalogue(storage.store, config.tablePrefix),
@@ -101,7 +146,8 @@ export async function moveCommand(log: Logger, tenant: string, opts: { isolation
       tenant,
       to: tier.isolation,
       ...(tier.account && { account: tier.account }),
-      settleMs: wait,
+      freezeMs,
+      settleMs: settleMs(config),
       onProgress: (p) => log.info(p, p.table ? `${p.step}: ${p.entities} entities of ${p.table}` : `${p.step}`),
     });
     process.stdout.write(

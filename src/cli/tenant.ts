@@ -5,6 +5,7 @@
  * - `npm run tenant -- list`: every tenant with a row, its tier, account reference and state;
  * - `npm run tenant -- move <id> --isolation … [--account <reference>]`: the tenant moved to another tier, online
  *   (src/maintenance/tenant-move.ts);
+ * - `npm run tenant -- budget <id> --transactions-per-second N --entities-per-second M | --default`: its own budget;
  * - `npm run tenant -- export <id> --out <folder>`: the tenant's entities as NDJSON files and a load manifest
  *   (src/maintenance/tenant-export.ts);
  * - `npm run tenant -- delete <id> --yes`: the tenant closed, then every entity of its key range and the blobs they
@@ -20,7 +21,7 @@ import { exportTenant } from '../maintenance/tenant-export';
 import { deleteTenant } from '../maintenance/tenant-delete';
 import { Catalogue } from '../evolution/catalogue';
 import { tenantTable, tenantTables } from '../model/tenancy';
-import { createCommand, listCommand, moveCommand } from './tenant-tiers';
+import { budgetCommand, createCommand, listCommand, moveCommand } from './tenant-tiers';
 import { checkTenantId, opened, settleMs } from './tenant-common';
 import { runMain } from './run-main';
 
@@ -57,6 +58,15 @@ runMain(
       .option('--account <reference>', 'tier ACCOUNT: env:<VARIABLE>, keyvault:<secret URL> or entra:<Table endpoint>')
       .action((id: string, opts: { isolation: string; account?: string }) => {
         done = moveCommand(log, id, opts);
+      });
+    program
+      .command('budget <id>')
+      .description("give the tenant a budget a second of its own, instead of the deployment's (TABLEGRAPH_TENANT_*_PER_SECOND)")
+      .option('--transactions-per-second <n>', "storage calls a second (default: the deployment's)")
+      .option('--entities-per-second <n>', "entities read a second (default: the deployment's)")
+      .option('--default', "the deployment's budget again")
+      .action((id: string, opts: { transactionsPerSecond?: string; entitiesPerSecond?: string; default?: boolean }) => {
+        done = budgetCommand(log, id, opts);
       });
     program
       .command('delete <id>')

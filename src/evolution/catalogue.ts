@@ -30,7 +30,7 @@ import {
   type PathRecord,
   type ServerRecord,
 } from './catalogue-records';
-import { decodeTenant, encodeTenant } from './tenant-records';
+import { decodeTenant, encodeBudget, encodeTenant } from './tenant-records';
 import type { TenantRecord } from '../model/tenancy';
 
 /** The catalogue table's name under a table prefix. */
@@ -171,9 +171,22 @@ export class Catalogue {
     await this.store.deleteEntity({ table: this.table, partitionKey: 'server', rowKey: instance });
   }
 
-  /** Records a tenant's tier and state (an unconditional replace: one command at a time changes a tenant). */
+  /**
+   * Records a tenant's tier and state (an unconditional merge: one command at a time changes a tenant), leaving its
+   * own budget as it is.
+   */
   async putTenant(record: TenantRecord): Promise<void> {
-    await this.store.upsertEntity(this.table, { partitionKey: 'tenant', rowKey: record.tenant, properties: encodeTenant(record) }, 'replace');
+    await this.store.upsertEntity(this.table, { partitionKey: 'tenant', rowKey: record.tenant, properties: encodeTenant(record) }, 'merge');
+  }
+
+  /**
+   * Sets a tenant's own budget, or (undefined) gives it the default again; its row must exist.
+   * @throws TablegraphError NOT_FOUND when the tenant has no row
+   */
+  async putTenantBudget(tenant: string, budget: TenantRecord['budget']): Promise<void> {
+    const row = { partitionKey: 'tenant', rowKey: tenant, properties: encodeBudget(budget) };
+    // A merge: a replace of the whole row could undo a move's write of it.
+    await this.store.updateEntity(this.table, row, 'merge');
   }
 
   /** Writes a tenant's first row. @returns false when it has one already (nothing written) */

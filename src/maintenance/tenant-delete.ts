@@ -19,7 +19,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ErrorCode, TablegraphError } from '../errors';
 import { blobFields } from '../model/blob-fields';
 import { tenantPartitionRange, type TenantRecord, type TenantRegistry } from '../model/tenancy';
-import { ENTITY_TYPE_PROPERTY, type Model } from '../model/types';
+import { ENTITY_TYPE_PROPERTY, type EntityModel, type Model } from '../model/types';
 import type { BlobStore } from '../storage/blob-store';
 import { isReservedName } from '../storage/reserved-names';
 import type { StorageObserver, StoredEntity } from '../storage/storage-types';
@@ -127,12 +127,24 @@ export async function deleteEntities(store: TableStore, table: string, page: Sto
   }
 }
 
+const typesOf = new WeakMap<Model, Map<string, EntityModel>>();
+/** The model's stored entity types by their EntityType property (an interface's implementations, not the interface). */
+function entityTypes(model: Model): Map<string, EntityModel> {
+  let types = typesOf.get(model);
+  if (!types) {
+    types = new Map([...model.entities.values()].filter((e) => !e.implementations).map((e) => [e.entityType, e]));
+    typesOf.set(model, types);
+  }
+  return types;
+}
+
 /** The blobs the page's entities name in their `@blob` fields, deleted. @returns how many were there */
 async function deleteBlobs(opts: TenantDeleteOptions, page: StoredEntity[]): Promise<number> {
   if (!opts.blobs) return 0;
   let deleted = 0;
+  const byType = entityTypes(opts.model);
   for (const row of page) {
-    const entity = [...opts.model.entities.values()].find((e) => !e.implementations && e.entityType === row.properties[ENTITY_TYPE_PROPERTY]);
+    const entity = byType.get(String(row.properties[ENTITY_TYPE_PROPERTY]));
     for (const f of entity ? blobFields(entity) : []) {
       const name = row.properties[f.name];
       if (typeof name === 'string' && (await opts.blobs.delete(f.blob.container, name))) deleted++;

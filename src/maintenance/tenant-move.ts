@@ -5,7 +5,7 @@
  *    tenant-scoped table is copied to the new place, while reads and writes go on at the old one.
  * 2. `freeze`: the row says so; within the refresh interval every process refuses the tenant's writes as throttled
  *    (STORAGE_BUSY, reason TenantMoving: clients and the worker try again) and serves its reads at the old place.
- *    `settleMs` is waited out, so no write from before can still land; then what changed at the old place since the
+ *    `freezeMs` is waited out, so no write sent before can still land; then what changed at the old place since the
  *    copy began is copied again, and what the new place holds that the old one no longer does is deleted.
  * 3. The row names the new tier, in one write: a process that reads it serves reads and writes there; one that has not
  *    yet still refuses writes and reads the old place, which is left as it is.
@@ -47,7 +47,12 @@ export interface TenantMoveOptions {
   to: TenantIsolation;
   /** Tier ACCOUNT: how the new account is reached. */
   account?: TenantAccount;
-  /** How long every process may take to act on a changed row, plus the longest a write or read may still run (ms). */
+  /**
+   * How long after the freeze no write of the tenant can still land (ms): every process has read the row (twice the
+   * refresh interval), and a storage call sent before has ended (the storage timeout).
+   */
+  freezeMs: number;
+  /** How long after the switch no read of the old place can still be running (ms): the refresh, a request, a call. */
   settleMs: number;
   onProgress?(p: { step: 'copy' | 'freeze' | 'switched' | 'cleaned'; table?: string; entities?: number }): void;
 }
@@ -89,7 +94,7 @@ export async function moveTenant(opts: TenantMoveOptions): Promise<TenantMoveRes
     opts.onProgress?.({ step: 'freeze' });
   }
   const frozen = record.move!.since;
-  await sleep(Math.max(0, frozen + opts.settleMs - Date.now()));
+  await sleep(Math.max(0, frozen + opts.freezeMs - Date.now()));
   for (const table of tenantTables(opts.model)) {
     result.recopied += await copyTable(opts, record, table, { since: new Date(record.move!.copyFrom - CLOCK_SLACK_MS) });
     result.removed += await removeStale(opts, record, table);

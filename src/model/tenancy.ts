@@ -121,6 +121,11 @@ export interface TenantRecord {
   isolation: TenantIsolation;
   /** On tier `ACCOUNT`: how its account is reached. */
   account?: TenantAccount;
+  /**
+   * Its own budget a second (`npm run tenant -- budget`), instead of the deployment's (src/server/tenant-budgets.ts):
+   * storage calls and entities read a second. Kept apart from the rest of the row: a move does not change it.
+   */
+  budget?: { transactionsPerSecond: number; entitiesPerSecond: number };
   /** A move between tiers under way. */
   move?: TenantMove;
   /** Where a finished move left the tenant's old entities, until they are deleted (the move run again deletes them). */

@@ -137,7 +137,7 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
   await seedEmptyStore(config, storage, { model, schema }, log);
   if (!config.cursorSecret) log.warn('TABLEGRAPH_CURSOR_SECRET is not set: cursors are signed with a random key and expire when the server restarts');
   const app = await createGraphqlApp({
-    ...appSettings(config),
+    ...appSettings(config, known),
     schema,
     model,
     store: storage.store,
@@ -207,7 +207,7 @@ async function listen(server: Server, config: Config, undo: () => Promise<void>)
 }
 
 /** What the GraphQL app takes from the configuration alone: limits, admission, caching, subscriptions, the IDE. */
-function appSettings(config: Config) {
+function appSettings(config: Config, known: { tenants?: TenantDirectory }) {
   return {
     cursors: new CursorCodec(config.cursorSecret),
     readConcurrency: config.readConcurrency,
@@ -225,7 +225,7 @@ function appSettings(config: Config) {
     maxBodyBytes: config.maxBodyBytes,
     budget: { maxStorageCalls: config.maxStorageCalls, maxNodes: config.maxNodes },
     rateLimit: createRateLimit(config.rateLimit),
-    tenantBudgets: new TenantBudgets(config.tenantBudget),
+    tenantBudgets: new TenantBudgets(config.tenantBudget, (tenant) => known.tenants?.record(tenant)?.budget),
     admission: new StorageAdmission({ maxInFlight: config.maxStorageInFlight, maxQueued: config.maxStorageQueue }),
     requestAdmission: new RequestAdmission({ maxHeavy: config.maxHeavyRequests, heavyCalls: config.heavyRequestCalls }),
     requestTimeoutMs: config.requestTimeoutMs,

@@ -5,6 +5,10 @@
  * RATE_LIMITED (HTTP 429, `Retry-After`) while the other tenants' requests go on: the Azure targets a table and an
  * account share — 2,000 entities/s per partition, 20,000 transactions/s per account ("Scalability and performance
  * targets") — are not spent by one tenant. Windows of one second, kept by rate-limiter-flexible.
+ *
+ * A tenant may have a budget of its own (its catalogue row, `npm run tenant -- budget`): the limiters count every
+ * tenant against the default budget, and charge such a tenant's operations scaled by the default over its own — a
+ * tenant with a tenth of the default pays ten points a call.
  */
 import { GraphQLError } from 'graphql';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
@@ -27,7 +31,14 @@ export class TenantBudgets {
   private readonly transactions: RateLimiterMemory;
   private readonly entities: RateLimiterMemory;
 
-  constructor(readonly budget: TenantBudget = DEFAULT_TENANT_BUDGET) {
+  /**
+   * @param budget every tenant's budget, unless `budgetOf` gives one of its own
+   * @param budgetOf a tenant's own budget (src/evolution/tenant-directory.ts), or undefined for the default
+   */
+  constructor(
+    readonly budget: TenantBudget = DEFAULT_TENANT_BUDGET,
+    private readonly budgetOf: (tenant: string) => TenantBudget | undefined = () => undefined,
+  ) {
     this.transactions = new RateLimiterMemory({ points: budget.transactionsPerSecond, duration: 1 });
     this.entities = new RateLimiterMemory({ points: budget.entitiesPerSecond, duration: 1 });
   }
@@ -40,19 +51,21 @@ export class TenantBudgets {
    *   `retryAfterSeconds`, `budget`) when the tenant's budget of this second is spent
    */
   async charge(tenant: string, estimate: Pick<DemandEstimate, 'storageCalls' | 'entitiesRead'>): Promise<void> {
-    const calls = Math.min(estimate.storageCalls, this.budget.transactionsPerSecond);
-    const entities = Math.min(estimate.entitiesRead, this.budget.entitiesPerSecond);
+    const own = this.budgetOf(tenant) ?? this.budget;
+    // In the default budget's points: a tenant's own budget scales what its operations cost.
+    const calls = Math.min(estimate.storageCalls, own.transactionsPerSecond) * (this.budget.transactionsPerSecond / own.transactionsPerSecond);
+    const entities = Math.min(estimate.entitiesRead, own.entitiesPerSecond) * (this.budget.entitiesPerSecond / own.entitiesPerSecond);
     try {
-      if (calls > 0) await this.transactions.consume(tenant, calls);
+      if (calls > 0) await this.transactions.consume(tenant, Math.min(calls, this.budget.transactionsPerSecond));
     } catch (e) {
-      throw this.refusal(e, 'transactions');
+      throw this.refusal(e, 'transactions', own);
     }
     try {
-      if (entities > 0) await this.entities.consume(tenant, entities);
+      if (entities > 0) await this.entities.consume(tenant, Math.min(entities, this.budget.entitiesPerSecond));
     } catch (e) {
       // The calls were not spent: give them back.
-      if (calls > 0) await this.transactions.reward(tenant, calls);
-      throw this.refusal(e, 'entities');
+      if (calls > 0) await this.transactions.reward(tenant, Math.min(calls, this.budget.transactionsPerSecond));
+      throw this.refusal(e, 'entities', own);
     }
   }
 
@@ -67,20 +80,20 @@ export class TenantBudgets {
       [this.entities, 'entities'],
     ] as const) {
       const used = await limiter.get(tenant);
-      if (used && used.remainingPoints <= 0 && used.msBeforeNext > 0) throw this.refusal(used, what);
+      if (used && used.remainingPoints <= 0 && used.msBeforeNext > 0) throw this.refusal(used, what, this.budgetOf(tenant) ?? this.budget);
     }
   }
 
-  private refusal(e: unknown, what: 'transactions' | 'entities'): unknown {
+  private refusal(e: unknown, what: 'transactions' | 'entities', budget: TenantBudget): unknown {
     if (!(e instanceof RateLimiterRes)) return e;
     const retryAfter = Math.max(1, Math.ceil(e.msBeforeNext / 1000));
-    const per = what === 'transactions' ? `${this.budget.transactionsPerSecond} storage calls` : `${this.budget.entitiesPerSecond} entities read`;
+    const per = what === 'transactions' ? `${budget.transactionsPerSecond} storage calls` : `${budget.entitiesPerSecond} entities read`;
     return new GraphQLError(`Your tenant's budget of this second is spent (at most ${per} a second). Retry after ${retryAfter} s.`, {
       extensions: {
         code: RATE_LIMITED,
         reason: 'TenantBudget',
         retryAfterSeconds: retryAfter,
-        budget: this.budget,
+        budget,
         http: { status: 429, headers: new Map([['retry-after', String(retryAfter)]]) },
       },
     });
