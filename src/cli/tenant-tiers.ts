@@ -141,7 +141,6 @@ export async function moveCommand(log: Logger, tenant: string, opts: { isolation
     const result = await moveTenant({
       registry: new Catalogue(storage.store, config.tablePrefix),
       directory: storage.tenants!,
-      store: storage.store,
       model,
       tenant,
       to: tier.isolation,

@@ -44,12 +44,13 @@ export class TenantDirectory implements TablePlacement<TableStore> {
   private readonly tables: Set<string>;
   /** The stores of tenants' accounts, by their reference (JSON). */
   private readonly accounts = new Map<string, TableStore>();
-  private readonly sameAccount: TableStore;
+  /** The deployment's account without a placement: the shared tables themselves, and the tables of tier TABLE. */
+  readonly sharedStore: TableStore;
   private timer?: NodeJS.Timeout;
 
   constructor(private readonly opts: TenantDirectoryOptions) {
     this.tables = new Set(opts.tables);
-    this.sameAccount = opts.store.sibling();
+    this.sharedStore = opts.store.sibling();
   }
 
   /** Whether `tenant` is closed or deleted (its requests refused, its messages dropped). */
@@ -114,7 +115,7 @@ export class TenantDirectory implements TablePlacement<TableStore> {
    */
   placeOn(table: string, tenant: string, record: Pick<TenantRecord, 'isolation' | 'account'>): TablePlace<TableStore> | undefined {
     if (record.isolation === 'PARTITION_PREFIX') return undefined;
-    if (record.isolation === 'TABLE') return { store: this.sameAccount, table: tenantTable(table, tenant) };
+    if (record.isolation === 'TABLE') return { store: this.sharedStore, table: tenantTable(table, tenant) };
     const store = record.account && this.accounts.get(JSON.stringify(record.account));
     if (!store) {
       throw new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, `The account of tenant ${tenant} is not reached yet: try again in a few seconds.`, {

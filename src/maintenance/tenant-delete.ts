@@ -24,12 +24,10 @@ import type { BlobStore } from '../storage/blob-store';
 import { isReservedName } from '../storage/reserved-names';
 import type { StorageObserver, StoredEntity } from '../storage/storage-types';
 import type { TableStore } from '../storage/table-store';
+import { limitsFor } from '../storage/limits';
 
 /** Passes at most: the first deletes nearly everything; a later one what a straggling write made meanwhile. */
 export const MAX_PASSES = 5;
-
-/** Operations of one EGT at most (the Table service's limit). */
-const EGT_OPERATIONS = 100;
 
 export interface TenantDeleteOptions {
   store: TableStore;
@@ -110,8 +108,9 @@ export async function deleteEntities(store: TableStore, table: string, page: Sto
   const byPartition = new Map<string, StoredEntity[]>();
   for (const e of page) byPartition.set(e.partitionKey, [...(byPartition.get(e.partitionKey) ?? []), e]);
   for (const [partitionKey, entities] of byPartition) {
-    for (let i = 0; i < entities.length; i += EGT_OPERATIONS) {
-      const chunk = entities.slice(i, i + EGT_OPERATIONS);
+    const most = limitsFor(store.target).maxTransactionOperations;
+    for (let i = 0; i < entities.length; i += most) {
+      const chunk = entities.slice(i, i + most);
       try {
         await store.submitTransaction(
           table,

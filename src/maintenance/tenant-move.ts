@@ -21,12 +21,10 @@ import type { TablePlace } from '../storage/table-placement';
 import type { TableStore } from '../storage/table-store';
 import type { EntityToWrite, StoredEntity, TypedValue } from '../storage/storage-types';
 import { deleteEntities } from './tenant-delete';
+import { limitsFor } from '../storage/limits';
 
 /** Slack for the service's clock against this one (ms): a change this much before the copy began is copied again. */
 const CLOCK_SLACK_MS = 5 * 60_000;
-
-/** Operations of one EGT at most (the Table service's limit). */
-const EGT_OPERATIONS = 100;
 
 /** What a move needs of the process's tenant directory (src/evolution/tenant-directory.ts). */
 export interface TenantPlaces {
@@ -34,14 +32,14 @@ export interface TenantPlaces {
   refresh(): Promise<void>;
   /** Where the tenant keeps `table` on a tier; undefined for the shared table. */
   placeOn(table: string, tenant: string, tier: Pick<TenantRecord, 'isolation' | 'account'>): TablePlace<TableStore> | undefined;
+  /** The deployment's account without a placement: the shared tables themselves. */
+  readonly sharedStore: TableStore;
 }
 
 export interface TenantMoveOptions {
   registry: TenantRegistry & { tenant(tenant: string): Promise<TenantRecord | undefined> };
   /** The process's directory: it reaches the new place (its account), and is refreshed as the row changes. */
   directory: TenantPlaces;
-  /** The deployment's store (placed); the move reads and writes each place through a store of its own. */
-  store: TableStore;
   model: Model;
   tenant: string;
   to: TenantIsolation;
@@ -142,15 +140,7 @@ function sameTier(record: TenantRecord, opts: TenantMoveOptions): boolean {
 
 /** Where `record`'s tenant keeps `table` on a tier: its own table or account, or the shared table (no placement). */
 function placeOf(opts: TenantMoveOptions, table: string, tier: Pick<TenantRecord, 'isolation' | 'account'>): TablePlace<TableStore> {
-  return opts.directory.placeOn(table, opts.tenant, tier) ?? { store: shared(opts.store), table };
-}
-
-const sharedStores = new WeakMap<TableStore, TableStore>();
-/** The deployment's account without a placement: the shared tables themselves. */
-function shared(store: TableStore): TableStore {
-  let plain = sharedStores.get(store);
-  if (!plain) sharedStores.set(store, (plain = store.sibling()));
-  return plain;
+  return opts.directory.placeOn(table, opts.tenant, tier) ?? { store: opts.directory.sharedStore, table };
 }
 
 /** The tenant's entities of `table` at the old place (changed `since`, when given) written at the new one. @returns how many */
@@ -174,8 +164,9 @@ async function writePage(to: TablePlace<TableStore>, entities: EntityToWrite[]):
   const byPartition = new Map<string, EntityToWrite[]>();
   for (const e of entities) byPartition.set(e.partitionKey, [...(byPartition.get(e.partitionKey) ?? []), e]);
   for (const group of byPartition.values()) {
-    for (let i = 0; i < group.length; i += EGT_OPERATIONS) {
-      const chunk = group.slice(i, i + EGT_OPERATIONS);
+    const most = limitsFor(to.store.target).maxTransactionOperations;
+    for (let i = 0; i < group.length; i += most) {
+      const chunk = group.slice(i, i + most);
       try {
         await to.store.submitTransaction(
           to.table,
