@@ -159,6 +159,11 @@ export const Reason = {
     code: 'DATA_INTEGRITY',
     meaning: 'a backup segment or manifest differs from what was written (checksum, rows, shape): nothing is restored from it',
   },
+  CaptureBehind: {
+    code: 'STORAGE_UNAVAILABLE',
+    meaning:
+      "`npm run tenant -- delete`: no capture pass ran after the tenant's entities were deleted, so its backup could not be purged yet: run the delete again once a worker with capture on runs",
+  },
   SnapshotNotFound: { code: 'NOT_FOUND', meaning: '`npm run restore`: no complete snapshot has that id (`npm run backup -- list` lists them)' },
   SnapshotOfOtherSchema: {
     code: 'SCHEMA_INVALID',

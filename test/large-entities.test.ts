@@ -40,7 +40,7 @@ const png = (n: number) => Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47]),
 const setPhoto = (d: string, id: string, photo: Buffer | null, extra: Record<string, unknown> = {}) =>
   server.query(SET, { input: { departmentId: d, id, photoUrl: photo && { contentType: 'image/png', base64: photo.toString('base64') }, ...extra } });
 const address = (d: string, id: string): EntityAddress => ({ table: directory, partitionKey: d, rowKey: `empid_${id.padStart(8, '0')}` });
-const listed = async (d: string, id: string) => (await blobs.list(container, blobPrefix(address(d, id), 'photoUrl'))).map((b) => b.name).sort();
+const listed = async (d: string, id: string) => (await blobs.list(container, blobPrefix({}, address(d, id), 'photoUrl'))).map((b) => b.name).sort();
 const stored = async (d: string, id: string) => (await server.store.getEntity(address(d, id)))?.properties.photoUrl ?? null;
 const bytesAt = async (url: string) => Buffer.from(await (await fetch(url)).arrayBuffer());
 const createEmployee = (d: string, id: string, photo?: Buffer) =>
@@ -191,7 +191,7 @@ describe('setEmployeePhoto and Employee.photoUrl against Azurite', () => {
       });
       expect(moved.errors).toBeUndefined();
       // A blob no write made, under the prefix of an employee nobody writes: no message will ever come for it.
-      const stray = `${blobPrefix(address('Sales', '805'), 'photoUrl')}stray`;
+      const stray = `${blobPrefix({}, address('Sales', '805'), 'photoUrl')}stray`;
       await blobs.upload(container, stray, png(50), 'image/png');
       const sentAt = Date.now();
 

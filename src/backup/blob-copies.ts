@@ -2,9 +2,10 @@
  * `@blob` fields' blobs in a backup (the guide's "Large entities pattern": the entity holds the blob's name). A
  * snapshot copies each blob an entity names to `snapshots/<id>/blobs/<EntityType>/<field>/<name>` in the backup
  * container, with its Content-Type; a restore copies it back into the field's container under the target prefix, its
- * name's table part renamed as src/model/blob-fields.ts names blobs (`<table>/<hash of the keys>/<field>/<uuid>`), so
+ * name's table part renamed as src/model/blob-fields.ts names blobs (`[tenant=<id>/]<table>/<hash of the keys>/<field>/<uuid>`), so
  * that the restored entity's blobs are where its cleanup and `verify` look for them.
  */
+import { TENANT_BLOB_SEGMENT } from '../model/blob-fields';
 import type { BlobStore } from '../storage/blob-store';
 
 /** Where a snapshot keeps the blob `name` of an entity's `field`. */
@@ -33,9 +34,11 @@ export async function copyBlob(from: BlobEnd, to: BlobEnd): Promise<boolean> {
 }
 
 /**
- * A blob name of an entity of table `from` as the same entity in table `to` names it: the table part replaced.
- * A name that does not start with `from/` (written around tablegraph) is kept as it is.
+ * A blob name of an entity of table `from` as the same entity in table `to` names it: the table part replaced, after a
+ * tenant-scoped entity's `tenant=<id>/`. A name that does not start so (written around tablegraph) is kept as it is.
  */
 export function renamedBlob(name: string, from: string, to: string): string {
-  return name.startsWith(`${from}/`) ? `${to}${name.slice(from.length)}` : name;
+  const tenant = name.startsWith(TENANT_BLOB_SEGMENT) ? name.slice(0, name.indexOf('/') + 1) : '';
+  const rest = name.slice(tenant.length);
+  return rest.startsWith(`${from}/`) ? `${tenant}${to}${rest.slice(from.length)}` : name;
 }

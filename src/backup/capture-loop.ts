@@ -9,8 +9,8 @@ import { PeriodicJob } from './periodic-job';
 import { runCapturePass, type CapturePassOptions, type PassResult } from './capture-pass';
 import { asLeader } from './leader-lease';
 
-/** The lease blob of the worker that runs passes. */
-const LEADER = `${CHANGES}/leader`;
+/** The lease blob of the worker that runs passes (a tenant's purge takes it too: tenant-purge.ts). */
+export const LEADER = `${CHANGES}/leader`;
 
 export interface CaptureLoopOptions extends CapturePassOptions {
   /** Time between the end of a pass and the start of the next (ms). */

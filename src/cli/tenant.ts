@@ -24,6 +24,9 @@ import { tenantTable, tenantTables } from '../model/tenancy';
 import { budgetCommand, createCommand, listCommand, moveCommand } from './tenant-tiers';
 import { checkTenantId, opened, settleMs } from './tenant-common';
 import { runMain } from './run-main';
+import { backupBlobs } from '../runtime/backup-account';
+import { purgeTenantFromBackup } from '../backup/tenant-purge';
+import type { Config } from '../runtime/config';
 
 runMain(
   'tenant',
@@ -82,6 +85,11 @@ runMain(
   'stderr',
 );
 
+/** How long a delete waits for a capture pass after the tenant's entities are gone (ms): six intervals, at least a minute. */
+function captureWaitMs(config: Config): number {
+  return Math.max(60_000, 6 * config.backup.captureIntervalMs);
+}
+
 async function deleteCommand(log: Logger, tenant: string, yes: boolean): Promise<void> {
   checkTenantId(tenant);
   if (!yes) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `Deleting tenant ${tenant} cannot be undone: run it again with --yes.`);
@@ -94,8 +102,22 @@ async function deleteCommand(log: Logger, tenant: string, yes: boolean): Promise
     );
     const record = storage.tenants!.record(tenant);
     const ownTables = record?.isolation === 'TABLE' ? tenantTables(model).map((t) => tenantTable(t, tenant)) : [];
+    const backup = backupBlobs(config, storage.blobs);
     const deleted = await deleteTenant({
       ownTables,
+      // Its changes and rows out of the backup, after a capture pass (with capture off here, none is waited for).
+      ...(backup.available() && {
+        purgeBackup: (deletedAt: number) =>
+          purgeTenantFromBackup({
+            blobs: backup,
+            container: config.backup.container,
+            model,
+            tenant,
+            deletedAt,
+            captureWaitMs: config.backup.capture ? captureWaitMs(config) : 0,
+            onProgress: (p) => log.info(p, `backup: ${p.removed} of its ${p.kind === 'pass' ? 'changes' : 'rows'} taken out of ${p.kind} ${p.id}`),
+          }),
+      }),
       store: storage.store,
       blobs: storage.blobs,
       model,
@@ -107,7 +129,18 @@ async function deleteCommand(log: Logger, tenant: string, yes: boolean): Promise
     });
     const lines = Object.entries(deleted.entities).map(([table, n]) => `${table.padEnd(24)} ${String(n).padStart(8)} entities deleted`);
     const total = Object.values(deleted.entities).reduce((a, b) => a + b, 0);
-    process.stdout.write(`${[...lines, `tenant ${tenant} deleted: ${total} entities, ${deleted.blobs} blobs; its id stays closed`].join('\n')}\n`);
+    const b = deleted.backup;
+    const fromBackup = b
+      ? [
+          `backup: ${b.changes} changes out of ${b.passes} capture passes, ${b.rows} rows and ${b.blobs} blob copies out of ${b.snapshots} snapshots, ${b.abandoned} segments of passes cut short deleted`,
+          ...b.incompleteSnapshots.map(
+            (id) => `warning: snapshot ${id} is not complete (under way, or cut short) and may hold the tenant's rows: run this delete again once it is`,
+          ),
+        ]
+      : [];
+    process.stdout.write(
+      `${[...lines, ...fromBackup, `tenant ${tenant} deleted: ${total} entities, ${deleted.blobs} blobs; its id stays closed`].join('\n')}\n`,
+    );
   } finally {
     await storage.close();
   }

@@ -5,9 +5,9 @@
  * older than the cleanup delay (TABLEGRAPH_BLOB_CLEANUP_DELAY_SECONDS): its cleanup message was due by then.
  * A younger one may still belong to a write in flight or a cleanup not yet due, and is only counted.
  */
-import { blobFields } from '../model/blob-fields';
-import { ENTITY_TYPE_PROPERTY, type Model } from '../model/types';
-import type { BlobStore } from '../storage/blob-store';
+import { blobFields, parseBlobName, TENANT_BLOB_SEGMENT } from '../model/blob-fields';
+import { ENTITY_TYPE_PROPERTY, type EntityModel, type Model } from '../model/types';
+import type { BlobStore, ListedBlob } from '../storage/blob-store';
 import type { TableStore } from '../storage/table-store';
 import type { StorageObserver } from '../storage/storage-types';
 
@@ -56,8 +56,7 @@ export async function readBlobState(opts: {
     }
     for (const { name, blob } of fields) {
       const mine = named.get(name)!;
-      // Names are `<table>/<hash>/<field>/<uuid>`: the table's blobs of this field.
-      const listed = (await opts.blobs.list(blob.container, `${entity.layout.table}/`)).filter((b) => b.name.split('/')[2] === name);
+      const listed = await listFieldBlobs(opts.blobs, blob.container, entity, name);
       const unnamed = listed.filter((b) => !mine.has(b.name));
       const orphaned = unnamed.filter((b) => b.lastModified.getTime() < before);
       diffs.push({
@@ -71,4 +70,19 @@ export async function readBlobState(opts: {
     }
   }
   return diffs;
+}
+
+/**
+ * The blobs of one `@blob` field of a type: names `<table>/<hash>/<field>/<uuid>`, under `tenant=<id>/` for a
+ * tenant-scoped type (src/model/blob-fields.ts), whose blobs of every tenant are listed.
+ */
+async function listFieldBlobs(blobs: BlobStore, container: string, entity: EntityModel, field: string): Promise<ListedBlob[]> {
+  const table = entity.layout.table;
+  const prefixes = entity.tenantScoped ? [`${table}/`, TENANT_BLOB_SEGMENT] : [`${table}/`];
+  const listed: ListedBlob[] = [];
+  for (const prefix of prefixes) listed.push(...(await blobs.list(container, prefix)));
+  return listed.filter((b) => {
+    const parts = parseBlobName(b.name);
+    return parts?.table === table && parts.field === field;
+  });
 }

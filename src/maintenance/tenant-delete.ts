@@ -1,7 +1,8 @@
 /**
  * A tenant deleted (`npm run tenant -- delete <id> --yes`, docs/tenancy.md): every entity of its key range in every
  * table of the deployment — entities, index entities, summaries' contributions, change entities, in its own
- * partitions, and any table per period — and the blobs its entities' `@blob` fields name.
+ * partitions, and any table per period — and its blobs: those its entities' `@blob` fields name, then every one under
+ * its prefix (`tenant=<id>/`), replaced values not yet cleaned up included.
  *
  * In order, so that nothing of it comes back:
  * 1. The tenant is closed in the catalogue (src/evolution/tenant-directory.ts): within the refresh interval every server refuses its
@@ -17,7 +18,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ErrorCode, TablegraphError } from '../errors';
-import { blobFields } from '../model/blob-fields';
+import { blobContainers, blobFields, tenantBlobPrefix } from '../model/blob-fields';
 import { tenantPartitionRange, type TenantRecord, type TenantRegistry } from '../model/tenancy';
 import { ENTITY_TYPE_PROPERTY, type EntityModel, type Model } from '../model/types';
 import type { BlobStore } from '../storage/blob-store';
@@ -40,6 +41,11 @@ export interface TenantDeleteOptions {
   tenant: string;
   /** The tables of the tenant's own (tier `TABLE`), dropped once they are empty; the table prefix included. */
   ownTables?: string[];
+  /**
+   * Takes the tenant's changes and rows out of the backup (src/backup/tenant-purge.ts), called once its entities are
+   * gone, with when that was (ms since the epoch); absent: the backup is left as it is.
+   */
+  purgeBackup?(deletedAt: number): Promise<NonNullable<NonNullable<TenantRecord['deleted']>['backup']>>;
   /** How long to wait between closing the tenant and deleting its entities (ms). */
   settleMs: number;
   observer?: StorageObserver;
@@ -51,7 +57,8 @@ export interface TenantDeleteOptions {
  * Deletes one tenant.
  * @returns what was deleted: entities by table (the prefix left off), and blobs
  * @throws TablegraphError BAD_USER_INPUT for a schema without `@tenancy`; STORAGE_UNAVAILABLE when a pass still finds
- *   entities after MAX_PASSES (run it again: it goes on where it is); storage errors as the store maps them
+ *   entities after MAX_PASSES, or (reason CaptureBehind) no capture pass ran to purge the backup after (run it again:
+ *   it goes on where it is); storage errors as the store maps them
  */
 export async function deleteTenant(opts: TenantDeleteOptions): Promise<NonNullable<TenantRecord['deleted']>> {
   if (!opts.model.tenancy) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, 'The schema has no @tenancy: it has no tenants to delete.');
@@ -66,10 +73,12 @@ export async function deleteTenant(opts: TenantDeleteOptions): Promise<NonNullab
   const closed: TenantRecord = { ...(known ?? { tenant: opts.tenant, isolation: opts.model.tenancy.isolation }), state: 'closed', closedAt };
   if (known?.state !== 'closed' && known?.state !== 'deleted') await opts.catalogue.putTenant(closed);
   await sleep(Math.max(0, closedAt + opts.settleMs - Date.now()));
-  const deleted = { entities: {} as Record<string, number>, blobs: 0 };
+  const deleted: NonNullable<TenantRecord['deleted']> = { entities: {}, blobs: 0 };
   for (let pass = 1; pass <= MAX_PASSES; pass++) {
     const found = await deletePass(opts, pass, deleted);
     if (found === 0) {
+      deleted.blobs += await deleteTenantBlobs(opts);
+      if (opts.purgeBackup) deleted.backup = await opts.purgeBackup(Date.now());
       // A tenant on tier TABLE: its tables, empty now, go too.
       for (const table of opts.ownTables ?? []) await opts.store.deleteTable(table);
       await opts.catalogue.putTenant({ ...closed, state: 'deleted', deletedAt: Date.now(), deleted });
@@ -135,6 +144,20 @@ function entityTypes(model: Model): Map<string, EntityModel> {
     typesOf.set(model, types);
   }
   return types;
+}
+
+/**
+ * Every blob under the tenant's prefix in every `@blob` container, deleted: values no entity names any longer (replaced
+ * or cleared, their delayed cleanup not yet run) too, as the tenant's cleanup messages are dropped once it is closed.
+ * @returns how many were there
+ */
+async function deleteTenantBlobs(opts: TenantDeleteOptions): Promise<number> {
+  if (!opts.blobs) return 0;
+  let deleted = 0;
+  for (const container of blobContainers(opts.model)) {
+    for (const b of await opts.blobs.list(container, tenantBlobPrefix(opts.tenant))) if (await opts.blobs.delete(container, b.name)) deleted++;
+  }
+  return deleted;
 }
 
 /** The blobs the page's entities name in their `@blob` fields, deleted. @returns how many were there */

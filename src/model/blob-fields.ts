@@ -7,19 +7,51 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { EntityAddress } from '../storage/storage-types';
 import type { BlobSpec, Model } from './types';
+import { tenantOfPartitionKey } from './tenancy';
+
+/** What the names of tenant-scoped entities' blobs start with, before the tenant id: no table name holds `=`. */
+export const TENANT_BLOB_SEGMENT = 'tenant=';
+
+/** What names a blob besides its address: whether its entity type is tenant-scoped (`@tenancy`, not `@global`). */
+export interface BlobOwner {
+  tenantScoped?: true;
+}
 
 /**
  * The prefix of every blob of one entity's field: `<table>/<40 hex digits of SHA-256 of PartitionKey,
- * RowKey>/<field>/`. Hashed: keys may hold up to 1 KiB each, a blob name at most 1,024 characters.
+ * RowKey>/<field>/`. Hashed: keys may hold up to 1 KiB each, a blob name at most 1,024 characters. A tenant-scoped
+ * entity's blobs are under its tenant's prefix first (tenantBlobPrefix), so a tenant's delete finds every blob of
+ * the tenant by listing one prefix, a value replaced and not yet cleaned up included.
  */
-export function blobPrefix(address: EntityAddress, field: string): string {
+export function blobPrefix(owner: BlobOwner, address: EntityAddress, field: string): string {
   const hash = createHash('sha256').update(address.partitionKey).update('\u0000').update(address.rowKey).digest('hex').slice(0, 40);
-  return `${address.table}/${hash}/${field}/`;
+  const tenant = owner.tenantScoped && tenantOfPartitionKey(address.partitionKey);
+  return `${tenant ? tenantBlobPrefix(tenant) : ''}${address.table}/${hash}/${field}/`;
+}
+
+/** The prefix of every blob of one tenant's entities, in every container: `tenant=<id>/`. */
+export function tenantBlobPrefix(tenant: string): string {
+  return `${TENANT_BLOB_SEGMENT}${tenant}/`;
+}
+
+/** A blob name read back: the tenant (tenant-scoped entities'), the table and the `@blob` field it belongs to. */
+export interface BlobNameParts {
+  tenant?: string;
+  table: string;
+  field: string;
+}
+
+/** The parts of a name blobPrefix made; undefined for a name it cannot have made. */
+export function parseBlobName(name: string): BlobNameParts | undefined {
+  const parts = name.split('/');
+  const tenant = parts[0].startsWith(TENANT_BLOB_SEGMENT) ? parts.shift()!.slice(TENANT_BLOB_SEGMENT.length) : undefined;
+  if (parts.length < 4) return undefined;
+  return { ...(tenant !== undefined && { tenant }), table: parts[0], field: parts[2] };
 }
 
 /** A new blob name for a value of `field` of the entity at `address`: never used before. */
-export function newBlobName(address: EntityAddress, field: string): string {
-  return `${blobPrefix(address, field)}${randomUUID()}`;
+export function newBlobName(owner: BlobOwner, address: EntityAddress, field: string): string {
+  return `${blobPrefix(owner, address, field)}${randomUUID()}`;
 }
 
 /** The `@blob` fields of an entity type, by name. */

@@ -136,8 +136,16 @@ export interface TenantRecord {
   closedAt?: number;
   /** When its last entity was deleted (ms since the epoch). */
   deletedAt?: number;
-  /** What was deleted: entities by table (the table prefix left off), and blobs. */
-  deleted?: { entities: Record<string, number>; blobs: number };
+  /**
+   * What was deleted: entities by table (the table prefix left off), and blobs; and what was taken out of the backup:
+   * capture passes and snapshots written again, their changes and rows, the snapshots' copies of blobs, the segments
+   * of passes cut short; and the snapshots not yet complete, left as they were (src/backup/tenant-purge.ts).
+   */
+  deleted?: {
+    entities: Record<string, number>;
+    blobs: number;
+    backup?: { passes: number; snapshots: number; changes: number; rows: number; blobs: number; abandoned: number; incompleteSnapshots: string[] };
+  };
 }
 
 /** Where tenants' states are kept (the catalogue, src/evolution/catalogue.ts). */

@@ -47,7 +47,9 @@ export async function cleanUpBlobs(message: BlobCleanupMessage, opts: BlobCleanu
   let rejected = 0;
   for (const { name, blob } of fields) {
     const named = stored?.properties[name];
-    const listed = await opts.blobs.list(blob.container, blobPrefix(message.primary, name));
+    // A tenant-scoped entity's blobs written before names carried the tenant are under the bare prefix.
+    const prefixes = [blobPrefix(entity, message.primary, name), ...(entity.tenantScoped ? [blobPrefix({}, message.primary, name)] : [])];
+    const listed = (await Promise.all(prefixes.map((p) => opts.blobs!.list(blob.container, p)))).flat();
     for (const b of listed) {
       const final = b.lastModified.getTime() <= before;
       if (b.name === named && final && breaks(blob, b)) {

@@ -60,7 +60,7 @@ export function planBlobs(write: WriteModel, input: Values, address: EntityAddre
     const given = input[field];
     if (given === undefined || given === null) continue;
     plan.cleanup = true;
-    const name = newBlobName(address, field);
+    const name = newBlobName(write.entity, address, field);
     plan.input[field] = name;
     if (typeof given === 'object' && 'copyOf' in given) {
       plan.copies.push({ field, blob, name, from: (given as BlobCopy).copyOf });
