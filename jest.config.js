@@ -26,6 +26,7 @@ const LONG = [
   'shared-azurite',
   'storage-faults',
   'tenant-move',
+  'tenant-move-faults',
   'unique-lifecycle',
 ];
 const longFiles = LONG.map((name) => `<rootDir>/test/${name}.test.ts`);

@@ -23,7 +23,7 @@ import { loadEntities } from '../src/load/load-entities';
 import { checkColumns, readLoadRows } from '../src/load/load-rows';
 import { readManifest } from '../src/load/manifest';
 import { runCommand } from './support/processes';
-import { verifyDerived } from '../src/maintenance/verify-derived';
+import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-derived';
 import { isReservedName } from '../src/storage/reserved-names';
 import { connectionString, startSdlServer, testQueues } from './support/harness';
 import { indexAddress } from './support/write-fixtures';
@@ -384,6 +384,7 @@ test('random requests of three tenants over the same keys: nothing of another te
     expectOwn(t, r, kind);
   }
 
+  const began = Date.now();
   await Promise.all(
     Array.from({ length: 8 }, async () => {
       while (sent < REQUESTS) {
@@ -392,7 +393,7 @@ test('random requests of three tenants over the same keys: nothing of another te
       }
     }),
   );
-  console.log(`tenancy property (seed ${seed}): ${REQUESTS} requests ${JSON.stringify(counts)}`);
+  console.log(`tenancy property (seed ${seed}): ${REQUESTS} requests in ${Math.round((Date.now() - began) / 1000)} s ${JSON.stringify(counts)}`);
 
   // Each tenant's subscription reported each of its own acknowledged writes of s1, and nothing else.
   for (const t of TENANTS) {
@@ -405,7 +406,8 @@ test('random requests of three tenants over the same keys: nothing of another te
       if (e.itemChanged.node) expect(e.itemChanged.node.title.startsWith(`${t}:`)).toBe(true);
     }
   }
-}, 300_000);
+  // 5,400 requests take 40 s alone, four minutes and more on a machine busy with other tests: the time is generous.
+}, 900_000);
 
 test('each tenant’s data is what its own writes made: pages, summaries, indexes and copies; verify clean', async () => {
   for (const t of TENANTS) {
@@ -437,8 +439,16 @@ test('each tenant’s data is what its own writes made: pages, summaries, indexe
       });
     }
   }
-  const report = await verifyDerived({ store: ctx.server.store, model: ctx.model });
-  expect(report.ok).toBe(true);
+  // The index entities the worker keeps may still wait for its last messages when the counts above are right.
+  let report = await verifyDerived({ store: ctx.server.store, model: ctx.model });
+  await until(
+    () => `verify clean, last:\n${formatVerifyReport(report)}`,
+    async () => (report = await verifyDerived({ store: ctx.server.store, model: ctx.model })).ok,
+    {
+      timeoutMs: 90_000,
+      everyMs: 500,
+    },
+  );
 });
 
 /**
