@@ -23,7 +23,8 @@ import { loadEntities } from '../src/load/load-entities';
 import { checkColumns, readLoadRows } from '../src/load/load-rows';
 import { readManifest } from '../src/load/manifest';
 import { runCommand } from './support/processes';
-import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-derived';
+import { verifyDerived } from '../src/maintenance/verify-derived';
+import { untilConverged } from './support/fanout-fixtures';
 import { isReservedName } from '../src/storage/reserved-names';
 import { connectionString, startSdlServer, testQueues } from './support/harness';
 import { indexAddress } from './support/write-fixtures';
@@ -440,15 +441,7 @@ test('each tenant’s data is what its own writes made: pages, summaries, indexe
     }
   }
   // The index entities the worker keeps may still wait for its last messages when the counts above are right.
-  let report = await verifyDerived({ store: ctx.server.store, model: ctx.model });
-  await until(
-    () => `verify clean, last:\n${formatVerifyReport(report)}`,
-    async () => (report = await verifyDerived({ store: ctx.server.store, model: ctx.model })).ok,
-    {
-      timeoutMs: 90_000,
-      everyMs: 500,
-    },
-  );
+  await untilConverged({ store: ctx.server.store, model: ctx.model });
 });
 
 /**

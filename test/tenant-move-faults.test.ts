@@ -12,7 +12,7 @@
  * comes from a printed seed.
  */
 import { SignJWT } from 'jose';
-import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-derived';
+import { untilConverged } from './support/fanout-fixtures';
 import { isReservedName } from '../src/storage/reserved-names';
 import { tenantTable } from '../src/model/tenancy';
 import { startSdlServer, testStore, uniquePrefix } from './support/harness';
@@ -226,15 +226,7 @@ async function expectStored(): Promise<void> {
       },
     );
   }
-  let report = await verifyDerived({ store: ctx.server.store, model: ctx.model });
-  await until(
-    () => `verify clean, last:\n${formatVerifyReport(report)}`,
-    async () => (report = await verifyDerived({ store: ctx.server.store, model: ctx.model })).ok,
-    {
-      timeoutMs: 90_000,
-      everyMs: 500,
-    },
-  );
+  await untilConverged({ store: ctx.server.store, model: ctx.model });
 }
 
 /** Tenants of the rows of every table of the deployment, read raw around the proxy: table → tenants found. */

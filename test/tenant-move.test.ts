@@ -9,7 +9,7 @@
  * of the work queues finds nothing of it, and the other tenant's entities are untouched.
  */
 import { SignJWT } from 'jose';
-import { verifyDerived, formatVerifyReport } from '../src/maintenance/verify-derived';
+import { untilConverged } from './support/fanout-fixtures';
 import { tenantTable } from '../src/model/tenancy';
 import { isReservedName } from '../src/storage/reserved-names';
 import { workQueueNames } from '../src/queue/sender';
@@ -301,13 +301,8 @@ async function expectAcknowledged(): Promise<void> {
   }
   // Index entities that include a changed value are the worker's, eventually: the last updates' may still be queued
   // (a killed worker's messages come back after the visibility timeout) when the counts above have converged.
-  const check = () => verifyDerived({ store: ctx.server.store, model: ctx.model, blobs: { store: testBlobs(), cleanupDelaySeconds: 3600 } });
-  let report = await check();
-  await until(
-    () => `verify clean, last:\n${formatVerifyReport(report)}`,
-    async () => (report = await check()).ok,
-    { timeoutMs: 90_000, everyMs: 500 },
-  );
+  const report = await untilConverged({ store: ctx.server.store, model: ctx.model, blobs: { store: testBlobs(), cleanupDelaySeconds: 3600 } });
+
   // Every label's blob is found under its tenant's entities: both tenants' items name one each.
   const labelled = report.blobs.find((b) => b.field === 'Item.label')!;
   expect(labelled.listed).toBeGreaterThanOrEqual(labelled.named);

@@ -10,7 +10,8 @@
 import fc from 'fast-check';
 import { ErrorCode, isTablegraphError } from '../../src/errors';
 import pLimit from 'p-limit';
-import { formatVerifyReport, verifyDerived, type VerifyReport } from '../../src/maintenance/verify-derived';
+import { formatVerifyReport, verifyDerived, type VerifyOptions, type VerifyReport } from '../../src/maintenance/verify-derived';
+import { until } from './wait';
 import type { Model } from '../../src/model/types';
 import type { QueueStore } from '../../src/storage/queue-store';
 import type { TableStore } from '../../src/storage/table-store';
@@ -146,6 +147,22 @@ export function run(world: Pick<HrWorld, 'model' | 'executor'>, mutation: string
 export async function expectConverged(store: TableStore, model: Model): Promise<VerifyReport> {
   const report = await verifyDerived({ store, model });
   if (!report.ok) throw new Error(`derived entities do not match their primaries:\n${formatVerifyReport(report, 20)}`);
+  return report;
+}
+
+/**
+ * verifyDerived run until it is clean, for a test whose writes end while the worker still holds messages (index
+ * entities that include a changed value are its, eventually): the last report is in the error at the deadline.
+ * @param timeoutMs how long to try (ms)
+ * @returns the clean report (to assert on counts)
+ */
+export async function untilConverged(opts: VerifyOptions, timeoutMs = 90_000): Promise<VerifyReport> {
+  let report = await verifyDerived(opts);
+  await until(
+    () => `verify clean, last:\n${formatVerifyReport(report)}`,
+    async () => (report = await verifyDerived(opts)).ok,
+    { timeoutMs, everyMs: 500 },
+  );
   return report;
 }
 
