@@ -99,6 +99,11 @@ export const Reason = {
   },
   BlobCommitWindowPassed: { code: 'STORAGE_UNAVAILABLE', meaning: "the write took longer than its blobs' commit window: nothing was written" },
   // Reads, subscriptions and the server's limits
+  BadRepresentation: {
+    code: 'BAD_USER_INPUT',
+    meaning:
+      "a Federation `_entities` representation is not an object, names a type this subgraph has no resolvable `@key` for, or carries none of its keys' fields: `extensions.index` names it",
+  },
   Deadline: { code: 'REQUEST_TIMEOUT', meaning: 'the request used up its time (`TABLEGRAPH_REQUEST_TIMEOUT_MS`): no further storage call was sent' },
   StorageQueueFull: { code: 'OVERLOADED', meaning: "the server's queue of storage calls is full: try again after `Retry-After`" },
   HeavyRequestsQueued: { code: 'OVERLOADED', meaning: 'a heavy query could not finish in time behind the heavy ones running' },

@@ -77,11 +77,15 @@ export interface PathInputs {
   tablePrefix?: string;
 }
 
+/** The root fields of a Federation 2 subgraph, added by `@apollo/subgraph`: their resolvers are federation-resolvers.ts's. */
+const FEDERATION_ROOT_FIELDS = new Set(['_service', '_entities']);
+
 /** Compiles the access path of every field in the schema; records a problem for each field that has none. */
 export function buildAccessPaths(schema: GraphQLSchema, inputs: PathInputs, problems: SchemaProblems): Map<string, AccessPath> {
   const { entities, connections, edges, tablePrefix = '' } = inputs;
   const paths = new Map<string, AccessPath>();
   const joins: Array<{ path: RangePath; through: string; node: RangeDirective['node'] }> = [];
+  const federated = schema.getType('_Service') !== undefined;
   const skipped = new Set([
     schema.getMutationType()?.name,
     schema.getSubscriptionType()?.name,
@@ -89,6 +93,8 @@ export function buildAccessPaths(schema: GraphQLSchema, inputs: PathInputs, prob
     ...connections.keys(),
     ...edges,
     ...payloadTypes(schema),
+    // A Federation 2 subgraph's own (@apollo/subgraph): `_service`'s type; `_entities` is served by federation.ts's keys.
+    ...(federated ? ['_Service'] : []),
   ]);
   for (const type of Object.values(schema.getTypeMap())) {
     if (!isObjectType(type) || type.name.startsWith('__') || skipped.has(type.name)) continue;
@@ -103,6 +109,7 @@ export function buildAccessPaths(schema: GraphQLSchema, inputs: PathInputs, prob
       continue;
     }
     for (const field of Object.values(type.getFields())) {
+      if (isRoot && federated && FEDERATION_ROOT_FIELDS.has(field.name)) continue;
       const ctx: FieldContext = { parent: type, field, coordinate: `${type.name}.${field.name}`, parentEntity, problems, tablePrefix };
       const point = readPoint(schema, field.astNode);
       const range = readRange(schema, field.astNode);

@@ -24,6 +24,10 @@ import { buildInterfaces } from './build-interfaces';
 import { buildSummaries } from './build-summaries';
 import { buildTenancy, checkTenantIsolation } from './tenant-isolation';
 import { packageRoot } from '../package-root';
+import { buildSubgraphSchema } from '@apollo/subgraph';
+import { errorCauses } from '@apollo/federation-internals';
+import { federationLink, subgraphSdl, withGeneratedKeys, type FederationLink } from './federation-link';
+import { buildFederation, refuseNestedKeys } from './federation';
 
 /** tablegraph's directive definitions, added to a schema that does not declare them. */
 export const BUILT_IN_DIRECTIVES = path.join(packageRoot(), 'schema', 'directives.graphql');
@@ -71,8 +75,16 @@ export interface CompiledSchema {
 export function compileSchema(sources: SdlSource[], options: CompileOptions = {}): CompiledSchema {
   const problems = new SchemaProblems();
   const { texts, documents, generatedSdl } = readSources(sources, problems);
-  const schema = buildSchema(concatAST(documents), problems);
+  let document = concatAST(documents);
+  const link = federationLink(document);
+  if (link) {
+    document = withGeneratedKeys(document, link, GENERATED_SOURCE);
+    // `@apollo/subgraph` fails on a nested key of a scalar with an error of its own, unlocated: refused first, here.
+    if (refuseNestedKeys(document, link, problems)) problems.throwIfAny();
+  }
+  const schema = buildSchema(document, problems, link);
   const model = buildModel(schema, options, problems);
+  if (link) model.federation = buildFederation(document, model, link, subgraphSdl(document, builtInDirectives()), problems);
   buildAuthorization(schema, model, problems);
   checkPeriodTableUses(schema, model, problems);
   checkWideUses(schema, model, problems);
@@ -115,11 +127,23 @@ function readSources(sources: SdlSource[], problems: SchemaProblems): { texts: S
   return { texts, documents, generatedSdl };
 }
 
-/** The schema of the document, its SDL and its directives' arguments checked. @throws TablegraphError SCHEMA_INVALID */
-function buildSchema(document: DocumentNode, problems: SchemaProblems): GraphQLSchema {
-  for (const e of validateSDL(document)) problems.addGraphQLError(e);
+let builtIn: DocumentNode | undefined;
+
+/** tablegraph's directive definitions, parsed once. */
+function builtInDirectives(): DocumentNode {
+  builtIn ??= parse(new Source(readFileSync(BUILT_IN_DIRECTIVES, 'utf8'), 'tablegraph:directives.graphql'));
+  return builtIn;
+}
+
+/**
+ * The schema of the document, its SDL and its directives' arguments checked. A schema that links Apollo Federation 2
+ * is built by `@apollo/subgraph`: its federation directives defined and checked, `_service` and `_entities` added.
+ * @throws TablegraphError SCHEMA_INVALID
+ */
+function buildSchema(document: DocumentNode, problems: SchemaProblems, link: FederationLink | undefined): GraphQLSchema {
+  const built = link ? buildFederatedSchema(document, problems) : buildPlainSchema(document, problems);
   problems.throwIfAny();
-  const schema = buildASTSchema(document, { assumeValidSDL: true });
+  const schema = built!; // undefined only with a problem recorded
   // Directive argument values of the wrong type (`table: 5`) are not SDL validation's business: checked here.
   visit(document, {
     Directive(node) {
@@ -135,6 +159,25 @@ function buildSchema(document: DocumentNode, problems: SchemaProblems): GraphQLS
   });
   problems.throwIfAny();
   return schema;
+}
+
+function buildPlainSchema(document: DocumentNode, problems: SchemaProblems): GraphQLSchema | undefined {
+  for (const e of validateSDL(document)) problems.addGraphQLError(e);
+  problems.throwIfAny();
+  return buildASTSchema(document, { assumeValidSDL: true });
+}
+
+/** The subgraph schema `@apollo/subgraph` builds; its validation errors, each located, as problems. */
+function buildFederatedSchema(document: DocumentNode, problems: SchemaProblems): GraphQLSchema | undefined {
+  try {
+    return buildSubgraphSchema(document);
+  } catch (e) {
+    const causes = e instanceof Error ? errorCauses(e) : undefined;
+    // Any other failure of the library is still the schema's: a SCHEMA_INVALID, never a crash at start-up.
+    if (!causes) problems.add('schema', `Apollo Federation cannot build this subgraph: ${(e as Error).message}`);
+    for (const cause of causes ?? []) problems.addGraphQLError(cause);
+    return undefined;
+  }
 }
 
 /** The model of a valid schema: one pass per directive or concern. @throws TablegraphError SCHEMA_INVALID */

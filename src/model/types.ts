@@ -309,6 +309,31 @@ export interface Model {
    * references found through a range, whose delete is refused while one points at it (src/write/group-read.ts).
    */
   dependentsOf: Map<string, DependentModel[]>;
+  /** Set when the schema links Apollo Federation 2 (src/compiler/federation.ts): it is a subgraph. */
+  federation?: FederationModel;
+}
+
+/**
+ * A Federation 2 subgraph: the `@key`s `_entities` resolves, each one point query, and the SDL `_service` serves
+ * (docs/federation.md).
+ */
+export interface FederationModel {
+  /** The keys by entity type name, in declaration order: `_entities` answers a representation by its first key it carries. */
+  keys: Map<string, FederationKey[]>;
+  /** The SDL served as `_service { sdl }`: the schema without tablegraph's storage directives. */
+  sdl: string;
+}
+
+/** One `@key` of an entity type and the point query that serves it. */
+export interface FederationKey {
+  /** The key's fields, as declared (`"sku package"` is `["sku", "package"]`). */
+  fields: string[];
+  /**
+   * The point query a representation's values address: the entity's own keys, or a unique index's (the index entity,
+   * then the entity). Its bindings are all `argument`s named after the key's fields (and the request's tenant).
+   * Undefined for a key declared `resolvable: false`.
+   */
+  path?: PointPath;
 }
 
 /**

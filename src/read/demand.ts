@@ -12,6 +12,8 @@
  *   when read through an index whose projection lacks a selected field (or the ETag), 1 more point query per node;
  *   through join entities (`@range(through)`), 1 point query per node for the node itself, 2 when the join's
  *   reference goes through a unique index of the target (the index entity, then the target);
+ * - a federation subgraph's `_entities`: each representation as the point query of its key (through a unique index,
+ *   as an `@point(index:)` field is), its entity's selections below it;
  * - a mutation field: WRITE_CALLS storage calls (the entity, its holders, the reservation, the EGT, the message); a
  *   delete, besides, the range query of each `onDelete: RESTRICT` reference to its type.
  *
@@ -25,6 +27,7 @@ import {
   isInputType,
   print,
   isObjectType,
+  isUnionType,
   Kind,
   typeFromAST,
   valueFromAST,
@@ -34,10 +37,12 @@ import {
   type GraphQLField,
   type GraphQLObjectType,
   type GraphQLSchema,
+  type GraphQLUnionType,
   type OperationDefinitionNode,
   type SelectionSetNode,
 } from 'graphql';
-import type { AccessPath, Model, RangePath, WriteModel } from '../model/types';
+import type { AccessPath, FederationKey, Model, RangePath, WriteModel } from '../model/types';
+import { representationKey } from '../model/federation-keys';
 import { REFERRERS_LISTED } from '../model/references';
 import { RU_PER_ENTITY_READ } from './cost';
 import { isIncluded } from './selection';
@@ -128,7 +133,8 @@ export function demandVariables(operation: OperationDefinitionNode, fragments: R
   const walk = (node: OperationDefinitionNode | FragmentDefinitionNode) =>
     visit(node, {
       Argument(arg) {
-        if (arg.name.value === 'first' && arg.value.kind === Kind.VARIABLE) names.add(arg.value.name.value);
+        // A page's size, and a federation subgraph's `_entities` list: how many point queries it makes, of which types.
+        if ((arg.name.value === 'first' || arg.name.value === 'representations') && arg.value.kind === Kind.VARIABLE) names.add(arg.value.name.value);
       },
       Directive(d) {
         if (d.name.value !== 'skip' && d.name.value !== 'include') return;
@@ -177,6 +183,7 @@ class DemandWalk {
         this.add('entitiesRead', times);
         covered = undefined;
       }
+      if (model.federation && field.name === '_entities' && isUnionType(named)) this.visitEntities(named, { field, node, seen: inner }, times);
       if (!isObjectType(named)) continue;
       this.add('nodes', times);
       if (path) this.visitPath(path, { field, node, named, seen: inner }, times);
@@ -213,6 +220,34 @@ class DemandWalk {
     const projection = path.index && !(path.kind === 'range' && path.join) && !decidesOnEntity ? path.index.projection : undefined;
     if (path.kind === 'range') this.visitConnection(named, node.selectionSet, Math.min(CAP, times * first), at.seen, projection);
     else this.visit(named, node.selectionSet, times, at.seen, projection);
+  }
+
+  /**
+   * A Federation subgraph's `_entities(representations:)`: each representation is the point query of the key it carries
+   * (src/model/federation-keys.ts), its entity's selections (the `... on Type` fragments) under it — as many times as
+   * there are representations of that type and key. A representation the resolver refuses costs nothing.
+   */
+  private visitEntities(union: GraphQLUnionType, at: { field: GraphQLField<unknown, unknown>; node: FieldNode; seen: Set<string> }, times: number): void {
+    const { field, node, seen } = at;
+    const arg = node.arguments?.find((a) => a.name.value === 'representations');
+    const def = field.args.find((a) => a.name === 'representations');
+    const value: unknown = arg && def ? valueFromAST(arg.value, def.type, this.variables) : undefined;
+    const groups = new Map<FederationKey, { type: GraphQLObjectType; count: number }>();
+    for (const r of Array.isArray(value) ? (value as unknown[]) : []) {
+      if (!r || typeof r !== 'object') continue;
+      const values = r as Record<string, unknown>;
+      const type = union.getTypes().find((t) => t.name === values.__typename);
+      const key = type && representationKey(this.model.federation!.keys.get(type.name) ?? [], values);
+      if (!type || !key) continue;
+      const group = groups.get(key) ?? { type, count: 0 };
+      group.count++;
+      groups.set(key, group);
+    }
+    for (const [key, { type, count }] of groups) {
+      const n = Math.min(CAP, times * count);
+      this.add('nodes', n);
+      this.visitPath(key.path!, { field, node, named: type, seen }, n);
+    }
   }
 
   /**

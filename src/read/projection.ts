@@ -8,6 +8,7 @@ import {
   getNamedType,
   isInterfaceType,
   isObjectType,
+  isUnionType,
   Kind,
   type FragmentDefinitionNode,
   type GraphQLObjectType,
@@ -65,8 +66,9 @@ export function collectProjection(
         }
         const named = getNamedType(field.type);
         if (isObjectType(named)) visit(named, selection.selectionSet);
-        // A field returning an interface: its selection applies to each implementation ("Inheritance relationships").
-        else if (isInterfaceType(named)) for (const impl of schema.getPossibleTypes(named)) visit(impl, selection.selectionSet);
+        // An interface's selection applies to each implementation ("Inheritance relationships"); a union's (a federation
+        // subgraph's `_entities`) to each member, whose own inline fragments pick what each reads.
+        else if (isInterfaceType(named) || isUnionType(named)) for (const impl of schema.getPossibleTypes(named)) visit(impl, selection.selectionSet);
       } else if (selection.kind === Kind.INLINE_FRAGMENT) {
         const cond = selection.typeCondition ? schema.getType(selection.typeCondition.name.value) : type;
         if (isObjectType(cond)) visit(cond, selection.selectionSet);

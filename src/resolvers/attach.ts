@@ -14,6 +14,7 @@ import { etagOf, fieldValue, type EntityNode } from './entity-node';
 import { pointResolver, rangeResolver } from './path-resolvers';
 import { writeResolver } from './write-resolvers';
 import { implementScalars } from './scalars';
+import { attachFederation } from './federation-resolvers';
 
 /**
  * Sets `resolve` on every field that reads storage or a stored property, and implements the custom scalars.
@@ -77,6 +78,7 @@ export function attachResolvers(schema: GraphQLSchema, model: Model): GraphQLSch
     return isScalarType(t) ? t : undefined;
   };
   implementScalars({ Long: scalar('Long'), DateTime: scalar('DateTime'), Decimal: scalar('Decimal') });
+  attachFederation(schema, model);
   return schema;
 }
 

@@ -1,7 +1,8 @@
 /**
  * What a document reads, field by field, on a compiled model: for every selected field (introspection's excepted),
- * the access path that serves it, the entity type (or interface) it belongs to and its stored field, where each
- * exists. The HTTP cache policy (http-cache.ts) and what the cost may show (cost-visibility.ts) are read from it.
+ * the access path that serves it (for a federation subgraph's `_entities`, every key's), the entity type (or
+ * interface) it belongs to and its stored field, where each exists. The HTTP cache policy (http-cache.ts) and what
+ * the cost may show (cost-visibility.ts) are read from it.
  */
 import { TypeInfo, visit, visitWithTypeInfo, type DocumentNode, type GraphQLSchema } from 'graphql';
 import type { AccessPath, EntityModel, Model, StoredField } from '../model/types';
@@ -32,6 +33,14 @@ export function forEachReadField(schema: GraphQLSchema, model: Model, document: 
         const parent = typeInfo.getParentType();
         if (done || !parent || node.name.value.startsWith('__')) return;
         const coordinate = `${parent.name}.${node.name.value}`;
+        if (model.federation && node.name.value === '_entities' && parent === schema.getQueryType()) {
+          // A federation subgraph's `_entities` reads by any key of any type, whatever it selects (`__typename` alone
+          // included): each key's point query counts as read.
+          for (const key of [...model.federation.keys.values()].flat()) {
+            if (!done && key.path) done = each({ coordinate, path: key.path, entity: key.path.target }) === true;
+          }
+          return;
+        }
         const entity = model.entities.get(parent.name) ?? model.interfaces.get(parent.name);
         done = each({ coordinate, path: model.accessPaths.get(coordinate), entity, field: entity?.fields.get(node.name.value) }) === true;
       },

@@ -4,9 +4,9 @@
  * variables coerced, the context (token, rate, admission: the same function Apollo is given), the demand estimate for
  * the variables' `first` values (kept per document), the heavy queries' admission, the compiled operation run, its
  * errors logged and formatted, the cost and consistency extensions. What the lane does not take — a document that does
- * not parse or validate, a mutation, a subscription, introspection, an automatic persisted query — and every refusal
- * before execution (a token, a rate, the demand budget, the admission) goes on to Apollo, with the context the lane
- * made or its refusal, so that each is answered as before, exactly once.
+ * not parse or validate, a mutation, a subscription, introspection, an automatic persisted query, a request for a
+ * federated trace — and every refusal before execution (a token, a rate, the demand budget, the admission) goes on to
+ * Apollo, with the context the lane made or its refusal, so that each is answered as before, exactly once.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { getVariableValues, GraphQLError, type ExecutionResult, type GraphQLFormattedError } from 'graphql';
@@ -25,6 +25,9 @@ import type { DemandBudget } from './demand-plugin';
 import { retryAfterSeconds } from './format-error';
 import { logRequestErrors } from './request-log';
 import type { GraphqlParams } from './trusted-documents';
+
+/** The header with which an Apollo gateway or router asks a subgraph for its federated trace (`extensions.ftv1`). */
+const FEDERATED_TRACE_HEADER = 'apollo-federation-include-trace';
 
 /** How the lane answers: served, or handed to Apollo with the context to use (made, or its refusal). */
 export type LaneOutcome = { served: true } | { served: false; context?: () => Promise<RequestContext> };
@@ -51,6 +54,8 @@ export interface QueryLaneOptions {
 export function queryLane(opts: QueryLaneOptions): (req: IncomingMessage, res: ServerResponse, params: GraphqlParams) => Promise<LaneOutcome> {
   const scoped = scopeMemo(opts.model);
   return async (req, res, params) => {
+    // A federation gateway asking for a trace of the request (`ftv1`): Apollo's inline trace plugin makes it.
+    if (req.headers[FEDERATED_TRACE_HEADER] === 'ftv1') return { served: false };
     const operation = preparedOf(opts, params);
     if (!operation) return { served: false };
     const variables = (params.variables ?? {}) as Record<string, unknown>;

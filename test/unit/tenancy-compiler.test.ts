@@ -6,10 +6,10 @@
  */
 import { readFileSync } from 'node:fs';
 import { compileSchema } from '../../src/compiler/compile';
-import { isTablegraphError } from '../../src/errors';
 import { renderKey } from '../../src/model/key-template';
 import { tenantOfClaims, tenantPartitionRange } from '../../src/model/tenancy';
 import { DIRECTIVES_FILE } from '../support/harness';
+import { lineOf, schemaProblems } from '../support/schema-problems';
 
 const DIRECTIVES = { name: 'schema/directives.graphql', body: readFileSync(DIRECTIVES_FILE, 'utf8') };
 const compile = (sdl: string) => compileSchema([DIRECTIVES, { name: 'tenants.graphql', body: sdl }]);
@@ -42,17 +42,7 @@ type Subscription {
 `;
 
 /** The problems (coordinate, message, line) compiling `sdl` is refused with. */
-function problems(sdl: string): Array<{ coordinate: string; message: string; line: number }> {
-  try {
-    compile(sdl);
-  } catch (e) {
-    if (!isTablegraphError(e)) throw e;
-    const list = e.details.problems as Array<{ coordinate: string; message: string; locations?: Array<{ line: number }> }>;
-    return list.map((p) => ({ coordinate: p.coordinate, message: p.message, line: p.locations?.[0]?.line ?? 0 }));
-  }
-  throw new Error('the schema compiled');
-}
-const lineOf = (sdl: string, text: string) => sdl.slice(0, sdl.indexOf(text)).split('\n').length;
+const problems = (sdl: string) => schemaProblems(() => compile(sdl));
 
 test('every PartitionKey of a tenant-scoped type starts with the tenant; the root binds it to the token, a field to its parent', () => {
   const { model, schema } = compile(TENANCY + BOOKS);
