@@ -98,6 +98,7 @@ export const Reason = {
     meaning: 'writers kept changing what a write or the worker read, through all its attempts (the worker then handles its message again later)',
   },
   BlobCommitWindowPassed: { code: 'STORAGE_UNAVAILABLE', meaning: "the write took longer than its blobs' commit window: nothing was written" },
+  TooManyItems: { code: 'LIMIT_EXCEEDED', meaning: 'a `@transaction` mutation was given more writes than its `maxItems`: nothing was written' },
   // Reads, subscriptions and the server's limits
   BadRepresentation: {
     code: 'BAD_USER_INPUT',

@@ -12,8 +12,9 @@
 import { loadEntities } from '../src/load/load-entities';
 import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-derived';
 import { TableStore } from '../src/storage/table-store';
-import { startSdlServer, testStore, uniquePrefix } from './support/harness';
-import { startStorageProxy, type FaultRates, type StorageProxy } from './support/storage-proxy';
+import { testStore, uniquePrefix } from './support/harness';
+import type { FaultRates, StorageProxy } from './support/storage-proxy';
+import { startProxiedServer, type ProxiedServer } from './support/proxied-server';
 import { testSeed } from './support/seed';
 import { lastCapturedChanges } from './support/captured-changes';
 import { replayKey } from '../src/backup/change-format';
@@ -58,23 +59,14 @@ type Mutation {
 const seed = testSeed();
 const prefix = uniquePrefix();
 let proxy: StorageProxy;
-let ctx: Awaited<ReturnType<typeof startSdlServer>>;
+let ctx: ProxiedServer['ctx'];
+let server: ProxiedServer | undefined;
 beforeAll(async () => {
-  proxy = await startStorageProxy(process.env.AZURE_STORAGE_CONNECTION_STRING!, { seed });
-  ctx = await startSdlServer(SDL, {
-    TABLEGRAPH_AUTH: 'off',
-    TABLEGRAPH_TABLE_PREFIX: prefix,
-    AZURE_STORAGE_CONNECTION_STRING: proxy.connectionString,
-    TABLEGRAPH_STORAGE_TIMEOUT_MS: '10000',
-    TABLEGRAPH_RATE_LIMIT: '1000000',
-    // A message a failed call left hidden is back in 5 s, not 30 (renewed while it is being handled).
-    TABLEGRAPH_VISIBILITY_TIMEOUT_SECONDS: '5',
-  });
+  // A message a failed call left hidden is back in 5 s, not 30 (renewed while it is being handled).
+  server = await startProxiedServer(SDL, { seed, prefix, env: { TABLEGRAPH_VISIBILITY_TIMEOUT_SECONDS: '5' } });
+  ({ proxy, ctx } = server);
 }, 60_000);
-afterAll(async () => {
-  await ctx?.close();
-  await proxy?.close();
-});
+afterAll(() => server?.close());
 
 /**
  * `verify` once the queue drains: every derived entity as its entity says (reservations settled by themselves), read

@@ -92,7 +92,8 @@ export function buildAccessPaths(schema: GraphQLSchema, inputs: PathInputs, prob
     'PageInfo',
     ...connections.keys(),
     ...edges,
-    ...payloadTypes(schema),
+    // (An entity type a transaction returns is an entity still: its fields have paths.)
+    ...payloadTypes(schema).filter((name) => !entities.has(name)),
     // A Federation 2 subgraph's own (@apollo/subgraph): `_service`'s type; `_entities` is served by federation.ts's keys.
     ...(federated ? ['_Service'] : []),
   ]);

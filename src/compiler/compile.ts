@@ -13,6 +13,7 @@ import { buildSasFields } from './sas-fields';
 import { buildEntities } from './layouts';
 import { buildSubscriptions } from './subscriptions';
 import { buildWrites } from './writes';
+import { buildTransactions } from './transactions';
 import { generateSdl } from './generated-sdl';
 import { SchemaProblems } from './schema-errors';
 import type { Model, PointPath } from '../model/types';
@@ -213,6 +214,7 @@ function buildModel(schema: GraphQLSchema, options: CompileOptions, problems: Sc
     references.set(path.parentType, [...(references.get(path.parentType) ?? []), path]);
   }
   const dependentsOf = buildDependents(schema, { entities, accessPaths, references, writes, summaries }, problems);
+  const transactions = buildTransactions(schema, { writes, summaries, copiesOf, dependentsOf }, problems);
   return {
     ...(tenancy && { tenancy }),
     entities,
@@ -221,6 +223,7 @@ function buildModel(schema: GraphQLSchema, options: CompileOptions, problems: Sc
     connections,
     summaries,
     writes,
+    transactions,
     subscriptions,
     tables: [...tables].sort(),
     sasFields,

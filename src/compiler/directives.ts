@@ -152,6 +152,13 @@ export function readWrite(schema: GraphQLSchema, node: FieldDefinitionNode | und
   return { entity: v.entity as string, action: v.action as WriteDirective['action'], ...(typeof v.to === 'string' && { to: v.to }), node: d };
 }
 
+/** The `@transaction` directive of a mutation field, if any: the most items its list of writes may hold. */
+export function readTransaction(schema: GraphQLSchema, node: FieldDefinitionNode | undefined | null): { maxItems: number; node: DirectiveNode } | undefined {
+  const [d] = directiveNodes(node, 'transaction');
+  if (!d) return undefined;
+  return { maxItems: values(schema, 'transaction', d).maxItems as number, node: d };
+}
+
 /** The `@series` directive of a field, if any: its length (elements). */
 export function readSeries(schema: GraphQLSchema, node: FieldDefinitionNode | undefined | null): { length: number; node: DirectiveNode } | undefined {
   const [d] = directiveNodes(node, 'series');

@@ -12,7 +12,7 @@ import {
   type GraphQLInputField,
   type GraphQLSchema,
 } from 'graphql';
-import { readWrite } from './directives';
+import { readTransaction, readWrite } from './directives';
 import { TENANT_FIELD } from '../model/tenancy';
 import { BLOB_INPUT, IF_MATCH_FIELD, moveField } from '../model/write-inputs';
 import type { SchemaProblems } from './schema-errors';
@@ -34,6 +34,7 @@ export function buildWrites(
   for (const field of Object.values(mutation.getFields())) {
     const coordinate = `${mutation.name}.${field.name}`;
     const d = readWrite(schema, field.astNode);
+    if (!d && readTransaction(schema, field.astNode)) continue; // a list of writes: transactions.ts
     if (!d) {
       problems.add(coordinate, 'has no @write: tablegraph does not know what it writes', field.astNode);
       continue;
@@ -55,6 +56,7 @@ export function buildWrites(
         entity,
         action: 'MOVE',
         inputFields: new Set(entity.keyFields),
+        inputType: getNamedType(field.args[0].type).name,
         ...payload,
         moveTo,
         ...(target !== entity && { moveTarget: target }),
@@ -65,7 +67,7 @@ export function buildWrites(
     const payload = checkPayload(field, entity, coordinate, problems);
     if (!inputFields || !payload) continue;
     payloads.add(getNamedType(field.type).name);
-    writes.set(coordinate, { coordinate, entity, action: d.action, inputFields, ...payload });
+    writes.set(coordinate, { coordinate, entity, action: d.action, inputFields, inputType: getNamedType(field.args[0].type).name, ...payload });
   }
   return { writes, payloads };
 }

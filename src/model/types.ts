@@ -254,6 +254,28 @@ export interface WriteModel {
   moveTarget?: EntityModel;
   /** `@auth` on the mutation: who may run it, on which entities, giving which fields. */
   auth?: AuthPolicy;
+  /** The name of the input object type its `input` argument takes (`CreateOrderInput`); absent on the worker's own writes. */
+  inputType?: string;
+}
+
+/**
+ * A mutation field with `@transaction` (src/compiler/transactions.ts): a list of writes, each one of the schema's
+ * `@write` mutations, that land together in one EGT of one partition, or not at all.
+ */
+export interface TransactionModel {
+  coordinate: string;
+  /** The writes an item may be, by the item input's field name (the `@write` mutation's name). */
+  items: Map<string, WriteModel>;
+  /** The name of the list argument (`writes`). */
+  listArgument: string;
+  /** The arguments that give the partition: the PartitionKey template's fields (the tenant's aside), by name. */
+  partitionArguments: string[];
+  /** The most items one call may hold (items), proven to fit one EGT. */
+  maxItems: number;
+  /** The table every write goes to. */
+  table: string;
+  /** The PartitionKey template every written type shares. */
+  partitionKey: KeyTemplate;
 }
 
 /** The compiled schema's storage design. */
@@ -284,6 +306,8 @@ export interface Model {
   summaries: Map<string, SummaryModel>;
   /** Every mutation field, by `Mutation.field`. */
   writes: Map<string, WriteModel>;
+  /** Every `@transaction` mutation field, by `Mutation.field`. */
+  transactions: Map<string, TransactionModel>;
   /** Subscription fields by `Subscription.field` (`@subscribe`). */
   subscriptions: Map<string, SubscriptionModel>;
   /** Every field that reads storage, by `Type.field`. */

@@ -14,6 +14,8 @@
  *   reference goes through a unique index of the target (the index entity, then the target);
  * - a federation subgraph's `_entities`: each representation as the point query of its key (through a unique index,
  *   as an `@point(index:)` field is), its entity's selections below it;
+ * - a `@transaction` field: per item its entity, summary holders and references read, and a read back; then its EGT;
+ *   its results' selections `maxItems` times;
  * - a mutation field: WRITE_CALLS storage calls (the entity, its holders, the reservation, the EGT, the message); a
  *   delete, besides, the range query of each `onDelete: RESTRICT` reference to its type.
  *
@@ -41,7 +43,7 @@ import {
   type OperationDefinitionNode,
   type SelectionSetNode,
 } from 'graphql';
-import type { AccessPath, FederationKey, Model, RangePath, WriteModel } from '../model/types';
+import type { AccessPath, FederationKey, Model, RangePath, TransactionModel, WriteModel } from '../model/types';
 import { representationKey } from '../model/federation-keys';
 import { REFERRERS_LISTED } from '../model/references';
 import { RU_PER_ENTITY_READ } from './cost';
@@ -80,6 +82,19 @@ function writeCalls(model: Model, write: WriteModel): number {
   if (write.action !== 'DELETE') return WRITE_CALLS;
   const restrict = (model.dependentsOf.get(write.entity.name) ?? []).filter((d) => d.onDelete === 'RESTRICT');
   return WRITE_CALLS + restrict.reduce((n, d) => n + 1 + (d.reverse.index ? REFERRERS_LISTED : 0), 0);
+}
+
+/**
+ * Storage calls a `@transaction` field may make at most: per item its entity, each summary holder and each reference
+ * it may read (transaction-runner.ts reads them in waves), and a read back after a lost answer; then the EGT.
+ */
+function transactionCalls(model: Model, tx: TransactionModel): number {
+  let perItem = 0;
+  for (const w of tx.items.values()) {
+    const holders = [...model.summaries.values()].filter((s) => s.of === w.entity).length;
+    perItem = Math.max(perItem, 2 + holders + (model.references.get(w.entity.name)?.length ?? 0));
+  }
+  return tx.maxItems * perItem + 1;
 }
 
 /** Multiplicities beyond this are counted as this: the estimate only has to be over the budget, not exact. */
@@ -177,6 +192,11 @@ class DemandWalk {
       const path = model.accessPaths.get(`${type.name}.${field.name}`);
       const write = model.writes.get(`${type.name}.${field.name}`);
       if (write) this.add('storageCalls', writeCalls(model, write) * times);
+      const transaction = model.transactions.get(`${type.name}.${field.name}`);
+      if (transaction) {
+        this.visitTransaction(transaction, { field, node, seen: inner }, times);
+        continue;
+      }
       if (covered && !covered.has(field.name) && (model.entities.get(type.name)?.fields.has(field.name) || field.name === 'etag')) {
         // A field the index entity lacks: its entity is read, once per node (counted once per selection set).
         this.add('storageCalls', times);
@@ -220,6 +240,18 @@ class DemandWalk {
     const projection = path.index && !(path.kind === 'range' && path.join) && !decidesOnEntity ? path.index.projection : undefined;
     if (path.kind === 'range') this.visitConnection(named, node.selectionSet, Math.min(CAP, times * first), at.seen, projection);
     else this.visit(named, node.selectionSet, times, at.seen, projection);
+  }
+
+  /**
+   * A `@transaction` field: its reads and its EGT (transactionCalls), then each of its `maxItems` results' selections,
+   * as the entity type (or each member of the union) written.
+   */
+  private visitTransaction(tx: TransactionModel, at: { field: GraphQLField<unknown, unknown>; node: FieldNode; seen: Set<string> }, times: number): void {
+    this.add('storageCalls', transactionCalls(this.model, tx) * times);
+    const named = getNamedType(at.field.type);
+    const n = Math.min(CAP, times * tx.maxItems);
+    this.add('nodes', n);
+    for (const type of isUnionType(named) ? named.getTypes() : isObjectType(named) ? [named] : []) this.visit(type, at.node.selectionSet, n, at.seen);
   }
 
   /**

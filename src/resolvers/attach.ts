@@ -2,7 +2,7 @@
  * Gives the compiled schema its resolvers, generically from the model: every access path gets a point or range
  * resolver, every stored field of an entity a property reader. Nothing here is specific to the HR schema.
  */
-import { isInterfaceType, isObjectType, isScalarType, type GraphQLSchema } from 'graphql';
+import { getNamedType, isInterfaceType, isObjectType, isScalarType, isUnionType, type GraphQLSchema } from 'graphql';
 import { ErrorCode, TablegraphError } from '../errors';
 import { decide, forbidden } from '../model/authorization';
 import { primaryAddress } from '../model/entity-codec';
@@ -13,6 +13,7 @@ import { ETAG_FIELD } from '../model/write-inputs';
 import { etagOf, fieldValue, type EntityNode } from './entity-node';
 import { pointResolver, rangeResolver } from './path-resolvers';
 import { writeResolver } from './write-resolvers';
+import { transactionResolver } from './transaction-resolvers';
 import { implementScalars } from './scalars';
 import { attachFederation } from './federation-resolvers';
 
@@ -27,6 +28,7 @@ export function attachResolvers(schema: GraphQLSchema, model: Model): GraphQLSch
     for (const field of Object.values(type.getFields())) {
       const path = model.accessPaths.get(`${type.name}.${field.name}`);
       const write = model.writes.get(`${type.name}.${field.name}`);
+      const transaction = model.transactions.get(`${type.name}.${field.name}`);
       const sas = model.sasFields.get(`${type.name}.${field.name}`);
       if (sas) {
         // No storage call: the entity was read (and its @auth decided) by the field that returned it.
@@ -37,6 +39,11 @@ export function attachResolvers(schema: GraphQLSchema, model: Model): GraphQLSch
         };
       } else if (write) {
         field.resolve = writeResolver(write);
+      } else if (transaction) {
+        field.resolve = transactionResolver(transaction);
+        // Its items' entities come back as their own types (a union of the types written).
+        const result = getNamedType(field.type);
+        if (isUnionType(result)) result.resolveType = (node: EntityNode) => node.entity.name;
       } else if (path) {
         field.resolve = path.kind === 'point' ? pointResolver(path) : rangeResolver(path);
       } else if (entity?.exposesEtag && field.name === ETAG_FIELD) {

@@ -18,6 +18,8 @@ const CLIENT_DETAILS = new Set([
   'max',
   'limit',
   'index',
+  'itemIndex',
+  'maxItems',
   'fields',
   'currentEtag',
   'operationIndex',

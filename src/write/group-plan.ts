@@ -187,7 +187,7 @@ function imageTooLarge(bytes: number, max: number): TablegraphError {
 }
 
 /** `into` plus `add`, holder by holder and summary by summary. */
-function mergeDeltas(into: Map<string, HolderDelta>, add: Map<string, HolderDelta>): Map<string, HolderDelta> {
+export function mergeDeltas(into: Map<string, HolderDelta>, add: Map<string, HolderDelta>): Map<string, HolderDelta> {
   for (const [key, d] of add) {
     const entry = into.get(key) ?? { address: d.address, deltas: new Map<SummaryModel, Decimal>() };
     const merged = new Map(entry.deltas);
@@ -206,7 +206,7 @@ function mergeDeltas(into: Map<string, HolderDelta>, add: Map<string, HolderDelt
  * captures writes (with the entity's image, sealed); none otherwise.
  * @throws TablegraphError LIMIT_EXCEEDED (reason ChangeImageTooLarge) from imageProperties
  */
-function changeOperations(entity: EntityModel, plan: WritePlan, where: GroupTarget, movedFrom?: EntityAddress): TransactionOperation[] {
+export function changeOperations(entity: EntityModel, plan: WritePlan, where: GroupTarget, movedFrom?: EntityAddress): TransactionOperation[] {
   if (!entity.changeLogged && !where.seal) return [];
   const kind = plan.previous === null ? 'CREATED' : plan.values === null ? 'DELETED' : 'UPDATED';
   // A delete keeps what `@auth` scopes decide on: the entity will not be there to read.
@@ -257,7 +257,7 @@ function holderChange({ address, deltas }: HolderDelta): TransactionOperation {
 /**
  * @param withChanges false: the merges alone, without the change entities of holders a subscription follows
  */
-function holderOperations(
+export function holderOperations(
   deltas: Map<string, HolderDelta>,
   state: GroupState,
   withChanges = true,

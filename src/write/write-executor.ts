@@ -8,7 +8,9 @@
  *
  * Guide sections: "Entity Group Transactions", "Eventually consistent transactions pattern", "Merge or replace".
  */
-import { ErrorCode, TablegraphError } from '../errors';
+import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
+import { TransactionRunner } from './transaction-runner';
+import { itemError, type TransactionItem } from './transaction-plan';
 import { typedValue } from '../model/entity-codec';
 import { renderKey } from '../model/key-template';
 import type { Model, WriteModel } from '../model/types';
@@ -82,6 +84,7 @@ interface Submission {
 /** Runs mutations. One instance serves every request of a process. */
 export class WriteExecutor {
   private readonly committers = new Map<string, PartitionCommitter>();
+  private readonly transactions: TransactionRunner;
   /** Trims the change log of partitions written (absent: no type is followed by a subscription, or capture is on). */
   readonly changeLog?: ChangeLogTrimmer;
   /** Fences the change entities of EGTs whose answer was lost (change-fence.ts; absent: likewise). */
@@ -90,6 +93,11 @@ export class WriteExecutor {
   private readonly logged = new Set<string>();
 
   constructor(private readonly opts: WriteExecutorOptions) {
+    this.transactions = new TransactionRunner({
+      ...opts,
+      maxAttempts: opts.maxAttempts ?? 8,
+      committed: (table, partitionKey) => this.changeLog?.touched(table, partitionKey),
+    });
     for (const e of opts.model.entities.values()) if (e.changeLogged || opts.capture) this.logged.add(e.name);
     for (const s of opts.model.summaries.values()) if (s.holder.changeLogged && s.scope === 'egt') this.logged.add(s.of.name);
     if (this.logged.size > 0) {
@@ -127,6 +135,36 @@ export class WriteExecutor {
     checkInput(write, blobs?.input ?? input, address, this.opts.store);
     const submission: Submission = { write, input, address, observer, check, step: options };
     return blobs ? this.withBlobs(blobs, submission) : this.enqueue(submission);
+  }
+
+  /**
+   * A transaction (`@transaction`, transaction-runner.ts): every item written in one EGT, or none. Each item is checked
+   * as execute() checks a write, before anything is read or sent.
+   * @param items the writes in order, their inputs complete (the partition's keys, the tenant)
+   * @returns each item's result, in order
+   * @throws TablegraphError with `itemIndex` naming the item: BAD_USER_INPUT (a value, a key, an entity written twice,
+   *   another partition), LIMIT_EXCEEDED, ACCESS_PATH_BUILDING, and what TransactionRunner.run throws
+   */
+  executeTransaction(items: TransactionItem[], observer?: StorageObserver): Promise<WriteResult[]> {
+    const seen = new Map<string, number>();
+    let partition: string | undefined;
+    items.forEach((item, i) => {
+      try {
+        if (this.opts.gate) for (const type of typesTouchedBy(this.opts.model, item.write)) this.opts.gate.assertServed(type, item.write.coordinate);
+        const address = addressOf(item.write, item.input);
+        checkInput(item.write, item.input, address, this.opts.store);
+        const key = `${address.table}\u0000${address.partitionKey}`;
+        partition ??= key;
+        if (key !== partition) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, "its PartitionKey is not the transaction's: one EGT writes one partition");
+        const entity = `${address.partitionKey}\u0000${address.rowKey}`;
+        if (seen.has(entity))
+          throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `it writes the entity writes[${seen.get(entity)}] writes: an EGT writes each entity once`);
+        seen.set(entity, i);
+      } catch (e) {
+        throw isTablegraphError(e) ? itemError(i, e) : e;
+      }
+    });
+    return this.transactions.run(items, observer);
   }
 
   /** A write of `@blob` fields: its blobs first (blob-writes.ts), then its entity, within the commit window. */

@@ -1,0 +1,198 @@
+/**
+ * Compiles the Mutation type's `@transaction` fields (docs/reads-and-writes.md, "Transactions"): a list of writes
+ * that land together in one entity-group transaction ("Entity Group Transactions" in the guide). The compiler proves,
+ * from the key templates alone, that every write of the list — its entity, its index entities, the summaries it
+ * changes and its change entity — falls in the one partition the field's arguments name, and that `maxItems` of the
+ * costliest write fit the EGT's limits (100 operations, 4 MiB); anything that would be written elsewhere or
+ * eventually is refused with its location.
+ */
+import { getNamedType, isInputObjectType, isListType, isNonNullType, isObjectType, isUnionType, type GraphQLField, type GraphQLSchema } from 'graphql';
+import { readTransaction } from './directives';
+import type { SchemaProblems } from './schema-errors';
+import type { EntityModel, Model, TransactionModel, WriteModel } from '../model/types';
+import { TENANT_FIELD } from '../model/tenancy';
+import { limitsFor } from '../storage/limits';
+
+/** The largest String an entity property holds (bytes, UTF-16): a String field without `maxLength` may be that long. */
+const MAX_STRING_BYTES = 64 * 1024;
+
+/** Bytes of a property other than a string (a number, a date, a Boolean) in the worst case, name included. */
+const SCALAR_PROPERTY_BYTES = 64;
+
+/** Bytes an entity adds beside its properties: keys, EntityType, WriteId, timestamps, the EGT's framing (bytes). */
+const ENTITY_OVERHEAD_BYTES = 2048;
+
+/**
+ * @returns the transaction fields by `Mutation.field`; the problems of the others recorded
+ */
+export function buildTransactions(
+  schema: GraphQLSchema,
+  model: Pick<Model, 'writes' | 'summaries' | 'copiesOf' | 'dependentsOf'>,
+  problems: SchemaProblems,
+): Map<string, TransactionModel> {
+  const transactions = new Map<string, TransactionModel>();
+  const mutation = schema.getMutationType();
+  for (const field of Object.values(mutation?.getFields() ?? {})) {
+    const d = readTransaction(schema, field.astNode);
+    if (!d) continue;
+    const coordinate = `${mutation!.name}.${field.name}`;
+    const at = (message: string) => problems.add(coordinate, message, d.node);
+    if (d.maxItems < 1) {
+      at(`@transaction(maxItems: ${d.maxItems}): a transaction holds at least one write`);
+      continue;
+    }
+    const shape = fieldShape(field, mutation!.name, model.writes);
+    if (typeof shape === 'string') {
+      at(shape);
+      continue;
+    }
+    const why = notOnePartition(shape.items, shape.partitionArguments) ?? notInEgt(shape.items, model) ?? notResult(field, shape.items);
+    if (why) {
+      at(why);
+      continue;
+    }
+    const over = overLimits(shape.items, model, d.maxItems);
+    if (over) {
+      at(over);
+      continue;
+    }
+    const first = [...shape.items.values()][0].entity.layout;
+    transactions.set(coordinate, { coordinate, ...shape, maxItems: d.maxItems, table: first.table, partitionKey: first.partitionKey });
+  }
+  return transactions;
+}
+
+/**
+ * The field's arguments: the partition's (non-null scalars) and one `[<Item>!]!` whose fields are `@write` mutations
+ * by name, with their input types.
+ * @returns its shape, or what is wrong with it
+ */
+function fieldShape(
+  field: GraphQLField<unknown, unknown>,
+  mutation: string,
+  writes: Map<string, WriteModel>,
+): Pick<TransactionModel, 'items' | 'listArgument' | 'partitionArguments'> | string {
+  const lists = field.args.filter((a) => isListType(isNonNullType(a.type) ? a.type.ofType : a.type));
+  if (lists.length !== 1) return "takes exactly one list argument, `writes: [<Item>!]!`, beside the partition's key fields";
+  const list = lists[0];
+  const itemType = getNamedType(list.type);
+  const wellFormed = isNonNullType(list.type) && isListType(list.type.ofType) && isNonNullType(list.type.ofType.ofType) && isInputObjectType(itemType);
+  if (!wellFormed || !isInputObjectType(itemType)) return `${list.name} must be a non-null list of non-null input objects, [<Item>!]!`;
+  const items = new Map<string, WriteModel>();
+  for (const f of Object.values(itemType.getFields())) {
+    const write = writes.get(`${mutation}.${f.name}`);
+    if (!write) return `${itemType.name}.${f.name} names no @write mutation: each field of an item is one of the schema's @write fields, by name`;
+    const input = write.inputType;
+    if (isNonNullType(f.type) || getNamedType(f.type).name !== input)
+      return `${itemType.name}.${f.name} must be a nullable ${input}, the input of ${write.coordinate}`;
+    if (write.action === 'MOVE') return `${itemType.name}.${f.name}: a MOVE is carried out by the worker, across partitions: it cannot be part of one EGT`;
+    if (write.uploadFields || [...write.inputFields].some((n) => write.entity.fields.get(n)?.blob)) {
+      return `${itemType.name}.${f.name}: a write of @blob fields uploads to Blob storage first, outside any EGT`;
+    }
+    items.set(f.name, write);
+  }
+  if (items.size === 0) return `${itemType.name} has no field: name the @write mutations an item may be`;
+  const partitionArguments = field.args.filter((a) => a !== list).map((a) => a.name);
+  for (const a of field.args) {
+    if (a !== list && !(isNonNullType(a.type) && !isListType(a.type.ofType))) return `${a.name}: a partition argument is a non-null scalar`;
+  }
+  return { items, listArgument: list.name, partitionArguments };
+}
+
+/** Why the writes could reach more than one partition: another table, another PartitionKey template, a key not given. */
+function notOnePartition(items: Map<string, WriteModel>, partitionArguments: string[]): string | undefined {
+  const [first, ...rest] = [...items.values()];
+  const { layout } = first.entity;
+  for (const w of [first, ...rest]) {
+    const l = w.entity.layout;
+    if (l.tableTemplate) return `${w.entity.name} has a table per period: its writes may go to several tables`;
+    if (w.entity.wide) return `${w.entity.name} is a wide entity: not yet writable in a transaction`;
+    if (l.table !== layout.table || l.partitionKey.source !== layout.partitionKey.source) {
+      return `${w.entity.name} is stored at ${l.table} PartitionKey "${l.partitionKey.source}", ${first.entity.name} at ${layout.table} "${layout.partitionKey.source}": one EGT writes one table's partition, so every type must share both`;
+    }
+  }
+  const fields = layout.partitionKey.fields.filter((f) => f !== TENANT_FIELD);
+  const missing = fields.filter((f) => !partitionArguments.includes(f));
+  const extra = partitionArguments.filter((a) => !fields.includes(a));
+  if (missing.length > 0 || extra.length > 0) {
+    return `the arguments beside the list must be the PartitionKey's fields (${fields.join(', ')}), which every write shares${missing.length ? `: missing ${missing.join(', ')}` : ''}${extra.length ? `: not key fields ${extra.join(', ')}` : ''}`;
+  }
+  return undefined;
+}
+
+/**
+ * Why a write would reach beyond its EGT: an index, a summary or a copy kept by the worker in another partition, a
+ * unique value reserved before the EGT, dependents the worker deletes.
+ */
+function notInEgt(items: Map<string, WriteModel>, model: Pick<Model, 'summaries' | 'copiesOf' | 'dependentsOf'>): string | undefined {
+  for (const w of items.values()) {
+    const e = w.entity;
+    for (const index of e.indexes.values()) {
+      if (index.scope === 'interPartition')
+        return `${e.name}'s @index ${index.name} is in another partition, kept eventually: a transaction writes only what one EGT holds`;
+      if (index.unique) return `${e.name}'s @index ${index.name} is unique: its values are reserved before the EGT, outside it`;
+    }
+    for (const s of model.summaries.values()) {
+      if (s.of === e && s.scope !== 'egt')
+        return `${s.holder.name}.${s.field} sums ${e.name} eventually, in another partition: a transaction writes only what one EGT holds`;
+    }
+    if ((model.copiesOf.get(e.name) ?? []).length > 0) return `${e.name} is copied (@copy) into other entities, which the worker keeps: not in one EGT`;
+    if (w.action === 'DELETE' && (model.dependentsOf.get(e.name) ?? []).length > 0) {
+      return `deleting ${e.name} reaches entities that refer to it (onDelete, many-to-many joins): not in one EGT`;
+    }
+  }
+  return undefined;
+}
+
+/** Why the field's type is not `[<Result>]!`, Result the one entity type written or a union of exactly them. */
+function notResult(field: GraphQLField<unknown, unknown>, items: Map<string, WriteModel>): string | undefined {
+  const types = new Set([...items.values()].map((w) => w.entity.name));
+  const t = field.type;
+  const named = getNamedType(t);
+  const listOf = isNonNullType(t) && isListType(t.ofType) && !isNonNullType(t.ofType.ofType);
+  const members = isUnionType(named) ? named.getTypes().map((m) => m.name) : isObjectType(named) ? [named.name] : [];
+  if (listOf && members.length === types.size && members.every((m) => types.has(m))) return undefined;
+  return `returns ${String(t)}: a transaction returns [<Result>]!, one item per write (null for a delete), where <Result> is ${types.size === 1 ? [...types][0] : `a union of ${[...types].join(', ')}`}`;
+}
+
+/**
+ * Why `maxItems` of the costliest write could exceed one EGT: its operations (the entity, two per intra-partition
+ * index when the indexed value changes, its change entity, and per summary holder a merge and its change entity) or
+ * their bytes (each entity at its largest: a String without `@constraint(maxLength:)` counts 64 KiB).
+ */
+function overLimits(items: Map<string, WriteModel>, model: Pick<Model, 'summaries'>, maxItems: number): string | undefined {
+  let operations = 0;
+  let bytes = 0;
+  let costliest = '';
+  for (const w of items.values()) {
+    const holders = [...model.summaries.values()].filter((s) => s.of === w.entity).map((s) => s.holder);
+    const holderTypes = [...new Set(holders)];
+    const ops = 2 + 2 * w.entity.indexes.size + 2 * holderTypes.length;
+    const size = 2 * entityBytes(w.entity) + 2 * w.entity.indexes.size * entityBytes(w.entity) + holderTypes.reduce((n, h) => n + 2 * entityBytes(h), 0);
+    if (ops > operations) costliest = w.coordinate;
+    operations = Math.max(operations, ops);
+    bytes = Math.max(bytes, size);
+  }
+  // Azure's limits; the Cosmos DB Table API's smaller EGT (2 MiB) is checked at run time, before anything is sent.
+  const limits = limitsFor('azure');
+  if (operations * maxItems > limits.maxTransactionOperations) {
+    return `maxItems: ${maxItems} writes may need ${operations * maxItems} operations (${costliest}: ${operations} each, with its index entities, change entity and summary holders); one EGT holds ${limits.maxTransactionOperations}: at most maxItems: ${Math.floor(limits.maxTransactionOperations / operations)}`;
+  }
+  if (bytes * maxItems > limits.maxTransactionBytes) {
+    return `maxItems: ${maxItems} writes may be ${bytes * maxItems} bytes at their largest; one EGT holds ${limits.maxTransactionBytes}: give the String fields a @constraint(maxLength:), or lower maxItems`;
+  }
+  return undefined;
+}
+
+/** An entity's largest size: every property at its largest (bytes). */
+function entityBytes(entity: EntityModel): number {
+  let bytes = ENTITY_OVERHEAD_BYTES;
+  for (const f of entity.fields.values()) {
+    const text = f.edm === 'String' && f.graphqlType !== 'Decimal';
+    // The tenant's id is at most 63 characters (src/model/tenancy.ts TENANT_ID).
+    const max = f.name === TENANT_FIELD ? 63 : f.constraint?.maxLength;
+    const one = text ? 2 * f.name.length + (max !== undefined ? Math.min(4 * max, MAX_STRING_BYTES) : MAX_STRING_BYTES) : SCALAR_PROPERTY_BYTES;
+    bytes += one * (f.series?.length ?? 1);
+  }
+  return bytes;
+}
