@@ -4,10 +4,12 @@
  * observer records and error mapping.
  */
 import { randomBytes } from 'node:crypto';
-import { AzureNamedKeyCredential, generateAccountSas, RestError, TableClient } from '@azure/data-tables';
+import { AzureNamedKeyCredential, generateAccountSas, odata, RestError, TableClient } from '@azure/data-tables';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../src/errors';
 import { toTablegraphError } from '../src/storage/storage-errors';
 import { TableStore } from '../src/storage/table-store';
+import { RangeReader } from '../src/storage/range-reader';
+import { SharedKeyRest } from '../src/storage/shared-key-rest';
 import type { EntityToWrite, StorageCallRecord, StorageObserver, TransactionOperation, TypedValue } from '../src/storage/storage-types';
 import { startStorageProxy } from './support/storage-proxy';
 
@@ -87,7 +89,7 @@ describe('typed round trip', () => {
   });
 
   it('a point query without the SDK pipeline (point-reader.ts) reads what the SDK reads: every type, awkward keys, $select, absence', async () => {
-    const sdk = new TableStore({ connectionString, target: 'azurite', leanPointQueries: false });
+    const sdk = new TableStore({ connectionString, target: 'azurite', leanReads: false });
     const keys = [
       { partitionKey: 'types', rowKey: 'one' },
       { partitionKey: "o'brien %25 ~(x)", rowKey: 'ünï ☃ +&=' },
@@ -108,6 +110,44 @@ describe('typed round trip', () => {
       code: 'NOT_FOUND',
       details: { reason: 'TableNotFound' },
     });
+  });
+
+  it('a range query without the SDK pipeline (range-reader.ts) reads what the SDK reads: every type, awkward keys, $select, pages, positions', async () => {
+    const sdk = new TableStore({ connectionString, target: 'azurite', leanReads: false });
+    const partitionKey = "o'brien %25 ~(x) range";
+    const rowKeys = Array.from({ length: 7 }, (_, i) => `r${i} ünï ☃ +&='`);
+    for (const rowKey of rowKeys) await store.upsertEntity(T, { ...typed, partitionKey, rowKey }, 'replace');
+    // The lean reader answers such a page itself (it does not leave it to the SDK), and its token reads on.
+    const reader = new RangeReader(SharedKeyRest.fromConnectionString(connectionString)!);
+    const filter = odata`PartitionKey eq ${partitionKey}`;
+    const wire = await reader.page({ table: T, filter, top: 3 }, AbortSignal.timeout(10_000));
+    expect(wire?.entities.map((e) => e.RowKey)).toEqual(rowKeys.slice(0, 3));
+    const wireNext = await reader.page({ table: T, filter, top: 3, continuationToken: wire!.continuationToken }, AbortSignal.timeout(10_000));
+    expect(wireNext?.entities.map((e) => e.RowKey)).toEqual(rowKeys.slice(3, 6));
+    for (const select of [undefined, ['big', 'photo']]) {
+      for (const limit of [0, 3, 7, 10]) {
+        const q = { table: T, partitionKey, limit, select };
+        const [lean, viaSdk] = await Promise.all([store.queryRange(q), sdk.queryRange(q)]);
+        expect(lean).toEqual(viaSdk);
+        expect(lean.entities.map((e) => e.rowKey)).toEqual(rowKeys.slice(0, limit));
+        if (limit > 0) expect(lean.entities[0].properties.big).toBe(2n ** 40n);
+        // Where one stopped, the other reads on.
+        if (limit > 0 && lean.more) {
+          const after = lean.positions.at(-1)!;
+          const [leanNext, sdkNext] = await Promise.all([sdk.queryRange({ ...q, after }), store.queryRange({ ...q, after })]);
+          expect(leanNext).toEqual(sdkNext);
+          expect(leanNext.entities[0].rowKey).toBe(rowKeys[limit]);
+        }
+      }
+    }
+    // A range over more than one service page (the continuation, as the SDK's token) on a store that does not sort.
+    const unsorted = new TableStore({ connectionString, target: 'azurite', sortedRanges: false });
+    const unsortedSdk = new TableStore({ connectionString, target: 'azurite', sortedRanges: false, leanReads: false });
+    const first = await unsorted.queryRange({ table: T, partitionKey, limit: 2 });
+    const resumed = { table: T, partitionKey, limit: 3, after: first.positions.at(-1)! };
+    expect(await unsorted.queryRange(resumed)).toEqual(await unsortedSdk.queryRange(resumed));
+    // A table that does not exist is the SDK's to say (its error, mapped).
+    await expect(store.queryRange({ table: `${T}Missing`, partitionKey: 'p', limit: 1 })).rejects.toMatchObject({ code: 'NOT_FOUND' });
   });
 
   it('point queries of one entity asked in one turn go as one query; each caller gets an entity of its own, a later one a query of its own', async () => {
@@ -298,7 +338,7 @@ describe('entity-group transactions', () => {
         bytes: { type: 'Binary', value: new Uint8Array([0, 1, 254, 255]) },
         none: null,
       });
-    const sdk = new TableStore({ connectionString, target: 'azurite', leanPointQueries: false });
+    const sdk = new TableStore({ connectionString, target: 'azurite', leanReads: false });
     const keys = ["it's ünï +&=", 'merged', 'replaced', 'upserted', 'gone'];
     for (const rowKey of keys.slice(1)) await store.upsertEntity(T, typed(rowKey, 0), 'replace');
     const merged = await store.getEntity({ table: T, partitionKey, rowKey: 'merged' });

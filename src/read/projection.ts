@@ -5,11 +5,14 @@
  * for the same properties and the point loader's cache (primed by range queries) is always complete.
  */
 import {
+  BREAK,
   getNamedType,
   isInterfaceType,
   isObjectType,
   isUnionType,
   Kind,
+  visit,
+  type DirectiveNode,
   type FragmentDefinitionNode,
   type GraphQLObjectType,
   type GraphQLResolveInfo,
@@ -90,6 +93,49 @@ export function collectProjection(
   return projection;
 }
 
+/** Per model, the projection of each operation no variable can change (no `@skip`/`@include` reads a variable). */
+const fixedProjections = new WeakMap<Model, WeakMap<OperationDefinitionNode, Projection>>();
+/** Whether an operation's selection depends on its variables (`@skip`/`@include` with a variable), per operation. */
+const variableConditions = new WeakMap<OperationDefinitionNode, boolean>();
+
+/**
+ * collectProjection, kept per operation across requests when no variable can change it: a prepared operation (the
+ * query lane runs the same document node again) is walked once. The projection returned is shared: never change it.
+ */
+export function projectionOf(
+  schema: GraphQLSchema,
+  model: Model,
+  operation: OperationDefinitionNode,
+  fragments: Record<string, FragmentDefinitionNode>,
+  variables: Record<string, unknown> = {},
+): Projection {
+  let conditioned = variableConditions.get(operation);
+  if (conditioned === undefined) variableConditions.set(operation, (conditioned = hasVariableConditions(operation, fragments)));
+  if (conditioned) return collectProjection(schema, model, operation, fragments, variables);
+  let byOperation = fixedProjections.get(model);
+  if (!byOperation) fixedProjections.set(model, (byOperation = new WeakMap()));
+  let projection = byOperation.get(operation);
+  if (!projection) byOperation.set(operation, (projection = collectProjection(schema, model, operation, fragments, variables)));
+  return projection;
+}
+
+/** Whether a `@skip` or `@include` of the operation or of any fragment reads a variable. */
+function hasVariableConditions(operation: OperationDefinitionNode, fragments: Record<string, FragmentDefinitionNode>): boolean {
+  let found = false;
+  const look = {
+    Directive(node: DirectiveNode) {
+      if ((node.name.value === 'skip' || node.name.value === 'include') && node.arguments?.some((a) => a.value.kind === Kind.VARIABLE)) {
+        found = true;
+        return BREAK;
+      }
+      return undefined;
+    },
+  };
+  visit(operation, look);
+  for (const fragment of Object.values(fragments)) if (!found) visit(fragment, look);
+  return found;
+}
+
 function projectionFor(projection: Projection, entity: EntityModel): Set<string> {
   let set = projection.get(entity.name);
   if (!set) {
@@ -100,10 +146,21 @@ function projectionFor(projection: Projection, entity: EntityModel): Set<string>
   return set;
 }
 
-/** The `$select` list for reading `entity` itself in this request. */
+/** Each projection's `$select` lists, by entity type: a projection kept across requests (projectionOf) makes them once. */
+const selects = new WeakMap<Projection, Map<string, string[]>>();
+
+/** The `$select` list for reading `entity` itself in this request (shared: never change it). */
 export function entitySelect(projection: Projection, entity: EntityModel): string[] {
+  let byEntity = selects.get(projection);
+  if (!byEntity) selects.set(projection, (byEntity = new Map()));
+  let select = byEntity.get(entity.name);
+  if (!select) byEntity.set(entity.name, (select = Object.freeze(entitySelectOf(projection, entity)) as string[]));
+  return select;
+}
+
+function entitySelectOf(projection: Projection, entity: EntityModel): string[] {
   // An interface (the guide's "Inheritance relationships"): whatever the request reads of any implementation.
-  if (entity.implementations) return [...new Set(entity.implementations.flatMap((e) => entitySelect(projection, e)))].sort();
+  if (entity.implementations) return [...new Set(entity.implementations.flatMap((e) => entitySelectOf(projection, e)))].sort();
   const fields = [...(projection.get(entity.name) ?? new Set([...entity.keyFields, ...entity.authFields]))];
   // A `@series` field is one property per element.
   return [...fields.flatMap((f) => entity.fields.get(f)?.series?.properties ?? [f]), ENTITY_TYPE_PROPERTY].sort();

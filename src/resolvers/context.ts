@@ -14,7 +14,7 @@ import type { PartitionSasSigner } from '../storage/sas';
 import type { BlobStore } from '../storage/blob-store';
 import type { CursorCodec } from '../read/cursor';
 import { createLoaders, type Loaders } from '../read/loaders';
-import { collectProjection, type Projection } from '../read/projection';
+import { projectionOf, type Projection } from '../read/projection';
 import type { TableStore } from '../storage/table-store';
 import type { WriteExecutor } from '../write/write-executor';
 
@@ -99,7 +99,7 @@ export function createRequestContext(deps: ContextDeps, requestId: string = rand
     }),
     deadline,
     projection(info) {
-      projection ??= collectProjection(info.schema, deps.model, info.operation, info.fragments, info.variableValues);
+      projection ??= projectionOf(info.schema, deps.model, info.operation, info.fragments, info.variableValues);
       return projection;
     },
   };

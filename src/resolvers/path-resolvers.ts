@@ -192,9 +192,57 @@ function loadEntity(ctx: RequestContext, entity: EntityModel, address: EntityAdd
   return Promise.all(partAddresses(wide, address).map((a, i) => ctx.loaders.point.load({ ...a, select: partSelect(entity, i, select) }))).then(mergeParts);
 }
 
+interface Edge {
+  readonly cursor: string;
+  node: EntityNode;
+}
+
 interface Connection {
-  edges: Array<{ cursor: string; node: EntityNode }>;
-  pageInfo: { hasNextPage: boolean; hasPreviousPage: boolean; startCursor: string | null; endCursor: string | null };
+  edges: Edge[];
+  pageInfo: { hasNextPage: boolean; hasPreviousPage: boolean; readonly startCursor: string | null; readonly endCursor: string | null };
+}
+
+/** A page entry: the entity read, and its cursor, sealed when first asked for. */
+interface PageEntry {
+  stored: StoredEntity;
+  cursor: () => string;
+}
+
+/** `seal` memoised: a cursor is sealed (AES-GCM and an HMAC) only when a selection reads it, and then once. */
+function lazily(seal: () => string): () => string {
+  let sealed: string | undefined;
+  return () => (sealed ??= seal());
+}
+
+/**
+ * A page as a Relay connection, its cursors sealed when read.
+ * @param endAt the end cursor, when it is not the last edge's (`@auth` left out entities at the end of the page)
+ */
+function connectionOf(edges: Edge[], more: boolean, endAt: (() => string) | undefined): Connection {
+  const endCursor = endAt ?? (() => edges.at(-1)?.cursor ?? null);
+  return {
+    edges,
+    pageInfo: {
+      hasNextPage: more,
+      hasPreviousPage: false,
+      get startCursor() {
+        return edges[0]?.cursor ?? null;
+      },
+      get endCursor() {
+        return endCursor();
+      },
+    },
+  };
+}
+
+/** An edge whose `cursor` is sealed when it is read: a page that does not select it pays nothing for it. */
+function edgeOf(cursor: () => string, node: EntityNode): Edge {
+  return {
+    node,
+    get cursor() {
+      return cursor();
+    },
+  };
 }
 
 /**
@@ -261,25 +309,18 @@ export function rangeResolver(path: RangePath): GraphQLFieldResolver<EntityNode 
       })
       .catch(absentTable(path, { entities: [], more: false, positions: [] }));
     const page = entities
-      .map((stored, i) => ({ stored, cursor: ctx.cursors.encode(scope, positions[i]), type: nodeType(path, stored) }))
+      .map((stored, i) => ({ stored, cursor: lazily(() => ctx.cursors.encode(scope, positions[i])), type: nodeType(path, stored) }))
       .filter(
         ({ stored, type }) => type && allowsEntity([...policies, type.auth], ctx.principal, stored.properties) && !copyElsewhere(path, stored, type, ctx),
       );
     const edges = path.join
       ? await joinEdges(path, page, ctx, projection, info)
-      : page.map(({ stored, cursor, type }) => ({ cursor, node: toNode(path, stored, path.index ? path.target : type!) }));
+      : page.map(({ stored, cursor, type }) => edgeOf(cursor, toNode(path, stored, path.index ? path.target : type!)));
     // `@auth` may leave out entities read at the end of the page (or all of it): the end cursor is where the read
     // stopped, so the next page starts after them and every entity in scope further on can still be reached.
     const lastRead = positions.at(-1);
-    return {
-      edges,
-      pageInfo: {
-        hasNextPage: more,
-        hasPreviousPage: false,
-        startCursor: edges[0]?.cursor ?? null,
-        endCursor: page.length === entities.length || lastRead === undefined ? (edges.at(-1)?.cursor ?? null) : ctx.cursors.encode(scope, lastRead),
-      },
-    };
+    const endAt = page.length === entities.length || lastRead === undefined ? undefined : lazily(() => ctx.cursors.encode(scope, lastRead));
+    return connectionOf(edges, more, endAt);
   };
 }
 
@@ -299,7 +340,7 @@ function joinSelect(join: NonNullable<RangePath['join']>, index: RangePath['inde
  */
 async function joinEdges(
   path: RangePath,
-  page: Array<{ stored: StoredEntity; cursor: string }>,
+  page: PageEntry[],
   ctx: RequestContext,
   projection: Projection,
   info: GraphQLResolveInfo,
@@ -321,7 +362,7 @@ async function joinEdges(
   return page.flatMap(({ cursor }, i) => {
     const stored = found[i];
     if (!stored || !allowsEntity([target.auth], ctx.principal, stored.properties)) return [];
-    return [{ cursor, node: { entity: target, stored } }];
+    return [edgeOf(cursor, { entity: target, stored })];
   });
 }
 
@@ -333,7 +374,7 @@ async function joinEdges(
  */
 function coveredEdges(
   path: RangePath,
-  page: Array<{ stored: StoredEntity; cursor: string }>,
+  page: PageEntry[],
   ctx: RequestContext,
   read?: (join: StoredEntity) => Promise<StoredEntity | null>,
 ): Connection['edges'] {
@@ -359,6 +400,6 @@ function coveredEdges(
     if (!allowsEntity([target.auth], ctx.principal, properties)) return [];
     const node: EntityNode = { entity: target, stored: { partitionKey: '', rowKey: '', etag: '', properties }, fromIndex: holds };
     if (read) node.primary = () => read(stored);
-    return [{ cursor, node }];
+    return [edgeOf(cursor, node)];
   });
 }

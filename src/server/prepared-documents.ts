@@ -1,7 +1,9 @@
 /**
  * What depends on a GraphQL document alone, computed once per document and kept: the document parsed and validated
- * (the schema's rules and the document limits), its operation compiled to a function (graphql-jit), the variables its
- * demand estimate depends on, and the estimates already made for their values. The query lane (query-lane.ts) serves
+ * (the schema's rules and the document limits), the variables its demand estimate depends on, the estimates already
+ * made for their values, and — once it has run COMPILE_AFTER times — its operation compiled to a function
+ * (graphql-jit). Until then graphql-js runs it, as Apollo would: a compile costs several runs' CPU, which a document
+ * seen once (a query typed in an IDE, one that writes its arguments in its text) would pay and never get back. The query lane (query-lane.ts) serves
  * a request of a prepared operation without parsing, validating or planning anything again; nothing of a request —
  * its variables' other values, its token, its caller's scopes — is part of what is kept.
  *
@@ -11,12 +13,13 @@
 import { compileQuery, isCompiledQuery, type CompiledQuery } from 'graphql-jit';
 import { LRUCache } from 'lru-cache';
 import {
+  execute,
   Kind,
   parse,
   specifiedRules,
-  validate,
   visit,
   type DocumentNode,
+  type ExecutionResult,
   type FragmentDefinitionNode,
   type GraphQLSchema,
   type OperationDefinitionNode,
@@ -24,6 +27,7 @@ import {
 } from 'graphql';
 import type { Model } from '../model/types';
 import { demandVariables, estimateDemand, type DemandEstimate } from '../read/demand';
+import { ValidatedShapes } from './validated-shapes';
 
 /** A query operation ready to run, and what its demand estimate depends on. */
 export interface PreparedOperation {
@@ -31,8 +35,11 @@ export interface PreparedOperation {
   operation: OperationDefinitionNode;
   /** The operation's name, if it has one. */
   name?: string;
-  /** The operation compiled (graphql-jit): runs it with a root value, a context and the variables. */
-  compiled: CompiledQuery;
+  /**
+   * Runs the operation with a context and the variables (coerced by the caller or not: both coerce them): by graphql-js
+   * for its first runs, then compiled by graphql-jit.
+   */
+  run(context: unknown, variables: Record<string, unknown>): ExecutionResult | Promise<ExecutionResult>;
   /**
    * The operation's worst case for `variables` (src/read/demand.ts), computed once per value of the variables it
    * depends on (those given as a connection's `first` or a `@skip`/`@include` condition).
@@ -58,12 +65,16 @@ type Entry = { operations: Map<string | undefined, PreparedOperation> } | null;
 const MAX_TEXT = 65_536;
 /** Estimates kept per operation (values of its `first` variables). */
 const MAX_ESTIMATES = 32;
+/** The run (count) of an operation on which it is compiled, as Mercurius's `jit` option does: one that repeats. */
+export const COMPILE_AFTER = 3;
 
 export class PreparedDocuments {
   private readonly cache: LRUCache<string, { entry: Entry }>;
+  private readonly shapes: ValidatedShapes;
 
   constructor(private readonly opts: PreparedDocumentsOptions) {
     this.cache = new LRUCache({ max: opts.maxDocuments ?? 500 });
+    this.shapes = new ValidatedShapes(opts.schema, [...specifiedRules, ...opts.validationRules], opts.maxDocuments ?? 500);
   }
 
   /** The schema the documents are prepared against. */
@@ -90,15 +101,14 @@ export class PreparedDocuments {
   }
 
   private prepare(query: string): Entry {
-    const { schema } = this.opts;
     let document: DocumentNode;
     try {
       document = parse(query, this.opts.parseOptions);
     } catch {
       return null;
     }
-    if (!laneable(document)) return null;
-    if (validate(schema, document, [...specifiedRules, ...this.opts.validationRules]).length > 0) return null;
+    if (!laneable(query, document)) return null;
+    if (!this.shapes.valid(query, document)) return null;
     const fragments: Record<string, FragmentDefinitionNode> = {};
     for (const d of document.definitions) if (d.kind === Kind.FRAGMENT_DEFINITION) fragments[d.name.value] = d;
     const operations = new Map<string | undefined, PreparedOperation>();
@@ -106,12 +116,29 @@ export class PreparedDocuments {
     for (const operation of all) {
       if (operation.operation !== 'query') continue;
       const name = operation.name?.value;
-      const compiled = compileQuery(schema, document, name);
-      if (!isCompiledQuery(compiled)) continue;
-      operations.set(all.length === 1 ? undefined : name, { document, operation, name, compiled, estimate: this.estimator(operation, fragments) });
+      const run = this.runner(document, name);
+      operations.set(all.length === 1 ? undefined : name, { document, operation, name, run, estimate: this.estimator(operation, fragments) });
       if (all.length === 1 && name !== undefined) operations.set(name, operations.get(undefined)!);
     }
     return operations.size > 0 ? { operations } : null;
+  }
+
+  /**
+   * Runs the operation by graphql-js, and from its COMPILE_AFTER-th run on as graphql-jit compiled it (by graphql-js
+   * still if graphql-jit cannot compile it).
+   */
+  private runner(document: DocumentNode, operationName: string | undefined): PreparedOperation['run'] {
+    const { schema } = this.opts;
+    let runs = 0;
+    let compiled: CompiledQuery | null | undefined;
+    return (contextValue, variableValues) => {
+      if (compiled === undefined && ++runs >= COMPILE_AFTER) {
+        const made = compileQuery(schema, document, operationName);
+        compiled = isCompiledQuery(made) ? made : null;
+      }
+      if (compiled) return compiled.query(undefined, contextValue, variableValues);
+      return execute({ schema, document, operationName, contextValue, variableValues });
+    };
   }
 
   /**
@@ -137,8 +164,15 @@ export class PreparedDocuments {
   }
 }
 
+/**
+ * Text that may name an introspection field other than `__typename`, or `@defer` or `@stream` (a comment, which may
+ * stand between `@` and the name, counts too): only such a document is visited.
+ */
+const MAY_NOT_BE_LANEABLE = /__(?!typename\b)|@[\s,]*(?:defer|stream)\b|#/;
+
 /** A document the lane runs: no introspection field beyond `__typename`, no `@defer` or `@stream`. */
-function laneable(document: DocumentNode): boolean {
+function laneable(text: string, document: DocumentNode): boolean {
+  if (!MAY_NOT_BE_LANEABLE.test(text)) return true;
   let ok = true;
   visit(document, {
     Field(node) {

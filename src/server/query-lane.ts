@@ -90,7 +90,7 @@ export function queryLane(opts: QueryLaneOptions): (req: IncomingMessage, res: S
       }
     }
     try {
-      const result = await operation.compiled.query(undefined, context, variables);
+      const result = await operation.run(context, variables);
       answer(res, respond(opts, operation, context, result, scoped(opts.prepared.schema, operation.document, context.principal)));
     } finally {
       ticket?.release();

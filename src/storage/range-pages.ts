@@ -9,7 +9,6 @@ import type { RangePosition, StoredEntity } from './storage-types';
 /** Entities per round trip: the service's maximum. */
 export const MAX_PAGE_SIZE = 1000;
 
-type RawEntity = Record<string, unknown>;
 /** What one storage call cost: entities read and round trips made (filled in as the pages are read). */
 export type CallCost = { entities: number; roundTrips: number };
 
@@ -20,13 +19,11 @@ export interface RangePage {
   positions: RangePosition[];
 }
 
-/** Reads one service page of at most `maxPageSize` entities, from `continuationToken` on. */
-export type PageRead = (maxPageSize: number, continuationToken?: string) => Promise<IteratorResult<RawEntity[] & { continuationToken?: string }>>;
-/** An entity as the SDK returns it → StoredEntity. */
-export type Decode = (raw: RawEntity) => StoredEntity;
+/** Reads one service page of at most `maxPageSize` entities, from `continuationToken` on (absent after the last page). */
+export type PageRead = (maxPageSize: number, continuationToken?: string) => Promise<{ entities: StoredEntity[]; continuationToken?: string }>;
 
 /** A range from a service that sorts it: one entity more than `limit` read, so `more` is exact. */
-export async function sortedRange(limit: number, page: PageRead, decode: Decode, cost: CallCost): Promise<RangePage> {
+export async function sortedRange(limit: number, page: PageRead, cost: CallCost): Promise<RangePage> {
   const wanted = limit + 1;
   const found: StoredEntity[] = [];
   let token: string | undefined;
@@ -35,9 +32,8 @@ export async function sortedRange(limit: number, page: PageRead, decode: Decode,
     cost.roundTrips = fetched + 1; // a failing page request still cost a round trip
     const next = await page(Math.min(wanted - found.length, MAX_PAGE_SIZE), token);
     fetched++;
-    if (next.done) break;
-    for (const raw of next.value) found.push(decode(raw));
-    token = next.value.continuationToken;
+    for (const entity of next.entities) found.push(entity);
+    token = next.continuationToken;
   } while (found.length < wanted && token);
   cost.roundTrips = Math.max(fetched, 1);
   const entities = found.slice(0, limit);
@@ -53,7 +49,6 @@ export async function pagedRange(
   limit: number,
   resume: { token: string; pageSize: number; skip: number } | undefined,
   page: PageRead,
-  decode: Decode,
   cost: CallCost,
 ): Promise<RangePage> {
   const size = (n: number) => Math.min(Math.max(n, 1), MAX_PAGE_SIZE);
@@ -67,8 +62,8 @@ export async function pagedRange(
     cost.roundTrips = fetched + 1;
     const next = await page(pageSize, token);
     fetched++;
-    const got = next.done ? [] : next.value.map(decode).sort((a, b) => (a.rowKey < b.rowKey ? -1 : a.rowKey > b.rowKey ? 1 : 0));
-    const nextToken = next.done ? undefined : next.value.continuationToken;
+    const got = next.entities.sort((a, b) => (a.rowKey < b.rowKey ? -1 : a.rowKey > b.rowKey ? 1 : 0));
+    const nextToken = next.continuationToken;
     let i = skip;
     for (; i < got.length && entities.length < limit; i++) {
       entities.push(got[i]);

@@ -10,6 +10,8 @@ import { createDefaultHttpClient, createHttpHeaders, createPipelineRequest } fro
 import { fromSdkEntity, fromWireEntity, selectWithKeys as withKeys, toSdkEntity } from './edm';
 import { egtEtags, egtRequest, type EgtDialect } from './egt-request';
 import { PointReader } from './point-reader';
+import { RangeReader } from './range-reader';
+import { SharedKeyRest } from './shared-key-rest';
 import type { PropertyCipher } from './property-cipher';
 import { placeToken, readPlaceToken, type TablePlace, type TablePlacement } from './table-placement';
 import { MAX_PAGE_SIZE, pagedRange, sortedRange, type CallCost, type RangePage } from './range-pages';
@@ -44,8 +46,11 @@ export type TableStoreOptions = ServiceAccess & {
   sortedRanges?: boolean;
   /** The SDK's exponential retry policy (408, 5xx; never other 4xx). Defaults: 3 retries, 500 ms, max 4000 ms. */
   retry?: { maxRetries?: number; retryDelayInMs?: number; maxRetryDelayInMs?: number };
-  /** Whether point queries go without the SDK's pipeline where an account key allows it (point-reader.ts). Default: true. */
-  leanPointQueries?: boolean;
+  /**
+   * Whether point and range queries go without the SDK's pipeline where an account key allows it (point-reader.ts,
+   * range-reader.ts). Default: true.
+   */
+  leanReads?: boolean;
 };
 
 /** Options of a conditional single-entity write: `ifMatch` is the ETag the caller read. */
@@ -120,6 +125,7 @@ export class TableStore {
   private readonly options: TableStoreOptions;
   /** Point queries without the SDK's pipeline (point-reader.ts), for a connection string with an account key. */
   private readonly points?: PointReader;
+  private readonly ranges?: RangeReader;
 
   /**
    * From now on, every entity written has the encrypted properties of its type sealed (before the size checks: a
@@ -215,7 +221,9 @@ export class TableStore {
         const url = TableServiceClient.fromConnectionString(opts.connectionString).url;
         this.clientOptions = { allowInsecureConnection: url.startsWith('http:'), retryOptions };
         this.service = TableServiceClient.fromConnectionString(opts.connectionString, this.clientOptions);
-        this.points = opts.leanPointQueries === false ? undefined : PointReader.fromConnectionString(opts.connectionString);
+        const rest = opts.leanReads === false ? undefined : SharedKeyRest.fromConnectionString(opts.connectionString);
+        this.points = rest && new PointReader(rest);
+        this.ranges = rest && new RangeReader(rest);
       }
     } catch (cause) {
       throw new TablegraphError(ErrorCode.CONFIG_INVALID, 'The storage connection string is invalid.', {}, { cause });
@@ -347,11 +355,22 @@ export class TableStore {
     const client = this.client(q.table);
     const queryOptions = { filter: conditions.join(' and '), select: withKeys(q.select) };
     const ctx = { operation: 'queryRange', table: q.table, partitionKey: q.partitionKey };
+    // The lean range query first (range-reader.ts); a page it cannot read goes through the SDK. With tracing on, the
+    // SDK's own spans are wanted: the SDK alone.
+    const lean = tracingOn() ? undefined : this.ranges;
     return this.call('rangeQuery', opts, ctx, async (signal, cost) => {
-      const page = (maxPageSize: number, continuationToken?: string) =>
-        client.listEntities<RawEntity>({ queryOptions, disableTypeConversion: true, abortSignal: signal }).byPage({ maxPageSize, continuationToken }).next();
-      const decode = (raw: RawEntity) => this.decode(raw);
-      const read = this.sortedRanges ? sortedRange(q.limit, page, decode, cost) : pagedRange(q.limit, resume, page, decode, cost);
+      const page = async (top: number, continuationToken?: string) => {
+        const wire = await lean?.page({ table: q.table, filter: queryOptions.filter, select: queryOptions.select, top, continuationToken }, signal);
+        if (wire)
+          return {
+            entities: wire.entities.map((e) => this.opened(fromWireEntity(e, String(e['odata.etag'] ?? '')))),
+            continuationToken: wire.continuationToken,
+          };
+        const list = client.listEntities<RawEntity>({ queryOptions, disableTypeConversion: true, abortSignal: signal });
+        const next = await list.byPage({ maxPageSize: top, continuationToken }).next();
+        return next.done ? { entities: [] } : { entities: next.value.map((raw) => this.decode(raw)), continuationToken: next.value.continuationToken };
+      };
+      const read = this.sortedRanges ? sortedRange(q.limit, page, cost) : pagedRange(q.limit, resume, page, cost);
       const result = await read;
       cost.entities = result.entities.length;
       return result;
@@ -573,7 +592,11 @@ export class TableStore {
     // The span's attributes are made only when tracing is on: this runs on every storage call.
     const attributes = tracingOn() ? { 'db.collection.name': ctx.table, 'tablegraph.kind': kind, 'tablegraph.partition_key': ctx.partitionKey } : {};
     return inSpan(`table.${ctx.operation}`, attributes, async (span) => {
-      const signal = this.signal(opts);
+      // A timer cleared when the call ends, not AbortSignal.timeout: on every storage call, that one's timer fires
+      // after the call anyway, and makes its DOMException then.
+      const controller = new AbortController();
+      const timer = setTimeout(() => controller.abort(timeoutReason()), opts?.timeoutMs ?? this.timeoutMs);
+      const signal = controller.signal;
       try {
         return await run(signal, cost);
       } catch (e) {
@@ -584,6 +607,7 @@ export class TableStore {
         if (attempts !== undefined && attempts > 1) mapped.details.attempts = attempts;
         throw mapped;
       } finally {
+        clearTimeout(timer);
         const { entities, roundTrips } = cost;
         span?.setAttributes({ 'tablegraph.round_trips': roundTrips, 'tablegraph.entities': entities });
         const ms = performance.now() - started;
@@ -639,3 +663,8 @@ const EGT_HEADERS = {
 
 /** The Azure SDK pipeline policies every TableClient of the store goes without. */
 const UNUSED_SDK_POLICIES = ['tracingPolicy', 'logPolicy', 'redirectPolicy', 'formDataPolicy', 'multipartPolicy'];
+
+/** Why a call's signal aborts when its time is up: what AbortSignal.timeout gives. */
+function timeoutReason(): DOMException {
+  return new DOMException('The operation was aborted due to timeout', 'TimeoutError');
+}

@@ -10,7 +10,7 @@
  * nobody keeps a summary. Prints writes/s, latency p50/p99, EGTs and Table round trips per write, storage calls per
  * write (Table round trips plus queue calls: what Azure bills, target ≤ 2.5 at 32 in flight), fan-out messages
  * sent per acknowledged write, failures, and the ratio to the baseline; then the targets: at most 0.2 queue messages
- * per acknowledged create at 32 in flight, creates at 0.5× the baseline or more at 32 and at 128 in flight. The
+ * per acknowledged create at 32 in flight, creates at 0.5× the baseline or more at 8, at 32 and at 128 in flight. The
  * department's summaries are checked against the writes at the end of each run.
  */
 import { TableClient, type TransactionAction } from '@azure/data-tables';
@@ -200,8 +200,8 @@ async function main(): Promise<void> {
     const at = (c: number) => targets.get(c)!;
     console.log(
       `targets: queue messages per acknowledged create at 32 in flight ${at(32).messages.toFixed(2)} (≤ 0.2: ${met(at(32).messages <= 0.2)}); ` +
-        `creates ${at(32).ratio.toFixed(2)}x the baseline at 32 in flight and ${at(128).ratio.toFixed(2)}x at 128 ` +
-        `(≥ 0.5 at both: ${met(at(32).ratio >= 0.5 && at(128).ratio >= 0.5)})`,
+        `creates ${at(8).ratio.toFixed(2)}x the baseline at 8 in flight (≥ 0.5: ${met(at(8).ratio >= 0.5)}), ` +
+        `${at(32).ratio.toFixed(2)}x at 32 (≥ 0.5: ${met(at(32).ratio >= 0.5)}) and ${at(128).ratio.toFixed(2)}x at 128 (≥ 0.5: ${met(at(128).ratio >= 0.5)})`,
     );
   } finally {
     await azurite.stop();

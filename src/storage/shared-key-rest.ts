@@ -1,0 +1,103 @@
+/**
+ * A GET of the Table service's REST API without the Azure SDK's pipeline: signed with the account key (Shared Key
+ * Lite, as the SDK signs it), JSON with minimal metadata, sent with undici over kept-alive connections. On the request
+ * path's reads the SDK's policies, serializers and deserializers cost more CPU than everything else a GraphQL request
+ * does (measured: `npm run bench -- peer`); point-reader.ts and range-reader.ts read through this instead. See
+ * "Authorize with Shared Key" (Shared Key Lite, Table service) in the Azure Storage REST reference.
+ *
+ * It answers with the status, headers and body as they came, or undefined for a network failure: the callers tell
+ * what they can be sure of, and leave everything else to the SDK, whose retry policy and error mapping then decide.
+ */
+import { createHmac } from 'node:crypto';
+import { Agent, request } from 'undici';
+import { parseConnectionString, tableEndpoint } from './connection';
+
+/** The service version spoken (the SDK's). */
+const SERVICE_VERSION = '2019-02-02';
+
+/** An answer: its status, headers (lower-case names) and body text. */
+export interface RestAnswer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  text: string;
+}
+
+export class SharedKeyRest {
+  private readonly agent: Agent;
+  private readonly key: Buffer;
+  /** The endpoint, without a trailing slash: `http://127.0.0.1:10002/devstoreaccount1`. */
+  private readonly base: string;
+  /** The endpoint's path, as the canonicalized resource begins: `/devstoreaccount1` on Azurite, '' on Azure. */
+  private readonly basePath: string;
+  private date = { second: 0, text: '' };
+
+  private constructor(
+    endpoint: string,
+    private readonly account: string,
+    key: string,
+  ) {
+    this.base = endpoint.replace(/\/+$/, '');
+    this.basePath = new URL(this.base).pathname.replace(/\/+$/, '');
+    this.key = Buffer.from(key, 'base64');
+    // Kept-alive connections, as many as the requests in flight need.
+    this.agent = new Agent({ connections: 128, keepAliveTimeout: 30_000 });
+  }
+
+  /** The client of a connection string with an account key; undefined for one with a SAS or without a key. */
+  static fromConnectionString(connectionString: string): SharedKeyRest | undefined {
+    const p = parseConnectionString(connectionString);
+    if (!p.accountname || !p.accountkey || p.sharedaccesssignature) return undefined;
+    return new SharedKeyRest(tableEndpoint(connectionString), p.accountname, p.accountkey);
+  }
+
+  /**
+   * GET `resource` (already URI-encoded, e.g. `Employees(PartitionKey='a',RowKey='b')` or `Employees()`) with `query`
+   * (encoded, without `?`; '' for none).
+   * @returns the answer, or undefined when none came (a network failure, an abort)
+   */
+  async get(resource: string, query: string, signal: AbortSignal): Promise<RestAnswer | undefined> {
+    const date = this.now();
+    const signature = createHmac('sha256', this.key).update(`${date}\n/${this.account}${this.basePath}/${resource}`, 'utf8').digest('base64');
+    try {
+      const res = await request(`${this.base}/${resource}${query ? `?${query}` : ''}`, {
+        method: 'GET',
+        dispatcher: this.agent,
+        signal,
+        headers: {
+          accept: 'application/json;odata=minimalmetadata',
+          'x-ms-date': date,
+          'x-ms-version': SERVICE_VERSION,
+          dataserviceversion: '3.0;NetFx',
+          maxdataserviceversion: '3.0;NetFx',
+          authorization: `SharedKeyLite ${this.account}:${signature}`,
+        },
+      });
+      return { status: res.statusCode, headers: res.headers, text: await res.body.text() };
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Closes the kept-alive connections. */
+  close(): Promise<void> {
+    return this.agent.close();
+  }
+
+  /** `x-ms-date`: the time in RFC 1123 form, made once a second. */
+  private now(): string {
+    const second = Math.floor(Date.now() / 1000);
+    if (second !== this.date.second) this.date = { second, text: new Date(second * 1000).toUTCString() };
+    return this.date.text;
+  }
+}
+
+/** The service's error code in an error answer's JSON (`odata.error.code`), or undefined. */
+export function errorCode(text: string): string | undefined {
+  try {
+    const body = JSON.parse(text) as { 'odata.error'?: { code?: unknown } };
+    const code = body['odata.error']?.code;
+    return typeof code === 'string' ? code : undefined;
+  } catch {
+    return undefined;
+  }
+}
