@@ -1,6 +1,6 @@
 /**
  * tablegraph against the servers a user would write by hand, on one in-memory Azurite holding one department of
- * 2,000 employees (Azurite answers a range query by scanning its whole table, so a larger table would measure
+ * 1,000 employees (Azurite answers a range query by scanning its whole table, so a larger table would measure
  * Azurite, not the servers): Apollo Server 5 (peer-server.ts) and the fastest one in Node, Fastify + Mercurius with graphql-jit
  * at `jit: 1` (mercurius-server.ts), both with per-request DataLoaders over `getEntity` and `listEntities`
  * (peer-schema.ts); tablegraph compiled, as `npm start` runs it, its request log at info to /dev/null. Each is a
@@ -49,7 +49,7 @@ const ONLY = process.argv.includes('--only') ? process.argv[process.argv.indexOf
 const PREFIX = 'peerbench';
 const DEPARTMENT = 'BENCH';
 /** Employees seeded. */
-const EMPLOYEES = 2_000;
+const EMPLOYEES = 1_000;
 
 /** Runs `call` from CONCURRENCY loops for `seconds` (s); returns calls and calls per second. */
 async function drive(call: () => Promise<void>, seconds = SECONDS): Promise<{ calls: number; perSecond: number }> {
@@ -99,8 +99,8 @@ for (let i = shuffled.length - 1; i > 0; i--) {
 let turn = 0;
 const nextId = () => shuffled[turn++ % EMPLOYEES];
 /**
- * A document no server has seen: an employee's id in its text, and a comment that numbers it — 2,000 employees give
- * 2,000 texts, which a server's document cache (Apollo's holds about 30 MiB of them) would otherwise soon hold.
+ * A document no server has seen: an employee's id in its text, and a comment that numbers it — 1,000 employees give
+ * 1,000 texts, which a server's document cache (Apollo's holds about 30 MiB of them) would otherwise soon hold.
  */
 let written = 0;
 const unseenText = () => `{ employee(departmentId: "${DEPARTMENT}", id: "${nextId()}") { id firstName lastName title } }\n# request ${++written}`;
