@@ -99,23 +99,19 @@ const fixedProjections = new WeakMap<Model, WeakMap<OperationDefinitionNode, Pro
 const variableConditions = new WeakMap<OperationDefinitionNode, boolean>();
 
 /**
- * collectProjection, kept per operation across requests when no variable can change it: a prepared operation (the
- * query lane runs the same document node again) is walked once. The projection returned is shared: never change it.
+ * The projection of a resolver's operation (collectProjection over `info`'s schema, operation, fragments and
+ * variables), kept per operation across requests when no variable can change it: a prepared operation (the query lane
+ * runs the same document node again) is walked once. The projection returned is shared: never change it.
  */
-export function projectionOf(
-  schema: GraphQLSchema,
-  model: Model,
-  operation: OperationDefinitionNode,
-  fragments: Record<string, FragmentDefinitionNode>,
-  variables: Record<string, unknown> = {},
-): Projection {
+export function projectionOf(model: Model, info: Pick<GraphQLResolveInfo, 'schema' | 'operation' | 'fragments' | 'variableValues'>): Projection {
+  const { schema, operation, fragments, variableValues } = info;
   let conditioned = variableConditions.get(operation);
   if (conditioned === undefined) variableConditions.set(operation, (conditioned = hasVariableConditions(operation, fragments)));
-  if (conditioned) return collectProjection(schema, model, operation, fragments, variables);
+  if (conditioned) return collectProjection(schema, model, operation, fragments, variableValues);
   let byOperation = fixedProjections.get(model);
   if (!byOperation) fixedProjections.set(model, (byOperation = new WeakMap()));
   let projection = byOperation.get(operation);
-  if (!projection) byOperation.set(operation, (projection = collectProjection(schema, model, operation, fragments, variables)));
+  if (!projection) byOperation.set(operation, (projection = collectProjection(schema, model, operation, fragments, variableValues)));
   return projection;
 }
 

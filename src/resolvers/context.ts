@@ -99,7 +99,7 @@ export function createRequestContext(deps: ContextDeps, requestId: string = rand
     }),
     deadline,
     projection(info) {
-      projection ??= projectionOf(info.schema, deps.model, info.operation, info.fragments, info.variableValues);
+      projection ??= projectionOf(deps.model, info);
       return projection;
     },
   };

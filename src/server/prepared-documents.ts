@@ -3,9 +3,9 @@
  * (the schema's rules and the document limits), the variables its demand estimate depends on, the estimates already
  * made for their values, and — once it has run COMPILE_AFTER times — its operation compiled to a function
  * (graphql-jit). Until then graphql-js runs it, as Apollo would: a compile costs several runs' CPU, which a document
- * seen once (a query typed in an IDE, one that writes its arguments in its text) would pay and never get back. The query lane (query-lane.ts) serves
- * a request of a prepared operation without parsing, validating or planning anything again; nothing of a request —
- * its variables' other values, its token, its caller's scopes — is part of what is kept.
+ * seen once (a query typed in an IDE, one that writes its arguments in its text) would pay and never get back. The
+ * query lane (query-lane.ts) serves a request of a prepared operation without parsing, validating or planning anything
+ * again; nothing of a request — its variables' other values, its token, its caller's scopes — is part of what is kept.
  *
  * Kept: up to 500 documents of at most 64 KiB of text each, the least recently used going first (lru-cache). The
  * cache belongs to one application, so to one schema: a server serving another schema has another.

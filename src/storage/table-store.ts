@@ -125,6 +125,7 @@ export class TableStore {
   private readonly options: TableStoreOptions;
   /** Point queries without the SDK's pipeline (point-reader.ts), for a connection string with an account key. */
   private readonly points?: PointReader;
+  /** Range queries without the SDK's pipeline (range-reader.ts), for a connection string with an account key. */
   private readonly ranges?: RangeReader;
 
   /**
