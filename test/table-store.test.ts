@@ -186,6 +186,48 @@ describe('typed round trip', () => {
     }
   });
 
+  it('range queries of one page asked in one turn go as one query; each caller gets entities of its own, a later one a query of its own', async () => {
+    const pages: string[] = [];
+    const proxy = await startStorageProxy(connectionString, {
+      delayMs: (method, path) => {
+        if (method !== 'GET' || !path.includes(`/${T}()`)) return 0;
+        pages.push(path);
+        return path.includes('slowrange') ? 400 : 0;
+      },
+    });
+    try {
+      const viaProxy = new TableStore({ connectionString: proxy.connectionString, target: 'azurite' });
+      const partitionKey = 'shared range';
+      for (let i = 0; i < 5; i++) await store.upsertEntity(T, entity(partitionKey, `r${i}`, { v: int(i) }), 'replace');
+      const q = { table: T, partitionKey, limit: 3 };
+      const [one, ...others] = await Promise.all(Array.from({ length: 20 }, () => viaProxy.queryRange(q)));
+      expect(pages).toHaveLength(1);
+      expect(one.entities.map((e) => e.rowKey)).toEqual(['r0', 'r1', 'r2']);
+      expect(one.more).toBe(true);
+      for (const other of others) expect(other).toEqual(one);
+      one.entities[0].properties.v = -1;
+      expect(others.every((o) => o.entities[0].properties.v === 0)).toBe(true);
+      // Another limit, bound or position is another query; so is a read asked after the answer (it sees the write).
+      const after = one.positions.at(-1)!;
+      const [same, more, next] = await Promise.all([viaProxy.queryRange(q), viaProxy.queryRange({ ...q, limit: 4 }), viaProxy.queryRange({ ...q, after })]);
+      expect(pages).toHaveLength(4);
+      expect(more.entities).toHaveLength(4);
+      expect(next.entities.map((e) => e.rowKey)).toEqual(['r3', 'r4']);
+      await store.upsertEntity(T, entity(partitionKey, 'r0', { v: int(100) }), 'replace');
+      expect((await viaProxy.queryRange(q)).entities[0].properties.v).toBe(100);
+      expect(same.entities[0].properties.v).toBe(0);
+      expect(pages).toHaveLength(5);
+      // A caller whose own time is up leaves (its timeout, mapped as the SDK's); the others still get the page.
+      await store.upsertEntity(T, entity('slowrange', 'one', { v: int(1) }), 'replace');
+      const slow = { table: T, partitionKey: 'slowrange', limit: 5 };
+      const [early, patient] = await Promise.allSettled([viaProxy.queryRange(slow, { timeoutMs: 100 }), viaProxy.queryRange(slow, { timeoutMs: 5000 })]);
+      expect(early).toMatchObject({ status: 'rejected', reason: { code: 'STORAGE_UNAVAILABLE' } });
+      expect(patient).toMatchObject({ status: 'fulfilled', value: { entities: [{ properties: { v: 1 } }] } });
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it('reads every EDM type back as its JS type', async () => {
     const got = await store.getEntity({ table: T, partitionKey: 'types', rowKey: 'one' });
     expect(got).not.toBeNull();

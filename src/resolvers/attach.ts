@@ -2,12 +2,21 @@
  * Gives the compiled schema its resolvers, generically from the model: every access path gets a point or range
  * resolver, every stored field of an entity a property reader. Nothing here is specific to the HR schema.
  */
-import { getNamedType, isInterfaceType, isObjectType, isScalarType, isUnionType, type GraphQLSchema } from 'graphql';
+import {
+  getNamedType,
+  isInterfaceType,
+  isObjectType,
+  isScalarType,
+  isUnionType,
+  type GraphQLFieldResolver,
+  type GraphQLResolveInfo,
+  type GraphQLSchema,
+} from 'graphql';
 import { ErrorCode, TablegraphError } from '../errors';
 import { decide, forbidden } from '../model/authorization';
 import { primaryAddress } from '../model/entity-codec';
 import { pathId, summaryPathId } from '../model/derived-paths';
-import type { Model } from '../model/types';
+import type { EntityModel, Model } from '../model/types';
 import type { RequestContext } from './context';
 import { ETAG_FIELD } from '../model/write-inputs';
 import { etagOf, fieldValue, type EntityNode } from './entity-node';
@@ -49,29 +58,7 @@ export function attachResolvers(schema: GraphQLSchema, model: Model): GraphQLSch
       } else if (entity?.exposesEtag && field.name === ETAG_FIELD) {
         field.resolve = (node: EntityNode, _args, ctx: RequestContext, info) => etagOf(node, ctx, info);
       } else if (entity?.fields.has(field.name)) {
-        const name = field.name;
-        const auth = entity.fields.get(name)!.auth;
-        // A summary kept by the worker may lag behind the writes: the response says so (extensions.consistency).
-        const eventual = model.summaries.get(`${type.name}.${name}`)?.scope === 'eventual' ? `${type.name}.${name}` : undefined;
-        const blob = entity.fields.get(name)!.blob;
-        const derived = derivedPathOf(model, type.name, name);
-        const coordinate = `${type.name}.${name}`;
-        field.resolve = async (node: EntityNode, _args, ctx: RequestContext, info) => {
-          if (auth && ctx.principal) {
-            // A field guarded beside its type (a payroll for some roles only): decided on the entity it belongs to.
-            const scope = [...new Set(auth.rules.flatMap((r) => r.scope.map((s) => s.field)))];
-            const values = Object.fromEntries(await Promise.all(scope.map(async (f) => [f, await fieldValue(node, f, ctx, info)] as const)));
-            if (decide(auth, ctx.principal, (f) => values[f] ?? null) !== 'allow') throw forbidden(`read ${type.name}.${name}`, ctx.principal);
-          }
-          // Only then whether its path is built: a caller that may not read the field learns nothing of its state.
-          if (derived) ctx.paths?.assertReadable(derived, coordinate);
-          if (eventual) ctx.eventualSummaries.add(eventual);
-          const value = await fieldValue(node, name, ctx, info);
-          if (!blob || typeof value !== 'string') return value;
-          // The guide's "Large entities pattern": the entity holds the blob's name, the client gets a read URL (no call).
-          if (!ctx.blobs) throw new TablegraphError(ErrorCode.CONFIG_INVALID, 'This server has no blob store to sign @blob URLs with.');
-          return ctx.blobs.readUrl(blob.container, value, blob.expiresInSeconds);
-        };
+        field.resolve = storedFieldResolver(model, entity, type.name, field.name);
       }
     }
   }
@@ -87,6 +74,45 @@ export function attachResolvers(schema: GraphQLSchema, model: Model): GraphQLSch
   implementScalars({ Long: scalar('Long'), DateTime: scalar('DateTime'), Decimal: scalar('Decimal') });
   attachFederation(schema, model);
   return schema;
+}
+
+/**
+ * The resolver of a stored field: its `@auth` beside the type decided on the entity it belongs to, whether its path
+ * is built, whether it is eventually consistent (extensions.consistency), a `@blob` field's read URL. Synchronous
+ * unless it must wait (an `@auth` beside the field, the entity read after its index entity): a resolver that returns
+ * a promise costs the executor a promise and a later turn for every field of every node.
+ */
+function storedFieldResolver(model: Model, entity: EntityModel, type: string, name: string): GraphQLFieldResolver<EntityNode, RequestContext> {
+  const { auth, blob } = entity.fields.get(name)!;
+  const coordinate = `${type}.${name}`;
+  // A summary kept by the worker may lag behind the writes: the response says so (extensions.consistency).
+  const eventual = model.summaries.get(coordinate)?.scope === 'eventual' ? coordinate : undefined;
+  const derived = derivedPathOf(model, type, name);
+  const readable = (node: EntityNode, ctx: RequestContext, info: GraphQLResolveInfo): unknown => {
+    // Only after its @auth, whether its path is built: a caller that may not read the field learns nothing of its state.
+    if (derived) ctx.paths?.assertReadable(derived, coordinate);
+    if (eventual) ctx.eventualSummaries.add(eventual);
+    const value = fieldValue(node, name, ctx, info);
+    if (!blob) return value;
+    return value instanceof Promise ? value.then((v) => blobUrl(ctx, blob, v)) : blobUrl(ctx, blob, value);
+  };
+  if (!auth) return (node, _args, ctx, info) => readable(node, ctx, info);
+  // A field guarded beside its type (a payroll for some roles only): decided on the entity it belongs to.
+  const scope = [...new Set(auth.rules.flatMap((r) => r.scope.map((s) => s.field)))];
+  return async (node, _args, ctx, info) => {
+    if (ctx.principal) {
+      const values = Object.fromEntries(await Promise.all(scope.map(async (f) => [f, await fieldValue(node, f, ctx, info)] as const)));
+      if (decide(auth, ctx.principal, (f) => values[f] ?? null) !== 'allow') throw forbidden(`read ${type}.${name}`, ctx.principal);
+    }
+    return readable(node, ctx, info);
+  };
+}
+
+/** The read URL of a `@blob` field's blob name (the guide's "Large entities pattern": the entity holds the name). */
+function blobUrl(ctx: RequestContext, blob: { container: string; expiresInSeconds: number }, value: unknown): unknown {
+  if (typeof value !== 'string') return value;
+  if (!ctx.blobs) throw new TablegraphError(ErrorCode.CONFIG_INVALID, 'This server has no blob store to sign @blob URLs with.');
+  return ctx.blobs.readUrl(blob.container, value, blob.expiresInSeconds);
 }
 
 /** The derived path a stored field's value comes from — a summary's or a copy's — if it is one. */

@@ -28,6 +28,7 @@ import {
 import type { Model } from '../model/types';
 import { demandVariables, estimateDemand, type DemandEstimate } from '../read/demand';
 import { ValidatedShapes } from './validated-shapes';
+import { scalarVariablesCheck } from './scalar-variables';
 
 /** A query operation ready to run, and what its demand estimate depends on. */
 export interface PreparedOperation {
@@ -45,6 +46,11 @@ export interface PreparedOperation {
    * depends on (those given as a connection's `first` or a `@skip`/`@include` condition).
    */
   estimate(variables: Record<string, unknown>): DemandEstimate;
+  /**
+   * True when `variables` certainly coerce, told without coercing them (scalar-variables.ts); false when not told
+   * here: coerce them (graphql-js `getVariableValues`).
+   */
+  variablesCoerce(variables: Record<string, unknown>): boolean;
 }
 
 export interface PreparedDocumentsOptions {
@@ -117,7 +123,8 @@ export class PreparedDocuments {
       if (operation.operation !== 'query') continue;
       const name = operation.name?.value;
       const run = this.runner(document, name);
-      operations.set(all.length === 1 ? undefined : name, { document, operation, name, run, estimate: this.estimator(operation, fragments) });
+      const variablesCoerce = scalarVariablesCheck(this.opts.schema, operation.variableDefinitions ?? []) ?? (() => false);
+      operations.set(all.length === 1 ? undefined : name, { document, operation, name, run, estimate: this.estimator(operation, fragments), variablesCoerce });
       if (all.length === 1 && name !== undefined) operations.set(name, operations.get(undefined)!);
     }
     return operations.size > 0 ? { operations } : null;

@@ -60,9 +60,11 @@ export function queryLane(opts: QueryLaneOptions): (req: IncomingMessage, res: S
     if (!operation) return { served: false };
     const variables = (params.variables ?? {}) as Record<string, unknown>;
     // Variables that do not coerce are Apollo's to refuse (its words, its status). An operation that declares none
-    // ignores any given, as graphql-js does.
+    // ignores any given, as graphql-js does. Ids and strings are told without coercing them (scalar-variables.ts).
     const declared = operation.operation.variableDefinitions ?? [];
-    if (declared.length > 0 && 'errors' in getVariableValues(opts.prepared.schema, declared, variables)) return { served: false };
+    if (declared.length > 0 && !operation.variablesCoerce(variables) && 'errors' in getVariableValues(opts.prepared.schema, declared, variables)) {
+      return { served: false };
+    }
     let context: RequestContext;
     try {
       context = await opts.context({ req, res });

@@ -11,13 +11,14 @@
  * ID goes through the SDK alone.
  */
 import { errorCode, type SharedKeyRest } from './shared-key-rest';
+import { TurnQueries } from './turn-queries';
 
 /** What a point query answered: the entity's JSON (OData minimal metadata) and ETag, or null (no such entity). */
 export type PointAnswer = { json: Record<string, unknown>; etag: string } | null;
 
 export class PointReader {
-  /** Point queries asked during this turn of the event loop, not sent yet, by resource and query. */
-  private readonly asked = new Map<string, SharedQuery>();
+  /** Point queries asked during this turn of the event loop (turn-queries.ts). */
+  private readonly asked = new TurnQueries<{ resource: string; query: string }, PointAnswer | undefined>((q, signal) => this.send(q.resource, q.query, signal));
 
   constructor(private readonly rest: SharedKeyRest) {}
 
@@ -35,27 +36,13 @@ export class PointReader {
     const quote = (s: string) => encodeURIComponent(s.replaceAll("'", "''"));
     const resource = `${table}(PartitionKey='${quote(partitionKey)}',RowKey='${quote(rowKey)}')`;
     const query = select && select.length > 0 ? `$select=${encodeURIComponent(select.join(','))}` : '';
-    const key = `${resource}?${query}`;
-    let shared = this.asked.get(key);
-    if (!shared) {
-      if (this.asked.size === 0) setImmediate(() => this.sendAsked());
-      shared = new SharedQuery(resource, query);
-      this.asked.set(key, shared);
-    }
-    return shared.join(signal);
-  }
-
-  /** Sends the point queries asked during the turn that ended, each once. */
-  private sendAsked(): void {
-    const asked = [...this.asked.values()];
-    this.asked.clear();
-    for (const shared of asked) shared.settle(this.send(shared.resource, shared.query, shared.signal));
+    return this.asked.ask(`${resource}?${query}`, { resource, query }, signal);
   }
 
   /** The REST call. @returns as get() */
   private async send(resource: string, query: string, signal: AbortSignal): Promise<PointAnswer | undefined> {
     const answer = await this.rest.get(resource, query, signal);
-    if (!answer) return undefined; // each caller whose own time is up has left already (SharedQuery.join)
+    if (!answer) return undefined; // each caller whose own time is up has left already (turn-queries.ts)
     try {
       if (answer.status === 200) {
         const json = JSON.parse(answer.text) as Record<string, unknown>;
@@ -68,56 +55,4 @@ export class PointReader {
     if (answer.status === 404 && errorCode(answer.text) === 'ResourceNotFound') return null;
     return undefined;
   }
-}
-
-/**
- * One point query and the callers waiting for it: each leaves when its own signal aborts; the query is aborted once
- * all have left.
- */
-class SharedQuery {
-  private readonly controller = new AbortController();
-  private waiting = 0;
-  private readonly answer: Promise<PointAnswer | undefined>;
-  private resolve!: (answer: Promise<PointAnswer | undefined>) => void;
-
-  constructor(
-    readonly resource: string,
-    readonly query: string,
-  ) {
-    this.answer = new Promise((resolve) => (this.resolve = resolve));
-  }
-
-  /** What the query is sent with: aborted once every caller has left. */
-  get signal(): AbortSignal {
-    return this.controller.signal;
-  }
-
-  /** The answer, to be given by settle(). */
-  settle(answer: Promise<PointAnswer | undefined>): void {
-    this.resolve(answer);
-  }
-
-  /** A caller's wait for the answer. @throws an AbortError when `signal` aborts first */
-  join(signal: AbortSignal): Promise<PointAnswer | undefined> {
-    if (signal.aborted) return Promise.reject(abortError());
-    this.waiting += 1;
-    return new Promise((resolve, reject) => {
-      const leave = () => {
-        if (--this.waiting === 0) this.controller.abort();
-        reject(abortError());
-      };
-      signal.addEventListener('abort', leave, { once: true });
-      void this.answer.then((answer) => {
-        signal.removeEventListener('abort', leave);
-        resolve(answer);
-      });
-    });
-  }
-}
-
-/** What the SDK throws when a call is aborted, so that the caller maps it as it maps the SDK's (storage-errors.ts). */
-function abortError(): Error {
-  const e = new Error('The point query was aborted (its time was up).');
-  e.name = 'AbortError';
-  return e;
 }

@@ -7,6 +7,7 @@
  * reads the page again through the SDK, whose retry policy and error mapping then decide.
  */
 import type { SharedKeyRest } from './shared-key-rest';
+import { TurnQueries } from './turn-queries';
 
 /** One service page: its entities as the REST API returns them (OData minimal metadata), and the next page's token. */
 export interface WirePage {
@@ -25,19 +26,36 @@ export interface PageQuery {
 }
 
 export class RangeReader {
+  /** Pages asked during this turn of the event loop (turn-queries.ts). */
+  private readonly asked = new TurnQueries<{ resource: string; query: string }, WirePage | undefined>((q, signal) => this.send(q.resource, q.query, signal));
+
   constructor(private readonly rest: SharedKeyRest) {}
 
-  /** One page of `q`. @returns the page, or undefined when the answer is anything else (ask the SDK) */
-  async page(q: PageQuery, signal: AbortSignal): Promise<WirePage | undefined> {
+  /**
+   * One page of `q`. Pages of the same query (table, filter, `$select`, `$top` and continuation token) asked during
+   * one turn of the event loop are read once, when the turn ends, and share the answer, as point-reader.ts does for
+   * point queries: many requests reading one hot page at once then cost one range query.
+   * @returns the page (its entities shared: the caller must not change them), or undefined when the answer is
+   *   anything else (ask the SDK)
+   * @throws an AbortError when `signal` aborts first (the caller's timeout)
+   */
+  page(q: PageQuery, signal: AbortSignal): Promise<WirePage | undefined> {
     const params = [`$filter=${encodeURIComponent(q.filter)}`, `$top=${q.top}`];
     if (q.select && q.select.length > 0) params.push(`$select=${encodeURIComponent(q.select.join(','))}`);
     if (q.continuationToken) {
       const next = decodeToken(q.continuationToken);
-      if (!next) return undefined;
+      if (!next) return Promise.resolve(undefined);
       params.push(`NextPartitionKey=${encodeURIComponent(next.nextPartitionKey)}`);
       if (next.nextRowKey) params.push(`NextRowKey=${encodeURIComponent(next.nextRowKey)}`);
     }
-    const answer = await this.rest.get(`${q.table}()`, params.join('&'), signal);
+    const resource = `${q.table}()`;
+    const query = params.join('&');
+    return this.asked.ask(`${resource}?${query}`, { resource, query }, signal);
+  }
+
+  /** The REST call. @returns as page() */
+  private async send(resource: string, query: string, signal: AbortSignal): Promise<WirePage | undefined> {
+    const answer = await this.rest.get(resource, query, signal);
     if (answer?.status !== 200) return undefined;
     let body: { value?: unknown };
     try {

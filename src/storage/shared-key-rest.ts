@@ -9,7 +9,7 @@
  * what they can be sure of, and leave everything else to the SDK, whose retry policy and error mapping then decide.
  */
 import { createHmac } from 'node:crypto';
-import { Agent, request } from 'undici';
+import { Pool } from 'undici';
 import { parseConnectionString, tableEndpoint } from './connection';
 
 /** The service version spoken (the SDK's). */
@@ -23,10 +23,9 @@ export interface RestAnswer {
 }
 
 export class SharedKeyRest {
-  private readonly agent: Agent;
+  /** Kept-alive connections to the endpoint's origin: a Pool, not an Agent, as there is one origin (no URL parsed per call). */
+  private readonly pool: Pool;
   private readonly key: Buffer;
-  /** The endpoint, without a trailing slash: `http://127.0.0.1:10002/devstoreaccount1`. */
-  private readonly base: string;
   /** The endpoint's path, as the canonicalized resource begins: `/devstoreaccount1` on Azurite, '' on Azure. */
   private readonly basePath: string;
   private date = { second: 0, text: '' };
@@ -36,11 +35,12 @@ export class SharedKeyRest {
     private readonly account: string,
     key: string,
   ) {
-    this.base = endpoint.replace(/\/+$/, '');
-    this.basePath = new URL(this.base).pathname.replace(/\/+$/, '');
+    // The endpoint `http://127.0.0.1:10002/devstoreaccount1`: the origin the pool connects to, and the path after it.
+    const url = new URL(endpoint);
+    this.basePath = url.pathname.replace(/\/+$/, '');
     this.key = Buffer.from(key, 'base64');
     // Kept-alive connections, as many as the requests in flight need.
-    this.agent = new Agent({ connections: 128, keepAliveTimeout: 30_000 });
+    this.pool = new Pool(url.origin, { connections: 128, keepAliveTimeout: 30_000 });
   }
 
   /** The client of a connection string with an account key; undefined for one with a SAS or without a key. */
@@ -59,18 +59,25 @@ export class SharedKeyRest {
     const date = this.now();
     const signature = createHmac('sha256', this.key).update(`${date}\n/${this.account}${this.basePath}/${resource}`, 'utf8').digest('base64');
     try {
-      const res = await request(`${this.base}/${resource}${query ? `?${query}` : ''}`, {
+      // Headers as a flat list of names and values: undici takes it as it is, where an object is converted per call.
+      const res = await this.pool.request({
+        path: `${this.basePath}/${resource}${query ? `?${query}` : ''}`,
         method: 'GET',
-        dispatcher: this.agent,
         signal,
-        headers: {
-          accept: 'application/json;odata=minimalmetadata',
-          'x-ms-date': date,
-          'x-ms-version': SERVICE_VERSION,
-          dataserviceversion: '3.0;NetFx',
-          maxdataserviceversion: '3.0;NetFx',
-          authorization: `SharedKeyLite ${this.account}:${signature}`,
-        },
+        headers: [
+          'accept',
+          'application/json;odata=minimalmetadata',
+          'x-ms-date',
+          date,
+          'x-ms-version',
+          SERVICE_VERSION,
+          'dataserviceversion',
+          '3.0;NetFx',
+          'maxdataserviceversion',
+          '3.0;NetFx',
+          'authorization',
+          `SharedKeyLite ${this.account}:${signature}`,
+        ],
       });
       return { status: res.statusCode, headers: res.headers, text: await res.body.text() };
     } catch {
@@ -80,7 +87,7 @@ export class SharedKeyRest {
 
   /** Closes the kept-alive connections. */
   close(): Promise<void> {
-    return this.agent.close();
+    return this.pool.close();
   }
 
   /** `x-ms-date`: the time in RFC 1123 form, made once a second. */
