@@ -60,7 +60,8 @@ export function queryLane(opts: QueryLaneOptions): (req: IncomingMessage, res: S
     if (!operation) return { served: false };
     const variables = (params.variables ?? {}) as Record<string, unknown>;
     // Variables that do not coerce are Apollo's to refuse (its words, its status). An operation that declares none
-    // ignores any given, as graphql-js does. Ids and strings are told without coercing them (scalar-variables.ts).
+    // ignores any given, as graphql-js does. Variables of the built-in scalar types are told without coercing them
+    // (scalar-variables.ts).
     const declared = operation.operation.variableDefinitions ?? [];
     if (declared.length > 0 && !operation.variablesCoerce(variables) && 'errors' in getVariableValues(opts.prepared.schema, declared, variables)) {
       return { served: false };

@@ -40,7 +40,8 @@ const CHECKS = new Map<unknown, ValueCheck>([
  * @returns a function that is true when `variables` certainly coerce (false: not told here; coerce them), or
  *   undefined when a variable is not of a built-in scalar type (coerce them always)
  * @example
- *   const check = scalarVariablesCheck(schema, operation.variableDefinitions ?? []);
+ *   const definitions = operation.variableDefinitions ?? [];
+ *   const check = scalarVariablesCheck(schema, definitions); // once, when the operation is prepared
  *   if (!check?.(variables) && 'errors' in getVariableValues(schema, definitions, variables)) refuse();
  */
 export function scalarVariablesCheck(
