@@ -102,6 +102,28 @@ export class Deployment {
     return until(() => `paths to settle (${done.toString()}): ${seen()}`, settled, { timeoutMs, everyMs: 200 });
   }
   /**
+   * Waits until `done` holds for the paths, for as long as the builds make progress (a path's entities read or
+   * written, or its state, changed): it fails after `stallMs` without any — on a busy machine a slow build is waited
+   * for, a stuck one is not.
+   */
+  async waitWhileBuilding(done: (paths: Map<string, PathRecord>) => boolean, stallMs = 60_000): Promise<Map<string, PathRecord>> {
+    let last = new Map<string, PathRecord>();
+    let mark = '';
+    let progressAt = Date.now();
+    const seen = () => JSON.stringify([...last.values()].map((p) => [p.id, p.state, p.read, p.written, p.scanned, p.takeovers, p.leaseOwner]));
+    return until(
+      () => `paths to settle (${done.toString()}), no progress for ${stallMs} ms: ${seen()}`,
+      async () => {
+        last = await this.paths();
+        if (done(last)) return last;
+        const now = JSON.stringify([...last.values()].map((p) => [p.id, p.state, p.read, p.written]));
+        if (now !== mark) [mark, progressAt] = [now, Date.now()];
+        return Date.now() - progressAt > stallMs ? Promise.reject(new Error(`no progress for ${stallMs} ms waiting for paths to settle (${done.toString()}): ${seen()}`)) : false;
+      },
+      { timeoutMs: Number.MAX_SAFE_INTEGER, everyMs: 200 },
+    );
+  }
+  /**
    * Waits until the work queue of the prefix has been worked off (by a worker of the deployment), for as long as the
    * worker makes progress (a message handled, or the queue shorter): it fails after 60 s without any, naming the
    * queue and the worker as /health last told them — on a busy machine a slow worker is waited for, a stuck one is not.
