@@ -118,7 +118,9 @@ export class Deployment {
         if (done(last)) return last;
         const now = JSON.stringify([...last.values()].map((p) => [p.id, p.state, p.read, p.written]));
         if (now !== mark) [mark, progressAt] = [now, Date.now()];
-        return Date.now() - progressAt > stallMs ? Promise.reject(new Error(`no progress for ${stallMs} ms waiting for paths to settle (${done.toString()}): ${seen()}`)) : false;
+        return Date.now() - progressAt > stallMs
+          ? Promise.reject(new Error(`no progress for ${stallMs} ms waiting for paths to settle (${done.toString()}): ${seen()}`))
+          : false;
       },
       { timeoutMs: Number.MAX_SAFE_INTEGER, everyMs: 200 },
     );
