@@ -12,7 +12,6 @@
  */
 import { inSpan } from '../telemetry/spans';
 import DataLoader from 'dataloader';
-import pLimit from 'p-limit';
 import { ErrorCode, TablegraphError } from '../errors';
 import type { StorageAdmission } from './admission';
 import type { TableStore } from '../storage/table-store';
@@ -83,7 +82,10 @@ export function createLoaders(store: TableStore, options: LoaderOptions): Loader
  * limiter or loader, and for one object only (its methods are its class's, not closures made per request).
  */
 class RequestLoaders implements Loaders {
-  private perRequest?: ReturnType<typeof pLimit>;
+  /** This request's calls in flight (calls), at most `options.concurrency`. */
+  private active = 0;
+  /** Calls waiting for one of this request's slots, oldest first: each is handed the slot of a call that ends. */
+  private readonly waiting: Array<() => void> = [];
   private pointLoader?: DataLoader<PointKey, StoredEntity | null, string>;
   private rangeLoader?: DataLoader<RangeQuery, RangeResult, string>;
   private readonly callOptions: { observer?: StorageObserver };
@@ -109,18 +111,33 @@ class RequestLoaders implements Loaders {
     ));
   }
 
-  /** A call of this request: within its own parallelism, through the server's admission, never after its deadline. */
+  /**
+   * A call of this request: within its own parallelism, through the server's admission, never after its deadline.
+   * The slots are counted here, not by a limiter made per request: most requests make fewer calls than their
+   * concurrency and never wait, and a call that ends hands its slot to the oldest waiting (admission.ts does the same
+   * across requests).
+   */
   private limit<T>(call: () => Promise<T>): Promise<T> {
+    if (this.active < this.options.concurrency) {
+      this.active++;
+      return this.send(call);
+    }
+    return new Promise<void>((resolve) => this.waiting.push(resolve)).then(() => this.send(call));
+  }
+
+  /** Sends `call` in a slot this request holds, and passes the slot on once it ends. */
+  private async send<T>(call: () => Promise<T>): Promise<T> {
     const { options } = this;
-    return (this.perRequest ??= pLimit(options.concurrency))(() => {
-      const send = () => {
-        if (options.deadline !== undefined && Date.now() >= options.deadline) {
-          throw new TablegraphError(ErrorCode.REQUEST_TIMEOUT, 'The request used up its time; no further storage call was sent.', { reason: 'Deadline' });
-        }
-        return call();
-      };
-      return options.admission ? options.admission.gate.run(options.admission.lane, send) : send();
-    });
+    try {
+      if (options.deadline !== undefined && Date.now() >= options.deadline) {
+        throw new TablegraphError(ErrorCode.REQUEST_TIMEOUT, 'The request used up its time; no further storage call was sent.', { reason: 'Deadline' });
+      }
+      return await (options.admission ? options.admission.gate.run(options.admission.lane, call) : call());
+    } finally {
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.active--;
+    }
   }
 
   private async pointBatch(keys: readonly PointKey[]): Promise<Array<StoredEntity | null | Error>> {

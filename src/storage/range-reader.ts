@@ -64,7 +64,7 @@ export class RangeReader {
       return undefined;
     }
     if (!Array.isArray(body.value)) return undefined;
-    const header = (name: string) => {
+    const header = (name: keyof typeof answer.headers) => {
       const v = answer.headers[name];
       return typeof v === 'string' && v !== '' ? v : undefined;
     };

@@ -9,18 +9,23 @@
  * what they can be sure of, and leave everything else to the SDK, whose retry policy and error mapping then decide.
  */
 import { createHmac } from 'node:crypto';
-import { Pool } from 'undici';
+import { Pool, type Dispatcher } from 'undici';
 import { parseConnectionString, tableEndpoint } from './connection';
 
 /** The service version spoken (the SDK's). */
 const SERVICE_VERSION = '2019-02-02';
 
-/** An answer: its status, headers (lower-case names) and body text. */
+/** An answer: its status, the headers the readers use (ANSWER_HEADERS, by lower-case name) and its body text. */
 export interface RestAnswer {
   status: number;
-  headers: Record<string, string | string[] | undefined>;
+  headers: Partial<Record<AnswerHeader, string>>;
   text: string;
 }
+
+/** The headers an answer keeps: the entity's ETag, and a range query's continuation (the next keys). */
+const ANSWER_HEADERS = ['etag', 'x-ms-continuation-nextpartitionkey', 'x-ms-continuation-nextrowkey'] as const;
+type AnswerHeader = (typeof ANSWER_HEADERS)[number];
+const KEPT = new Set<string>(ANSWER_HEADERS);
 
 export class SharedKeyRest {
   /** Kept-alive connections to the endpoint's origin: a Pool, not an Agent, as there is one origin (no URL parsed per call). */
@@ -55,15 +60,14 @@ export class SharedKeyRest {
    * (encoded, without `?`; '' for none).
    * @returns the answer, or undefined when none came (a network failure, an abort)
    */
-  async get(resource: string, query: string, signal: AbortSignal): Promise<RestAnswer | undefined> {
+  get(resource: string, query: string, signal: AbortSignal): Promise<RestAnswer | undefined> {
     const date = this.now();
     const signature = createHmac('sha256', this.key).update(`${date}\n/${this.account}${this.basePath}/${resource}`, 'utf8').digest('base64');
-    try {
+    return new Promise((resolve) => {
       // Headers as a flat list of names and values: undici takes it as it is, where an object is converted per call.
-      const res = await this.pool.request({
+      const options: Dispatcher.DispatchOptions = {
         path: `${this.basePath}/${resource}${query ? `?${query}` : ''}`,
         method: 'GET',
-        signal,
         headers: [
           'accept',
           'application/json;odata=minimalmetadata',
@@ -78,11 +82,9 @@ export class SharedKeyRest {
           'authorization',
           `SharedKeyLite ${this.account}:${signature}`,
         ],
-      });
-      return { status: res.statusCode, headers: res.headers, text: await res.body.text() };
-    } catch {
-      return undefined;
-    }
+      };
+      this.pool.dispatch(options, new AnswerHandler(signal, resolve));
+    });
   }
 
   /** Closes the kept-alive connections. */
@@ -96,6 +98,60 @@ export class SharedKeyRest {
     if (second !== this.date.second) this.date = { second, text: new Date(second * 1000).toUTCString() };
     return this.date.text;
   }
+}
+
+/**
+ * Collects one answer for undici's `dispatch` (its handler interface): the status, the headers kept, the body as one
+ * text. `request` would make a readable stream, an object of every header and a handler of its own for each call; on
+ * a point query that is a tenth of the call's CPU. Resolves undefined when no answer came (a network failure, an
+ * abort by `signal`).
+ */
+class AnswerHandler implements Dispatcher.DispatchHandler {
+  private status = 0;
+  private readonly headers: RestAnswer['headers'] = {};
+  private readonly chunks: Buffer[] = [];
+  private abort?: (err?: Error) => void;
+  private readonly onAbort = () => this.abort?.(asError(this.signal.reason));
+
+  constructor(
+    private readonly signal: AbortSignal,
+    private readonly resolve: (answer: RestAnswer | undefined) => void,
+  ) {}
+
+  onConnect(abort: (err?: Error) => void): void {
+    this.abort = abort;
+    if (this.signal.aborted) abort(asError(this.signal.reason));
+    else this.signal.addEventListener('abort', this.onAbort, { once: true });
+  }
+
+  onHeaders(statusCode: number, rawHeaders: Buffer[]): boolean {
+    this.status = statusCode;
+    for (let i = 0; i < rawHeaders.length; i += 2) {
+      const name = rawHeaders[i].toString('latin1').toLowerCase();
+      if (KEPT.has(name)) this.headers[name as AnswerHeader] = rawHeaders[i + 1].toString('latin1');
+    }
+    return true;
+  }
+
+  onData(chunk: Buffer): boolean {
+    this.chunks.push(chunk);
+    return true;
+  }
+
+  onComplete(): void {
+    this.signal.removeEventListener('abort', this.onAbort);
+    const text = this.chunks.length === 1 ? this.chunks[0].toString('utf8') : Buffer.concat(this.chunks).toString('utf8');
+    this.resolve({ status: this.status, headers: this.headers, text });
+  }
+
+  onError(): void {
+    this.signal.removeEventListener('abort', this.onAbort);
+    this.resolve(undefined);
+  }
+}
+
+function asError(reason: unknown): Error {
+  return reason instanceof Error ? reason : new Error(String(reason));
 }
 
 /** The service's error code in an error answer's JSON (`odata.error.code`), or undefined. */

@@ -38,9 +38,17 @@ export class TurnQueries<R, A> {
   }
 }
 
-/** One read and the callers waiting for it: each leaves when its own signal aborts; the read is aborted once all have left. */
+/**
+ * One read and the callers waiting for it: each leaves when its own signal aborts; the read is aborted once all have
+ * left. A read of one caller (most of them) is sent with that caller's own signal, which aborts it exactly then: no
+ * controller of its own is made for it.
+ */
 class SharedRead<R, A> {
-  private readonly controller = new AbortController();
+  /** Made for a read of several callers, or once every caller has left before it was sent. */
+  private controller?: AbortController;
+  /** The first caller's signal, and how many callers joined in all (callers). */
+  private first?: AbortSignal;
+  private joined = 0;
   private waiting = 0;
   private readonly answer: Promise<A>;
   private resolve!: (answer: Promise<A>) => void;
@@ -51,9 +59,10 @@ class SharedRead<R, A> {
     this.answer.catch(() => undefined);
   }
 
-  /** What the read is sent with: aborted once every caller has left. */
+  /** What the read is sent with (asked once every caller has joined): aborted once every caller has left. */
   get signal(): AbortSignal {
-    return this.controller.signal;
+    if (this.joined === 1 && this.first) return this.first;
+    return (this.controller ??= new AbortController()).signal;
   }
 
   /** The answer, to be given by settle(). */
@@ -65,9 +74,11 @@ class SharedRead<R, A> {
   join(signal: AbortSignal): Promise<A> {
     if (signal.aborted) return Promise.reject(abortError());
     this.waiting += 1;
+    this.joined += 1;
+    this.first ??= signal;
     return new Promise((resolve, reject) => {
       const leave = () => {
-        if (--this.waiting === 0) this.controller.abort();
+        if (--this.waiting === 0) (this.controller ??= new AbortController()).abort();
         reject(abortError());
       };
       signal.addEventListener('abort', leave, { once: true });
