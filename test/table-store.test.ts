@@ -9,6 +9,7 @@ import { ErrorCode, isTablegraphError, TablegraphError } from '../src/errors';
 import { toTablegraphError } from '../src/storage/storage-errors';
 import { TableStore } from '../src/storage/table-store';
 import { RangeReader } from '../src/storage/range-reader';
+import { AbortLatch } from '../src/storage/abort-latch';
 import { SharedKeyRest } from '../src/storage/shared-key-rest';
 import type { EntityToWrite, StorageCallRecord, StorageObserver, TransactionOperation, TypedValue } from '../src/storage/storage-types';
 import { startStorageProxy } from './support/storage-proxy';
@@ -120,9 +121,9 @@ describe('typed round trip', () => {
     // The lean reader answers such a page itself (it does not leave it to the SDK), and its token reads on.
     const reader = new RangeReader(SharedKeyRest.fromConnectionString(connectionString)!);
     const filter = odata`PartitionKey eq ${partitionKey}`;
-    const wire = await reader.page({ table: T, filter, top: 3 }, AbortSignal.timeout(10_000));
+    const wire = await reader.page({ table: T, filter, top: 3 }, new AbortLatch());
     expect(wire?.entities.map((e) => e.RowKey)).toEqual(rowKeys.slice(0, 3));
-    const wireNext = await reader.page({ table: T, filter, top: 3, continuationToken: wire!.continuationToken }, AbortSignal.timeout(10_000));
+    const wireNext = await reader.page({ table: T, filter, top: 3, continuationToken: wire!.continuationToken }, new AbortLatch());
     expect(wireNext?.entities.map((e) => e.RowKey)).toEqual(rowKeys.slice(3, 6));
     for (const select of [undefined, ['big', 'photo']]) {
       for (const limit of [0, 3, 7, 10]) {
@@ -181,6 +182,9 @@ describe('typed round trip', () => {
       const [early, patient] = await Promise.allSettled([viaProxy.getEntity(slow, { timeoutMs: 100 }), viaProxy.getEntity(slow, { timeoutMs: 5000 })]);
       expect(early).toMatchObject({ status: 'rejected', reason: { code: 'STORAGE_UNAVAILABLE' } });
       expect(patient).toMatchObject({ status: 'fulfilled', value: { properties: { v: 1 } } });
+      // A caller alone is sent with its own time limit (no latch of the shared read's own): it leaves when that is up.
+      await expect(viaProxy.getEntity(slow, { timeoutMs: 100 })).rejects.toMatchObject({ code: 'STORAGE_UNAVAILABLE' });
+      expect(await viaProxy.getEntity(slow)).toMatchObject({ properties: { v: 1 } });
     } finally {
       await proxy.close();
     }
@@ -223,6 +227,8 @@ describe('typed round trip', () => {
       const [early, patient] = await Promise.allSettled([viaProxy.queryRange(slow, { timeoutMs: 100 }), viaProxy.queryRange(slow, { timeoutMs: 5000 })]);
       expect(early).toMatchObject({ status: 'rejected', reason: { code: 'STORAGE_UNAVAILABLE' } });
       expect(patient).toMatchObject({ status: 'fulfilled', value: { entities: [{ properties: { v: 1 } }] } });
+      await expect(viaProxy.queryRange(slow, { timeoutMs: 100 })).rejects.toMatchObject({ code: 'STORAGE_UNAVAILABLE' });
+      expect((await viaProxy.queryRange(slow)).entities).toHaveLength(1);
     } finally {
       await proxy.close();
     }

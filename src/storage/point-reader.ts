@@ -12,13 +12,14 @@
  */
 import { errorCode, type SharedKeyRest } from './shared-key-rest';
 import { TurnQueries } from './turn-queries';
+import type { Abortable } from './abort-latch';
 
 /** What a point query answered: the entity's JSON (OData minimal metadata) and ETag, or null (no such entity). */
 export type PointAnswer = { json: Record<string, unknown>; etag: string } | null;
 
 export class PointReader {
   /** Point queries asked during this turn of the event loop (turn-queries.ts). */
-  private readonly asked = new TurnQueries<{ resource: string; query: string }, PointAnswer | undefined>((q, signal) => this.send(q.resource, q.query, signal));
+  private readonly asked = new TurnQueries<{ resource: string; query: string }, PointAnswer | undefined>((q, abort) => this.send(q.resource, q.query, abort));
 
   constructor(private readonly rest: SharedKeyRest) {}
 
@@ -30,18 +31,18 @@ export class PointReader {
    * cost one query.
    * @param select the properties to return ($select; keys and ETag come anyway); absent: all
    * @returns the entity, null when it does not exist, undefined when the answer is anything else (ask the SDK)
-   * @throws an AbortError when `signal` aborts first (the caller's timeout)
+   * @throws an AbortError when `abort` aborts first (the caller's timeout)
    */
-  get(table: string, partitionKey: string, rowKey: string, select: string[] | undefined, signal: AbortSignal): Promise<PointAnswer | undefined> {
+  get(table: string, partitionKey: string, rowKey: string, select: string[] | undefined, abort: Abortable): Promise<PointAnswer | undefined> {
     const quote = (s: string) => encodeURIComponent(s.replaceAll("'", "''"));
     const resource = `${table}(PartitionKey='${quote(partitionKey)}',RowKey='${quote(rowKey)}')`;
     const query = select && select.length > 0 ? `$select=${encodeURIComponent(select.join(','))}` : '';
-    return this.asked.ask(`${resource}?${query}`, { resource, query }, signal);
+    return this.asked.ask(`${resource}?${query}`, { resource, query }, abort);
   }
 
   /** The REST call. @returns as get() */
-  private async send(resource: string, query: string, signal: AbortSignal): Promise<PointAnswer | undefined> {
-    const answer = await this.rest.get(resource, query, signal);
+  private async send(resource: string, query: string, abort: Abortable): Promise<PointAnswer | undefined> {
+    const answer = await this.rest.get(resource, query, abort);
     if (!answer) return undefined; // each caller whose own time is up has left already (turn-queries.ts)
     try {
       if (answer.status === 200) {

@@ -8,6 +8,7 @@
  */
 import type { SharedKeyRest } from './shared-key-rest';
 import { TurnQueries } from './turn-queries';
+import type { Abortable } from './abort-latch';
 
 /** One service page: its entities as the REST API returns them (OData minimal metadata), and the next page's token. */
 export interface WirePage {
@@ -27,7 +28,7 @@ export interface PageQuery {
 
 export class RangeReader {
   /** Pages asked during this turn of the event loop (turn-queries.ts). */
-  private readonly asked = new TurnQueries<{ resource: string; query: string }, WirePage | undefined>((q, signal) => this.send(q.resource, q.query, signal));
+  private readonly asked = new TurnQueries<{ resource: string; query: string }, WirePage | undefined>((q, abort) => this.send(q.resource, q.query, abort));
 
   constructor(private readonly rest: SharedKeyRest) {}
 
@@ -37,9 +38,9 @@ export class RangeReader {
    * point queries: many requests reading one hot page at once then cost one range query.
    * @returns the page (its entities shared: the caller must not change them), or undefined when the answer is
    *   anything else (ask the SDK)
-   * @throws an AbortError when `signal` aborts first (the caller's timeout)
+   * @throws an AbortError when `abort` aborts first (the caller's timeout)
    */
-  page(q: PageQuery, signal: AbortSignal): Promise<WirePage | undefined> {
+  page(q: PageQuery, abort: Abortable): Promise<WirePage | undefined> {
     const params = [`$filter=${encodeURIComponent(q.filter)}`, `$top=${q.top}`];
     if (q.select && q.select.length > 0) params.push(`$select=${encodeURIComponent(q.select.join(','))}`);
     if (q.continuationToken) {
@@ -50,12 +51,12 @@ export class RangeReader {
     }
     const resource = `${q.table}()`;
     const query = params.join('&');
-    return this.asked.ask(`${resource}?${query}`, { resource, query }, signal);
+    return this.asked.ask(`${resource}?${query}`, { resource, query }, abort);
   }
 
   /** The REST call. @returns as page() */
-  private async send(resource: string, query: string, signal: AbortSignal): Promise<WirePage | undefined> {
-    const answer = await this.rest.get(resource, query, signal);
+  private async send(resource: string, query: string, abort: Abortable): Promise<WirePage | undefined> {
+    const answer = await this.rest.get(resource, query, abort);
     if (answer?.status !== 200) return undefined;
     let body: { value?: unknown };
     try {

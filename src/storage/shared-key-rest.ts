@@ -11,6 +11,7 @@
 import { createHmac } from 'node:crypto';
 import { Pool, type Dispatcher } from 'undici';
 import { parseConnectionString, tableEndpoint } from './connection';
+import type { Abortable } from './abort-latch';
 
 /** The service version spoken (the SDK's). */
 const SERVICE_VERSION = '2019-02-02';
@@ -58,9 +59,10 @@ export class SharedKeyRest {
   /**
    * GET `resource` (already URI-encoded, e.g. `Employees(PartitionKey='a',RowKey='b')` or `Employees()`) with `query`
    * (encoded, without `?`; '' for none).
+   * @param abort aborts the call: the answer is then undefined
    * @returns the answer, or undefined when none came (a network failure, an abort)
    */
-  get(resource: string, query: string, signal: AbortSignal): Promise<RestAnswer | undefined> {
+  get(resource: string, query: string, abort: Abortable): Promise<RestAnswer | undefined> {
     const date = this.now();
     const signature = createHmac('sha256', this.key).update(`${date}\n/${this.account}${this.basePath}/${resource}`, 'utf8').digest('base64');
     return new Promise((resolve) => {
@@ -83,7 +85,7 @@ export class SharedKeyRest {
           `SharedKeyLite ${this.account}:${signature}`,
         ],
       };
-      this.pool.dispatch(options, new AnswerHandler(signal, resolve));
+      this.pool.dispatch(options, new AnswerHandler(abort, resolve));
     });
   }
 
@@ -104,24 +106,21 @@ export class SharedKeyRest {
  * Collects one answer for undici's `dispatch` (its handler interface): the status, the headers kept, the body as one
  * text. `request` would make a readable stream, an object of every header and a handler of its own for each call; on
  * a point query that is a tenth of the call's CPU. Resolves undefined when no answer came (a network failure, an
- * abort by `signal`).
+ * abort by `abort`).
  */
 class AnswerHandler implements Dispatcher.DispatchHandler {
   private status = 0;
   private readonly headers: RestAnswer['headers'] = {};
   private readonly chunks: Buffer[] = [];
-  private abort?: (err?: Error) => void;
-  private readonly onAbort = () => this.abort?.(asError(this.signal.reason));
+  private stop?: () => void;
 
   constructor(
-    private readonly signal: AbortSignal,
+    private readonly abort: Abortable,
     private readonly resolve: (answer: RestAnswer | undefined) => void,
   ) {}
 
   onConnect(abort: (err?: Error) => void): void {
-    this.abort = abort;
-    if (this.signal.aborted) abort(asError(this.signal.reason));
-    else this.signal.addEventListener('abort', this.onAbort, { once: true });
+    this.stop = this.abort.onAbort(() => abort(new Error('The read was aborted (its time was up).')));
   }
 
   onHeaders(statusCode: number, rawHeaders: Buffer[]): boolean {
@@ -139,19 +138,15 @@ class AnswerHandler implements Dispatcher.DispatchHandler {
   }
 
   onComplete(): void {
-    this.signal.removeEventListener('abort', this.onAbort);
+    this.stop?.();
     const text = this.chunks.length === 1 ? this.chunks[0].toString('utf8') : Buffer.concat(this.chunks).toString('utf8');
     this.resolve({ status: this.status, headers: this.headers, text });
   }
 
   onError(): void {
-    this.signal.removeEventListener('abort', this.onAbort);
+    this.stop?.();
     this.resolve(undefined);
   }
-}
-
-function asError(reason: unknown): Error {
-  return reason instanceof Error ? reason : new Error(String(reason));
 }
 
 /** The service's error code in an error answer's JSON (`odata.error.code`), or undefined. */

@@ -12,6 +12,7 @@ import { egtEtags, egtRequest, type EgtDialect } from './egt-request';
 import { PointReader } from './point-reader';
 import { RangeReader } from './range-reader';
 import { SharedKeyRest } from './shared-key-rest';
+import { AbortLatch } from './abort-latch';
 import type { PropertyCipher } from './property-cipher';
 import { placeToken, readPlaceToken, type TablePlace, type TablePlacement } from './table-placement';
 import { MAX_PAGE_SIZE, pagedRange, sortedRange, type CallCost, type RangePage } from './range-pages';
@@ -296,18 +297,18 @@ export class TableStore {
     const place = this.placement && (await this.elsewhere(addr.table, addr.partitionKey));
     if (place) return place.store.getEntity({ ...addr, table: place.table }, opts);
     const client = this.checkedClient(addr);
-    return this.call('pointQuery', opts, { operation: 'getEntity', ...addr }, async (signal, cost) => {
+    return this.call('pointQuery', opts, { operation: 'getEntity', ...addr }, async (latch, cost) => {
       // The lean point query first (point-reader.ts); what it cannot tell for sure goes through the SDK. With tracing
       // on, the SDK's own spans (and the trace context it sends) are wanted: the SDK alone.
       if (this.points && !tracingOn()) {
-        const answer = await this.points.get(addr.table, addr.partitionKey, addr.rowKey, opts?.select && withKeys(opts.select), signal);
+        const answer = await this.points.get(addr.table, addr.partitionKey, addr.rowKey, opts?.select && withKeys(opts.select), latch);
         if (answer !== undefined) {
           cost.entities = answer ? 1 : 0;
           return answer && this.opened(fromWireEntity(answer.json, answer.etag));
         }
       }
       const queryOptions = { select: withKeys(opts?.select) };
-      const options = { disableTypeConversion: true, queryOptions, abortSignal: signal };
+      const options = { disableTypeConversion: true, queryOptions, abortSignal: latch.signal };
       const request = client.getEntity<RawEntity>(addr.partitionKey, addr.rowKey, options);
       const raw = await request.catch((e: unknown) => (isEntityNotFound(e) ? null : Promise.reject(e)));
       cost.entities = raw ? 1 : 0;
@@ -359,15 +360,15 @@ export class TableStore {
     // The lean range query first (range-reader.ts); a page it cannot read goes through the SDK. With tracing on, the
     // SDK's own spans are wanted: the SDK alone.
     const lean = tracingOn() ? undefined : this.ranges;
-    return this.call('rangeQuery', opts, ctx, async (signal, cost) => {
+    return this.call('rangeQuery', opts, ctx, async (latch, cost) => {
       const page = async (top: number, continuationToken?: string) => {
-        const wire = await lean?.page({ table: q.table, filter: queryOptions.filter, select: queryOptions.select, top, continuationToken }, signal);
+        const wire = await lean?.page({ table: q.table, filter: queryOptions.filter, select: queryOptions.select, top, continuationToken }, latch);
         if (wire)
           return {
             entities: wire.entities.map((e) => this.opened(fromWireEntity(e, String(e['odata.etag'] ?? '')))),
             continuationToken: wire.continuationToken,
           };
-        const list = client.listEntities<RawEntity>({ queryOptions, disableTypeConversion: true, abortSignal: signal });
+        const list = client.listEntities<RawEntity>({ queryOptions, disableTypeConversion: true, abortSignal: latch.signal });
         const next = await list.byPage({ maxPageSize: top, continuationToken }).next();
         return next.done ? { entities: [] } : { entities: next.value.map((raw) => this.decode(raw)), continuationToken: next.value.continuationToken };
       };
@@ -433,8 +434,8 @@ export class TableStore {
     const queryOptions = { filter: filters.length > 0 ? filters.join(' and ') : undefined, select: withKeys(opts.select) };
     const maxPageSize = Math.min(opts.pageSize ?? MAX_PAGE_SIZE, MAX_PAGE_SIZE);
     const kind = opts.partitionKey === undefined ? 'tableScan' : 'partitionScan';
-    const page = await this.call(kind, opts, { operation: 'scan', table }, async (signal, cost) => {
-      const list = client.listEntities<RawEntity>({ queryOptions, disableTypeConversion: true, abortSignal: signal });
+    const page = await this.call(kind, opts, { operation: 'scan', table }, async (latch, cost) => {
+      const list = client.listEntities<RawEntity>({ queryOptions, disableTypeConversion: true, abortSignal: latch.signal });
       const next = await list.byPage({ maxPageSize, continuationToken }).next();
       const raw = next.done ? [] : next.value;
       cost.entities = raw.length;
@@ -488,13 +489,13 @@ export class TableStore {
     const { tableUrl, batchUrl } = this.egtUrls(client, table);
     const { body, contentType } = egtRequest(tableUrl, ops, this.egtDialect);
     const ctx = { operation: 'submitTransaction', table, batch: ops };
-    return this.call('transaction', opts, ctx, async (abortSignal, cost) => {
+    return this.call('transaction', opts, ctx, async (latch, cost) => {
       const request = createPipelineRequest({
         url: batchUrl,
         method: 'POST',
         body,
         headers: createHttpHeaders({ ...EGT_HEADERS, 'Content-Type': contentType }),
-        abortSignal,
+        abortSignal: latch.signal,
         allowInsecureConnection: this.clientOptions.allowInsecureConnection,
       });
       const etags = egtEtags(await client.pipeline.sendRequest(this.httpClient, request), ops.length);
@@ -544,8 +545,8 @@ export class TableStore {
     const place = this.placement && (await this.elsewhere(addr.table, addr.partitionKey, true));
     if (place) return place.store.deleteEntity({ ...addr, table: place.table }, opts);
     const client = this.checkedClient(addr);
-    return this.call('write', opts, { operation: 'deleteEntity', ...addr }, async (abortSignal, cost) => {
-      const request = client.deleteEntity(addr.partitionKey, addr.rowKey, { etag: opts?.ifMatch ?? '*', abortSignal });
+    return this.call('write', opts, { operation: 'deleteEntity', ...addr }, async (latch, cost) => {
+      const request = client.deleteEntity(addr.partitionKey, addr.rowKey, { etag: opts?.ifMatch ?? '*', abortSignal: latch.signal });
       const deleted = await request.then(
         () => true,
         (e: unknown) => (isEntityNotFound(e) ? false : Promise.reject(e)),
@@ -564,8 +565,8 @@ export class TableStore {
     const sdk = toSdkEntity(entity);
     const client = this.client(table);
     const ctx = { operation, table, partitionKey: entity.partitionKey, rowKey: entity.rowKey };
-    return this.call('write', opts, ctx, async (signal, cost) => {
-      const { etag } = await send(client, sdk, signal);
+    return this.call('write', opts, ctx, async (latch, cost) => {
+      const { etag } = await send(client, sdk, latch.signal);
       if (etag === undefined) throw new TablegraphError(ErrorCode.STORAGE_BAD_REQUEST, 'No ETag in the answer.', ctx);
       cost.entities = 1;
       return etag;
@@ -585,7 +586,7 @@ export class TableStore {
     kind: StorageCallRecord['kind'],
     opts: CallOptions | undefined,
     ctx: StorageErrorContext,
-    run: (signal: AbortSignal, cost: CallCost) => Promise<T>,
+    run: (latch: AbortLatch, cost: CallCost) => Promise<T>,
   ): Promise<T> {
     const cost: CallCost = { entities: 0, roundTrips: 1 };
     opts?.observer?.onCallStart?.();
@@ -594,17 +595,18 @@ export class TableStore {
     const attributes = tracingOn() ? { 'db.collection.name': ctx.table, 'tablegraph.kind': kind, 'tablegraph.partition_key': ctx.partitionKey } : {};
     return inSpan(`table.${ctx.operation}`, attributes, async (span) => {
       // A timer cleared when the call ends, not AbortSignal.timeout: on every storage call, that one's timer fires
-      // after the call anyway, and makes its DOMException then.
-      const controller = new AbortController();
-      const timer = setTimeout(() => controller.abort(timeoutReason()), opts?.timeoutMs ?? this.timeoutMs);
-      const signal = controller.signal;
+      // after the call anyway, and makes its DOMException then. The latch makes an AbortSignal only for the SDK's
+      // calls (abort-latch.ts): the lean point and range queries go without one.
+      const latch = new AbortLatch(timeoutReason);
+      const timer = setTimeout(() => latch.abort(), opts?.timeoutMs ?? this.timeoutMs);
       try {
-        return await run(signal, cost);
+        return await run(latch, cost);
       } catch (e) {
         cost.entities = 0;
         const mapped = toTablegraphError(e, ctx);
         // A refusal met by the SDK's retry may be the first attempt's own doing, applied with its answer lost.
-        const attempts = this.attempts.get(signal);
+        const signal = latch.madeSignal;
+        const attempts = signal && this.attempts.get(signal);
         if (attempts !== undefined && attempts > 1) mapped.details.attempts = attempts;
         throw mapped;
       } finally {

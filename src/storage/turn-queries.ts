@@ -6,8 +6,10 @@
  * range-reader.ts; no I/O of its own.
  */
 
-/** Sends one read (`request`) with `signal`, aborted once every caller has left; its answer, shared as it is. */
-export type SendRead<R, A> = (request: R, signal: AbortSignal) => Promise<A>;
+import { AbortLatch, type Abortable } from './abort-latch';
+
+/** Sends one read (`request`), to be aborted by `abort` (once every caller has left); its answer, shared as it is. */
+export type SendRead<R, A> = (request: R, abort: Abortable) => Promise<A>;
 
 export class TurnQueries<R, A> {
   /** Reads asked during this turn of the event loop, not sent yet, by key. */
@@ -18,36 +20,36 @@ export class TurnQueries<R, A> {
   /**
    * A caller's read: `key` names it exactly (two requests with one key are the same read). The answer is shared by
    * all the callers of the key: a caller must not change it.
-   * @throws an AbortError when `signal` aborts before the answer (the caller's timeout)
+   * @throws an AbortError when `abort` aborts before the answer (the caller's timeout)
    */
-  ask(key: string, request: R, signal: AbortSignal): Promise<A> {
+  ask(key: string, request: R, abort: Abortable): Promise<A> {
     let shared = this.asked.get(key);
     if (!shared) {
       if (this.asked.size === 0) setImmediate(() => this.sendAsked());
       shared = new SharedRead(request);
       this.asked.set(key, shared);
     }
-    return shared.join(signal);
+    return shared.join(abort);
   }
 
   /** Sends the reads asked during the turn that ended, each once. */
   private sendAsked(): void {
     const asked = [...this.asked.values()];
     this.asked.clear();
-    for (const shared of asked) shared.settle(this.send(shared.request, shared.signal));
+    for (const shared of asked) shared.settle(this.send(shared.request, shared.abort));
   }
 }
 
 /**
- * One read and the callers waiting for it: each leaves when its own signal aborts; the read is aborted once all have
- * left. A read of one caller (most of them) is sent with that caller's own signal, which aborts it exactly then: no
- * controller of its own is made for it.
+ * One read and the callers waiting for it: each leaves when its own Abortable aborts; the read is aborted once all
+ * have left. A read of one caller (most of them) is sent with that caller's own Abortable, which aborts it exactly
+ * then: no latch of its own is made for it.
  */
 class SharedRead<R, A> {
   /** Made for a read of several callers, or once every caller has left before it was sent. */
-  private controller?: AbortController;
-  /** The first caller's signal, and how many callers joined in all (callers). */
-  private first?: AbortSignal;
+  private latch?: AbortLatch;
+  /** The first caller's Abortable, and how many callers joined in all (callers). */
+  private first?: Abortable;
   private joined = 0;
   private waiting = 0;
   private readonly answer: Promise<A>;
@@ -60,9 +62,11 @@ class SharedRead<R, A> {
   }
 
   /** What the read is sent with (asked once every caller has joined): aborted once every caller has left. */
-  get signal(): AbortSignal {
+  get abort(): Abortable {
     if (this.joined === 1 && this.first) return this.first;
-    return (this.controller ??= new AbortController()).signal;
+    const latch = (this.latch ??= new AbortLatch());
+    if (this.waiting === 0) latch.abort(); // nobody waits: every caller left, or none came with time left
+    return latch;
   }
 
   /** The answer, to be given by settle(). */
@@ -70,25 +74,24 @@ class SharedRead<R, A> {
     this.resolve(answer);
   }
 
-  /** A caller's wait for the answer. @throws an AbortError when `signal` aborts first, or what the read threw */
-  join(signal: AbortSignal): Promise<A> {
-    if (signal.aborted) return Promise.reject(abortError());
+  /** A caller's wait for the answer. @throws an AbortError when `abort` aborts first, or what the read threw */
+  join(abort: Abortable): Promise<A> {
+    if (abort.aborted) return Promise.reject(abortError());
     this.waiting += 1;
     this.joined += 1;
-    this.first ??= signal;
+    this.first ??= abort;
     return new Promise((resolve, reject) => {
-      const leave = () => {
-        if (--this.waiting === 0) (this.controller ??= new AbortController()).abort();
+      const stop = abort.onAbort(() => {
+        if (--this.waiting === 0) (this.latch ??= new AbortLatch()).abort();
         reject(abortError());
-      };
-      signal.addEventListener('abort', leave, { once: true });
+      });
       this.answer.then(
         (answer) => {
-          signal.removeEventListener('abort', leave);
+          stop();
           resolve(answer);
         },
         (e: unknown) => {
-          signal.removeEventListener('abort', leave);
+          stop();
           reject(e);
         },
       );
