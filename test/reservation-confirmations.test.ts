@@ -64,6 +64,40 @@ test('creates committed in several groups: their reservations confirmed in one E
   expect(confirmations[0]).toHaveLength(emails.length);
 });
 
+test('a write that arrives while the idle partition confirms is committed at once, not after the confirmation', async () => {
+  const { model, store, sender } = world;
+  await run(world, 'createDepartment', { id: 'WAKE', name: 'WAKE' });
+  const [a, b] = emailsInOnePartition('wake', 2);
+  const indexTable = emailAddress(model, a).table;
+  // The first confirmation EGT is held until the second create has been acknowledged.
+  const held = released();
+  let confirming = 0;
+  const slow = hookedStore(store, {
+    before: {
+      submitTransaction: async ([table, ops]) => {
+        if (table === indexTable && (ops as TransactionOperation[]).every((op) => op.kind === 'update') && ++confirming === 1) await held.promise;
+      },
+      updateEntity: async ([table]) => {
+        if (table === indexTable && ++confirming === 1) await held.promise;
+      },
+    },
+  });
+  const writer = new WriteExecutor({ model, store: slow, workQueue: sender });
+  const create = model.writes.get('Mutation.createEmployee')!;
+  await writer.execute(create, employeeInput('WAKE', '1', { email: a }));
+  await until("the first create's confirmation sent", () => confirming === 1, { everyMs: 5 });
+  let acknowledged = false;
+  const second = writer.execute(create, employeeInput('WAKE', '2', { email: b })).then((r) => ((acknowledged = true), r));
+  second.catch(() => undefined); // a failure is this test's to report, not an unhandled rejection after it
+  try {
+    await until('the second create acknowledged while the confirmation is held', () => acknowledged, { timeoutMs: 10_000, everyMs: 10 });
+  } finally {
+    held.release();
+  }
+  await expect(second).resolves.toMatchObject({ values: { email: b } });
+  await confirmed([a, b]);
+});
+
 test('a delete right after a create waits for its confirmation: the worker frees the value at once, not after the lease', async () => {
   const { model, store, sender } = world;
   await run(world, 'createDepartment', { id: 'FREE', name: 'FREE' });

@@ -77,6 +77,8 @@ export class PartitionCommitter {
   private readonly confirmingFor = new Set<string>();
   /** The reservations being confirmed, while the next groups read, send, reserve and commit. */
   private confirming: Promise<void> = Promise.resolve();
+  /** Wakes idle() when a write arrives while it waits for confirmations. */
+  private arrived?: () => void;
 
   constructor(
     private readonly ctx: CommitContext,
@@ -88,17 +90,14 @@ export class PartitionCommitter {
   enqueue(write: Omit<PendingWrite, 'seq' | 'traceContext'>): void {
     this.queue.push({ ...write, seq: this.arrivals++, traceContext: captureContext() });
     if (!this.running) void this.run();
+    else this.arrived?.();
   }
 
   private async run(): Promise<void> {
     this.running = true;
     try {
       for (;;) {
-        // Idle only once the last confirmations are done; writes that arrive meanwhile are taken first.
-        if (this.queue.length === 0) {
-          this.flushConfirmations();
-          await this.confirming;
-        }
+        if (this.queue.length === 0) await this.idle();
         if (this.queue.length === 0) break;
         const members = this.queue.splice(0, MAX_GROUP);
         let again: PendingWrite[];
@@ -127,6 +126,24 @@ export class PartitionCommitter {
     } finally {
       this.running = false;
       this.onIdle();
+    }
+  }
+
+  /**
+   * With no write waiting: first lets in the writes that come back at once (a client's next write, sent when the last
+   * result was given), then confirms the reservations waiting, and returns when a write arrives or, with none, once
+   * every confirmation is done (the committer is idle only then). A write that arrives meanwhile is taken at once, not
+   * after the confirmations' round trip.
+   */
+  private async idle(): Promise<void> {
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    while (this.queue.length === 0) {
+      this.flushConfirmations();
+      const confirming = this.confirming;
+      const arrival = new Promise<void>((resolve) => (this.arrived = resolve));
+      const confirmed = await Promise.race([confirming.then(() => true), arrival.then(() => false)]);
+      this.arrived = undefined;
+      if (confirmed && this.confirming === confirming && this.unconfirmed.length === 0) return;
     }
   }
 
