@@ -442,7 +442,11 @@ export class PartitionCommitter {
       // read it again (a vanished entity then fails NOT_FOUND, a concurrent create CONFLICT, from the planner).
       // A create that did not read its entity, refused because it exists: read it, and fail with the planner's error.
       const unread = onEntity && skipsRead(member) && isTablegraphError(error, ErrorCode.CONFLICT) && error.details.reason === 'EntityAlreadyExists';
-      if (unread) {
+      // A delete without If-Match of an index entity that is not there (one a build has not reached yet), met by the
+      // SDK's retry of an EGT not applied: tried again, where its first attempt leaves that delete out (submit).
+      const absentIndex = !onEntity && plainDeleteMissing(group.operations[index], error);
+      if (absentIndex) this.again(member, retry, error);
+      else if (unread) {
         member.readFirst = true;
         this.again(member, retry, error);
       } else if ((stale || vanished || raced) && typeof member.input.ifMatch !== 'string') this.again(member, retry, error);
@@ -610,8 +614,13 @@ function missingPlainDelete(operations: TransactionOperation[], error: unknown):
   if (typeof error.details.attempts === 'number' && error.details.attempts > 1) return undefined;
   const index = error.details.operationIndex;
   if (typeof index !== 'number') return undefined;
-  const op = operations[index];
-  return op?.kind === 'delete' && (op.ifMatch === undefined || op.ifMatch === '*') && operations.length > 1 ? index : undefined;
+  return plainDeleteMissing(operations[index], error) && operations.length > 1 ? index : undefined;
+}
+
+/** Whether `error` is the refusal of `op`, a delete without If-Match, because its entity is not there. */
+function plainDeleteMissing(op: TransactionOperation | undefined, error: unknown): boolean {
+  if (!isTablegraphError(error, ErrorCode.NOT_FOUND) || error.details.reason === 'TableNotFound') return false;
+  return op?.kind === 'delete' && (op.ifMatch === undefined || op.ifMatch === '*');
 }
 
 /**
