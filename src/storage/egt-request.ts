@@ -10,7 +10,7 @@
  * Guide: "Entity Group Transactions" (https://learn.microsoft.com/azure/storage/tables/table-storage-design-guide).
  */
 import { randomUUID } from 'node:crypto';
-import { RestError, type PipelineResponse } from '@azure/core-rest-pipeline';
+import { RestError, type PipelineRequest, type PipelineResponse } from '@azure/core-rest-pipeline';
 import { toSdkValue } from './edm';
 import type { EntityToWrite, TransactionOperation } from './storage-types';
 
@@ -33,7 +33,7 @@ export type EgtDialect = 'azure' | 'cosmos';
  * typed as edm.ts types it — a string or boolean plain, anything else with its `<name>@odata.type` annotation.
  * @throws TablegraphError BAD_USER_INPUT when a value does not fit its declared EDM type (edm.ts checkTypedValue)
  */
-function entityJson(entity: EntityToWrite): string {
+export function entityJson(entity: EntityToWrite): string {
   const out: Record<string, unknown> = { PartitionKey: entity.partitionKey, RowKey: entity.rowKey };
   for (const [name, v] of Object.entries(entity.properties)) {
     if (v === null) continue;
@@ -111,8 +111,17 @@ export function egtRequest(tableUrl: string, ops: TransactionOperation[], dialec
   return { body, contentType: `multipart/mixed; boundary=${batch}` };
 }
 
-/** The service's error in an answer's JSON (`odata.error`), as the RestError the SDK throws for it. */
-function serviceError(text: string, status: number, response: PipelineResponse): RestError {
+/**
+ * An answer to a `$batch` request: the pipeline's (PipelineResponse), or the status and text of one sent without it
+ * (lean-writes.ts).
+ */
+export type BatchAnswer = Pick<PipelineResponse, 'status' | 'bodyAsText'> & { request?: PipelineRequest };
+
+/**
+ * The service's error in an answer's JSON (`odata.error`), as the RestError the SDK throws for it.
+ * @param answer the answer it came in, kept on the error as the SDK keeps it (absent for one sent without the SDK)
+ */
+export function serviceError(text: string, status: number, answer?: BatchAnswer): RestError {
   let error: { code?: unknown; message?: { value?: unknown } } | undefined;
   try {
     error = (JSON.parse(text) as { 'odata.error'?: typeof error })['odata.error'];
@@ -120,7 +129,8 @@ function serviceError(text: string, status: number, response: PipelineResponse):
     error = undefined;
   }
   const message = typeof error?.message?.value === 'string' ? error.message.value : 'Transaction Failed';
-  return new RestError(message, { code: typeof error?.code === 'string' ? error.code : undefined, statusCode: status, request: response.request, response });
+  const response = answer && 'headers' in answer ? (answer as PipelineResponse) : undefined;
+  return new RestError(message, { code: typeof error?.code === 'string' ? error.code : undefined, statusCode: status, request: answer?.request, response });
 }
 
 /**
@@ -132,7 +142,7 @@ function serviceError(text: string, status: number, response: PipelineResponse):
  *   operation's index (`2:The specified entity already exists.`); without a status when a part has no status
  *   line (the outcome is then unknown)
  */
-export function egtEtags(response: PipelineResponse, count: number): Array<string | undefined> {
+export function egtEtags(response: BatchAnswer, count: number): Array<string | undefined> {
   const text = response.bodyAsText ?? '';
   if (response.status < 200 || response.status >= 300) throw serviceError(text, response.status, response);
   const parts = text.split('--changesetresponse_').slice(1, -1);

@@ -9,8 +9,12 @@ import type { RangePosition, StoredEntity } from './storage-types';
 /** Entities per round trip: the service's maximum. */
 export const MAX_PAGE_SIZE = 1000;
 
-/** What one storage call cost: entities read and round trips made (filled in as the pages are read). */
-export type CallCost = { entities: number; roundTrips: number };
+/**
+ * What one storage call cost: entities read or written and round trips made (filled in as the pages are read), and
+ * `leanAttempts`, the attempts sent without the SDK before it sent the call (table-store.ts leanFirst), which count
+ * among its attempts.
+ */
+export type CallCost = { entities: number; roundTrips: number; leanAttempts?: number };
 
 /** What a range query returns: entities, whether more follow, and where to resume after each entity. */
 export interface RangePage {

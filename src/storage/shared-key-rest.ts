@@ -1,8 +1,9 @@
 /**
- * A GET of the Table service's REST API without the Azure SDK's pipeline: signed with the account key (Shared Key
+ * A GET or POST of the Table service's REST API without the Azure SDK's pipeline: signed with the account key (Shared Key
  * Lite, as the SDK signs it), JSON with minimal metadata, sent with undici over kept-alive connections. On the request
  * path's reads the SDK's policies, serializers and deserializers cost more CPU than everything else a GraphQL request
- * does (measured: `npm run bench -- peer`); point-reader.ts and range-reader.ts read through this instead. See
+ * does (measured: `npm run bench -- peer`); point-reader.ts and range-reader.ts read through this instead, and
+ * lean-writes.ts sends inserts and EGTs through it (`npm run bench -- partition`). See
  * "Authorize with Shared Key" (Shared Key Lite, Table service) in the Azure Storage REST reference.
  *
  * It answers with the status, headers and body as they came, or undefined for a network failure: the callers tell
@@ -23,8 +24,11 @@ export interface RestAnswer {
   text: string;
 }
 
-/** The headers an answer keeps: the entity's ETag, and a range query's continuation (the next keys). */
-const ANSWER_HEADERS = ['etag', 'x-ms-continuation-nextpartitionkey', 'x-ms-continuation-nextrowkey'] as const;
+/**
+ * The headers an answer keeps: the entity's ETag, a range query's continuation (the next keys), and how long a
+ * throttled write is to wait before it is sent again.
+ */
+const ANSWER_HEADERS = ['etag', 'x-ms-continuation-nextpartitionkey', 'x-ms-continuation-nextrowkey', 'x-ms-retry-after-ms', 'retry-after'] as const;
 type AnswerHeader = (typeof ANSWER_HEADERS)[number];
 const KEPT = new Set<string>(ANSWER_HEADERS);
 
@@ -63,27 +67,34 @@ export class SharedKeyRest {
    * @returns the answer, or undefined when none came (a network failure, an abort)
    */
   get(resource: string, query: string, abort: Abortable): Promise<RestAnswer | undefined> {
+    const headers = ['accept', 'application/json;odata=minimalmetadata', 'dataserviceversion', '3.0;NetFx', 'maxdataserviceversion', '3.0;NetFx'];
+    return this.send({ method: 'GET', path: `${resource}${query ? `?${query}` : ''}`, resource, headers }, abort);
+  }
+
+  /**
+   * POST `body` to `resource` (already URI-encoded: a table's name, to insert an entity; `$batch`, for an EGT).
+   * @param headers the request's own headers (Content-Type, Accept, Prefer…) as a flat list of names and values
+   * @param abort aborts the call: the answer is then undefined, and the request may or may not have been applied
+   * @returns the answer, or undefined when none came (a network failure, an abort)
+   */
+  post(resource: string, body: string, headers: string[], abort: Abortable): Promise<RestAnswer | undefined> {
+    return this.send({ method: 'POST', path: resource, resource, headers, body }, abort);
+  }
+
+  /** One request, signed: Shared Key Lite signs the date and the canonicalized resource (the path, no query). */
+  private send(
+    request: { method: 'GET' | 'POST'; path: string; resource: string; headers: string[]; body?: string },
+    abort: Abortable,
+  ): Promise<RestAnswer | undefined> {
     const date = this.now();
-    const signature = createHmac('sha256', this.key).update(`${date}\n/${this.account}${this.basePath}/${resource}`, 'utf8').digest('base64');
+    const signature = createHmac('sha256', this.key).update(`${date}\n/${this.account}${this.basePath}/${request.resource}`, 'utf8').digest('base64');
     return new Promise((resolve) => {
       // Headers as a flat list of names and values: undici takes it as it is, where an object is converted per call.
       const options: Dispatcher.DispatchOptions = {
-        path: `${this.basePath}/${resource}${query ? `?${query}` : ''}`,
-        method: 'GET',
-        headers: [
-          'accept',
-          'application/json;odata=minimalmetadata',
-          'x-ms-date',
-          date,
-          'x-ms-version',
-          SERVICE_VERSION,
-          'dataserviceversion',
-          '3.0;NetFx',
-          'maxdataserviceversion',
-          '3.0;NetFx',
-          'authorization',
-          `SharedKeyLite ${this.account}:${signature}`,
-        ],
+        path: `${this.basePath}/${request.path}`,
+        method: request.method,
+        body: request.body,
+        headers: [...request.headers, 'x-ms-date', date, 'x-ms-version', SERVICE_VERSION, 'authorization', `SharedKeyLite ${this.account}:${signature}`],
       };
       this.pool.dispatch(options, new AnswerHandler(abort, resolve));
     });

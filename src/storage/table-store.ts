@@ -12,6 +12,7 @@ import { egtEtags, egtRequest, type EgtDialect } from './egt-request';
 import { PointReader } from './point-reader';
 import { RangeReader } from './range-reader';
 import { SharedKeyRest } from './shared-key-rest';
+import { LeanWriter, type LeanOutcome } from './lean-writes';
 import { AbortLatch } from './abort-latch';
 import type { PropertyCipher } from './property-cipher';
 import { placeToken, readPlaceToken, type TablePlace, type TablePlacement } from './table-placement';
@@ -76,6 +77,13 @@ type ScanOptions = CallOptions & {
 };
 type Send = (client: TableClient, sdk: TableEntity<RawEntity>, signal: AbortSignal) => Promise<{ etag?: string }>;
 
+/** How a single-entity write is sent: through the SDK, and, where it has one, first without it (lean-writes.ts). */
+interface WriteSends {
+  sdk: Send;
+  /** Its table (the place's, for a placed table) and its entity as sent (checked and sealed). */
+  lean?: (writer: LeanWriter, to: { table: string; entity: EntityToWrite }, latch: AbortLatch) => Promise<LeanOutcome<string | undefined>>;
+}
+
 /**
  * One store per process and connection: caches one TableClient per table and which tables exist. Methods
  * throw TablegraphError only (mapping in storage-errors.ts): NOT_FOUND, CONFLICT, LIMIT_EXCEEDED,
@@ -118,6 +126,8 @@ export class TableStore {
       return next(request);
     },
   };
+  /** Sends inserts and EGTs without the SDK's pipeline (lean-writes.ts); absent: through the SDK alone. */
+  private lean?: LeanWriter;
   /** Seals `@encrypted` properties on the way out and opens them on the way in (property-cipher.ts); absent: none. */
   private cipher?: PropertyCipher;
   private timers = new CallTimers();
@@ -225,6 +235,8 @@ export class TableStore {
         this.service = TableServiceClient.fromConnectionString(opts.connectionString, this.clientOptions);
         const rest = opts.leanReads === false ? undefined : SharedKeyRest.fromConnectionString(opts.connectionString);
         this.points = rest && new PointReader(rest);
+        // Inserts and EGTs without the SDK's pipeline; its retries follow a lean attempt, so not where they are off.
+        if (retryOptions.maxRetries !== 0) this.lean = rest && new LeanWriter(rest, retryOptions.retryDelayInMs ?? 500);
         this.ranges = rest && new RangeReader(rest);
       }
     } catch (cause) {
@@ -490,18 +502,48 @@ export class TableStore {
     const { body, contentType } = egtRequest(tableUrl, ops, this.egtDialect);
     const ctx = { operation: 'submitTransaction', table, batch: ops };
     return this.call('transaction', opts, ctx, async (latch, cost) => {
-      const request = createPipelineRequest({
-        url: batchUrl,
-        method: 'POST',
-        body,
-        headers: createHttpHeaders({ ...EGT_HEADERS, 'Content-Type': contentType }),
-        abortSignal: latch.signal,
-        allowInsecureConnection: this.clientOptions.allowInsecureConnection,
-      });
-      const etags = egtEtags(await client.pipeline.sendRequest(this.httpClient, request), ops.length);
+      const lean = await this.leanFirst(cost, latch, (writer) => writer.batch(body, contentType, ops.length, latch));
+      const etags = lean
+        ? lean.done
+        : egtEtags(
+            await client.pipeline.sendRequest(
+              this.httpClient,
+              createPipelineRequest({
+                url: batchUrl,
+                method: 'POST',
+                body,
+                headers: createHttpHeaders({ ...EGT_HEADERS, 'Content-Type': contentType }),
+                abortSignal: latch.signal,
+                allowInsecureConnection: this.clientOptions.allowInsecureConnection,
+              }),
+            ),
+            ops.length,
+          );
       cost.entities = ops.length;
       return ops.map((op, i) => (op.kind === 'delete' ? undefined : etags[i]));
     });
+  }
+
+  /**
+   * A write sent without the SDK's pipeline first (lean-writes.ts), when this store may: its result (`done`), or
+   * undefined when the SDK is to send it (again) — after the wait the answer asked for, the lean attempt counted
+   * (`cost.leanAttempts`). With tracing on, the SDK's own spans (and the trace context it sends) are wanted: the SDK
+   * alone, as for reads.
+   * @throws the service's refusal (RestError), as the SDK would
+   */
+  private async leanFirst<T>(cost: CallCost, latch: AbortLatch, send: (writer: LeanWriter) => Promise<LeanOutcome<T>>): Promise<{ done: T } | undefined> {
+    if (!this.lean || tracingOn()) return undefined;
+    const outcome = await send(this.lean);
+    if ('done' in outcome) return outcome;
+    cost.leanAttempts = 1;
+    cost.roundTrips += 1;
+    if (outcome.again > 0 && !latch.aborted) {
+      await new Promise<void>((resolve) => {
+        const stop = latch.onAbort(() => (clearTimeout(timer), resolve()));
+        const timer = setTimeout(() => (stop(), resolve()), outcome.again);
+      });
+    }
+    return undefined;
   }
 
   /**
@@ -516,14 +558,17 @@ export class TableStore {
 
   /** Inserts a new entity; returns its ETag. Reports 'write'. @throws CONFLICT (EntityAlreadyExists). */
   async createEntity(table: string, entity: EntityToWrite, opts?: CallOptions): Promise<string> {
-    return this.write('createEntity', table, entity, opts, (client, sdk, abortSignal) => client.createEntity(sdk, { abortSignal }));
+    return this.write('createEntity', table, entity, opts, {
+      sdk: (client, sdk, abortSignal) => client.createEntity(sdk, { abortSignal }),
+      lean: (writer, to, latch) => writer.insert(to.table, to.entity, latch),
+    });
   }
 
   /** Insert-or-merge / insert-or-replace, unconditional; returns the new ETag. Reports 'write'. */
   async upsertEntity(table: string, entity: EntityToWrite, mode: WriteMode, opts?: CallOptions): Promise<string> {
-    return this.write('upsertEntity', table, entity, opts, (client, sdk, abortSignal) =>
-      client.upsertEntity(sdk, mode === 'merge' ? 'Merge' : 'Replace', { abortSignal }),
-    );
+    return this.write('upsertEntity', table, entity, opts, {
+      sdk: (client, sdk, abortSignal) => client.upsertEntity(sdk, mode === 'merge' ? 'Merge' : 'Replace', { abortSignal }),
+    });
   }
 
   /**
@@ -532,9 +577,9 @@ export class TableStore {
    * (ETagMismatch) when stale.
    */
   async updateEntity(table: string, entity: EntityToWrite, mode: WriteMode, opts?: ConditionalOptions) {
-    return this.write('updateEntity', table, entity, opts, (client, sdk, abortSignal) =>
-      client.updateEntity(sdk, mode === 'merge' ? 'Merge' : 'Replace', { etag: opts?.ifMatch ?? '*', abortSignal }),
-    );
+    return this.write('updateEntity', table, entity, opts, {
+      sdk: (client, sdk, abortSignal) => client.updateEntity(sdk, mode === 'merge' ? 'Merge' : 'Replace', { etag: opts?.ifMatch ?? '*', abortSignal }),
+    });
   }
 
   /**
@@ -556,17 +601,20 @@ export class TableStore {
     });
   }
 
-  /** checkEntity, then one observed single-entity write that must return an ETag. */
-  private async write(operation: string, table: string, given: EntityToWrite, opts: CallOptions | undefined, send: Send): Promise<string> {
+  /**
+   * checkEntity, then one observed single-entity write that must return an ETag: `send.lean` first when there is one
+   * (leanFirst), else or then `send.sdk`.
+   */
+  private async write(operation: string, table: string, given: EntityToWrite, opts: CallOptions | undefined, send: WriteSends): Promise<string> {
     const place = this.placement && (await this.elsewhere(table, given.partitionKey, true));
     if (place) return place.store.write(operation, place.table, given, opts, send);
     const entity = this.cipher ? this.cipher.seal(given) : given;
     checkEntity(entity, this.target);
-    const sdk = toSdkEntity(entity);
     const client = this.client(table);
     const ctx = { operation, table, partitionKey: entity.partitionKey, rowKey: entity.rowKey };
     return this.call('write', opts, ctx, async (latch, cost) => {
-      const { etag } = await send(client, sdk, latch.signal);
+      const lean = send.lean && (await this.leanFirst(cost, latch, (writer) => send.lean!(writer, { table, entity }, latch)));
+      const etag = lean ? lean.done : (await send.sdk(client, toSdkEntity(entity), latch.signal)).etag;
       if (etag === undefined) throw new TablegraphError(ErrorCode.STORAGE_BAD_REQUEST, 'No ETag in the answer.', ctx);
       cost.entities = 1;
       return etag;
@@ -605,9 +653,10 @@ export class TableStore {
         cost.entities = 0;
         const mapped = toTablegraphError(e, ctx);
         // A refusal met by the SDK's retry may be the first attempt's own doing, applied with its answer lost.
+        // A lean attempt before the SDK's (leanFirst) is one of them.
         const signal = latch.madeSignal;
-        const attempts = signal && this.attempts.get(signal);
-        if (attempts !== undefined && attempts > 1) mapped.details.attempts = attempts;
+        const attempts = (signal ? (this.attempts.get(signal) ?? 0) : 0) + (cost.leanAttempts ?? 0);
+        if (attempts > 1) mapped.details.attempts = attempts;
         throw mapped;
       } finally {
         clearTimeout(timer);

@@ -52,8 +52,11 @@ export interface StorageProxy {
   delayed(): number;
   /** Faults injected so far, by kind. */
   injected(): Record<keyof FaultRates, number>;
-  /** Requests passed on and answered by the service so far, in order: method, path and the service's status. */
-  forwarded(): Array<{ method: string; path: string; status: number }>;
+  /**
+   * Requests passed on and answered by the service so far, in order: method, path, the service's status, and whether
+   * the Azure SDK sent it (its User-Agent), not the store's own REST calls.
+   */
+  forwarded(): Array<{ method: string; path: string; status: number; sdk: boolean }>;
   /** Turns the faults off (or on again with other rates). */
   setFaults(faults: FaultRates): void;
   close(): Promise<void>;
@@ -73,7 +76,7 @@ export async function startStorageProxy(connectionString: string, opts: StorageP
   const rng = seededRng(opts.seed ?? 1);
   let faults: FaultRates = opts.faults ?? {};
   let delayed = 0;
-  const forwarded: Array<{ method: string; path: string; status: number }> = [];
+  const forwarded: Array<{ method: string; path: string; status: number; sdk: boolean }> = [];
   const injected: Record<keyof FaultRates, number> = { busy: 0, throttled: 0, timedOutAfterApply: 0, resetAfterApply: 0, slow: 0 };
   const draw = (method: string, path: string): keyof FaultRates | undefined => {
     if (opts.faultable && !opts.faultable(method, path)) return undefined;
@@ -108,7 +111,8 @@ export async function startStorageProxy(connectionString: string, opts: StorageP
       setTimeout(() => {
         if (res.destroyed && !opts.passAbandoned) return; // the client gave up meanwhile: nothing is applied
         const upstream = http.request({ host: target.hostname, port: target.port, method, path, headers: req.headers }, (answer) => {
-          answer.once('end', () => forwarded.push({ method, path, status: answer.statusCode ?? 0 }));
+          const sdk = /azsdk-js/.test(req.headers['user-agent'] ?? '');
+          answer.once('end', () => forwarded.push({ method, path, status: answer.statusCode ?? 0, sdk }));
           if (res.destroyed) {
             answer.resume(); // applied; nobody to tell
             return;
