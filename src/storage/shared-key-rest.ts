@@ -32,6 +32,9 @@ const ANSWER_HEADERS = ['etag', 'x-ms-continuation-nextpartitionkey', 'x-ms-cont
 type AnswerHeader = (typeof ANSWER_HEADERS)[number];
 const KEPT = new Set<string>(ANSWER_HEADERS);
 
+/** The headers of a GET besides the date, version and signature: JSON with minimal metadata. */
+const GET_HEADERS = ['accept', 'application/json;odata=minimalmetadata', 'dataserviceversion', '3.0;NetFx', 'maxdataserviceversion', '3.0;NetFx'];
+
 export class SharedKeyRest {
   /** Kept-alive connections to the endpoint's origin: a Pool, not an Agent, as there is one origin (no URL parsed per call). */
   private readonly pool: Pool;
@@ -67,8 +70,7 @@ export class SharedKeyRest {
    * @returns the answer, or undefined when none came (a network failure, an abort)
    */
   get(resource: string, query: string, abort: Abortable): Promise<RestAnswer | undefined> {
-    const headers = ['accept', 'application/json;odata=minimalmetadata', 'dataserviceversion', '3.0;NetFx', 'maxdataserviceversion', '3.0;NetFx'];
-    return this.send({ method: 'GET', path: `${resource}${query ? `?${query}` : ''}`, resource, headers }, abort);
+    return this.send({ method: 'GET', path: `${resource}${query ? `?${query}` : ''}`, resource, headers: GET_HEADERS }, abort);
   }
 
   /**

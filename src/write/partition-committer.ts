@@ -610,7 +610,7 @@ function staleIfMatch(member: PendingWrite): TablegraphError {
  * first and only attempt (after a retry, the first attempt may have applied it, and the read-back decides).
  */
 function missingPlainDelete(operations: TransactionOperation[], error: unknown): number | undefined {
-  if (!isTablegraphError(error, ErrorCode.NOT_FOUND) || error.details.reason === 'TableNotFound') return undefined;
+  if (!isTablegraphError(error)) return undefined;
   if (typeof error.details.attempts === 'number' && error.details.attempts > 1) return undefined;
   const index = error.details.operationIndex;
   if (typeof index !== 'number') return undefined;
