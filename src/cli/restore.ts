@@ -56,7 +56,7 @@ function checkSchema(config: Config, manifest: SnapshotManifest): void {
 
 /** @throws TablegraphError CONFLICT (reason RestoreTargetInUse) when the target prefix holds this schema's tables or a catalogue */
 async function checkTargetFree(store: TableStore, tables: string[], prefix: string): Promise<void> {
-  const existing = new Set(await store.listTables(prefix === '' ? 'A' : prefix));
+  const existing = new Set(await store.listTables(prefix));
   const held = [catalogueTable(prefix), ...tables].filter((t) => existing.has(t));
   if (held.length > 0) {
     throw new TablegraphError(

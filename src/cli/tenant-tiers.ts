@@ -45,6 +45,8 @@ export async function createCommand(log: Logger, tenant: string, opts: { isolati
       throw new TablegraphError(ErrorCode.BAD_USER_INPUT, 'A tenant-scoped type keeps a table per period: its tenants stay on PARTITION_PREFIX.');
     }
     const catalogue = new Catalogue(storage.store, config.tablePrefix);
+    // A tenant may be created before the first server has started on the account (and made the catalogue).
+    await catalogue.ensure();
     const readyAt = Date.now() + 2 * STATES_REFRESH_MS;
     const record: TenantRecord = { tenant, state: 'open', ...tier, readyAt };
     if (!(await catalogue.createTenant(record))) {

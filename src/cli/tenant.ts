@@ -19,6 +19,8 @@ import { ErrorCode, TablegraphError } from '../errors';
 import { createLogger, type Logger } from '../log';
 import { exportTenant } from '../maintenance/tenant-export';
 import { deleteTenant } from '../maintenance/tenant-delete';
+import { purgeTenantMessages } from '../maintenance/tenant-messages';
+import { workQueueNames } from '../queue/sender';
 import { Catalogue } from '../evolution/catalogue';
 import { tenantTable, tenantTables } from '../model/tenancy';
 import { budgetCommand, createCommand, listCommand, moveCommand } from './tenant-tiers';
@@ -100,11 +102,15 @@ async function deleteCommand(log: Logger, tenant: string, yes: boolean): Promise
       { tenant, waitSeconds: Math.round(wait / 1000) },
       `closing tenant ${tenant}: its requests are refused from now on; deleting its entities in ${Math.round(wait / 1000)} s, once no write of it can be in flight`,
     );
-    const record = storage.tenants!.record(tenant);
+    const directory = storage.tenants!;
+    const record = directory.record(tenant);
     const ownTables = record?.isolation === 'TABLE' ? tenantTables(model).map((t) => tenantTable(t, tenant)) : [];
     const backup = backupBlobs(config, storage.blobs);
     const deleted = await deleteTenant({
       ownTables,
+      sharedStore: directory.sharedStore,
+      ...(record?.isolation === 'ACCOUNT' && { account: directory.placeOn(tenantTables(model)[0], tenant, record)!.store }),
+      purgeMessages: () => purgeTenantMessages(storage.queues, workQueueNames(config.tablePrefix).poison, model, tenant),
       // Its changes and rows out of the backup, after a capture pass (with capture off here, none is waited for).
       ...(backup.available() && {
         purgeBackup: (deletedAt: number) =>
@@ -138,8 +144,9 @@ async function deleteCommand(log: Logger, tenant: string, yes: boolean): Promise
           ),
         ]
       : [];
+    const messages = deleted.messages ?? 0;
     process.stdout.write(
-      `${[...lines, ...fromBackup, `tenant ${tenant} deleted: ${total} entities, ${deleted.blobs} blobs; its id stays closed`].join('\n')}\n`,
+      `${[...lines, ...fromBackup, `tenant ${tenant} deleted: ${total} entities, ${deleted.blobs} blobs, ${messages} poison queue messages; its id stays closed`].join('\n')}\n`,
     );
   } finally {
     await storage.close();

@@ -1,25 +1,31 @@
 /**
  * A tenant deleted (`npm run tenant -- delete <id> --yes`, docs/tenancy.md): every entity of its key range in every
- * table of the deployment — entities, index entities, summaries' contributions, change entities, in its own
- * partitions, and any table per period — and its blobs: those its entities' `@blob` fields name, then every one under
- * its prefix (`tenant=<id>/`), replaced values not yet cleaned up included.
+ * place it can be — entities, index entities, summaries' contributions, change entities, in its own partitions, and any
+ * table per period — and its blobs: those its entities' `@blob` fields name, then every one under its prefix
+ * (`tenant=<id>/`), replaced values not yet cleaned up included; and its messages in the poison queue.
+ *
+ * The places read, on every tier: every table of the deployment's account and every tenant-scoped table of the schema,
+ * through the store's placement (so on the tenant's tier: its own tables on `TABLE`, its own account on `ACCOUNT`);
+ * the deployment's own tenant-scoped tables as well when the tenant is kept elsewhere (what a move cut short left
+ * there); and on `ACCOUNT`, every table of its account. A table the deployment's account does not have (a tenant on
+ * `ACCOUNT` may be the only one that ever wrote a type) is still read where the tenant keeps it.
  *
  * In order, so that nothing of it comes back:
  * 1. The tenant is closed in the catalogue (src/evolution/tenant-directory.ts): within the refresh interval every server refuses its
  *    tokens (FORBIDDEN, reason TenantClosed) and every worker drops its messages.
  * 2. `settleMs` is waited out: the refresh interval twice, and the longest a request or a message handled before that
  *    could still write.
- * 3. Passes over every table read its key range (a maintenance read) and delete what they find, in EGTs of one
+ * 3. Passes over every place read its key range (a maintenance read) and delete what they find, in EGTs of one
  *    partition, until a pass finds nothing (at most MAX_PASSES).
  * 4. The tenant is recorded deleted, with what was deleted. Its id stays closed.
  *
- * Not deleted: the tenant's rows in continuous backup's segments and snapshots (docs/backup.md), which expire with the
- * restorable window.
+ * The counts are what the passes deleted: an entity gone before its delete reached it (a write of the tenant's, before
+ * it was closed) is not counted.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ErrorCode, TablegraphError } from '../errors';
 import { blobContainers, blobFields, tenantBlobPrefix } from '../model/blob-fields';
-import { tenantPartitionRange, type TenantRecord, type TenantRegistry } from '../model/tenancy';
+import { tenantPartitionRange, tenantTables, type TenantRecord, type TenantRegistry } from '../model/tenancy';
 import { ENTITY_TYPE_PROPERTY, type EntityModel, type Model } from '../model/types';
 import type { BlobStore } from '../storage/blob-store';
 import { isReservedName } from '../storage/reserved-names';
@@ -41,6 +47,18 @@ export interface TenantDeleteOptions {
   tenant: string;
   /** The tables of the tenant's own (tier `TABLE`), dropped once they are empty; the table prefix included. */
   ownTables?: string[];
+  /**
+   * The deployment's account without a placement (TenantDirectory.sharedStore): when the tenant is kept elsewhere, its
+   * tenant-scoped tables are read there too. Absent: only through `store`.
+   */
+  sharedStore?: TableStore;
+  /** Tier `ACCOUNT`: the tenant's own account (a store without a placement), every table of which is read. */
+  account?: TableStore;
+  /**
+   * Takes the tenant's messages out of the poison queue (tenant-messages.ts), once its entities are gone.
+   * @returns the messages deleted
+   */
+  purgeMessages?(): Promise<number>;
   /**
    * Takes the tenant's changes and rows out of the backup (src/backup/tenant-purge.ts), called once its entities are
    * gone, with when that was (ms since the epoch); absent: the backup is left as it is.
@@ -78,6 +96,7 @@ export async function deleteTenant(opts: TenantDeleteOptions): Promise<NonNullab
     const found = await deletePass(opts, pass, deleted);
     if (found === 0) {
       deleted.blobs += await deleteTenantBlobs(opts);
+      if (opts.purgeMessages) deleted.messages = await opts.purgeMessages();
       if (opts.purgeBackup) deleted.backup = await opts.purgeBackup(Date.now());
       // A tenant on tier TABLE: its tables, empty now, go too.
       for (const table of opts.ownTables ?? []) await opts.store.deleteTable(table);
@@ -91,31 +110,61 @@ export async function deleteTenant(opts: TenantDeleteOptions): Promise<NonNullab
   );
 }
 
-/** One pass over every table of the deployment: what it found of the tenant, deleted. @returns entities found */
+/** One table read in a pass: in which store (absent: the placed store), by its name there, and as the schema names it. */
+interface TableRead {
+  store?: TableStore;
+  table: string;
+  name: string;
+}
+
+/**
+ * Every place a pass reads: the deployment's tables and the schema's tenant-scoped ones through the placement, the
+ * deployment's own tenant-scoped tables when the tenant is kept elsewhere, and every table of its own account.
+ */
+async function placesToRead(opts: TenantDeleteOptions): Promise<TableRead[]> {
+  const prefix = opts.tablePrefix;
+  const ours = (t: string) => t.startsWith(prefix) && !isReservedName(t.slice(prefix.length));
+  const listed = (await opts.store.listTables(prefix)).filter(ours);
+  const scoped = tenantTables(opts.model);
+  const reads: TableRead[] = [...new Set([...listed, ...scoped])].sort().map((table) => ({ table, name: table.slice(prefix.length) }));
+  if (opts.sharedStore && (opts.ownTables?.length || opts.account)) {
+    const shared = new Set(listed);
+    for (const table of scoped) if (shared.has(table)) reads.push({ store: opts.sharedStore, table, name: table.slice(prefix.length) });
+  }
+  if (opts.account) {
+    for (const table of (await opts.account.listTables(prefix)).filter(ours)) reads.push({ store: opts.account, table, name: table.slice(prefix.length) });
+  }
+  return reads;
+}
+
+/** One pass over every place the tenant's entities can be: what it found of the tenant, deleted. @returns entities found */
 async function deletePass(opts: TenantDeleteOptions, pass: number, deleted: { entities: Record<string, number>; blobs: number }): Promise<number> {
-  const tables = (await opts.store.listTables(opts.tablePrefix)).filter((t) => !isReservedName(t.slice(opts.tablePrefix.length)));
   let found = 0;
-  for (const table of tables) {
+  for (const read of await placesToRead(opts)) {
+    const store = read.store ?? opts.store;
     let entities = 0;
-    const pages = opts.store.scan(table, { partitionKeyRange: tenantPartitionRange(opts.tenant), observer: opts.observer });
+    const pages = store.scan(read.table, { partitionKeyRange: tenantPartitionRange(opts.tenant), observer: opts.observer });
     for await (const page of pages) {
+      found += page.length;
       deleted.blobs += await deleteBlobs(opts, page);
-      await deleteEntities(opts.store, table, page, opts.observer);
-      entities += page.length;
+      entities += await deleteEntities(store, read.table, page, opts.observer);
     }
     if (entities === 0) continue;
-    found += entities;
-    const name = table.slice(opts.tablePrefix.length);
-    deleted.entities[name] = (deleted.entities[name] ?? 0) + entities;
-    opts.onProgress?.({ pass, table: name, entities });
+    deleted.entities[read.name] = (deleted.entities[read.name] ?? 0) + entities;
+    opts.onProgress?.({ pass, table: read.name, entities });
   }
   return found;
 }
 
-/** A page's entities deleted, in EGTs of one partition each (an entity already gone counts as deleted). */
-export async function deleteEntities(store: TableStore, table: string, page: StoredEntity[], observer?: StorageObserver): Promise<void> {
+/**
+ * A page's entities deleted, in EGTs of one partition each.
+ * @returns how many this call deleted: an entity gone already (a write of the tenant's, before it was closed, or
+ *   another delete) is not counted
+ */
+export async function deleteEntities(store: TableStore, table: string, page: StoredEntity[], observer?: StorageObserver): Promise<number> {
   const byPartition = new Map<string, StoredEntity[]>();
   for (const e of page) byPartition.set(e.partitionKey, [...(byPartition.get(e.partitionKey) ?? []), e]);
+  let deleted = 0;
   for (const [partitionKey, entities] of byPartition) {
     const most = limitsFor(store.target).maxTransactionOperations;
     for (let i = 0; i < entities.length; i += most) {
@@ -126,13 +175,15 @@ export async function deleteEntities(store: TableStore, table: string, page: Sto
           chunk.map((e) => ({ kind: 'delete' as const, partitionKey, rowKey: e.rowKey })),
           { observer },
         );
+        deleted += chunk.length;
       } catch (e) {
         // One of them is gone already (a write of the tenant's, before it was closed): each on its own then.
         if (!(e instanceof TablegraphError) || e.code !== ErrorCode.NOT_FOUND) throw e;
-        for (const one of chunk) await store.deleteEntity({ table, partitionKey, rowKey: one.rowKey }, { observer });
+        for (const one of chunk) if (await store.deleteEntity({ table, partitionKey, rowKey: one.rowKey }, { observer })) deleted++;
       }
     }
   }
+  return deleted;
 }
 
 const typesOf = new WeakMap<Model, Map<string, EntityModel>>();

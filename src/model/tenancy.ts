@@ -137,13 +137,15 @@ export interface TenantRecord {
   /** When its last entity was deleted (ms since the epoch). */
   deletedAt?: number;
   /**
-   * What was deleted: entities by table (the table prefix left off), and blobs; and what was taken out of the backup:
+   * What was deleted: entities by table (the table prefix left off), blobs, poison queue messages; and what was taken out of the backup:
    * capture passes and snapshots written again, their changes and rows, the snapshots' copies of blobs, the segments
    * of passes cut short; and the snapshots not yet complete, left as they were (src/backup/tenant-purge.ts).
    */
   deleted?: {
     entities: Record<string, number>;
     blobs: number;
+    /** Its messages taken out of the poison queue. */
+    messages?: number;
     backup?: { passes: number; snapshots: number; changes: number; rows: number; blobs: number; abandoned: number; incompleteSnapshots: string[] };
   };
 }

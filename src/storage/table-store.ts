@@ -267,15 +267,18 @@ export class TableStore {
 
   /**
    * The names of the tables that start with `prefix`, in name order: a listing of the account's tables, for
-   * maintenance commands (`expire`). One call per page of names.
+   * maintenance commands (`expire`, a tenant's delete). `''` (no table prefix, the default) lists every table. One call
+   * per page of names.
    */
   async listTables(prefix: string, opts?: CallOptions): Promise<string[]> {
     const names: string[] = [];
     checkTableName(`${prefix}xxx`); // letters and digits: the next name after all of the prefix's ends its last one
+    // `TableName lt` the prefix with its last character one higher; no filter at all for no prefix (there is no last
+    // character: a bound made of none would list nothing).
     const upper = prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
-    const filter = odata`TableName ge ${prefix} and TableName lt ${upper}`;
+    const queryOptions = prefix === '' ? {} : { filter: odata`TableName ge ${prefix} and TableName lt ${upper}` };
     try {
-      for await (const page of this.service.listTables({ queryOptions: { filter }, abortSignal: this.signal(opts) }).byPage()) {
+      for await (const page of this.service.listTables({ queryOptions, abortSignal: this.signal(opts) }).byPage()) {
         for (const t of page) if (t.name?.startsWith(prefix)) names.push(t.name);
       }
     } catch (e) {

@@ -110,10 +110,11 @@ export async function startTestServer(env: Record<string, string> = {}, opts: { 
     ROOT,
   );
   const store = new TableStore({ connectionString: config.connectionString!, target, timeoutMs: config.storageTimeoutMs });
+  // Queues and blobs of the account the server is given (the proxy passes those on untouched).
   const storage: OpenStorage = {
     store,
-    queues: testQueues(),
-    blobs: testBlobs(),
+    queues: new QueueStore({ connectionString: config.connectionString!, timeoutMs: TEST_STORAGE_TIMEOUT_MS }),
+    blobs: new BlobStore({ connectionString: config.connectionString!, timeoutMs: TEST_STORAGE_TIMEOUT_MS }),
     access: { kind: 'connection-string', connectionString: config.connectionString! },
     target,
     close: async () => {},
