@@ -78,7 +78,7 @@ type Mutation {
 const world = useSdlWorld(SDL);
 const { ok, drain } = world;
 
-async function attempt(mutation: string, input: Record<string, unknown>): Promise<{ code?: string; reason?: string; message?: string }> {
+async function attempt(mutation: string, input: Record<string, unknown>): Promise<{ code?: string; reason?: string; reference?: string; message?: string }> {
   const type = {
     deleteTrack: 'DeleteTrackInput',
     deleteCustomer: 'DeleteCustomerInput',
@@ -89,7 +89,7 @@ async function attempt(mutation: string, input: Record<string, unknown>): Promis
   }[mutation];
   const r = await world.server.query(`mutation($input: ${type}!) { ${mutation}(input: $input) { __typename } }`, { input });
   const e = r.errors?.[0];
-  return { code: e?.extensions?.code, reason: e?.extensions?.reason, message: e?.message };
+  return { code: e?.extensions?.code, reason: e?.extensions?.reason, reference: e?.extensions?.reference, message: e?.message };
 }
 
 /** A customer's summaries as stored, and as a recount of its lines and invoices gives them. */
@@ -128,7 +128,8 @@ test('RESTRICT refuses, CASCADE deletes through the worker: under redelivery, ki
 
   // RESTRICT: found through Track.sales (an index), told by the count of invoices.
   const track = await attempt('deleteTrack', { id: 't3' });
-  expect(track).toMatchObject({ code: 'CONFLICT', reason: 'HasReferrers' });
+  // The reference that refused it, for a client to switch on without reading the message.
+  expect(track).toMatchObject({ code: 'CONFLICT', reason: 'HasReferrers', reference: 'InvoiceLine.track' });
   expect(track.message).toMatch(/still pointed at by InvoiceLine\.track \(customerId: "c1", invoiceId: \d+, lineId: \d+\)/);
   expect(await attempt('deleteCustomer', { customerId: 'c1' })).toMatchObject({ code: 'CONFLICT', reason: 'HasDependents' });
   expect((await world.server.query('{ track(id: "t3") { name } }')).data.track).toEqual({ name: 'Song t3' });

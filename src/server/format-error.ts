@@ -9,9 +9,16 @@ import { GraphQLError, type GraphQLFormattedError } from 'graphql';
 import { unwrapResolverError } from '@apollo/server/errors';
 import { ErrorCode, TablegraphError } from '../errors';
 
-/** Details a client may see in `extensions` (everything else stays in the server's log). */
-const CLIENT_DETAILS = new Set([
+/**
+ * Details a client may see in `extensions` (everything else stays in the server's log). The docs' every
+ * `extensions.<name>` of an error is one of these (test/unit/docs-match.test.ts).
+ */
+export const CLIENT_DETAILS: ReadonlySet<string> = new Set([
   'reason',
+  // A RESTRICT reference that refused a delete (HasReferrers): `Type.field`, the schema's own coordinate.
+  'reference',
+  // The storage service's own error code (EntityTooLarge, …): a code, never its message, table or keys.
+  'storageCode',
   'field',
   'constraint',
   'argument',

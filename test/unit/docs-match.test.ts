@@ -9,6 +9,7 @@ import path from 'node:path';
 import { parse, print, type DirectiveDefinitionNode } from 'graphql';
 import { compileSchema } from '../../src/compiler/compile';
 import { Reason } from '../../src/errors';
+import { CLIENT_DETAILS } from '../../src/server/format-error';
 import { ROOT } from '../support/harness';
 
 const directivesSdl = fs.readFileSync(path.join(ROOT, 'schema/directives.graphql'), 'utf8');
@@ -104,4 +105,17 @@ test('every reason src/ gives is in the catalogue', () => {
   }
   expect(given.size).toBeGreaterThan(40);
   expect([...given].filter((name) => !(name in Reason)).sort()).toEqual([]);
+});
+
+/** What a response's `extensions` carries besides an error's details: set by the server itself, or a request's own. */
+const SERVER_EXTENSIONS = ['code', 'requestId', 'retryAfterSeconds', 'cost', 'consistency', 'estimate', 'budget', 'ftv1', 'persistedQuery'];
+
+test('every error detail the docs promise in `extensions` is one a client is given', () => {
+  const promised = new Set<string>();
+  for (const file of fs.readdirSync(path.join(ROOT, 'docs'))) {
+    const text = fs.readFileSync(path.join(ROOT, 'docs', file), 'utf8');
+    for (const m of text.matchAll(/`extensions\.(\w+)`/g)) promised.add(m[1]);
+  }
+  expect(promised).toContain('reference');
+  expect([...promised].filter((name) => !CLIENT_DETAILS.has(name) && !SERVER_EXTENSIONS.includes(name)).sort()).toEqual([]);
 });
