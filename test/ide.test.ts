@@ -138,11 +138,28 @@ test("GET /schema.graphql answers the compiled SDL, directives included; an API 
   expect(sdl.status).toBe(200);
   expect(sdl.headers.get('content-type')).toMatch(/^text\/plain/);
   const text = await sdl.text();
+  expect(text).toMatch(/^# The schema's author's view/);
   expect(text).toMatch(/type Department\s+@entity\(/);
+  expect(text).toMatch(/enum OnDelete \{/);
   expect(text).toContain('# tablegraph:generated.graphql');
 
   const api = await fetch(`${server.url}?query=${encodeURIComponent('{ __typename }')}`, { headers: { accept: 'application/json' } });
   // GraphQL answered (Apollo's CSRF prevention wants a preflight header on a GET), not the IDE's page.
   expect(api.headers.get('content-type')).toMatch(/^application\/json/);
   expect(((await api.json()) as any).errors[0].extensions.code).toBe('BAD_REQUEST');
+});
+
+test("introspection, as GraphiQL's docs and code generators read it, shows the API: no storage directive, no type only theirs use", async () => {
+  const token = await new SignJWT({ sub: 'ide-user' }).setProtectedHeader({ alg: 'HS256' }).setExpirationTime('5m').sign(new TextEncoder().encode(SECRET));
+  const res = await fetch(server.url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: JSON.stringify({ query: '{ __schema { types { name } directives { name } } }' }),
+  });
+  const { types, directives } = ((await res.json()) as any).data.__schema as { types: Array<{ name: string }>; directives: Array<{ name: string }> };
+  const typeNames = types.map((t) => t.name);
+  for (const storage of ['OnDelete', 'WriteAction', 'TenantIsolation', 'AuthRule', 'ClaimScope']) expect(typeNames).not.toContain(storage);
+  // The API's own stay, those the directives' file declares for it too: an upload's input, its scalars.
+  for (const own of ['Department', 'Employee', 'CreateEmployeeInput', 'EmployeeConnection', 'BlobInput', 'DateTime']) expect(typeNames).toContain(own);
+  expect(directives.map((d) => d.name).sort()).toEqual(['deprecated', 'include', 'oneOf', 'skip', 'specifiedBy']);
 });

@@ -10,6 +10,7 @@ import type { Config } from './config';
 import type { Logger } from '../log';
 import { CursorCodec } from '../read/cursor';
 import { attachResolvers } from '../resolvers/attach';
+import { clientSchema } from '../compiler/client-schema';
 import { createGraphqlApp, type GraphqlApp } from '../server/app';
 import { ideQueryOf } from '../server/ide';
 import { attachCipher } from './encryption';
@@ -138,7 +139,8 @@ export async function startServer(config: Config, storage: OpenStorage, log: Log
   if (!config.cursorSecret) log.warn('TABLEGRAPH_CURSOR_SECRET is not set: cursors are signed with a random key and expire when the server restarts');
   const app = await createGraphqlApp({
     ...appSettings(config, known),
-    schema,
+    // Introspection and the IDE show the API, not its storage directives; /schema.graphql keeps them.
+    schema: clientSchema(schema),
     model,
     store: storage.store,
     writer,

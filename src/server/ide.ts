@@ -170,8 +170,14 @@ export function mountIde(app: express.Express, endpoint: string, defaultQuery = 
   });
 }
 
+/** What `/schema.graphql` says of itself, first: it is not what clients see. */
+const AUTHORS_VIEW =
+  "# The schema's author's view: its SDL files with tablegraph's storage directives, then the SDL generated for them.\n" +
+  "# Clients (introspection, the IDE's docs, code generators) see the API without the directives and their types.\n";
+
 /**
- * `GET /schema.graphql`: the compiled SDL as UTF-8 text (mounted only when introspection is on: it tells as much).
+ * `GET /schema.graphql`: the compiled SDL as UTF-8 text, the author's view (introspection serves the client's,
+ * src/compiler/client-schema.ts) (mounted only when introspection is on: it tells as much).
  * With `authenticate`, only for a valid bearer token, as introspection through /graphql is: the SDL spells out the
  * `@auth` rules too. Without one: 401 UNAUTHENTICATED as JSON.
  */
@@ -187,6 +193,6 @@ export function schemaSdlHandler(sdl: string, authenticate?: Authenticator) {
       }
     }
     res.setHeader('x-content-type-options', 'nosniff');
-    res.type('text/plain; charset=utf-8').send(sdl);
+    res.type('text/plain; charset=utf-8').send(`${AUTHORS_VIEW}\n${sdl}`);
   };
 }

@@ -15,8 +15,6 @@ export type Scalars = {
    * written in JSON as a string, e.g. `"111444.5"`; input as a string or a JSON number. Sums of Decimals are exact.
    */
   Decimal: { input: string | number; output: string; }
-  /** A 64-bit integer, stored as Edm.Int64 and written in JSON as a decimal string. */
-  Long: { input: string; output: string; }
 };
 
 /**
@@ -45,16 +43,6 @@ export type ArchivedEmployee = {
   typicalHours: Maybe<Scalars['Float']['output']>;
 };
 
-/** One rule of @auth: every condition given must hold. */
-export type AuthRule = {
-  /** On a mutation: the only input fields, besides key fields and ifMatch, the caller may give. */
-  fields?: InputMaybe<Array<Scalars['String']['input']>>;
-  /** The caller holds any of these roles (the token's roles claim). Absent: any authenticated caller. */
-  roles?: InputMaybe<Array<Scalars['String']['input']>>;
-  /** Each of these entity fields equals the value of the token's claim of the same entry (`sub` is the subject). */
-  scope?: InputMaybe<Array<ClaimScope>>;
-};
-
 /** What a write stores in a `@blob` field: its content type and, to upload through the server, its bytes in base64. */
 export type BlobInput = {
   /** The bytes, base64-encoded (at most the field's `maxBytes` decoded). Omitted: upload them to the SAS URL of the payload's `@blobUpload` field. */
@@ -71,12 +59,6 @@ export type ChangeKind =
   | 'DELETED'
   /** It was changed. */
   | 'UPDATED';
-
-/** Binds an entity field to a token claim: the caller reaches only entities whose field equals its claim. */
-export type ClaimScope = {
-  claim: Scalars['String']['input'];
-  field: Scalars['String']['input'];
-};
 
 /** A worker hired through an agency, paid by the day. */
 export type Contractor = Worker & {
@@ -1042,13 +1024,6 @@ export type MutationUpdateEmployeeReviewArgs = {
   input: UpdateEmployeeReviewInput;
 };
 
-/** What a delete of a reference's target does to the entities pointing at it (`@point(onDelete:)`). */
-export type OnDelete =
-  /** The entities pointing at the target are deleted with it, by the worker, through the write path. */
-  | 'CASCADE'
-  /** The delete is refused while an entity points at the target (CONFLICT, reason `HasReferrers`). */
-  | 'RESTRICT';
-
 /** Where a page of a connection sits in the whole list. */
 export type PageInfo = {
   __typename?: 'PageInfo';
@@ -1233,18 +1208,6 @@ export type SubscriptionEmployeeChangedArgs = {
   departmentId: Scalars['ID']['input'];
 };
 
-/**
- * Where a tenant's entities are kept (docs/tenancy.md, "Tiers"): `@tenancy(isolation:)` is the tier of a tenant without a
- * row of its own; `npm run tenant -- create|move` gives one its tier. The keys are the same on every tier.
- */
-export type TenantIsolation =
-  /** Tables in a storage account of the tenant's own, reached through the reference its row holds (`npm run tenant -- create --account`). */
-  | 'ACCOUNT'
-  /** Shared tables, the tenant id first in every PartitionKey (the tenant's key range). */
-  | 'PARTITION_PREFIX'
-  /** Tables of the tenant's own in the deployment's account (each table's name, `t`, 12 letters of a hash of the tenant id). */
-  | 'TABLE';
-
 /** Merge: only the fields given change; a field given as null is cleared. */
 export type UpdateContractorInput = {
   agency?: InputMaybe<Scalars['String']['input']>;
@@ -1360,30 +1323,3 @@ export type WorkerEdge = {
   cursor: Scalars['String']['output'];
   node: Worker;
 };
-
-/** The kinds of write a mutation field performs (the guide's "Merge or replace"). */
-export type WriteAction =
-  /** Insert a new entity; CONFLICT when it exists. */
-  | 'CREATE'
-  /** Delete the entity. */
-  | 'DELETE'
-  /**
-   * Add to elements of the entity's `@series` fields (the guide's "Data series pattern"): the input holds the key fields
-   * and, for each series to change, `{ at, by }` — element `at` (0-based) grows by `by`. An absent entity is created
-   * (every element 0, other fields null). Each increment is a merge of the changed properties conditional on the ETag
-   * read, retried when another writer got there first: concurrent increments of one entity all count.
-   */
-  | 'INCREMENT'
-  /**
-   * Change the entity's keys (an employee to another department): the guide's "Eventually consistent transactions
-   * pattern". The mutation checks the move and queues it, answering the entity as it is; the worker then copies the
-   * entity to its new address (a create there, its summaries and indexes with it) and deletes it at the old one, each
-   * step idempotent. Meanwhile the old address answers the entity, and for a moment both do; once moved, the old one
-   * is empty. Writes to the old address before the move is carried out are carried along; writes to the new address
-   * before the old one is gone may be overwritten by the move. A type that holds summaries cannot move.
-   */
-  | 'MOVE'
-  /** Replace: fields not given become null. */
-  | 'REPLACE'
-  /** Merge: only the given fields change. */
-  | 'UPDATE';
