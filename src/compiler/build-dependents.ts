@@ -16,7 +16,7 @@
  */
 import { isNonNullType, isObjectType, type GraphQLSchema } from 'graphql';
 import { reverseRange } from './build-copies';
-import { referenceKeyFields } from './reference-checks';
+import { notAReference, referenceKeyFields } from './reference-checks';
 import type { SchemaProblems } from './schema-errors';
 import type { AccessPath, DependentModel, EntityModel, Model, OnDelete, PointPath, RangePath } from '../model/types';
 
@@ -113,10 +113,14 @@ function dependentOf(
   const counted = [...built.summaries.values()].some((s) => s.holder === target && s.via === reference && s.count);
   if (!reverse) {
     if (onDelete === 'RESTRICT' && counted) return undefined; // the count on the target refuses the delete (write-plan.ts)
+    // A count is offered only where it would compile: a suggestion the schema then refuses is no suggestion.
+    const count = countRefusal(built, target, entity, reference)
+      ? ''
+      : `, or count them on ${target.name} (@summary(of: "${entity.name}", via: "${reference.fieldName}", count: true))`;
     const how =
       onDelete === 'CASCADE'
         ? `onDelete: CASCADE deletes the ${entity.name} entities pointing at a deleted ${target.name}, found through a @range of ${target.name} over ${entity.name} (or its index) keyed by ${target.name}'s own fields: declare one`
-        : `a ${target.name} can be deleted while ${entity.name} entities point at it, and this reference is non-null: declare a @range of ${target.name} over ${entity.name} (or its index) keyed by ${target.name}'s own fields, so that the delete is refused while one does (or deletes them: onDelete: CASCADE), or count them on ${target.name} (@summary(of: "${entity.name}", via: "${reference.fieldName}", count: true)); or make the reference nullable`;
+        : `a ${target.name} can be deleted while ${entity.name} entities point at it, and this reference is non-null: declare a @range of ${target.name} over ${entity.name} (or its index) keyed by ${target.name}'s own fields, so that the delete is refused while one does (or deletes them: onDelete: CASCADE)${count}; or make the reference nullable`;
     problems.add(reference.coordinate, how, reference.node);
     return undefined;
   }
@@ -129,6 +133,19 @@ function dependentOf(
     return undefined;
   }
   return { entity, reference, onDelete, join: false, reverse, keyFields: referenceKeyFields(reference) };
+}
+
+/**
+ * Why `target` could not hold a count of the `entity` entities `reference` points it at (the refusals a `@summary` of
+ * it would meet: build-summaries.ts, writes.ts, wide-layouts.ts, period-tables.ts, tenant-isolation.ts); undefined
+ * when it could.
+ */
+function countRefusal(built: Built, target: EntityModel, entity: EntityModel, reference: PointPath): string | undefined {
+  if ([...built.writes.values()].some((w) => w.action === 'MOVE' && w.entity === target)) return `${target.name} has a MOVE`;
+  if (target.wide || entity.wide) return 'a wide entity holds no summary and is not summarised';
+  if (target.layout.tableTemplate || entity.layout.tableTemplate) return 'a table per period holds no summary and is not summarised';
+  if (target.tenantScoped !== entity.tenantScoped) return 'the two differ in tenant scope';
+  return notAReference(reference, entity.name);
 }
 
 /**

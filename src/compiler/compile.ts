@@ -77,6 +77,7 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
   const problems = new SchemaProblems();
   const { texts, documents, generatedSdl } = readSources(sources, problems);
   let document = concatAST(documents);
+  problems.locateIn(document);
   const link = federationLink(document);
   if (link) {
     document = withGeneratedKeys(document, link, GENERATED_SOURCE);

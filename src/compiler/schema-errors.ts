@@ -2,7 +2,7 @@
  * Start-up errors of the schema compiler. Each problem names the type, the field and the SDL location, the
  * way graphql-js reports a validation error; all problems of one compile are reported together.
  */
-import { GraphQLError, type ASTNode } from 'graphql';
+import { GraphQLError, type ASTNode, type DocumentNode } from 'graphql';
 import { ErrorCode, TablegraphError } from '../errors';
 
 /** One problem found in the schema: a GraphQLError whose `locations` point into the SDL file. */
@@ -15,10 +15,21 @@ export interface SchemaProblem {
 /** Collects problems while the compiler walks the schema. */
 export class SchemaProblems {
   readonly list: SchemaProblem[] = [];
+  /** The parsed sources, where a problem without a located node is found by its coordinate. */
+  private document?: DocumentNode;
+
+  /**
+   * The sources the schema was built from: a problem whose node carries no location — a schema `@apollo/subgraph`
+   * built, whose nodes are its own — is located at its coordinate's definition there.
+   */
+  locateIn(document: DocumentNode): void {
+    this.document = document;
+  }
 
   /** Records that `coordinate` (`Type` or `Type.field`) is wrong; `node` gives the SDL location. */
   add(coordinate: string, message: string, node?: ASTNode | null): void {
-    const error = new GraphQLError(`${coordinate}: ${message}`, { nodes: node ?? undefined });
+    const located = node?.loc ? node : (this.document && definitionOf(this.document, coordinate)) || node;
+    const error = new GraphQLError(`${coordinate}: ${message}`, { nodes: located ?? undefined });
     this.list.push({ coordinate, message, error });
   }
 
@@ -60,4 +71,21 @@ function where(error: GraphQLError): string {
   const loc = error.locations?.[0];
   if (!loc) return '';
   return ` (${error.source?.name ?? 'schema'}:${loc.line}:${loc.column})`;
+}
+
+/**
+ * The definition a coordinate names in the sources: `Type` (or `Type@index(…)`, a type's directive) its type's first
+ * definition or extension, `Type.field` (or `Type.field(arg)`, `Type.field@…`) that field's. Undefined when none has it.
+ */
+function definitionOf(document: DocumentNode, coordinate: string): ASTNode | undefined {
+  const [, typeName, fieldName] = /^(\w+)(?:\.(\w+))?/.exec(coordinate) ?? [];
+  if (!typeName) return undefined;
+  for (const def of document.definitions) {
+    if (!('name' in def) || def.name?.value !== typeName) continue;
+    if (fieldName === undefined) return def;
+    const fields = 'fields' in def ? (def.fields as ReadonlyArray<{ name: { value: string } } & ASTNode> | undefined) : undefined;
+    const field = fields?.find((f) => f.name.value === fieldName);
+    if (field) return field;
+  }
+  return undefined;
 }
