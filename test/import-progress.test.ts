@@ -1,8 +1,10 @@
 /**
- * The import's progress bar as a person sees it in a terminal (createImportProgress drawing on a stream that says it
- * is one): every frame's numbers are numbers — the ETA is a time or `…`, never NaN, NULL or INF — and the bar counts
- * rows stored, not rows read: while the last EGTs are still being written it is below 100%, and it reaches 100% only
- * in its last frame, drawn once every entity is written.
+ * The import's progress as a person sees it. In a terminal (createImportProgress drawing on a stream that says it is
+ * one): every frame's numbers are numbers — the ETA is a time or `…`, never NaN, NULL or INF — and the bar counts rows
+ * done, not rows read: while the last EGTs are still being written it is below 100%, and it reaches 100% only in its
+ * last frame, drawn once every entity is written. In a log (no terminal): each line has the percent, the rows stored
+ * and skipped, and an ETA within ±35% of the time that was actually left, from 25% on — through a Table service that
+ * slows down as the import goes (test/support/storage-proxy.ts holds each EGT longer than the one before).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -11,7 +13,10 @@ import { Writable } from 'node:stream';
 import { importEmployees } from '../examples/hr/import/import-employees';
 import { createLogger } from '../src/log';
 import { createImportProgress, estimateDataRows } from '../src/load/progress';
-import { chicagoCsvText, compileHr, testStore, uniquePrefix } from './support/harness';
+import pino from 'pino';
+import { TableStore } from '../src/storage/table-store';
+import { chicagoCsvText, compileHr, connectionString, testStore, uniquePrefix } from './support/harness';
+import { startStorageProxy } from './support/storage-proxy';
 
 jest.setTimeout(120_000);
 
@@ -47,7 +52,11 @@ interface Frame {
 
 function framesOf(text: string): Frame[] {
   const plain = text.replace(/\u001b\[[0-9;?]*[A-Za-z]/g, '\n').replace(/\r/g, '\n');
-  const frames = [...plain.matchAll(/import \|[^|]*\| (\S+)% \| (\S+)\/(\S+) rows stored \| (\S+) read \| (\S+) entities \| \S+ EGTs \| ETA (\S+)/g)];
+  const frames = [
+    ...plain.matchAll(
+      /import \|[^|]*\| (\S+)% \| (\S+)\/(\S+) rows done \| \S+ stored \| \S+ skipped \| (\S+) read \| (\S+) entities \| \S+ EGTs \| ETA (\S+)/g,
+    ),
+  ];
   return frames.map((m) => ({ percent: Number(m[1]), stored: Number(m[2]), total: Number(m[3]), read: Number(m[4]), entities: Number(m[5]), eta: m[6] }));
 }
 
@@ -85,3 +94,56 @@ test('the bar counts rows stored, shows no non-number, and reaches 100% only onc
   expect(allRead.length).toBeGreaterThan(0);
   for (const f of allRead) expect(f.entities).toBeLessThan(summary.entities);
 });
+
+test('log lines: the percent, rows stored and skipped, and an ETA within ±35% of the time left from 25% on, as the service slows', async () => {
+  const file = path.join(tmp, 'slow.csv');
+  fs.writeFileSync(
+    file,
+    `${chicagoCsvText()
+      .split('\n')
+      .slice(0, ROWS + 1)
+      .join('\n')}\nnot,a,row\n`,
+  );
+  // Each EGT held for its entities, a little longer per entity than the one before — 3 ms per entity at first, some
+  // 5 ms at the end — as a service whose tables grow.
+  let entities = 0;
+  const proxy = await startStorageProxy(connectionString(), {
+    delayMs: (method, p, body) => {
+      if (method !== 'POST' || !p.includes('$batch')) return 0;
+      const n = body.split('"PartitionKey"').length - 1;
+      entities += n;
+      return n * (3 + entities / 7000);
+    },
+  });
+  const lines: Array<{ at: number; percent: number; etaSeconds?: number; msg: string }> = [];
+  const log = pino(
+    { level: 'info' },
+    new Writable({
+      write(chunk: Buffer, _enc, done) {
+        const j = JSON.parse(chunk.toString('utf8')) as { percent: number; etaSeconds?: number; msg: string };
+        lines.push({ at: performance.now(), percent: j.percent, etaSeconds: j.etaSeconds, msg: j.msg });
+        done();
+      },
+    }),
+  );
+  const { model } = compileHr(uniquePrefix());
+  const store = new TableStore({ connectionString: proxy.connectionString, target: 'azurite', timeoutMs: 30_000 });
+  const progress = createImportProgress({ totalRows: await estimateDataRows(file), log, intervalMs: 500, tty: false });
+  let end: number;
+  try {
+    await importEmployees({ store, model, file, concurrency: 4, onProgress: progress.update });
+  } finally {
+    end = performance.now();
+    progress.stop();
+    await proxy.close();
+  }
+  const last = lines[lines.length - 1];
+  expect(last.msg).toBe(
+    `${ROWS + 1}/${ROWS + 1} rows done (100%): ${ROWS} stored, 1 skipped; ${ROWS + 1} read, ${last.msg.match(/ (\d+) entities/)![1]} entities, ETA 0s`,
+  );
+  const judged = lines.filter((l) => l.percent >= 25 && (end - l.at) / 1000 >= 2);
+  expect(judged.length).toBeGreaterThanOrEqual(3);
+  const ratios = judged.map((l) => ({ percent: l.percent, ratio: Math.round((100 * (end - l.at)) / 1000 / l.etaSeconds!) / 100 }));
+  console.log(`ETA: actual time left ÷ ETA, from 25% on: ${ratios.map((r) => `${r.percent}% ${r.ratio}`).join(', ')}`);
+  expect(ratios.filter((r) => !(r.ratio >= 0.65 && r.ratio <= 1.35))).toEqual([]);
+}, 120_000);

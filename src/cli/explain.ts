@@ -80,7 +80,8 @@ runMain(
       return;
     }
     process.stdout.write(`${formatExplanation(explanation)}\n`);
-    if (paths) process.stdout.write(`\nDerived paths (the catalogue): ${formatStatus(undefined, paths, []).split('\n').slice(1).join('\n')}`);
+    // The heading on a line of its own, each path on one after it.
+    if (paths) process.stdout.write(`\nDerived paths (the catalogue):\n${formatStatus(undefined, paths, []).split('\n').slice(1).join('\n')}\n`);
   },
   createLogger,
   'stderr',

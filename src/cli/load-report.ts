@@ -27,15 +27,24 @@ export function formatTotals(s: Totals): string[] {
   ];
 }
 
-/** One error line per EGT given up on, with the lines of its rows; sets exit code 1 when there is any. */
-export function reportFailed(log: Logger, failed: Totals['failed']): void {
+/**
+ * One error line per EGT not stored after its attempts (each read back: one whose answer was lost and that was stored
+ * is not among them), with the lines of its rows and what to do; sets exit code 1 when there is any.
+ * @param rerun the command that loads them, e.g. `npm run import -- --file x.csv`
+ */
+export function reportFailed(log: Logger, failed: Totals['failed'], rerun: string): void {
   for (const f of failed) {
     log.error(
-      { table: f.table, partitionKey: f.partitionKey },
-      `an EGT was given up on after its retries: lines ${f.lines.join(', ')} not (fully) written: ${f.error}`,
+      { table: f.table, partitionKey: f.partitionKey, lines: f.lines },
+      `lines ${f.lines.join(', ')} were not stored (an EGT of ${f.lines.length} rows, ${f.error}): run ${rerun} again to store them; rows stored already are left as they are`,
     );
   }
   if (failed.length > 0) process.exitCode = 1;
+}
+
+/** What a load tells of a storage call sent again (an EGT read back and not stored, or a read): a warning. */
+export function retryMessage(e: unknown, attempt: number): string {
+  return `storage did not answer (${(e as Error).message}); sending it again (attempt ${attempt + 1})`;
 }
 
 /**

@@ -19,7 +19,7 @@ import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { openStorage } from '../runtime/open-storage';
 import { deployForWriting } from '../runtime/schema-deployment';
 import { startBulkWrite } from '../runtime/capture';
-import { formatTotals, reportFailed, reportSkipped } from './load-report';
+import { formatTotals, reportFailed, reportSkipped, retryMessage } from './load-report';
 import { positiveIntArgument, runMain } from './run-main';
 
 function formatSummary(s: LoadSummary): string {
@@ -102,7 +102,7 @@ runMain(
           })),
           concurrency: options.concurrency,
           onProgress: acrossSteps(progress),
-          onRetry: (e, attempt) => log.warn({ attempt }, `an EGT failed (${(e as Error).message}); sending it again`),
+          onRetry: (e, attempt) => log.warn({ attempt }, retryMessage(e, attempt)),
         });
       } finally {
         progress.stop();
@@ -116,7 +116,7 @@ runMain(
         });
       }
       process.stdout.write(`${formatSummary(summary)}\n`);
-      reportFailed(log, summary.failed);
+      reportFailed(log, summary.failed, `npm run load -- ${process.argv.slice(2).join(' ')}`);
     } finally {
       await storage.close();
     }

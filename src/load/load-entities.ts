@@ -7,9 +7,10 @@
  * totals, then the deletion of the index entities that rewritten entities no longer derive (each only while it
  * still points at its entity, as the message worker deletes: the "Eventually consistent transactions pattern").
  *
- * An EGT that fails for want of an answer (a timeout, a 5xx after the SDK's own retries) is sent again with
- * exponential back-off — its upserts are idempotent — a bounded number of times; then its rows are reported and
- * the load goes on (a holder of its partition is then recounted from what is stored). Its reads (they only read)
+ * An EGT that fails for want of an answer (a timeout, a 5xx after the SDK's own retries) may have been applied: what is
+ * stored is read back, and only an EGT that is not is sent again, with exponential back-off — its upserts are
+ * idempotent — a bounded number of times; then its rows are reported and the load goes on (a holder of its partition
+ * is then recounted from what is stored). Its reads (they only read)
  * are sent again the same way, then fail the load. Idempotent: loading the same
  * rows again writes nothing (what is stored exactly as it would write it is not written) and leaves no orphan.
  */
@@ -26,6 +27,7 @@ import { refreshSummaryChains } from '../derived/summary-chains';
 import { addressKey } from '../storage/address-key';
 import { deleteIfPointsAt } from '../derived/index-entities';
 import { writeEgtBatches, type EgtBatch } from '../write/egt-batches';
+import { egtStored } from './read-back';
 import { LoadPlan, type SkippedRow } from './load-plan';
 import type { LoadReads } from './step-store';
 import type { LoadRow } from './load-rows';
@@ -42,14 +44,18 @@ export interface LoadStep {
 }
 
 /**
- * Progress so far: the step's type, its rows read (bad ones included), its rows stored (every entity of the row
- * committed, or none needed), entities written and EGTs committed in all.
+ * Progress so far: the step's type, its rows read (bad ones included), its rows done (every entity of the row
+ * committed, or none needed — a bad row is done too), of them the bad rows skipped, entities written and EGTs
+ * committed in all.
  */
 export interface LoadProgress {
   type: string;
   rowsRead: number;
   rowsStored: number;
+  rowsSkipped: number;
   entitiesWritten: number;
+  /** Entities the rows read so far are to write, in all steps (entitiesWritten reaches it as their EGTs commit). */
+  entitiesPlanned: number;
   transactions: number;
 }
 
@@ -212,7 +218,8 @@ interface LoadRun {
   reads: LoadReads;
   written: Set<string>;
   failed: FailedBatch[];
-  totals: { entities: number; transactions: number; retries: number };
+  /** Entities written, entities planned by the steps done, EGTs committed, sends again. */
+  totals: { entities: number; planned: number; transactions: number; retries: number };
   /** A storage call sent again on transient errors, with back-off. */
   retrying<T>(call: () => Promise<T>): Promise<T>;
 }
@@ -231,7 +238,7 @@ function startRun(opts: LoadOptions): LoadRun {
       opts.observer?.onCall(r);
     },
   };
-  const totals = { entities: 0, transactions: 0, retries: 0 };
+  const totals = { entities: 0, planned: 0, transactions: 0, retries: 0 };
   const attempts = opts.attempts ?? 5;
   const retrying = <T>(call: () => Promise<T>) =>
     backOff(call, {
@@ -264,10 +271,13 @@ async function loadStep(run: LoadRun, step: LoadStep): Promise<StepSummary> {
       type: step.type,
       rowsRead: plan.rowsRead,
       rowsStored: plan.rowsStored,
+      rowsSkipped: plan.skipped.length,
       entitiesWritten: totals.entities,
+      entitiesPlanned: totals.planned + plan.writesPlanned,
       transactions: totals.transactions,
     });
-  const failedPartitions = await writeRows(run, step, plan, progress);
+  // Told as rows are read too: rows that need no write (stored as they are, or bad) commit nothing.
+  const failedPartitions = await writeRows(run, { ...step, rows: ticking(step.rows, progress) }, plan, progress);
   const summaries = [...model.summaries.values()].filter((s) => s.of === entity);
   let holders = await mergeHolders(run, plan, summaries, failedPartitions);
   // Summaries held in other partitions: their stale contribution entities go, and each holder is set to the sum
@@ -290,6 +300,7 @@ async function loadStep(run: LoadRun, step: LoadStep): Promise<StepSummary> {
     onWrite: () => totals.entities++,
   });
   totals.entities += await refreshChainedHolders(model, store, plan, summaries, run.observer);
+  totals.planned += plan.writesPlanned;
   const staleDeleted = await deleteStaleIndexEntities(run, plan, entity);
   for (const table of run.writtenTables) run.scans.delete(table);
   run.writtenTables.clear();
@@ -308,28 +319,61 @@ async function loadStep(run: LoadRun, step: LoadStep): Promise<StepSummary> {
 }
 
 /**
- * A step's rows, in the EGTs its plan forms; an EGT given up on after its attempts is recorded as failed.
+ * A step's rows, in the EGTs its plan forms; an EGT not stored after its attempts is recorded as failed.
  * @returns the PartitionKeys of the EGTs that failed
  */
 async function writeRows(run: LoadRun, step: LoadStep, plan: LoadPlan, progress: () => void): Promise<Set<string>> {
   const { totals } = run;
   const failedPartitions = new Set<string>();
   const send = async (batch: EgtBatch) => {
-    try {
-      await run.retrying(() => writeEgtBatches(run.opts.store, [batch], { concurrency: 1, observer: run.observer }));
+    const outcome = await sendSettled(run, batch);
+    if (outcome.stored) {
       totals.entities += batch.writes.length;
       totals.transactions++;
       plan.committed(batch.writes);
       progress();
-    } catch (e) {
-      if (!isTablegraphError(e) || !isTransientStorageError(e)) throw e;
-      const lines = [...new Set(batch.writes.map((w) => plan.lines.get(w)).filter((l): l is number => l !== undefined))].sort((a, b) => a - b);
-      run.failed.push({ type: step.type, lines, table: batch.table, partitionKey: batch.partitionKey, error: e.message });
-      failedPartitions.add(batch.partitionKey);
+      return;
     }
+    const lines = [...new Set(batch.writes.map((w) => plan.lines.get(w)).filter((l): l is number => l !== undefined))].sort((a, b) => a - b);
+    const why = outcome.known ? 'not stored' : 'whether it was stored could not be read back';
+    run.failed.push({ type: step.type, lines, table: batch.table, partitionKey: batch.partitionKey, error: `${why}: ${outcome.error.message}` });
+    failedPartitions.add(batch.partitionKey);
   };
   await sendAll(plan.batches(step.rows), send, run.concurrency);
   return failedPartitions;
+}
+
+/**
+ * One EGT, sent until it is stored: a send that fails for want of an answer may have been applied, so what is stored
+ * is read back (read-back.ts) before the EGT is sent again, and after its last attempt. Only an EGT that is not stored
+ * — or whose read-back itself got no answer — is given up on.
+ * @returns stored (by this send or an earlier one); or the last error, and whether it is known not to be stored
+ * @throws what is not a failure to answer (LIMIT_EXCEEDED, a refused credential)
+ */
+async function sendSettled(run: LoadRun, batch: EgtBatch): Promise<{ stored: true } | { stored: false; known: boolean; error: TablegraphError }> {
+  const { store } = run.opts;
+  let known = true;
+  try {
+    await run.retrying(async () => {
+      try {
+        await writeEgtBatches(store, [batch], { concurrency: 1, observer: run.observer });
+      } catch (e) {
+        if (!isTablegraphError(e) || !isTransientStorageError(e)) throw e;
+        let stored = false;
+        try {
+          stored = await egtStored(store, batch.table, batch.writes, run.observer);
+          known = true;
+        } catch {
+          known = false; // the read got no answer either: sent again, as one known not to be stored
+        }
+        if (!stored) throw e;
+      }
+    });
+    return { stored: true };
+  } catch (e) {
+    if (!isTablegraphError(e) || !isTransientStorageError(e)) throw e;
+    return { stored: false, known, error: e };
+  }
 }
 
 /**
@@ -373,6 +417,18 @@ async function deleteStaleIndexEntities(run: LoadRun, plan: LoadPlan, entity: En
     }
   }
   return deleted;
+}
+
+/** Rows read between two progress calls while reading (rows). */
+const TICK_ROWS = 500;
+
+/** `rows` as they are, `tick` called every TICK_ROWS of them. */
+async function* ticking(rows: AsyncIterable<LoadRow>, tick: () => void): AsyncGenerator<LoadRow> {
+  let n = 0;
+  for await (const row of rows) {
+    yield row;
+    if (++n % TICK_ROWS === 0) tick();
+  }
 }
 
 /**

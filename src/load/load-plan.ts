@@ -81,6 +81,8 @@ export class LoadPlan {
   private readonly uncommitted = new Map<number, number>();
   /** Rows read whose entities are all stored, or that need none (skipped, unchanged): what a progress bar counts. */
   rowsStored = 0;
+  /** Entities the rows read so far are to write (summary holders in their partition's last EGT included): entities. */
+  writesPlanned = 0;
   private readonly entity: EntityModel;
   private readonly summaries: SummaryModel[];
   /** Summaries of the type held in other partitions: kept through contribution entities (model/contributions.ts). */
@@ -140,6 +142,7 @@ export class LoadPlan {
         continue;
       }
       this.uncommitted.set(row.line, (this.uncommitted.get(row.line) ?? 0) + writes.length);
+      this.writesPlanned += writes.length;
       const filled: TableWrite[] = [];
       for (const w of writes) {
         this.lines.set(w, row.line);
@@ -160,6 +163,7 @@ export class LoadPlan {
       const list = pending.get(`${w.table}\u0000${w.entity.partitionKey}`);
       if (!list || list.length >= full) continue;
       list.push(w);
+      this.writesPlanned++;
       this.folded.add(addressKey(addressOfWrite(w)));
     }
     if (pending.size > 0) yield planEgtBatches([...pending.values()].flat(), this.opts.target);

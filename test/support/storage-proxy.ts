@@ -26,11 +26,11 @@ export interface FaultRates {
 }
 
 export interface StorageProxyOptions {
-  /** How long to hold a request (ms; 0: at once), from its method and path: every request, before any fault. */
-  delayMs?: (method: string, path: string) => number;
+  /** How long to hold a request (ms; 0: at once), from its method, path and body: every request, before any fault. */
+  delayMs?: (method: string, path: string, body: string) => number;
   faults?: FaultRates;
-  /** Which requests may meet a fault (default: all). */
-  faultable?: (method: string, path: string) => boolean;
+  /** Which requests may meet a fault (default: all), from their method, path and body (an EGT's multipart text). */
+  faultable?: (method: string, path: string, body: string) => boolean;
   /** The seed of the draws (printed by the caller so that a failure can be replayed). */
   seed?: number;
   /** `x-ms-retry-after-ms` of a 429 (ms; default 100). */
@@ -78,8 +78,8 @@ export async function startStorageProxy(connectionString: string, opts: StorageP
   let delayed = 0;
   const forwarded: Array<{ method: string; path: string; status: number; sdk: boolean }> = [];
   const injected: Record<keyof FaultRates, number> = { busy: 0, throttled: 0, timedOutAfterApply: 0, resetAfterApply: 0, slow: 0 };
-  const draw = (method: string, path: string): keyof FaultRates | undefined => {
-    if (opts.faultable && !opts.faultable(method, path)) return undefined;
+  const draw = (method: string, path: string, body: Buffer): keyof FaultRates | undefined => {
+    if (opts.faultable && !opts.faultable(method, path, body.toString('utf8'))) return undefined;
     let x = rng.int(1_000_000) / 1_000_000;
     for (const kind of ['busy', 'throttled', 'timedOutAfterApply', 'resetAfterApply', 'slow'] as const) {
       x -= faults[kind] ?? 0;
@@ -93,7 +93,7 @@ export async function startStorageProxy(connectionString: string, opts: StorageP
     req.on('end', () => {
       const method = req.method ?? 'GET';
       const path = req.url ?? '/';
-      const fault = draw(method, path);
+      const fault = draw(method, path, Buffer.concat(chunks));
       if (fault) injected[fault]++;
       if (fault === 'busy' || fault === 'throttled') {
         const status = fault === 'busy' ? 503 : 429;
@@ -105,7 +105,7 @@ export async function startStorageProxy(connectionString: string, opts: StorageP
         res.end(body);
         return;
       }
-      const wait = (opts.delayMs?.(method, path) ?? 0) + (fault === 'slow' ? (opts.slowMs ?? 1500) : 0);
+      const wait = (opts.delayMs?.(method, path, Buffer.concat(chunks).toString('utf8')) ?? 0) + (fault === 'slow' ? (opts.slowMs ?? 1500) : 0);
       if (wait > 0) delayed++;
       // eslint-disable-next-line no-restricted-globals -- the latency the proxy injects, the fault a test is about
       setTimeout(() => {

@@ -3,8 +3,8 @@
  * file — a path, or an http(s) address such as the data portal's CSV export, downloaded first into `<data
  * folder>/downloads/` — into the HR schema's tables (see import-employees.ts) on the configured storage, or
  * the embedded Azurite. Progress on stderr (a bar on a terminal, log lines otherwise); the summary on stdout. Exit code
- * 0 even when rows were skipped (they are listed with their line numbers); 1 when an EGT was given up on after its
- * retries (its rows are listed: run it again) or on a fatal error. Running it again with the same file changes no
+ * 0 even when rows were skipped (they are listed with their line numbers); 1 when an EGT was not stored after its
+ * attempts, each read back (its rows are listed: run it again), or on a fatal error. Running it again with the same file changes no
  * entity's properties, and removes the index entities of employees renamed since.
  */
 import path from 'node:path';
@@ -19,7 +19,7 @@ import { compileConfiguredSchema } from '../../../src/runtime/configured-schema'
 import { openStorage } from '../../../src/runtime/open-storage';
 import { deployForWriting } from '../../../src/runtime/schema-deployment';
 import { startBulkWrite } from '../../../src/runtime/capture';
-import { formatTotals, reportFailed, reportSkipped } from '../../../src/cli/load-report';
+import { formatTotals, reportFailed, reportSkipped, retryMessage } from '../../../src/cli/load-report';
 import { positiveIntArgument, runMain } from '../../../src/cli/run-main';
 
 function formatSummary(s: ImportSummary): string {
@@ -70,7 +70,7 @@ runMain(
           file,
           concurrency: options.concurrency,
           onProgress: progress.update,
-          onRetry: (e, attempt) => log.warn({ attempt }, `an EGT failed (${(e as Error).message}); sending it again`),
+          onRetry: (e, attempt) => log.warn({ attempt }, retryMessage(e, attempt)),
         });
       } finally {
         progress.stop();
@@ -78,7 +78,7 @@ runMain(
       await bulk.finish();
       reportSkipped(log, summary.skipped, { where: (line) => `line ${line}` });
       process.stdout.write(`${formatSummary(summary)}\n`);
-      reportFailed(log, summary.failed);
+      reportFailed(log, summary.failed, `npm run import -- --file ${options.file}`);
     } finally {
       await storage.close();
     }

@@ -130,7 +130,8 @@ export async function importEmployees(opts: ImportOptions): Promise<ImportSummar
     onProgress: (p: LoadProgress) =>
       opts.onProgress?.({
         ...{ rowsRead: p.type === 'Employee' ? p.rowsRead : 0, rowsStored: p.type === 'Employee' ? p.rowsStored : 0 },
-        ...{ entitiesWritten: p.entitiesWritten, transactions: p.transactions },
+        rowsSkipped: p.type === 'Employee' ? p.rowsSkipped : 0,
+        ...{ entitiesWritten: p.entitiesWritten, entitiesPlanned: p.entitiesPlanned, transactions: p.transactions },
       }),
   });
   const [departments, employees] = summary.steps;
