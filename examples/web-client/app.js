@@ -11,8 +11,9 @@
  * `department` (default Marketing), `token` (a bearer token, when the server requires one).
  *
  * Where it is, it says: `live`, `loading…`, `offline` (with the writes waiting), `offline: reconnecting…` (the API does
- * not answer), or that the API refuses this page's origin (TABLEGRAPH_CORS_ORIGINS). An error of the connection shows
- * while the connection is down, and goes once it is back; an error of a write stays until the next write.
+ * not answer), or that the API refuses this page's origin (TABLEGRAPH_CORS_ORIGINS). An error the API answered for the
+ * connection (its code and message) shows while the connection is down, and goes once it is back; a request that got
+ * no answer adds nothing to the status line. An error of a write stays until the next write.
  */
 // @ts-check
 import { openReplica, reachability } from '@tablegraph/sync';
@@ -124,7 +125,7 @@ function conflictItem(c) {
     const button = document.createElement('button');
     button.textContent = label;
     button.dataset.choice = choice;
-    button.onclick = () => replica.resolve(c.seq, choice).catch((e) => showError('write', e.message));
+    button.onclick = () => replica.resolve(c.seq, choice).catch((e) => showError('write', writeError(e)));
     return button;
   };
   item.append(text, choose('Keep mine', 'mine'), choose('Keep stored', 'stored'));
@@ -160,6 +161,8 @@ function showWhere() {
   else if (!navigator.onLine || where.reach === 'offline') status = `offline${waiting}`;
   else if (where.follow === 'live' && where.outbox === 'waiting' && where.pending > 0) status = `offline${waiting}: the API does not answer`;
   $('status').textContent = status;
+  // The followed partition's own state, whatever the line says (offline, refused): for scripts and tests.
+  $('status').dataset.follow = where.follow;
   const connected = where.follow === 'live' && where.reach === 'reachable' && (where.outbox === 'empty' || where.pending === 0);
   const refused =
     where.reach === 'origin-refused'
@@ -189,13 +192,33 @@ async function askWhy() {
 
 replica.on('change', render);
 replica.on('conflict', render);
+/**
+ * What the page says of a write's error: the API's refusal as it gave it (its code and message); for a request that got
+ * no answer, that it did not, never the browser's own words.
+ * @param {Error} error
+ */
+function writeError(error) {
+  return error.name === 'NetworkError' ? 'no answer from the API: try again once it answers' : error.message;
+}
+
+/**
+ * What the page says of a connection's error: the API's own refusal, with its code (`OVERLOADED: …`); nothing for a
+ * request that got no answer — the status line says offline or reconnecting — so never the browser's own words
+ * ("Failed to fetch"). Either is written to the console, for whoever debugs the page.
+ * @param {Error} error
+ */
+function connectionError(error) {
+  console.info(`tablegraph web client: the connection ended: ${error.message}`);
+  return /^[A-Z][A-Z_]+: /.test(error.message) ? error.message : '';
+}
+
 replica.on('status', (/** @type {string} */ _, /** @type {string} */ status, /** @type {Error | undefined} */ error) => {
   where.follow = status;
   if (status === 'live') {
     where.reach = 'reachable';
     where.errors.connection = '';
   } else if (error) {
-    where.errors.connection = error.message;
+    where.errors.connection = connectionError(error);
     void askWhy();
   }
   showWhere();
