@@ -70,8 +70,16 @@ export const Reason = {
   // Writes
   EntityAlreadyExists: { code: 'CONFLICT', meaning: 'an entity with these keys exists (a create, or a move to a taken address)' },
   ETagMismatch: { code: 'CONFLICT', meaning: 'the entity changed since it was read: its ETag no longer matches `ifMatch` (a concurrent delete included)' },
-  UniqueKeyTaken: { code: 'CONFLICT', meaning: 'a unique value the write sets belongs to another entity' },
-  ReservationBusy: { code: 'CONFLICT', meaning: 'another write of the same entity holds the unique value meanwhile: try again' },
+  UniqueKeyTaken: {
+    code: 'CONFLICT',
+    meaning:
+      'a unique value the write sets belongs to another entity, or is held by a write of another entity not yet settled: free again at `extensions.heldUntil` unless that write is stored',
+  },
+  ReservationBusy: {
+    code: 'CONFLICT',
+    meaning:
+      'another write of the same entity, not yet settled (its answer lost, say), holds the unique value: try again after `extensions.heldUntil`, when its lease ends at the latest',
+  },
   HasDependents: { code: 'CONFLICT', meaning: 'the delete of a summary holder whose counts are not 0' },
   HasReferrers: {
     code: 'CONFLICT',

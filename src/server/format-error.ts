@@ -19,6 +19,8 @@ export const CLIENT_DETAILS: ReadonlySet<string> = new Set([
   'reference',
   // The storage service's own error code (EntityTooLarge, …): a code, never its message, table or keys.
   'storageCode',
+  // Until when a unique value is held by a write not yet settled (UniqueKeyTaken, ReservationBusy): ISO 8601.
+  'heldUntil',
   'field',
   'constraint',
   'argument',

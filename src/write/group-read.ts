@@ -13,7 +13,7 @@ import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity } from '../storage/storage-types';
 import { addressKey } from '../storage/address-key';
 import type { GroupState } from './group-plan';
-import { classifyKey, pointsAt, type KeyState } from './reservations';
+import { readKeyState, type KeyState } from './reservations';
 import { referenceAddress, REFERRERS_LISTED } from '../model/references';
 import { referencesToCheck } from './check-references';
 import { copyKeysSummary, holderAddress } from '../model/summaries';
@@ -271,17 +271,14 @@ export async function readUniqueKeys(
         const address = addressOfWrite(r);
         await store.ensureTable(r.table);
         const existing = await store.getEntity(address, { observer });
-        const entity = member.write.entity;
-        const primaryNow = existing && pointsAt(entity, existing, member.address) ? await store.getEntity(member.address, { observer }) : null;
-        states.set(
-          addressKey(address),
-          classifyKey(
-            { entity, primary: member.address, ownAttempts: member.ownAttempts, takeOverFrom: member.takeOverFrom },
-            existing,
-            primaryNow,
-            Date.now(),
-          ),
-        );
+        const claimant = {
+          entity: member.write.entity,
+          index: r.index,
+          primary: member.address,
+          ownAttempts: member.ownAttempts,
+          takeOverFrom: member.takeOverFrom,
+        };
+        states.set(addressKey(address), await readKeyState(store, claimant, existing, observer));
       }),
     ),
   );

@@ -28,7 +28,7 @@ import { planGroup, type GroupPlan, type GroupState, type GroupTarget } from './
 import { readEntity, readGroupState, readUniqueKeys, skipsRead } from './group-read';
 import { etagAfter, writtenBy } from '../model/wide-entities';
 import type { TableWrite } from '../model/entity-codec';
-import { leaseMs, uniqueKeyTaken } from './reservations';
+import { heldUntilOf, leaseMs, reservationBusy, uniqueKeyTaken, type KeyState } from './reservations';
 import { confirmReservations } from './reservation-batches';
 import { keyState, reserveKeysOf, sendMessages, undoEffects, type Effects } from './attempt-effects';
 import { captureContext, inSpan } from '../telemetry/spans';
@@ -186,12 +186,7 @@ export class PartitionCommitter {
       group.planned.filter(({ member }) => !skipsRead(member)),
       observer,
     );
-    group = this.without(group, state, ({ member, plan }) => {
-      const states = plan.reservations.map((r) => keyState(keys, r));
-      const taken = states.findIndex((k) => k.kind === 'taken');
-      if (taken >= 0) return this.fail(member, uniqueKeyTaken(member.write.entity.name, plan.reservations[taken]));
-      return states.some((k) => k.kind === 'busy') && this.again(member, retry);
-    });
+    group = this.without(group, state, (planned) => this.heldKey(planned, keys, retry));
 
     // Messages first, then reservations: a crash after either leaves a message that names what to clean up.
     const effects = new Map<PendingWrite, Effects>();
@@ -205,7 +200,9 @@ export class PartitionCommitter {
     group = this.without(group, state, ({ member }) => {
       const error = effects.get(member)!.error;
       if (error === undefined) return false;
-      return isTablegraphError(error, ErrorCode.CONFLICT) && error.details.reason === 'ReservationBusy' ? this.again(member, retry) : this.fail(member, error);
+      return isTablegraphError(error, ErrorCode.CONFLICT) && error.details.reason === 'ReservationBusy'
+        ? this.again(member, retry, error)
+        : this.fail(member, error);
     });
     if (group.planned.length === 0) return [...retry, ...deferred];
 
@@ -353,7 +350,7 @@ export class PartitionCommitter {
     const operationIndex = isTablegraphError(error) ? error.details.operationIndex : undefined;
     const index = typeof operationIndex === 'number' ? operationIndex : undefined;
     if (index === undefined || mayBeOwnAttempt(error)) {
-      const settled = await this.settleByReadBack(group, state, error, index !== undefined, observer);
+      const settled = await this.settleByReadBack({ group, state, effects }, error, index !== undefined, observer);
       if (settled || index === undefined) return [];
     }
     return this.blame(group, effects, error, index);
@@ -362,16 +359,18 @@ export class PartitionCommitter {
   /**
    * The EGT may have been applied: each write's WriteId on its entity, or its change entity, tells (readBack).
    * Applied: committed. Not applied, or not known, with no operation named (`named` false) or no way to tell: each
-   * write fails; messages and reservations stay for the worker, since a late answer could still apply the EGT.
+   * write fails; messages and reservations stay for the worker, since a late answer could still apply the EGT —
+   * unless a fence decided that it never will be: then they are undone, so that a unique value it reserved is free at
+   * once, not only once its lease ends.
    * @returns whether every write of the group is settled; false: known not applied, the failing operation's to blame
    */
   private async settleByReadBack(
-    group: GroupPlan<PendingWrite>,
-    state: GroupState,
+    attempt: { group: GroupPlan<PendingWrite>; state: GroupState; effects: Map<PendingWrite, Effects> },
     error: unknown,
     named: boolean,
     observer?: StorageObserver,
   ): Promise<boolean> {
+    const { group, state, effects } = attempt;
     this.holders.clear();
     let back = await this.readBack(group, observer);
     // Not applied, or not known to be: the EGT may still be applied later — unless a fence at one of its change
@@ -390,6 +389,8 @@ export class PartitionCommitter {
       return true;
     }
     if (named && back.known) return false;
+    // Fenced off: the EGT is refused whenever it arrives, so nothing of the attempt may commit.
+    if (fate === 'fenced') await Promise.all(group.planned.map(({ member }) => undoEffects(this.ctx, member, effects.get(member)!)));
     // A refusal whose cause cannot be told (a delete with `ifMatch`, its entity gone: its own attempt, or another
     // client's delete) says that the outcome is not known.
     const unknown = named
@@ -531,6 +532,20 @@ export class PartitionCommitter {
     );
     again.refused.forEach(({ member, error }) => member.reject(error));
     return { ...again, deferred: [...again.deferred, ...group.deferred] };
+  }
+
+  /**
+   * Whether a write leaves the group for the unique keys it found held: another entity's fails it (saying until when,
+   * when only a write not yet settled holds it); another attempt of its own entity that may still commit sends it
+   * back for another attempt, and past its attempts the refusal says until when.
+   */
+  private heldKey({ member, plan }: GroupPlan<PendingWrite>['planned'][number], keys: Map<string, KeyState>, retry: PendingWrite[]): boolean {
+    const states = plan.reservations.map((r) => keyState(keys, r));
+    const name = member.write.entity.name;
+    const taken = states.findIndex((k) => k.kind === 'taken');
+    if (taken >= 0) return this.fail(member, uniqueKeyTaken(name, plan.reservations[taken], heldUntilOf(states[taken])));
+    const busy = states.findIndex((k) => k.kind === 'busy');
+    return busy >= 0 && this.again(member, retry, reservationBusy(name, plan.reservations[busy], heldUntilOf(states[busy])));
   }
 
   private fail(member: PendingWrite, error: unknown): true {

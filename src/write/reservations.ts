@@ -17,8 +17,8 @@
  */
 import { addressOfWrite } from '../model/entity-codec';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
-import { primaryAddress, type TableWrite } from '../model/entity-codec';
-import { BASED_ON_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type IndexModel } from '../model/types';
+import { indexWrite, primaryAddress, valuesOf, type TableWrite } from '../model/entity-codec';
+import { BASED_ON_PROPERTY, ENTITY_TYPE_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type IndexModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, EntityToWrite, StorageObserver, StoredEntity } from '../storage/storage-types';
 import { stateId } from '../queue/messages';
@@ -90,9 +90,13 @@ export type KeyState =
   | { kind: 'free' }
   /** Held for this same entity and not by a pending write: this attempt may take it over (If-Match etag). */
   | { kind: 'ours'; etag: string }
-  /** Held by another attempt of this same entity that may still commit: try again once it has resolved. */
-  | { kind: 'busy' }
-  | { kind: 'taken' };
+  /** Held by another attempt of this same entity that may still commit, until `heldUntil` at the latest. */
+  | { kind: 'busy'; heldUntil?: Date }
+  /**
+   * Another entity's; `heldUntil` when only a write of it that may still commit holds it: free again then, unless
+   * that write commits.
+   */
+  | { kind: 'taken'; heldUntil?: Date };
 
 /** The write that wants a unique key: its entity's type and address, its earlier attempts, and a move's old address. */
 export interface KeyClaimant {
@@ -116,19 +120,103 @@ export function classifyKey(claimant: KeyClaimant, existing: StoredEntity | null
   if (takeOverFrom && pointsAt(entity, existing, takeOverFrom)) return { kind: 'ours', etag: existing.etag };
   if (!pointsAt(entity, existing, primary)) return { kind: 'taken' };
   const holder = existing.properties[WRITE_ID_PROPERTY];
-  if (typeof holder === 'string' && !ownAttempts.has(holder) && isPendingReservation(existing, primaryNow, nowMs)) return { kind: 'busy' };
+  if (typeof holder === 'string' && !ownAttempts.has(holder) && isPendingReservation(existing, primaryNow, nowMs)) {
+    return { kind: 'busy', heldUntil: existing.properties[RESERVED_UNTIL_PROPERTY] as Date };
+  }
   return { kind: 'ours', etag: existing.etag };
 }
 
-/** The CONFLICT a write gets when a unique value it wants belongs to another entity. */
-export function uniqueKeyTaken(entityName: string, w: TableWrite & { index: IndexModel }): TablegraphError {
+/** Until when a key is held by a write that may still commit (a busy or taken key's lease); undefined otherwise. */
+export function heldUntilOf(state: KeyState): Date | undefined {
+  return state.kind === 'busy' || state.kind === 'taken' ? state.heldUntil : undefined;
+}
+
+/** Whether a stored index entity is a reservation not yet confirmed: its write's id and lease are still on it. */
+function unconfirmed(existing: StoredEntity): boolean {
+  return typeof existing.properties[WRITE_ID_PROPERTY] === 'string' && existing.properties[RESERVED_UNTIL_PROPERTY] instanceof Date;
+}
+
+/**
+ * What is stored at a unique key (`existing`, just read), for the write `claimant`, with what that takes read after it:
+ * the claimant's own entity when the key names it (classifyKey); the other entity when the key is another's
+ * reservation not yet confirmed. That one's write may have failed: a reservation no longer pending whose entity does
+ * not derive it is deleted (If-Match on the ETag it was read with: the module's rule), and the key is free; one still
+ * pending holds the key until its lease ends (`heldUntil`).
+ * @throws storage errors of the reads and the delete
+ */
+export async function readKeyState(
+  store: TableStore,
+  claimant: KeyClaimant & { index: IndexModel },
+  existing: StoredEntity | null,
+  observer?: StorageObserver,
+): Promise<KeyState> {
+  const { entity, primary, takeOverFrom } = claimant;
+  if (existing && !pointsAt(entity, existing, primary) && !(takeOverFrom && pointsAt(entity, existing, takeOverFrom))) {
+    if (!unconfirmed(existing)) return { kind: 'taken' };
+    return lapsedReservation(store, claimant, existing, observer);
+  }
+  const primaryNow = existing ? await store.getEntity(primary, { observer }) : null;
+  return classifyKey(claimant, existing, primaryNow, Date.now());
+}
+
+/** Another entity's reservation not confirmed (readKeyState): held while pending or derived, else deleted and free. */
+async function lapsedReservation(
+  store: TableStore,
+  claimant: { entity: EntityModel; index: IndexModel },
+  existing: StoredEntity,
+  observer?: StorageObserver,
+): Promise<KeyState> {
+  const { entity, index } = claimant;
+  const other = primaryAddress(entity, existing.properties);
+  const fresh = await store.getEntity(other, { observer });
+  if (isPendingReservation(existing, fresh, Date.now())) return { kind: 'taken', heldUntil: existing.properties[RESERVED_UNTIL_PROPERTY] as Date };
+  if (fresh && stateId(fresh) === existing.properties[WRITE_ID_PROPERTY]) return { kind: 'taken' }; // committed, not yet confirmed
+  let derived: TableWrite | undefined;
+  try {
+    derived = fresh && fresh.properties[ENTITY_TYPE_PROPERTY] === entity.entityType ? indexWrite(index, valuesOf(entity, fresh.properties)) : undefined;
+  } catch {
+    derived = undefined; // its values form no key now: it derives nothing
+  }
+  if (derived && derived.entity.partitionKey === existing.partitionKey && derived.entity.rowKey === existing.rowKey) return { kind: 'taken' };
+  const address = { table: index.layout.table, partitionKey: existing.partitionKey, rowKey: existing.rowKey };
+  try {
+    await store.deleteEntity(address, { observer, ifMatch: existing.etag });
+    return { kind: 'free' };
+  } catch (e) {
+    if (isTablegraphError(e, ErrorCode.CONFLICT)) return { kind: 'taken' }; // rewritten since: someone holds it now
+    throw e;
+  }
+}
+
+/**
+ * The CONFLICT a write gets when a unique value it wants belongs to another entity — or, with `heldUntil`, is held by a
+ * write of another entity that may still commit: free again by then if it does not (`extensions.heldUntil`, ISO 8601).
+ */
+export function uniqueKeyTaken(entityName: string, w: TableWrite & { index: IndexModel }, heldUntil?: Date): TablegraphError {
   const fields = [...new Set([...w.index.layout.partitionKey.fields, ...w.index.layout.rowKey.fields])];
   const taken = fields.map((f) => `${f} ${JSON.stringify(String(w.entity.properties[f]?.value))}`).join(', ');
-  return new TablegraphError(ErrorCode.CONFLICT, `${entityName}: ${taken} is already taken (unique index ${w.index.name})`, {
+  const why = heldUntil
+    ? `is held by a write of another ${entityName} not yet settled (unique index ${w.index.name}): free again at ${heldUntil.toISOString()} unless that write is stored`
+    : `is already taken (unique index ${w.index.name})`;
+  return new TablegraphError(ErrorCode.CONFLICT, `${entityName}: ${taken} ${why}`, {
     reason: 'UniqueKeyTaken',
     index: w.index.name,
     fields,
+    ...(heldUntil && { heldUntil: heldUntil.toISOString() }),
   });
+}
+
+/**
+ * The CONFLICT of a write whose unique value another attempt of the same entity holds, one that may still commit
+ * (its answer lost, say), until `heldUntil` at the latest (`extensions.heldUntil`, ISO 8601): try again after it.
+ */
+export function reservationBusy(entityName: string, w: TableWrite & { index: IndexModel }, heldUntil?: Date): TablegraphError {
+  const until = heldUntil ? `, until ${heldUntil.toISOString()} at the latest` : '';
+  return new TablegraphError(
+    ErrorCode.CONFLICT,
+    `${entityName}: another write of this entity, not yet settled, holds ${w.index.name} ${w.entity.rowKey}${until}: try again then`,
+    { reason: 'ReservationBusy', ...(heldUntil && { heldUntil: heldUntil.toISOString() }) },
+  );
 }
 
 /** One reservation to make: the claimant's key (`write`, of a unique index) and the reservation entity to store there. */
@@ -148,16 +236,12 @@ export interface KeyClaim extends KeyClaimant {
  *   (reason ReservationBusy) when another attempt of this entity still holds it; storage errors
  */
 export async function reserveKey(store: TableStore, claim: KeyClaim, first: KeyState): Promise<HeldReservation> {
-  const { entity, write: w, reservation, primary, observer } = claim;
+  const { entity, write: w, reservation, observer } = claim;
   const address = addressOfWrite(w);
   let state = first;
   for (let attempt = 1; ; attempt++) {
-    if (state.kind === 'taken') throw uniqueKeyTaken(entity.name, w);
-    if (state.kind === 'busy' || attempt > 5) {
-      throw new TablegraphError(ErrorCode.CONFLICT, `${entity.name}: another write of this entity holds ${w.index.name} ${address.rowKey} meanwhile`, {
-        reason: 'ReservationBusy',
-      });
-    }
+    if (state.kind === 'taken') throw uniqueKeyTaken(entity.name, w, state.heldUntil);
+    if (state.kind === 'busy' || attempt > 5) throw reservationBusy(entity.name, w, heldUntilOf(state));
     try {
       const etag =
         state.kind === 'free'
@@ -167,9 +251,7 @@ export async function reserveKey(store: TableStore, claim: KeyClaim, first: KeyS
     } catch (e) {
       if (!isTablegraphError(e, ErrorCode.CONFLICT) && !isTablegraphError(e, ErrorCode.NOT_FOUND)) throw e;
     }
-    const existing = await store.getEntity(address, { observer });
-    const primaryNow = existing && pointsAt(entity, existing, primary) ? await store.getEntity(primary, { observer }) : null;
-    state = classifyKey(claim, existing, primaryNow, Date.now());
+    state = await readKeyState(store, { ...claim, index: w.index }, await store.getEntity(address, { observer }), observer);
   }
 }
 
