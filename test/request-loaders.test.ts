@@ -36,6 +36,9 @@ beforeAll(async () => {
   await store.submitTransaction(T, ops);
 });
 
+// Its table is not under a test prefix (test/setup/environment.js drops those): dropped here.
+afterAll(() => store.deleteTable(T));
+
 test.each([1, 3, 16])('%i calls in flight at most, whatever the request asks at once; each key gets its entity', async (concurrency) => {
   const observer = inFlight();
   const loaders = createLoaders(store, { concurrency, observer });

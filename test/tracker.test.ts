@@ -137,9 +137,10 @@ describe('npm run load', () => {
     expect(stdout).toContain(`Label            rows ${labels.length}, loaded ${labels.length}`);
     expect(stdout).toContain(`IssueLabel       rows ${issueLabelRows.length}, loaded ${issueLabels.length} (0 unchanged), kept 0, skipped 1`);
     expect(stdout).toMatch(/failed EGTs\s+0/);
-    // The progress bar's total: each CSV's lines less its header, each NDJSON file's lines (no header).
+    // The progress bar's total: each CSV's lines less its header, each NDJSON file's lines (no header); its counts are
+    // the summary's: the rows stored and the seven skipped.
     const rowsInFiles = users.length + projects.length + issueRows.length + labels.length + issueLabelRows.length + commentLines.length;
-    expect(stderr).toContain(`stored ${rowsInFiles}/${rowsInFiles} rows (${rowsInFiles} read,`);
+    expect(stderr).toContain(`${rowsInFiles}/${rowsInFiles} rows done (100%): ${rowsInFiles - 7} stored, 7 skipped; ${rowsInFiles} read,`);
     expect(stderr).toContain(`issues.csv:${line('Reopened state')}: state: "REOPENED" is not one of OPEN, CLOSED`);
     expect(stderr).toContain(`issues.csv:${line('Ghost reporter')}: reporter: no User at users/ghost`);
     expect(stderr).toContain(`issues.csv:${line('Duplicate of 3')}: the same Issue as line 4`);
