@@ -8,7 +8,10 @@ import type { Logger } from '../log';
 import type { LoadProgress } from './load-entities';
 import { formatSeconds, TimeLeft } from './time-left';
 
-/** Progress so far: data rows read (malformed included), rows done (stored, or skipped), of them skipped, entities written, EGTs committed. */
+/**
+ * Progress so far: data rows read (malformed included), rows done (stored, or skipped), of them skipped, entities
+ * written and planned, EGTs committed.
+ */
 export type ImportProgress = Omit<LoadProgress, 'type'>;
 
 /** Receives progress updates; `stop` ends the bar (or logs the last line). */
@@ -66,7 +69,7 @@ function shown(p: ImportProgress, total: number) {
 /**
  * The bar counts rows **done** — stored (each of their entities committed, or none needed) or skipped — not rows read,
  * and shows 100% only once `stop` is called after the last write: summary holders and stale index entities, written
- * after the rows, included. The time left is the recent rate's (LoadTimeLeft).
+ * after the rows, included. The time left is LoadTimeLeft's.
  * @param opts.totalRows the expected data rows (see estimateDataRows)
  * @param opts.log where the periodic lines go when the bar is off
  * @param opts.intervalMs minimum time between two log lines (ms, default 2000)
@@ -88,10 +91,10 @@ export function createImportProgress(opts: {
 const NOTHING: ImportProgress = { rowsRead: 0, rowsStored: 0, rowsSkipped: 0, entitiesWritten: 0, entitiesPlanned: 0, transactions: 0 };
 
 /**
- * The time left of a load, from the recent rate of its work: the entities it writes, towards what all its rows will
- * write (the entities planned per row read so far, times the rows) — the EGTs of the last partitions, written once
- * every row is read, are work too, which the rows they complete do not show until then. Rows done stand in while
- * nothing is planned (every row stored as it is already).
+ * The time left of a load, from the time its work has taken so far (time-left.ts): the entities it writes, towards what
+ * all its rows will write (the entities planned per row read so far, times the rows) — the EGTs of the last
+ * partitions, written once every row is read, are work too, which the rows they complete do not show until then. Rows
+ * done stand in while nothing is planned (every row stored as it is already).
  */
 class LoadTimeLeft {
   private readonly entities = new TimeLeft();
