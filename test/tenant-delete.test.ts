@@ -119,8 +119,12 @@ async function rawBlobs(connection: string): Promise<Array<{ name: string; text:
   for await (const c of service.listContainers()) {
     const container = service.getContainerClient(c.name);
     for await (const b of container.listBlobsFlat()) {
-      const bytes = await container.getBlobClient(b.name).downloadToBuffer();
-      blobs.push({ name: `${c.name}/${b.name}`, text: (b.name.endsWith('.gz') ? gunzipSync(bytes) : bytes).toString('utf8') });
+      // A blob the capture passes replace (their lease's) may be gone between the listing and its read: not there now.
+      const bytes = await container
+        .getBlobClient(b.name)
+        .downloadToBuffer()
+        .catch((e: { statusCode?: number }) => (e.statusCode === 404 ? undefined : Promise.reject(e)));
+      if (bytes) blobs.push({ name: `${c.name}/${b.name}`, text: (b.name.endsWith('.gz') ? gunzipSync(bytes) : bytes).toString('utf8') });
     }
   }
   return blobs;

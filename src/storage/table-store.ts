@@ -5,7 +5,7 @@
  * call reports its cost to the caller's observer.
  */
 import { odata, TableClient, TableEntity, TableServiceClient } from '@azure/data-tables';
-import { ErrorCode, TablegraphError } from '../errors';
+import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { createDefaultHttpClient, createHttpHeaders, createPipelineRequest } from '@azure/core-rest-pipeline';
 import { fromSdkEntity, fromWireEntity, selectWithKeys as withKeys, toSdkEntity } from './edm';
 import { egtEtags, egtRequest, type EgtDialect } from './egt-request';
@@ -477,8 +477,12 @@ export class TableStore {
       const after = places.find((p) => p.key > key!);
       return { entities: [], ...(after && { continuationToken: placeToken(after.key, undefined) }) };
     }
-    const page = here.place
-      ? await here.place.store.ensureTable(here.place.table).then(() => here.place!.store.scanPage(here.place!.table, inner, opts))
+    // A place's table is read, never made: one not there holds nothing (a tenant's own tables, dropped by its delete,
+    // must not be made again by a scan of a process that has not yet read that the tenant is gone).
+    const page: { entities: StoredEntity[]; continuationToken?: string } = here.place
+      ? await here.place.store
+          .scanPage(here.place.table, inner, opts)
+          .catch((e: unknown) => (isTablegraphError(e, ErrorCode.NOT_FOUND) ? { entities: [] } : Promise.reject(e)))
       : await this.scanHere(table, inner, opts);
     const entities = page.entities.filter((e) => here.keep(e.partitionKey));
     const next = page.continuationToken ? placeToken(here.key, page.continuationToken) : places[at + 1] && placeToken(places[at + 1].key, undefined);
