@@ -15,7 +15,7 @@ import { createLogger } from '../src/log';
 import { createImportProgress, estimateDataRows } from '../src/load/progress';
 import pino from 'pino';
 import { TableStore } from '../src/storage/table-store';
-import { chicagoCsvText, compileHr, connectionString, testStore, uniquePrefix } from './support/harness';
+import { compileHr, connectionString, testStore, uniquePrefix, writeChicagoSlice } from './support/harness';
 import { startStorageProxy } from './support/storage-proxy';
 
 jest.setTimeout(120_000);
@@ -62,13 +62,7 @@ function framesOf(text: string): Frame[] {
 
 test('the bar counts rows stored, shows no non-number, and reaches 100% only once every entity is written', async () => {
   const file = path.join(tmp, 'slice.csv');
-  fs.writeFileSync(
-    file,
-    `${chicagoCsvText()
-      .split('\n')
-      .slice(0, ROWS + 1)
-      .join('\n')}\n`,
-  );
+  writeChicagoSlice(file, ROWS);
   const { model } = compileHr(uniquePrefix());
   const screen = terminal();
   const progress = createImportProgress({ totalRows: await estimateDataRows(file), log: createLogger({ level: 'silent' }), stream: screen.stream });
@@ -97,13 +91,7 @@ test('the bar counts rows stored, shows no non-number, and reaches 100% only onc
 
 test('log lines: the percent, rows stored and skipped, and an ETA within ±35% of the time left from 25% on, as the service slows', async () => {
   const file = path.join(tmp, 'slow.csv');
-  fs.writeFileSync(
-    file,
-    `${chicagoCsvText()
-      .split('\n')
-      .slice(0, ROWS + 1)
-      .join('\n')}\nnot,a,row\n`,
-  );
+  writeChicagoSlice(file, ROWS, ['not,a,row']);
   // Each EGT held for its entities, a little longer per entity than the one before — 3 ms per entity at first, some
   // 5 ms at the end — as a service whose tables grow.
   let entities = 0;

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { importEmployees } from '../examples/hr/import/import-employees';
 import { readChicagoCsv } from '../examples/hr/import/chicago-csv';
 import { TableStore } from '../src/storage/table-store';
-import { chicagoCsvText, compileHr, connectionString, testStore, uniquePrefix } from './support/harness';
+import { compileHr, connectionString, testStore, uniquePrefix, writeChicagoSlice } from './support/harness';
 import { startStorageProxy, type StorageProxy } from './support/storage-proxy';
 import { testSeed } from './support/seed';
 
@@ -25,13 +25,7 @@ let proxy: StorageProxy | undefined;
 beforeAll(() => {
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tablegraph-read-back-'));
   file = path.join(tmp, 'slice.csv');
-  fs.writeFileSync(
-    file,
-    `${chicagoCsvText()
-      .split('\n')
-      .slice(0, ROWS + 1)
-      .join('\n')}\n`,
-  );
+  writeChicagoSlice(file, ROWS);
 });
 afterEach(async () => {
   await proxy?.close();

@@ -32,6 +32,19 @@ export function chicagoCsvText(): string {
   return gunzipSync(fs.readFileSync(CHICAGO_CSV)).toString('utf8');
 }
 
+/** Writes the snapshot's header and first `rows` rows to `file` (a CSV the import takes), then the lines of `more`. */
+export function writeChicagoSlice(file: string, rows: number, more: string[] = []): void {
+  fs.writeFileSync(
+    file,
+    `${[
+      ...chicagoCsvText()
+        .split('\n')
+        .slice(0, rows + 1),
+      ...more,
+    ].join('\n')}\n`,
+  );
+}
+
 /** The test run's Azurite connection string. */
 export function connectionString(): string {
   const cs = process.env.AZURE_STORAGE_CONNECTION_STRING;
