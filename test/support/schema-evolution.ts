@@ -78,6 +78,9 @@ export class Deployment {
       TABLEGRAPH_TABLE_PREFIX: this.prefix,
       TABLEGRAPH_BUILD_POLL_MS: '300',
       TABLEGRAPH_RATE_LIMIT: '1000000',
+      // As its commands: storage that froze for a few seconds (Azurite's clean-up beside two other storms) is waited
+      // for, not refused, so a setup write is not refused on a busy machine.
+      TABLEGRAPH_STORAGE_TIMEOUT_MS: '30000',
       ...QUEUE_ENV,
       ...env,
     });
