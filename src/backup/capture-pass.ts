@@ -2,20 +2,22 @@
  * Continuous backup's copy (docs/backup.md): a capture pass reads the change entities committed since the last
  * complete pass (src/model/change-log.ts: with capture on, every write keeps one, with the entity's image, in its own
  * EGT), writes them to Blob storage as immutable compressed segments with a manifest (change-format.ts), then says so
- * in `changes/latest.json` — and only then deletes the change entities it copied.
+ * in `changes/latest.json` — and only then deletes the change entities that may go.
  *
- * Which changes: each entity table is read with a filter the service applies (EntityType `~Change`, Timestamp at or
- * after the last complete pass's start by the service's clock, less CLOCK_MARGIN_MS; a table that pass did not read,
- * from the start) — a read of the whole table, never on a request path, whose cost grows with the table, not with
- * the changes. A change committed while the pass
- * reads is in this pass or the next one; one read twice is in two segments, and a restore takes it once (its RowKey).
- * So when a pass completes, every write acknowledged before it started is in a durable segment: its start is the
- * latest restorable time.
+ * Which changes: those of the partitions the capture journal names (src/model/capture-journal.ts: each writer marks a
+ * partition, once a ten-second bucket, before its first EGT there), each partition's change entities read by a
+ * range query — from LOOKBACK_MS before the window's start, by the writers' clocks — filtered by their service
+ * Timestamp: at or after the last complete pass's start by the service's clock, less CLOCK_MARGIN_MS. A pass reads
+ * what was written since the last one, whatever the size of the tables: no table of the data is read whole. (A
+ * container whose last pass is of the format before the journal has every table read whole once, by the first pass.)
+ * A change committed while the pass reads is in this pass or the next one; one read twice is in two segments, and a
+ * restore takes it once (its RowKey). So when a pass completes, every write acknowledged before it started is in a
+ * durable segment: its start is the latest restorable time.
  *
- * Which are deleted: those committed before this pass's start (less the margin) and older than FENCE_WINDOW_MS — a
- * writer whose EGT's answer was lost decides its fate by the change entity for some minutes (src/write/change-fence.ts),
- * and one deleted under it would read as "never applied" — and, for types a subscription follows, older than the
- * subscriptions' retention.
+ * Which are deleted: the partitions a pass copied from go in the journal's trim queue, due after FENCE_WINDOW_MS (a
+ * writer whose EGT's answer was lost decides its fate by the change entity for some minutes: change-fence.ts) — for
+ * types a subscription follows, after the subscriptions' retention — and a later pass deletes their change entities
+ * made before its window, one partition at a time. The marks no later pass reads are deleted last.
  *
  * Guide sections: "Log tail pattern", "Entity Group Transactions".
  */
@@ -29,6 +31,8 @@ import { BACKUP_FORMAT } from './backup-format';
 import { readJsonBlob, snapshotId, writeJsonBlob } from './backup-blobs';
 import { encodeChangeSegment, CHANGES, LATEST_PASS, type CapturedChange, type ChangeSegmentRecord, type LatestPass, type PassManifest } from './change-format';
 import { entityTables } from './snapshot';
+import { bucketOf, JOURNAL_BUCKET_MS, LOOKBACK_MS, type MarkedPartition } from '../model/capture-journal';
+import { deleteJournalRows, partitionChanges, partitionId, queueTrims, readJournal, trimPartition, type JournalRow } from './journal-reads';
 
 /** How far the service's clocks (Table and Blob) may differ, and a commit take to show (ms): read again, not missed. */
 export const CLOCK_MARGIN_MS = 5_000;
@@ -140,9 +144,75 @@ function p99(values: number[]): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil(sorted.length * 0.99) - 1)];
 }
 
+/** The changes a pass read, its reads (for the bench and `backup status`), and the partitions it copied from. */
+interface PassReads {
+  /** Journal marks read (rows), the partitions they named, and the change entities read in those. */
+  marks: number;
+  partitions: number;
+  rows: number;
+  /** The partitions changes were copied from, and whether any of them is of a type a subscription follows. */
+  copied: Map<string, { partition: MarkedPartition; followed: boolean }>;
+  /** The marks read: those before the next window's start are deleted once the pass is recorded. */
+  journal: JournalRow[];
+}
+
 /**
- * One capture pass (see the file comment): copies the changes committed since the last complete pass, records the
- * pass, then deletes the change entities it may.
+ * The pass's changes from the journal: every partition marked from the window's start on (and any older mark left
+ * behind), then each one's change entities committed since `since`.
+ */
+async function readMarked(opts: CapturePassOptions, writer: SegmentWriter, since: Date | undefined): Promise<PassReads> {
+  const journal = await readJournal(opts.store, opts.tablePrefix, 'c');
+  const followed = followedTypes(opts.model);
+  const partitions = new Map<string, MarkedPartition>();
+  for (const row of journal) partitions.set(partitionId(row.partition), row.partition);
+  const reads: PassReads = { marks: journal.length, partitions: partitions.size, rows: 0, copied: new Map(), journal };
+  for (const [id, partition] of partitions) {
+    for await (const page of partitionChanges(opts.store, partition, since)) {
+      reads.rows += page.length;
+      for (const e of page) {
+        const c = captured(opts, partition.table, e);
+        if (!c) continue;
+        await writer.add(c);
+        const seen = reads.copied.get(id);
+        reads.copied.set(id, { partition, followed: (seen?.followed ?? false) || followed.has(c.of) });
+      }
+    }
+  }
+  return reads;
+}
+
+/** The entity types a subscription follows: their change entities are kept for its retention. */
+function followedTypes(model: Model): Set<string> {
+  return new Set([...model.entities.values()].filter((e) => e.changeLogged).map((e) => e.entityType));
+}
+
+/**
+ * A pass of a container whose last pass was of the format before the journal: every entity table read whole for the
+ * changes since (as that format did), once — the journal is read from the next pass on.
+ */
+async function readTablesOnce(opts: CapturePassOptions, writer: SegmentWriter, since: Date | undefined): Promise<PassReads> {
+  const reads: PassReads = { marks: 0, partitions: 0, rows: 0, copied: new Map(), journal: [] };
+  const followed = followedTypes(opts.model);
+  for (const table of await entityTables(opts.store, opts.model)) {
+    for await (const page of opts.store.scan(table, { entityType: CHANGE_ENTITY_TYPE, ...(since && { committedSince: since }) })) {
+      reads.rows += page.length;
+      for (const e of page) {
+        const c = captured(opts, table, e);
+        if (!c) continue;
+        await writer.add(c);
+        const partition = { table, partitionKey: e.partitionKey };
+        const id = partitionId(partition);
+        reads.copied.set(id, { partition, followed: (reads.copied.get(id)?.followed ?? false) || followed.has(c.of) });
+      }
+    }
+  }
+  return reads;
+}
+
+/**
+ * One capture pass (see the file comment): copies the changes committed since the last complete pass, queues the
+ * partitions they came from for their trim, records the pass, then deletes the change entities that are due and the
+ * journal rows no later pass needs.
  * @returns the pass as latest.json now names it, and how many change entities were deleted
  * @throws TablegraphError STORAGE_UNAVAILABLE and others from storage (nothing is deleted then: the next pass reads
  *   the same changes again); DATA_INTEGRITY (reason BackupCorrupt) for a change entity whose image cannot be read
@@ -157,19 +227,37 @@ export async function runCapturePass(opts: CapturePassOptions): Promise<PassResu
   const since = previous ? new Date(Date.parse(previous.serviceStartedAt) - CLOCK_MARGIN_MS) : undefined;
   const id = snapshotId(started);
   const writer = new SegmentWriter(opts, id);
-  const tables = await entityTables(store, opts.model);
-  // A table the last pass did not read (a type of a newer schema, a worker of an older one) is read whole.
-  const known = previous?.tables && new Set(previous.tables);
-  for (const table of tables) {
-    const from = since && (!known || known.has(table)) ? since : undefined;
-    for await (const page of store.scan(table, { entityType: CHANGE_ENTITY_TYPE, ...(from && { committedSince: from }) })) {
-      for (const e of page) {
-        const c = captured(opts, table, e);
-        if (c) await writer.add(c);
-      }
-    }
-  }
+  const reads = previous && !previous.journal ? await readTablesOnce(opts, writer, since) : await readMarked(opts, writer, since);
   await writer.flushAll();
+  // Queued before the pass is recorded: a pass cut short after that records nothing, and the next one queues again.
+  await queueCopied(opts, reads);
+  const latest = await recordPass(opts, { id, started, serviceStarted, previous, writer, reads });
+  const trimmed = await trimDue(opts, new Date(Math.min(serviceStarted.getTime() - CLOCK_MARGIN_MS, Date.now() - FENCE_WINDOW_MS)));
+  // Marks before the next pass's window start are read by no later pass.
+  const nextFrom = serviceStarted.getTime() - CLOCK_MARGIN_MS - LOOKBACK_MS - JOURNAL_BUCKET_MS;
+  await deleteJournalRows(
+    store,
+    opts.tablePrefix,
+    reads.journal.filter((r) => r.start < nextFrom),
+  );
+  return { latest, trimmed };
+}
+
+/** The partitions a pass copied from, in the trim queue: due once the fence window (and a subscription's retention) has passed. */
+async function queueCopied(opts: CapturePassOptions, reads: PassReads): Promise<void> {
+  const now = Date.now();
+  const plain = [...reads.copied.values()].filter((c) => !c.followed).map((c) => c.partition);
+  const followed = [...reads.copied.values()].filter((c) => c.followed).map((c) => c.partition);
+  if (plain.length > 0) await queueTrims(opts.store, opts.tablePrefix, now + FENCE_WINDOW_MS, plain);
+  if (followed.length > 0) await queueTrims(opts.store, opts.tablePrefix, now + Math.max(FENCE_WINDOW_MS, opts.subscriptionRetentionMs), followed);
+}
+
+/** Writes the pass's manifest (when it copied anything), then `changes/latest.json`. @returns latest.json as written */
+async function recordPass(
+  opts: CapturePassOptions,
+  pass: { id: string; started: Date; serviceStarted: Date; previous: LatestPass | undefined; writer: SegmentWriter; reads: PassReads },
+): Promise<LatestPass> {
+  const { id, started, serviceStarted, previous, writer, reads } = pass;
   const finished = new Date();
   const lags = writer.ats.map((at) => finished.getTime() - at);
   if (writer.changes > 0) {
@@ -186,7 +274,7 @@ export async function runCapturePass(opts: CapturePassOptions): Promise<PassResu
       lastAt: writer.lastAt,
       segments: writer.segments,
     };
-    await writeJsonBlob(blobs, container, `${CHANGES}/${id}/manifest.json`, manifest);
+    await writeJsonBlob(opts.blobs, opts.container, `${CHANGES}/${id}/manifest.json`, manifest);
   }
   const latest: LatestPass = {
     ...(writer.changes > 0 && { id }),
@@ -198,43 +286,42 @@ export async function runCapturePass(opts: CapturePassOptions): Promise<PassResu
     lagMaxMs: lags.length > 0 ? Math.max(...lags) : 0,
     lagP99Ms: p99(lags),
     schemaHash: opts.schemaHash,
-    tables,
+    journal: true,
+    read: { marks: reads.marks, partitions: reads.partitions, rows: reads.rows },
   };
-  await writeJsonBlob(blobs, container, LATEST_PASS, latest);
-  const trimmed = await trimCaptured(opts, tables, new Date(Math.min(serviceStarted.getTime() - CLOCK_MARGIN_MS, Date.now() - FENCE_WINDOW_MS)));
-  return { latest, trimmed };
+  await writeJsonBlob(opts.blobs, opts.container, LATEST_PASS, latest);
+  return latest;
 }
 
 /**
- * Deletes the change entities committed before `before` (all in durable segments by then), those of types a
- * subscription follows only past its retention: per partition, EGTs of up to 100 deletes. Best effort: a failed EGT
- * (an entity another pass deleted first) is left for the next pass.
- * @returns how many were deleted
+ * The trims that are due (their bucket over): each partition's change entities made before `before` and copied
+ * already deleted — a subscription's kept for its retention, the partition queued again for then — at most MAX_TRIM
+ * in a pass (the rest stay queued). Best effort: what fails is done by a later pass.
+ * @returns how many change entities were deleted
  */
-async function trimCaptured(opts: CapturePassOptions, tables: string[], before: Date): Promise<number> {
-  const followed = new Set([...opts.model.entities.values()].filter((e) => e.changeLogged).map((e) => e.entityType));
-  const retained = Date.now() - opts.subscriptionRetentionMs;
+async function trimDue(opts: CapturePassOptions, before: Date): Promise<number> {
+  const { store, tablePrefix } = opts;
+  const due = await readJournal(store, tablePrefix, 't', bucketOf(Date.now()));
+  if (due.length === 0) return 0;
+  const followed = followedTypes(opts.model);
+  const retainedAfter = Date.now() - opts.subscriptionRetentionMs;
+  // Made before the pass's window (copied by a complete pass) and past the fence window, by the writers' clocks.
+  const limits = { before: before.getTime() - LOOKBACK_MS, followed, retainedAfter };
   let deleted = 0;
-  for (const table of tables) {
-    const byPartition = new Map<string, string[]>();
-    for await (const page of opts.store.scan(table, { entityType: CHANGE_ENTITY_TYPE, committedBefore: before, select: [CHANGE.of] })) {
-      for (const e of page) {
-        if (followed.has(String(e.properties[CHANGE.of])) && Date.parse(e.timestamp ?? '') >= retained) continue;
-        byPartition.set(e.partitionKey, [...(byPartition.get(e.partitionKey) ?? []), e.rowKey]);
-      }
-      if ([...byPartition.values()].reduce((n, l) => n + l.length, 0) >= MAX_TRIM) break;
-    }
-    for (const [partitionKey, rowKeys] of byPartition) {
-      for (let i = 0; i < rowKeys.length; i += 100) {
-        const batch = rowKeys.slice(i, i + 100).map((rowKey) => ({ kind: 'delete' as const, partitionKey, rowKey, ifMatch: '*' }));
-        try {
-          await opts.store.submitTransaction(table, batch);
-          deleted += batch.length;
-        } catch (err) {
-          opts.log?.debug({ err, table, partitionKey }, 'backup: captured change entities not deleted this time');
-        }
-      }
+  const done: JournalRow[] = [];
+  const again = new Map<string, MarkedPartition>();
+  for (const row of due) {
+    if (deleted >= MAX_TRIM) break;
+    try {
+      const trim = await trimPartition(store, row.partition, { ...limits, most: MAX_TRIM - deleted });
+      deleted += trim.deleted;
+      if (trim.kept) again.set(partitionId(row.partition), row.partition);
+      done.push(row);
+    } catch (err) {
+      opts.log?.debug({ err, table: row.partition.table, partitionKey: row.partition.partitionKey }, 'backup: captured change entities not deleted this time');
     }
   }
+  if (again.size > 0) await queueTrims(store, tablePrefix, Date.now() + Math.min(FENCE_WINDOW_MS, opts.subscriptionRetentionMs), again.values());
+  await deleteJournalRows(store, tablePrefix, done);
   return deleted;
 }

@@ -94,10 +94,14 @@ export interface LatestPass {
   lagP99Ms: number;
   schemaHash: string;
   /**
-   * The tables the pass read (a worker of another schema version reads others): a table the next pass finds that is
-   * not here is read whole, not from the pass's start on. Absent in a pass of an older format: taken as every table.
+   * The tables the pass read, in the format before the capture journal: a pass after one of that format reads every
+   * table once (capture-pass.ts readTablesOnce). Not written any more.
    */
   tables?: string[];
+  /** The pass read the capture journal (src/model/capture-journal.ts): the next one reads it too. */
+  journal?: true;
+  /** What it read: journal marks, the partitions they named, the change entities read in those (rows). */
+  read?: { marks: number; partitions: number; rows: number };
 }
 
 /** The key of an entity's address, its table after the prefix (a restore's replay keeps one change per key). */

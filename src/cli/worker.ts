@@ -38,6 +38,7 @@ runMain(
       blobs,
       changeRetentionMs: config.subscriptions.retentionMs,
       capture: config.backup.capture,
+      tablePrefix: config.tablePrefix,
       log,
       gate: deployment.states,
     });

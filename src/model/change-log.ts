@@ -284,6 +284,12 @@ export function isChangeEntity(e: EntityToWrite): boolean {
   return e.properties[ENTITY_TYPE_PROPERTY]?.value === CHANGE_ENTITY_TYPE;
 }
 
+/** The PartitionKey of the change entities an EGT holds; undefined when it holds none. */
+export function changedPartition(operations: readonly TransactionOperation[]): string | undefined {
+  const change = operations.find((op) => op.kind === 'create' && isChangeEntity(op.entity));
+  return change && change.kind === 'create' ? change.entity.partitionKey : undefined;
+}
+
 /**
  * The EGT's operations with every change entity's RowKey made anew from the time now (nextChangeTime), keeping its
  * write id: called right before the EGT is sent, so that a change's time is never earlier than its EGT by more than

@@ -14,8 +14,14 @@ export interface StorageCost {
   partitionScans: number;
   /** Table scans: always 0 on a request path. */
   tableScans: number;
-  /** Entity-group transactions and single-entity writes sent. */
+  /** Entity-group transactions and single-entity writes sent (the request's data, its indexes, summaries, messages). */
   writes: number;
+  /**
+   * Marks in continuous backup's capture journal written before an EGT with change entities: at most one per
+   * partition written and 10-s bucket in a process, 0 when capture is off (docs/backup.md). Not in `writes`; in
+   * `roundTrips` and the bill.
+   */
+  captureMarks: number;
   /** HTTP round trips to the Table service, continuation pages included. */
   roundTrips: number;
   /** Entities returned by all reads. */
@@ -50,6 +56,7 @@ export class CostTracker implements StorageObserver {
     partitionScans: 0,
     tableScans: 0,
     writes: 0,
+    captureMarks: 0,
     roundTrips: 0,
     entitiesRead: 0,
     waves: 0,
@@ -87,7 +94,8 @@ export class CostTracker implements StorageObserver {
         this.cost.entitiesRead += record.entities;
         break;
       default:
-        this.cost.writes += 1;
+        if (record.captureMark) this.cost.captureMarks += 1;
+        else this.cost.writes += 1;
     }
     this.cost.roundTrips += record.roundTrips;
     this.cost.azureTransactions += record.roundTrips;

@@ -71,7 +71,7 @@ export function worstCaseMoney(
 }
 
 /** Storage calls one mutation field may make at most: entity and holder reads, the unique value's read, insert and
- *  confirmation, the fan-out message, the EGT. */
+ *  confirmation, the fan-out message, the capture journal's mark (continuous backup) and the EGT. */
 export const WRITE_CALLS = 8;
 
 /**
@@ -86,7 +86,8 @@ function writeCalls(model: Model, write: WriteModel): number {
 
 /**
  * Storage calls a `@transaction` field may make at most: per item its entity, each summary holder and each reference
- * it may read (transaction-runner.ts reads them in waves), and a read back after a lost answer; then the EGT.
+ * it may read (transaction-runner.ts reads them in waves), and a read back after a lost answer; then the capture
+ * journal's mark (continuous backup) and the EGT.
  */
 function transactionCalls(model: Model, tx: TransactionModel): number {
   let perItem = 0;
@@ -94,7 +95,7 @@ function transactionCalls(model: Model, tx: TransactionModel): number {
     const holders = [...model.summaries.values()].filter((s) => s.of === w.entity).length;
     perItem = Math.max(perItem, 2 + holders + (model.references.get(w.entity.name)?.length ?? 0));
   }
-  return tx.maxItems * perItem + 1;
+  return tx.maxItems * perItem + 2;
 }
 
 /** Multiplicities beyond this are counted as this: the estimate only has to be over the budget, not exact. */

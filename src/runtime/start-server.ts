@@ -190,6 +190,7 @@ function writerOf(config: Config, storage: OpenStorage, runtime: { model: Model;
     blobs: { store: storage.blobs, cleanupDelaySeconds: config.blobCleanupDelaySeconds },
     changeRetentionMs: config.subscriptions.retentionMs,
     capture: config.backup.capture,
+    tablePrefix: config.tablePrefix,
     log,
     gate: runtime.gate,
   });

@@ -114,6 +114,8 @@ export interface StorageCallRecord {
   roundTrips: number;
   /** Wall time in ms, including SDK retries. */
   ms: number;
+  /** True for a write of continuous backup's capture journal on a writer's behalf (src/write/journal-marks.ts). */
+  captureMark?: boolean;
 }
 
 /**

@@ -62,13 +62,17 @@ type RawEntity = Record<string, unknown>;
 type WriteMode = 'merge' | 'replace';
 type Etag = string | undefined;
 /**
- * A scan's filters (the service applies them): one partition or a range of them, one EntityType, and the entities whose service
- * Timestamp is at or after `since` (`committedSince`) or before `before` (`committedBefore`).
+ * A scan's filters (the service applies them): one partition or a range of them, a RowKey range within, one EntityType,
+ * and the entities whose service Timestamp is at or after `since` (`committedSince`) or before `before`
+ * (`committedBefore`). With `partitionKey` and `rowKeyRange` it is a range query of one partition (its RowKeys bound
+ * what the service reads), answered page by page.
  */
 type ScanOptions = CallOptions & {
   partitionKey?: string;
   /** PartitionKeys from `from` (inclusive) to `to` (exclusive): one tenant's key range, say (src/model/tenancy.ts). */
   partitionKeyRange?: { from: string; to: string };
+  /** RowKeys from `from` (inclusive) to `to` (exclusive): a partition's change entities, say (src/model/change-log.ts). */
+  rowKeyRange?: { from: string; to: string };
   entityType?: string;
   committedSince?: Date;
   committedBefore?: Date;
@@ -442,13 +446,14 @@ export class TableStore {
       ...(opts.partitionKeyRange === undefined
         ? []
         : [odata`PartitionKey ge ${opts.partitionKeyRange.from}`, odata`PartitionKey lt ${opts.partitionKeyRange.to}`]),
+      ...(opts.rowKeyRange === undefined ? [] : [odata`RowKey ge ${opts.rowKeyRange.from}`, odata`RowKey lt ${opts.rowKeyRange.to}`]),
       ...(opts.entityType === undefined ? [] : [odata`EntityType eq ${opts.entityType}`]),
       ...(opts.committedSince === undefined ? [] : [odata`Timestamp ge ${opts.committedSince}`]),
       ...(opts.committedBefore === undefined ? [] : [odata`Timestamp lt ${opts.committedBefore}`]),
     ];
     const queryOptions = { filter: filters.length > 0 ? filters.join(' and ') : undefined, select: withKeys(opts.select) };
     const maxPageSize = Math.min(opts.pageSize ?? MAX_PAGE_SIZE, MAX_PAGE_SIZE);
-    const kind = opts.partitionKey === undefined ? 'tableScan' : 'partitionScan';
+    const kind = opts.partitionKey === undefined ? 'tableScan' : opts.rowKeyRange === undefined ? 'partitionScan' : 'rangeQuery';
     const page = await this.call(kind, opts, { operation: 'scan', table }, async (latch, cost) => {
       const list = client.listEntities<RawEntity>({ queryOptions, disableTypeConversion: true, abortSignal: latch.signal });
       const next = await list.byPage({ maxPageSize, continuationToken }).next();

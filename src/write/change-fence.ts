@@ -22,6 +22,7 @@ import { CHANGE_ENTITY_TYPE, changeTime, fenceEntity, isChangeEntity, nextChange
 import { ENTITY_TYPE_PROPERTY } from '../model/types';
 import type { Logger } from '../log';
 import type { TableStore } from '../storage/table-store';
+import type { JournalMarks } from './journal-marks';
 import type { TransactionOperation } from '../storage/storage-types';
 
 /** Attempts of one fence in the background (with back-off from 1 s to 30 s: some five minutes). */
@@ -37,6 +38,8 @@ export interface ChangeFenceOptions {
    * readers look back (the storage timeout: an EGT is applied within one of its change time, or answered).
    */
   lateAfterMs: number;
+  /** With capture on: the capture journal, where a partition whose changes are told again is marked first. */
+  journal?: JournalMarks;
   log?: Logger;
 }
 
@@ -115,6 +118,8 @@ export class ChangeFences {
     if (!first || first.properties[ENTITY_TYPE_PROPERTY] !== CHANGE_ENTITY_TYPE) return 'fenced';
     const lateBy = Date.parse(first.timestamp ?? '') - changeTime(first.rowKey);
     if (lateBy > this.opts.lateAfterMs) {
+      // Committed late, maybe after the capture passes stopped reading its partition's mark: marked again, now.
+      await this.opts.journal?.mark(table, partitionKey);
       for (const rowKey of rowKeys) {
         const change = rowKey === first.rowKey ? first : await store.getEntity({ table, partitionKey, rowKey });
         if (change) await store.createEntity(table, relayEntity(change, nextChangeTime()));

@@ -3,6 +3,7 @@
  * resolves with, and what the committer is given. Types only.
  */
 import type { ChangeFences } from './change-fence';
+import type { JournalMarks } from './journal-marks';
 import type { Context } from '@opentelemetry/api';
 import type { Model } from '../model/types';
 import type { Logger } from '../log';
@@ -64,4 +65,6 @@ export interface CommitContext {
   fences?: ChangeFences;
   /** Continuous backup captures writes: each adds its change entity with the entity's image (group-plan.ts GroupTarget). */
   capture?: boolean;
+  /** With capture on: the capture journal's marks, made before an EGT with change entities is sent (journal-marks.ts). */
+  journal?: JournalMarks;
 }

@@ -19,7 +19,7 @@ import { isTombstone } from '../model/tombstones';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
-import { CHANGE, isChangeEntity, stampChanges } from '../model/change-log';
+import { CHANGE, changedPartition, isChangeEntity, stampChanges } from '../model/change-log';
 import type { EntityAddress, EntityToWrite, StorageObserver, StoredEntity, TransactionOperation } from '../storage/storage-types';
 import { deleteUnlessDerived } from './index-settle';
 import { sharedObserver } from '../storage/shared-observer';
@@ -285,6 +285,10 @@ export class PartitionCommitter {
   ): Promise<{ group: GroupPlan<PendingWrite>; stamped: TransactionOperation[] } & ({ etags: Array<string | undefined> } | { error: unknown })> {
     const dropped: Array<{ address: EntityAddress; member: PendingWrite }> = [];
     for (;;) {
+      // Its partition in the capture journal, in the bucket of now, before any change of it can be committed
+      // (journal-marks.ts): each attempt, so that a late one is not under a mark the passes have stopped reading.
+      const changed = this.ctx.journal && changedPartition(group.operations);
+      if (changed !== undefined) await this.ctx.journal!.mark(this.table, changed, observer);
       const stamped = stampChanges(group.operations);
       let etags: Array<string | undefined>;
       try {

@@ -9,7 +9,8 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
-import { CHANGE, CHANGE_ENTITY_TYPE, isChangeEntity, stampChanges } from '../model/change-log';
+import type { JournalMarks } from './journal-marks';
+import { CHANGE, CHANGE_ENTITY_TYPE, changedPartition, isChangeEntity, stampChanges } from '../model/change-log';
 import { ENTITY_TYPE_PROPERTY, type Model } from '../model/types';
 import { writtenBy } from '../model/wide-entities';
 import type { TableStore } from '../storage/table-store';
@@ -31,6 +32,8 @@ export interface TransactionRunnerOptions {
   capture?: boolean;
   /** Told of the partition once a transaction committed there (the change log's trimmer). */
   committed?(table: string, partitionKey: string): void;
+  /** With capture on: the capture journal, where the partition is marked before its EGT (journal-marks.ts). */
+  journal?: JournalMarks;
 }
 
 type Outcome = { kind: 'applied'; results: WriteResult[] } | { kind: 'retry' } | { kind: 'failed'; error: unknown };
@@ -57,6 +60,9 @@ export class TransactionRunner {
       const seal = this.opts.capture ? (e: EntityToWrite) => store.sealed(e) : undefined;
       const plan = planTransaction(model, items, state, { target: store.target, table, writeIds, ...(seal && { seal }) });
       const stamped = stampChanges(plan.operations);
+      // Its partition in the capture journal before any change of it can be committed (journal-marks.ts).
+      const changed = this.opts.journal && changedPartition(stamped);
+      if (changed !== undefined) await this.opts.journal!.mark(table, changed, observer);
       let outcome: Outcome;
       try {
         const etags = await store.submitTransaction(table, stamped, { observer });

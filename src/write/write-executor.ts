@@ -26,6 +26,7 @@ import type { Values } from './plan-types';
 import { addressOf, checkIncrement } from './write-plan';
 import { partAddresses, partProperties } from '../model/wide-entities';
 import { ChangeLogTrimmer } from './change-log-trim';
+import { JournalMarks } from './journal-marks';
 import { ChangeFences } from './change-fence';
 import type { Logger } from '../log';
 import { applyBlobs, planBlobs, type BlobPlan, type BlobWriting } from './blob-writes';
@@ -54,6 +55,8 @@ export interface WriteExecutorOptions {
    * trim none. Default false.
    */
   capture?: boolean;
+  /** The deployment's table prefix: with capture on, it names the capture journal's table (default ''). */
+  tablePrefix?: string;
   /** Where a failed trim of the change log, or a failed check after a write (it never fails the write), is said. */
   log?: Logger;
   /**
@@ -91,11 +94,15 @@ export class WriteExecutor {
   readonly changeFences?: ChangeFences;
   /** Entity types whose writes add change entities: their own, or their summary holders' in the same EGT. */
   private readonly logged = new Set<string>();
+  /** With capture on: the partitions written, marked in the capture journal before their changes (journal-marks.ts). */
+  private readonly journal?: JournalMarks;
 
   constructor(private readonly opts: WriteExecutorOptions) {
+    this.journal = opts.capture ? new JournalMarks(opts.store, opts.tablePrefix ?? '') : undefined;
     this.transactions = new TransactionRunner({
       ...opts,
       maxAttempts: opts.maxAttempts ?? 8,
+      journal: this.journal,
       committed: (table, partitionKey) => this.changeLog?.touched(table, partitionKey),
     });
     for (const e of opts.model.entities.values()) if (e.changeLogged || opts.capture) this.logged.add(e.name);
@@ -104,7 +111,7 @@ export class WriteExecutor {
       if (!opts.capture)
         this.changeLog = new ChangeLogTrimmer({ store: opts.store, retentionMs: opts.changeRetentionMs ?? DEFAULT_CHANGE_RETENTION_MS, log: opts.log });
       // A change committed later than its EGT's own timeout after its time is one no reader looks back to.
-      this.changeFences = new ChangeFences({ store: opts.store, lateAfterMs: opts.store.timeoutMs, log: opts.log });
+      this.changeFences = new ChangeFences({ store: opts.store, lateAfterMs: opts.store.timeoutMs, journal: this.journal, log: opts.log });
     }
   }
 
@@ -190,6 +197,7 @@ export class WriteExecutor {
         log: this.opts.log,
         fences: this.changeFences,
         capture: this.opts.capture,
+        journal: this.journal,
       };
       committer = new PartitionCommitter(ctx, address.table, () => this.committers.delete(key));
       this.committers.set(key, committer);

@@ -134,6 +134,7 @@ export function expectCost(response: { extensions?: { cost?: Record<string, unkn
     partitionScans: 0,
     tableScans: 0,
     writes: 0,
+    captureMarks: 0,
     roundTrips: queries,
     azureTransactions: queries,
     storageMs: expect.any(Number),
