@@ -14,6 +14,7 @@ const transform = { '^.+\\.ts$': ['ts-jest', {}] };
 const LONG = [
   'chicago-import',
   'container-layout',
+  'first-minute-restore',
   'idle-writes',
   'large-entities',
   'offline-client',

@@ -16,6 +16,8 @@ import { gunzipSync } from 'node:zlib';
 import { listSnapshots, readSnapshot } from '../src/backup/backup-blobs';
 import { expireSnapshots } from '../src/backup/retention';
 import { restoreProgress, restoreRows } from '../src/backup/restore';
+import { takeSnapshot } from '../src/backup/snapshot';
+import { schemaLayout } from '../src/evolution/deployment';
 import { BlobStore } from '../src/storage/blob-store';
 import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-derived';
 import { compileSchema } from '../src/compiler/compile';
@@ -135,8 +137,12 @@ async function caughtUp(): Promise<void> {
   await until('verify clean on the source', async () => (await verifyDerived({ store: testStore(), model })).ok, { everyMs: 500 });
 }
 
+/** A server on `prefix`; its worker takes no scheduled snapshot (the test takes each one it restores). */
 function serverOn(prefix: string): Promise<TestServer> {
-  return startTestServer({ TABLEGRAPH_SCHEMA_DIR: dir, TABLEGRAPH_TABLE_PREFIX: prefix, TABLEGRAPH_ENCRYPTION_KEYS: KEYS, TABLEGRAPH_RATE_LIMIT: '1000000' });
+  return startTestServer({
+    ...{ TABLEGRAPH_SCHEMA_DIR: dir, TABLEGRAPH_TABLE_PREFIX: prefix, TABLEGRAPH_ENCRYPTION_KEYS: KEYS },
+    ...{ TABLEGRAPH_RATE_LIMIT: '1000000', TABLEGRAPH_BACKUP_SNAPSHOT_HOURS: '0' },
+  });
 }
 
 const plants: string[] = []; // plot/id of every plant created
@@ -305,7 +311,7 @@ test('expire deletes the snapshots older than the retention, an unfinished one t
   const killed = command('backup', ['snapshot'], { TABLEGRAPH_TEST_BUILD_HOLD: 'snapshot@1' });
   await killedAt(killed, 'test hook: snapshot held');
   const unfinished = /snapshot (\d{8}T\d{6}Z-[0-9a-f]{4})/.exec(killed.output())![1];
-  const ids = async () => [...new Set((await blobs.list(container, 'snapshots/')).map((b) => b.name.split('/')[1]))].sort();
+  const ids = async () => [...new Set((await blobs.list(container, 'snapshots/')).map((b) => b.name.split('/')[1]))].filter((n) => n !== 'latest.json').sort();
   expect(await ids()).toEqual([snapshotId, second, unfinished].sort());
 
   // Within the retention: nothing goes.
@@ -321,3 +327,17 @@ test('expire deletes the snapshots older than the retention, an unfinished one t
   const empty = await exitedOk(command('backup', ['snapshot'], { TABLEGRAPH_TABLE_PREFIX: uniquePrefix() }));
   expect(empty).toMatch(/complete in [\d.]+ s\n\S+ .* 0 entities, 0 blobs, 0 segments/);
 }, 120_000);
+
+test('a snapshot reads each table once for all the types stored in it: plots and plants share one table, one query a page', async () => {
+  const compiled = compileSchema(loadSchemaSources(dir), { tablePrefix: source });
+  const calls: Array<{ table: string; kind: string; entities: number }> = [];
+  const manifest = await takeSnapshot({
+    ...{ store: server.store, blobs: testBlobs(), entityBlobs: testBlobs(), container: `${source}-backup`, model: compiled.model, tablePrefix: source },
+    ...{ schemaHash: schemaLayout(compiled.model, compiled.schema).hash, sdl: compiled.sdl, entitiesPerSecond: 0, pageSize: 1000 },
+    observer: { onCall: (r) => calls.push(r) },
+  });
+  const plots = calls.filter((c) => c.table === `${source}Plots`);
+  // Both types' entities (under 1,000) come back in one page of one query of their table.
+  expect(plots).toEqual([expect.objectContaining({ kind: 'tableScan', entities: manifest.rows })]);
+  expect(new Set(manifest.segments.map((s) => s.entityType))).toEqual(new Set(['Plot', 'Plant']));
+}, 60_000);

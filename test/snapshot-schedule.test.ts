@@ -1,9 +1,12 @@
 /**
  * Scheduled snapshots (src/backup/snapshot-schedule.ts) on a schema written for the test: none is due before capture
- * has run for the interval; then one is taken — by one of two workers asking at once, under the lease — and none is
- * due again until the interval has passed since it finished. The schedule is asked with a clock moved on (`now`).
+ * has run; then one at once — taken by one of two workers asking at once, under the lease — and none again until a
+ * bulk write has finished or the interval has passed since it finished. The schedule is asked with a clock moved on
+ * (`now`).
  */
-import { listSnapshots } from '../src/backup/backup-blobs';
+import { listSnapshots, NEWEST_SNAPSHOT, readJsonBlob } from '../src/backup/backup-blobs';
+import { LAST_BULK_WRITE, recordBulkWrite } from '../src/backup/bulk-writes';
+import { LATEST_PASS } from '../src/backup/change-format';
 import { runCapturePass } from '../src/backup/capture-pass';
 import { SnapshotSchedule, snapshotDue } from '../src/backup/snapshot-schedule';
 import { schemaLayout } from '../src/evolution/deployment';
@@ -35,7 +38,7 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(() => ctx?.close());
 
-test('due after the interval since capture began, then since the newest snapshot; two workers asking at once take one', async () => {
+test('due at once once capture has begun and none is usable, after a bulk write, then after the interval; two workers asking at once take one; a check reads three documents', async () => {
   const { server, dir } = ctx;
   const prefix = server.config.tablePrefix;
   const container = `${prefix.toLowerCase()}-backup-schedule`;
@@ -49,7 +52,7 @@ test('due after the interval since capture began, then since the newest snapshot
     });
   const a = schedule();
   const b = schedule();
-  // No capture pass yet: nothing says when backup began.
+  // No capture pass yet: a snapshot now would not be usable (nothing says what was written before capture began).
   expect(await a.runOnce(Date.now() + 2 * HOUR)).toBeUndefined();
   await blobs.ensureContainer(container);
   const pass = await runCapturePass({
@@ -62,16 +65,30 @@ test('due after the interval since capture began, then since the newest snapshot
     subscriptionRetentionMs: HOUR,
   });
   expect(pass.latest.changes).toBe(12);
-  expect(await a.runOnce(Date.now())).toBeUndefined(); // capture began just now
-  // An hour on, both workers ask at once: one takes it, the other finds it taken (the lease, then the check again).
-  const later = Date.now() + HOUR + 1000;
-  const taken = (await Promise.all([a.runOnce(later), b.runOnce(later)])).filter((m) => m !== undefined);
+  // Capture began just now and no snapshot is usable: due at once. Both workers ask: one takes it, the other finds
+  // it taken (the lease, then the check again).
+  const taken = (await Promise.all([a.runOnce(Date.now()), b.runOnce(Date.now())])).filter((m) => m !== undefined);
   expect(taken).toHaveLength(1);
   expect(taken[0]).toMatchObject({ rows: 12, schemaHash });
   expect((await listSnapshots(blobs, container)).map((m) => m.id)).toEqual([taken[0]!.id]);
-  // Not due again until an hour after it finished.
+  expect(await readJsonBlob(blobs, container, NEWEST_SNAPSHOT)).toEqual({ id: taken[0]!.id, startedAt: taken[0]!.startedAt, finishedAt: taken[0]!.finishedAt });
+  // Not due again until an hour after it finished; a check that finds none due reads three documents and lists nothing.
+  const downloads = jest.spyOn(blobs, 'download');
+  const lists = jest.spyOn(blobs, 'list');
   expect(await a.runOnce(Date.parse(taken[0]!.finishedAt) + HOUR - 1000)).toBeUndefined();
-  expect((await listSnapshots(blobs, container)).length).toBe(1);
-  expect(snapshotDue(taken[0], pass.latest, HOUR, Date.parse(taken[0]!.finishedAt) + HOUR)).toBe(true);
-  expect(snapshotDue(taken[0], pass.latest, HOUR, Date.parse(taken[0]!.finishedAt) + HOUR - 1)).toBe(false);
+  expect(downloads.mock.calls.map(([, name]) => name).sort()).toEqual([LAST_BULK_WRITE, LATEST_PASS, NEWEST_SNAPSHOT].sort());
+  expect(lists).not.toHaveBeenCalled();
+  jest.restoreAllMocks();
+  // A bulk write (npm run load) finished after the newest snapshot began: due at once, so what it wrote is restorable.
+  await (await recordBulkWrite(blobs, container, 'npm run load')).finish();
+  const afterLoad = await a.runOnce(Date.now());
+  expect(afterLoad).toMatchObject({ rows: 12 });
+  expect(await a.runOnce(Date.now())).toBeUndefined();
+  const newest = { startedAt: afterLoad!.startedAt, finishedAt: afterLoad!.finishedAt };
+  expect(snapshotDue({ newest, latest: pass.latest }, HOUR, Date.parse(newest.finishedAt) + HOUR)).toBe(true);
+  expect(snapshotDue({ newest, latest: pass.latest }, HOUR, Date.parse(newest.finishedAt) + HOUR - 1)).toBe(false);
+  // A snapshot that began before capture did is not usable: one is due at once; with capture off, none is taken first.
+  const early = { startedAt: new Date(Date.parse(pass.latest.firstPassAt) - 1000).toISOString(), finishedAt: pass.latest.firstPassAt };
+  expect(snapshotDue({ newest: early, latest: pass.latest }, HOUR, Date.now())).toBe(true);
+  expect(snapshotDue({}, HOUR, Date.now() + 100 * HOUR)).toBe(false);
 }, 60_000);

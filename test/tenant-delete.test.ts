@@ -142,10 +142,17 @@ async function rawMessages(connection: string): Promise<Array<{ queue: string; t
 }
 
 const tenantOfRow = (r: { partitionKey: string }) => r.partitionKey.slice(0, r.partitionKey.indexOf('_'));
-/** A tenant's own blobs (its `@blob` values, named `tenant=<id>/…`), and the backup's segments that hold its rows. */
-const blobsOf = (tenant: Tenant, blobs: Array<{ name: string; text: string }>) => blobs.filter((b) => b.name.includes(`/tenant=${tenant}/`));
+/**
+ * A tenant's own blobs (its `@blob` values, named `tenant=<id>/…`; not a snapshot's copies of them), and the backup's
+ * blobs that hold its data: the segments with its rows, a snapshot's copies of its blobs (a worker takes a snapshot
+ * after its first capture pass).
+ */
+const blobsOf = (tenant: Tenant, blobs: Array<{ name: string; text: string }>) =>
+  blobs.filter((b) => b.name.includes(`/tenant=${tenant}/`) && !b.name.includes('/snapshots/'));
 const segmentsOf = (tenant: Tenant, blobs: Array<{ name: string; text: string }>) =>
-  blobs.filter((b) => !b.name.includes('/tenant=') && b.text.includes(`"${tenant}_`));
+  blobs.filter(
+    (b) => (!b.name.includes('/tenant=') && b.text.includes(`"${tenant}_`)) || (b.name.includes('/snapshots/') && b.name.includes(`/tenant=${tenant}/`)),
+  );
 const messagesOf = (tenant: Tenant, messages: Array<{ text: string }>) => messages.filter((m) => m.text.includes(`${tenant}_`));
 
 /** A fan-out message of a tenant's task as the worker moves a failing one to the poison queue: its entry. */

@@ -19,6 +19,31 @@ export function describeSnapshot(m: SnapshotManifest): string {
 /** The folder of every snapshot. */
 export const SNAPSHOTS = 'snapshots';
 
+/**
+ * The newest complete snapshot, named by a small document written after its manifest (`snapshots/latest.json`): what
+ * a worker's due check reads, one blob however many snapshots are kept. Absent in a container whose snapshots are
+ * all older than it: then the manifests are listed once (newestSnapshot).
+ */
+export const NEWEST_SNAPSHOT = `${SNAPSHOTS}/latest.json`;
+
+/** The newest complete snapshot's id and times (ISO 8601). */
+export interface SnapshotPointer {
+  id: string;
+  startedAt: string;
+  finishedAt: string;
+}
+
+/**
+ * The newest complete snapshot: the pointer, or — none written yet — the newest manifest listed; undefined for none.
+ * @throws TablegraphError DATA_INTEGRITY for a pointer or manifest that does not read
+ */
+export async function newestSnapshot(blobs: BlobStore, container: string): Promise<SnapshotPointer | undefined> {
+  const pointer = await readJsonBlob<SnapshotPointer>(blobs, container, NEWEST_SNAPSHOT);
+  if (pointer && typeof pointer.startedAt === 'string' && typeof pointer.finishedAt === 'string') return pointer;
+  const newest = (await listSnapshots(blobs, container)).at(-1);
+  return newest && { id: newest.id, startedAt: newest.startedAt, finishedAt: newest.finishedAt };
+}
+
 /** A snapshot's id: its start time, sortable (`20261128T013000Z`), and 4 random hex digits. */
 export function snapshotId(at: Date): string {
   const time = at

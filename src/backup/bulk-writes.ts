@@ -3,7 +3,8 @@
  * backup does not capture them (docs/backup.md). So that a restore never silently misses what one wrote, each records
  * itself in the backup container before its first row (`bulk-writes/<id>.json`: the command, when it started, and —
  * once done — when it finished), and a restore to a time refuses a window from a snapshot to that time that a bulk
- * write overlaps (change-replay.ts): a snapshot taken after the bulk write covers it.
+ * write overlaps (change-replay.ts): a snapshot taken after the bulk write covers it, and a worker takes one within
+ * a minute of its end (snapshot-schedule.ts).
  */
 import { randomUUID } from 'node:crypto';
 import type { BlobStore } from '../storage/blob-store';
@@ -36,7 +37,27 @@ export async function recordBulkWrite(blobs: BlobStore, container: string, comma
   };
   const name = `${BULK_WRITES}/${record.id}.json`;
   await writeJsonBlob(blobs, container, name, record);
-  return { finish: () => writeJsonBlob(blobs, container, name, { ...record, finishedAt: new Date().toISOString() }) };
+  return {
+    finish: async () => {
+      const finished: BulkWrite = { ...record, finishedAt: new Date().toISOString() };
+      await writeJsonBlob(blobs, container, name, finished);
+      // What the workers' snapshot schedule reads: a snapshot is due once a bulk write ended after the newest began.
+      await writeJsonBlob(blobs, container, LAST_BULK_WRITE, finished);
+    },
+  };
+}
+
+/**
+ * The bulk write that finished last (`bulk-writes-latest.json`, beside the records): a worker's snapshot schedule
+ * takes a snapshot once one finished after the newest snapshot started (snapshot-schedule.ts), so that what it wrote
+ * becomes restorable.
+ */
+export const LAST_BULK_WRITE = 'bulk-writes-latest.json';
+
+/** The bulk write that finished last; undefined for none (or none since this document was first written). */
+export async function lastBulkWrite(blobs: BlobStore, container: string): Promise<BulkWrite | undefined> {
+  const r = await readJsonBlob<BulkWrite>(blobs, container, LAST_BULK_WRITE);
+  return r && typeof r.finishedAt === 'string' ? r : undefined;
 }
 
 /** Every bulk write recorded in the container, oldest first. */

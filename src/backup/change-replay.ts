@@ -42,7 +42,10 @@ export async function pointInTime(blobs: BlobStore, container: string, at: strin
   const window = await restorableWindow(blobs, container);
   const { earliestRestorableTime: earliest, latestRestorableTime: latest } = window;
   if (!earliest || !latest || t < Date.parse(earliest) || t > Date.parse(latest)) {
-    const span = earliest && latest ? `from ${earliest} to ${latest}` : 'empty (no capture pass, or no snapshot taken since capture began)';
+    const span =
+      earliest && latest
+        ? `from ${earliest} to ${latest}`
+        : 'empty (no capture pass yet, or no snapshot since capture began: a worker takes one after its first pass)';
     throw notRestorable(`${at} is outside the restorable window, which is ${span} (npm run backup -- status).`, { at, earliest, latest });
   }
   const snapshot = window.snapshots.filter((s) => Date.parse(s.finishedAt) <= t).at(-1)!;

@@ -30,6 +30,8 @@ export interface RestorableWindow {
   latestPass?: LatestPass;
   /** The usable snapshots, oldest first. */
   snapshots: SnapshotManifest[];
+  /** The complete snapshots that are not usable (started before capture began, or no capture pass yet), oldest first. */
+  unusable: SnapshotManifest[];
 }
 
 /**
@@ -46,12 +48,15 @@ export function snapshotUsable(snapshot: SnapshotManifest, latest: LatestPass | 
  */
 export async function restorableWindow(blobs: BlobStore, container: string, now = Date.now()): Promise<RestorableWindow> {
   const latest = await readJsonBlob<LatestPass>(blobs, container, LATEST_PASS);
-  const snapshots = (await listSnapshots(blobs, container)).filter((s) => snapshotUsable(s, latest));
+  const complete = await listSnapshots(blobs, container);
+  const snapshots = complete.filter((s) => snapshotUsable(s, latest));
+  const unusable = complete.filter((s) => !snapshotUsable(s, latest));
   const earliest = snapshots.length > 0 ? snapshots.map((s) => s.finishedAt).sort()[0] : undefined;
   return {
     ...(earliest !== undefined && latest && earliest <= latest.startedAt && { earliestRestorableTime: earliest }),
     ...(latest && { latestRestorableTime: latest.startedAt, lagMs: now - Date.parse(latest.startedAt), latestPass: latest }),
     snapshots,
+    unusable,
   };
 }
 

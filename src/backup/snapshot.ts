@@ -1,12 +1,13 @@
 /**
- * A snapshot (docs/backup.md): every primary entity of every entity type, read from its table page by page — a
- * maintenance read off the request path, paced under the build budget — and written to Blob storage as segments
+ * A snapshot (docs/backup.md): every primary entity of every entity type, each table read once page by page for all
+ * the types stored in it — a maintenance read off the request path, paced under the build budget — and written to Blob storage as segments
  * with a manifest (backup-format.ts). Derived entities (index entities, summaries' contributions, copies' sources,
  * change entities) are not copied: a restore rebuilds them from the primaries with the online build machinery.
  *
  * Resumable: after each segment, the snapshot's progress (`snapshots/<id>/progress.json`: the segments written, the
  * type and table being read and its continuation token) is written; a snapshot run again finds the unfinished one of
- * the same schema and goes on from there. The manifest is written last: a snapshot without one is not complete.
+ * the same schema and goes on from there. The manifest is written last: a snapshot without one is not complete; then
+ * `snapshots/latest.json` names it (backup-blobs.ts NEWEST_SNAPSHOT), for the workers' due checks.
  *
  * Each row is the entity as its type's fields type it (entity-rows.ts), its `@encrypted` values sealed as the table
  * holds them; the blobs its `@blob` fields name are copied beside the segments (blob-copies.ts). A snapshot taken while writers run is a fuzzy copy — each entity as its page found it — and says so
@@ -17,13 +18,13 @@ import { blobFields } from '../model/blob-fields';
 import { entityRows } from '../model/entity-rows';
 import { renderKey } from '../model/key-template';
 import { tableFamily, tablePeriod } from '../model/table-template';
-import type { EntityModel, Model } from '../model/types';
+import { ENTITY_TYPE_PROPERTY, type EntityModel, type Model } from '../model/types';
 import type { BlobStore } from '../storage/blob-store';
 import type { TableStore } from '../storage/table-store';
 import type { StorageObserver, StoredEntity } from '../storage/storage-types';
 import { readPrimary } from '../write/index-settle';
 import { encodeSegment, BACKUP_FORMAT, type BackupRow, type SegmentRecord, type SnapshotManifest } from './backup-format';
-import { readJsonBlob, SNAPSHOTS, snapshotId, writeJsonBlob } from './backup-blobs';
+import { NEWEST_SNAPSHOT, readJsonBlob, SNAPSHOTS, snapshotId, writeJsonBlob, type SnapshotPointer } from './backup-blobs';
 import { backupBlobName, copyBlob } from './blob-copies';
 
 /** Where a snapshot is, written after each segment. */
@@ -35,9 +36,11 @@ interface SnapshotProgress {
   rows: number;
   blobs: number;
   segments: SegmentRecord[];
-  /** The unit (type and table, in `units` order) being read, and where in its table. */
+  /** The table (in `units` order) being read, and where in it. */
   unit: number;
   token?: string;
+  /** Units are tables, each read once for all its types (absent in a snapshot begun before: it starts over). */
+  byTable?: true;
 }
 
 export interface SnapshotOptions {
@@ -58,33 +61,51 @@ export interface SnapshotOptions {
   entitiesPerSecond: number;
   /** Entities per page and segment (at most 1000, the default). */
   pageSize?: number;
-  /** Told after each page and the progress are written; awaited. */
+  /** Told after each page and the progress are written (`entityType`: the types read in its table, by commas); awaited. */
   onProgress?: (p: { id: string; rows: number; segments: number; entityType: string }) => void | Promise<void>;
   /** Told of every table call (a benchmark counts them). */
   observer?: StorageObserver;
+  /** Aborted: the snapshot stops after the page under way (SnapshotStopped), its progress kept for the next to resume. */
+  signal?: AbortSignal;
 }
 
-/** One type's rows in one table: what a snapshot reads, in this order. */
+/** A snapshot stopped by its signal (a worker stopping) after a page: the next one resumes it. */
+export class SnapshotStopped extends Error {
+  constructor(readonly id: string) {
+    super(`snapshot ${id} stopped; the next one resumes it`);
+  }
+}
+
+/** One type's rows in one table. */
 interface Unit {
   entity: EntityModel;
   table: string;
 }
 
-/** The types whose entities are stored (an interface's implementations, not the interface), and their tables. */
-async function unitsOf(store: TableStore, model: Model): Promise<Unit[]> {
-  const units: Unit[] = [];
+/** One table and the stored types in it: what a snapshot reads, once per table, in this order. */
+interface TableUnit {
+  table: string;
+  entities: EntityModel[];
+}
+
+/**
+ * The tables of the types whose entities are stored (an interface's implementations, not the interface; a period
+ * table family's existing tables), sorted, each with its types sorted by name.
+ */
+async function unitsOf(store: TableStore, model: Model): Promise<TableUnit[]> {
+  const byTable = new Map<string, EntityModel[]>();
   const types = [...model.entities.values()].filter((e) => !e.implementations).sort((a, b) => a.name.localeCompare(b.name));
   for (const entity of types) {
     const template = entity.layout.tableTemplate;
     const tables = template ? (await store.listTables(tableFamily(template))).filter((t) => tablePeriod(template, t)) : [entity.layout.table];
-    for (const table of tables) units.push({ entity, table });
+    for (const table of tables) byTable.set(table, [...(byTable.get(table) ?? []), entity]);
   }
-  return units;
+  return [...byTable.keys()].sort().map((table) => ({ table, entities: byTable.get(table)! }));
 }
 
 /** Every table that holds entities of the schema's stored types (a period table family's existing tables too), sorted. */
 export async function entityTables(store: TableStore, model: Model): Promise<string[]> {
-  return [...new Set((await unitsOf(store, model)).map((u) => u.table))].sort();
+  return (await unitsOf(store, model)).map((u) => u.table);
 }
 
 /** Whether a row read is an entity's part 1 (a wide entity's other parts are read with it). */
@@ -133,7 +154,15 @@ async function pageRows(opts: SnapshotOptions, id: string, unit: Unit, page: Sto
   return { rows, latest, blobs };
 }
 
-/** One page's rows as the snapshot's next segment (none for a page without entities of the type), its blobs copied. */
+/** One page of a table: each of its types' rows as the snapshot's next segment (none for a type without any). */
+async function writeTablePage(opts: SnapshotOptions, progress: SnapshotProgress, unit: TableUnit, page: StoredEntity[]): Promise<void> {
+  for (const entity of unit.entities) {
+    const mine = page.filter((e) => e.properties[ENTITY_TYPE_PROPERTY] === entity.entityType);
+    if (mine.length > 0) await writePage(opts, progress, { entity, table: unit.table }, mine);
+  }
+}
+
+/** One type's rows of a page as the snapshot's next segment (none for a page without entities of the type), its blobs copied. */
 async function writePage(opts: SnapshotOptions, progress: SnapshotProgress, unit: Unit, page: StoredEntity[]): Promise<void> {
   const { rows, latest, blobs } = await pageRows(opts, progress.id, unit, page);
   progress.blobs += blobs;
@@ -157,7 +186,7 @@ async function unfinished(opts: SnapshotOptions): Promise<SnapshotProgress | und
     .reverse();
   for (const name of open) {
     const progress = await readJsonBlob<SnapshotProgress>(opts.blobs, opts.container, name);
-    if (progress?.schemaHash === opts.schemaHash) return progress;
+    if (progress?.schemaHash === opts.schemaHash && progress.byTable) return progress;
   }
   return undefined;
 }
@@ -166,7 +195,7 @@ async function unfinished(opts: SnapshotOptions): Promise<SnapshotProgress | und
  * Takes a snapshot, or finishes the unfinished one of this schema (see the file comment).
  * @returns its manifest
  * @throws TablegraphError DATA_INTEGRITY (reason BackupCorrupt) for a stored entity its type cannot read;
- *   STORAGE_UNAVAILABLE and others from storage (run it again: it resumes)
+ *   STORAGE_UNAVAILABLE and others from storage (run it again: it resumes); SnapshotStopped once `signal` is aborted
  */
 export async function takeSnapshot(opts: SnapshotOptions): Promise<SnapshotManifest> {
   const units = await unitsOf(opts.store, opts.model);
@@ -181,12 +210,17 @@ export async function takeSnapshot(opts: SnapshotOptions): Promise<SnapshotManif
     blobs: 0,
     segments: [],
     unit: 0,
+    byTable: true,
   };
   const dir = `${SNAPSHOTS}/${progress.id}`;
   // A table not created yet holds nothing: one empty page.
   const read = (unit: number, token: string | undefined) =>
     opts.store
-      .scanPage(units[unit].table, token, { entityType: units[unit].entity.entityType, pageSize: opts.pageSize, observer: opts.observer })
+      .scanPage(units[unit].table, token, {
+        entityTypes: units[unit].entities.map((e) => e.entityType),
+        pageSize: opts.pageSize,
+        observer: opts.observer,
+      })
       .catch((e: unknown) => {
         if (e instanceof TablegraphError && e.code === ErrorCode.NOT_FOUND) return { entities: [] as StoredEntity[], continuationToken: undefined };
         throw e;
@@ -200,14 +234,16 @@ export async function takeSnapshot(opts: SnapshotOptions): Promise<SnapshotManif
     const after = page.continuationToken ? progress.unit : progress.unit + 1;
     next = after < units.length && opts.entitiesPerSecond === 0 ? read(after, page.continuationToken) : undefined;
     next?.catch(() => undefined);
-    await writePage(opts, progress, unit, page.entities);
+    await writeTablePage(opts, progress, unit, page.entities);
     progress.token = page.continuationToken;
     if (!progress.token) progress.unit++;
     await writeJsonBlob(opts.blobs, opts.container, `${dir}/progress.json`, progress);
-    await opts.onProgress?.({ id: progress.id, rows: progress.rows, segments: progress.segments.length, entityType: unit.entity.entityType });
+    const entityType = unit.entities.map((e) => e.entityType).join(',');
+    await opts.onProgress?.({ id: progress.id, rows: progress.rows, segments: progress.segments.length, entityType });
     // The build budget: a page of n entities takes at least n / entitiesPerSecond seconds (0: no limit).
     const due = opts.entitiesPerSecond > 0 ? (page.entities.length / opts.entitiesPerSecond) * 1000 - (Date.now() - began) : 0;
     if (due > 0) await new Promise((resolve) => setTimeout(resolve, due));
+    if (opts.signal?.aborted) throw new SnapshotStopped(progress.id);
     if (!next && progress.unit < units.length) next = read(progress.unit, progress.token);
   }
   const manifest: SnapshotManifest = {
@@ -225,5 +261,7 @@ export async function takeSnapshot(opts: SnapshotOptions): Promise<SnapshotManif
     segments: progress.segments,
   };
   await writeJsonBlob(opts.blobs, opts.container, `${dir}/manifest.json`, manifest);
+  const pointer: SnapshotPointer = { id: manifest.id, startedAt: manifest.startedAt, finishedAt: manifest.finishedAt };
+  await writeJsonBlob(opts.blobs, opts.container, NEWEST_SNAPSHOT, pointer);
   return manifest;
 }

@@ -20,6 +20,8 @@ import { describeSnapshot, listSnapshots } from '../backup/backup-blobs';
 import { backupBlobs } from '../runtime/backup-account';
 import { expireSnapshots } from '../backup/retention';
 import { restorableWindow } from '../backup/restorable-window';
+import type { SnapshotManifest } from '../backup/backup-format';
+import type { LatestPass } from '../backup/change-format';
 import { takeSnapshot } from '../backup/snapshot';
 import { Catalogue } from '../evolution/catalogue';
 import { schemaLayout } from '../evolution/deployment';
@@ -88,19 +90,33 @@ async function list(config: Config, log: Logger, json: boolean): Promise<void> {
   }
 }
 
+/** Why no time is restorable yet, and what brings one. */
+function noSnapshotYet(capture: boolean, latest: LatestPass | undefined): string {
+  if (!capture) return 'capture is off: only a snapshot itself can be restored (npm run backup -- snapshot)';
+  if (!latest) return 'no capture pass yet: a worker runs one at its start, and then takes the first snapshot';
+  return `no snapshot since capture began at ${latest.firstPassAt}: a worker takes one after its next pass, or run npm run backup -- snapshot`;
+}
+
+/** Why a complete snapshot cannot start a restore to a time. */
+function whyUnusable(snapshot: SnapshotManifest, latest: LatestPass | undefined): string {
+  if (!latest) return `${snapshot.id} is restorable as it is, but no capture pass has run: no time after it can be restored`;
+  return `${snapshot.id} started at ${snapshot.startedAt}, before capture began at ${latest.firstPassAt}: the changes before that are not captured`;
+}
+
 async function status(config: Config, log: Logger, json: boolean): Promise<void> {
   const storage = await openStorage(config, log);
   try {
     const window = await restorableWindow(backupBlobs(config, storage.blobs), config.backup.container);
-    const { snapshots, latestPass, ...times } = window;
+    const { snapshots, unusable, latestPass, ...times } = window;
     const capture = config.backup.capture ? 'on' : 'off (TABLEGRAPH_BACKUP_CAPTURE=false: writes are not captured)';
     if (json) {
-      process.stdout.write(`${JSON.stringify({ capture: config.backup.capture, ...times, snapshots: snapshots.length, latestPass }, null, 2)}\n`);
+      const json = { capture: config.backup.capture, ...times, snapshots: snapshots.length, unusableSnapshots: unusable.length, latestPass };
+      process.stdout.write(`${JSON.stringify(json, null, 2)}\n`);
       return;
     }
     const lines = [
       `continuous backup: ${capture}; container ${config.backup.container}`,
-      `earliestRestorableTime: ${times.earliestRestorableTime ?? '— (no snapshot taken since capture began: npm run backup -- snapshot)'}`,
+      `earliestRestorableTime: ${times.earliestRestorableTime ?? `— (${noSnapshotYet(config.backup.capture, latestPass)})`}`,
       `latestRestorableTime:   ${times.latestRestorableTime ?? '— (no capture pass yet: a worker runs them)'}`,
     ];
     if (latestPass && times.lagMs !== undefined)
@@ -108,6 +124,7 @@ async function status(config: Config, log: Logger, json: boolean): Promise<void>
         `lag: ${(times.lagMs / 1000).toFixed(1)} s behind now; the latest pass copied ${latestPass.changes} changes, lag p99 ${(latestPass.lagP99Ms / 1000).toFixed(1)} s, max ${(latestPass.lagMaxMs / 1000).toFixed(1)} s`,
       );
     lines.push(`usable snapshots: ${snapshots.length}`);
+    if (unusable.length > 0) lines.push(`not usable: ${unusable.length} (${whyUnusable(unusable.at(-1)!, latestPass)})`);
     process.stdout.write(`${lines.join('\n')}\n`);
   } finally {
     await storage.close();

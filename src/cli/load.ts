@@ -18,7 +18,7 @@ import { createLogger } from '../log';
 import { compileConfiguredSchema } from '../runtime/configured-schema';
 import { openStorage } from '../runtime/open-storage';
 import { deployForWriting } from '../runtime/schema-deployment';
-import { startBulkWrite } from '../runtime/capture';
+import { BULK_WRITE_RESTORABLE, startBulkWrite } from '../runtime/capture';
 import { formatTotals, reportFailed, reportSkipped, retryMessage } from './load-report';
 import { positiveIntArgument, runMain } from './run-main';
 
@@ -108,6 +108,7 @@ runMain(
         progress.stop();
       }
       await bulk.finish();
+      if (config.backup.capture) log.info(BULK_WRITE_RESTORABLE);
       for (const step of summary.steps) {
         reportSkipped(log, step.skipped, {
           where: (line) => `${path.basename(step.source ?? '')}:${line}`,

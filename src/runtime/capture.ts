@@ -93,8 +93,13 @@ export function backupJobs(
   log: Logger,
   hooks: Pick<CaptureLoopOptions, 'onPass' | 'onSegment'> = {},
 ): BackupJobs {
-  const capture = captureLoop(config, storage, schema, log, hooks);
   const snapshots = snapshotSchedule(config, storage, schema, log);
+  // After each pass, the schedule checks at once while no snapshot is usable: restorable from the first pass on.
+  const onPass: CaptureLoopOptions['onPass'] = (result) => {
+    hooks.onPass?.(result);
+    snapshots?.afterPass();
+  };
+  const capture = captureLoop(config, storage, schema, log, { ...hooks, onPass });
   return {
     capture,
     snapshots,
@@ -119,3 +124,7 @@ export async function startBulkWrite(config: Config, blobs: BlobStore, command: 
   if (!config.backup.capture || !backup.available()) return { finish: async () => undefined };
   return recordBulkWrite(backup, config.backup.container, command);
 }
+
+/** What a bulk write's command says once done, with capture on: when what it wrote becomes restorable. */
+export const BULK_WRITE_RESTORABLE =
+  'backup: a worker takes a snapshot within a minute of this write, and what it wrote is restorable once that snapshot completes (npm run backup -- status shows it)';

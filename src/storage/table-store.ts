@@ -62,7 +62,7 @@ type RawEntity = Record<string, unknown>;
 type WriteMode = 'merge' | 'replace';
 type Etag = string | undefined;
 /**
- * A scan's filters (the service applies them): one partition or a range of them, a RowKey range within, one EntityType,
+ * A scan's filters (the service applies them): one partition or a range of them, a RowKey range within, one EntityType or several,
  * and the entities whose service Timestamp is at or after `since` (`committedSince`) or before `before`
  * (`committedBefore`). With `partitionKey` and `rowKeyRange` it is a range query of one partition (its RowKeys bound
  * what the service reads), answered page by page.
@@ -74,6 +74,8 @@ type ScanOptions = CallOptions & {
   /** RowKeys from `from` (inclusive) to `to` (exclusive): a partition's change entities, say (src/model/change-log.ts). */
   rowKeyRange?: { from: string; to: string };
   entityType?: string;
+  /** Any of these EntityTypes (one read of a table for all the types stored in it); with `entityType`, both apply. */
+  entityTypes?: string[];
   committedSince?: Date;
   committedBefore?: Date;
   select?: string[];
@@ -448,6 +450,7 @@ export class TableStore {
         : [odata`PartitionKey ge ${opts.partitionKeyRange.from}`, odata`PartitionKey lt ${opts.partitionKeyRange.to}`]),
       ...(opts.rowKeyRange === undefined ? [] : [odata`RowKey ge ${opts.rowKeyRange.from}`, odata`RowKey lt ${opts.rowKeyRange.to}`]),
       ...(opts.entityType === undefined ? [] : [odata`EntityType eq ${opts.entityType}`]),
+      ...(opts.entityTypes === undefined ? [] : [`(${opts.entityTypes.map((t) => odata`EntityType eq ${t}`).join(' or ')})`]),
       ...(opts.committedSince === undefined ? [] : [odata`Timestamp ge ${opts.committedSince}`]),
       ...(opts.committedBefore === undefined ? [] : [odata`Timestamp lt ${opts.committedBefore}`]),
     ];

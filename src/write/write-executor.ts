@@ -55,7 +55,7 @@ export interface WriteExecutorOptions {
    * trim none. Default false.
    */
   capture?: boolean;
-  /** The deployment's table prefix: with capture on, it names the capture journal's table (default ''). */
+  /** The deployment's table prefix: with capture on, it names the capture journal's table (required then). */
   tablePrefix?: string;
   /** Where a failed trim of the change log, or a failed check after a write (it never fails the write), is said. */
   log?: Logger;
@@ -98,7 +98,9 @@ export class WriteExecutor {
   private readonly journal?: JournalMarks;
 
   constructor(private readonly opts: WriteExecutorOptions) {
-    this.journal = opts.capture ? new JournalMarks(opts.store, opts.tablePrefix ?? '') : undefined;
+    // A mark in another deployment's journal would leave the write out of this one's backup: no default.
+    if (opts.capture && opts.tablePrefix === undefined) throw new Error('WriteExecutor: capture on needs the tablePrefix its capture journal is named for');
+    this.journal = opts.capture ? new JournalMarks(opts.store, opts.tablePrefix!) : undefined;
     this.transactions = new TransactionRunner({
       ...opts,
       maxAttempts: opts.maxAttempts ?? 8,

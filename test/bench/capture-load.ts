@@ -43,7 +43,7 @@ export interface WriteCost {
 }
 
 function writer(deps: CaptureBenchDeps, capture: boolean): WriteExecutor {
-  return new WriteExecutor({ model: deps.model, store: deps.store, workQueue: queueSender(deps.queues, deps.queue), capture });
+  return new WriteExecutor({ model: deps.model, store: deps.store, workQueue: queueSender(deps.queues, deps.queue), capture, tablePrefix: deps.tablePrefix });
 }
 
 const UPDATE = 'Mutation.updateEmployee';

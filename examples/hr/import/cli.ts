@@ -18,7 +18,7 @@ import { createLogger } from '../../../src/log';
 import { compileConfiguredSchema } from '../../../src/runtime/configured-schema';
 import { openStorage } from '../../../src/runtime/open-storage';
 import { deployForWriting } from '../../../src/runtime/schema-deployment';
-import { startBulkWrite } from '../../../src/runtime/capture';
+import { BULK_WRITE_RESTORABLE, startBulkWrite } from '../../../src/runtime/capture';
 import { formatTotals, reportFailed, reportSkipped, retryMessage } from '../../../src/cli/load-report';
 import { positiveIntArgument, runMain } from '../../../src/cli/run-main';
 
@@ -76,6 +76,7 @@ runMain(
         progress.stop();
       }
       await bulk.finish();
+      if (config.backup.capture) log.info(BULK_WRITE_RESTORABLE);
       reportSkipped(log, summary.skipped, { where: (line) => `line ${line}` });
       process.stdout.write(`${formatSummary(summary)}\n`);
       reportFailed(log, summary.failed, `npm run import -- --file ${options.file}`);
