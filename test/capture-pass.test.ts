@@ -87,7 +87,13 @@ async function captured(): Promise<CapturedChange[]> {
 }
 
 /** The queries a pass sent to the tables of the data (not the journal, not the catalogue), and the rows it read. */
-async function countedPass(): Promise<{ queries: string[]; whole: string[]; rows: number; changes: number }> {
+async function countedPass(): Promise<{
+  queries: string[];
+  whole: string[];
+  rows: number;
+  changes: number;
+  rpo?: { p99Ms: number; maxMs: number; writes: number };
+}> {
   const before = proxy.forwarded().length;
   const { latest } = await runCapturePass(passOptions());
   const data = [`${prefix()}Library`, `${prefix()}BooksByAuthor`];
@@ -96,7 +102,7 @@ async function countedPass(): Promise<{ queries: string[]; whole: string[]; rows
     .slice(before)
     .filter((f) => f.method === 'GET' && data.some((t) => f.path.includes(`/${t}(`) || f.path.includes(`/${t}()`)))
     .map((f) => decodeURIComponent(f.path));
-  return { queries, whole: queries.filter((q) => !/PartitionKey eq '/.test(q)), rows: latest.read!.rows, changes: latest.changes };
+  return { queries, whole: queries.filter((q) => !/PartitionKey eq '/.test(q)), rows: latest.read!.rows, changes: latest.changes, rpo: latest.rpo };
 }
 
 test('a pass queries only the partitions written, by range queries, and reads as many rows at 10,000 entities as at 1,000', async () => {
@@ -119,6 +125,10 @@ test('a pass queries only the partitions written, by range queries, and reads as
     expect(pass.rows).toBeLessThanOrEqual(pass.changes + 10);
     // A query per partition written (4 shelves), at most once per pass; the index's partitions have no change entities.
     expect(pass.queries.length).toBeLessThanOrEqual(8);
+    // The RPO of the 20 writes committed since the last pass's start: each restorable once this pass is recorded.
+    expect(pass.rpo?.writes).toBe(20);
+    expect(pass.rpo!.p99Ms).toBeLessThanOrEqual(pass.rpo!.maxMs);
+    expect(pass.rpo!.maxMs).toBeGreaterThan(0);
   }
   // Ten times the entities, the same writes: the same rows, but for the changes read again within the margin.
   expect(large.rows).toBeLessThanOrEqual(small.rows + 20 + 10);

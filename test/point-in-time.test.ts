@@ -270,6 +270,7 @@ test('a restore to T mid-storm holds every write acknowledged by T and none begu
   const metrics = await (await fetch(`${base}/metrics`)).text();
   expect(metrics).toMatch(/^tablegraph_backup_lag_seconds \d/m);
   expect(metrics).toMatch(/^tablegraph_backup_capture_lag_seconds\{quantile="0.99"\} \d/m);
+  expect(metrics).toMatch(/^tablegraph_backup_rpo_seconds\{quantile="0.99"\} \d/m);
 
   // The restore to T, killed after its first segment, then in a build (named holds), then run to the end.
   const target = uniquePrefix();

@@ -75,6 +75,8 @@ class SegmentWriter {
   firstAt = Number.POSITIVE_INFINITY;
   lastAt = 0;
   readonly ats: number[] = [];
+  /** Each change's commit (ms since the epoch, the service's Timestamp). */
+  readonly commits: number[] = [];
 
   constructor(
     private readonly opts: CapturePassOptions,
@@ -87,6 +89,7 @@ class SegmentWriter {
     this.buffer.set(c.table, list);
     this.changes++;
     this.ats.push(c.at);
+    this.commits.push(Date.parse(c.committed));
     this.firstAt = Math.min(this.firstAt, c.at);
     this.lastAt = Math.max(this.lastAt, c.at);
     if (list.length >= (this.opts.segmentChanges ?? 5000)) await this.flush(c.table);
@@ -142,6 +145,19 @@ function p99(values: number[]): number {
   if (values.length === 0) return 0;
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.ceil(sorted.length * 0.99) - 1)];
+}
+
+/**
+ * The RPO the pass's writes met (LatestPass.rpo): of the changes committed from the last pass's start to this one's
+ * — the latest restorable times, by the worker's clock, which a commit's Timestamp is taken to share — restorable
+ * once this pass is recorded (one committed later is counted by the next pass, which reads it again), the time from
+ * commit to now. Undefined for none.
+ */
+function rpoOf(commits: number[], previous: LatestPass | undefined, started: Date, finished: Date): LatestPass['rpo'] {
+  const from = previous ? Date.parse(previous.startedAt) : Number.NEGATIVE_INFINITY;
+  const mine = commits.filter((c) => c >= from && c < started.getTime()).map((c) => finished.getTime() - c);
+  if (mine.length === 0) return undefined;
+  return { p99Ms: p99(mine), maxMs: Math.max(...mine), writes: mine.length };
 }
 
 /** The changes a pass read, its reads (for the bench and `backup status`), and the partitions it copied from. */
@@ -260,6 +276,8 @@ async function recordPass(
   const { id, started, serviceStarted, previous, writer, reads } = pass;
   const finished = new Date();
   const lags = writer.ats.map((at) => finished.getTime() - at);
+  // A pass without writes in its window keeps the last one's: the RPO the latest writes met.
+  const rpo = rpoOf(writer.commits, previous, started, finished) ?? previous?.rpo;
   if (writer.changes > 0) {
     const manifest: PassManifest = {
       format: BACKUP_FORMAT,
@@ -285,6 +303,7 @@ async function recordPass(
     changes: writer.changes,
     lagMaxMs: lags.length > 0 ? Math.max(...lags) : 0,
     lagP99Ms: p99(lags),
+    ...(rpo && { rpo }),
     schemaHash: opts.schemaHash,
     journal: true,
     read: { marks: reads.marks, partitions: reads.partitions, rows: reads.rows },

@@ -92,6 +92,13 @@ export interface LatestPass {
   changes: number;
   lagMaxMs: number;
   lagP99Ms: number;
+  /**
+   * The RPO as the writes met it: from a change's commit (the service's Timestamp) to its restorable time — the end
+   * of the first pass that started after it — over the changes committed between the last pass's start and this
+   * one's (ms): the 99th percentile, the greatest, and how many — a pass without any keeps the last one's. Absent
+   * before the first pass with writes, and in a pass of an older format.
+   */
+  rpo?: { p99Ms: number; maxMs: number; writes: number };
   schemaHash: string;
   /**
    * The tables the pass read, in the format before the capture journal: a pass after one of that format reads every

@@ -1,11 +1,11 @@
 /**
  * A snapshot (docs/backup.md): every primary entity of every entity type, each table read once page by page for all
- * the types stored in it — a maintenance read off the request path, paced under the build budget — and written to Blob storage as segments
- * with a manifest (backup-format.ts). Derived entities (index entities, summaries' contributions, copies' sources,
+ * the types stored in it — a maintenance read off the request path, paced under the build budget — and written to
+ * Blob storage as segments (one per type in a page) with a manifest (backup-format.ts). Derived entities (index entities, summaries' contributions, copies' sources,
  * change entities) are not copied: a restore rebuilds them from the primaries with the online build machinery.
  *
- * Resumable: after each segment, the snapshot's progress (`snapshots/<id>/progress.json`: the segments written, the
- * type and table being read and its continuation token) is written; a snapshot run again finds the unfinished one of
+ * Resumable: after each page, the snapshot's progress (`snapshots/<id>/progress.json`: the segments written, the
+ * table being read and its continuation token) is written; a snapshot run again finds the unfinished one of
  * the same schema and goes on from there. The manifest is written last: a snapshot without one is not complete; then
  * `snapshots/latest.json` names it (backup-blobs.ts NEWEST_SNAPSHOT), for the workers' due checks.
  *

@@ -123,6 +123,10 @@ async function status(config: Config, log: Logger, json: boolean): Promise<void>
       lines.push(
         `lag: ${(times.lagMs / 1000).toFixed(1)} s behind now; the latest pass copied ${latestPass.changes} changes, lag p99 ${(latestPass.lagP99Ms / 1000).toFixed(1)} s, max ${(latestPass.lagMaxMs / 1000).toFixed(1)} s`,
       );
+    if (latestPass?.rpo)
+      lines.push(
+        `RPO (a write's commit → restorable), the latest pass's ${latestPass.rpo.writes} writes: p99 ${(latestPass.rpo.p99Ms / 1000).toFixed(1)} s, max ${(latestPass.rpo.maxMs / 1000).toFixed(1)} s`,
+      );
     lines.push(`usable snapshots: ${snapshots.length}`);
     if (unusable.length > 0) lines.push(`not usable: ${unusable.length} (${whyUnusable(unusable.at(-1)!, latestPass)})`);
     process.stdout.write(`${lines.join('\n')}\n`);

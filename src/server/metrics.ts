@@ -191,6 +191,18 @@ export class Metrics {
         this.set({ quantile: '1' }, latest.lagMaxMs / 1000);
       },
     });
+    new client.Gauge({
+      name: 'tablegraph_backup_rpo_seconds',
+      help: "The RPO the latest writes met (the last capture pass that counted any): from a write's commit to its restorable time, in seconds",
+      labelNames: ['quantile'],
+      registers,
+      async collect() {
+        const rpo = (await backup().catch(() => undefined))?.rpo;
+        if (!rpo) return;
+        this.set({ quantile: '0.99' }, rpo.p99Ms / 1000);
+        this.set({ quantile: '1' }, rpo.maxMs / 1000);
+      },
+    });
   }
 
   /** The work queue's depth, its poison queue's, and the age of its oldest message, read from the queue service when scraped. */

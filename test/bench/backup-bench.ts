@@ -213,7 +213,13 @@ async function continuous(
   const counts = new Map<string, EmployeeKey[]>();
   for (const e of employees) counts.set(e.departmentId, [...(counts.get(e.departmentId) ?? []), e]);
   const [dept, staff] = [...counts].filter(([, list]) => list.length >= 5).sort((a, b) => a[1].length - b[1].length)[0];
-  const w = new WriteExecutor({ model: deps.model, store: deps.store, workQueue: queueSender(deps.queues, deps.queue), capture: true, tablePrefix: deps.tablePrefix });
+  const w = new WriteExecutor({
+    model: deps.model,
+    store: deps.store,
+    workQueue: queueSender(deps.queues, deps.queue),
+    capture: true,
+    tablePrefix: deps.tablePrefix,
+  });
   for (const e of staff) await w.execute(deps.model.writes.get('Mutation.deleteEmployee')!, { ...e });
   await w.execute(deps.model.writes.get('Mutation.deleteDepartment')!, { id: dept });
   await runCapturePass({ ...deps, subscriptionRetentionMs: 3_600_000 });

@@ -72,7 +72,8 @@ export async function writeCost(deps: CaptureBenchDeps, writes: CostWrite[], cap
 /** What the load did: each write's acknowledgement, the passes, and T (when half the writes were acknowledged). */
 export interface CaptureLoad {
   acks: number[];
-  passes: Array<{ startedAt: number; finishedAt: number; changes: number }>;
+  /** Each pass: its times (ms since the epoch), changes copied, and change entities read (rows). */
+  passes: Array<{ startedAt: number; finishedAt: number; changes: number; rows: number }>;
   t: number;
   seconds: number;
   errors: number;
@@ -91,7 +92,11 @@ export async function captureUnderLoad(
   const loop = new CaptureLoop({
     ...{ store: deps.store, blobs: deps.blobs, container: deps.container, model: deps.model, tablePrefix: deps.tablePrefix },
     ...{ schemaHash: deps.schemaHash, subscriptionRetentionMs: 3_600_000, intervalMs: opts.intervalMs },
-    onPass: (r) => passes.push({ startedAt: Date.parse(r.latest.startedAt), finishedAt: Date.parse(r.latest.finishedAt), changes: r.latest.changes }),
+    onPass: (r) =>
+      passes.push({
+        ...{ startedAt: Date.parse(r.latest.startedAt), finishedAt: Date.parse(r.latest.finishedAt) },
+        ...{ changes: r.latest.changes, rows: r.latest.read?.rows ?? 0 },
+      }),
   });
   const w = writer(deps, true);
   const limit = pLimit(16);

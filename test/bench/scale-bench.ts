@@ -1,0 +1,133 @@
+/**
+ * Background work at size: `npx tsx test/bench/scale-bench.ts [--seconds 60] [--rate 10]` (`npm run bench -- scale`;
+ * not part of `npm test`). On its own in-memory Azurite: the 32,928 Chicago employees imported under the HR schema as
+ * shipped; then, through a counting proxy in front of the Table service (test/support/storage-proxy.ts), updates at
+ * `--rate` writes/s for `--seconds` while a capture loop runs its passes every 10 s (the default) and a reader sends
+ * point queries of employees without pause. Prints: the queries of the tables of the data without a PartitionKey
+ * (whole-table reads; the target is 0), the change entities a pass read per change it copied, pass time, the RPO as
+ * the writes met it (a write's acknowledgement → the end of the first pass that started after it: p50, p99, max),
+ * and the point queries' p50 inside a pass and outside, and their ratio (the target is at most 1.25).
+ */
+import { importEmployees } from '../../examples/hr/import/import-employees';
+import { runCapturePass } from '../../src/backup/capture-pass';
+import { Catalogue } from '../../src/evolution/catalogue';
+import { deploySchema, schemaLayout } from '../../src/evolution/deployment';
+import { loadConfig } from '../../src/runtime/config';
+import { compileConfiguredSchema } from '../../src/runtime/configured-schema';
+import { startAzurite } from '../../src/storage/azurite';
+import { BlobStore } from '../../src/storage/blob-store';
+import { QueueStore } from '../../src/storage/queue-store';
+import { TableStore } from '../../src/storage/table-store';
+import { ensureWorkQueues, workQueueNames } from '../../src/queue/sender';
+import { CHICAGO_CSV, SCHEMA_DIR } from '../support/harness';
+import { startStorageProxy } from '../support/storage-proxy';
+import { captureLags, captureUnderLoad, percentile, type CaptureBenchDeps, type EmployeeKey } from './capture-load';
+
+const PREFIX = 'sc';
+const CONTAINER = 'bench-scale';
+
+function option(name: string, fallback: number): number {
+  const i = process.argv.indexOf(name);
+  return i < 0 ? fallback : Number(process.argv[i + 1]);
+}
+
+/** Point queries of random employees, one after another, until `stop()`: each one's start and time (ms). */
+function pointReader(store: TableStore, employees: Array<EmployeeKey & { rowKey: string }>): { stop(): Promise<Array<{ at: number; ms: number }>> } {
+  const reads: Array<{ at: number; ms: number }> = [];
+  let running = true;
+  const loop = (async () => {
+    for (let i = 0; running; i++) {
+      const e = employees[(i * 104_729) % employees.length];
+      const at = Date.now();
+      const began = performance.now();
+      await store.getEntity({ table: `${PREFIX}Directory`, partitionKey: e.departmentId, rowKey: e.rowKey }).catch(() => undefined);
+      reads.push({ at, ms: performance.now() - began });
+    }
+  })();
+  return {
+    async stop() {
+      running = false;
+      await loop;
+      return reads;
+    },
+  };
+}
+
+async function main(): Promise<void> {
+  const seconds = option('--seconds', 60);
+  const rate = option('--rate', 10);
+  const azurite = await startAzurite({ inMemory: true });
+  const proxy = await startStorageProxy(azurite.connectionString);
+  try {
+    const config = loadConfig({
+      AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString,
+      TABLEGRAPH_SCHEMA_DIR: SCHEMA_DIR,
+      TABLEGRAPH_TABLE_PREFIX: PREFIX,
+    });
+    const compiled = compileConfiguredSchema(config);
+    const plain = new TableStore({ connectionString: azurite.connectionString, target: 'azurite', timeoutMs: 60_000 });
+    for (const t of compiled.model.tables) await plain.ensureTable(t);
+    const imported = await importEmployees({ store: plain, model: compiled.model, file: CHICAGO_CSV, concurrency: 8 });
+    const layout = schemaLayout(compiled.model, compiled.schema);
+    await deploySchema({ catalogue: new Catalogue(plain, PREFIX), schema: layout, sdl: compiled.sdl });
+    const counted = new TableStore({ connectionString: proxy.connectionString, target: 'azurite', timeoutMs: 60_000 });
+    const blobs = new BlobStore({ connectionString: azurite.connectionString, timeoutMs: 60_000 });
+    await blobs.ensureContainer(CONTAINER);
+    const queues = new QueueStore({ connectionString: azurite.connectionString });
+    await ensureWorkQueues(queues, PREFIX);
+    const deps: CaptureBenchDeps = {
+      ...{ store: counted, queues, queue: workQueueNames(PREFIX).queue, blobs, container: CONTAINER },
+      ...{ model: compiled.model, tablePrefix: PREFIX, schemaHash: layout.hash },
+    };
+    await runCapturePass({ ...deps, subscriptionRetentionMs: 3_600_000 });
+    const employees: Array<EmployeeKey & { rowKey: string }> = [];
+    for await (const page of plain.scan(`${PREFIX}Directory`, { entityType: 'Employee', select: ['departmentId', 'id'] }))
+      for (const e of page) employees.push({ departmentId: String(e.properties.departmentId), id: String(e.properties.id), rowKey: e.rowKey });
+
+    const from = proxy.forwarded().length;
+    const reader = pointReader(counted, employees);
+    const load = await captureUnderLoad(
+      deps,
+      employees.map(({ departmentId, id }) => ({ departmentId, id })),
+      { perSecond: rate, seconds, intervalMs: 10_000 },
+    );
+    const reads = await reader.stop();
+    const data = compiled.model.tables;
+    const whole = proxy
+      .forwarded()
+      .slice(from)
+      .filter((f) => f.method === 'GET' && data.some((t) => f.path.includes(`/${t}(`) || f.path.includes(`/${t}()`)))
+      .map((f) => decodeURIComponent(f.path))
+      .filter((p) => !/PartitionKey eq '/.test(p) && !/\(PartitionKey='/.test(p));
+    const lags = captureLags(load);
+    const inPass = (at: number) => load.passes.some((p) => at >= p.startedAt && at <= p.finishedAt);
+    const inside = reads.filter((r) => inPass(r.at)).map((r) => r.ms);
+    const outside = reads.filter((r) => !inPass(r.at)).map((r) => r.ms);
+    const changes = load.passes.reduce((n, p) => n + p.changes, 0);
+    const rows = load.passes.reduce((n, p) => n + p.rows, 0);
+    const passMs = load.passes.map((p) => p.finishedAt - p.startedAt);
+    console.log(
+      `scale: ${imported.imported} employees imported; ${load.acks.length} updates at ${rate}/s over ${load.seconds.toFixed(0)} s (${load.errors} errors), ${load.passes.length} passes every 10 s`,
+    );
+    console.log(
+      `whole-table reads of the tables of the data by the passes and the writers: ${whole.length}${whole.length > 0 ? ` (${whole.slice(0, 3).join('; ')})` : ''}`,
+    );
+    console.log(`change entities read per change copied: ${(rows / Math.max(1, changes)).toFixed(2)} (${rows} rows for ${changes} changes)`);
+    console.log(`pass time: p50 ${percentile(passMs, 50)} ms, max ${Math.max(...passMs)} ms`);
+    console.log(
+      `RPO (acknowledged → restorable): p50 ${(percentile(lags, 50) / 1000).toFixed(1)} s, p99 ${(percentile(lags, 99) / 1000).toFixed(1)} s, max ${(Math.max(...lags) / 1000).toFixed(1)} s (target p99 ≤ 20 s)`,
+    );
+    const [pin, pout] = [percentile(inside, 50), percentile(outside, 50)];
+    console.log(
+      `point query p50: ${pin.toFixed(2)} ms inside a pass (${inside.length} reads), ${pout.toFixed(2)} ms outside (${outside.length}); ratio ${(pin / pout).toFixed(2)} (target ≤ 1.25)`,
+    );
+  } finally {
+    await proxy.close();
+    await azurite.stop();
+  }
+}
+
+void main().catch((e: unknown) => {
+  console.error(e);
+  process.exit(1);
+});
