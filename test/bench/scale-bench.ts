@@ -6,7 +6,8 @@
  * point queries of employees without pause. Prints: the queries of the tables of the data without a PartitionKey
  * (whole-table reads; the target is 0), the change entities a pass read per change it copied, pass time, the RPO as
  * the writes met it (a write's acknowledgement → the end of the first pass that started after it: p50, p99, max),
- * and the point queries' p50 inside a pass and outside, and their ratio (the target is at most 1.25).
+ * the point queries' p50 inside a pass and outside, and their ratio (the target is at most 1.25), and how late this
+ * process's event loop ran inside a pass and outside (the reader, the writer and the capture loop share it).
  */
 import { importEmployees } from '../../examples/hr/import/import-employees';
 import { runCapturePass } from '../../src/backup/capture-pass';
@@ -53,6 +54,23 @@ function pointReader(store: TableStore, employees: Array<EmployeeKey & { rowKey:
   };
 }
 
+/** This process's event loop, ticked every 5 ms until `stop()`: each tick's time and how late it came (ms). */
+function loopTicker(): { stop(): Array<{ at: number; late: number }> } {
+  const ticks: Array<{ at: number; late: number }> = [];
+  let last = performance.now();
+  const timer = setInterval(() => {
+    const now = performance.now();
+    ticks.push({ at: Date.now(), late: Math.max(0, now - last - 5) });
+    last = now;
+  }, 5);
+  return {
+    stop() {
+      clearInterval(timer);
+      return ticks;
+    },
+  };
+}
+
 async function main(): Promise<void> {
   const seconds = option('--seconds', 60);
   const rate = option('--rate', 10);
@@ -86,12 +104,14 @@ async function main(): Promise<void> {
 
     const from = proxy.forwarded().length;
     const reader = pointReader(counted, employees);
+    const ticker = loopTicker();
     const load = await captureUnderLoad(
       deps,
       employees.map(({ departmentId, id }) => ({ departmentId, id })),
       { perSecond: rate, seconds, intervalMs: 10_000 },
     );
     const reads = await reader.stop();
+    const ticks = ticker.stop();
     const data = compiled.model.tables;
     const whole = proxy
       .forwarded()
@@ -116,6 +136,11 @@ async function main(): Promise<void> {
     console.log(`pass time: p50 ${percentile(passMs, 50)} ms, max ${Math.max(...passMs)} ms`);
     console.log(
       `RPO (acknowledged → restorable): p50 ${(percentile(lags, 50) / 1000).toFixed(1)} s, p99 ${(percentile(lags, 99) / 1000).toFixed(1)} s, max ${(Math.max(...lags) / 1000).toFixed(1)} s (target p99 ≤ 20 s)`,
+    );
+    const late = (within: boolean) => ticks.filter((t) => inPass(t.at) === within).map((t) => t.late);
+    console.log(
+      `this process's event loop, late by (ms): p50 ${percentile(late(true), 50).toFixed(1)}, p99 ${percentile(late(true), 99).toFixed(1)} inside a pass; ` +
+        `p50 ${percentile(late(false), 50).toFixed(1)}, p99 ${percentile(late(false), 99).toFixed(1)} outside (the reader, the writer and the capture loop share it)`,
     );
     const [pin, pout] = [percentile(inside, 50), percentile(outside, 50)];
     console.log(
