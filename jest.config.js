@@ -15,6 +15,7 @@ const LONG = [
   'chicago-import',
   'container-layout',
   'first-minute-restore',
+  'idle-reads',
   'idle-writes',
   'large-entities',
   'offline-client',
