@@ -16,6 +16,7 @@ import { connectionString, DIRECTIVES_FILE, startTestServer, testBlobs, uniquePr
 import { exitedOk, runCommand } from './support/processes';
 import { seededRng } from './support/fanout-fixtures';
 import { testSeed } from './support/seed';
+import { statesAt } from './support/states-at';
 import { pause, until } from './support/wait';
 
 const SDL = `
@@ -98,11 +99,11 @@ async function lane(index: number, ops: number, rng: ReturnType<typeof seededRng
 
 /** The states a key may have at `t`: after its last write acknowledged by then, or after the one in flight at `t`. */
 function allowedAt(key: string, t: number): LampState[] {
-  const mine = writes.filter((w) => w.key === key);
-  const acked = mine.filter((w) => w.ack <= t);
-  const settled = acked.length > 0 ? acked.at(-1)!.after : (initial.get(key) ?? null);
-  const inFlight = mine.find((w) => w.start <= t && w.ack > t);
-  return inFlight ? [settled, inFlight.after] : [settled];
+  return statesAt(
+    writes.filter((w) => w.key === key),
+    initial.get(key) ?? null,
+    t,
+  );
 }
 
 /** Restores the deployment to `t` under a new prefix, and checks every key and each room's count there. */

@@ -17,6 +17,7 @@ import { connectionString, DIRECTIVES_FILE, startTestServer, uniquePrefix, type 
 import { exitedOk, killedAt, runCommand, type CommandProcess } from './support/processes';
 import { seededRng } from './support/fanout-fixtures';
 import { testSeed } from './support/seed';
+import { statesAt } from './support/states-at';
 import { pause, until } from './support/wait';
 
 const SDL = `
@@ -165,11 +166,7 @@ async function lane(s: TestServer, index: number, rng: ReturnType<typeof seededR
 
 /** The states a key may have at `t`: after its last write acknowledged by then, or after the one in flight at `t`. */
 function allowedAt(key: string, t: number): Array<BookState | number[]> {
-  const list = writes.get(key) ?? [];
-  const acked = list.filter((w) => w.ack <= t);
-  const settled = acked.length > 0 ? acked.at(-1)!.after : (before.get(key) ?? null);
-  const inFlight = list.find((w) => w.start <= t && w.ack > t);
-  return inFlight ? [settled, inFlight.after] : [settled];
+  return statesAt(writes.get(key) ?? [], before.get(key) ?? null, t);
 }
 
 /**

@@ -182,19 +182,24 @@ async function readMarked(opts: CapturePassOptions, writer: SegmentWriter, since
   const partitions = new Map<string, MarkedPartition>();
   for (const row of journal) partitions.set(partitionId(row.partition), row.partition);
   const reads: PassReads = { marks: journal.length, partitions: partitions.size, rows: 0, copied: new Map(), journal };
-  for (const [id, partition] of partitions) {
+  for (const partition of partitions.values()) {
     for await (const page of partitionChanges(opts.store, partition, since)) {
       reads.rows += page.length;
       for (const e of page) {
         const c = captured(opts, partition.table, e);
         if (!c) continue;
         await writer.add(c);
-        const seen = reads.copied.get(id);
-        reads.copied.set(id, { partition, followed: (seen?.followed ?? false) || followed.has(c.of) });
+        noteCopied(reads, partition, followed.has(c.of));
       }
     }
   }
   return reads;
+}
+
+/** A change copied from `partition`: the partition is trimmed later, after a subscription's retention if `followed`. */
+function noteCopied(reads: PassReads, partition: MarkedPartition, followed: boolean): void {
+  const id = partitionId(partition);
+  reads.copied.set(id, { partition, followed: (reads.copied.get(id)?.followed ?? false) || followed });
 }
 
 /** The entity types a subscription follows: their change entities are kept for its retention. */
@@ -216,9 +221,7 @@ async function readTablesOnce(opts: CapturePassOptions, writer: SegmentWriter, s
         const c = captured(opts, table, e);
         if (!c) continue;
         await writer.add(c);
-        const partition = { table, partitionKey: e.partitionKey };
-        const id = partitionId(partition);
-        reads.copied.set(id, { partition, followed: (reads.copied.get(id)?.followed ?? false) || followed.has(c.of) });
+        noteCopied(reads, { table, partitionKey: e.partitionKey }, followed.has(c.of));
       }
     }
   }
