@@ -17,6 +17,7 @@ const LONG = [
   'first-minute-restore',
   'idle-reads',
   'idle-writes',
+  'import-progress',
   'large-entities',
   'offline-client',
   'point-in-time',
