@@ -28,6 +28,29 @@ class ScanHookStore extends TableStore {
   }
 }
 
+/**
+ * The test run's store reading `table` one entity a page, running `hook` once after the page holding `after`: a write
+ * between two pages of one table's scan.
+ */
+class PageHookStore extends TableStore {
+  private done = false;
+  constructor(
+    private readonly at: EntityAddress,
+    private readonly hook: () => Promise<void>,
+  ) {
+    super({ connectionString: connectionString(), target: 'azurite' });
+  }
+  override async scanPage(table: string, token: string | undefined, opts?: Parameters<TableStore['scanPage']>[2]) {
+    const mine = table === this.at.table;
+    const page = await super.scanPage(table, token, mine ? { ...opts, pageSize: 1 } : opts);
+    if (mine && !this.done && page.entities.some((e) => e.partitionKey === this.at.partitionKey && e.rowKey === this.at.rowKey)) {
+      this.done = true;
+      await this.hook();
+    }
+    return page;
+  }
+}
+
 /** A department with an employee without a title: the sparse byTitle index has no entity for it. */
 const SPARSE: DepartmentFixture = {
   id: 'SPARSE',
@@ -218,6 +241,39 @@ describe('verify and rebuild-index on one data set', () => {
     expect(kept?.properties.lastName).toBe('MOVED');
     expect(await store.getEntity(oldByLastName)).toBeNull();
     expect((await verifyDerived({ store, model })).ok).toBe(true);
+  });
+
+  test("an intra-partition index entity moved or rewritten between its primary's page and its own is neither deleted nor left stale", async () => {
+    // The index shares the primaries' table, read once: FINANCE's primaries (empid_…) come before its index entities
+    // (lastname_…). A mutation renames 1036 and changes 1037's first name (an included value) after both primaries
+    // were read, before any index entity was.
+    const intra = employee.indexes.get('byLastNameInDepartment')!;
+    const renamed = { ...employeeRow('FINANCE', 1036), lastName: 'MOVED' };
+    const changed = { ...employeeRow('FINANCE', 1037), firstName: 'CHANGED' };
+    const address = (w: { table: string; entity: { partitionKey: string; rowKey: string } }) => ({
+      table: w.table,
+      partitionKey: w.entity.partitionKey,
+      rowKey: w.entity.rowKey,
+    });
+    const oldIntra = indexAddress(employee, 'byLastNameInDepartment', 1036);
+    const oldByLastName = indexAddress(employee, 'byLastName', 1036);
+    const hooked = new PageHookStore(address(entityWrites(employee, changed).primary), async () => {
+      for (const row of [renamed, changed]) {
+        const w = entityWrites(employee, row);
+        for (const x of [w.primary, ...w.indexes]) await store.upsertEntity(x.table, x.entity, 'replace');
+      }
+      await store.deleteEntity(oldIntra);
+      await store.deleteEntity(oldByLastName);
+    });
+
+    await rebuildIndex({ store: hooked, model, type: 'Employee', index: 'byLastNameInDepartment' });
+    const moved = (await store.getEntity(address(indexWrite(intra, { ...renamed })!)))!;
+    expect(moved?.properties.lastName).toBe('MOVED');
+    expect(await store.getEntity(oldIntra)).toBeNull();
+    const rewritten = await store.getEntity(address(indexWrite(intra, { ...changed })!));
+    expect(rewritten?.properties.firstName).toBe('CHANGED');
+    const report = await verifyDerived({ store, model });
+    expect(formatVerifyReport(report)).toMatch(/^verify: ok/m);
   });
 
   test('unknown types and indexes are BAD_USER_INPUT naming the known ones', async () => {

@@ -6,15 +6,15 @@
  */
 import pLimit from 'p-limit';
 import { ErrorCode, isTablegraphError } from '../errors';
-import type { Model } from '../model/types';
+import { ENTITY_TYPE_PROPERTY, type IndexModel, type Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import { limitsFor } from '../storage/limits';
-import type { StorageObserver, TransactionOperation } from '../storage/storage-types';
+import type { EntityAddress, StorageObserver, StoredEntity, TransactionOperation } from '../storage/storage-types';
 import { planEgtBatches } from '../write/egt-batches';
 import { addressKey } from '../storage/address-key';
 import { readIndexState, resolveIndex, type IndexState, type ScanProgress } from './index-state';
-import { settlePrimary } from '../write/index-settle';
-import { addressOfWrite } from '../model/entity-codec';
+import { readPrimary, settlePrimary } from '../write/index-settle';
+import { addressOfWrite, indexWrite, valuesOf } from '../model/entity-codec';
 
 /** Progress: the scan (entities read so far), then the repair (index entities written and deleted so far). */
 export interface RebuildProgress extends ScanProgress {
@@ -73,9 +73,9 @@ export interface RebuildResult {
  * either unseen or seen with an ETag that no longer matches. A primary written meanwhile is re-derived by the
  * worker anyway (its fan-out message is queued before its EGT commits); one whose old index entity its writer
  * removed before this rebuild inserted it again is found by reading each repaired primary once more after the
- * writes, and settled (src/write/index-settle.ts). A unique index's reservation made for a create still in
- * flight looks orphaned. Run verify once the work queue
- * drained. Addresses that several primaries derive (a violated unique index) and primaries that cannot derive
+ * writes, and settled (src/write/index-settle.ts); an orphan's primary is read again before its delete, for an
+ * index sharing its primaries' table (read once) may have been read in the other order. A unique index's
+ * reservation made for a create still in flight looks orphaned. Run verify once the work queue drained. Addresses that several primaries derive (a violated unique index) and primaries that cannot derive
  * (bad key values) are counted in `unresolved`, not guessed at.
  * @throws TablegraphError BAD_USER_INPUT for an unknown type or index (the message lists the known ones);
  *   STORAGE_UNAVAILABLE, LIMIT_EXCEEDED and others from the store (what was written before stays written, and
@@ -133,7 +133,9 @@ export async function rebuildIndex(opts: RebuildIndexOptions): Promise<RebuildRe
     await settlePrimary(store, index, r.primary, own ? { address: addressOfWrite(r.write), etag: own } : undefined, { observer });
   }
 
-  const deletes = deleteBatches(state.orphans, limitsFor(store.target).maxTransactionOperations).map((batch) =>
+  const orphans = await stillOrphaned(store, index, state.orphans, limit, observer);
+  skipped += state.orphans.length - orphans.length;
+  const deletes = deleteBatches(orphans, limitsFor(store.target).maxTransactionOperations).map((batch) =>
     limit(async () => {
       const done = await submitSkippingChanged(store, batch.table, batch.ops, observer);
       skipped += batch.ops.length - done; // rewritten since the scan (it may belong to a primary now), or gone
@@ -157,6 +159,42 @@ export async function rebuildIndex(opts: RebuildIndexOptions): Promise<RebuildRe
     unresolved: diff.duplicates.length + diff.underivable.length,
     seconds: (performance.now() - started) / 1000,
   };
+}
+
+/**
+ * The orphans whose primary, read now, does not derive them. An intra-partition index's table is read once, so a
+ * primary read before a write moved its index entity looks as if it does not derive the moved one, read after it;
+ * reading the primary again tells. A write after this read that derives the orphan again rewrites it (a new ETag),
+ * so the delete's If-Match leaves it. One point query per orphan.
+ */
+async function stillOrphaned(
+  store: TableStore,
+  index: IndexModel,
+  orphans: IndexState['orphans'],
+  limit: pLimit.Limit,
+  observer?: StorageObserver,
+): Promise<IndexState['orphans']> {
+  const kept = await Promise.all(
+    orphans.map((o) =>
+      limit(async () => {
+        if (!o.primary) return true;
+        const now = await readPrimary(store, index.entity, o.primary, { observer });
+        return !derivesAddress(index, now, o);
+      }),
+    ),
+  );
+  return orphans.filter((_, i) => kept[i]);
+}
+
+/** Whether `primary` as read (null: gone) derives the index entity at `address`. */
+function derivesAddress(index: IndexModel, primary: StoredEntity | null, address: EntityAddress): boolean {
+  if (!primary || primary.properties[ENTITY_TYPE_PROPERTY] !== index.entity.entityType) return false;
+  try {
+    const write = indexWrite(index, valuesOf(index.entity, primary.properties));
+    return write !== undefined && addressKey(addressOfWrite(write)) === addressKey(address);
+  } catch {
+    return false; // underivable: it derives nothing
+  }
 }
 
 /** Conditional deletes (If-Match: the ETag read) grouped into EGTs per table and partition, `max` each. */

@@ -11,7 +11,10 @@
  *
  * Index tables come first on purpose: an index entity the worker writes after the index scan is never seen, so
  * a rebuild cannot mistake it for an orphan of the older primary it read; one seen in the scan and rewritten
- * since has a new ETag, so the rebuild's If-Match leaves it alone.
+ * since has a new ETag, so the rebuild's If-Match leaves it alone. An intra-partition index shares its primaries'
+ * table, read once: there a primary may be read before a write moves its index entity and the moved one read after,
+ * so a rebuild reads an orphan's primary again before deleting it, and settles what it wrote for a primary changed
+ * since (src/maintenance/index-rebuild.ts).
  */
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { addressOfWrite, indexWrite, valuesOf, type TableWrite } from '../model/entity-codec';
@@ -19,6 +22,7 @@ import { ENTITY_TYPE_PROPERTY, type EntityModel, type IndexModel, type Model } f
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity, TypedValue } from '../storage/storage-types';
 import { addressKey } from '../storage/address-key';
+import { primaryOf } from '../write/index-settle';
 
 /** How one index compares with what its primary entities derive. Addresses are index entity addresses. */
 export interface IndexDiff {
@@ -61,8 +65,11 @@ export interface IndexState {
    * that derives each and its ETag as read (a rebuild settles a primary written since: src/write/index-settle.ts).
    */
   repairs: Array<{ write: TableWrite; etag?: string; primary: EntityAddress; primaryEtag: string }>;
-  /** The orphaned index entities with the ETag read, for a conditional delete. */
-  orphans: Array<EntityAddress & { etag: string }>;
+  /**
+   * The orphaned index entities with the ETag read, for a conditional delete, and the primary each points at (its key
+   * fields are projected onto it): a rebuild reads it again before the delete (see `derivesNow` in index-rebuild.ts).
+   */
+  orphans: Array<EntityAddress & { etag: string; primary?: EntityAddress }>;
 }
 
 /** Progress of the scans: the table being read and the entities read so far, all tables together. */
@@ -185,7 +192,8 @@ class Tracker {
     for (const actual of this.unclaimed.values()) {
       const address = { table: this.index.layout.table, ...keysOf(actual) };
       diff.orphaned.push(address);
-      this.state.orphans.push({ ...address, etag: actual.etag });
+      const primary = primaryOf(this.index.entity, actual);
+      this.state.orphans.push({ ...address, etag: actual.etag, ...(primary.table !== '?' && { primary }) });
     }
     for (const [key, primaries] of this.derivedBy) {
       if (primaries.length < 2) continue;

@@ -32,7 +32,7 @@ export async function readPrimary(
 
 /**
  * Brings one primary's index entity in line with its current state, undoing the build's own insert when that state
- * no longer derives it; again while the state changes under it (at most 5 passes: a primary written faster than
+ * no longer derives it and rewriting it when it does (its included values were an older state's); again while the state changes under it (at most 5 passes: a primary written faster than
  * that is left to its writers, whose reconciliation keeps the index too).
  * @param own the index entity the build inserted for the primary's older state, and the ETag its insert returned
  * @returns the unique value it holds twice with another entity, if so
@@ -56,7 +56,10 @@ export async function settlePrimary(
       write = undefined; // underivable now: its writer was refused the same; nothing to insert
     }
     const want = write && addressOfWrite(write);
-    if (mine && (!want || addressKey(want) !== addressKey(mine.address))) {
+    if (mine && write && want && addressKey(want) === addressKey(mine.address)) {
+      // The same address, but made of an older state: its included values may be stale.
+      mine = await rewriteIfUnchanged(store, write, mine.etag, call);
+    } else if (mine) {
       await deleteIfUnchanged(store, mine.address, mine.etag, call);
       mine = undefined;
     }
@@ -104,6 +107,24 @@ export async function deleteUnlessDerived(
   }
   if (derived && addressKey(addressOfWrite(derived)) === addressKey(address)) return;
   await deleteIfUnchanged(store, address, found.etag, call);
+}
+
+/**
+ * Replaces an index entity with what the current state derives, only if it still has the ETag the build's own write
+ * gave it. @returns its new ETag; undefined when someone else wrote or deleted it since (theirs is newer: left)
+ */
+async function rewriteIfUnchanged(
+  store: TableStore,
+  write: TableWrite,
+  etag: string,
+  call: { observer?: StorageObserver },
+): Promise<{ address: EntityAddress; etag: string } | undefined> {
+  try {
+    return { address: addressOfWrite(write), etag: await store.updateEntity(write.table, write.entity, 'replace', { ...call, ifMatch: etag }) };
+  } catch (e) {
+    if (isTablegraphError(e, ErrorCode.CONFLICT) || isTablegraphError(e, ErrorCode.NOT_FOUND)) return undefined;
+    throw e;
+  }
 }
 
 /** Deletes an entity only if it still has the ETag the build's insert gave it (a newer write's is left). */
