@@ -7,6 +7,7 @@
  * appears without a reload. And 20 pages follow one partition while 200 writes run, each dropped five times (a proxy
  * closes its connections): each page shows the partition as stored at the end.
  */
+import pLimit from 'p-limit';
 import type { Browser } from 'playwright-core';
 import type { TestServer } from './support/harness';
 import { severableLink as newLink, type SeverableLink } from './support/severable-link';
@@ -146,26 +147,31 @@ test('20 clients follow one partition while 200 writes run, each dropped and res
   await api('mutation ($input: CreateDepartmentInput!) { createDepartment(input: $input) { department { id } } }', {
     input: { id: department, name: department },
   });
+  // Opened four at a time: twenty pages starting at once on two cores beside other test files would wait on each
+  // other, not on the server, for the first answer.
+  const opening = pLimit(4);
   const clients = await Promise.all(
-    Array.from({ length: 20 }, async () => {
-      // Each client reaches the API through a proxy of its own: a drop closes its connections (a browser's offline
-      // mode alone keeps an open stream).
-      const link = await newLink(new URL(server.url));
-      links.add(link);
-      const api = server.url.replace(/:\d+\//, `:${link.port}/`);
-      const context = await browser.newContext();
-      const page = await context.newPage();
-      await page.goto(`${webUrl}?${new URLSearchParams({ api, department, token }).toString()}`);
-      await page.locator('#status', { hasText: 'live' }).waitFor({ timeout: 30_000 });
-      // Counts the times the page lost its subscription (its status says so).
-      await page.evaluate(`{
+    Array.from({ length: 20 }, () =>
+      opening(async () => {
+        // Each client reaches the API through a proxy of its own: a drop closes its connections (a browser's offline
+        // mode alone keeps an open stream).
+        const link = await newLink(new URL(server.url));
+        links.add(link);
+        const api = server.url.replace(/:\d+\//, `:${link.port}/`);
+        const context = await browser.newContext();
+        const page = await context.newPage();
+        await page.goto(`${webUrl}?${new URLSearchParams({ api, department, token }).toString()}`);
+        await page.locator('#status', { hasText: 'live' }).waitFor({ timeout: 60_000 });
+        // Counts the times the page lost its subscription (its status says so).
+        await page.evaluate(`{
         const status = document.getElementById('status');
         window.lost = 0;
         new MutationObserver(() => { if (status.textContent.startsWith('offline')) window.lost++; })
           .observe(status, { childList: true, characterData: true, subtree: true });
       }`);
-      return { context, page, link };
-    }),
+        return { context, page, link };
+      }),
+    ),
   );
 
   // 200 writes, four at a time: creates, title changes and deletes of 40 ids (a deleted id may be created again).
