@@ -16,6 +16,9 @@ import { gunzipSync } from 'node:zlib';
 import { listSnapshots, readSnapshot } from '../src/backup/backup-blobs';
 import { expireSnapshots } from '../src/backup/retention';
 import { restoreProgress, restoreRows } from '../src/backup/restore';
+import { decodeSegment } from '../src/backup/backup-format';
+import { TableStore } from '../src/storage/table-store';
+import { startStorageProxy } from './support/storage-proxy';
 import { takeSnapshot } from '../src/backup/snapshot';
 import { schemaLayout } from '../src/evolution/deployment';
 import { BlobStore } from '../src/storage/blob-store';
@@ -253,6 +256,52 @@ test('a snapshot, killed once, resumes; restored under a new prefix (killed twic
     plant: null,
   });
 }, 240_000);
+
+test("a restore's EGTs that storage did not answer — held past the timeout, applied with the answer lost — are sent again: row for row the snapshot, none given up on", async () => {
+  expect(snapshotId).not.toBe('');
+  const seed = testSeed();
+  // Every EGT may meet a fault; a held one is applied after the store gave up on it (its answer lost).
+  const proxy = await startStorageProxy(connectionString(), {
+    seed,
+    faults: { timedOutAfterApply: 0.2, resetAfterApply: 0.15, slow: 0.2, busy: 0.1 },
+    slowMs: 2500,
+    passAbandoned: true,
+    faultable: (method, p) => method === 'POST' && p.includes('$batch'),
+  });
+  try {
+    const blobs = testBlobs();
+    const container = `${source}-backup`;
+    const manifest = await readSnapshot(blobs, container, snapshotId);
+    const target = uniquePrefix();
+    const { model } = compileSchema(loadSchemaSources(dir), { tablePrefix: target });
+    const store = new TableStore({ connectionString: proxy.connectionString, target: 'azurite', timeoutMs: 1500 });
+    const progress = await restoreProgress({ blobs, container, manifest, targetPrefix: target });
+    await restoreRows({ target: store, model, blobs, entityBlobs: blobs, container, manifest, targetPrefix: target }, progress);
+    const injected = proxy.injected();
+    console.log(`restore under faults (seed ${seed}): injected ${JSON.stringify(injected)}`);
+    expect(injected.slow + injected.timedOutAfterApply + injected.resetAfterApply).toBeGreaterThan(0);
+
+    // Row for row: every row of the snapshot's segments, with its values (a @blob field's name is renamed: left out).
+    const want = new Map<string, Record<string, unknown>>();
+    for (const segment of manifest.segments) {
+      for (const r of decodeSegment((await blobs.download(container, segment.name))!.bytes, segment)) {
+        const values = Object.fromEntries(Object.entries(r.entity.properties).flatMap(([k, v]) => (k === 'map' || v === null ? [] : [[k, v.value]])));
+        want.set(`${target}${r.table}\u0000${r.entity.partitionKey}\u0000${r.entity.rowKey}`, values);
+      }
+    }
+    const got = new Map<string, Record<string, unknown>>();
+    for (const table of new Set([...want.keys()].map((k) => k.split('\u0000')[0])))
+      for await (const page of testStore().scan(table))
+        for (const e of page) {
+          const { map: _renamed, ...values } = e.properties;
+          got.set(`${table}\u0000${e.partitionKey}\u0000${e.rowKey}`, values);
+        }
+    expect(got.size).toBe(manifest.rows);
+    expect(got).toEqual(want);
+  } finally {
+    await proxy.close();
+  }
+}, 120_000);
 
 test('--partition restores one plot alone, its summaries recounted; refused before any write: its source, a prefix in use, no such snapshot, a changed segment', async () => {
   expect(snapshotId).not.toBe('');

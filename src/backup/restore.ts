@@ -79,6 +79,13 @@ export interface RestoreRowsOptions {
   observer?: StorageObserver;
 }
 
+/**
+ * Times a restore's EGT that storage did not answer is sent again (writeEgtBatches): waits of 0.5 s doubling to 8 s, a
+ * minute in all, as a busy or frozen service (Azurite's clean-up, a throttled account) comes back; only then is the
+ * restore stopped, to be run again (it resumes).
+ */
+const RESENDS = 10;
+
 /** Where a restore into `targetPrefix` records its progress. */
 export function restoreProgressName(targetPrefix: string): string {
   return `restores/${targetPrefix === '' ? '-' : targetPrefix}/progress.json`;
@@ -166,7 +173,11 @@ export async function restoreRows(opts: RestoreRowsOptions, progress: RestorePro
     const writes = [];
     for (const r of rows) writes.push({ table: `${opts.targetPrefix}${r.table}`, entity: await withBlobs(opts, r) });
     for (const w of writes) noteMoveMarks((progress.moves ??= {}), w.table, w.entity);
-    await writeEgtBatches(opts.target, planEgtBatches(writes, opts.target.target), { concurrency: opts.concurrency ?? 8, observer: opts.observer });
+    await writeEgtBatches(opts.target, planEgtBatches(writes, opts.target.target), {
+      concurrency: opts.concurrency ?? 8,
+      observer: opts.observer,
+      resends: RESENDS,
+    });
     progress.written.push(segment.name);
     progress.rows += rows.length;
     await writeJsonBlob(blobs, container, restoreProgressName(opts.targetPrefix), progress);
@@ -203,7 +214,11 @@ async function writeChanges(opts: RestoreRowsOptions, progress: RestoreProgress)
     if (c.movedFrom && typeof moveId === 'string' && moveId !== '')
       ((progress.moves ??= {})[moveId] ??= {}).from = { ...c.movedFrom, table: `${opts.targetPrefix}${c.movedFrom.table}` };
   }
-  await writeEgtBatches(opts.target, planEgtBatches(writes, opts.target.target), { concurrency: opts.concurrency ?? 8, observer: opts.observer });
+  await writeEgtBatches(opts.target, planEgtBatches(writes, opts.target.target), {
+    concurrency: opts.concurrency ?? 8,
+    observer: opts.observer,
+    resends: RESENDS,
+  });
   progress.changesWritten = true;
   progress.rows += [...opts.pointInTime!.changes.values()].filter((c) => c.image).length;
   await writeJsonBlob(opts.blobs, opts.container, restoreProgressName(opts.targetPrefix), progress);

@@ -3,7 +3,8 @@
  * (docs/backup.md): a snapshot's primary entities — with `--at`, as they were at that time: the latest snapshot before
  * it and the captured changes up to it (src/backup/change-replay.ts) — written under a new table prefix (src/backup/restore.ts), the
  * schema that wrote them recorded in that prefix's catalogue as a first deployment over stored entities, every
- * derived path built from them here with the online build machinery, then `verify`. It never writes into the tables
+ * derived path built from them here with the online build machinery (four at once, without the live build budget:
+ * the new prefix serves nobody yet), then `verify`. It never writes into the tables
  * it comes from. Run again after a kill, it resumes: the segments written are skipped, the builds go on from their
  * checkpoints. `--type` and `--partition` restore a subset (one customer's partition, one type).
  *
@@ -21,7 +22,7 @@ import { changesAsOf, pointInTime } from '../backup/change-replay';
 import { Catalogue, catalogueTable } from '../evolution/catalogue';
 import { deploySchema, schemaLayout } from '../evolution/deployment';
 import { formatStatus } from '../evolution/migration-report';
-import { runBuildsHere } from '../evolution/run-builds';
+import { runBuildsHere, UNSERVED_PREFIX_BUILDS } from '../evolution/run-builds';
 import { formatVerifyReport, verifyDerived } from '../maintenance/verify-derived';
 import { loadConfig, type Config } from '../runtime/config';
 import { compileConfiguredSchema } from '../runtime/configured-schema';
@@ -121,7 +122,11 @@ async function restore(config: Config, log: Logger, args: RestoreArgs): Promise<
         { reason: 'RestoreTargetInUse' },
       );
     }
-    const rows = await runBuildsHere({ catalogue, store: sealed.store, blobs: sealed.blobs, model, layout, config: target, log, command: 'restore' });
+    // The new prefix serves nobody until the restore is done: its builds go at once, without the live budget.
+    const rows = await runBuildsHere({
+      ...{ catalogue, store: sealed.store, blobs: sealed.blobs, model, layout, config: target, log, command: 'restore' },
+      ...UNSERVED_PREFIX_BUILDS,
+    });
     const built = Date.now();
     const report = await verifyDerived({ store: sealed.store, model });
     const seconds = (t: number) => ((t - started) / 1000).toFixed(1);

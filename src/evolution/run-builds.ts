@@ -1,9 +1,11 @@
 /**
  * Runs the builds of a deployment in this process until each is ready or failed (`npm run migrate -- apply`,
  * `npm run restore`), printing their progress on stderr every 2 s. Builds another process holds the lease of are
- * waited for: their lease is renewed or lapses, and this process takes them over.
+ * waited for: their lease is renewed or lapses, and this process takes them over. A pass that storage did not answer
+ * (a timeout, a 5xx after the SDK's retries) is run again from the builds' checkpoints, as a worker's next poll would.
  */
 import { randomUUID } from 'node:crypto';
+import { ErrorCode, isTablegraphError } from '../errors';
 import type { Logger } from '../log';
 import type { Model } from '../model/types';
 import type { BlobStore } from '../storage/blob-store';
@@ -31,7 +33,18 @@ export interface RunBuildsOptions {
   budget?: number;
   /** Names this process's leases (`migrate`, `restore`). */
   command: string;
+  /** Builds carried forward at once, each under its own lease (default 1). */
+  runners?: number;
 }
+
+/**
+ * The builds of a table prefix that serves nobody yet (a restore's): no write budget, as nothing there is read
+ * until they are done, and four at once, each its own lease.
+ */
+export const UNSERVED_PREFIX_BUILDS = { budget: 0, runners: 4 } as const;
+
+/** Passes in a row that storage may fail (STORAGE_UNAVAILABLE) before the run gives up. */
+const UNAVAILABLE_PASSES = 10;
 
 /**
  * @returns every path's row once none of this layout's is building
@@ -39,20 +52,25 @@ export interface RunBuildsOptions {
  */
 export async function runBuildsHere(opts: RunBuildsOptions): Promise<PathRecord[]> {
   const { catalogue, config, layout } = opts;
-  const runner = new BuildRunner({
-    catalogue,
-    store: opts.store,
-    model: opts.model,
-    layout: layout.layout,
-    instance: `${opts.command}-${randomUUID().slice(0, 8)}`,
-    log: opts.log,
-    entitiesPerSecond: opts.budget ?? config.builds.entitiesPerSecond,
-    leaseMs: config.builds.leaseMs,
-    pollMs: config.builds.pollMs,
-    pageSize: config.builds.pageSize,
-    presence: presenceBoard(catalogue, opts.blobs, config.tablePrefix),
-    holdAfter: config.builds.holdAfter,
-  });
+  const presence = presenceBoard(catalogue, opts.blobs, config.tablePrefix);
+  const runners = Array.from(
+    { length: Math.max(1, opts.runners ?? 1) },
+    () =>
+      new BuildRunner({
+        catalogue,
+        store: opts.store,
+        model: opts.model,
+        layout: layout.layout,
+        instance: `${opts.command}-${randomUUID().slice(0, 8)}`,
+        log: opts.log,
+        entitiesPerSecond: opts.budget ?? config.builds.entitiesPerSecond,
+        leaseMs: config.builds.leaseMs,
+        pollMs: config.builds.pollMs,
+        pageSize: config.builds.pageSize,
+        presence,
+        holdAfter: config.builds.holdAfter,
+      }),
+  );
   const ours = (rows: PathRecord[]) => rows.filter((p) => p.state === 'building' && holdsPath(layout.layout, p));
   const report = setInterval(() => {
     catalogue.paths().then(
@@ -60,9 +78,16 @@ export async function runBuildsHere(opts: RunBuildsOptions): Promise<PathRecord[
       () => undefined,
     );
   }, 2000);
+  let unavailable = 0;
   try {
     while (ours(await catalogue.paths()).length > 0) {
-      await runner.runOnce();
+      // Each runner leases the first build free of a lease: started together, they take different ones.
+      const failed = (await Promise.allSettled(runners.map((r) => r.runOnce()))).flatMap((r) => (r.status === 'rejected' ? [r.reason] : []));
+      const other = failed.find((e) => !isTablegraphError(e, ErrorCode.STORAGE_UNAVAILABLE));
+      if (other !== undefined) throw other;
+      unavailable = failed.length > 0 ? unavailable + 1 : 0;
+      if (unavailable >= UNAVAILABLE_PASSES) throw failed[0];
+      if (failed.length > 0) opts.log.warn({ err: failed[0], passes: unavailable }, 'schema builds: storage did not answer; going on from the checkpoints');
       if (ours(await catalogue.paths()).length > 0) await new Promise((r) => setTimeout(r, config.builds.pollMs));
     }
   } finally {

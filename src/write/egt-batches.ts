@@ -5,6 +5,7 @@
  * upsert-replace, so writing the same entities twice leaves the store as once.
  */
 import pLimit from 'p-limit';
+import { ErrorCode, isTablegraphError } from '../errors';
 import type { TableWrite } from '../model/entity-codec';
 import { estimateEntityBytes, limitsFor } from '../storage/limits';
 import type { TableStore } from '../storage/table-store';
@@ -58,12 +59,19 @@ export interface WriteBatchesOptions {
   observer?: StorageObserver;
   /** Called after each EGT commits, with the entities it wrote. */
   onBatch?(batch: EgtBatch): void;
+  /**
+   * Times an EGT storage did not answer (STORAGE_UNAVAILABLE: a timeout, a lost answer, a 5xx after the SDK's
+   * retries) is sent again before its failure is thrown (default 0). Upserts of the same entities are idempotent, so
+   * one applied with its answer lost is harmless to send again. Waits 0.5 s, doubling, at most 8 s between sends.
+   */
+  resends?: number;
 }
 
 /**
  * Sends every batch as one EGT of upsert-replace operations. Stops at the first failure and rethrows it (EGTs
  * already committed stay committed; each is atomic, and re-running the same writes is harmless).
- * @throws TablegraphError from TableStore.submitTransaction (LIMIT_EXCEEDED, STORAGE_UNAVAILABLE, …)
+ * @throws TablegraphError from TableStore.submitTransaction (LIMIT_EXCEEDED, STORAGE_UNAVAILABLE — after `resends`
+ *   sends again —, …)
  */
 export async function writeEgtBatches(store: TableStore, batches: EgtBatch[], opts: WriteBatchesOptions): Promise<void> {
   const limit = pLimit(opts.concurrency);
@@ -72,11 +80,16 @@ export async function writeEgtBatches(store: TableStore, batches: EgtBatch[], op
   await Promise.all(
     batches.map((batch) =>
       limit(async () => {
-        await store.submitTransaction(
-          batch.table,
-          batch.writes.map((w) => ({ kind: 'upsertReplace' as const, entity: w.entity })),
-          { observer: opts.observer },
-        );
+        const ops = batch.writes.map((w) => ({ kind: 'upsertReplace' as const, entity: w.entity }));
+        for (let sent = 0; ; sent++) {
+          try {
+            await store.submitTransaction(batch.table, ops, { observer: opts.observer });
+            break;
+          } catch (e) {
+            if (sent >= (opts.resends ?? 0) || !isTablegraphError(e, ErrorCode.STORAGE_UNAVAILABLE)) throw e;
+            await new Promise((r) => setTimeout(r, Math.min(500 * 2 ** sent, 8000)));
+          }
+        }
         opts.onBatch?.(batch);
       }),
     ),
