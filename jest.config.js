@@ -12,6 +12,7 @@ const transform = { '^.+\\.ts$': ['ts-jest', {}] };
 
 /** The long files (test/<name>.test.ts), each a minute or more of storms, kills, builds or waits. */
 const LONG = [
+  'backup-restore',
   'chicago-import',
   'container-layout',
   'first-minute-restore',
