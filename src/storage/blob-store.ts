@@ -120,12 +120,27 @@ export class BlobStore {
     return this.call('exists', container, (abortSignal) => this.container(container).getBlobClient(name).exists({ abortSignal }));
   }
 
+  /**
+   * The blobs whose names start with `prefix` and sort before `stop`, in name order: the listing ends at the first
+   * name at or after `stop`, so it costs what it returns (and one page of up to 5,000 names past it at most), not
+   * every blob under the prefix. A missing container lists as empty.
+   * @example blobs.listBefore('backup', 'changes/', 'changes/20261201T000000Z') // the passes begun before that second
+   */
+  async listBefore(container: string, prefix: string, stop: string): Promise<ListedBlob[]> {
+    return this.listing(container, prefix, stop);
+  }
+
   /** Every blob whose name starts with `prefix` (all pages). A missing container lists as empty. */
   async list(container: string, prefix: string): Promise<ListedBlob[]> {
+    return this.listing(container, prefix);
+  }
+
+  private async listing(container: string, prefix: string, stop?: string): Promise<ListedBlob[]> {
     const out: ListedBlob[] = [];
     try {
       await this.call('list', container, async (abortSignal) => {
         for await (const b of this.container(container).listBlobsFlat({ prefix, abortSignal })) {
+          if (stop !== undefined && b.name >= stop) break;
           const { lastModified, contentLength, contentType } = b.properties;
           out.push({ name: b.name, lastModified, bytes: contentLength ?? 0, ...(contentType && { contentType }) });
         }
