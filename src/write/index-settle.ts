@@ -32,8 +32,9 @@ export async function readPrimary(
 
 /**
  * Brings one primary's index entity in line with its current state, undoing the build's own insert when that state
- * no longer derives it and rewriting it when it does (its included values were an older state's); again while the state changes under it (at most 5 passes: a primary written faster than
- * that is left to its writers, whose reconciliation keeps the index too).
+ * no longer derives it and rewriting it when it does (its included values were an older state's); again while the
+ * state changes under it (at most 5 passes: a primary written faster than that is left to its writers, whose
+ * reconciliation keeps the index too).
  * @param own the index entity the build inserted for the primary's older state, and the ETag its insert returned
  * @returns the unique value it holds twice with another entity, if so
  */

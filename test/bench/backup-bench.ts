@@ -168,7 +168,11 @@ async function employeeKeys(store: TableStore, table: string): Promise<EmployeeK
 }
 
 /** A prefix's schema recorded over what a restore wrote, its derived paths built here, and verify: seconds and outcome. */
-async function buildAndVerify(store: TableStore, blobs: BlobStore, config: Config): Promise<{ seconds: number; verifySeconds: number; ready: string; ok: boolean }> {
+async function buildAndVerify(
+  store: TableStore,
+  blobs: BlobStore,
+  config: Config,
+): Promise<{ seconds: number; verifySeconds: number; ready: string; ok: boolean }> {
   const started = performance.now();
   const compiled = compileConfiguredSchema(config);
   const catalogue = new Catalogue(store, config.tablePrefix);
