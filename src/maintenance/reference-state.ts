@@ -1,8 +1,9 @@
 /**
  * References (`@point` fields a write checks, src/model/references.ts) checked against what is stored: every entity
  * of a referring type is read (a scan of its table, on purpose: a maintenance command; one for all the referring
- * types a table holds) and each reference it sets looked up (one point query per target, each read once; 16 in flight). A reference to nothing — a join entity whose target was
- * deleted, left before the worker deleted it, say — is reported as dangling.
+ * types a table holds) and each reference it sets looked up (one point query per target, each read once; 16 in
+ * flight). A reference to nothing — a join entity whose target was deleted, left before the worker deleted it, say —
+ * is reported as dangling.
  */
 import pLimit from 'p-limit';
 import { valuesOf } from '../model/entity-codec';
