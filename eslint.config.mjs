@@ -13,7 +13,7 @@ const floors = [
   ['storage'],
   ['model'],
   ['compiler', 'queue', 'read'],
-  ['write'],
+  ['write', 'client-cache'],
   ['derived'],
   ['maintenance', 'worker'],
   ['load', 'evolution', 'backup'],

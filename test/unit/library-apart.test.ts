@@ -52,7 +52,8 @@ test("no file of src/ names an example type or the examples' data", () => {
 });
 
 test('the compiler apart from what a running server needs: only start-up and the CLI import src/compiler/', () => {
-  const allowed = new Set(['src/runtime/configured-schema.ts', 'src/runtime/start-server.ts', 'src/cli/explain.ts']);
+  // (and the code generator's plugin, which compiles a schema to write a client's cache keys)
+  const allowed = new Set(['src/runtime/configured-schema.ts', 'src/runtime/start-server.ts', 'src/cli/explain.ts', 'src/cli/codegen-cache-plugin.ts']);
   const importers: string[] = [];
   for (const file of sourceFiles(path.join(ROOT, 'src'))) {
     const rel = path.relative(ROOT, file);
