@@ -93,6 +93,9 @@ describe('Apollo Client', () => {
     });
     await watched.fetchMore({ variables: { after: north.data.library.books.pageInfo.endCursor } });
     expect(await read(client, 'north', 'cache-only')).toEqual(['north/1 Ice', 'north/2 Fjords', 'north/3 Auroras']);
+    // A point query by a book's keys answered from the cache: the book the page brought (a cache redirect).
+    const book = await client.query({ query: gql('{ book(library: "north", id: "3") { library id title } }'), fetchPolicy: 'cache-only' });
+    expect(book.data.book).toEqual({ __typename: 'Book', library: 'north', id: '3', title: 'Auroras' });
     // An update's payload normalises onto the one book it wrote.
     await client.mutate({
       mutation: gql('mutation { updateBook(input: { library: "north", id: "1", title: "Glaciers" }) { book { library id title } } }'),
@@ -191,6 +194,8 @@ describe('urql Graphcache', () => {
     // relayPagination: the page after the first, read with `after`, is the two pages as one list.
     await read(client, 'north', 'network-only', north.library.books.pageInfo.endCursor);
     expect(shown(await read(client, 'north', 'cache-only'))).toEqual(['north/1 Ice', 'north/2 Fjords', 'north/3 Auroras']);
+    const book = await client.query(urqlGql('{ book(library: "north", id: "3") { library id title } }'), {}, { requestPolicy: 'cache-only' }).toPromise();
+    expect(book.data.book).toEqual({ library: 'north', id: '3', title: 'Auroras' });
     const mutate = async (text: string) => expect((await client.mutation(urqlGql(text), {}).toPromise()).error).toBeUndefined();
     await mutate('mutation { updateBook(input: { library: "south", id: "1", title: "Deserts" }) { book { library id title } } }');
     await mutate('mutation { deleteBook(input: { library: "north", id: "2" }) { book { library id } } }');

@@ -1,7 +1,8 @@
 /**
  * The Apollo Client cache configuration of a schema (cache-keys.ts), as the text of a TypeScript module: `typePolicies`
  * — each entity type's `keyFields`, `keyFields: false` for the other types that have an `id` (Apollo would key them by
- * it), each Relay connection field `relayStylePagination(keyArgs)` so that `fetchMore` pages append to one list — and
+ * it), each Relay connection field `relayStylePagination(keyArgs)` so that `fetchMore` pages append to one list, each
+ * root point query by its entity's keys answered from the cache when it holds that entity (a cache redirect) — and
  * `possibleTypes`, for fragments on interfaces and unions. For `new InMemoryCache({ typePolicies, possibleTypes })`.
  */
 import type { CacheKeys } from './cache-keys';
@@ -27,6 +28,11 @@ export function renderApolloTypePolicies(keys: CacheKeys, fieldsOf: (type: strin
     const keyArgs = c.keyArgs.length > 0 ? JSON.stringify(c.keyArgs) : 'false';
     connections.set(c.type, [...(connections.get(c.type) ?? []), `${c.field}: relayStylePagination(${keyArgs})`]);
   }
+  for (const r of keys.redirects) {
+    const object = Object.entries(r.args).map(([field, arg]) => `${JSON.stringify(field)}: args?.${arg}`);
+    const read = `read: (_, { args, toReference }) => toReference({ __typename: ${JSON.stringify(r.type)}, ${object.join(', ')} })`;
+    connections.set('Query', [...(connections.get('Query') ?? []), `${r.field}: { ${read} }`]);
+  }
   for (const [type, fields] of connections) add(type, `fields: { ${fields.join(', ')} }`);
   const lines = [...policies].sort(([a], [b]) => a.localeCompare(b)).map(([type, entries]) => `  ${type}: { ${entries.join(', ')} },`);
   return [
@@ -36,7 +42,8 @@ export function renderApolloTypePolicies(keys: CacheKeys, fieldsOf: (type: strin
     '/**',
     ' * Each entity type keyed by its PartitionKey and RowKey fields (a query must select them wherever it selects the',
     ' * type: Apollo Client refuses an object without its key fields), the other types with an `id` not normalised, and',
-    ' * each Relay connection field one list per value of its other arguments.',
+    ' * each Relay connection field one list per value of its other arguments, each point query by its keys answered',
+    ' * from the entity the cache holds.',
     ' */',
     'export const typePolicies: TypePolicies = {',
     ...lines,

@@ -9,7 +9,7 @@
  */
 import { GraphQLSchema, getNamedType, isInterfaceType, isObjectType, isUnionType } from 'graphql';
 import { TENANT_FIELD } from '../model/tenancy';
-import type { Model } from '../model/types';
+import type { AccessPath, Model } from '../model/types';
 
 /** How a client cache keys one object type. */
 export interface TypeKey {
@@ -31,11 +31,24 @@ export interface ConnectionField {
   keyArgs: string[];
 }
 
+/**
+ * A root point query field whose arguments are the keys of the entity it returns (`book(library: ID!, id: ID!)`): a
+ * cache answers it from an entity it already holds, whichever query brought it (Apollo Client's cache redirects).
+ */
+export interface PointRedirect {
+  field: string;
+  /** The entity type returned. */
+  type: string;
+  /** For each key field of the type, the argument holding its value. */
+  args: Record<string, string>;
+}
+
 /** Everything a normalising cache needs from the schema. */
 export interface CacheKeys {
   /** Every object type of the client schema (not the root types, not introspection's), sorted by name. */
   types: TypeKey[];
   connections: ConnectionField[];
+  redirects: PointRedirect[];
   /** The object types of each interface and union, by its name (Apollo Client's `possibleTypes`). */
   possibleTypes: Record<string, string[]>;
 }
@@ -66,7 +79,28 @@ export function cacheKeys(model: Model, schema: GraphQLSchema): CacheKeys {
     if (roots.has(named.name)) continue;
     types.push(typeKey(model, named.name));
   }
-  return { types, connections, possibleTypes };
+  const query = schema.getQueryType()?.name;
+  const redirects = [...model.accessPaths.values()].flatMap((path) => (path.parentType === query ? pointRedirect(model, path) : []));
+  return { types, connections, redirects, possibleTypes };
+}
+
+/**
+ * The redirect of a root point path, when it reads the entity itself at its own address from arguments alone: not
+ * through an index or a table per period, no argument optional, and no `@auth` on the path or its type (the server
+ * would decide per caller what a cache would then answer alike).
+ */
+function pointRedirect(model: Model, path: AccessPath): PointRedirect[] {
+  const entity = model.entities.get(path.target.name);
+  if (path.kind !== 'point' || !entity || path.index || path.tableTemplate || path.auth || entity.auth) return [];
+  if (path.partitionKey.template.source !== entity.layout.partitionKey.source || path.rowKey.template.source !== entity.layout.rowKey.source) return [];
+  const args: Record<string, string> = {};
+  for (const bound of [path.partitionKey, path.rowKey])
+    for (const [field, binding] of bound.bindings) {
+      if (binding.source === 'tenant') continue;
+      if (binding.source !== 'argument' || binding.optional) return [];
+      args[field] = binding.name;
+    }
+  return [{ field: path.fieldName, type: entity.name, args }];
 }
 
 function typeKey(model: Model, type: string): TypeKey {

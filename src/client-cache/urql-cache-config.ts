@@ -2,7 +2,8 @@
  * The urql Graphcache configuration of a schema (cache-keys.ts), as the text of a TypeScript module: `keys` — each
  * entity type keyed by its PartitionKey and RowKey fields, every other object type embedded in what holds it
  * (Graphcache would key it by `id`, or warn) — and `resolvers` with `relayPagination()` on each Relay connection field,
- * so that pages fetched one after another are one list. For `cacheExchange({ keys, resolvers })`.
+ * so that pages fetched one after another are one list, and on each root point query whose arguments are its entity's
+ * keys, answered from the entity the cache holds. For `cacheExchange({ keys, resolvers })`.
  */
 import type { CacheKeys } from './cache-keys';
 
@@ -19,6 +20,10 @@ export function renderUrqlCacheConfig(keys: CacheKeys): string {
   const lines = keys.types.map((t) => (t.keyFields ? `  ${t.type}: (data) => keyOf(data, ${JSON.stringify(t.keyFields)}),` : `  ${t.type}: () => null,`));
   const byType = new Map<string, string[]>();
   for (const c of keys.connections) byType.set(c.type, [...(byType.get(c.type) ?? []), `${c.field}: relayPagination()`]);
+  for (const r of keys.redirects) {
+    const object = Object.entries(r.args).map(([field, arg]) => `${JSON.stringify(field)}: args.${arg}`);
+    byType.set('Query', [...(byType.get('Query') ?? []), `${r.field}: (_, args) => ({ __typename: ${JSON.stringify(r.type)}, ${object.join(', ')} })`]);
+  }
   const resolvers = [...byType].map(([type, fields]) => `  ${type}: { ${fields.join(', ')} },`);
   return [
     "import type { CacheExchangeOpts, Data } from '@urql/exchange-graphcache';",
@@ -35,7 +40,7 @@ export function renderUrqlCacheConfig(keys: CacheKeys): string {
     ...lines,
     '};',
     '',
-    '/** Each Relay connection field one list per value of its other arguments, pages appended. */',
+    '/** Each Relay connection field one list per value of its other arguments, pages appended; each point query by its keys. */',
     "export const resolvers: NonNullable<CacheExchangeOpts['resolvers']> = {",
     ...resolvers,
     '};',

@@ -58,16 +58,22 @@ test('each connection field keyed by its arguments other than the pagination one
   ]);
 });
 
+test("a root point query whose arguments are its entity's keys redirected to the entity (the tenant from the token)", () => {
+  expect(keys.redirects).toEqual([{ field: 'garage', type: 'Garage', args: { code: 'code' } }]);
+});
+
 test('the modules written for Apollo Client and urql', () => {
   const fieldsOf = (name: string) => Object.keys((schema.getType(name) as any)?.getFields?.() ?? {});
   const apollo = renderApolloTypePolicies(keys, fieldsOf);
   expect(apollo).toContain('  Car: { keyFields: ["garage","plate"] },');
   expect(apollo).toContain('  Garage: { keyFields: ["code"], fields: { vehicles: relayStylePagination(false) } },');
-  expect(apollo).toContain('  Query: { fields: { carsByMake: relayStylePagination(["make"]) } },');
+  expect(apollo).toContain(
+    '  Query: { fields: { carsByMake: relayStylePagination(["make"]), garage: { read: (_, { args, toReference }) => toReference({ __typename: "Garage", "code": args?.code }) } } },',
+  );
   const urql = renderUrqlCacheConfig(keys);
   expect(urql).toContain('  Car: (data) => keyOf(data, ["garage","plate"]),');
   expect(urql).toContain('  CarChange: () => null,');
-  expect(urql).toContain('  Query: { carsByMake: relayPagination() },');
+  expect(urql).toContain('  Query: { carsByMake: relayPagination(), garage: (_, args) => ({ __typename: "Garage", "code": args.code }) },');
 });
 
 test('the plugin says what it needs', () => {

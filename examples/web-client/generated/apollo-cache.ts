@@ -5,7 +5,8 @@ import { relayStylePagination } from '@apollo/client/utilities';
 /**
  * Each entity type keyed by its PartitionKey and RowKey fields (a query must select them wherever it selects the
  * type: Apollo Client refuses an object without its key fields), the other types with an `id` not normalised, and
- * each Relay connection field one list per value of its other arguments.
+ * each Relay connection field one list per value of its other arguments, each point query by its keys answered
+ * from the entity the cache holds.
  */
 export const typePolicies: TypePolicies = {
   ArchivedEmployee: { keyFields: ["departmentId","id"] },

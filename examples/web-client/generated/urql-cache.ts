@@ -48,7 +48,7 @@ export const keys: NonNullable<CacheExchangeOpts['keys']> = {
   WorkerEdge: () => null,
 };
 
-/** Each Relay connection field one list per value of its other arguments, pages appended. */
+/** Each Relay connection field one list per value of its other arguments, pages appended; each point query by its keys. */
 export const resolvers: NonNullable<CacheExchangeOpts['resolvers']> = {
   Department: { employees: relayPagination(), workers: relayPagination(), employeesByLastName: relayPagination() },
   Employee: { reviews: relayPagination(), expenseClaims: relayPagination(), claims: relayPagination(), loginAttempts: relayPagination(), messageDays: relayPagination() },
