@@ -8,6 +8,7 @@ import { readPoint, readRange, type PointDirective, type RangeDirective } from '
 import { boundTable, boundTemplate, derivedPrefix, type FieldContext } from './field-bindings';
 import { leadingLiteral } from './layouts';
 import type { SchemaProblems } from './schema-errors';
+import { nodeIdField, nodeRootFields } from './node-interface';
 import type { AccessPath, BoundTemplate, EntityModel, IndexModel, Layout, PointPath, RangePath } from '../model/types';
 import { notAReference } from './reference-checks';
 
@@ -86,6 +87,7 @@ export function buildAccessPaths(schema: GraphQLSchema, inputs: PathInputs, prob
   const paths = new Map<string, AccessPath>();
   const joins: Array<{ path: RangePath; through: string; node: RangeDirective['node'] }> = [];
   const federated = schema.getType('_Service') !== undefined;
+  const nodeFields = nodeRootFields(nodeIdField(schema));
   const skipped = new Set([
     schema.getMutationType()?.name,
     schema.getSubscriptionType()?.name,
@@ -111,6 +113,7 @@ export function buildAccessPaths(schema: GraphQLSchema, inputs: PathInputs, prob
     }
     for (const field of Object.values(type.getFields())) {
       if (isRoot && federated && FEDERATION_ROOT_FIELDS.has(field.name)) continue;
+      if (isRoot && nodeFields.has(field.name)) continue; // served by each entity type's own keys (node-interface.ts)
       const ctx: FieldContext = { parent: type, field, coordinate: `${type.name}.${field.name}`, parentEntity, problems, tablePrefix };
       const point = readPoint(schema, field.astNode);
       const range = readRange(schema, field.astNode);

@@ -4,6 +4,7 @@
  */
 import { isInterfaceType, isObjectType, type GraphQLSchema } from 'graphql';
 import type { SchemaProblems } from './schema-errors';
+import { NODE_INTERFACE, nodeIdField } from './node-interface';
 import type { EntityModel, StoredField } from '../model/types';
 
 /**
@@ -15,7 +16,7 @@ import type { EntityModel, StoredField } from '../model/types';
 export function buildInterfaces(schema: GraphQLSchema, entities: Map<string, EntityModel>, problems: SchemaProblems): Map<string, EntityModel> {
   const interfaces = new Map<string, EntityModel>();
   for (const type of Object.values(schema.getTypeMap())) {
-    if (!isInterfaceType(type) || type.name.startsWith('__')) continue;
+    if (!isInterfaceType(type) || type.name.startsWith('__') || (type.name === NODE_INTERFACE && nodeIdField(schema))) continue;
     const objects = schema.getPossibleTypes(type).filter(isObjectType);
     const stored = objects.map((o) => entities.get(o.name)).filter((e): e is EntityModel => e !== undefined);
     if (stored.length === 0) continue;

@@ -29,6 +29,7 @@ import { buildSubgraphSchema } from '@apollo/subgraph';
 import { errorCauses } from '@apollo/federation-internals';
 import { federationLink, subgraphSdl, withGeneratedKeys, type FederationLink } from './federation-link';
 import { buildFederation, refuseNestedKeys } from './federation';
+import { buildNodes, withNodeInterface } from './node-interface';
 
 /** tablegraph's directive definitions, added to a schema that does not declare them. */
 export const BUILT_IN_DIRECTIVES = path.join(packageRoot(), 'schema', 'directives.graphql');
@@ -84,6 +85,9 @@ export function compileSchema(sources: SdlSource[], options: CompileOptions = {}
     // `@apollo/subgraph` fails on a nested key of a scalar with an error of its own, unlocated: refused first, here.
     if (refuseNestedKeys(document, link, problems)) problems.throwIfAny();
   }
+  // Relay's Node interface, when the schema asks for it: its fields are added before the schema is built.
+  document = withNodeInterface(document, problems);
+  problems.throwIfAny();
   const schema = buildSchema(document, problems, link);
   const model = buildModel(schema, options, problems);
   if (link) model.federation = buildFederation(document, model, link, subgraphSdl(document, builtInDirectives()), problems);
@@ -216,8 +220,10 @@ function buildModel(schema: GraphQLSchema, options: CompileOptions, problems: Sc
   }
   const dependentsOf = buildDependents(schema, { entities, accessPaths, references, writes, summaries }, problems);
   const transactions = buildTransactions(schema, { writes, summaries, copiesOf, dependentsOf }, problems);
+  const nodes = buildNodes(schema, entities);
   return {
     ...(tenancy && { tenancy }),
+    ...(nodes && { nodes }),
     entities,
     interfaces,
     accessPaths,

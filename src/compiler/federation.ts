@@ -12,7 +12,8 @@ import {
   type ObjectTypeDefinitionNode,
   type ObjectTypeExtensionNode,
 } from 'graphql';
-import type { BoundTemplate, EntityModel, FederationKey, FederationModel, IndexModel, Layout, Model, PointPath } from '../model/types';
+import type { EntityModel, FederationKey, FederationModel, IndexModel, Model, PointPath } from '../model/types';
+import { ownKeyPath } from './own-key-path';
 import type { KeyTemplate } from '../model/key-template';
 import { TENANT_FIELD } from '../model/tenancy';
 import { federationDirective, type FederationLink } from './federation-link';
@@ -150,36 +151,13 @@ function sameSet(a: string[], b: string[]): boolean {
 function keyPath(entity: EntityModel, fields: string[]): PointPath | string {
   const { tableTemplate, partitionKey, rowKey } = entity.layout;
   const primary = [...new Set([...ownFields(tableTemplate), ...ownFields(partitionKey), ...ownFields(rowKey)])];
-  if (sameSet(fields, primary)) return pointPath(entity, entity.layout);
+  if (sameSet(fields, primary)) return ownKeyPath(entity, entity.layout, { coordinate: `${entity.name}.@key`, parentType: entity.name, fieldName: '_entities' });
   for (const index of entity.indexes.values()) {
     if (index.unique && sameSet(fields, indexFields(index))) {
-      return pointPath(entity, index.layout, index);
+      return ownKeyPath(entity, index.layout, { coordinate: `${entity.name}.@key`, parentType: entity.name, fieldName: '_entities' }, index);
     }
   }
   const unique = [...entity.indexes.values()].filter((i) => i.unique).map((i) => `"${indexFields(i).join(' ')}" (@index ${i.name})`);
   return `${entity.name}'s keys take "${primary.join(' ')}"${unique.length ? `, its unique indexes ${unique.join(', ')}` : ' and it has no unique @index'}; anything else would be a scan`;
 }
 
-/** Every placeholder bound to the representation's value of the field it names (the tenant's to the request's). */
-function bound(template: KeyTemplate): BoundTemplate {
-  const bindings = new Map(
-    template.fields.map((f) => [f, f === TENANT_FIELD ? ({ source: 'tenant', name: TENANT_FIELD } as const) : ({ source: 'argument', name: f } as const)]),
-  );
-  return { template, bindings };
-}
-
-function pointPath(entity: EntityModel, layout: Layout, index?: IndexModel): PointPath {
-  return {
-    kind: 'point',
-    coordinate: `${entity.name}.@key`,
-    parentType: entity.name,
-    fieldName: '_entities',
-    target: entity,
-    ...(index && { index }),
-    table: layout.table,
-    ...(layout.tableTemplate && { tableTemplate: bound(layout.tableTemplate) }),
-    partitionKey: bound(layout.partitionKey),
-    rowKey: bound(layout.rowKey),
-    checkOnWrite: false,
-  };
-}

@@ -33,6 +33,7 @@ import { readConstraint } from './read-constraint';
 import { readBlob } from './blob-directives';
 import { isTableTemplate, parseTableTemplate } from './period-tables';
 import { splitProperties } from './wide-layouts';
+import { nodeIdField } from './node-interface';
 
 /** Property names the Table service or tablegraph itself uses. */
 const RESERVED_PROPERTIES = new Set([
@@ -53,11 +54,15 @@ function unwrap<T>(type: T): T {
   return (isNonNullType(type) ? type.ofType : type) as T;
 }
 
+/**
+ * The type's fields stored as properties: not its access paths, its SAS URLs, its `etag`, nor `@nodeInterface`'s
+ * global id (sealed from the keys each time: node-interface.ts).
+ */
 function storedFields(type: GraphQLObjectType, schema: GraphQLSchema, problems: SchemaProblems, tablePrefix: string): Map<string, StoredField> {
   const fields = new Map<string, StoredField>();
   for (const field of Object.values(type.getFields())) {
     const coordinate = `${type.name}.${field.name}`;
-    if (readPoint(schema, field.astNode) || readRange(schema, field.astNode) || hasSas(field.astNode)) continue;
+    if (readPoint(schema, field.astNode) || readRange(schema, field.astNode) || hasSas(field.astNode) || field.name === nodeIdField(schema)) continue;
     const named = getNamedType(field.type);
     if (isObjectType(named)) continue; // checked by access-paths.ts: an object field needs an access path
     if (field.name === ETAG_FIELD && named.name === 'String' && !isListType(unwrap(field.type))) continue;

@@ -335,6 +335,16 @@ export interface Model {
   dependentsOf: Map<string, DependentModel[]>;
   /** Set when the schema links Apollo Federation 2 (src/compiler/federation.ts): it is a subgraph. */
   federation?: FederationModel;
+  /** Set under `extend schema @nodeInterface` (src/compiler/node-interface.ts): Relay's global ids. */
+  nodes?: NodeModel;
+}
+
+/** Relay's Global Object Identification: every entity type implements `Node`, its id sealed from its type and keys. */
+export interface NodeModel {
+  /** The id field's name on every entity type (`nodeId` by default); the arguments are `node(<idField>:)`, `nodes(<idField>s:)`. */
+  idField: string;
+  /** Each entity type's point query by its own keys (its arguments the key fields, the tenant from the token), by type name. */
+  paths: Map<string, PointPath>;
 }
 
 /**

@@ -14,6 +14,8 @@
  *   reference goes through a unique index of the target (the index entity, then the target);
  * - a federation subgraph's `_entities`: each representation as the point query of its key (through a unique index,
  *   as an `@point(index:)` field is), its entity's selections below it;
+ * - Relay's `node` and `nodes` (`@nodeInterface`): each id the point query of the costliest entity type, its selections
+ *   below it;
  * - a `@transaction` field: per item its entity, summary holders and references read, and a read back; then its EGT;
  *   its results' selections `maxItems` times;
  * - a mutation field: WRITE_CALLS storage calls (the entity, its holders, the reservation, the EGT, the message); a
@@ -29,6 +31,7 @@ import {
   isInputType,
   print,
   isObjectType,
+  isInterfaceType,
   isUnionType,
   Kind,
   typeFromAST,
@@ -132,25 +135,28 @@ export function estimateDemand(
   const root =
     operation.operation === 'mutation' ? schema.getMutationType() : operation.operation === 'query' ? schema.getQueryType() : schema.getSubscriptionType();
   const effective = withDefaults(schema, operation, variables);
-  const storage = new DemandWalk(model, fragments, effective, 'storage');
-  const nodes = new DemandWalk(model, fragments, effective, 'nodes');
+  const storage = new DemandWalk(schema, model, fragments, effective, 'storage');
+  const nodes = new DemandWalk(schema, model, fragments, effective, 'nodes');
   if (root) for (const walk of [storage, nodes]) walk.visit(root, operation.selectionSet, 1, new Set());
   return { storageCalls: storage.total.storageCalls, entitiesRead: storage.total.entitiesRead, nodes: nodes.total.nodes };
 }
 
 /**
- * The variables an operation's estimate depends on: those a connection's `first` takes, and those `@skip`/`@include`
- * decide on, its fragments' included — the key of a memoised estimate (prepared-documents.ts), which must tell an
- * explicit null from a variable not sent (that one takes its declared default).
+ * The variables an operation's estimate depends on: those a connection's `first` takes (a federation subgraph's
+ * `representations`, the `nodes` ids of `model`'s node interface), and those `@skip`/`@include` decide on, its
+ * fragments' included — the key of a memoised estimate (prepared-documents.ts), which must tell an explicit null from
+ * a variable not sent (that one takes its declared default).
  */
-export function demandVariables(operation: OperationDefinitionNode, fragments: Record<string, FragmentDefinitionNode>): string[] {
+export function demandVariables(operation: OperationDefinitionNode, fragments: Record<string, FragmentDefinitionNode>, model?: Model): string[] {
   const names = new Set<string>();
+  // `nodes(nodeIds:)` of Relay's node interface: as many point queries as ids.
+  const lists = new Set(['first', 'representations', ...(model?.nodes ? [`${model.nodes.idField}s`] : [])]);
   const seen = new Set<string>();
   const walk = (node: OperationDefinitionNode | FragmentDefinitionNode) =>
     visit(node, {
       Argument(arg) {
         // A page's size, and a federation subgraph's `_entities` list: how many point queries it makes, of which types.
-        if ((arg.name.value === 'first' || arg.name.value === 'representations') && arg.value.kind === Kind.VARIABLE) names.add(arg.value.name.value);
+        if (lists.has(arg.name.value) && arg.value.kind === Kind.VARIABLE) names.add(arg.value.name.value);
       },
       Directive(d) {
         if (d.name.value !== 'skip' && d.name.value !== 'include') return;
@@ -176,6 +182,7 @@ class DemandWalk {
   readonly total: DemandEstimate = { storageCalls: 0, entitiesRead: 0, nodes: 0 };
 
   constructor(
+    private readonly schema: GraphQLSchema,
     private readonly model: Model,
     private readonly fragments: Record<string, FragmentDefinitionNode>,
     /** The operation's variables, defaults included. */
@@ -205,6 +212,10 @@ class DemandWalk {
         covered = undefined;
       }
       if (model.federation && field.name === '_entities' && isUnionType(named)) this.visitEntities(named, { field, node, seen: inner }, times);
+      if (model.nodes && isInterfaceType(named) && type === this.schema.getQueryType() && (field.name === 'node' || field.name === 'nodes')) {
+        this.visitNodes({ field, node, seen: inner }, times);
+        continue;
+      }
       if (!isObjectType(named)) continue;
       this.add('nodes', times);
       if (path) this.visitPath(path, { field, node, named, seen: inner }, times);
@@ -213,7 +224,7 @@ class DemandWalk {
   }
 
   /** A field served by an access path: its storage calls and entities, then its selections. */
-  private visitPath(
+  visitPath(
     path: AccessPath,
     at: { field: GraphQLField<unknown, unknown>; node: FieldNode; named: GraphQLObjectType; seen: Set<string> },
     times: number,
@@ -281,6 +292,36 @@ class DemandWalk {
       this.add('nodes', n);
       this.visitPath(key.path!, { field, node, named: type, seen }, n);
     }
+  }
+
+  /**
+   * Relay's `node(nodeId:)` and `nodes(nodeIds:)`: each id the point query of one entity type's own keys, which type
+   * the sealed id does not tell before it runs — so each counts as the costliest type's, its selections (the
+   * `... on Type` fragments) under it.
+   */
+  private visitNodes(at: { field: GraphQLField<unknown, unknown>; node: FieldNode; seen: Set<string> }, times: number): void {
+    const { field, node, seen } = at;
+    const nodes = this.model.nodes!;
+    let count = 1;
+    if (field.name === 'nodes') {
+      const arg = node.arguments?.find((a) => a.name.value === `${nodes.idField}s`);
+      const def = field.args.find((a) => a.name === `${nodes.idField}s`);
+      const value: unknown = arg && def ? valueFromAST(arg.value, def.type, this.variables) : undefined;
+      count = Array.isArray(value) ? value.length : 0;
+    }
+    const n = Math.min(CAP, times * count);
+    if (n === 0) return;
+    this.add('nodes', n);
+    let worst: DemandEstimate | undefined;
+    for (const [name, path] of nodes.paths) {
+      const object = this.schema.getType(name);
+      if (!isObjectType(object)) continue;
+      const walk = new DemandWalk(this.schema, this.model, this.fragments, this.variables, this.counts);
+      walk.visitPath(path, { field, node, named: object, seen }, n);
+      const t = walk.total;
+      if (!worst || t.storageCalls + t.entitiesRead + t.nodes > worst.storageCalls + worst.entitiesRead + worst.nodes) worst = t;
+    }
+    for (const k of ['storageCalls', 'entitiesRead', 'nodes'] as const) this.add(k, worst?.[k] ?? 0);
   }
 
   /**

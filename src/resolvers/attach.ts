@@ -25,6 +25,7 @@ import { writeResolver } from './write-resolvers';
 import { transactionResolver } from './transaction-resolvers';
 import { implementScalars } from './scalars';
 import { attachFederation } from './federation-resolvers';
+import { attachNodes } from './node-resolvers';
 
 /**
  * Sets `resolve` on every field that reads storage or a stored property, and implements the custom scalars.
@@ -73,6 +74,7 @@ export function attachResolvers(schema: GraphQLSchema, model: Model): GraphQLSch
   };
   implementScalars({ Long: scalar('Long'), DateTime: scalar('DateTime'), Decimal: scalar('Decimal') });
   attachFederation(schema, model);
+  attachNodes(schema, model);
   return schema;
 }
 

@@ -1,6 +1,7 @@
 /**
  * What a document reads, field by field, on a compiled model: for every selected field (introspection's excepted),
- * the access path that serves it (for a federation subgraph's `_entities`, every key's), the entity type (or
+ * the access path that serves it (for a federation subgraph's `_entities`, every key's; for Relay's `node` and `nodes`,
+ * every entity type's own), the entity type (or
  * interface) it belongs to and its stored field, where each exists. The HTTP cache policy (http-cache.ts) and what
  * the cost may show (cost-visibility.ts) are read from it.
  */
@@ -39,6 +40,11 @@ export function forEachReadField(schema: GraphQLSchema, model: Model, document: 
           for (const key of [...model.federation.keys.values()].flat()) {
             if (!done && key.path) done = each({ coordinate, path: key.path, entity: key.path.target }) === true;
           }
+          return;
+        }
+        if (model.nodes && (node.name.value === 'node' || node.name.value === 'nodes') && parent === schema.getQueryType()) {
+          // Relay's `node` and `nodes` read any entity type by its own keys: each type's point query counts as read.
+          for (const path of model.nodes.paths.values()) if (!done) done = each({ coordinate, path, entity: path.target }) === true;
           return;
         }
         const entity = model.entities.get(parent.name) ?? model.interfaces.get(parent.name);

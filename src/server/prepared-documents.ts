@@ -155,7 +155,7 @@ export class PreparedDocuments {
    */
   private estimator(operation: OperationDefinitionNode, fragments: Record<string, FragmentDefinitionNode>): PreparedOperation['estimate'] {
     const { schema, model } = this.opts;
-    const names = demandVariables(operation, fragments);
+    const names = demandVariables(operation, fragments, model);
     const memo = new Map<string, DemandEstimate>();
     return (variables) => {
       // Each value as sent, and whether it was: an explicit null is not a variable left to its default.
