@@ -130,9 +130,9 @@ test('_service serves the schema with its keys and without storage directives, i
   const r = await post(server.url, '{ _service { sdl } }', undefined, await ADMIN());
   expect(r.errors).toBeUndefined();
   const sdl: string = r.data._service.sdl;
-  expect(sdl).toMatch(/type Employee @key\(fields: "departmentId id"\)/);
+  expect(sdl).toMatch(/type Employee implements Node @key\(fields: "departmentId id"\)/);
   expect(sdl).toMatch(/extend type Employee @key\(fields: "email"\)/);
-  expect(sdl).toMatch(/type Department @key\(fields: "id"\)/);
+  expect(sdl).toMatch(/type Department implements Node @key\(fields: "id"\)/);
   // (Descriptions may speak of them: no application, no definition, no type of theirs.)
   for (const storage of ['@entity(', '@index(', '@auth(', '@point(', '@range(', '@summary(', 'directive @', 'input AuthRule', 'enum OnDelete', 'table: "']) {
     expect([storage, sdl.includes(storage)]).toEqual([storage, false]);
@@ -167,6 +167,21 @@ test('a reference below an entity reads through the same loaders: 100 employees 
   expect(r.errors).toBeUndefined();
   for (const e of r.data.onCall) expect(e.department).toEqual({ name: 'ENGINEERING', employeeCount: ENGINEERING.employees.length });
   expectCost({ extensions: { cost: costs[0] } }, { pointQueries: 101, rangeQueries: 0, entitiesRead: 101, waves: 2 });
+});
+
+test("Relay's node(nodeId:) through the gateway: the entity tablegraph's id names, with the other subgraph's fields", async () => {
+  const admin = await ADMIN();
+  const ids = await post(gateway.url, '{ onCall(first: 2) { id nodeId } }', undefined, admin);
+  expect(ids.errors).toBeUndefined();
+  const [first] = ids.data.onCall;
+  const r = await post(
+    gateway.url,
+    'query ($id: ID!) { node(nodeId: $id) { __typename ... on Employee { id departmentId badge } } }',
+    { id: first.nodeId },
+    admin,
+  );
+  expect(r.errors).toBeUndefined();
+  expect(r.data.node).toEqual({ __typename: 'Employee', id: first.id, departmentId: 'ENGINEERING', badge: `B-${first.id}` });
 });
 
 describe('_entities on its own', () => {

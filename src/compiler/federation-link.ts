@@ -159,7 +159,12 @@ export function subgraphSdl(document: DocumentNode, builtIn: DocumentNode): stri
     Directive: (node) => (directives.has(node.name.value) ? null : undefined),
   });
   const kept = usedTypes(stripped, types);
-  const definitions = stripped.definitions.filter((def) => !('name' in def && def.name && types.has(def.name.value) && !kept.has(def.name.value)));
+  const definitions = stripped.definitions.filter(
+    (def) =>
+      !('name' in def && def.name && types.has(def.name.value) && !kept.has(def.name.value)) &&
+      // `extend schema @tenancy(…)` or `@nodeInterface` with its directive gone is no SDL at all.
+      !(def.kind === Kind.SCHEMA_EXTENSION && !def.directives?.length && !def.operationTypes?.length),
+  );
   return print({ ...stripped, definitions });
 }
 

@@ -22,7 +22,7 @@ export type Scalars = {
  * example): `archiveEmployee` queues the move; the worker copies the employee here, then deletes it from the Directory
  * table — its department's summaries and its indexes go with the delete — each step idempotent.
  */
-export type ArchivedEmployee = {
+export type ArchivedEmployee = Node & {
   __typename?: 'ArchivedEmployee';
   annualSalary: Maybe<Scalars['Decimal']['output']>;
   departmentId: Scalars['ID']['output'];
@@ -37,6 +37,8 @@ export type ArchivedEmployee = {
   id: Scalars['ID']['output'];
   lastName: Scalars['String']['output'];
   middleInitial: Maybe<Scalars['String']['output']>;
+  /** The entity's global id: its type and keys, sealed (Relay's Global Object Identification). */
+  nodeId: Scalars['ID']['output'];
   phone: Maybe<Scalars['String']['output']>;
   salaryOrHourly: Maybe<PayBasis>;
   title: Maybe<Scalars['String']['output']>;
@@ -61,7 +63,7 @@ export type ChangeKind =
   | 'UPDATED';
 
 /** A worker hired through an agency, paid by the day. */
-export type Contractor = Worker & {
+export type Contractor = Node & Worker & {
   __typename?: 'Contractor';
   agency: Scalars['String']['output'];
   /** In USD per day, exact. */
@@ -71,6 +73,8 @@ export type Contractor = Worker & {
   etag: Scalars['String']['output'];
   id: Scalars['ID']['output'];
   name: Scalars['String']['output'];
+  /** The entity's global id: its type and keys, sealed (Relay's Global Object Identification). */
+  nodeId: Scalars['ID']['output'];
 };
 
 /** The Contractor as written (for a delete: as it was). */
@@ -176,7 +180,7 @@ export type CreateVolunteerInput = {
  * `_part2` holding the keys and `daily246` … `daily365`. Both are written in one EGT when the year is created or
  * deleted, and read with two point queries in one wave; recording a day's messages merges the one entity holding it.
  */
-export type DailyMessages = {
+export type DailyMessages = Node & {
   __typename?: 'DailyMessages';
   /** Messages sent on each day of the year, 1 January (element 0) first; element 365 is 31 December of a leap year. */
   daily: Array<Scalars['Int']['output']>;
@@ -189,6 +193,8 @@ export type DailyMessages = {
   employeeId: Scalars['ID']['output'];
   /** The logical entity's ETag (its two entities' ETags): pass it as `ifMatch` to write only if nobody wrote since. */
   etag: Scalars['String']['output'];
+  /** The entity's global id: its type and keys, sealed (Relay's Global Object Identification). */
+  nodeId: Scalars['ID']['output'];
   /** The year (UTC). */
   year: Scalars['Int']['output'];
 };
@@ -238,7 +244,7 @@ export type DeleteVolunteerInput = {
  * its employees, never counted at read time. The `all` index lists every department in one partition of its own
  * table, so `departments` is a range query, not a scan.
  */
-export type Department = {
+export type Department = Node & {
   __typename?: 'Department';
   /**
    * A read-only shared access signature URL for this department's partition of the Directory table (the department
@@ -263,6 +269,8 @@ export type Department = {
   /** The department's name as the source spells it, e.g. `POLICE`, `STREETS & SAN`: not blank, no control characters. */
   id: Scalars['ID']['output'];
   name: Scalars['String']['output'];
+  /** The entity's global id: its type and keys, sealed (Relay's Global Object Identification). */
+  nodeId: Scalars['ID']['output'];
   /** Yearly payroll in USD, exact: annual salaries plus hourly rate × typical weekly hours × 52 for hourly staff. */
   payroll: Scalars['Decimal']['output'];
   /**
@@ -335,7 +343,7 @@ export type DepartmentPayload = {
  * "Prepend/append anti-pattern"): no hot partition, no swarm of one-entity partitions, and the partition is still
  * known from the value alone.
  */
-export type Employee = {
+export type Employee = Node & {
   __typename?: 'Employee';
   /** Annual salary in USD (salaried staff only). */
   annualSalary: Maybe<Scalars['Decimal']['output']>;
@@ -382,6 +390,8 @@ export type Employee = {
   /** The messages the employee sent in each hour of one day (UTC), if any were recorded: one point query. */
   messageStats: Maybe<MessageStats>;
   middleInitial: Maybe<Scalars['String']['output']>;
+  /** The entity's global id: its type and keys, sealed (Relay's Global Object Identification). */
+  nodeId: Scalars['ID']['output'];
   /** A telephone number, e.g. `+1 312 555 0100`: the contact field an employee may change on its own entity. */
   phone: Maybe<Scalars['String']['output']>;
   /**
@@ -559,7 +569,7 @@ export type EmployeePayload = {
  * heterogeneous entity types": prepend the entity type to the RowKey), so the department's `employees` range never
  * reads one.
  */
-export type EmployeeReview = {
+export type EmployeeReview = Node & {
   __typename?: 'EmployeeReview';
   departmentId: Scalars['ID']['output'];
   /**
@@ -570,6 +580,8 @@ export type EmployeeReview = {
   employeeId: Scalars['ID']['output'];
   /** The entity's ETag: pass it as `ifMatch` to write only if nobody wrote since. */
   etag: Scalars['String']['output'];
+  /** The entity's global id: its type and keys, sealed (Relay's Global Object Identification). */
+  nodeId: Scalars['ID']['output'];
   /** 1 (poor) to 5 (outstanding). */
   rating: Scalars['Int']['output'];
   summary: Maybe<Scalars['String']['output']>;
@@ -606,7 +618,7 @@ export type EmploymentType =
  * comes first and any Table client can read the same rows. Two claims of one employee in the same millisecond collide
  * (CONFLICT): resubmit with the next millisecond.
  */
-export type ExpenseClaim = {
+export type ExpenseClaim = Node & {
   __typename?: 'ExpenseClaim';
   /** In USD, exact. */
   amount: Scalars['Decimal']['output'];
@@ -620,6 +632,8 @@ export type ExpenseClaim = {
   employeeId: Scalars['ID']['output'];
   /** The entity's ETag: pass it as `ifMatch` to write only if nobody wrote since. */
   etag: Scalars['String']['output'];
+  /** The entity's global id: its type and keys, sealed (Relay's Global Object Identification). */
+  nodeId: Scalars['ID']['output'];
   submittedAt: Scalars['DateTime']['output'];
 };
 
@@ -679,7 +693,7 @@ export type IntSeriesIncrement = {
  * Attempts with an address no employee holds are kept too: they are what a security review looks for. Two attempts with
  * one address in the same millisecond collide (CONFLICT).
  */
-export type LoginAttempt = {
+export type LoginAttempt = Node & {
   __typename?: 'LoginAttempt';
   at: Scalars['DateTime']['output'];
   /** The e-mail address the attempt signed in with, as typed. */
@@ -688,6 +702,8 @@ export type LoginAttempt = {
   etag: Scalars['String']['output'];
   /** The client's IP address, v4 or v6. */
   ipAddress: Maybe<Scalars['String']['output']>;
+  /** The entity's global id: its type and keys, sealed (Relay's Global Object Identification). */
+  nodeId: Scalars['ID']['output'];
   succeeded: Scalars['Boolean']['output'];
 };
 
@@ -716,7 +732,7 @@ export type LoginAttemptPayload = {
  * whole day — 24 properties `hourly00` … `hourly23` — so the day is one point query, and recording messages is a
  * merge of one hour's property under the entity's ETag.
  */
-export type MessageStats = {
+export type MessageStats = Node & {
   __typename?: 'MessageStats';
   /** The day, `YYYY-MM-DD` (UTC). */
   day: Scalars['String']['output'];
@@ -731,6 +747,8 @@ export type MessageStats = {
   etag: Scalars['String']['output'];
   /** Messages sent in each hour of the day, hour 0 (00:00-00:59 UTC) first: 24 counts. */
   hourly: Array<Scalars['Int']['output']>;
+  /** The entity's global id: its type and keys, sealed (Relay's Global Object Identification). */
+  nodeId: Scalars['ID']['output'];
 };
 
 /** A page of MessageStats entities (a Relay connection): pass pageInfo.endCursor as `after` for the next page. */
@@ -1024,6 +1042,11 @@ export type MutationUpdateEmployeeReviewArgs = {
   input: UpdateEmployeeReviewInput;
 };
 
+/** An object with a global id (Relay's Global Object Identification): every entity type. */
+export type Node = {
+  nodeId: Scalars['ID']['output'];
+};
+
 /** Where a page of a connection sits in the whole list. */
 export type PageInfo = {
   __typename?: 'PageInfo';
@@ -1057,6 +1080,10 @@ export type Query = {
    * range query in that day's table.
    */
   loginAttempts: LoginAttemptConnection;
+  /** The entity a global id names; null when none does (or it is out of the caller's scope). */
+  node: Maybe<Node>;
+  /** The entities global ids name, in order, in one wave of point queries; null for each one that none does. */
+  nodes: Array<Maybe<Node>>;
   /** A contractor or a volunteer, as its own type: one point query. */
   worker: Maybe<Worker>;
 };
@@ -1115,6 +1142,16 @@ export type QueryLoginAttemptsArgs = {
   day: Scalars['DateTime']['input'];
   email: Scalars['String']['input'];
   first?: InputMaybe<Scalars['Int']['input']>;
+};
+
+
+export type QueryNodeArgs = {
+  nodeId: Scalars['ID']['input'];
+};
+
+
+export type QueryNodesArgs = {
+  nodeIds: Array<Scalars['ID']['input']>;
 };
 
 
@@ -1279,7 +1316,7 @@ export type UpdateEmployeeReviewInput = {
 };
 
 /** A worker who gives their time, unpaid. */
-export type Volunteer = Worker & {
+export type Volunteer = Node & Worker & {
   __typename?: 'Volunteer';
   departmentId: Scalars['ID']['output'];
   /** The entity's ETag: pass it as `ifMatch` to write only if nobody wrote since. */
@@ -1287,6 +1324,8 @@ export type Volunteer = Worker & {
   hoursPerWeek: Maybe<Scalars['Float']['output']>;
   id: Scalars['ID']['output'];
   name: Scalars['String']['output'];
+  /** The entity's global id: its type and keys, sealed (Relay's Global Object Identification). */
+  nodeId: Scalars['ID']['output'];
 };
 
 /** The Volunteer as written (for a delete: as it was). */

@@ -25,6 +25,18 @@ export const typePolicies: TypePolicies = {
 
 /** The object types of each interface and union, for fragments on them. */
 export const possibleTypes: PossibleTypesMap = {
+  "Node": [
+    "ArchivedEmployee",
+    "Contractor",
+    "DailyMessages",
+    "Department",
+    "Employee",
+    "EmployeeReview",
+    "ExpenseClaim",
+    "LoginAttempt",
+    "MessageStats",
+    "Volunteer"
+  ],
   "Worker": [
     "Contractor",
     "Volunteer"
