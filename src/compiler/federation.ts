@@ -151,7 +151,8 @@ function sameSet(a: string[], b: string[]): boolean {
 function keyPath(entity: EntityModel, fields: string[]): PointPath | string {
   const { tableTemplate, partitionKey, rowKey } = entity.layout;
   const primary = [...new Set([...ownFields(tableTemplate), ...ownFields(partitionKey), ...ownFields(rowKey)])];
-  if (sameSet(fields, primary)) return ownKeyPath(entity, entity.layout, { coordinate: `${entity.name}.@key`, parentType: entity.name, fieldName: '_entities' });
+  if (sameSet(fields, primary))
+    return ownKeyPath(entity, entity.layout, { coordinate: `${entity.name}.@key`, parentType: entity.name, fieldName: '_entities' });
   for (const index of entity.indexes.values()) {
     if (index.unique && sameSet(fields, indexFields(index))) {
       return ownKeyPath(entity, index.layout, { coordinate: `${entity.name}.@key`, parentType: entity.name, fieldName: '_entities' }, index);
@@ -160,4 +161,3 @@ function keyPath(entity: EntityModel, fields: string[]): PointPath | string {
   const unique = [...entity.indexes.values()].filter((i) => i.unique).map((i) => `"${indexFields(i).join(' ')}" (@index ${i.name})`);
   return `${entity.name}'s keys take "${primary.join(' ')}"${unique.length ? `, its unique indexes ${unique.join(', ')}` : ' and it has no unique @index'}; anything else would be a scan`;
 }
-
