@@ -307,7 +307,8 @@ class DemandWalk {
       const arg = node.arguments?.find((a) => a.name.value === `${nodes.idField}s`);
       const def = field.args.find((a) => a.name === `${nodes.idField}s`);
       const value: unknown = arg && def ? valueFromAST(arg.value, def.type, this.variables) : undefined;
-      count = Array.isArray(value) ? value.length : 0;
+      // (A single id where the list is expected is a list of one, as GraphQL coerces it.)
+      count = Array.isArray(value) ? value.length : value === undefined || value === null ? 0 : 1;
     }
     const n = Math.min(CAP, times * count);
     if (n === 0) return;
