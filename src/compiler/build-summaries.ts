@@ -22,7 +22,7 @@ function parseTerm(term: string, of: EntityModel, coordinate: string, problems: 
   for (const raw of term.split('*').map((f) => f.trim())) {
     if (/^-?\d+(\.\d+)?$/.test(raw)) {
       factors.push({ constant: Number(raw) });
-    } else if (NUMERIC.has(of.fields.get(raw)?.graphqlType ?? '') && !of.fields.get(raw)?.series) {
+    } else if (NUMERIC.has(of.fields.get(raw)?.graphqlType ?? '') && !of.fields.get(raw)?.series && !of.fields.get(raw)?.list) {
       factors.push({ field: raw });
     } else {
       problems.add(coordinate, `sum term "${term}": "${raw}" is neither a number nor an Int, Float or Decimal field of ${of.name}`, node);
@@ -91,7 +91,7 @@ function buildSummary(
   // A running sum must be exact, so that a write and its inverse cancel out: Decimal, or Int over Int terms.
   // A Float would drift (1e20 added and taken away leaves 112).
   const holds = d.count ? ['Int'] : ['Int', 'Decimal'];
-  if (!holds.includes(stored.graphqlType) || !stored.nonNull || stored.series) {
+  if (!holds.includes(stored.graphqlType) || !stored.nonNull || stored.series || stored.list) {
     problems.add(
       coordinate,
       `a ${d.count ? 'count' : 'sum'} is held in a non-null ${d.count ? 'Int' : 'Decimal (or Int)'} field, so that it stays exact`,

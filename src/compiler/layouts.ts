@@ -5,7 +5,7 @@
  */
 import { didYouMean } from 'graphql/jsutils/didYouMean';
 import { suggestionList } from 'graphql/jsutils/suggestionList';
-import { getNamedType, isListType, isNonNullType, isObjectType, type GraphQLObjectType, type GraphQLSchema, type ASTNode } from 'graphql';
+import { getNamedType, isListType, isNonNullType, isObjectType, type GraphQLField, type GraphQLObjectType, type GraphQLSchema, type ASTNode } from 'graphql';
 import { checkTableName } from '../storage/limits';
 import { isReservedName, RESERVED_NAME_PREFIX } from '../storage/reserved-names';
 import type { KeyTemplate } from '../model/key-template';
@@ -75,37 +75,9 @@ function storedFields(type: GraphQLObjectType, schema: GraphQLSchema, problems: 
       );
       continue;
     }
-    const inner = isNonNullType(field.type) ? field.type.ofType : field.type;
-    const seriesDirective = readSeries(schema, field.astNode);
-    if (isListType(inner) && !seriesDirective) {
-      problems.add(
-        coordinate,
-        `list fields cannot be stored as one property: a list of numbers can be kept as one property per element with @series(length: N) (the guide's "Data series pattern")`,
-        field.astNode,
-      );
-      continue;
-    }
-    let series: StoredField['series'];
-    if (seriesDirective) {
-      series = seriesOf(field.name, seriesDirective.length);
-      const elementsNonNull = isListType(inner) && isNonNullType(inner.ofType) && isNonNullType(field.type);
-      if (!elementsNonNull || !SERIES_ELEMENTS.has(named.name)) {
-        problems.add(
-          coordinate,
-          '@series is for a non-null list of non-null Int or Float elements, e.g. `hourly: [Int!]! @series(length: 24)`',
-          seriesDirective.node,
-        );
-        continue;
-      }
-      if (!Number.isInteger(seriesDirective.length) || seriesDirective.length < 1 || seriesDirective.length > MAX_SERIES_LENGTH) {
-        problems.add(
-          coordinate,
-          `@series(length: ${seriesDirective.length}): a series holds 1 to ${MAX_SERIES_LENGTH} elements (${MAX_PARTS} entities of ${MAX_USER_PROPERTIES - SYSTEM_PROPERTIES} properties, the guide's "Wide entities pattern")`,
-          seriesDirective.node,
-        );
-        continue;
-      }
-    }
+    const shape = listShape(schema, field, named.name, coordinate, problems);
+    if (!shape) continue;
+    const { series, list } = shape;
     if (RESERVED_PROPERTIES.has(field.name)) {
       problems.add(coordinate, `"${field.name}" is a reserved property name`, field.astNode);
       continue;
@@ -113,11 +85,12 @@ function storedFields(type: GraphQLObjectType, schema: GraphQLSchema, problems: 
     if (field.args.length > 0) problems.add(coordinate, 'a stored field takes no arguments', field.astNode);
     const constraint = readConstraint(schema, field.astNode, named.name, coordinate, problems);
     const encrypted = readEncrypted(field.astNode);
-    if (encrypted && (named.name !== 'String' || series)) {
+    if (encrypted && (named.name !== 'String' || series || list)) {
       problems.add(coordinate, '@encrypted is for String fields: the text is sealed and stored as Edm.Binary', encrypted);
       continue;
     }
     const hasBlob = field.astNode?.directives?.some((d) => d.name.value === 'blob');
+    if (hasBlob && list) problems.add(coordinate, '@blob holds one blob: not a list', field.astNode);
     const blob = hasBlob ? readBlob(schema, field, coordinate, tablePrefix, problems) : undefined;
     if (hasBlob && !blob) continue;
     if (blob && encrypted) {
@@ -131,12 +104,54 @@ function storedFields(type: GraphQLObjectType, schema: GraphQLSchema, problems: 
       nonNull: isNonNullType(field.type),
       ...(constraint && { constraint }),
       ...(series && { series }),
+      ...(list && { list: true as const }),
       ...(encrypted && { encrypted: true as const }),
       ...(blob && { blob }),
     });
   }
   checkPropertyNames(type, fields, problems);
   return fields;
+}
+
+/**
+ * Whether a field is one value, a `@series` (one property per element) or a list kept in one property; undefined,
+ * with a problem added, when it is a list that cannot be stored so.
+ */
+function listShape(
+  schema: GraphQLSchema,
+  field: GraphQLField<unknown, unknown>,
+  element: string,
+  coordinate: string,
+  problems: SchemaProblems,
+): { series?: StoredField['series']; list?: true } | undefined {
+  const inner = isNonNullType(field.type) ? field.type.ofType : field.type;
+  const seriesDirective = readSeries(schema, field.astNode);
+  if (!seriesDirective) {
+    if (!isListType(inner)) return {};
+    // A list of values kept in one property, as the JSON text of the list: its elements are never null.
+    if (isNonNullType(inner.ofType) && !isListType(inner.ofType.ofType)) return { list: true };
+    problems.add(coordinate, 'a list kept in one property holds non-null values, e.g. `tags: [String!]`', field.astNode);
+    return undefined;
+  }
+  const series = seriesOf(field.name, seriesDirective.length);
+  const elementsNonNull = isListType(inner) && isNonNullType(inner.ofType) && isNonNullType(field.type);
+  if (!elementsNonNull || !SERIES_ELEMENTS.has(element)) {
+    problems.add(
+      coordinate,
+      '@series is for a non-null list of non-null Int or Float elements, e.g. `hourly: [Int!]! @series(length: 24)`',
+      seriesDirective.node,
+    );
+    return undefined;
+  }
+  if (!Number.isInteger(seriesDirective.length) || seriesDirective.length < 1 || seriesDirective.length > MAX_SERIES_LENGTH) {
+    problems.add(
+      coordinate,
+      `@series(length: ${seriesDirective.length}): a series holds 1 to ${MAX_SERIES_LENGTH} elements (${MAX_PARTS} entities of ${MAX_USER_PROPERTIES - SYSTEM_PROPERTIES} properties, the guide's "Wide entities pattern")`,
+      seriesDirective.node,
+    );
+    return undefined;
+  }
+  return { series };
 }
 
 /** Elements a `@series` may hold: numbers that add up as they are stored. */
@@ -185,8 +200,12 @@ function checkPlaceholders(t: KeyTemplate, what: string, fields: Map<string, Sto
       // graphql-js's own wording for a misspelled name: `Did you mean "id"?`
       const hint = didYouMean(suggestionList(seg.name, [...fields.keys()]).map((f) => `{${f}}`));
       problems.add(coordinate, `${what} template "${t.source}" names {${seg.name}}, which is not a stored field of the type.${hint}`, node);
-    } else if (field.series) {
-      problems.add(coordinate, `${what} template "${t.source}" names {${seg.name}}, a @series: a list cannot be part of a key`, node);
+    } else if (field.series || field.list) {
+      problems.add(
+        coordinate,
+        `${what} template "${t.source}" names {${seg.name}}, a ${field.series ? '@series' : 'list'}: a list cannot be part of a key (an index entity per element of a list is not kept yet)`,
+        node,
+      );
     } else if (field.encrypted) {
       problems.add(coordinate, `${what} template "${t.source}" names {${seg.name}}, which is @encrypted: keys are stored in the clear`, node);
     } else if (field.blob) {
@@ -312,7 +331,8 @@ function buildIndex(reading: LayoutReading, entity: EntityModel, directive: Enti
   checkPlaceholders(irk, 'RowKey', fields, { coordinate, node: d.node, problems }, true);
   for (const name of d.include) {
     if (!fields.has(name)) problems.add(coordinate, `include names "${name}", which is not a stored field of ${entity.name}`, d.node);
-    else if (fields.get(name)!.series) problems.add(coordinate, `include names "${name}", a @series: index entities hold single values`, d.node);
+    else if (fields.get(name)!.series || fields.get(name)!.list)
+      problems.add(coordinate, `include names "${name}", a ${fields.get(name)!.series ? '@series' : 'list'}: index entities hold single values`, d.node);
     else if (fields.get(name)!.encrypted)
       problems.add(coordinate, `include names "${name}", which is @encrypted: it is sealed for its own entity only`, d.node);
   }

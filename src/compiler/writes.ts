@@ -5,6 +5,7 @@
 import {
   getNamedType,
   isInputObjectType,
+  isListType,
   isNonNullType,
   isObjectType,
   type GraphQLField,
@@ -70,6 +71,16 @@ export function buildWrites(
     writes.set(coordinate, { coordinate, entity, action: d.action, inputFields, inputType: getNamedType(field.args[0].type).name, ...payload });
   }
   return { writes, payloads };
+}
+
+/** A stored field's type as the schema writes it: `String`, or `[String!]` for a list. */
+function storedType(stored: StoredField): string {
+  return stored.list ? `[${stored.graphqlType}!]` : stored.graphqlType;
+}
+
+/** Whether an input field takes the stored field's values: the same named type, and a list exactly for a list field. */
+function sameInputType(f: GraphQLInputField, stored: StoredField): boolean {
+  return getNamedType(f.type).name === stored.graphqlType && isListType(isNonNullType(f.type) ? f.type.ofType : f.type) === Boolean(stored.list);
 }
 
 /**
@@ -146,8 +157,8 @@ function checkInput(
       fail(`${input.name}.${f.name} is a summary value: the write path keeps it, clients do not set it`);
     } else if (entity.copies.has(f.name)) {
       fail(`${input.name}.${f.name} is a copy (@copy): the write path keeps it, clients do not set it`);
-    } else if (getNamedType(f.type).name !== stored.graphqlType) {
-      fail(`${input.name}.${f.name} is a ${getNamedType(f.type).name}, but ${entity.name}.${f.name} is a ${stored.graphqlType}`);
+    } else if (!sameInputType(f, stored)) {
+      fail(`${input.name}.${f.name} is a ${String(f.type)}, but ${entity.name}.${f.name} is a ${storedType(stored)}`);
     } else {
       names.add(f.name);
     }
@@ -215,7 +226,10 @@ function checkMoveTarget(
   for (const field of target.fields.values()) {
     if (target.summaryFields.has(field.name) || target.copies.has(field.name)) continue;
     const source = entity.fields.get(field.name);
-    if (source && (source.graphqlType !== field.graphqlType || Boolean(source.series) !== Boolean(field.series)))
+    if (
+      source &&
+      (source.graphqlType !== field.graphqlType || Boolean(source.series) !== Boolean(field.series) || Boolean(source.list) !== Boolean(field.list))
+    )
       wrong.push(`${field.name} is a ${field.graphqlType}, ${entity.name}.${field.name} a ${source.graphqlType}`);
     else if (source && Boolean(source.blob) !== Boolean(field.blob)) wrong.push(`${field.name} and ${entity.name}.${field.name} are not both @blob`);
     else if (field.nonNull && !field.series && !source?.nonNull)

@@ -190,6 +190,7 @@ function fieldChange(
     problems.push(`its stored type changed from ${old.type} (${old.edm}) to ${now.type} (${now.edm})`);
   if (!old.nonNull && now.nonNull) problems.push('it became non-null, and stored entities may hold no value');
   if ((old.series ?? 0) !== (now.series ?? 0)) problems.push(`its series length changed from ${old.series ?? 0} to ${now.series ?? 0}`);
+  if (Boolean(old.list) !== Boolean(now.list)) problems.push(`it changed from ${old.list ? 'a list' : 'one value'} to ${now.list ? 'a list' : 'one value'}`);
   const removed = (old.values ?? []).filter((v) => now.values && !now.values.includes(v));
   if (removed.length > 0) problems.push(`enum values ${removed.join(', ')} were removed, and stored entities may hold them`);
   if (problems.length > 0) {

@@ -16,6 +16,8 @@ export interface RecordedField {
   nonNull: boolean;
   /** A series field's element count. */
   series?: number;
+  /** Set for a list kept in one property (`[String!]`): its JSON text. */
+  list?: true;
   /** An enum field's values, sorted. */
   values?: string[];
   /** A field a derived path writes — a summary's value, a copy — rather than a client. */
@@ -104,6 +106,7 @@ function recordType(entity: EntityModel, enumValues: (name: string) => string[] 
       edm: f.edm,
       nonNull: f.nonNull,
       ...(f.series && { series: f.series.length }),
+      ...(f.list && { list: true as const }),
       ...(values && { values: [...values].sort() }),
       ...(entity.summaryFields.has(f.name) && { derived: 'summary' as const }),
       ...(entity.copies.has(f.name) && { derived: 'copy' as const }),

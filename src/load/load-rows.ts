@@ -81,12 +81,27 @@ export function checkColumns(entity: EntityModel, columns: string[], where: stri
 /** Why `value` is not a value of the field's enum (undefined when it is, or the field is no enum). */
 function enumProblem(schema: GraphQLSchema | undefined, entity: EntityModel, name: string, value: unknown): string | undefined {
   if (value === null || value === undefined || !schema) return undefined;
-  const type = schema.getType(entity.fields.get(name)!.graphqlType);
-  if (!isEnumType(type) || type.getValue(String(value))) return undefined;
-  return `${name}: ${JSON.stringify(value)} is not one of ${type
+  const field = entity.fields.get(name)!;
+  const type = schema.getType(field.graphqlType);
+  if (!isEnumType(type)) return undefined;
+  // A list of an enum (its JSON text in a CSV cell): each element; one that is no list the codec refuses.
+  const elements = field.list ? listElements(value) : [value];
+  const wrong = elements.find((v) => !type.getValue(String(v)));
+  if (wrong === undefined) return undefined;
+  return `${name}: ${JSON.stringify(wrong)} is not one of ${type
     .getValues()
     .map((v) => v.name)
     .join(', ')}`;
+}
+
+function listElements(value: unknown): unknown[] {
+  if (Array.isArray(value)) return value;
+  try {
+    const parsed: unknown = JSON.parse(String(value));
+    return Array.isArray(parsed) ? parsed : [];
+  } catch {
+    return [];
+  }
 }
 
 /** A CSV cell as a field value: '' → null, `true`/`false` for a Boolean field, the text otherwise. */

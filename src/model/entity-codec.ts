@@ -41,6 +41,7 @@ const INT32_MAX = 2 ** 31 - 1;
  */
 export function typedValue(field: StoredField, value: unknown): TypedValue | null {
   if (value === null || value === undefined) return null;
+  if (field.list) return listValue(field, value);
   checkConstraint(field, value);
   if (field.graphqlType === 'Decimal') return { type: 'String', value: decimalText(toDecimal(value, field.name)) };
   const bad = (why: string) =>
@@ -79,6 +80,40 @@ export function typedValue(field: StoredField, value: unknown): TypedValue | nul
       if (typeof value === 'string' && !isWellFormedText(value)) throw bad('expected well-formed Unicode text (no lone surrogate)');
       return { type: 'String', value: String(value) };
   }
+}
+
+/**
+ * The one property of a list field (`tags: [String!]`): the JSON text of its elements, each typed and checked as a
+ * value of the element type (its `@constraint` applies to each) and written as JSON gives it back — a number as a
+ * number, a Long, a Decimal and a DateTime as text. The property's size is checked with the entity's (64 KiB a value,
+ * src/storage/limits.ts: LIMIT_EXCEEDED naming the field).
+ * @param value a list, or the JSON text of one (a CSV cell)
+ * @throws TablegraphError BAD_USER_INPUT when the value is not a list, an element is null or not of the element type
+ */
+function listValue(field: StoredField, value: unknown): TypedValue {
+  let list = value;
+  if (typeof value === 'string') {
+    try {
+      list = JSON.parse(value);
+    } catch {
+      list = undefined;
+    }
+  }
+  if (!Array.isArray(list)) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${field.name}: expected a list`, { field: field.name });
+  const element: StoredField = { ...field, list: undefined };
+  const values = list.map((v, i) => {
+    const typed = typedValue(element, v);
+    if (typed === null) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${field.name}[${i}] is null: the list's elements are not`, { field: field.name });
+    return typed.type === 'Int64' ? String(typed.value) : typed.type === 'DateTime' ? (typed.value as Date).toISOString() : typed.value;
+  });
+  return { type: 'String', value: JSON.stringify(values) };
+}
+
+/** A list field's value from its stored property (its JSON text), or as a write's result holds it (the list). */
+export function listOf(properties: Record<string, unknown>, name: string): unknown[] | null {
+  const stored = properties[name];
+  if (stored === null || stored === undefined) return null;
+  return Array.isArray(stored) ? stored : (JSON.parse(String(stored)) as unknown[]);
 }
 
 /**
@@ -177,7 +212,8 @@ export function derive(entity: EntityModel, values: Record<string, unknown> | nu
 /** The field values a stored entity holds (its stored fields only; missing properties are null). */
 export function valuesOf(entity: EntityModel, properties: Record<string, unknown>): Record<string, unknown> {
   const values: Record<string, unknown> = {};
-  for (const [name, field] of entity.fields) values[name] = field.series ? seriesValue(field, properties) : (properties[name] ?? null);
+  for (const [name, field] of entity.fields)
+    values[name] = field.series ? seriesValue(field, properties) : field.list ? listOf(properties, name) : (properties[name] ?? null);
   return values;
 }
 

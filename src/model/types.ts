@@ -22,6 +22,11 @@ export interface StoredField {
    * (the guide's "Data series pattern"); `edm` is the elements'.
    */
   series?: { length: number; properties: string[] };
+  /**
+   * A list of `graphqlType` values (`tags: [String!]`) kept in one property: the JSON text of the list, an Edm.String,
+   * each element checked as a value of its type (`edm` is the elements': src/model/entity-codec.ts listValue).
+   */
+  list?: true;
   /** `@encrypted`: sealed by the store before it is sent, opened when read (src/storage/property-cipher.ts). */
   encrypted?: true;
   /** `@blob`: the property holds a blob's name; the field reads as a SAS URL for it (src/model/blob-fields.ts). */
