@@ -68,5 +68,12 @@ function layoutProblem(names: string[], stored: EntityModel[]): string | undefin
 }
 
 function sameField(a: StoredField | undefined, b: StoredField): boolean {
-  return a !== undefined && a.graphqlType === b.graphqlType && a.nonNull === b.nonNull && !a.series === !b.series && !a.list === !b.list && !a.encrypted === !b.encrypted;
+  return (
+    a !== undefined &&
+    a.graphqlType === b.graphqlType &&
+    a.nonNull === b.nonNull &&
+    !a.series === !b.series &&
+    !a.list === !b.list &&
+    !a.encrypted === !b.encrypted
+  );
 }
