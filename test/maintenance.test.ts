@@ -3,7 +3,7 @@
  * inter-partition) with what the primary entities derive, and rebuild-index repairs one index — only what
  * differs, and never over a write made after its scan.
  */
-import { entityWrites, indexWrite } from '../src/model/entity-codec';
+import { entityWrites, indexWrites } from '../src/model/entity-codec';
 import type { EntityModel, Model } from '../src/model/types';
 import { differingProperties, resolveIndex, type IndexDiff } from '../src/maintenance/index-state';
 import { rebuildIndex } from '../src/maintenance/index-rebuild';
@@ -77,7 +77,7 @@ const CLEAN = { missing: [], different: [], orphaned: [], duplicates: [], underi
 
 /** The address of `index`'s entity for a FINANCE employee. */
 function indexAddress(employee: EntityModel, index: string, id: number): EntityAddress {
-  const w = indexWrite(employee.indexes.get(index)!, { ...employeeRow('FINANCE', id) })!;
+  const w = indexWrites(employee.indexes.get(index)!, { ...employeeRow('FINANCE', id) })[0];
   return { table: w.table, partitionKey: w.entity.partitionKey, rowKey: w.entity.rowKey };
 }
 
@@ -129,7 +129,7 @@ describe('verify and rebuild-index on one data set', () => {
       'merge',
     );
     // An index entity of an employee that does not exist (FINANCE has no employee 1999).
-    const orphan = indexWrite(byLastName, { ...employeeRow('FINANCE', 1999) })!;
+    const orphan = indexWrites(byLastName, { ...employeeRow('FINANCE', 1999) })[0];
     await store.upsertEntity(orphan.table, orphan.entity, 'replace');
     const orphanAddress = { table: orphan.table, partitionKey: orphan.entity.partitionKey, rowKey: orphan.entity.rowKey };
 
@@ -179,11 +179,11 @@ describe('verify and rebuild-index on one data set', () => {
 
   test('rebuild-index never overwrites or deletes an entity written after its scan', async () => {
     const byTitle = employee.indexes.get('byTitle')!;
-    const goneWrite = indexWrite(byTitle, { ...employeeRow('FINANCE', 1020) })!;
+    const goneWrite = indexWrites(byTitle, { ...employeeRow('FINANCE', 1020) })[0];
     const gone = indexAddress(employee, 'byTitle', 1020);
     await store.deleteEntity(gone);
     // 1021's index entity differs at the scan; 1020's is missing; both in partition ENGINEER, so in one EGT.
-    const staleWrite = indexWrite(byTitle, { ...employeeRow('FINANCE', 1021) })!;
+    const staleWrite = indexWrites(byTitle, { ...employeeRow('FINANCE', 1021) })[0];
     const stale = indexAddress(employee, 'byTitle', 1021);
     await store.upsertEntity(
       stale.table,
@@ -191,7 +191,7 @@ describe('verify and rebuild-index on one data set', () => {
       'replace',
     );
     expect(stale.partitionKey).toBe(gone.partitionKey);
-    const orphan = indexWrite(byTitle, { ...employeeRow('FINANCE', 1998) })!;
+    const orphan = indexWrites(byTitle, { ...employeeRow('FINANCE', 1998) })[0];
     await store.upsertEntity(orphan.table, orphan.entity, 'replace');
     const orphanAddress = { table: orphan.table, partitionKey: orphan.entity.partitionKey, rowKey: orphan.entity.rowKey };
     const concurrent = { type: 'String' as const, value: 'WRITTEN MEANWHILE' };
@@ -267,10 +267,10 @@ describe('verify and rebuild-index on one data set', () => {
     });
 
     await rebuildIndex({ store: hooked, model, type: 'Employee', index: 'byLastNameInDepartment' });
-    const moved = (await store.getEntity(address(indexWrite(intra, { ...renamed })!)))!;
+    const moved = await store.getEntity(address(indexWrites(intra, { ...renamed })[0]));
     expect(moved?.properties.lastName).toBe('MOVED');
     expect(await store.getEntity(oldIntra)).toBeNull();
-    const rewritten = await store.getEntity(address(indexWrite(intra, { ...changed })!));
+    const rewritten = await store.getEntity(address(indexWrites(intra, { ...changed })[0]));
     expect(rewritten?.properties.firstName).toBe('CHANGED');
     const report = await verifyDerived({ store, model });
     expect(formatVerifyReport(report)).toMatch(/^verify: ok/m);
@@ -303,7 +303,7 @@ test('two employees with one e-mail: verify reports the duplicate, rebuild-index
 
   const report = await verifyDerived({ store, model, types: ['Employee'] });
   const byEmail = diffOf(report, 'Employee', 'byEmail');
-  const shared = indexWrite(employee.indexes.get('byEmail')!, { ...a })!;
+  const shared = indexWrites(employee.indexes.get('byEmail')!, { ...a })[0];
   expect(byEmail.duplicates).toEqual([
     { table: shared.table, partitionKey: shared.entity.partitionKey, rowKey: shared.entity.rowKey, primaries: [primary(a), primary(b)] },
   ]);

@@ -6,7 +6,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { indexWrite } from '../src/model/entity-codec';
+import { indexWrites } from '../src/model/entity-codec';
 import type { EntityAddress } from '../src/storage/storage-types';
 import { workQueueNames } from '../src/queue/sender';
 import { planEgtBatches, writeEgtBatches } from '../src/write/egt-batches';
@@ -79,7 +79,7 @@ it('reconciles what a server without a worker writes; on SIGTERM finishes the me
   const e502 = await run(quiet, 'createEmployee', employee('502'));
   const lastNameIndex = model.entities.get('Employee')!.indexes.get('byLastName')!;
   const stale = Array.from({ length: STALE }, (_, i) => {
-    const w = indexWrite(lastNameIndex, { ...e502.values, lastName: `STALE${i}` })!;
+    const w = indexWrites(lastNameIndex, { ...e502.values, lastName: `STALE${i}` })[0];
     return { table: w.table, entity: { ...w.entity, partitionKey: 'lastname_stale' } };
   });
   await writeEgtBatches(server.store, planEgtBatches(stale, server.store.target), { concurrency: 2 });

@@ -254,7 +254,7 @@ function mutationPlans(model: Model, capture: boolean): MutationPlan[] {
         change: Boolean(w.entity.changeLogged) || capture,
       },
       eventual: {
-        indexes: indexes.filter((i) => i.scope === 'interPartition').map((i) => i.name),
+        indexes: indexes.filter((i) => i.scope === 'interPartition').map((i) => (i.element ? `${i.name} (one per element of ${i.element})` : i.name)),
         summaries: eventualSummaries(model, w.entity),
       },
       checksReferences: w.action === 'DELETE' ? [] : (model.references.get(w.entity.name) ?? []).map((p) => p.coordinate),

@@ -189,10 +189,12 @@ interface ProblemSite {
 
 /**
  * Problems with a template's placeholders against the fields they must name. An index may name nullable fields:
- * it is then sparse (an entity without a value has no index entity), as a DynamoDB sparse index.
+ * it is then sparse (an entity without a value has no index entity), as a DynamoDB sparse index; and a list kept in
+ * one property, keyed by each element (buildIndex checks the rest).
  */
-function checkPlaceholders(t: KeyTemplate, what: string, fields: Map<string, StoredField>, site: ProblemSite, allowNullable = false): void {
+function checkPlaceholders(t: KeyTemplate, what: string, fields: Map<string, StoredField>, site: ProblemSite, ofIndex = false): void {
   const { coordinate, node, problems } = site;
+  const allowNullable = ofIndex;
   for (const seg of t.segments) {
     if (seg.kind !== 'placeholder') continue;
     const field = fields.get(seg.name);
@@ -200,10 +202,12 @@ function checkPlaceholders(t: KeyTemplate, what: string, fields: Map<string, Sto
       // graphql-js's own wording for a misspelled name: `Did you mean "id"?`
       const hint = didYouMean(suggestionList(seg.name, [...fields.keys()]).map((f) => `{${f}}`));
       problems.add(coordinate, `${what} template "${t.source}" names {${seg.name}}, which is not a stored field of the type.${hint}`, node);
-    } else if (field.series || field.list) {
+    } else if (field.series || (field.list && !ofIndex)) {
       problems.add(
         coordinate,
-        `${what} template "${t.source}" names {${seg.name}}, a ${field.series ? '@series' : 'list'}: a list cannot be part of a key (an index entity per element of a list is not kept yet)`,
+        field.series
+          ? `${what} template "${t.source}" names {${seg.name}}, a @series: a list cannot be part of a key`
+          : `${what} template "${t.source}" names {${seg.name}}, a list: a list cannot be part of an entity's key; an @index keyed by it keeps one index entity per element`,
         node,
       );
     } else if (field.encrypted) {
@@ -331,8 +335,7 @@ function buildIndex(reading: LayoutReading, entity: EntityModel, directive: Enti
   checkPlaceholders(irk, 'RowKey', fields, { coordinate, node: d.node, problems }, true);
   for (const name of d.include) {
     if (!fields.has(name)) problems.add(coordinate, `include names "${name}", which is not a stored field of ${entity.name}`, d.node);
-    else if (fields.get(name)!.series || fields.get(name)!.list)
-      problems.add(coordinate, `include names "${name}", a ${fields.get(name)!.series ? '@series' : 'list'}: index entities hold single values`, d.node);
+    else if (fields.get(name)!.series) problems.add(coordinate, `include names "${name}", a @series: its elements are properties of the entity only`, d.node);
     else if (fields.get(name)!.encrypted)
       problems.add(coordinate, `include names "${name}", which is @encrypted: it is sealed for its own entity only`, d.node);
   }
@@ -348,6 +351,9 @@ function buildIndex(reading: LayoutReading, entity: EntityModel, directive: Enti
     entityType: `${entity.entityType}.${d.name}`,
     node: d.node,
   };
+  const element = listElement(index, d, problems);
+  if (element === null) return undefined;
+  if (element) index.element = element;
   if (index.unique && index.scope === 'intraPartition') {
     // Its index entities are upserted in the entity's own EGT, which would overwrite another entity's: unique
     // values are reserved only in an index of their own table or partition (src/write/reservations.ts).
@@ -359,6 +365,30 @@ function buildIndex(reading: LayoutReading, entity: EntityModel, directive: Enti
     return undefined;
   }
   return index;
+}
+
+/**
+ * The list field an index is keyed by, one index entity per element: at most one (two would derive every pair), not
+ * unique (each element would need a reservation of its own), and across partitions — the worker writes them, as many
+ * as there are elements; in the entity's EGT they could outgrow its 100 operations.
+ * @returns the field's name; undefined when no key field is a list; null after a problem
+ */
+function listElement(index: IndexModel, d: IndexDirective, problems: SchemaProblems): string | null | undefined {
+  const keyFields = [...new Set([...index.layout.partitionKey.fields, ...index.layout.rowKey.fields])];
+  const lists = keyFields.filter((f) => index.entity.fields.get(f)?.list);
+  if (lists.length === 0) return undefined;
+  const coordinate = `${index.entity.name}@index(${d.name})`;
+  const named = lists.map((f) => `{${f}}`).join(' and ');
+  if (lists.length > 1) problems.add(coordinate, `its keys name ${named}, two lists: an index is keyed by the elements of one list at most`, d.node);
+  else if (index.unique) problems.add(coordinate, `its keys name ${named}, a list: a unique index holds one value per entity, not one per element`, d.node);
+  else if (index.scope === 'intraPartition')
+    problems.add(
+      coordinate,
+      `its keys name ${named}, a list, in ${index.entity.name}'s table and PartitionKey: one index entity per element is kept by the worker, outside the entity's EGT — give the index a table or a partitionKey of its own, e.g. partitionKey: "tag_{${lists[0]}}"`,
+      d.node,
+    );
+  else return lists[0];
+  return null;
 }
 
 /**

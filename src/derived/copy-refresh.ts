@@ -88,6 +88,7 @@ export async function listedBy(
 function keyedValues(entity: EntityModel, primary: EntityAddress, candidates: readonly EntityAddress[]): Record<string, unknown> {
   const values: Record<string, unknown> = { ...parseKey(entity.layout.partitionKey, primary.partitionKey), ...parseKey(entity.layout.rowKey, primary.rowKey) };
   for (const index of entity.indexes.values()) {
+    if (index.element) continue; // its keys tell one element of a list, never the list
     for (const a of candidates) {
       if (a.table !== index.layout.table) continue;
       const pk = parseKey(index.layout.partitionKey, a.partitionKey);

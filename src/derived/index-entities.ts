@@ -6,7 +6,7 @@
 import type { DerivedTarget } from './derived-target';
 import { addressOfWrite } from '../model/entity-codec';
 import { ErrorCode, TablegraphError, isTablegraphError } from '../errors';
-import { indexWrite, valuesOf, type TableWrite } from '../model/entity-codec';
+import { derivesIndexEntity, valuesIfOf, type TableWrite } from '../model/entity-codec';
 import { ENTITY_TYPE_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE_ID_PROPERTY } from '../model/types';
 import type { EntityAddress, StoredEntity } from '../storage/storage-types';
 import { isPendingReservation, pointsAt } from '../write/reservations';
@@ -72,8 +72,7 @@ export async function deleteIfPointsAt(owner: IndexOwner, address: EntityAddress
   if (index.unique) {
     const fresh = await store.getEntity(primary, call);
     if (isPendingReservation(existing, fresh, now())) return existing.properties[RESERVED_UNTIL_PROPERTY] as Date;
-    const derived = fresh && fresh.properties[ENTITY_TYPE_PROPERTY] === entity.entityType && indexWrite(index, valuesOf(entity, fresh.properties));
-    if (derived && derived.entity.partitionKey === address.partitionKey && derived.entity.rowKey === address.rowKey) return 'left';
+    if (derivesIndexEntity(index, valuesIfOf(entity, fresh), address)) return 'left';
   }
   try {
     return (await store.deleteEntity(address, { ...call, ifMatch: existing.etag })) ? 'deleted' : 'left';

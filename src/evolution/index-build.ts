@@ -23,7 +23,7 @@
  */
 import pLimit from 'p-limit';
 import { ErrorCode, isTablegraphError } from '../errors';
-import { indexWrite, valuesOf, type TableWrite } from '../model/entity-codec';
+import { indexWrites, valuesOf, type TableWrite } from '../model/entity-codec';
 import { ENTITY_TYPE_PROPERTY, type EntityModel, type IndexModel } from '../model/types';
 import { addressKey } from '../storage/address-key';
 import type { TableStore } from '../storage/table-store';
@@ -119,7 +119,7 @@ export async function buildIndexPage(opts: IndexPageOptions): Promise<IndexPageR
 async function settlePage(
   opts: IndexPageOptions,
   primaries: StoredEntity[],
-  mine: { wanted: { byPrimary: Map<string, Wanted> }; inserted: Map<string, string> },
+  mine: { wanted: { byPrimary: Map<string, Wanted[]> }; inserted: Map<string, string> },
 ): Promise<SettleResult> {
   const { store, index, table, observer } = opts;
   const result: SettleResult = { settled: 0, heldTwice: [] };
@@ -134,10 +134,12 @@ async function settlePage(
     // Every write of a wide entity rewrites its first part: that part's ETag tells for the whole entity.
     if (etags.get(`${primary.partitionKey}\u0000${primary.rowKey}`) === primary.etag.split(' ')[0]) continue;
     const at = { table, partitionKey: primary.partitionKey, rowKey: primary.rowKey };
-    const wanted = mine.wanted.byPrimary.get(addressKey(at));
-    const own = wanted && mine.inserted.get(addressKey(addressOfWrite(wanted.write)));
+    const own = (mine.wanted.byPrimary.get(addressKey(at)) ?? []).flatMap((w) => {
+      const etag = mine.inserted.get(addressKey(addressOfWrite(w.write)));
+      return etag ? [{ address: addressOfWrite(w.write), etag }] : [];
+    });
     result.settled++;
-    const held = await settlePrimary(store, index, at, wanted && own ? { address: addressOfWrite(wanted.write), etag: own } : undefined, { observer });
+    const held = await settlePrimary(store, index, at, own, { observer });
     if (held) result.heldTwice.push(held);
   }
   return result;
@@ -149,35 +151,41 @@ interface Wanted {
 }
 
 /**
- * What each primary derives, by index entity address and by primary; for a unique index, two primaries of the page
- * deriving one address hold a value twice (in `result`), and so does a primary whose values cannot form a key.
+ * What each primary derives, by index entity address and by primary (one index entity, or one per element of a list);
+ * for a unique index, two primaries of the page deriving one address hold a value twice (in `result`), and so does a
+ * primary whose values cannot form a key.
  */
 function deriveAll(
   index: IndexModel,
   table: string,
   primaries: StoredEntity[],
   result: Pick<IndexPageResult, 'heldTwice' | 'underivable'>,
-): { byAddress: Map<string, Wanted>; byPrimary: Map<string, Wanted> } {
+): { byAddress: Map<string, Wanted>; byPrimary: Map<string, Wanted[]> } {
   const byAddress = new Map<string, Wanted>();
+  const byPrimary = new Map<string, Wanted[]>();
   for (const primary of primaries) {
     const at = { table, partitionKey: primary.partitionKey, rowKey: primary.rowKey };
-    let write: TableWrite | undefined;
+    let writes: TableWrite[];
     try {
-      write = indexWrite(index, valuesOf(index.entity, primary.properties));
+      writes = indexWrites(index, valuesOf(index.entity, primary.properties));
     } catch (e) {
       result.underivable.push({ primary: at, message: e instanceof Error ? e.message : String(e) });
       continue;
     }
-    if (!write) continue; // sparse: a null key field derives nothing
-    const key = addressKey(addressOfWrite(write));
-    const earlier = byAddress.get(key);
-    if (earlier && index.unique) {
-      result.heldTwice.push({ index: addressOfWrite(write), primaries: [earlier.address, at] });
-      continue;
+    // None: sparse, a null key field (or an empty list) derives nothing.
+    for (const write of writes) {
+      const key = addressKey(addressOfWrite(write));
+      const earlier = byAddress.get(key);
+      if (earlier && index.unique) {
+        result.heldTwice.push({ index: addressOfWrite(write), primaries: [earlier.address, at] });
+        continue;
+      }
+      const wanted = { write, address: at };
+      byAddress.set(key, wanted);
+      byPrimary.set(addressKey(at), [...(byPrimary.get(addressKey(at)) ?? []), wanted]);
     }
-    byAddress.set(key, { write, address: at });
   }
-  return { byAddress, byPrimary: new Map([...byAddress.values()].map((w) => [addressKey(w.address), w])) };
+  return { byAddress, byPrimary };
 }
 
 /**

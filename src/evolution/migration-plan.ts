@@ -6,7 +6,7 @@
  * exactly: every stored primary's index entity derived (a keys-only read of the type) and grouped into the EGTs the
  * build would send, page by page.
  */
-import { indexWrite, valuesOf } from '../model/entity-codec';
+import { indexWrites, valuesOf } from '../model/entity-codec';
 import type { EntityModel, IndexModel, Model } from '../model/types';
 import { RU_PER_ENTITY_READ, RU_PER_ENTITY_WRITTEN } from '../read/cost';
 import type { TableStore } from '../storage/table-store';
@@ -170,8 +170,7 @@ async function countIndexBuild(
     const writes = page.flatMap((e) => {
       try {
         // The projection's other fields do not move the keys: an entity of the keys only stands for the write.
-        const w = indexWrite({ ...index, projection: new Set(fields) }, valuesOf(entity, e.properties));
-        return w ? [w] : [];
+        return indexWrites({ ...index, projection: new Set(fields) }, valuesOf(entity, e.properties));
       } catch {
         return [];
       }

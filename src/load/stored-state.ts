@@ -3,7 +3,7 @@
  * stored ones, and which index entities the stored state derived that the row's new state does not ("Index
  * Entities Pattern": they are deleted once the new state is written).
  */
-import { addressOfWrite, indexWrite, typedValue, type TableWrite } from '../model/entity-codec';
+import { addressOfWrite, indexWrites, typedValue, type TableWrite } from '../model/entity-codec';
 import type { EntityModel } from '../model/types';
 import { addressKey } from '../storage/address-key';
 import type { EntityAddress } from '../storage/storage-types';
@@ -30,13 +30,13 @@ export function staleIndexAddresses(entity: EntityModel, before: Record<string, 
   const now = new Set(writes.map((w) => addressKey(addressOfWrite(w))));
   const stale: EntityAddress[] = [];
   for (const index of entity.indexes.values()) {
-    let w: TableWrite | undefined;
+    let derived: TableWrite[];
     try {
-      w = indexWrite(index, before);
+      derived = indexWrites(index, before);
     } catch {
       continue; // a stored value that cannot form a key derived nothing
     }
-    if (w && !now.has(addressKey(addressOfWrite(w)))) stale.push(addressOfWrite(w));
+    for (const w of derived) if (!now.has(addressKey(addressOfWrite(w)))) stale.push(addressOfWrite(w));
   }
   return stale;
 }

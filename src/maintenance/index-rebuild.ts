@@ -6,15 +6,15 @@
  */
 import pLimit from 'p-limit';
 import { ErrorCode, isTablegraphError } from '../errors';
-import { ENTITY_TYPE_PROPERTY, type IndexModel, type Model } from '../model/types';
+import { type IndexModel, type Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import { limitsFor } from '../storage/limits';
 import type { EntityAddress, StorageObserver, StoredEntity, TransactionOperation } from '../storage/storage-types';
 import { planEgtBatches } from '../write/egt-batches';
 import { addressKey } from '../storage/address-key';
 import { readIndexState, resolveIndex, type IndexState, type ScanProgress } from './index-state';
-import { readPrimary, settlePrimary } from '../write/index-settle';
-import { addressOfWrite, indexWrite, valuesOf } from '../model/entity-codec';
+import { readPrimary, settlePrimary, type OwnIndexEntity } from '../write/index-settle';
+import { addressOfWrite, derivesIndexEntity, valuesIfOf } from '../model/entity-codec';
 
 /** Progress: the scan (entities read so far), then the repair (index entities written and deleted so far). */
 export interface RebuildProgress extends ScanProgress {
@@ -125,12 +125,11 @@ export async function rebuildIndex(opts: RebuildIndexOptions): Promise<RebuildRe
   );
   await Promise.all(writes);
   // A primary written since the scan may have had its old index entity removed before the write above put it back.
-  for (const r of state.repairs) {
-    const now = await store.getEntity(r.primary, { observer });
-    if ((now?.etag ?? null) === r.primaryEtag) continue;
-    const key = addressKey(addressOfWrite(r.write));
-    const own = written.get(key);
-    await settlePrimary(store, index, r.primary, own ? { address: addressOfWrite(r.write), etag: own } : undefined, { observer });
+  // Once per primary, with every index entity written for it (one per element over a list).
+  for (const { primary, primaryEtag, own } of repairsByPrimary(state.repairs, written)) {
+    const now = await store.getEntity(primary, { observer });
+    if ((now?.etag ?? null) === primaryEtag) continue;
+    await settlePrimary(store, index, primary, own, { observer });
   }
 
   const orphans = await stillOrphaned(store, index, state.orphans, limit, observer);
@@ -188,13 +187,23 @@ async function stillOrphaned(
 
 /** Whether `primary` as read (null: gone) derives the index entity at `address`. */
 function derivesAddress(index: IndexModel, primary: StoredEntity | null, address: EntityAddress): boolean {
-  if (!primary || primary.properties[ENTITY_TYPE_PROPERTY] !== index.entity.entityType) return false;
-  try {
-    const write = indexWrite(index, valuesOf(index.entity, primary.properties));
-    return write !== undefined && addressKey(addressOfWrite(write)) === addressKey(address);
-  } catch {
-    return false; // underivable: it derives nothing
+  return derivesIndexEntity(index, valuesIfOf(index.entity, primary), address);
+}
+
+/** The repairs grouped by their primary, each with the index entities written for it and their new ETags. */
+function repairsByPrimary(
+  repairs: IndexState['repairs'],
+  written: Map<string, string>,
+): Array<{ primary: EntityAddress; primaryEtag: string; own: OwnIndexEntity[] }> {
+  const byPrimary = new Map<string, { primary: EntityAddress; primaryEtag: string; own: OwnIndexEntity[] }>();
+  for (const r of repairs) {
+    const key = addressKey(r.primary);
+    const group = byPrimary.get(key) ?? { primary: r.primary, primaryEtag: r.primaryEtag, own: [] };
+    byPrimary.set(key, group);
+    const etag = written.get(addressKey(addressOfWrite(r.write)));
+    if (etag) group.own.push({ address: addressOfWrite(r.write), etag });
   }
+  return [...byPrimary.values()];
 }
 
 /** Conditional deletes (If-Match: the ETag read) grouped into EGTs per table and partition, `max` each. */

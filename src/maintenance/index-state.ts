@@ -6,7 +6,7 @@
  * It reads whole tables on purpose: every index entity of the index (the index's table scanned, kept by the
  * index's EntityType, as a table may hold other types) and every primary entity of the type (its table scanned,
  * kept by the type's EntityType). Each table is scanned once however many indexes it serves. Index entities are
- * read first and held in memory, one map per index; each primary's expected index entity (`indexWrite` of its
+ * read first and held in memory, one map per index; each primary's expected index entity (`indexWrites` of its
  * values; none for a sparse index whose key field is null) is then compared as its page arrives.
  *
  * Index tables come first on purpose: an index entity the worker writes after the index scan is never seen, so
@@ -17,7 +17,7 @@
  * since (src/maintenance/index-rebuild.ts).
  */
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
-import { addressOfWrite, indexWrite, valuesOf, type TableWrite } from '../model/entity-codec';
+import { addressOfWrite, indexWrites, valuesOf, type TableWrite } from '../model/entity-codec';
 import { ENTITY_TYPE_PROPERTY, type EntityModel, type IndexModel, type Model } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, StorageObserver, StoredEntity, TypedValue } from '../storage/storage-types';
@@ -157,14 +157,20 @@ class Tracker {
     const diff = this.state.diff;
     const primaryAt = { table, ...keysOf(primary) };
     diff.primaries++;
-    let write: TableWrite | undefined;
+    let writes: TableWrite[];
     try {
-      write = indexWrite(this.index, valuesOf(this.index.entity, primary.properties));
+      writes = indexWrites(this.index, valuesOf(this.index.entity, primary.properties));
     } catch (e) {
       diff.underivable.push({ primary: primaryAt, message: e instanceof Error ? e.message : String(e) });
       return;
     }
-    if (!write) return; // sparse: a null key field derives no index entity
+    // None when sparse (a null key field, an empty list); one per element over a list.
+    for (const write of writes) this.expect(write, primary, primaryAt);
+  }
+
+  /** One index entity `primary` derives: claimed, or missing, or different from the one found. */
+  private expect(write: TableWrite, primary: StoredEntity, primaryAt: EntityAddress): void {
+    const diff = this.state.diff;
     diff.expected++;
     const address = addressOfWrite(write);
     const key = addressKey(address);

@@ -163,16 +163,65 @@ function write(layout: Layout, entityType: string, fields: Iterable<StoredField>
   };
 }
 
+/** An index entity to write, with the index it belongs to. */
+export type IndexWrite = TableWrite & { index: IndexModel };
+
 /**
- * The index entity of `index` for an entity with `values`, or undefined when a key field of the index is null:
- * the index is sparse, and such an entity has no index entity ("Index Entities Pattern").
+ * The index entities of `index` for an entity with `values`: one, or none when a key field of the index is null
+ * (the index is sparse: such an entity has no index entity, "Index Entities Pattern"); over a list field
+ * (`IndexModel.element`), one per distinct element, keyed by it and holding the whole list — none for an empty or
+ * null list.
  * @throws TablegraphError BAD_USER_INPUT when a value cannot be part of a key
  */
-export function indexWrite(index: IndexModel, values: Record<string, unknown>): (TableWrite & { index: IndexModel }) | undefined {
+export function indexWrites(index: IndexModel, values: Record<string, unknown>): IndexWrite[] {
   const keyFields = [...index.layout.partitionKey.fields, ...index.layout.rowKey.fields];
-  if (keyFields.some((f) => values[f] === null || values[f] === undefined)) return undefined;
+  if (keyFields.some((f) => values[f] === null || values[f] === undefined)) return [];
   const projected = [...index.projection].map((name) => index.entity.fields.get(name)).filter((f): f is StoredField => f !== undefined);
-  return { index, ...write(index.layout, index.entityType, projected, values) };
+  if (!index.element) return [{ index, ...write(index.layout, index.entityType, projected, values) }];
+  const list = index.entity.fields.get(index.element)!;
+  const elements = values[index.element];
+  if (!Array.isArray(elements)) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${index.element} must be a list`, { field: index.element });
+  const whole = typedValue(list, elements);
+  const others = projected.filter((f) => f !== list);
+  const byAddress = new Map<string, IndexWrite>();
+  for (const element of elements) {
+    const w = write(index.layout, index.entityType, others, { ...values, [index.element]: element });
+    w.entity.properties[index.element] = whole;
+    byAddress.set(`${w.entity.partitionKey}\u0000${w.entity.rowKey}`, { index, ...w });
+  }
+  return [...byAddress.values()];
+}
+
+/**
+ * The keys of the index entities of `index` an entity with `values` derives, as indexWrites has them (none when
+ * sparse, one per distinct element over a list), without building their properties.
+ * @throws TablegraphError BAD_USER_INPUT when a value cannot be part of a key
+ */
+export function indexKeys(index: IndexModel, values: Record<string, unknown>): Array<{ partitionKey: string; rowKey: string }> {
+  const { partitionKey, rowKey } = index.layout;
+  if ([...partitionKey.fields, ...rowKey.fields].some((f) => values[f] === null || values[f] === undefined)) return [];
+  const elements = index.element ? values[index.element] : [undefined];
+  if (!Array.isArray(elements)) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${index.element} must be a list`, { field: index.element });
+  const keys = new Map<string, { partitionKey: string; rowKey: string }>();
+  for (const element of elements) {
+    const keyed = index.element ? { ...values, [index.element]: element } : values;
+    const k = { partitionKey: renderKey(partitionKey, keyed), rowKey: renderKey(rowKey, keyed) };
+    keys.set(`${k.partitionKey}\u0000${k.rowKey}`, k);
+  }
+  return [...keys.values()];
+}
+
+/**
+ * Whether an entity with `values` (null: none) derives the index entity of `index` at `address`.
+ * @returns false, too, when its values cannot form the index's keys (it derives nothing)
+ */
+export function derivesIndexEntity(index: IndexModel, values: Record<string, unknown> | null, address: EntityAddress): boolean {
+  if (!values || address.table !== index.layout.table) return false;
+  try {
+    return indexKeys(index, values).some((k) => k.partitionKey === address.partitionKey && k.rowKey === address.rowKey);
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -195,7 +244,7 @@ export function primaryWrite(entity: EntityModel, values: Record<string, unknown
  */
 export function entityWrites(entity: EntityModel, values: Record<string, unknown>, writeId: string = randomUUID()): EntityWrites {
   const primary = primaryWrite(entity, values, writeId);
-  const intraPartition = [...entity.indexes.values()].flatMap((index) => (index.scope === 'intraPartition' ? (indexWrite(index, values) ?? []) : []));
+  const intraPartition = [...entity.indexes.values()].flatMap((index) => (index.scope === 'intraPartition' ? indexWrites(index, values) : []));
   return { primary, indexes: [...intraPartition, ...derive(entity, values)] };
 }
 
@@ -204,9 +253,9 @@ export function entityWrites(entity: EntityModel, values: Record<string, unknown
  * reconciliation", "Inter-partition secondary index pattern"). A pure function of the entity's values; null (no entity)
  * derives nothing. The worker, the import and the maintenance commands all derive through here.
  */
-export function derive(entity: EntityModel, values: Record<string, unknown> | null): Array<TableWrite & { index: IndexModel }> {
+export function derive(entity: EntityModel, values: Record<string, unknown> | null): IndexWrite[] {
   if (!values) return [];
-  return [...entity.indexes.values()].flatMap((index) => (index.scope === 'interPartition' ? (indexWrite(index, values) ?? []) : []));
+  return [...entity.indexes.values()].flatMap((index) => (index.scope === 'interPartition' ? indexWrites(index, values) : []));
 }
 
 /** The field values a stored entity holds (its stored fields only; missing properties are null). */
@@ -215,6 +264,11 @@ export function valuesOf(entity: EntityModel, properties: Record<string, unknown
   for (const [name, field] of entity.fields)
     values[name] = field.series ? seriesValue(field, properties) : field.list ? listOf(properties, name) : (properties[name] ?? null);
   return values;
+}
+
+/** The field values of `stored` when it is an entity of `entity`'s type; null when absent or of a sibling type. */
+export function valuesIfOf(entity: EntityModel, stored: { properties: Record<string, unknown> } | null): Record<string, unknown> | null {
+  return stored && stored.properties[ENTITY_TYPE_PROPERTY] === entity.entityType ? valuesOf(entity, stored.properties) : null;
 }
 
 /** The address of the entity an entity or index entity's properties describe (its key fields are projected). */

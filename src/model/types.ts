@@ -103,6 +103,11 @@ export interface IndexModel {
   /** The fields copied onto each index entity: `include` plus the entity's key fields and the index's own. */
   projection: Set<string>;
   unique: boolean;
+  /**
+   * The list field (`tags: [String!]`) the index's key templates name, if any: one index entity per distinct element
+   * (the guide's "Index Entities Pattern"), keyed by the element, each holding the whole list.
+   */
+  element?: string;
   /** The `EntityType` value stored on each index entity: `<entityType>.<index name>`. */
   entityType: string;
   /** The `@index` directive, for error locations. */

@@ -13,7 +13,7 @@ import type { EntityAddress, StoredEntity } from '../storage/storage-types';
 import { mergeParts, partAddresses, partSelect } from '../model/wide-entities';
 import { forbidden } from '../model/authorization';
 import { allowsEntity, authorizeBefore, authorizeTypeBefore, keyValues } from './authorize';
-import { primaryAddress } from '../model/entity-codec';
+import { derivesIndexEntity, primaryAddress, valuesIfOf } from '../model/entity-codec';
 import { indexPathId } from '../model/derived-paths';
 import { bindingValues } from './bindings';
 import type { RequestContext } from './context';
@@ -150,10 +150,7 @@ export function pointResolver(path: PointPath): Resolver {
       // a moment ago): decide on the entity itself, and answer it only while it still has the value looked up.
       const primary = await loadEntity(ctx, path.target, primaryAddress(path.target, stored.properties), entitySelect(projection, path.target));
       const { layout } = path.index;
-      const still =
-        primary?.properties[ENTITY_TYPE_PROPERTY] === path.target.entityType &&
-        renderKey(layout.partitionKey, primary.properties) === partitionKey &&
-        renderKey(layout.rowKey, primary.properties) === rowKey;
+      const still = derivesIndexEntity(path.index, valuesIfOf(path.target, primary), { table: layout.table, partitionKey, rowKey });
       [stored, type, fromIndex] = still ? [primary, path.target, false] : [null, undefined, false];
     }
     if (stored && type) {

@@ -5,7 +5,7 @@
  * removed that index entity already. Settling reads the entity again and brings its index entity in line with it.
  */
 import { ErrorCode, isTablegraphError } from '../errors';
-import { addressOfWrite, indexWrite, primaryAddress, valuesOf, type TableWrite } from '../model/entity-codec';
+import { addressOfWrite, derivesIndexEntity, indexWrites, primaryAddress, valuesIfOf, type TableWrite } from '../model/entity-codec';
 import { ENTITY_TYPE_PROPERTY, type EntityModel, type IndexModel } from '../model/types';
 import { mergeParts, partAddresses } from '../model/wide-entities';
 import { addressKey } from '../storage/address-key';
@@ -30,54 +30,80 @@ export async function readPrimary(
   return mergeParts(await Promise.all(partAddresses(entity.wide, at).map((a) => store.getEntity(a, call))));
 }
 
+/** An index entity a build inserted, and the ETag its insert returned. */
+export interface OwnIndexEntity {
+  address: EntityAddress;
+  etag: string;
+}
+
 /**
- * Brings one primary's index entity in line with its current state, undoing the build's own insert when that state
- * no longer derives it and rewriting it when it does (its included values were an older state's); again while the
- * state changes under it (at most 5 passes: a primary written faster than that is left to its writers, whose
- * reconciliation keeps the index too).
- * @param own the index entity the build inserted for the primary's older state, and the ETag its insert returned
+ * Brings one primary's index entities in line with its current state, undoing the build's own inserts that state no
+ * longer derives and rewriting those it does (their included values were an older state's); again while the state
+ * changes under it (at most 5 passes: a primary written faster than that is left to its writers, whose reconciliation
+ * keeps the index too). A primary derives one index entity, or one per element over a list (IndexModel.element).
+ * @param own the index entities the build inserted for the primary's older state, with the ETags their inserts returned
  * @returns the unique value it holds twice with another entity, if so
  */
 export async function settlePrimary(
   store: TableStore,
   index: IndexModel,
   at: EntityAddress,
-  own: { address: EntityAddress; etag: string } | undefined,
+  own: readonly OwnIndexEntity[],
   call: { observer?: StorageObserver },
 ): Promise<HeldTwice | undefined> {
   const entity = index.entity;
-  let mine = own;
+  let mine = new Map(own.map((o) => [addressKey(o.address), o]));
   let current = await readPrimary(store, entity, at, call);
   for (let pass = 1; pass <= 5; pass++) {
-    let write: TableWrite | undefined;
+    let writes: TableWrite[];
     try {
-      const values = current && current.properties[ENTITY_TYPE_PROPERTY] === entity.entityType ? valuesOf(entity, current.properties) : null;
-      write = values ? indexWrite(index, values) : undefined;
+      const values = valuesIfOf(entity, current);
+      writes = values ? indexWrites(index, values) : [];
     } catch {
-      write = undefined; // underivable now: its writer was refused the same; nothing to insert
+      writes = []; // underivable now: its writer was refused the same; nothing to insert
     }
-    const want = write && addressOfWrite(write);
-    if (mine && write && want && addressKey(want) === addressKey(mine.address)) {
+    const wanted = new Map(writes.map((w) => [addressKey(addressOfWrite(w)), w]));
+    const kept = new Map<string, OwnIndexEntity>();
+    for (const [key, m] of mine) {
+      const write = wanted.get(key);
       // The same address, but made of an older state: its included values may be stale.
-      mine = await rewriteIfUnchanged(store, write, mine.etag, call);
-    } else if (mine) {
-      await deleteIfUnchanged(store, mine.address, mine.etag, call);
-      mine = undefined;
+      const rewritten = write ? await rewriteIfUnchanged(store, write, m.etag, call) : await deleteIfUnchanged(store, m.address, m.etag, call);
+      if (rewritten) kept.set(key, rewritten);
     }
-    if (write && want && !mine) {
-      try {
-        mine = { address: want, etag: await store.createEntity(write.table, write.entity, call) };
-      } catch (e) {
-        if (!isTablegraphError(e, ErrorCode.CONFLICT)) throw e;
-        if (index.unique) {
-          const holder = await store.getEntity(want, call);
-          if (holder && !pointsAt(entity, holder, at)) return { index: want, primaries: [primaryOf(entity, holder), at] };
-        }
-      }
+    mine = kept;
+    for (const [key, write] of wanted) {
+      if (mine.has(key)) continue;
+      const held = await insertOwn(store, { index, at, write }, mine, call);
+      if (held) return held;
     }
     const again = await readPrimary(store, entity, at, call);
     if ((again?.etag ?? null) === (current?.etag ?? null)) return undefined;
     current = again;
+  }
+  return undefined;
+}
+
+/**
+ * Inserts an index entity the primary derives and records it in `mine`; one that exists is left (a newer write made
+ * it), unless it is a unique value another entity holds.
+ * @returns that value, held twice
+ */
+async function insertOwn(
+  store: TableStore,
+  wanted: { index: IndexModel; at: EntityAddress; write: TableWrite },
+  mine: Map<string, OwnIndexEntity>,
+  call: { observer?: StorageObserver },
+): Promise<HeldTwice | undefined> {
+  const { index, at, write } = wanted;
+  const address = addressOfWrite(write);
+  try {
+    mine.set(addressKey(address), { address, etag: await store.createEntity(write.table, write.entity, call) });
+  } catch (e) {
+    if (!isTablegraphError(e, ErrorCode.CONFLICT)) throw e;
+    if (index.unique) {
+      const holder = await store.getEntity(address, call);
+      if (holder && !pointsAt(index.entity, holder, at)) return { index: address, primaries: [primaryOf(index.entity, holder), at] };
+    }
   }
   return undefined;
 }
@@ -100,13 +126,7 @@ export async function deleteUnlessDerived(
   const index = [...entity.indexes.values()].find((i) => i.entityType === found.properties[ENTITY_TYPE_PROPERTY]);
   if (!index) return;
   const now = await readPrimary(store, entity, primary, call);
-  let derived: TableWrite | undefined;
-  try {
-    derived = now && now.properties[ENTITY_TYPE_PROPERTY] === entity.entityType ? indexWrite(index, valuesOf(entity, now.properties)) : undefined;
-  } catch {
-    derived = undefined;
-  }
-  if (derived && addressKey(addressOfWrite(derived)) === addressKey(address)) return;
+  if (derivesIndexEntity(index, valuesIfOf(entity, now), address)) return;
   await deleteIfUnchanged(store, address, found.etag, call);
 }
 
@@ -128,13 +148,17 @@ async function rewriteIfUnchanged(
   }
 }
 
-/** Deletes an entity only if it still has the ETag the build's insert gave it (a newer write's is left). */
-async function deleteIfUnchanged(store: TableStore, address: EntityAddress, etag: string, call: { observer?: StorageObserver }): Promise<void> {
+/**
+ * Deletes an entity only if it still has the ETag the build's insert gave it (a newer write's is left).
+ * @returns undefined: it is no longer the build's own either way
+ */
+async function deleteIfUnchanged(store: TableStore, address: EntityAddress, etag: string, call: { observer?: StorageObserver }): Promise<undefined> {
   try {
     await store.deleteEntity(address, { ...call, ifMatch: etag });
   } catch (e) {
     if (!isTablegraphError(e, ErrorCode.CONFLICT)) throw e;
   }
+  return undefined;
 }
 
 /** The primary an index entity points at (its key fields are projected onto it). */

@@ -17,8 +17,8 @@
  */
 import { addressOfWrite } from '../model/entity-codec';
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
-import { indexWrite, primaryAddress, valuesOf, type TableWrite } from '../model/entity-codec';
-import { BASED_ON_PROPERTY, ENTITY_TYPE_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type IndexModel } from '../model/types';
+import { derivesIndexEntity, primaryAddress, valuesIfOf, type TableWrite } from '../model/entity-codec';
+import { BASED_ON_PROPERTY, RESERVED_UNTIL_PROPERTY, WRITE_ID_PROPERTY, type EntityModel, type IndexModel } from '../model/types';
 import type { TableStore } from '../storage/table-store';
 import type { EntityAddress, EntityToWrite, StorageObserver, StoredEntity } from '../storage/storage-types';
 import { stateId } from '../queue/messages';
@@ -171,14 +171,8 @@ async function lapsedReservation(
   const fresh = await store.getEntity(other, { observer });
   if (isPendingReservation(existing, fresh, Date.now())) return { kind: 'taken', heldUntil: existing.properties[RESERVED_UNTIL_PROPERTY] as Date };
   if (fresh && stateId(fresh) === existing.properties[WRITE_ID_PROPERTY]) return { kind: 'taken' }; // committed, not yet confirmed
-  let derived: TableWrite | undefined;
-  try {
-    derived = fresh && fresh.properties[ENTITY_TYPE_PROPERTY] === entity.entityType ? indexWrite(index, valuesOf(entity, fresh.properties)) : undefined;
-  } catch {
-    derived = undefined; // its values form no key now: it derives nothing
-  }
-  if (derived && derived.entity.partitionKey === existing.partitionKey && derived.entity.rowKey === existing.rowKey) return { kind: 'taken' };
   const address = { table: index.layout.table, partitionKey: existing.partitionKey, rowKey: existing.rowKey };
+  if (derivesIndexEntity(index, valuesIfOf(entity, fresh), address)) return { kind: 'taken' };
   try {
     await store.deleteEntity(address, { observer, ifMatch: existing.etag });
     return { kind: 'free' };

@@ -229,9 +229,14 @@ function checkInput(write: WriteModel, input: Values, address: { table: string; 
   for (const index of write.entity.indexes.values()) {
     const { table, partitionKey, rowKey } = index.layout;
     if ([...partitionKey.fields, ...rowKey.fields].some((f) => input[f] === undefined || input[f] === null)) continue;
-    const keys = { table, partitionKey: renderKey(partitionKey, input), rowKey: renderKey(rowKey, input) };
-    checkKey('PartitionKey', keys.partitionKey, store.target, keys);
-    checkKey('RowKey', keys.rowKey, store.target, keys);
+    // Over a list, each element makes an index entity's keys (a value that is no list is refused below).
+    const elements = index.element ? input[index.element] : [undefined];
+    for (const element of Array.isArray(elements) ? elements : []) {
+      const values = index.element ? { ...input, [index.element]: element } : input;
+      const keys = { table, partitionKey: renderKey(partitionKey, values), rowKey: renderKey(rowKey, values) };
+      checkKey('PartitionKey', keys.partitionKey, store.target, keys);
+      checkKey('RowKey', keys.rowKey, store.target, keys);
+    }
   }
   const properties: EntityToWrite['properties'] = {};
   for (const name of write.inputFields) {

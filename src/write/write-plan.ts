@@ -11,7 +11,7 @@
  */
 import { addressOfWrite } from '../model/entity-codec';
 import { ErrorCode, TablegraphError } from '../errors';
-import { derive, entityWrites, indexWrite, primaryAddress, seriesProperties, typedValue, valuesOf, type TableWrite } from '../model/entity-codec';
+import { derive, entityWrites, indexWrites, primaryAddress, seriesProperties, typedValue, valuesOf, type TableWrite } from '../model/entity-codec';
 import { contributionOf } from '../model/contributions';
 import { decimalText } from '../model/decimal';
 import { holderAddress, summaryContribution } from '../model/summaries';
@@ -26,6 +26,7 @@ import {
   type WriteModel,
 } from '../model/types';
 import { checkEntity, checkTransaction } from '../storage/limits';
+import { MAX_MESSAGE_BYTES } from '../storage/queue-store';
 import type { EntityAddress, EntityToWrite, StorageTarget, StoredEntity, TransactionOperation } from '../storage/storage-types';
 import { addressKey } from '../storage/address-key';
 import { stateId } from '../queue/messages';
@@ -269,11 +270,11 @@ export function planWrite(
 
   for (const index of entity.indexes.values()) {
     if (index.scope !== 'intraPartition') continue;
-    const before = previous && indexWrite(index, previous);
-    const after = next?.indexes.find((w) => w.index === index);
-    if (after) operations.push({ kind: 'upsertReplace', entity: after.entity });
-    if (before && (!after || before.entity.rowKey !== after.entity.rowKey)) {
-      operations.push({ kind: 'delete', partitionKey: before.entity.partitionKey, rowKey: before.entity.rowKey });
+    const after = next?.indexes.filter((w) => w.index === index) ?? [];
+    const kept = new Set(after.map((w) => w.entity.rowKey));
+    for (const w of after) operations.push({ kind: 'upsertReplace', entity: w.entity });
+    for (const before of previous ? indexWrites(index, previous) : []) {
+      if (!kept.has(before.entity.rowKey)) operations.push({ kind: 'delete', partitionKey: before.entity.partitionKey, rowKey: before.entity.rowKey });
     }
   }
 
@@ -429,6 +430,28 @@ function moveMarks(write: WriteModel, current: StoredEntity | null, moveId: stri
 export function checkPlan(entity: WriteModel['entity'], plan: WritePlan, target: StorageTarget): void {
   checkTransaction(plan.operations, target);
   for (const w of derivedOf.get(plan) ?? derive(entity, plan.values)) checkEntity(w.entity, target);
+  checkFanoutSize(entity, plan);
+}
+
+/** Room left in a queue message for what entityMessage adds to a fan-out (its id, time and trace context), bytes. */
+const MESSAGE_ENVELOPE_BYTES = 512;
+
+/**
+ * A write's fan-out message names every index entity its old and new states derive: over a list
+ * (IndexModel.element), one per element. Refused before anything is written when that message cannot be queued (64 KiB).
+ * @throws TablegraphError LIMIT_EXCEEDED naming the indexed list fields, their limit in bytes
+ */
+function checkFanoutSize(entity: WriteModel['entity'], plan: WritePlan): void {
+  if (!plan.fanout) return;
+  const bytes = Buffer.byteLength(JSON.stringify(plan.fanout)) + MESSAGE_ENVELOPE_BYTES;
+  if (bytes <= MAX_MESSAGE_BYTES) return;
+  const lists = [...new Set([...entity.indexes.values()].flatMap((i) => (i.element ? [i.element] : [])))];
+  const field = lists.join(', ') || undefined;
+  throw new TablegraphError(
+    ErrorCode.LIMIT_EXCEEDED,
+    `${entity.name}: the write derives ${plan.fanout.candidates.length} index entities (old and new), ${bytes} bytes to hand to the worker where a queue message holds ${MAX_MESSAGE_BYTES}${field ? `: fewer elements in ${field}` : ''}`,
+    { ...(field && { field }), limit: MAX_MESSAGE_BYTES, bytes },
+  );
 }
 
 /** The inter-partition index entities each plan's new state derives (planWrite), for checkPlan. */

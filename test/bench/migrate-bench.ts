@@ -18,7 +18,7 @@ import { TableClient, type TransactionAction } from '@azure/data-tables';
 import { importEmployees } from '../../examples/hr/import/import-employees';
 import { loadConfig } from '../../src/runtime/config';
 import { createLogger } from '../../src/log';
-import { indexWrite, valuesOf } from '../../src/model/entity-codec';
+import { indexWrites, valuesOf } from '../../src/model/entity-codec';
 import { BuildRunner } from '../../src/evolution/build-runner';
 import { Catalogue } from '../../src/evolution/catalogue';
 import { CatalogueRowsBoard } from '../../src/evolution/presence';
@@ -139,8 +139,7 @@ async function main(): Promise<void> {
       do {
         const page = await store.scanPage(index.entity.layout.table, token, { entityType: index.entity.entityType, select });
         const writes = page.entities.flatMap((e) => {
-          const w = indexWrite(index, valuesOf(index.entity, e.properties));
-          return w ? [{ ...w, table: rawTable }] : [];
+          return indexWrites(index, valuesOf(index.entity, e.properties)).map((w) => ({ ...w, table: rawTable }));
         });
         await Promise.all(
           planEgtBatches(writes, 'azurite').map((b) =>

@@ -81,7 +81,7 @@ test('written as the JSON text of its elements, each checked; hostile text kept 
   expect(refusal(['a'], [1.5])).toMatch(/^BAD_USER_INPUT: ratings: expected a 32-bit integer/);
 });
 
-test('refused where a list cannot be: nullable elements, nested lists, keys, index entities, sums, copies, @encrypted', () => {
+test("refused where a list cannot be: nullable elements, nested lists, an entity's keys, @encrypted", () => {
   const cases: Array<[string, string, RegExp]> = [
     ['tags: [String]', 'Song.tags', /a list kept in one property holds non-null values/],
     ['tags: [[String!]!]', 'Song.tags', /a list kept in one property holds non-null values/],
@@ -93,13 +93,61 @@ test('refused where a list cannot be: nullable elements, nested lists, keys, ind
   }
   const keyed = SONGS.replace('rowKey: "song_{track}"', 'rowKey: "song_{tags}"');
   expect(schemaProblems(() => compile(keyed)).map((p) => p.message)).toContainEqual(
-    expect.stringMatching(/names \{tags\}, a list: a list cannot be part of a key/),
+    expect.stringMatching(/names \{tags\}, a list: a list cannot be part of an entity's key; an @index keyed by it keeps one index entity per element/),
   );
-  const included = SONGS.replace(
+});
+
+const withIndex = (index: string) =>
+  SONGS.replace(
     'type Song @entity(table: "Songs", partitionKey: "{album}", rowKey: "song_{track}")',
-    'type Song @entity(table: "Songs", partitionKey: "{album}", rowKey: "song_{track}") @index(name: "byTitle", rowKey: "title_{title}_{track}", include: ["tags"])',
+    `type Song @entity(table: "Songs", partitionKey: "{album}", rowKey: "song_{track}") ${index}`,
   );
-  expect(schemaProblems(() => compile(included)).map((p) => p.message)).toContainEqual(
-    expect.stringMatching(/include names "tags", a list: index entities hold single values/),
+
+test('an @index keyed by a list: one index entity per distinct element, each holding the whole list; include may hold a list', () => {
+  const sdl = withIndex('@index(name: "byTag", table: "SongsByTag", partitionKey: "tag_{tags}", rowKey: "{album}_{track:03}", include: ["title", "moods"])');
+  const song = compile(sdl).model.entities.get('Song')!;
+  const index = song.indexes.get('byTag')!;
+  expect([index.element, index.scope]).toEqual(['tags', 'interPartition']);
+  const values = { album: 'a1', track: 7, title: 'Seven', tags: ['rock', 'sl/ash "q"', 'rock', '💿'], moods: ['CALM'] };
+  const writes = entityWrites(song, values).indexes;
+  expect(writes.map((w) => w.entity.partitionKey)).toEqual(['tag_rock', 'tag_sl%2Fash "q"', 'tag_💿']);
+  for (const w of writes) {
+    expect(w.entity.rowKey).toBe('a1_007');
+    expect(w.entity.properties.tags).toEqual({ type: 'String', value: JSON.stringify(values.tags) });
+    expect(w.entity.properties.moods).toEqual({ type: 'String', value: '["CALM"]' });
+  }
+  // An empty or a null list derives nothing, as a null key field of a sparse index.
+  expect(entityWrites(song, { ...values, tags: [] }).indexes).toEqual([]);
+  // A list held by an index entity (include) that keys nothing: one index entity, the list beside its keys.
+  const included = compile(withIndex('@index(name: "byTitle", rowKey: "title_{title}_{track}", include: ["tags"])')).model.entities.get('Song')!;
+  const [one] = entityWrites(included, values).indexes;
+  expect(one.entity.properties.tags).toEqual({ type: 'String', value: JSON.stringify(values.tags) });
+});
+
+test("an @index over a list is refused where its elements cannot be kept: two lists, unique, in the entity's partition, a range bound to it", () => {
+  const cases: Array<[string, RegExp]> = [
+    [
+      '@index(name: "pair", table: "Pairs", partitionKey: "t_{tags}", rowKey: "{ratings}_{album}_{track}")',
+      /its keys name \{tags\} and \{ratings\}, two lists/,
+    ],
+    [
+      '@index(name: "uniq", table: "Uniq", partitionKey: "t_{tags}", rowKey: "{album}_{track}", unique: true)',
+      /\{tags\}, a list: a unique index holds one value per entity/,
+    ],
+    [
+      '@index(name: "intra", rowKey: "t_{tags}_{track}")',
+      /in Song's table and PartitionKey: one index entity per element is kept by the worker.*give the index a table or a partitionKey of its own/,
+    ],
+  ];
+  for (const [index, message] of cases) {
+    const sdl = withIndex(index);
+    expect(schemaProblems(() => compile(sdl))).toContainEqual(expect.objectContaining({ message: expect.stringMatching(message), line: lineOf(sdl, index) }));
+  }
+  const bound = withIndex('@index(name: "byTag", table: "SongsByTag", partitionKey: "tag_{tags}", rowKey: "{album}_{track:03}")').replace(
+    '  sizes: [Long!]\n',
+    '  sizes: [Long!]\n  alike(first: Int, after: String): SongConnection! @range(index: "byTag")\n',
+  );
+  expect(schemaProblems(() => compile(bound)).map((p) => p.message)).toContainEqual(
+    expect.stringMatching(/needs \{tags\}: the stored field Song.tags is a list, which names no one key: add a non-null argument "tags" of its element type/),
   );
 });
