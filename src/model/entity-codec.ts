@@ -145,6 +145,18 @@ export function seriesValue(field: StoredField, properties: Record<string, unkno
 }
 
 function write(layout: Layout, entityType: string, fields: Iterable<StoredField>, values: Record<string, unknown>): TableWrite {
+  return {
+    table: tableOf(layout, values),
+    entity: {
+      partitionKey: renderKey(layout.partitionKey, values),
+      rowKey: renderKey(layout.rowKey, values),
+      properties: propertiesOf(entityType, fields, values),
+    },
+  };
+}
+
+/** The properties an entity (or index entity) of `entityType` holding `fields` has for `values`. */
+function propertiesOf(entityType: string, fields: Iterable<StoredField>, values: Record<string, unknown>): EntityToWrite['properties'] {
   const properties: EntityToWrite['properties'] = { [ENTITY_TYPE_PROPERTY]: { type: 'String', value: entityType } };
   for (const field of fields) {
     if (field.series) {
@@ -157,10 +169,7 @@ function write(layout: Layout, entityType: string, fields: Iterable<StoredField>
     }
     properties[field.name] = v;
   }
-  return {
-    table: tableOf(layout, values),
-    entity: { partitionKey: renderKey(layout.partitionKey, values), rowKey: renderKey(layout.rowKey, values), properties },
-  };
+  return properties;
 }
 
 /** An index entity to write, with the index it belongs to. */
@@ -174,41 +183,40 @@ export type IndexWrite = TableWrite & { index: IndexModel };
  * @throws TablegraphError BAD_USER_INPUT when a value cannot be part of a key
  */
 export function indexWrites(index: IndexModel, values: Record<string, unknown>): IndexWrite[] {
-  const keyFields = [...index.layout.partitionKey.fields, ...index.layout.rowKey.fields];
-  if (keyFields.some((f) => values[f] === null || values[f] === undefined)) return [];
+  const keys = indexKeys(index, values);
+  if (keys.length === 0) return [];
   const projected = [...index.projection].map((name) => index.entity.fields.get(name)).filter((f): f is StoredField => f !== undefined);
-  if (!index.element) return [{ index, ...write(index.layout, index.entityType, projected, values) }];
-  const list = index.entity.fields.get(index.element)!;
-  const elements = values[index.element];
-  if (!Array.isArray(elements)) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${index.element} must be a list`, { field: index.element });
-  const whole = typedValue(list, elements);
-  const others = projected.filter((f) => f !== list);
-  const byAddress = new Map<string, IndexWrite>();
-  for (const element of elements) {
-    const w = write(index.layout, index.entityType, others, { ...values, [index.element]: element });
-    w.entity.properties[index.element] = whole;
-    byAddress.set(`${w.entity.partitionKey}\u0000${w.entity.rowKey}`, { index, ...w });
-  }
-  return [...byAddress.values()];
+  // Every element's index entity holds the same properties: the whole list among them.
+  const properties = propertiesOf(index.entityType, projected, values);
+  const table = tableOf(index.layout, values);
+  return keys.map((k) => ({ index, table, entity: { ...k, properties: { ...properties } } }));
 }
 
 /**
  * The keys of the index entities of `index` an entity with `values` derives, as indexWrites has them (none when
  * sparse, one per distinct element over a list), without building their properties.
- * @throws TablegraphError BAD_USER_INPUT when a value cannot be part of a key
+ * @throws TablegraphError BAD_USER_INPUT when a value cannot be part of a key, or a list's element is not of its type
  */
 export function indexKeys(index: IndexModel, values: Record<string, unknown>): Array<{ partitionKey: string; rowKey: string }> {
   const { partitionKey, rowKey } = index.layout;
   if ([...partitionKey.fields, ...rowKey.fields].some((f) => values[f] === null || values[f] === undefined)) return [];
-  const elements = index.element ? values[index.element] : [undefined];
-  if (!Array.isArray(elements)) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${index.element} must be a list`, { field: index.element });
   const keys = new Map<string, { partitionKey: string; rowKey: string }>();
-  for (const element of elements) {
+  for (const element of index.element ? indexedElements(index, values) : [undefined]) {
     const keyed = index.element ? { ...values, [index.element]: element } : values;
     const k = { partitionKey: renderKey(partitionKey, keyed), rowKey: renderKey(rowKey, keyed) };
     keys.set(`${k.partitionKey}\u0000${k.rowKey}`, k);
   }
   return [...keys.values()];
+}
+
+/**
+ * The elements of the list an index is keyed by, each checked and written as the list's property holds it; the list
+ * given as a list or as its JSON text (a CSV cell).
+ * @throws TablegraphError BAD_USER_INPUT when it is no list or an element is not of the list's type
+ */
+function indexedElements(index: IndexModel, values: Record<string, unknown>): unknown[] {
+  const typed = typedValue(index.entity.fields.get(index.element!)!, values[index.element!]);
+  return typed === null ? [] : (JSON.parse(String(typed.value)) as unknown[]);
 }
 
 /**

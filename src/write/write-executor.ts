@@ -11,8 +11,7 @@
 import { ErrorCode, isTablegraphError, TablegraphError } from '../errors';
 import { TransactionRunner } from './transaction-runner';
 import { itemError, type TransactionItem } from './transaction-plan';
-import { typedValue } from '../model/entity-codec';
-import { renderKey } from '../model/key-template';
+import { indexKeys, typedValue } from '../model/entity-codec';
 import type { Model, WriteModel } from '../model/types';
 import { checkEntity, checkKey } from '../storage/limits';
 import type { TableStore } from '../storage/table-store';
@@ -227,13 +226,9 @@ function checkInput(write: WriteModel, input: Values, address: { table: string; 
   checkKey('PartitionKey', address.partitionKey, store.target, { ...address });
   checkKey('RowKey', address.rowKey, store.target, { ...address });
   for (const index of write.entity.indexes.values()) {
-    const { table, partitionKey, rowKey } = index.layout;
-    if ([...partitionKey.fields, ...rowKey.fields].some((f) => input[f] === undefined || input[f] === null)) continue;
-    // Over a list, each element makes an index entity's keys (a value that is no list is refused below).
-    const elements = index.element ? input[index.element] : [undefined];
-    for (const element of Array.isArray(elements) ? elements : []) {
-      const values = index.element ? { ...input, [index.element]: element } : input;
-      const keys = { table, partitionKey: renderKey(partitionKey, values), rowKey: renderKey(rowKey, values) };
+    // Those whose key fields the input gives all; over a list, one per element.
+    for (const k of indexKeys(index, input)) {
+      const keys = { table: index.layout.table, ...k };
       checkKey('PartitionKey', keys.partitionKey, store.target, keys);
       checkKey('RowKey', keys.rowKey, store.target, keys);
     }

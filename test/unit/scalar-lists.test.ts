@@ -118,6 +118,8 @@ test('an @index keyed by a list: one index entity per distinct element, each hol
   }
   // An empty or a null list derives nothing, as a null key field of a sparse index.
   expect(entityWrites(song, { ...values, tags: [] }).indexes).toEqual([]);
+  // A CSV cell's JSON text keys the same index entities as the list.
+  expect(entityWrites(song, { ...values, tags: JSON.stringify(values.tags) }).indexes.map((w) => w.entity)).toEqual(writes.map((w) => w.entity));
   // A list held by an index entity (include) that keys nothing: one index entity, the list beside its keys.
   const included = compile(withIndex('@index(name: "byTitle", rowKey: "title_{title}_{track}", include: ["tags"])')).model.entities.get('Song')!;
   const [one] = entityWrites(included, values).indexes;
