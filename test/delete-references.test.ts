@@ -16,9 +16,9 @@
 import fs from 'node:fs';
 import { compileSchema } from '../src/compiler/compile';
 import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-derived';
-import { DIRECTIVES_FILE, startSdlServer, testQueues, testStore, uniquePrefix } from './support/harness';
+import { DIRECTIVES_FILE, testQueues, testStore } from './support/harness';
 import { drainWithRedelivery, queueWriter, seededRng, useSdlWorld } from './support/fanout-fixtures';
-import { startStorageProxy } from './support/storage-proxy';
+import { startFaultedSdlServer } from './support/faulted-server';
 import { testSeed } from './support/seed';
 
 const SDL = `
@@ -224,13 +224,8 @@ type Query {`,
 
 test('deletes that cascade, under storage that throttles and loses answers: acknowledged if and only if done, verify clean after', async () => {
   const seed = testSeed();
-  const proxy = await startStorageProxy(process.env.AZURE_STORAGE_CONNECTION_STRING!, { seed });
-  const ctx = await startSdlServer(SDL, {
-    TABLEGRAPH_WORKER: 'off',
-    TABLEGRAPH_TABLE_PREFIX: uniquePrefix(),
-    AZURE_STORAGE_CONNECTION_STRING: proxy.connectionString,
-    TABLEGRAPH_RATE_LIMIT: '1000000',
-  });
+  const ctx = await startFaultedSdlServer(SDL, seed);
+  const { proxy } = ctx;
   try {
     const run = async (mutation: string, type: string, input: Record<string, unknown>) => {
       const r = await ctx.server.query(`mutation($input: ${type}!) { ${mutation}(input: $input) { __typename } }`, { input });
@@ -276,6 +271,5 @@ test('deletes that cascade, under storage that throttles and loses answers: ackn
     );
   } finally {
     await ctx.close();
-    await proxy.close();
   }
 }, 120_000);

@@ -10,9 +10,9 @@
  */
 import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-derived';
 import { rebuildIndex } from '../src/maintenance/index-rebuild';
-import { startSdlServer, testQueues, testStore, uniquePrefix } from './support/harness';
+import { testQueues, testStore } from './support/harness';
 import { drainWithRedelivery, queueWriter, seededRng, useSdlWorld } from './support/fanout-fixtures';
-import { startStorageProxy } from './support/storage-proxy';
+import { startFaultedSdlServer } from './support/faulted-server';
 import { testSeed } from './support/seed';
 import { compileSchema } from '../src/compiler/compile';
 import { loadSchemaSources } from '../src/compiler/load-schema';
@@ -158,13 +158,8 @@ test('a rebuild puts back every element; a fan-out too large to queue is refused
 
 test('under storage faults: acknowledged if and only if stored, every element indexed after the worker, verify clean', async () => {
   const seed = testSeed();
-  const proxy = await startStorageProxy(process.env.AZURE_STORAGE_CONNECTION_STRING!, { seed });
-  const ctx = await startSdlServer(SDL, {
-    TABLEGRAPH_WORKER: 'off',
-    TABLEGRAPH_TABLE_PREFIX: uniquePrefix(),
-    AZURE_STORAGE_CONNECTION_STRING: proxy.connectionString,
-    TABLEGRAPH_RATE_LIMIT: '1000000',
-  });
+  const ctx = await startFaultedSdlServer(SDL, seed);
+  const { proxy } = ctx;
   try {
     const keys: Array<[string, string]> = Array.from({ length: 12 }, (_, i) => ['f', `t${i}`]);
     proxy.setFaults({ busy: 0.1, throttled: 0.1, timedOutAfterApply: 0.1, resetAfterApply: 0.1 });
@@ -198,7 +193,6 @@ test('under storage faults: acknowledged if and only if stored, every element in
     );
   } finally {
     await ctx.close();
-    await proxy.close();
   }
 }, 120_000);
 

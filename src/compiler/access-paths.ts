@@ -11,6 +11,7 @@ import type { SchemaProblems } from './schema-errors';
 import { nodeIdField, nodeRootFields } from './node-interface';
 import type { AccessPath, BoundTemplate, EntityModel, IndexModel, Layout, PointPath, RangePath } from '../model/types';
 import { notAReference } from './reference-checks';
+import { valueTypeNames } from './value-types';
 
 /** Defaults for `@range` (entities per page). */
 export interface PageDefaults {
@@ -98,6 +99,8 @@ export function buildAccessPaths(schema: GraphQLSchema, inputs: PathInputs, prob
     ...payloadTypes(schema).filter((name) => !entities.has(name)),
     // A Federation 2 subgraph's own (@apollo/subgraph): `_service`'s type; `_entities` is served by federation.ts's keys.
     ...(federated ? ['_Service'] : []),
+    // Kept inside the entities that hold them (value-types.ts): read with them.
+    ...valueTypeNames(entities.values()),
   ]);
   for (const type of Object.values(schema.getTypeMap())) {
     if (!isObjectType(type) || type.name.startsWith('__') || skipped.has(type.name)) continue;
@@ -106,7 +109,7 @@ export function buildAccessPaths(schema: GraphQLSchema, inputs: PathInputs, prob
     if (!parentEntity && !isRoot) {
       problems.add(
         type.name,
-        'is neither an @entity, the Query type, a Relay connection nor an edge: tablegraph cannot tell where its data lives',
+        'is neither an @entity, the Query type, a Relay connection, an edge nor a value object an entity holds: tablegraph cannot tell where its data lives',
         type.astNode,
       );
       continue;
@@ -126,7 +129,7 @@ export function buildAccessPaths(schema: GraphQLSchema, inputs: PathInputs, prob
         const path = compileRange({ ...ctx, kind: 'range' }, range, inputs);
         if (path) paths.set(ctx.coordinate, path);
         if (path && range.through !== undefined) joins.push({ path, through: range.through, node: range.node });
-      } else if (isObjectType(getNamedType(field.type)) || isRoot) {
+      } else if ((isObjectType(getNamedType(field.type)) && !parentEntity?.fields.get(field.name)?.value) || isRoot) {
         problems.add(
           ctx.coordinate,
           `returns ${getNamedType(field.type).name} but has no @point or @range: it cannot be served by a point or range query, and tablegraph never scans`,

@@ -41,7 +41,11 @@ export function readAuth(
     if (rule.roles?.length === 0) fail(`rule ${i + 1}: roles: [] lets nobody in; leave roles out to allow any role`);
     for (const role of rule.roles ?? []) if (!TOKEN.test(role)) fail(`rule ${i + 1}: role "${role}" is not a plain token`);
     for (const s of rule.scope) {
-      if (!entity?.fields.has(s.field)) fail(`rule ${i + 1}: scope field "${s.field}" is not a stored field of ${entity?.name ?? 'the entity'}`);
+      const scoped = entity?.fields.get(s.field);
+      if (!scoped) fail(`rule ${i + 1}: scope field "${s.field}" is not a stored field of ${entity?.name ?? 'the entity'}`);
+      // A scope compares one value with the claim's: a list's or a value object's text would be compared as a whole.
+      else if (scoped.list || scoped.series || scoped.value)
+        fail(`rule ${i + 1}: scope field "${s.field}" is ${scoped.value ? 'a value object' : 'a list'}: a scope compares one stored value with the claim`);
       if (!TOKEN.test(s.claim)) fail(`rule ${i + 1}: claim "${s.claim}" is not a plain token`);
     }
     if (rule.fields && !inputFields) fail(`rule ${i + 1}: fields restricts a mutation's input; this is not a mutation`);

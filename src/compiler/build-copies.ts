@@ -68,8 +68,8 @@ function buildCopy(
     problems.add(coordinate, `@copy(field: "${d.field}"): ${target.name} has no stored field "${d.field}"`, d.node);
     return undefined;
   }
-  if (source.series || stored.series || source.list || stored.list || source.encrypted || stored.encrypted || source.blob || stored.blob) {
-    problems.add(coordinate, 'a @series, a list, an @encrypted or a @blob field is neither copied nor a copy', d.node);
+  if ([source, stored].some((f) => f.series || f.list || f.value || f.encrypted || f.blob)) {
+    problems.add(coordinate, 'a @series, a list, a value object, an @encrypted or a @blob field is neither copied nor a copy', d.node);
     return undefined;
   }
   if (source.graphqlType !== stored.graphqlType || stored.nonNull) {

@@ -107,6 +107,8 @@ function bind(ctx: FieldContext, name: string): Binding | string {
     return `add a non-null argument "${name}" (it is ${arg.type.toString()}): a key is never guessed`;
   }
   const stored = ctx.parentEntity?.fields.get(name);
+  if (stored?.value)
+    return `the stored field ${ctx.parent.name}.${name} is a value object (${stored.graphqlType}), which is no key value: add a non-null argument "${name}" of a scalar type`;
   if (stored?.list || stored?.series)
     return `the stored field ${ctx.parent.name}.${name} is a list, which names no one key: add a non-null argument "${name}" of its element type`;
   if (stored?.nonNull) return { source: 'parent', name };

@@ -2,10 +2,11 @@
  * Generated SDL, as Amplify's `@model` generates it from a few lines: for every `@entity` type `T`, the Relay types
  * (`TConnection`, `TEdge`, `PageInfo`) and the mutation types (`CreateTInput`, `UpdateTInput`,
  * `ReplaceTInput`, `DeleteTInput`, `MoveTInput`, `IncrementTInput` with `IntSeriesIncrement`/`FloatSeriesIncrement`,
- * `TPayload`) and the subscription type (`TChange`, with the enum `ChangeKind`). A type is generated only when the schema refers to it by that name
+ * `TPayload`) and the subscription type (`TChange`, with the enum `ChangeKind`); for every value object type `V` (an
+ * object type without `@entity` that a stored field holds: value-types.ts) its input `VInput`. A type is generated only when the schema refers to it by that name
  * and does not declare it: a declared one always wins, and nothing unused is added.
  *
- * The inputs follow the entity's stored fields (scalar and enum fields without arguments, neither `etag`, a `@summary`,
+ * The inputs follow the entity's stored fields (scalar, enum and value object fields without arguments, neither `etag`, a `@summary`,
  * a `@copy`, nor a `@sas` field): a create or replace takes them with the entity's nullability; an update takes the key
  * fields as declared and every other field nullable (merge: only those given change); update, replace and delete take
  * `ifMatch: String`; a `@blob` field is given as a `BlobInput` (what to upload). Works on the parsed SDL, before the
@@ -38,8 +39,8 @@ interface EntityShape {
  * @returns SDL text (empty when nothing is missing)
  */
 export function generateSdl(document: DocumentNode): string {
-  const { declared, referenced, entities } = readDocument(document);
-  const generators = generatorsFor(document, entities);
+  const { declared, referenced, entities, values } = readDocument(document);
+  const generators = generatorsFor(document, entities, values);
   // A generated type may refer to another (a connection to its edge and PageInfo): repeat until nothing is missing.
   const out: string[] = [];
   let missing = [...referenced].filter((n) => !declared.has(n) && generators.has(n));
@@ -58,8 +59,16 @@ export function generateSdl(document: DocumentNode): string {
   return out.length ? print(parse(out.join('\n\n'))) : '';
 }
 
-/** The type names `document` declares, those it refers to, and the shape of each of its `@entity` types. */
-function readDocument(document: DocumentNode): { declared: Set<string>; referenced: Set<string>; entities: Map<string, EntityShape> } {
+/**
+ * The type names `document` declares, those it refers to, the shape of each of its `@entity` types, and its object
+ * types without `@entity` (the value objects among them are those a stored field holds).
+ */
+function readDocument(document: DocumentNode): {
+  declared: Set<string>;
+  referenced: Set<string>;
+  entities: Map<string, EntityShape>;
+  values: Map<string, ObjectTypeDefinitionNode>;
+} {
   const declared = new Set<string>();
   const referenced = new Set<string>();
   const leaf = new Set(BUILT_IN_SCALARS);
@@ -75,6 +84,8 @@ function readDocument(document: DocumentNode): { declared: Set<string>; referenc
     },
   });
   const entities = new Map<string, EntityShape>();
+  // An object type without @entity that a field holds is a value object (value-types.ts): a stored field of its holder.
+  const values = new Map(objects.filter((t) => !t.directives?.some((d) => d.name.value === 'entity')).map((t) => [t.name.value, t]));
   for (const type of objects) {
     const entity = type.directives?.find((d) => d.name.value === 'entity');
     if (!entity) continue;
@@ -84,18 +95,19 @@ function readDocument(document: DocumentNode): { declared: Set<string>; referenc
       stored: (type.fields ?? []).filter(
         (f) =>
           !f.arguments?.length &&
-          leaf.has(namedType(f.type)) &&
+          (leaf.has(namedType(f.type)) || values.has(namedType(f.type))) &&
           !(f.name.value === 'etag' && namedType(f.type) === 'String') &&
           !f.directives?.some((d) => NOT_STORED.has(d.name.value)),
       ),
     });
   }
-  return { declared, referenced, entities };
+  return { declared, referenced, entities, values };
 }
 
 /** The text of each type tablegraph can generate for `document`, by name. */
-function generatorsFor(document: DocumentNode, entities: Map<string, EntityShape>): Map<string, () => string> {
+function generatorsFor(document: DocumentNode, entities: Map<string, EntityShape>, values: Map<string, ObjectTypeDefinitionNode>): Map<string, () => string> {
   const generators = new Map<string, () => string>();
+  for (const v of values.values()) generators.set(`${v.name.value}Input`, () => valueInput(v, values));
   generators.set('PageInfo', pageInfo);
   // A connection of an interface (the guide's "Inheritance relationships"): its nodes are of its implementations.
   for (const def of document.definitions) {
@@ -133,10 +145,10 @@ function generatorsFor(document: DocumentNode, entities: Map<string, EntityShape
       `${e.name}Payload`,
       () => `"""The ${e.name} as written (for a delete: as it was)."""\ntype ${e.name}Payload { ${lowerFirst(e.name)}: ${e.name}! }`,
     );
-    generators.set(`Create${e.name}Input`, () => input(e, 'Create', `The new ${e.name}: CONFLICT when one with these keys exists.`));
-    generators.set(`Update${e.name}Input`, () => input(e, 'Update', 'Merge: only the fields given change; a field given as null is cleared.'));
-    generators.set(`Replace${e.name}Input`, () => input(e, 'Replace', 'Replace: fields not given become null.'));
-    generators.set(`Delete${e.name}Input`, () => input(e, 'Delete', `The keys of the ${e.name} to delete.`));
+    generators.set(`Create${e.name}Input`, () => input(e, 'Create', `The new ${e.name}: CONFLICT when one with these keys exists.`, values));
+    generators.set(`Update${e.name}Input`, () => input(e, 'Update', 'Merge: only the fields given change; a field given as null is cleared.', values));
+    generators.set(`Replace${e.name}Input`, () => input(e, 'Replace', 'Replace: fields not given become null.', values));
+    generators.set(`Delete${e.name}Input`, () => input(e, 'Delete', `The keys of the ${e.name} to delete.`, values));
     generators.set(`Move${e.name}Input`, () => moveInput(e));
     generators.set(`${e.name}Change`, () => changeType(e));
   }
@@ -172,7 +184,24 @@ function incrementInput(e: EntityShape): string {
   return `"""The keys of the ${e.name} (created when absent) and what to add to its series."""\ninput Increment${e.name}Input {\n${lines.join('\n')}\n}`;
 }
 
-function input(e: EntityShape, kind: 'Create' | 'Update' | 'Replace' | 'Delete', description: string): string {
+/**
+ * A value object's input (`DimensionsInput` for `Dimensions`): its fields with their types and nullability, a nested
+ * value object's as its own input.
+ */
+function valueInput(v: ObjectTypeDefinitionNode, values: Map<string, ObjectTypeDefinitionNode>): string {
+  const lines = (v.fields ?? []).map((f) => field(f, print(asInput(f.type, values))));
+  const description = `${v.name.value} as a write gives it: kept inside the entity that holds it, all its fields at once.`;
+  return `"""${description}"""\ninput ${v.name.value}Input {\n${lines.join('\n')}\n}`;
+}
+
+/** A field's type as an input takes it: a value object named as its input, every wrapper kept. */
+function asInput(type: TypeNode, values: Map<string, ObjectTypeDefinitionNode>): TypeNode {
+  if (type.kind === Kind.NAMED_TYPE) return values.has(type.name.value) ? { ...type, name: { ...type.name, value: `${type.name.value}Input` } } : type;
+  if (type.kind === Kind.LIST_TYPE) return { ...type, type: asInput(type.type, values) };
+  return { ...type, type: asInput(type.type, values) as typeof type.type };
+}
+
+function input(e: EntityShape, kind: 'Create' | 'Update' | 'Replace' | 'Delete', description: string, values: Map<string, ObjectTypeDefinitionNode>): string {
   const lines: string[] = [];
   const keys = e.stored.filter((f) => e.keyFields.has(f.name.value));
   // A series is changed by INCREMENT only.
@@ -182,7 +211,7 @@ function input(e: EntityShape, kind: 'Create' | 'Update' | 'Replace' | 'Delete',
     lines.push('"""The ETag read: the write fails with CONFLICT if the entity changed since. Omitted: unconditional."""\nifMatch: String');
   }
   // A @blob field takes what to upload (BlobInput), never a blob name.
-  const type = (f: FieldDefinitionNode) => (isBlob(f) ? 'BlobInput' : kind === 'Update' ? print(nullable(f.type)) : print(f.type));
+  const type = (f: FieldDefinitionNode) => (isBlob(f) ? 'BlobInput' : print(asInput(kind === 'Update' ? nullable(f.type) : f.type, values)));
   if (kind !== 'Delete') for (const f of others) lines.push(field(f, type(f)));
   return `"""${description}"""\ninput ${kind}${e.name}Input {\n${lines.join('\n')}\n}`;
 }

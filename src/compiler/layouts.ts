@@ -34,6 +34,7 @@ import { readBlob } from './blob-directives';
 import { isTableTemplate, parseTableTemplate } from './period-tables';
 import { splitProperties } from './wide-layouts';
 import { nodeIdField } from './node-interface';
+import { heldValueField, isValueObjectType } from './value-types';
 
 /** Property names the Table service or tablegraph itself uses. */
 const RESERVED_PROPERTIES = new Set([
@@ -64,7 +65,14 @@ function storedFields(type: GraphQLObjectType, schema: GraphQLSchema, problems: 
     const coordinate = `${type.name}.${field.name}`;
     if (readPoint(schema, field.astNode) || readRange(schema, field.astNode) || hasSas(field.astNode) || field.name === nodeIdField(schema)) continue;
     const named = getNamedType(field.type);
-    if (isObjectType(named)) continue; // checked by access-paths.ts: an object field needs an access path
+    if (isObjectType(named)) {
+      // An @entity is a reference, checked by access-paths.ts (it needs @point); any other object type is a value object.
+      if (!isValueObjectType(named)) continue;
+      if (RESERVED_PROPERTIES.has(field.name)) problems.add(coordinate, `"${field.name}" is a reserved property name`, field.astNode);
+      const held = RESERVED_PROPERTIES.has(field.name) ? undefined : heldValueField(schema, field, coordinate, problems);
+      if (held) fields.set(field.name, held);
+      continue;
+    }
     if (field.name === ETAG_FIELD && named.name === 'String' && !isListType(unwrap(field.type))) continue;
     const edm = edmTypeOf(named);
     if (!edm) {
@@ -202,6 +210,12 @@ function checkPlaceholders(t: KeyTemplate, what: string, fields: Map<string, Sto
       // graphql-js's own wording for a misspelled name: `Did you mean "id"?`
       const hint = didYouMean(suggestionList(seg.name, [...fields.keys()]).map((f) => `{${f}}`));
       problems.add(coordinate, `${what} template "${t.source}" names {${seg.name}}, which is not a stored field of the type.${hint}`, node);
+    } else if (field.value) {
+      problems.add(
+        coordinate,
+        `${what} template "${t.source}" names {${seg.name}}, a value object (${field.graphqlType}): a key part is one scalar value`,
+        node,
+      );
     } else if (field.series || (field.list && !ofIndex)) {
       problems.add(
         coordinate,

@@ -11,6 +11,7 @@ import {
   type GraphQLField,
   type ASTNode,
   type GraphQLInputField,
+  type GraphQLInputType,
   type GraphQLSchema,
 } from 'graphql';
 import { readTransaction, readWrite } from './directives';
@@ -73,14 +74,26 @@ export function buildWrites(
   return { writes, payloads };
 }
 
-/** A stored field's type as the schema writes it: `String`, or `[String!]` for a list. */
+/** A stored field's type as the schema writes it: `String`, `[String!]` for a list, and what a value object takes. */
 function storedType(stored: StoredField): string {
-  return stored.list ? `[${stored.graphqlType}!]` : stored.graphqlType;
+  const named = stored.value ? `${stored.graphqlType} (given as an input object of the same fields, e.g. ${stored.graphqlType}Input)` : stored.graphqlType;
+  return stored.list ? `[${named}!]` : named;
 }
 
-/** Whether an input field takes the stored field's values: the same named type, and a list exactly for a list field. */
-function sameInputType(f: GraphQLInputField, stored: StoredField): boolean {
-  return getNamedType(f.type).name === stored.graphqlType && isListType(isNonNullType(f.type) ? f.type.ofType : f.type) === Boolean(stored.list);
+/**
+ * Whether an input type takes the stored field's values: the same named type, a list exactly for a list field; for a
+ * value object an input object of the same fields, each taking its field's values and non-null where it is.
+ */
+function takesValues(type: GraphQLInputType, stored: StoredField): boolean {
+  if (isListType(isNonNullType(type) ? type.ofType : type) !== Boolean(stored.list)) return false;
+  const named = getNamedType(type);
+  if (!stored.value) return named.name === stored.graphqlType;
+  if (!isInputObjectType(named)) return false;
+  const given = named.getFields();
+  if (Object.keys(given).length !== stored.value.fields.size) return false;
+  return [...stored.value.fields.values()].every(
+    (f) => given[f.name] && takesValues(given[f.name].type, f) && (!f.nonNull || isNonNullType(given[f.name].type)),
+  );
 }
 
 /**
@@ -157,7 +170,7 @@ function checkInput(
       fail(`${input.name}.${f.name} is a summary value: the write path keeps it, clients do not set it`);
     } else if (entity.copies.has(f.name)) {
       fail(`${input.name}.${f.name} is a copy (@copy): the write path keeps it, clients do not set it`);
-    } else if (!sameInputType(f, stored)) {
+    } else if (!takesValues(f.type, stored)) {
       fail(`${input.name}.${f.name} is a ${String(f.type)}, but ${entity.name}.${f.name} is a ${storedType(stored)}`);
     } else {
       names.add(f.name);

@@ -15,7 +15,7 @@
  */
 import type { ASTNode } from 'graphql';
 import { rekeyPathId } from '../model/derived-paths';
-import type { RecordedField, RecordedLayout, RecordedPath, RecordedType } from './layout-record';
+import { canonicalJson, type RecordedField, type RecordedLayout, type RecordedPath, type RecordedType } from './layout-record';
 
 export type ChangeClass = 'compatible' | 'build' | 'rekey' | 'retire' | 'refused';
 
@@ -185,14 +185,7 @@ function fieldChange(
     };
   }
   if (!old || !now) return undefined;
-  const problems: string[] = [];
-  if (old.edm !== now.edm && !(WIDER[old.edm] ?? []).includes(now.edm))
-    problems.push(`its stored type changed from ${old.type} (${old.edm}) to ${now.type} (${now.edm})`);
-  if (!old.nonNull && now.nonNull) problems.push('it became non-null, and stored entities may hold no value');
-  if ((old.series ?? 0) !== (now.series ?? 0)) problems.push(`its series length changed from ${old.series ?? 0} to ${now.series ?? 0}`);
-  if (Boolean(old.list) !== Boolean(now.list)) problems.push(`it changed from ${old.list ? 'a list' : 'one value'} to ${now.list ? 'a list' : 'one value'}`);
-  const removed = (old.values ?? []).filter((v) => now.values && !now.values.includes(v));
-  if (removed.length > 0) problems.push(`enum values ${removed.join(', ')} were removed, and stored entities may hold them`);
+  const problems = storedTypeProblems(old, now, '');
   if (problems.length > 0) {
     return {
       class: 'refused',
@@ -203,7 +196,13 @@ function fieldChange(
       node,
     };
   }
-  if (old.type !== now.type || old.nonNull !== now.nonNull || old.edm !== now.edm || (now.values?.length ?? 0) !== (old.values?.length ?? 0))
+  if (
+    old.type !== now.type ||
+    old.nonNull !== now.nonNull ||
+    old.edm !== now.edm ||
+    canonicalJson(old.fields ?? {}) !== canonicalJson(now.fields ?? {}) ||
+    (now.values?.length ?? 0) !== (old.values?.length ?? 0)
+  )
     return {
       class: 'compatible',
       coordinate,
@@ -244,4 +243,32 @@ function changedParts(old: RecordedPath, now: RecordedPath): string {
     .filter((k) => JSON.stringify(old.definition[k]) !== JSON.stringify(now.definition[k]))
     .map((k) => `${k}: ${JSON.stringify(old.definition[k])} → ${JSON.stringify(now.definition[k])}`)
     .join('; ');
+}
+
+/**
+ * Why values stored under `old` may not read as `now` (empty: they all do). A value object's fields are compared one
+ * by one (`at`: the field's path inside it): one removed stays unread in the JSON text, a new one must be nullable.
+ */
+function storedTypeProblems(old: RecordedField, now: RecordedField, at: string): string[] {
+  const problems: string[] = [];
+  const where = at ? `${at}: ` : '';
+  if (old.edm !== now.edm && !(WIDER[old.edm] ?? []).includes(now.edm))
+    problems.push(`${where}its stored type changed from ${old.type} (${old.edm}) to ${now.type} (${now.edm})`);
+  if (!old.nonNull && now.nonNull) problems.push(`${where}it became non-null, and stored entities may hold no value`);
+  if ((old.series ?? 0) !== (now.series ?? 0)) problems.push(`${where}its series length changed from ${old.series ?? 0} to ${now.series ?? 0}`);
+  if (Boolean(old.list) !== Boolean(now.list))
+    problems.push(`${where}it changed from ${old.list ? 'a list' : 'one value'} to ${now.list ? 'a list' : 'one value'}`);
+  if (Boolean(old.fields) !== Boolean(now.fields))
+    problems.push(`${where}it changed from ${old.fields ? 'a value object' : 'a scalar'} to ${now.fields ? 'a value object' : 'a scalar'}`);
+  const removed = (old.values ?? []).filter((v) => now.values && !now.values.includes(v));
+  if (removed.length > 0) problems.push(`${where}enum values ${removed.join(', ')} were removed, and stored entities may hold them`);
+  if (!old.fields || !now.fields) return problems;
+  for (const [name, f] of Object.entries(now.fields)) {
+    const path = at ? `${at}.${name}` : name;
+    const before = old.fields[name];
+    if (!before) {
+      if (f.nonNull) problems.push(`${path}: a new non-null field of a value object, and stored values hold none`);
+    } else problems.push(...storedTypeProblems(before, f, path));
+  }
+  return problems;
 }

@@ -7,7 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { indexPathId, pathId, summaryPathId, type PathKind } from '../model/derived-paths';
-import type { EntityModel, Model } from '../model/types';
+import type { EntityModel, Model, StoredField } from '../model/types';
 
 /** One stored field: its GraphQL type, its EDM type, whether it is non-null, and an enum's values. */
 export interface RecordedField {
@@ -20,6 +20,8 @@ export interface RecordedField {
   list?: true;
   /** An enum field's values, sorted. */
   values?: string[];
+  /** A value object's fields (kept in the JSON text of one property), by name. */
+  fields?: Record<string, RecordedField>;
   /** A field a derived path writes — a summary's value, a copy — rather than a client. */
   derived?: 'summary' | 'copy';
 }
@@ -100,14 +102,8 @@ export function recordLayout(model: Model, enumValues: (name: string) => string[
 function recordType(entity: EntityModel, enumValues: (name: string) => string[] | undefined): RecordedType {
   const fields: Record<string, RecordedField> = {};
   for (const f of entity.fields.values()) {
-    const values = enumValues(f.graphqlType);
     fields[f.name] = {
-      type: f.graphqlType,
-      edm: f.edm,
-      nonNull: f.nonNull,
-      ...(f.series && { series: f.series.length }),
-      ...(f.list && { list: true as const }),
-      ...(values && { values: [...values].sort() }),
+      ...recordField(f, enumValues),
       ...(entity.summaryFields.has(f.name) && { derived: 'summary' as const }),
       ...(entity.copies.has(f.name) && { derived: 'copy' as const }),
     };
@@ -118,6 +114,19 @@ function recordType(entity: EntityModel, enumValues: (name: string) => string[] 
     partitionKey: entity.layout.partitionKey.source,
     rowKey: entity.layout.rowKey.source,
     fields,
+  };
+}
+
+function recordField(f: StoredField, enumValues: (name: string) => string[] | undefined): RecordedField {
+  const values = enumValues(f.graphqlType);
+  return {
+    type: f.graphqlType,
+    edm: f.edm,
+    nonNull: f.nonNull,
+    ...(f.series && { series: f.series.length }),
+    ...(f.list && { list: true as const }),
+    ...(values && { values: [...values].sort() }),
+    ...(f.value && { fields: Object.fromEntries([...f.value.fields.values()].map((v) => [v.name, recordField(v, enumValues)])) }),
   };
 }
 

@@ -14,7 +14,7 @@ import { createInterface } from 'node:readline';
 import { extname } from 'node:path';
 import { isEnumType, type GraphQLSchema } from 'graphql';
 import { ErrorCode, TablegraphError } from '../errors';
-import type { EntityModel } from '../model/types';
+import type { EntityModel, StoredField } from '../model/types';
 import { readCsvRecords } from './csv-records';
 
 /** A row of a load file: its line (1-based, the header is line 1 of a CSV) and its values, or why it is skipped. */
@@ -78,29 +78,49 @@ export function checkColumns(entity: EntityModel, columns: string[], where: stri
     });
 }
 
-/** Why `value` is not a value of the field's enum (undefined when it is, or the field is no enum). */
+/**
+ * Why `value` is not a value of the field's enum (undefined when it is, or the field holds no enum): each element of a
+ * list and each field of a value object too, given as itself or as its JSON text (a CSV cell). A value of the wrong
+ * shape is left to the codec, which refuses it.
+ */
 function enumProblem(schema: GraphQLSchema | undefined, entity: EntityModel, name: string, value: unknown): string | undefined {
   if (value === null || value === undefined || !schema) return undefined;
   const field = entity.fields.get(name)!;
+  return wrongEnum(schema, field, (field.list || field.value) && typeof value === 'string' ? parsedJson(value) : value, name);
+}
+
+function wrongEnum(schema: GraphQLSchema, field: StoredField, value: unknown, path: string): string | undefined {
+  if (value === null || value === undefined) return undefined;
+  if (field.list) {
+    if (!Array.isArray(value)) return undefined;
+    const element = { ...field, list: undefined };
+    for (const [i, v] of value.entries()) {
+      const wrong = wrongEnum(schema, element, v, `${path}[${i}]`);
+      if (wrong) return wrong;
+    }
+    return undefined;
+  }
+  if (field.value) {
+    if (typeof value !== 'object') return undefined;
+    for (const f of field.value.fields.values()) {
+      const wrong = wrongEnum(schema, f, (value as Record<string, unknown>)[f.name], `${path}.${f.name}`);
+      if (wrong) return wrong;
+    }
+    return undefined;
+  }
   const type = schema.getType(field.graphqlType);
-  if (!isEnumType(type)) return undefined;
-  // A list of an enum (its JSON text in a CSV cell): each element; one that is no list the codec refuses.
-  const elements = field.list ? listElements(value) : [value];
-  const wrong = elements.find((v) => !type.getValue(String(v)));
-  if (wrong === undefined) return undefined;
-  return `${name}: ${JSON.stringify(wrong)} is not one of ${type
+  if (!isEnumType(type) || type.getValue(String(value))) return undefined;
+  return `${path}: ${JSON.stringify(value)} is not one of ${type
     .getValues()
     .map((v) => v.name)
     .join(', ')}`;
 }
 
-function listElements(value: unknown): unknown[] {
-  if (Array.isArray(value)) return value;
+function parsedJson(text: string): unknown {
   try {
-    const parsed: unknown = JSON.parse(String(value));
-    return Array.isArray(parsed) ? parsed : [];
+    return JSON.parse(text) as unknown;
   } catch {
-    return [];
+    return undefined;
   }
 }
 

@@ -41,7 +41,7 @@ const INT32_MAX = 2 ** 31 - 1;
  */
 export function typedValue(field: StoredField, value: unknown): TypedValue | null {
   if (value === null || value === undefined) return null;
-  if (field.list) return listValue(field, value);
+  if (field.list || field.value) return jsonProperty(field, value);
   checkConstraint(field, value);
   if (field.graphqlType === 'Decimal') return { type: 'String', value: decimalText(toDecimal(value, field.name)) };
   const bad = (why: string) =>
@@ -83,37 +83,73 @@ export function typedValue(field: StoredField, value: unknown): TypedValue | nul
 }
 
 /**
- * The one property of a list field (`tags: [String!]`): the JSON text of its elements, each typed and checked as a
- * value of the element type (its `@constraint` applies to each) and written as JSON gives it back — a number as a
- * number, a Long, a Decimal and a DateTime as text. The property's size is checked with the entity's (64 KiB a value,
+ * The one property of a list field (`tags: [String!]`) or a value object (`dimensions: Dimensions`, nested ones and
+ * lists of them too): its JSON text, each value typed and checked as a value of its type (a `@constraint` applies to
+ * each) and written as JSON gives it back — a number as a number, a Long, a Decimal and a DateTime as text; a value
+ * object's null fields left out. The property's size is checked with the entity's (64 KiB a value,
  * src/storage/limits.ts: LIMIT_EXCEEDED naming the field).
- * @param value a list, or the JSON text of one (a CSV cell)
- * @throws TablegraphError BAD_USER_INPUT when the value is not a list, an element is null or not of the element type
+ * @param value a list or an object, or the JSON text of one (a CSV cell)
+ * @throws TablegraphError BAD_USER_INPUT, with details { field } naming the path (`dimensions.width`,
+ *   `addresses[1].city`), when the value is not a list or an object, an element is null, a non-null field of a value
+ *   object is missing, it holds a field its type does not have, or a value is not of its type
  */
-function listValue(field: StoredField, value: unknown): TypedValue {
-  let list = value;
+function jsonProperty(field: StoredField, value: unknown): TypedValue {
+  let parsed = value;
   if (typeof value === 'string') {
     try {
-      list = JSON.parse(value);
+      parsed = JSON.parse(value);
     } catch {
-      list = undefined;
+      parsed = undefined;
     }
   }
-  if (!Array.isArray(list)) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${field.name}: expected a list`, { field: field.name });
-  const element: StoredField = { ...field, list: undefined };
-  const values = list.map((v, i) => {
-    const typed = typedValue(element, v);
-    if (typed === null) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${field.name}[${i}] is null: the list's elements are not`, { field: field.name });
-    return typed.type === 'Int64' ? String(typed.value) : typed.type === 'DateTime' ? (typed.value as Date).toISOString() : typed.value;
-  });
-  return { type: 'String', value: JSON.stringify(values) };
+  return { type: 'String', value: JSON.stringify(jsonValue(field, parsed, field.name)) };
+}
+
+/** A list's or a value object's value as its JSON text holds it (`path`: where it is, for errors). */
+function jsonValue(field: StoredField, value: unknown, path: string): unknown {
+  const bad = (why: string) => new TablegraphError(ErrorCode.BAD_USER_INPUT, `${path}: ${why}`, { field: path });
+  if (field.list) {
+    if (!Array.isArray(value)) throw bad('expected a list');
+    const element: StoredField = { ...field, list: undefined };
+    return value.map((v, i) => {
+      if (v === null || v === undefined)
+        throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${path}[${i}] is null: the list's elements are not`, { field: path });
+      return jsonValue(element, v, `${path}[${i}]`);
+    });
+  }
+  if (field.value) {
+    if (typeof value !== 'object' || value === null || Array.isArray(value) || value instanceof Date) throw bad(`expected an object (${field.graphqlType})`);
+    const given = value as Record<string, unknown>;
+    const extra = Object.keys(given).find((k) => !field.value!.fields.has(k));
+    if (extra !== undefined) throw bad(`${field.graphqlType} has no field ${JSON.stringify(extra)}`);
+    const out: Record<string, unknown> = {};
+    for (const [name, f] of field.value.fields) {
+      const v = given[name];
+      if (v === null || v === undefined) {
+        if (f.nonNull) throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `${path}.${name} is required`, { field: `${path}.${name}` });
+        continue;
+      }
+      out[name] = jsonValue(f, v, `${path}.${name}`);
+    }
+    return out;
+  }
+  const typed = typedValue({ ...field, name: path }, value)!;
+  return typed.type === 'Int64' ? String(typed.value) : typed.type === 'DateTime' ? (typed.value as Date).toISOString() : typed.value;
 }
 
 /** A list field's value from its stored property (its JSON text), or as a write's result holds it (the list). */
 export function listOf(properties: Record<string, unknown>, name: string): unknown[] | null {
+  return jsonOf(properties, name) as unknown[] | null;
+}
+
+/**
+ * A list's or a value object's value from its stored property (its JSON text), or as a write's result holds it (the
+ * list or the object itself).
+ */
+export function jsonOf(properties: Record<string, unknown>, name: string): unknown {
   const stored = properties[name];
   if (stored === null || stored === undefined) return null;
-  return Array.isArray(stored) ? stored : (JSON.parse(String(stored)) as unknown[]);
+  return typeof stored === 'string' ? (JSON.parse(stored) as unknown) : stored;
 }
 
 /**
@@ -270,7 +306,7 @@ export function derive(entity: EntityModel, values: Record<string, unknown> | nu
 export function valuesOf(entity: EntityModel, properties: Record<string, unknown>): Record<string, unknown> {
   const values: Record<string, unknown> = {};
   for (const [name, field] of entity.fields)
-    values[name] = field.series ? seriesValue(field, properties) : field.list ? listOf(properties, name) : (properties[name] ?? null);
+    values[name] = field.series ? seriesValue(field, properties) : field.list || field.value ? jsonOf(properties, name) : (properties[name] ?? null);
   return values;
 }
 

@@ -27,10 +27,25 @@ export interface StoredField {
    * each element checked as a value of its type (`edm` is the elements': src/model/entity-codec.ts listValue).
    */
   list?: true;
+  /**
+   * A value object kept inside its holder: `graphqlType` names an object type without `@entity` (`dimensions:
+   * Dimensions`), stored as the JSON text of its fields in one Edm.String property (the guide's "About the Azure Table
+   * service": a complex type in one property, serialized). With `list`, a list of them. src/model/entity-codec.ts
+   * jsonValue checks and writes it.
+   */
+  value?: ValueShape;
   /** `@encrypted`: sealed by the store before it is sent, opened when read (src/storage/property-cipher.ts). */
   encrypted?: true;
   /** `@blob`: the property holds a blob's name; the field reads as a SAS URL for it (src/model/blob-fields.ts). */
   blob?: BlobSpec;
+}
+
+/**
+ * The fields of a value object type, by name: each one a value, a list of values, or a value object (nested), with
+ * its nullability and `@constraint`; no directive that makes a property of its own (compiler/value-types.ts).
+ */
+export interface ValueShape {
+  fields: ReadonlyMap<string, StoredField>;
 }
 
 /** Where an entity, or an index entity, lives: one table, a PartitionKey and a RowKey template. */

@@ -4,7 +4,7 @@
  * point loader ("Index Entities Pattern": index entities hold keys and a projection).
  */
 import { ErrorCode, TablegraphError } from '../errors';
-import { listOf, primaryAddress, seriesValue } from '../model/entity-codec';
+import { jsonOf, primaryAddress, seriesValue } from '../model/entity-codec';
 import type { EntityModel, IndexModel } from '../model/types';
 import { entitySelect } from '../read/projection';
 import type { StoredEntity } from '../storage/storage-types';
@@ -36,7 +36,7 @@ export function fieldValue(node: EntityNode, name: string, ctx: RequestContext, 
 
 function valueOf(entity: EntityModel, name: string, properties: StoredEntity['properties']): unknown {
   const field = entity.fields.get(name);
-  if (field?.list) return listOf(properties, name);
+  if (field?.list || field?.value) return jsonOf(properties, name);
   return field?.series ? seriesValue(field, properties) : (properties[name] ?? null);
 }
 

@@ -75,7 +75,7 @@ ${federated ? 'extend schema @link(url: "https://specs.apollo.dev/federation/v2.
 }
 type ProductDimension {
   width: Int
-  height: Int
+  height: [[Int]]
 }
 type Query {
   product(id: ID!): Product @point(partitionKey: "products")
@@ -84,8 +84,8 @@ type Query {
   test.each([false, true])('federated: %s', (federated) => {
     const sdl = product(federated);
     expect(schemaProblems(compile(sdl))).toEqual([
-      { coordinate: 'Product.dimensions', message: expect.stringMatching(/has no @point or @range/), line: lineOf(sdl, 'dimensions:') },
-      { coordinate: 'ProductDimension', message: expect.stringMatching(/is neither an @entity/), line: lineOf(sdl, 'type ProductDimension') },
+      // A value object (an object type without @entity that an entity holds) is checked field by field.
+      { coordinate: 'ProductDimension.height', message: expect.stringMatching(/holds non-null elements/), line: lineOf(sdl, 'height:') },
     ]);
   });
 });

@@ -78,7 +78,7 @@ test('written as the JSON text of its elements, each checked; hostile text kept 
   };
   expect(refusal('plain text')).toBe('BAD_USER_INPUT: tags: expected a list');
   expect(refusal(['a', null])).toBe("BAD_USER_INPUT: tags[1] is null: the list's elements are not");
-  expect(refusal(['a'], [1.5])).toMatch(/^BAD_USER_INPUT: ratings: expected a 32-bit integer/);
+  expect(refusal(['a'], [1.5])).toMatch(/^BAD_USER_INPUT: ratings\[0\]: expected a 32-bit integer/);
 });
 
 test("refused where a list cannot be: nullable elements, nested lists, an entity's keys, @encrypted", () => {
