@@ -16,9 +16,9 @@
 import fs from 'node:fs';
 import { compileSchema } from '../src/compiler/compile';
 import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-derived';
-import { DIRECTIVES_FILE, testQueues, testStore } from './support/harness';
+import { DIRECTIVES_FILE, testQueues, testStore, uniquePrefix } from './support/harness';
 import { drainWithRedelivery, queueWriter, seededRng, useSdlWorld } from './support/fanout-fixtures';
-import { startFaultedSdlServer } from './support/faulted-server';
+import { startProxiedServer } from './support/proxied-server';
 import { testSeed } from './support/seed';
 
 const SDL = `
@@ -224,8 +224,8 @@ type Query {`,
 
 test('deletes that cascade, under storage that throttles and loses answers: acknowledged if and only if done, verify clean after', async () => {
   const seed = testSeed();
-  const ctx = await startFaultedSdlServer(SDL, seed);
-  const { proxy } = ctx;
+  const proxied = await startProxiedServer(SDL, { seed, prefix: uniquePrefix(), env: { TABLEGRAPH_WORKER: 'off' } });
+  const { proxy, ctx } = proxied;
   try {
     const run = async (mutation: string, type: string, input: Record<string, unknown>) => {
       const r = await ctx.server.query(`mutation($input: ${type}!) { ${mutation}(input: $input) { __typename } }`, { input });
@@ -270,6 +270,6 @@ test('deletes that cascade, under storage that throttles and loses answers: ackn
       `cascading deletes under faults (seed ${seed}): ${JSON.stringify(answers.map((a) => a ?? 'ok'))}; injected ${JSON.stringify(proxy.injected())}`,
     );
   } finally {
-    await ctx.close();
+    await proxied.close();
   }
 }, 120_000);

@@ -10,9 +10,9 @@
  */
 import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-derived';
 import { rebuildIndex } from '../src/maintenance/index-rebuild';
-import { testQueues, testStore } from './support/harness';
+import { testQueues, testStore, uniquePrefix } from './support/harness';
 import { drainWithRedelivery, queueWriter, seededRng, useSdlWorld } from './support/fanout-fixtures';
-import { startFaultedSdlServer } from './support/faulted-server';
+import { startProxiedServer } from './support/proxied-server';
 import { testSeed } from './support/seed';
 import { compileSchema } from '../src/compiler/compile';
 import { loadSchemaSources } from '../src/compiler/load-schema';
@@ -158,8 +158,8 @@ test('a rebuild puts back every element; a fan-out too large to queue is refused
 
 test('under storage faults: acknowledged if and only if stored, every element indexed after the worker, verify clean', async () => {
   const seed = testSeed();
-  const ctx = await startFaultedSdlServer(SDL, seed);
-  const { proxy } = ctx;
+  const proxied = await startProxiedServer(SDL, { seed, prefix: uniquePrefix(), env: { TABLEGRAPH_WORKER: 'off' } });
+  const { proxy, ctx } = proxied;
   try {
     const keys: Array<[string, string]> = Array.from({ length: 12 }, (_, i) => ['f', `t${i}`]);
     proxy.setFaults({ busy: 0.1, throttled: 0.1, timedOutAfterApply: 0.1, resetAfterApply: 0.1 });
@@ -192,7 +192,7 @@ test('under storage faults: acknowledged if and only if stored, every element in
       `list index under faults (seed ${seed}): ${JSON.stringify([...created, ...updated].map((a) => a ?? 'ok'))}; injected ${JSON.stringify(proxy.injected())}`,
     );
   } finally {
-    await ctx.close();
+    await proxied.close();
   }
 }, 120_000);
 

@@ -15,9 +15,9 @@ import { ApolloGateway, IntrospectAndCompose } from '@apollo/gateway';
 import { buildSubgraphSchema } from '@apollo/subgraph';
 import { parse } from 'graphql';
 import { formatVerifyReport, verifyDerived } from '../src/maintenance/verify-derived';
-import { testQueues, testStore } from './support/harness';
+import { testQueues, testStore, uniquePrefix } from './support/harness';
 import { drainWithRedelivery, queueWriter, seededRng, useSdlWorld } from './support/fanout-fixtures';
-import { startFaultedSdlServer } from './support/faulted-server';
+import { startProxiedServer } from './support/proxied-server';
 import { testSeed } from './support/seed';
 
 const SDL = `
@@ -180,8 +180,8 @@ test('four writers on one product, a delete and re-create, every message twice, 
 
 test('under storage faults: acknowledged if and only if stored, the index equal to its products after the worker, verify clean', async () => {
   const seed = testSeed();
-  const ctx = await startFaultedSdlServer(SDL, seed);
-  const { proxy } = ctx;
+  const proxied = await startProxiedServer(SDL, { seed, prefix: uniquePrefix(), env: { TABLEGRAPH_WORKER: 'off' } });
+  const { proxy, ctx } = proxied;
   try {
     const keys: Array<[string, string]> = Array.from({ length: 12 }, (_, i) => [`f${i % 3}`, `k${i}`]);
     proxy.setFaults({ busy: 0.1, throttled: 0.1, timedOutAfterApply: 0.1, resetAfterApply: 0.1 });
@@ -211,7 +211,7 @@ test('under storage faults: acknowledged if and only if stored, the index equal 
       `value objects under faults (seed ${seed}): ${JSON.stringify([...created, ...updated].map((a) => a.code ?? 'ok'))}; injected ${JSON.stringify(proxy.injected())}`,
     );
   } finally {
-    await ctx.close();
+    await proxied.close();
   }
 }, 120_000);
 
