@@ -31,6 +31,7 @@ const LONG = [
   'storage-faults',
   'tenant-move',
   'tenant-move-faults',
+  'transaction-effects',
   'unique-lifecycle',
 ];
 const longFiles = LONG.map((name) => `<rootDir>/test/${name}.test.ts`);

@@ -137,6 +137,19 @@ export interface SubscriptionPlan {
   after: string | null;
 }
 
+/** A `@transaction` mutation: what its one EGT writes, and what the worker keeps after it (each item's eventual part). */
+export interface TransactionPlan {
+  coordinate: string;
+  /** The `@write` mutations an item may be, by name. */
+  items: string[];
+  table: string;
+  partitionKey: string;
+  /** Written atomically, in the one EGT: the entity types, their intra-partition indexes, change entities, summaries held there. */
+  atomic: string[];
+  /** Kept eventually through the work queue, after the EGT: inter-partition index entities, summaries held elsewhere. */
+  eventual: string[];
+}
+
 export interface Explanation {
   hotPartitions: HotPartition[];
   fields: FieldPlan[];
@@ -145,6 +158,7 @@ export interface Explanation {
   copies: CopyPlan[];
   blobs: BlobPlan[];
   mutations: MutationPlan[];
+  transactions: TransactionPlan[];
   subscriptions: SubscriptionPlan[];
 }
 
@@ -182,8 +196,33 @@ export function explainModel(model: Model, opts: { capture?: boolean } = {}): Ex
     copies: copyPlans(model),
     blobs: blobPlans(model),
     mutations: mutationPlans(model, opts.capture === true),
+    transactions: transactionPlans(model, opts.capture === true),
     subscriptions: subscriptionPlans(model),
   };
+}
+
+/** Each `@transaction`: the union of its items' EGT parts and of their eventual parts (mutationPlans). */
+function transactionPlans(model: Model, capture: boolean): TransactionPlan[] {
+  const mutations = new Map(mutationPlans(model, capture).map((m) => [m.coordinate, m]));
+  return [...model.transactions.values()]
+    .map((t): TransactionPlan => {
+      const plans = [...t.items.values()].map((w) => mutations.get(w.coordinate)!);
+      const unique = (xs: string[]) => [...new Set(xs)];
+      return {
+        coordinate: t.coordinate,
+        items: [...t.items.keys()],
+        table: t.table,
+        partitionKey: t.partitionKey.source,
+        atomic: unique([
+          ...plans.map((m) => m.entity),
+          ...plans.flatMap((m) => m.egt.indexes.map((i) => `index ${i}`)),
+          ...(plans.some((m) => m.egt.change) ? ['change entity'] : []),
+          ...plans.flatMap((m) => m.egt.summaries),
+        ]),
+        eventual: unique([...plans.flatMap((m) => m.eventual.indexes.map((i) => `index ${i}`)), ...plans.flatMap((m) => m.eventual.summaries)]),
+      };
+    })
+    .sort(byCoordinate);
 }
 
 /** Each field served by an access path: root Query fields first, then by coordinate. */
@@ -423,6 +462,13 @@ export function formatExplanation(e: Explanation): string {
     lines.push(`  ${m.coordinate}: ${m.action} ${m.entity}; EGT: ${egt}${eventual.length ? `; eventually: ${eventual.join(', ')}` : ''}`);
     if (m.checksReferences.length) lines.push(`    checks that ${m.checksReferences.join(', ')} point at existing entities`);
     if (m.blobs.length) lines.push(`    before the EGT: a cleanup message (delayed), then the upload of ${m.blobs.join(', ')} (one Put Blob each)`);
+  }
+  if (e.transactions.length) lines.push('', 'Transactions (one EGT each, all or nothing; then the worker, through the queue)');
+  for (const t of e.transactions) {
+    const eventual = t.eventual.length ? `; eventually: ${t.eventual.join(', ')}` : '';
+    lines.push(
+      `  ${t.coordinate}: transaction of ${t.items.join(', ')} in one EGT on table ${t.table}, PartitionKey "${t.partitionKey}": ${t.atomic.join(', ')}${eventual}`,
+    );
   }
   if (e.subscriptions.length) {
     lines.push('', 'Subscriptions (each write adds a change entity to its EGT; each server polls a watched partition once per interval)');

@@ -2,9 +2,10 @@
  * Compiles the Mutation type's `@transaction` fields (docs/reads-and-writes.md, "Transactions"): a list of writes
  * that land together in one entity-group transaction ("Entity Group Transactions" in the guide). The compiler proves,
  * from the key templates alone, that every write of the list — its entity, its index entities, the summaries it
- * changes and its change entity — falls in the one partition the field's arguments name, and that `maxItems` of the
- * costliest write fit the EGT's limits (100 operations, 4 MiB); anything that would be written elsewhere or
- * eventually is refused with its location.
+ * changes there and its change entity — falls in the one partition the field's arguments name, and that `maxItems`
+ * of the costliest write fit the EGT's limits (100 operations, 4 MiB). What the worker keeps (inter-partition index
+ * entities, summaries held elsewhere, copies, a delete's dependents) follows the EGT eventually, through the queue; a
+ * unique value, reserved outside any EGT, is refused with its location.
  */
 import { getNamedType, isInputObjectType, isListType, isNonNullType, isObjectType, isUnionType, type GraphQLField, type GraphQLSchema } from 'graphql';
 import { readTransaction } from './directives';
@@ -46,7 +47,7 @@ export function buildTransactions(
       at(shape);
       continue;
     }
-    const why = notOnePartition(shape.items, shape.partitionArguments) ?? notInEgt(shape.items, model) ?? notResult(field, shape.items);
+    const why = notOnePartition(shape.items, shape.partitionArguments) ?? notInEgt(shape.items) ?? notResult(field, shape.items);
     if (why) {
       at(why);
       continue;
@@ -121,24 +122,17 @@ function notOnePartition(items: Map<string, WriteModel>, partitionArguments: str
 }
 
 /**
- * Why a write would reach beyond its EGT: an index, a summary or a copy kept by the worker in another partition, a
- * unique value reserved before the EGT, dependents the worker deletes.
+ * Why a write cannot be part of a transaction beyond its partition: a unique value, reserved before a write's EGT and
+ * confirmed after it, which a transaction does not reserve. What the worker keeps eventually — inter-partition index
+ * entities, summaries held elsewhere or of a summary, copies, the dependents of a delete — follows the EGT through
+ * the queue, as after a single mutation (transaction-runner.ts).
  */
-function notInEgt(items: Map<string, WriteModel>, model: Pick<Model, 'summaries' | 'copiesOf' | 'dependentsOf'>): string | undefined {
+function notInEgt(items: Map<string, WriteModel>): string | undefined {
   for (const w of items.values()) {
     const e = w.entity;
     for (const index of e.indexes.values()) {
-      if (index.scope === 'interPartition')
-        return `${e.name}'s @index ${index.name} is in another partition, kept eventually: a transaction writes only what one EGT holds`;
-      if (index.unique) return `${e.name}'s @index ${index.name} is unique: its values are reserved before the EGT, outside it`;
-    }
-    for (const s of model.summaries.values()) {
-      if (s.of === e && s.scope !== 'egt')
-        return `${s.holder.name}.${s.field} sums ${e.name} eventually, in another partition: a transaction writes only what one EGT holds`;
-    }
-    if ((model.copiesOf.get(e.name) ?? []).length > 0) return `${e.name} is copied (@copy) into other entities, which the worker keeps: not in one EGT`;
-    if (w.action === 'DELETE' && (model.dependentsOf.get(e.name) ?? []).length > 0) {
-      return `deleting ${e.name} reaches entities that refer to it (onDelete, many-to-many joins): not in one EGT`;
+      if (index.unique)
+        return `${e.name}'s @index ${index.name} is unique: a write reserves its value before its EGT and confirms it after, which a transaction does not do (yet); write ${e.name} with its own mutation`;
     }
   }
   return undefined;
@@ -165,10 +159,13 @@ function overLimits(items: Map<string, WriteModel>, model: Pick<Model, 'summarie
   let bytes = 0;
   let costliest = '';
   for (const w of items.values()) {
-    const holders = [...model.summaries.values()].filter((s) => s.of === w.entity).map((s) => s.holder);
+    // In the EGT: the entity, its intra-partition index entities and the holders of summaries kept there; the rest is
+    // the worker's, after it.
+    const holders = [...model.summaries.values()].filter((s) => s.of === w.entity && s.scope === 'egt').map((s) => s.holder);
     const holderTypes = [...new Set(holders)];
-    const ops = 2 + 2 * w.entity.indexes.size + 2 * holderTypes.length;
-    const size = 2 * entityBytes(w.entity) + 2 * w.entity.indexes.size * entityBytes(w.entity) + holderTypes.reduce((n, h) => n + 2 * entityBytes(h), 0);
+    const intra = [...w.entity.indexes.values()].filter((i) => i.scope === 'intraPartition').length;
+    const ops = 2 + 2 * intra + 2 * holderTypes.length;
+    const size = 2 * entityBytes(w.entity) + 2 * intra * entityBytes(w.entity) + holderTypes.reduce((n, h) => n + 2 * entityBytes(h), 0);
     if (ops > operations) costliest = w.coordinate;
     operations = Math.max(operations, ops);
     bytes = Math.max(bytes, size);

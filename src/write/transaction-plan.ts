@@ -66,9 +66,9 @@ export function planTransaction(model: Model, items: TransactionItem[], state: G
     } catch (e) {
       throw isTablegraphError(e) ? itemError(i, e) : e;
     }
-    if (plan.reservations.length > 0 || plan.fanout) {
-      // The compiler refuses every type that derives outside its partition (src/compiler/transactions.ts).
-      throw itemError(i, new TablegraphError(ErrorCode.CONFIG_INVALID, `${item.write.coordinate} derives entities outside its EGT`));
+    if (plan.reservations.length > 0) {
+      // The compiler refuses a unique index in a transaction (src/compiler/transactions.ts): its values are reserved.
+      throw itemError(i, new TablegraphError(ErrorCode.CONFIG_INVALID, `${item.write.coordinate} reserves unique values, outside any EGT`));
     }
     const written = plan.stored ? asStored(plan.stored, item.write.entity.entityType) : null;
     for (const m of [holders, references, entities]) m.set(key, written);

@@ -4,7 +4,10 @@
  * every item is written, or none. What another process changed since the read (a summary holder, an entity written
  * without `ifMatch`) makes the transaction read again and retry; what is the client's own — a stale `ifMatch`, an
  * entity that exists — fails it, naming the item. A failure without an answer (a timeout, a lost reply) is settled by
- * reading the items back: each carries its attempt's WriteId once the EGT was applied.
+ * reading the items back: each carries its attempt's WriteId once the EGT was applied. What the worker keeps after it —
+ * inter-partition index entities, summaries held elsewhere, copies, a delete's dependents — is handed to it as a single
+ * mutation hands it ("Eventually consistent transactions pattern"): the items' fan-out messages go out before the EGT,
+ * are withdrawn when it is known not applied, and stay when it may be (the worker settles them on what is stored).
  */
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -19,6 +22,8 @@ import type { WriteResult } from './commit-types';
 import { readEntity, readGroupState } from './group-read';
 import { itemError, planTransaction, type TransactionItem, type TransactionPlan } from './transaction-plan';
 import { addressOf } from './write-plan';
+import { encodeBatches, entityMessage } from '../queue/messages';
+import type { SentMessage, WorkQueueSender } from '../queue/sender';
 
 /** Reads of the items after an EGT whose outcome is not known, before it is said to be unknown (reads). */
 const READ_BACK_ATTEMPTS = 4;
@@ -34,9 +39,12 @@ export interface TransactionRunnerOptions {
   committed?(table: string, partitionKey: string): void;
   /** With capture on: the capture journal, where the partition is marked before its EGT (journal-marks.ts). */
   journal?: JournalMarks;
+  /** Where the items' fan-out messages go, before the EGT: required when an item's type has anything eventual. */
+  workQueue?: WorkQueueSender;
 }
 
-type Outcome = { kind: 'applied'; results: WriteResult[] } | { kind: 'retry' } | { kind: 'failed'; error: unknown };
+/** How an attempt ended; `failed` with `mayApply`: not known applied, and it may still be (its messages stay). */
+type Outcome = { kind: 'applied'; results: WriteResult[] } | { kind: 'retry' } | { kind: 'failed'; error: unknown; mayApply?: true };
 
 /** Runs transactions; one instance serves every request of a process. */
 export class TransactionRunner {
@@ -60,9 +68,15 @@ export class TransactionRunner {
       const seal = this.opts.capture ? (e: EntityToWrite) => store.sealed(e) : undefined;
       const plan = planTransaction(model, items, state, { target: store.target, table, writeIds, ...(seal && { seal }) });
       const stamped = stampChanges(plan.operations);
+      // The worker's part first: a crash after it leaves a message the worker settles on what is stored.
+      const sent = await this.sendFanout(plan);
       // Its partition in the capture journal before any change of it can be committed (journal-marks.ts).
       const changed = this.opts.journal && changedPartition(stamped);
-      if (changed !== undefined) await this.opts.journal!.mark(table, changed, observer);
+      if (changed !== undefined)
+        await this.opts.journal!.mark(table, changed, observer).catch(async (e: unknown) => {
+          await this.withdraw(sent);
+          throw e;
+        });
       let outcome: Outcome;
       try {
         const etags = await store.submitTransaction(table, stamped, { observer });
@@ -74,6 +88,7 @@ export class TransactionRunner {
         this.opts.committed?.(table, plan.plans[0].address.partitionKey);
         return outcome.results;
       }
+      if (outcome.kind === 'retry' || !outcome.mayApply) await this.withdraw(sent);
       if (outcome.kind === 'failed') throw outcome.error;
       if (attempt >= this.opts.maxAttempts) {
         throw new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, `The transaction gave up after ${attempt} attempts against concurrent writers`, {
@@ -85,16 +100,46 @@ export class TransactionRunner {
     }
   }
 
+  /**
+   * Sends the fan-out messages of the items that have any, as few queue messages as fit (messages.ts encodeBatches).
+   * @returns what was sent, to withdraw if the EGT is known not applied
+   * @throws the queue's error once what was sent is withdrawn (nothing of the transaction is written then);
+   *   CONFIG_INVALID when there is something to send and no work queue
+   */
+  private async sendFanout(plan: TransactionPlan): Promise<SentMessage[]> {
+    const drafts = plan.plans.flatMap((p) => (p.fanout ? [entityMessage(p.fanout)] : []));
+    if (drafts.length === 0) return [];
+    const queue = this.opts.workQueue;
+    if (!queue) throw new TablegraphError(ErrorCode.CONFIG_INVALID, 'This process has no work queue for what the transaction leaves to the worker.');
+    const sent: SentMessage[] = [];
+    try {
+      for (const { text } of encodeBatches(drafts)) {
+        const message = await queue.send(text);
+        if (message) sent.push(message);
+      }
+    } catch (e) {
+      await this.withdraw(sent);
+      throw e;
+    }
+    return sent;
+  }
+
+  /** Withdraws messages of an attempt known not applied (best effort: one left is settled by the worker). */
+  private async withdraw(sent: SentMessage[]): Promise<void> {
+    const queue = this.opts.workQueue;
+    if (queue?.withdraw) await Promise.all(sent.map((m) => queue.withdraw!(m).catch(() => undefined)));
+  }
+
   /** What an EGT's failure means: applied after all (a lost answer), another process's doing (retry), or an item's. */
   private async afterFailure(items: TransactionItem[], plan: TransactionPlan, error: unknown, observer?: StorageObserver): Promise<Outcome> {
     const named = isTablegraphError(error) && typeof error.details.operationIndex === 'number' ? (error.details.operationIndex as number) : undefined;
     // Deletes alone leave nothing to read back that would tell their own attempt from another client's delete.
-    if (mayBeOwnAttempt(error) && !plan.plans.some((p) => p.values)) return { kind: 'failed', error: outcomeUnknown() };
+    if (mayBeOwnAttempt(error) && !plan.plans.some((p) => p.values)) return { kind: 'failed', error: outcomeUnknown(), mayApply: true };
     if (named === undefined || mayBeOwnAttempt(error)) {
       const back = await this.readBack(items, plan, observer);
       if (back.applied) return { kind: 'applied', results: results(plan, (i) => back.applied[i]?.etag) };
       // Not known to be applied, and no operation named: it may still be applied late. Not acknowledged.
-      if (named === undefined || !back.known) return { kind: 'failed', error };
+      if (named === undefined || !back.known) return { kind: 'failed', error, mayApply: true };
     }
     const owner = plan.owners[named!];
     // A summary holder or a copy changed in another process since it was read: read again.
