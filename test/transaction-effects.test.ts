@@ -1,6 +1,7 @@
 /**
  * A `@transaction` whose types keep things beyond its partition (docs/directives.md, "@transaction"), on a music-store
- * schema written for the test in its natural layout: an invoice and its lines in one partition, the invoice's total a
+ * schema written for the test in its natural layout: an invoice keyed by its `id` and its lines by their `invoiceId`,
+ * one partition, the invoice's total a
  * summary of its lines (in the EGT), the invoice indexed by date in another table and its customer's totalSpent a
  * summary of the invoices' totals (both kept by the worker). One call writes an invoice with its lines in one EGT;
  * what is eventual follows through the queue. 60 calls from 8 clients through the storage fault proxy (503, 429,
@@ -24,14 +25,14 @@ type Customer @entity(table: "Customers", partitionKey: "{customerId}", rowKey: 
   name: String! @constraint(maxLength: 40)
   totalSpent: Decimal! @summary(of: "Invoice", via: "customer", sum: ["total"])
 }
-type Invoice @entity(table: "Invoices", partitionKey: "invoice_{invoiceId}", rowKey: "invoice")
-  @index(name: "byDate", table: "InvoicesByDate", partitionKey: "date_{date}", rowKey: "{invoiceId}", include: ["customerId"]) {
-  invoiceId: ID! @constraint(maxLength: 20)
+type Invoice @entity(table: "Invoices", partitionKey: "invoice_{id}", rowKey: "invoice")
+  @index(name: "byDate", table: "InvoicesByDate", partitionKey: "date_{date}", rowKey: "{id}", include: ["customerId"]) {
+  id: ID! @constraint(maxLength: 20)
   customerId: ID! @constraint(maxLength: 20)
   date: String! @constraint(maxLength: 10)
   total: Decimal! @summary(of: "InvoiceLine", via: "invoice", sum: ["unitPrice * quantity"])
   customer: Customer! @point(partitionKey: "{customerId}", rowKey: "customer")
-  lines(first: Int, after: String): InvoiceLineConnection! @range(partitionKey: "invoice_{invoiceId}", rowKeyPrefix: "line_")
+  lines(first: Int, after: String): InvoiceLineConnection! @range(partitionKey: "invoice_{id}", rowKeyPrefix: "line_")
 }
 type InvoiceLine @entity(table: "Invoices", partitionKey: "invoice_{invoiceId}", rowKey: "line_{lineNo:03}") {
   invoiceId: ID! @constraint(maxLength: 20)
@@ -43,7 +44,7 @@ type InvoiceLine @entity(table: "Invoices", partitionKey: "invoice_{invoiceId}",
 }
 type Query {
   customer(customerId: ID!): Customer @point
-  invoice(invoiceId: ID!): Invoice @point
+  invoice(id: ID!): Invoice @point
   invoicesByDate(date: String!, first: Int, after: String): InvoiceConnection! @range(index: "byDate", partitionKey: "date_{date}")
 }
 type Mutation {
@@ -60,9 +61,9 @@ union InvoiceWritten = Invoice | InvoiceLine
 `;
 
 const PLACE = `mutation ($invoiceId: ID!, $writes: [InvoiceWrite!]!) {
-  placeInvoice(invoiceId: $invoiceId, writes: $writes) { __typename ... on Invoice { invoiceId total } }
+  placeInvoice(invoiceId: $invoiceId, writes: $writes) { __typename ... on Invoice { id total } }
 }`;
-const INVOICE = 'query ($id: ID!) { invoice(invoiceId: $id) { customerId date total lines(first: 100) { edges { node { lineNo unitPrice quantity } } } } }';
+const INVOICE = 'query ($id: ID!) { invoice(id: $id) { customerId date total lines(first: 100) { edges { node { lineNo unitPrice quantity } } } } }';
 const CUSTOMERS = 20;
 /**
  * Calls placed. The issue's 200 place fine (180 acknowledged, 20 CONFLICT in 25 s), but delivering their ~650
@@ -85,7 +86,7 @@ function place(server: Server, c: Call) {
   return server.query(PLACE, {
     invoiceId: c.invoiceId,
     writes: [
-      { createInvoice: { invoiceId: c.invoiceId, customerId: c.customerId, date: c.date } },
+      { createInvoice: { id: c.invoiceId, customerId: c.customerId, date: c.date } },
       ...c.lines.map((l) => ({ createInvoiceLine: { invoiceId: c.invoiceId, track: `track "${l.lineNo}", one`, ...l } })),
     ],
   });
@@ -96,7 +97,7 @@ test('explain shows what a transaction writes in its EGT and what the worker kee
   const { model } = compileSchema([directives, { name: 'store.graphql', body: SDL }]);
   const text = formatExplanation(explainModel(model));
   expect(text).toMatch(
-    /Mutation\.placeInvoice: transaction of createInvoice, createInvoiceLine in one EGT on table Invoices, PartitionKey "invoice_\{invoiceId\}": Invoice, InvoiceLine, Invoice\.total; eventually: index byDate, Customer\.totalSpent/,
+    /Mutation\.placeInvoice: transaction of createInvoice, createInvoiceLine in one EGT on table Invoices, PartitionKey "invoice_\{id\}": Invoice, InvoiceLine, Invoice\.total; eventually: index byDate, Customer\.totalSpent/,
   );
 });
 
@@ -113,6 +114,16 @@ test('60 calls from 8 clients under storage faults: all or nothing, acknowledged
       });
       expect(r.errors).toBeUndefined();
     }
+    // The argument names the invoice's partition through each type's own field: an item naming another is refused.
+    const stray = await ctx.server.query(PLACE, {
+      invoiceId: 'inv-stray',
+      writes: [{ createInvoice: { id: 'inv-other', customerId: 'c0', date: DATES[0] } }],
+    });
+    expect(stray.errors?.[0]).toMatchObject({
+      message: expect.stringMatching(/createInvoice\.id is "inv-other", not the transaction's invoiceId "inv-stray"/),
+      extensions: { code: 'BAD_USER_INPUT', field: 'id' },
+    });
+    for (const id of ['inv-stray', 'inv-other']) expect((await ctx.server.query(INVOICE, { id })).data.invoice).toBeNull();
     const calls: Call[] = Array.from({ length: CALLS }, (_, i) => ({
       // Every tenth call names an invoice an earlier call placed: refused (CONFLICT) if that one landed.
       invoiceId: i % 10 === 9 ? `inv${i - 9}` : `inv${i}`,
@@ -172,12 +183,12 @@ test('60 calls from 8 clients under storage faults: all or nothing, acknowledged
       expect([`c${c}`, Math.round(Number(spent) * 100)]).toEqual([`c${c}`, recount]);
     }
     for (const date of DATES) {
-      const r = await ctx.server.query('query ($d: String!) { invoicesByDate(date: $d, first: 100) { edges { node { invoiceId customerId } } } }', { d: date });
+      const r = await ctx.server.query('query ($d: String!) { invoicesByDate(date: $d, first: 100) { edges { node { id customerId } } } }', { d: date });
       expect(r.errors).toBeUndefined();
       const want = [...stored]
         .filter(([, s]) => s.date === date)
-        .map(([invoiceId, s]) => ({ invoiceId, customerId: s.customerId }))
-        .sort((a, b) => a.invoiceId.localeCompare(b.invoiceId));
+        .map(([id, s]) => ({ id, customerId: s.customerId }))
+        .sort((a, b) => a.id.localeCompare(b.id));
       expect([date, r.data.invoicesByDate.edges.map((e: any) => e.node)]).toEqual([date, want]);
     }
     const report = await verifyDerived({ store: testStore(), model: ctx.model });

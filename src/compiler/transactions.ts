@@ -13,6 +13,7 @@ import type { SchemaProblems } from './schema-errors';
 import type { EntityModel, Model, TransactionModel, WriteModel } from '../model/types';
 import { TENANT_FIELD } from '../model/tenancy';
 import { limitsFor } from '../storage/limits';
+import type { KeyTemplate } from '../model/key-template';
 
 /** The largest String an entity property holds (bytes, UTF-16): a String field without `maxLength` may be that long. */
 const MAX_STRING_BYTES = 64 * 1024;
@@ -47,7 +48,12 @@ export function buildTransactions(
       at(shape);
       continue;
     }
-    const why = notOnePartition(shape.items, shape.partitionArguments) ?? notInEgt(shape.items) ?? notResult(field, shape.items);
+    const partitionFields = partitionFieldsOf(shape.items, shape.partitionArguments);
+    if (typeof partitionFields === 'string') {
+      at(partitionFields);
+      continue;
+    }
+    const why = notInEgt(shape.items) ?? notResult(field, shape.items);
     if (why) {
       at(why);
       continue;
@@ -58,7 +64,7 @@ export function buildTransactions(
       continue;
     }
     const first = [...shape.items.values()][0].entity.layout;
-    transactions.set(coordinate, { coordinate, ...shape, maxItems: d.maxItems, table: first.table, partitionKey: first.partitionKey });
+    transactions.set(coordinate, { coordinate, ...shape, partitionFields, maxItems: d.maxItems, table: first.table, partitionKey: first.partitionKey });
   }
   return transactions;
 }
@@ -100,25 +106,62 @@ function fieldShape(
   return { items, listArgument: list.name, partitionArguments };
 }
 
-/** Why the writes could reach more than one partition: another table, another PartitionKey template, a key not given. */
-function notOnePartition(items: Map<string, WriteModel>, partitionArguments: string[]): string | undefined {
+/**
+ * Each item's fields that the partition arguments give, by argument (`{ invoiceId: "id" }` for an invoice keyed
+ * `invoice_{id}` beside lines keyed `invoice_{invoiceId}`), or why the writes could reach more than one partition:
+ * another table, a PartitionKey template that is not the same key but for its fields' names (the same text and the
+ * same formats in the same places, so that the same values render the same key), arguments that are not the fields of
+ * one of those templates.
+ */
+function partitionFieldsOf(items: Map<string, WriteModel>, partitionArguments: string[]): Map<string, Record<string, string>> | string {
   const [first, ...rest] = [...items.values()];
   const { layout } = first.entity;
   for (const w of [first, ...rest]) {
     const l = w.entity.layout;
     if (l.tableTemplate) return `${w.entity.name} has a table per period: its writes may go to several tables`;
     if (w.entity.wide) return `${w.entity.name} is a wide entity: not yet writable in a transaction`;
-    if (l.table !== layout.table || l.partitionKey.source !== layout.partitionKey.source) {
-      return `${w.entity.name} is stored at ${l.table} PartitionKey "${l.partitionKey.source}", ${first.entity.name} at ${layout.table} "${layout.partitionKey.source}": one EGT writes one table's partition, so every type must share both`;
+    if (l.table !== layout.table)
+      return `${w.entity.name} is stored at ${l.table} PartitionKey "${l.partitionKey.source}", ${first.entity.name} at ${layout.table} "${layout.partitionKey.source}": one EGT writes one table's partition`;
+    if (keyShape(l.partitionKey) !== keyShape(layout.partitionKey))
+      return `${w.entity.name}'s PartitionKey "${l.partitionKey.source}" and ${first.entity.name}'s "${layout.partitionKey.source}" are not one key with other field names (the same text and formats in the same places): their writes could go to two partitions, and one EGT writes one`;
+  }
+  const named = [...items.values()].map((w) => keyFieldsOf(w.entity.layout.partitionKey));
+  const chosen = named.find((fields) => sameSet(fields, partitionArguments));
+  if (!chosen) {
+    const options = [...new Set(named.map((f) => f.join(', ')))];
+    const fields = named[0];
+    const missing = fields.filter((f) => !partitionArguments.includes(f));
+    const extra = partitionArguments.filter((a) => !fields.includes(a));
+    const detail =
+      options.length > 1 ? '' : `${missing.length ? `: missing ${missing.join(', ')}` : ''}${extra.length ? `: not key fields ${extra.join(', ')}` : ''}`;
+    return `the arguments beside the list must be the PartitionKey's fields (${options.join('; or ')}), which every write shares${detail}`;
+  }
+  const out = new Map<string, Record<string, string>>();
+  for (const [name, w] of items) {
+    const own = keyFieldsOf(w.entity.layout.partitionKey);
+    const fields: Record<string, string> = {};
+    for (const [i, arg] of chosen.entries()) {
+      if (fields[arg] !== undefined && fields[arg] !== own[i])
+        return `${w.entity.name}'s PartitionKey "${w.entity.layout.partitionKey.source}" names two fields where one argument goes`;
+      fields[arg] = own[i];
     }
+    out.set(name, fields);
   }
-  const fields = layout.partitionKey.fields.filter((f) => f !== TENANT_FIELD);
-  const missing = fields.filter((f) => !partitionArguments.includes(f));
-  const extra = partitionArguments.filter((a) => !fields.includes(a));
-  if (missing.length > 0 || extra.length > 0) {
-    return `the arguments beside the list must be the PartitionKey's fields (${fields.join(', ')}), which every write shares${missing.length ? `: missing ${missing.join(', ')}` : ''}${extra.length ? `: not key fields ${extra.join(', ')}` : ''}`;
-  }
-  return undefined;
+  return out;
+}
+
+/** A template as a key, whatever its fields are named: its text and each placeholder's format, in order. */
+function keyShape(t: KeyTemplate): string {
+  return JSON.stringify(t.segments.map((seg) => (seg.kind === 'literal' ? seg.text : seg.name === TENANT_FIELD ? { tenant: true } : seg.format)));
+}
+
+/** A PartitionKey template's fields but the tenant's, in order. */
+function keyFieldsOf(t: KeyTemplate): string[] {
+  return t.segments.flatMap((seg) => (seg.kind === 'placeholder' && seg.name !== TENANT_FIELD ? [seg.name] : []));
+}
+
+function sameSet(a: string[], b: string[]): boolean {
+  return new Set(a).size === new Set(b).size && a.every((x) => b.includes(x));
 }
 
 /**

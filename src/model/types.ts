@@ -293,13 +293,21 @@ export interface TransactionModel {
   items: Map<string, WriteModel>;
   /** The name of the list argument (`writes`). */
   listArgument: string;
-  /** The arguments that give the partition: the PartitionKey template's fields (the tenant's aside), by name. */
+  /**
+   * The arguments that give the partition: the fields of one written type's PartitionKey template (the tenant's
+   * aside), by name.
+   */
   partitionArguments: string[];
+  /**
+   * Per item (by its field name), the entity's field each partition argument gives: its own PartitionKey's field in
+   * the same place (an invoice's `id` for the argument `invoiceId` of its lines' `invoice_{invoiceId}`).
+   */
+  partitionFields: Map<string, Record<string, string>>;
   /** The most items one call may hold (items), proven to fit one EGT. */
   maxItems: number;
   /** The table every write goes to. */
   table: string;
-  /** The PartitionKey template every written type shares. */
+  /** The first written type's PartitionKey template: every other's is the same key but for its fields' names. */
   partitionKey: KeyTemplate;
 }
 

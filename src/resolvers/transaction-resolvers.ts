@@ -46,18 +46,18 @@ function itemOf(tx: TransactionModel, item: Record<string, unknown>, args: Recor
     throw new TablegraphError(ErrorCode.BAD_USER_INPUT, `an item gives exactly one of ${[...tx.items.keys()].join(', ')}; this one gives ${given.length}`);
   const write = tx.items.get(given[0])!;
   const input = { ...(item[given[0]] as Record<string, unknown>) };
+  const fields = tx.partitionFields.get(given[0])!;
   for (const key of tx.partitionArguments) {
     // The partition is the field's: an item may repeat its keys, not name another partition.
-    if (input[key] !== undefined && input[key] !== null && String(input[key]) !== String(args[key])) {
+    const field = fields[key];
+    if (input[field] !== undefined && input[field] !== null && String(input[field]) !== String(args[key])) {
       throw new TablegraphError(
         ErrorCode.BAD_USER_INPUT,
-        `${given[0]}.${key} is ${JSON.stringify(input[key])}, not the transaction's ${JSON.stringify(args[key])}`,
-        {
-          field: key,
-        },
+        `${given[0]}.${field} is ${JSON.stringify(input[field])}, not the transaction's ${key} ${JSON.stringify(args[key])}`,
+        { field },
       );
     }
-    input[key] = args[key];
+    input[field] = args[key];
   }
   const { input: authorized, check } = authorizeWrite(write, input, ctx);
   return { write, input: authorized, ...(check && { check }) };

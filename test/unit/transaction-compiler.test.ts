@@ -135,3 +135,61 @@ test('a String without maxLength makes the worst case too large for one EGT', ()
     expect.objectContaining({ message: expect.stringMatching(/one EGT holds 4194304: give the String fields a @constraint\(maxLength:\), or lower maxItems/) }),
   ]);
 });
+
+/** An order keyed by its own id and its lines keyed by the order's: one partition, though the fields are named apart. */
+const ORDERS = `
+type Order @entity(table: "Orders", partitionKey: "order_{id:08}", rowKey: "order") {
+  id: Int!
+  lineCount: Int! @summary(of: "Line", via: "order", count: true)
+}
+type Line @entity(table: "Orders", partitionKey: "order_{orderId:08}", rowKey: "line_{n:03}") {
+  orderId: Int!
+  n: Int!
+  order: Order! @point(partitionKey: "order_{orderId:08}", rowKey: "order")
+}
+type Query {
+  order(id: Int!): Order @point
+}
+type Mutation {
+  createOrder(input: CreateOrderInput!): OrderPayload! @write(entity: "Order", action: CREATE)
+  createLine(input: CreateLineInput!): LinePayload! @write(entity: "Line", action: CREATE)
+  TRANSACTION
+}
+input OrderWrite {
+  createOrder: CreateOrderInput
+  createLine: CreateLineInput
+}
+union OrderWritten = Order | Line
+`;
+const orderTransaction = (args: string) =>
+  ORDERS.replace('TRANSACTION', `placeOrder(${args}writes: [OrderWrite!]!): [OrderWritten]! @transaction(maxItems: 20)`);
+
+test.each([['orderId: Int!, '], ['id: Int!, ']])(
+  'two templates that are one key with other field names share a partition: arguments %s give each type its own field',
+  (args) => {
+    const tx = compile(orderTransaction(args)).model.transactions.get('Mutation.placeOrder')!;
+    expect(Object.fromEntries(tx.partitionFields)).toEqual({
+      createOrder: { [args.split(':')[0]]: 'id' },
+      createLine: { [args.split(':')[0]]: 'orderId' },
+    });
+  },
+);
+
+test.each([
+  ['another format', 'partitionKey: "order_{orderId:08}", rowKey: "line', 'partitionKey: "order_{orderId:06}", rowKey: "line'],
+  ['other text', 'partitionKey: "order_{orderId:08}", rowKey: "line', 'partitionKey: "orders_{orderId:08}", rowKey: "line'],
+])('refused with the true reason: a PartitionKey of %s is another key', (_what, from, to) => {
+  const sdl = orderTransaction('orderId: Int!, ').replace(from, to);
+  expect(problems(sdl)).toEqual([
+    expect.objectContaining({
+      coordinate: 'Mutation.placeOrder',
+      message: expect.stringMatching(/Line's PartitionKey "orders?_\{orderId:0[68]\}" and Order's "order_\{id:08\}" are not one key with other field names/),
+    }),
+  ]);
+});
+
+test('an argument that is neither type key field is refused, naming both choices', () => {
+  expect(problems(orderTransaction('number: Int!, '))).toEqual([
+    expect.objectContaining({ message: expect.stringMatching(/must be the PartitionKey's fields \(id; or orderId\)/) }),
+  ]);
+});
