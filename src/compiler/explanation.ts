@@ -148,6 +148,8 @@ export interface TransactionPlan {
   atomic: string[];
   /** Kept eventually through the work queue, after the EGT: inter-partition index entities, summaries held elsewhere. */
   eventual: string[];
+  /** The unique indexes whose values are reserved before the EGT (confirmed after it), by name. */
+  reserved: string[];
 }
 
 export interface Explanation {
@@ -220,6 +222,7 @@ function transactionPlans(model: Model, capture: boolean): TransactionPlan[] {
           ...plans.flatMap((m) => m.egt.summaries),
         ]),
         eventual: unique([...plans.flatMap((m) => m.eventual.indexes.map((i) => `index ${i}`)), ...plans.flatMap((m) => m.eventual.summaries)]),
+        reserved: unique([...t.items.values()].flatMap((w) => [...w.entity.indexes.values()].filter((i) => i.unique).map((i) => i.name))),
       };
     })
     .sort(byCoordinate);
@@ -469,6 +472,7 @@ export function formatExplanation(e: Explanation): string {
     lines.push(
       `  ${t.coordinate}: transaction of ${t.items.join(', ')} in one EGT on table ${t.table}, PartitionKey "${t.partitionKey}": ${t.atomic.join(', ')}${eventual}`,
     );
+    if (t.reserved.length) lines.push(`    before the EGT: reserves the values of unique index ${t.reserved.join(', ')} (confirmed after it)`);
   }
   if (e.subscriptions.length) {
     lines.push('', 'Subscriptions (each write adds a change entity to its EGT; each server polls a watched partition once per interval)');

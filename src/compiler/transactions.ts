@@ -5,7 +5,7 @@
  * changes there and its change entity — falls in the one partition the field's arguments name, and that `maxItems`
  * of the costliest write fit the EGT's limits (100 operations, 4 MiB). What the worker keeps (inter-partition index
  * entities, summaries held elsewhere, copies, a delete's dependents) follows the EGT eventually, through the queue; a
- * unique value, reserved outside any EGT, is refused with its location.
+ * unique value is reserved before the EGT, as a single mutation reserves it (src/write/transaction-reservations.ts).
  */
 import { getNamedType, isInputObjectType, isListType, isNonNullType, isObjectType, isUnionType, type GraphQLField, type GraphQLSchema } from 'graphql';
 import { readTransaction } from './directives';
@@ -53,7 +53,7 @@ export function buildTransactions(
       at(partitionFields);
       continue;
     }
-    const why = notInEgt(shape.items) ?? notResult(field, shape.items);
+    const why = notResult(field, shape.items);
     if (why) {
       at(why);
       continue;
@@ -162,23 +162,6 @@ function keyFieldsOf(t: KeyTemplate): string[] {
 
 function sameSet(a: string[], b: string[]): boolean {
   return new Set(a).size === new Set(b).size && a.every((x) => b.includes(x));
-}
-
-/**
- * Why a write cannot be part of a transaction beyond its partition: a unique value, reserved before a write's EGT and
- * confirmed after it, which a transaction does not reserve. What the worker keeps eventually — inter-partition index
- * entities, summaries held elsewhere or of a summary, copies, the dependents of a delete — follows the EGT through
- * the queue, as after a single mutation (transaction-runner.ts).
- */
-function notInEgt(items: Map<string, WriteModel>): string | undefined {
-  for (const w of items.values()) {
-    const e = w.entity;
-    for (const index of e.indexes.values()) {
-      if (index.unique)
-        return `${e.name}'s @index ${index.name} is unique: a write reserves its value before its EGT and confirms it after, which a transaction does not do (yet); write ${e.name} with its own mutation`;
-    }
-  }
-  return undefined;
 }
 
 /** Why the field's type is not `[<Result>]!`, Result the one entity type written or a union of exactly them. */

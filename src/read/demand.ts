@@ -16,8 +16,8 @@
  *   as an `@point(index:)` field is), its entity's selections below it;
  * - Relay's `node` and `nodes` (`@nodeInterface`): each id the point query of the costliest entity type, its selections
  *   below it;
- * - a `@transaction` field: per item its entity, summary holders and references read, and a read back; then its EGT;
- *   its results' selections `maxItems` times;
+ * - a `@transaction` field: per item its entity, summary holders and references read, a read back, its fan-out message
+ *   and its unique values' reservations; then its EGT; its results' selections `maxItems` times;
  * - a mutation field: WRITE_CALLS storage calls (the entity, its holders, the reservation, the EGT, the message); a
  *   delete, besides, the range query of each `onDelete: RESTRICT` reference to its type.
  *
@@ -89,14 +89,22 @@ function writeCalls(model: Model, write: WriteModel): number {
 
 /**
  * Storage calls a `@transaction` field may make at most: per item its entity, each summary holder and each reference
- * it may read (transaction-runner.ts reads them in waves), and a read back after a lost answer; then the capture
- * journal's mark (continuous backup) and the EGT.
+ * it may read (transaction-runner.ts reads them in waves), a read back after a lost answer, its fan-out message when
+ * the worker keeps something of its type, and per unique index the value's insert, confirmation and release
+ * (transaction-reservations.ts); then the capture journal's mark (continuous backup) and the EGT.
  */
 function transactionCalls(model: Model, tx: TransactionModel): number {
   let perItem = 0;
   for (const w of tx.items.values()) {
-    const holders = [...model.summaries.values()].filter((s) => s.of === w.entity).length;
-    perItem = Math.max(perItem, 2 + holders + (model.references.get(w.entity.name)?.length ?? 0));
+    const summaries = [...model.summaries.values()].filter((s) => s.of === w.entity);
+    const indexes = [...w.entity.indexes.values()];
+    const eventual =
+      indexes.some((i) => i.scope === 'interPartition') ||
+      summaries.some((s) => s.scope === 'eventual') ||
+      model.copiesOf.has(w.entity.name) ||
+      model.dependentsOf.has(w.entity.name);
+    const unique = indexes.filter((i) => i.unique).length;
+    perItem = Math.max(perItem, 2 + summaries.length + (model.references.get(w.entity.name)?.length ?? 0) + (eventual ? 1 : 0) + 3 * unique);
   }
   return tx.maxItems * perItem + 2;
 }

@@ -28,7 +28,7 @@ import { planGroup, type GroupPlan, type GroupState, type GroupTarget } from './
 import { readEntity, readGroupState, readUniqueKeys, skipsRead } from './group-read';
 import { etagAfter, writtenBy } from '../model/wide-entities';
 import type { TableWrite } from '../model/entity-codec';
-import { heldUntilOf, leaseMs, reservationBusy, uniqueKeyTaken, type KeyState } from './reservations';
+import { CLOCK_MARGIN_MS, heldUntilOf, leaseMs, reservationBusy, uniqueKeyTaken, type KeyState } from './reservations';
 import { confirmReservations } from './reservation-batches';
 import { keyState, reserveKeysOf, sendMessages, undoEffects, type Effects } from './attempt-effects';
 import { captureContext, inSpan } from '../telemetry/spans';
@@ -56,9 +56,6 @@ interface Unconfirmed {
   owner: string;
   observer?: StorageObserver;
 }
-
-/** Room kept between the last moment an EGT may be sent and the end of its reservations' lease (ms). */
-const CLOCK_MARGIN_MS = 1000;
 
 /** Commits the writes of one table and PartitionKey, one EGT at a time. */
 export class PartitionCommitter {

@@ -38,6 +38,9 @@ export interface HeldReservation {
 /** Margin for clocks of different processes that disagree (ms), added to every lease. */
 const CLOCK_SKEW_MS = 5000;
 
+/** Room kept between the last moment an EGT may be sent and the end of its reservations' lease (ms). */
+export const CLOCK_MARGIN_MS = 1000;
+
 /**
  * How long a reservation's lease lasts (ms): two storage timeouts — one for the EGT, sent at the latest when
  * one timeout is left, one for everything before it — plus a margin for clock skew between processes.

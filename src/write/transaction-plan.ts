@@ -43,8 +43,9 @@ export function itemError(index: number, e: TablegraphError): TablegraphError {
  * @param state what was read for the items (group-read.ts readGroupState); not changed
  * @param writeIds the attempt's write id of each item
  * @throws TablegraphError of the first item that cannot be written, with `itemIndex` (itemError): the planner's
- *   (CONFLICT for a stale `ifMatch` or an entity that exists, NOT_FOUND, BAD_USER_INPUT, FORBIDDEN from its check);
- *   LIMIT_EXCEEDED when the whole does not fit one EGT of `where.target`
+ *   (CONFLICT for a stale `ifMatch` or an entity that exists, NOT_FOUND, BAD_USER_INPUT, FORBIDDEN from its check;
+ *   BAD_USER_INPUT for a unique value an earlier item gives too); LIMIT_EXCEEDED when the whole does not fit one EGT
+ *   of `where.target`
  */
 export function planTransaction(model: Model, items: TransactionItem[], state: GroupState, where: GroupTarget & { writeIds: string[] }): TransactionPlan {
   // The state each item is planned on: what was read, with what the items before it write.
@@ -66,14 +67,11 @@ export function planTransaction(model: Model, items: TransactionItem[], state: G
     } catch (e) {
       throw isTablegraphError(e) ? itemError(i, e) : e;
     }
-    if (plan.reservations.length > 0) {
-      // The compiler refuses a unique index in a transaction (src/compiler/transactions.ts): its values are reserved.
-      throw itemError(i, new TablegraphError(ErrorCode.CONFIG_INVALID, `${item.write.coordinate} reserves unique values, outside any EGT`));
-    }
     const written = plan.stored ? asStored(plan.stored, item.write.entity.entityType) : null;
     for (const m of [holders, references, entities]) m.set(key, written);
     return plan;
   });
+  checkDistinctKeys(plans);
   const deltas = new Map<string, HolderDelta>();
   for (const plan of plans) mergeDeltas(deltas, plan.holderDeltas);
   foldOwnHolders(items, plans, deltas);
@@ -126,4 +124,30 @@ function foldOwnHolders(items: TransactionItem[], plans: WritePlan[], deltas: Ma
       if (plan.stored && plan.stored !== op.entity) plan.stored.properties[s.field] = typed;
     }
   }
+}
+
+/**
+ * Refuses two items that give one unique value (a unique index holds one entity per value): a client's own input.
+ * @throws TablegraphError BAD_USER_INPUT with the later item's `itemIndex` and the `index`
+ */
+function checkDistinctKeys(plans: WritePlan[]): void {
+  const first = new Map<string, number>();
+  plans.forEach((plan, i) => {
+    for (const r of plan.reservations) {
+      const key = addressKey({ table: r.table, ...r.entity });
+      const j = first.get(key);
+      if (j === undefined) {
+        first.set(key, i);
+        continue;
+      }
+      const e = new TablegraphError(
+        ErrorCode.BAD_USER_INPUT,
+        `gives the value of unique index ${r.index.name} that writes[${j}] gives: it holds one entity per value`,
+        {
+          index: r.index.name,
+        },
+      );
+      throw itemError(i, e);
+    }
+  });
 }

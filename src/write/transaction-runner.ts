@@ -7,7 +7,9 @@
  * reading the items back: each carries its attempt's WriteId once the EGT was applied. What the worker keeps after it —
  * inter-partition index entities, summaries held elsewhere, copies, a delete's dependents — is handed to it as a single
  * mutation hands it ("Eventually consistent transactions pattern"): the items' fan-out messages go out before the EGT,
- * are withdrawn when it is known not applied, and stay when it may be (the worker settles them on what is stored).
+ * are withdrawn when it is known not applied, and stay when it may be (the worker settles them on what is stored). The
+ * items' unique values are reserved after the messages and before the EGT, confirmed after it, released when it is
+ * known not applied (transaction-reservations.ts).
  */
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -23,6 +25,8 @@ import { readEntity, readGroupState } from './group-read';
 import { itemError, planTransaction, type TransactionItem, type TransactionPlan } from './transaction-plan';
 import { addressOf } from './write-plan';
 import { encodeBatches, entityMessage } from '../queue/messages';
+import { CLOCK_MARGIN_MS, leaseMs } from './reservations';
+import { confirmItemKeys, releaseItemKeys, reserveItemKeys } from './transaction-reservations';
 import type { SentMessage, WorkQueueSender } from '../queue/sender';
 
 /** Reads of the items after an EGT whose outcome is not known, before it is said to be unknown (reads). */
@@ -44,7 +48,11 @@ export interface TransactionRunnerOptions {
 }
 
 /** How an attempt ended; `failed` with `mayApply`: not known applied, and it may still be (its messages stay). */
-type Outcome = { kind: 'applied'; results: WriteResult[] } | { kind: 'retry' } | { kind: 'failed'; error: unknown; mayApply?: true };
+type Outcome =
+  | { kind: 'applied'; results: WriteResult[] }
+  /** Try again: another process changed what was read, or (`error`) another attempt of an item's entity holds a key. */
+  | { kind: 'retry'; error?: unknown }
+  | { kind: 'failed'; error: unknown; mayApply?: true };
 
 /** Runs transactions; one instance serves every request of a process. */
 export class TransactionRunner {
@@ -53,51 +61,81 @@ export class TransactionRunner {
   /**
    * @param items the writes, their inputs complete (keys, the tenant), each checked already (write-executor.ts)
    * @returns each item's result, in order: the entity as written, with its new ETag (a delete: as it was)
-   * @throws TablegraphError with `itemIndex`: CONFLICT (ETagMismatch, EntityAlreadyExists, HasDependents), NOT_FOUND,
-   *   BAD_USER_INPUT, FORBIDDEN — nothing written; LIMIT_EXCEEDED when the whole does not fit one EGT;
+   * @throws TablegraphError with `itemIndex`: CONFLICT (ETagMismatch, EntityAlreadyExists, HasDependents,
+   *   UniqueKeyTaken; ReservationBusy, with `heldUntil`, after `maxAttempts`), NOT_FOUND, BAD_USER_INPUT (a unique value
+   *   two items give), FORBIDDEN — nothing written; LIMIT_EXCEEDED when the whole does not fit one EGT;
    *   STORAGE_UNAVAILABLE (reason Contention after `maxAttempts`; or storage's own, its outcome not known: read the
    *   entities before writing again)
    */
   async run(items: TransactionItem[], observer?: StorageObserver): Promise<WriteResult[]> {
-    const { model, store } = this.opts;
-    const table = addressOf(items[0].write, items[0].input).table;
+    // Every attempt's ids, per item: a reservation an earlier attempt of this call left is the item's own.
+    const own = items.map(() => new Set<string>());
     for (let attempt = 1; ; attempt++) {
-      const writeIds = items.map(() => randomUUID());
-      const readers = items.map((item, i) => ({ ...item, address: addressOf(item.write, item.input), ownAttempts: new Set([writeIds[i]]) }));
-      const state = await readGroupState(model, store, readers, new Map(), observer);
-      const seal = this.opts.capture ? (e: EntityToWrite) => store.sealed(e) : undefined;
-      const plan = planTransaction(model, items, state, { target: store.target, table, writeIds, ...(seal && { seal }) });
-      const stamped = stampChanges(plan.operations);
-      // The worker's part first: a crash after it leaves a message the worker settles on what is stored.
-      const sent = await this.sendFanout(plan);
-      // Its partition in the capture journal before any change of it can be committed (journal-marks.ts).
-      const changed = this.opts.journal && changedPartition(stamped);
-      if (changed !== undefined)
-        await this.opts.journal!.mark(table, changed, observer).catch(async (e: unknown) => {
-          await this.withdraw(sent);
-          throw e;
-        });
-      let outcome: Outcome;
-      try {
-        const etags = await store.submitTransaction(table, stamped, { observer });
-        outcome = { kind: 'applied', results: results(plan, (i) => etags[plan.owners.findIndex((o) => 'write' in o && o.write === i)]) };
-      } catch (e) {
-        outcome = await this.afterFailure(items, { ...plan, operations: stamped }, e, observer);
-      }
-      if (outcome.kind === 'applied') {
-        this.opts.committed?.(table, plan.plans[0].address.partitionKey);
-        return outcome.results;
-      }
-      if (outcome.kind === 'retry' || !outcome.mayApply) await this.withdraw(sent);
+      const outcome = await this.attempt(items, own, observer);
+      if (outcome.kind === 'applied') return outcome.results;
       if (outcome.kind === 'failed') throw outcome.error;
       if (attempt >= this.opts.maxAttempts) {
-        throw new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, `The transaction gave up after ${attempt} attempts against concurrent writers`, {
-          reason: 'Contention',
-        });
+        // A key another attempt of the same entity holds says until when; otherwise other writers kept winning.
+        throw (
+          outcome.error ??
+          new TablegraphError(ErrorCode.STORAGE_UNAVAILABLE, `The transaction gave up after ${attempt} attempts against concurrent writers`, {
+            reason: 'Contention',
+          })
+        );
       }
       // Writers of other processes in this partition: back off, exponentially with jitter, before reading again.
       await delay(Math.random() * Math.min(1000, 10 * 2 ** attempt));
     }
+  }
+
+  /**
+   * One attempt: read, plan, send the worker's part, reserve the unique values, mark the journal, send the EGT; undo
+   * what it sent and reserved when it is known not applied.
+   */
+  private async attempt(items: TransactionItem[], own: Array<Set<string>>, observer?: StorageObserver): Promise<Outcome> {
+    const { model, store } = this.opts;
+    const table = addressOf(items[0].write, items[0].input).table;
+    const writeIds = items.map(() => randomUUID());
+    writeIds.forEach((id, i) => own[i].add(id));
+    const readers = items.map((item, i) => ({ ...item, entity: item.write.entity, address: addressOf(item.write, item.input), ownAttempts: own[i] }));
+    const state = await readGroupState(model, store, readers, new Map(), observer);
+    const seal = this.opts.capture ? (e: EntityToWrite) => store.sealed(e) : undefined;
+    const plan = planTransaction(model, items, state, { target: store.target, table, writeIds, ...(seal && { seal }) });
+    const stamped = stampChanges(plan.operations);
+    // The worker's part first, then the reservations: a crash after either leaves a message naming what to settle.
+    const sent = await this.sendFanout(plan);
+    const reservedUntil = new Date(Date.now() + leaseMs(store.timeoutMs));
+    const reserved = await reserveItemKeys(store, plan.plans, readers, { reservedUntil, observer });
+    if ('error' in reserved) {
+      if (reserved.released) await this.withdraw(sent);
+      return reserved.busy ? { kind: 'retry', error: reserved.error } : { kind: 'failed', error: reserved.error };
+    }
+    // A reservation left behind is the worker's to clear, and the message names it: the message stays then.
+    const undo = async () => (await releaseItemKeys(store, reserved.held, observer)) && (await this.withdraw(sent));
+    // Its partition in the capture journal before any change of it can be committed (journal-marks.ts).
+    const changed = this.opts.journal && changedPartition(stamped);
+    if (changed !== undefined)
+      await this.opts.journal!.mark(table, changed, observer).catch(async (e: unknown) => {
+        await undo();
+        throw e;
+      });
+    // Past the lease no EGT may go out: the keys would be free for another entity meanwhile.
+    if (reserved.held.length > 0 && Date.now() + store.timeoutMs > reservedUntil.getTime() - CLOCK_MARGIN_MS) {
+      await undo();
+      return { kind: 'retry' };
+    }
+    let outcome: Outcome;
+    try {
+      const etags = await store.submitTransaction(table, stamped, { observer });
+      outcome = { kind: 'applied', results: results(plan, (i) => etags[plan.owners.findIndex((o) => 'write' in o && o.write === i)]) };
+    } catch (e) {
+      outcome = await this.afterFailure(items, { ...plan, operations: stamped }, e, observer);
+    }
+    if (outcome.kind === 'applied') {
+      this.opts.committed?.(table, plan.plans[0].address.partitionKey);
+      await confirmItemKeys(store, reserved.held, observer);
+    } else if (outcome.kind === 'retry' || !outcome.mayApply) await undo();
+    return outcome;
   }
 
   /**
