@@ -262,16 +262,17 @@ export function gate(): { wait: Promise<void>; open(): void } {
 }
 
 /**
- * Delivers every message twice, shuffled, to two workers running at once; one delivery in five dies after its
- * upserts (a worker killed mid-message) and is left for a later delivery. A delivery refused because its entity kept
- * changing under the other worker (STORAGE_UNAVAILABLE, reason Contention) comes back, as the queue brings back a
- * message that failed: once both workers are done, it is handled again.
+ * Delivers every message twice, shuffled, to two workers (or `workers`) running at once; one delivery in five dies
+ * after its upserts (a worker killed mid-message) and is left for a later delivery. A delivery refused because its
+ * entity kept changing under another worker (STORAGE_UNAVAILABLE, reason Contention) comes back, as the queue brings
+ * back a message that failed: once every worker is done, it is handled again.
  * @returns deliveries made and deliveries killed
  */
 export async function deliverTwiceByTwoWorkers(
   messages: EntityMessage[],
   opts: HandleOptions,
   random: () => number,
+  workers = 2,
 ): Promise<{ deliveries: number; killed: number }> {
   const all = [...messages, ...messages].sort(() => random() - 0.5);
   let killed = 0;
@@ -291,19 +292,22 @@ export async function deliverTwiceByTwoWorkers(
       });
     }
   };
-  await Promise.all([worker(all.filter((_, i) => i % 2 === 0)), worker(all.filter((_, i) => i % 2 === 1))]);
+  await Promise.all(Array.from({ length: workers }, (_, w) => worker(all.filter((_, i) => i % workers === w))));
   for (const m of again) await handleMessage(m, opts);
   return { deliveries: all.length + again.length, killed };
 }
 
+/** How long drainWithRedelivery hides what it received while it delivers it (s). */
+const ROUND_HIDDEN_SECONDS = 600;
+
 /**
  * Every message on `tablePrefix`'s work queue, delivered until none is left (moves send messages of their own
- * writes): each batch twice, in random order, by two workers that die mid-message one time in five
- * (deliverTwiceByTwoWorkers), then everything seen so far again, late and in reverse.
+ * writes): each batch twice, in random order, by two workers (or `opts.workers`) that die mid-message one time in five
+ * (deliverTwiceByTwoWorkers), then everything seen so far again, late and in reverse (that many at a time).
  * @returns messages received, deliveries killed, and every message received (to deliver again later)
  */
 export async function drainWithRedelivery(
-  opts: { model: Model; store: TableStore; writer: WriteExecutor; queues: QueueStore; tablePrefix: string },
+  opts: { model: Model; store: TableStore; writer: WriteExecutor; queues: QueueStore; tablePrefix: string; workers?: number },
   random: () => number,
 ): Promise<{ messages: number; killed: number; seen: EntityMessage[] }> {
   const reconcileOpts = { model: opts.model, store: opts.store, settleMs: 0, holdMs: 0, writer: opts.writer };
@@ -311,12 +315,30 @@ export async function drainWithRedelivery(
   let killed = 0;
   const seen: EntityMessage[] = [];
   for (let round = 0; round < 10; round++) {
-    const batch = (await receiveFanout(opts.queues, opts.tablePrefix)).map((r) => r.message);
+    // Hidden while the round lasts, deleted after it as a worker deletes what it handled: else a round longer than
+    // the hiding would receive its own messages again.
+    const received = await receiveFanout(opts.queues, opts.tablePrefix, ROUND_HIDDEN_SECONDS);
+    const batch = received.map((r) => r.message);
     if (batch.length === 0) break;
     messages += batch.length;
     seen.push(...batch);
-    killed += (await deliverTwiceByTwoWorkers(batch, reconcileOpts, random)).killed;
-    for (const m of [...seen].reverse()) await handleMessage(m, reconcileOpts);
+    killed += (await deliverTwiceByTwoWorkers(batch, reconcileOpts, random, opts.workers)).killed;
+    // Late, in reverse, as many at a time as there are workers: one that met contention comes back after them.
+    const late = pLimit(opts.workers ?? 1);
+    const again: EntityMessage[] = [];
+    const notDone = new Set<EntityMessage>();
+    const handled = (m: EntityMessage) => (r: ReconcileResult) => void (r.kind === 'done' ? notDone.delete(m) : notDone.add(m));
+    const contended = (m: EntityMessage) => (e: unknown) => {
+      if (!(isTablegraphError(e, ErrorCode.STORAGE_UNAVAILABLE) && e.details.reason === 'Contention')) throw e;
+      again.push(m);
+    };
+    await Promise.all([...seen].reverse().map((m) => late(() => handleMessage(m, reconcileOpts).then(handled(m), contended(m)))));
+    for (const m of again) handled(m)(await handleMessage(m, reconcileOpts));
+    // A queue message goes once every write's message it carries is done, as the worker deletes it.
+    const { queue } = workQueueNames(opts.tablePrefix);
+    const refs = new Map(received.map(({ ref }) => [ref.id, ref]));
+    for (const { message, ref } of received) if (notDone.has(message)) refs.delete(ref.id);
+    await Promise.all([...refs.values()].map((ref) => opts.queues.delete(queue, ref)));
   }
   return { messages, killed, seen };
 }

@@ -122,17 +122,19 @@ export async function pollUntil<T>(what: string, probe: () => Promise<T | undefi
 }
 
 /**
- * The fan-out messages now visible on the queue of `tablePrefix`, received (hidden 30 s) but not deleted: each
- * write's message, those of one batch (a group commit's) with the same queue message's `ref`.
+ * The fan-out messages now visible on the queue of `tablePrefix`, received (hidden `hiddenSeconds`, 30 s unless
+ * given) but not deleted: each write's message, those of one batch (a group commit's) with the same queue message's
+ * `ref`.
  */
 export async function receiveFanout(
   queues: QueueStore,
   tablePrefix: string,
+  hiddenSeconds = 30,
 ): Promise<Array<{ message: EntityMessage; ref: { id: string; popReceipt: string } }>> {
   const { queue } = workQueueNames(tablePrefix);
   const out: Array<{ message: EntityMessage; ref: { id: string; popReceipt: string } }> = [];
   for (;;) {
-    const batch = await queues.receive(queue, { max: 32, visibilityTimeoutSeconds: 30 });
+    const batch = await queues.receive(queue, { max: 32, visibilityTimeoutSeconds: hiddenSeconds });
     if (batch.length === 0) return out;
     for (const m of batch) for (const message of decodeEntityMessages(m.text)) out.push({ message, ref: { id: m.id, popReceipt: m.popReceipt } });
   }
