@@ -2,12 +2,14 @@
  * The reference docs match the code they describe: every directive of `schema/directives.graphql` has its section
  * in docs/directives.md, whose table lists exactly its arguments with their types and defaults; every setting
  * src/runtime/config.ts reads has its row in docs/configuration.md; every reason of src/errors.ts's catalogue has
- * its row in docs/errors.md, and every reason src/ gives is in the catalogue.
+ * its row in docs/errors.md, and every reason src/ gives is in the catalogue; the worked example of
+ * docs/orders-and-lines.md compiles, and explain says what it quotes.
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { parse, print, type DirectiveDefinitionNode } from 'graphql';
+import { parse, print, validate, type DirectiveDefinitionNode } from 'graphql';
 import { compileSchema } from '../../src/compiler/compile';
+import { explainModel, formatExplanation } from '../../src/compiler/explanation';
 import { Reason } from '../../src/errors';
 import { CLIENT_DETAILS } from '../../src/server/format-error';
 import { ROOT } from '../support/harness';
@@ -118,4 +120,19 @@ test('every error detail the docs promise in `extensions` is one a client is giv
   }
   expect(promised).toContain('reference');
   expect([...promised].filter((name) => !CLIENT_DETAILS.has(name) && !SERVER_EXTENSIONS.includes(name)).sort()).toEqual([]);
+});
+
+test('the worked transaction example compiles, its call is valid, and explain says what the page quotes', () => {
+  const doc = fs.readFileSync(path.join(ROOT, 'docs/orders-and-lines.md'), 'utf8');
+  const blocks = (lang: string) => [...doc.matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)\\n```', 'g'))].map((m) => m[1]);
+  const [sdl, call] = blocks('graphql');
+  const { schema, model } = compileSchema([
+    { name: 'directives.graphql', body: directivesSdl },
+    { name: 'orders.graphql', body: sdl },
+  ]);
+  expect(validate(schema, parse(call)).map((e) => e.message)).toEqual([]);
+  const explained = formatExplanation(explainModel(model)).split('\n');
+  const quoted = blocks('text')[0].split('\n');
+  expect(quoted.length).toBeGreaterThan(3);
+  for (const line of quoted) expect(explained).toContain(line);
 });
