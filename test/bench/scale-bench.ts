@@ -1,7 +1,8 @@
 /**
- * Background work at size: `npx tsx test/bench/scale-bench.ts [--seconds 60] [--rate 10]` (`npm run bench -- scale`;
- * not part of `npm test`). On its own in-memory Azurite: the 32,928 Chicago employees imported under the HR schema as
- * shipped; then, through a counting proxy in front of the Table service (test/support/storage-proxy.ts), updates at
+ * Background work at size: `npx tsx test/bench/scale-bench.ts [--seconds 60] [--rate 10] [--copies 1]` (`npm run bench
+ * -- scale`; not part of `npm test`). On its own in-memory Azurite: the 32,928 Chicago employees imported under the HR
+ * schema as shipped — `--copies 10`: the file's rows ten times over, each copy its own employees (ids by position,
+ * e-mails made unique), 329,280 employees and some 1.6M entities with their index entities; then, through a counting proxy in front of the Table service (test/support/storage-proxy.ts), updates at
  * `--rate` writes/s for `--seconds` while a capture loop runs its passes every 10 s (the default) and a reader sends
  * point queries of employees without pause. Prints: the queries of the tables of the data without a PartitionKey
  * (whole-table reads; the target is 0), the change entities a pass read per change it copied, pass time, the RPO as
@@ -9,6 +10,10 @@
  * the point queries' p50 inside a pass and outside, and their ratio (the target is at most 1.25), and how late this
  * process's event loop ran inside a pass and outside (the reader, the writer and the capture loop share it).
  */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import zlib from 'node:zlib';
 import { importEmployees } from '../../examples/hr/import/import-employees';
 import { runCapturePass } from '../../src/backup/capture-pass';
 import { Catalogue } from '../../src/evolution/catalogue';
@@ -25,6 +30,19 @@ import { startStorageProxy } from '../support/storage-proxy';
 import { captureLags, captureUnderLoad, percentile, type CaptureBenchDeps, type EmployeeKey } from './capture-load';
 
 const PREFIX = 'sc';
+
+/**
+ * The Chicago file with its data rows `copies` times over, gzipped, in a folder of its own (the file itself for 1):
+ * each row's id is its position, so every copy's employees are new ones.
+ */
+function chicagoTimes(copies: number): string {
+  if (copies === 1) return CHICAGO_CSV;
+  const [header, ...rows] = zlib.gunzipSync(fs.readFileSync(CHICAGO_CSV)).toString('utf8').trimEnd().split('\n');
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'scale-bench-')), 'chicago-times.csv.gz');
+  const body = [header, ...Array.from({ length: copies }, () => rows).flat()].join('\n') + '\n';
+  fs.writeFileSync(file, zlib.gzipSync(body));
+  return file;
+}
 const CONTAINER = 'bench-scale';
 
 function option(name: string, fallback: number): number {
@@ -74,6 +92,7 @@ function loopTicker(): { stop(): Array<{ at: number; late: number }> } {
 async function main(): Promise<void> {
   const seconds = option('--seconds', 60);
   const rate = option('--rate', 10);
+  const copies = option('--copies', 1);
   const azurite = await startAzurite({ inMemory: true });
   const proxy = await startStorageProxy(azurite.connectionString);
   try {
@@ -85,7 +104,11 @@ async function main(): Promise<void> {
     const compiled = compileConfiguredSchema(config);
     const plain = new TableStore({ connectionString: azurite.connectionString, target: 'azurite', timeoutMs: 60_000 });
     for (const t of compiled.model.tables) await plain.ensureTable(t);
-    const imported = await importEmployees({ store: plain, model: compiled.model, file: CHICAGO_CSV, concurrency: 8 });
+    const importing = performance.now();
+    const file = chicagoTimes(copies);
+    const imported = await importEmployees({ store: plain, model: compiled.model, file, concurrency: 8 });
+    if (file !== CHICAGO_CSV) fs.rmSync(path.dirname(file), { recursive: true, force: true });
+    console.log(`imported ${imported.imported} employees, ${imported.entities} entities, in ${((performance.now() - importing) / 1000).toFixed(0)} s`);
     const layout = schemaLayout(compiled.model, compiled.schema);
     await deploySchema({ catalogue: new Catalogue(plain, PREFIX), schema: layout, sdl: compiled.sdl });
     const counted = new TableStore({ connectionString: proxy.connectionString, target: 'azurite', timeoutMs: 60_000 });
