@@ -1,7 +1,7 @@
 /**
  * `npm run bench [-- <name> …]`: runs the benchmarks one after another (each on its own in-memory Azurite) and prints
  * their tables — all of them by default (about 10 minutes on a 2-core machine), or the ones named: point, import, read,
- * fanout, partition, attack, overload, load, build, scaleout, memory, subscriptions, faults, migrate, peer, join, backup, scale, tenants. Not part of `npm test`: benchmarks print numbers, they assert nothing.
+ * fanout, partition, attack, overload, load, build, scaleout, memory, subscriptions, faults, migrate, peer, join, backup, scale, capture-kills, tenants. Not part of `npm test`: benchmarks print numbers, they assert nothing.
  */
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
@@ -25,6 +25,7 @@ const BENCHMARKS: Record<string, string> = {
   join: 'join-bench.ts',
   backup: 'backup-bench.ts',
   scale: 'scale-bench.ts',
+  'capture-kills': 'capture-kill-bench.ts',
   tenants: 'tenants-bench.ts',
 };
 
