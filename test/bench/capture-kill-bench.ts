@@ -25,6 +25,7 @@ import { TableStore } from '../../src/storage/table-store';
 import { WriteExecutor } from '../../src/write/write-executor';
 import { CHICAGO_CSV, SCHEMA_DIR } from '../support/harness';
 import { killedAt, runCommand, type CommandProcess } from '../support/processes';
+import { until } from '../support/wait';
 import { seededRng } from '../support/fanout-fixtures';
 import { percentile } from './capture-load';
 
@@ -142,7 +143,7 @@ async function main(): Promise<void> {
     const { killed, last: running } = await workers;
     last = running;
     const end = Math.max(...acks);
-    while (!watcher.passes.some((p) => p.startedAt >= end)) await new Promise((r) => setTimeout(r, 200));
+    await until('a pass started after the last write', () => watcher.passes.some((p) => p.startedAt >= end), { timeoutMs: 120_000, everyMs: 200 });
     await watcher.stop();
     const rpo = acks.map((ack) => watcher.passes.find((p) => p.startedAt >= ack)!.finishedAt - ack);
     const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
